@@ -1,0 +1,1 @@
+//! STUB: block cache (to be written with the SST module).

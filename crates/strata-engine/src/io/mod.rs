@@ -1,0 +1,118 @@
+//! All file I/O of the engine goes through the [`Fs`] trait (LevelDB's `Env`, Pebble's `vfs`).
+//!
+//! Implementations:
+//! - [`RealFs`]: the operating system's files.
+//! - [`MemFs`]: in memory, with crash simulation: [`MemFs::crash`] drops every byte that was
+//!   not synced and every create/rename/remove that was not followed by a sync of its
+//!   directory, optionally tearing the last unsynced write.
+//! - [`FaultFs`]: wraps another `Fs` and injects errors (EIO, ENOSPC, short writes) on the
+//!   n-th operation of a kind, for fault-injection tests.
+//!
+//! Paths are ordinary `Path`s; a `MemFs` treats them as keys and knows directories only as
+//! prefixes that were created with [`Fs::create_dir_all`].
+
+mod fault;
+mod mem;
+mod real;
+
+pub use fault::{FaultFs, FaultKind, FaultOp, FaultRule};
+pub use mem::MemFs;
+pub use real::RealFs;
+
+use crate::error::Result;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A file opened for appending. Bytes are durable only after [`WritableFile::sync`] returns.
+pub trait WritableFile: Send {
+    /// Appends `data` at the end of the file. May buffer in user space.
+    fn append(&mut self, data: &[u8]) -> Result<()>;
+    /// Hands any user-space buffer to the operating system (not durable yet).
+    fn flush(&mut self) -> Result<()>;
+    /// Flushes and makes every appended byte durable (fdatasync).
+    fn sync(&mut self) -> Result<()>;
+    /// Bytes appended so far.
+    fn size(&self) -> u64;
+    /// The path the file was created at (for error messages).
+    fn path(&self) -> &Path;
+}
+
+/// A file opened for positional reads. Shared between threads.
+pub trait RandomAccessFile: Send + Sync {
+    /// Fills `buf` from `offset`. Reading past the end is an error (`UnexpectedEof` I/O error),
+    /// never a silently short buffer.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
+    /// The file's size when it was opened.
+    fn size(&self) -> u64;
+    /// The path the file was opened at (for error messages).
+    fn path(&self) -> &Path;
+    /// Hint: the caller will now read `len` bytes from `offset` sequentially (compaction
+    /// readahead). Default: nothing.
+    fn readahead(&self, _offset: u64, _len: u64) {}
+}
+
+/// One read of a batched read: `len` bytes at `offset` of `file`.
+pub struct ReadRequest<'a> {
+    pub file: &'a dyn RandomAccessFile,
+    pub offset: u64,
+    pub len: usize,
+}
+
+/// An advisory lock on a file, released on drop.
+pub trait FileLock: Send + Sync {}
+
+/// The file system as the engine sees it.
+pub trait Fs: Send + Sync + 'static {
+    /// Creates (or truncates) `path` for appending.
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Opens an existing file for positional reads.
+    fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
+    /// Atomically replaces `to` with `from` (durable only after `sync_dir` of the parent).
+    fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+    /// Removes a file (durable only after `sync_dir` of the parent).
+    fn remove(&self, path: &Path) -> Result<()>;
+    /// Names (not paths) of the entries of directory `dir`, in no particular order.
+    fn list(&self, dir: &Path) -> Result<Vec<String>>;
+    /// Whether `path` exists.
+    fn exists(&self, path: &Path) -> Result<bool>;
+    /// Creates `dir` and its parents.
+    fn create_dir_all(&self, dir: &Path) -> Result<()>;
+    /// Makes the creates, renames and removes of entries in `dir` durable.
+    fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// Size of the file at `path`.
+    fn file_size(&self, path: &Path) -> Result<u64>;
+    /// Takes an exclusive lock on `path` (created if missing); `Error::Locked` if held.
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+
+    /// Reads many ranges at once. Results come back in request order, each independent: one
+    /// failed read does not fail the others. The default runs them one after another;
+    /// io_uring and thread-pool implementations submit them together.
+    fn read_batch(&self, reqs: &[ReadRequest<'_>]) -> Vec<Result<Vec<u8>>> {
+        reqs.iter()
+            .map(|r| {
+                let mut buf = vec![0u8; r.len];
+                r.file.read_at(r.offset, &mut buf).map(|()| buf)
+            })
+            .collect()
+    }
+
+    /// Reads a whole file.
+    fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
+        let f = self.open(path)?;
+        let mut buf = vec![0u8; f.size() as usize];
+        f.read_at(0, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// Writes `data` to `path` and syncs it (helper for small files such as CURRENT).
+    fn write_all_synced(&self, path: &Path, data: &[u8]) -> Result<()> {
+        let mut f = self.create(path)?;
+        f.append(data)?;
+        f.sync()
+    }
+}
+
+/// Joins a directory and a file name.
+pub fn join(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
+}

@@ -1,0 +1,26 @@
+//! Iterators over internal keys, and the user-facing [`DbIterator`].
+//!
+//! Every source (memtable, table, level, merged view) implements [`InternalIterator`]. Errors
+//! are LevelDB-style: an iterator that hits an error becomes invalid and reports it from
+//! [`InternalIterator::status`]; callers check `status()` whenever `valid()` turns false.
+
+pub trait InternalIterator: Send {
+    /// Whether the iterator is positioned at an entry.
+    fn valid(&self) -> bool;
+    /// Positions at the first entry.
+    fn seek_to_first(&mut self);
+    /// Positions at the last entry.
+    fn seek_to_last(&mut self);
+    /// Positions at the first entry whose internal key is `>= target` (internal order).
+    fn seek(&mut self, target: &[u8]);
+    /// Moves to the next entry. Requires `valid()`.
+    fn next(&mut self);
+    /// Moves to the previous entry. Requires `valid()`.
+    fn prev(&mut self);
+    /// The current internal key. Requires `valid()`.
+    fn key(&self) -> &[u8];
+    /// The current value. Requires `valid()`.
+    fn value(&self) -> &[u8];
+    /// The first error met, if any.
+    fn status(&self) -> crate::Result<()>;
+}

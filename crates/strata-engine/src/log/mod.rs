@@ -1,0 +1,1 @@
+//! STUB: record log used by the WAL and the MANIFEST (to be written).

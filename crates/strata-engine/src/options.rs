@@ -1,0 +1,258 @@
+//! Options of one engine instance. Defaults follow the RocksDB-for-Redis-on-Flash tuning
+//! (seed 004): L0 slowdown at 24 files and stop at 40, 2 MiB compaction readahead, background
+//! threads sized from the core count.
+
+use crate::error::{Error, Result};
+use crate::io::{Fs, RealFs};
+use crate::key::SeqNo;
+use std::sync::Arc;
+
+/// Per-block compression. On-disk: do not renumber.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Compression {
+    /// Blocks stored as they are.
+    None = 0,
+    /// LZ4 block compression; a block is stored raw when LZ4 does not shrink it by 1/8.
+    Lz4 = 1,
+}
+
+/// Options of a database. None is persisted: every open may pass different values, except
+/// that the on-disk files always say how they were written (compression per block).
+#[derive(Clone)]
+pub struct Options {
+    /// Create the database if the directory has none. Default: true.
+    pub create_if_missing: bool,
+    /// Fail if a database already exists. Default: false.
+    pub error_if_exists: bool,
+    /// The file system. Default: the operating system's ([`RealFs`]).
+    pub fs: Arc<dyn Fs>,
+    /// Bytes a memtable may hold before it is frozen and flushed. Default: 64 MiB. Larger
+    /// means fewer, larger L0 files (less write amplification) and a longer recovery.
+    pub write_buffer_bytes: usize,
+    /// Frozen memtables allowed to wait for flush before writes stop. Default: 2.
+    pub max_immutable_memtables: usize,
+    /// L0 files that trigger an L0→L1 compaction. Default: 4.
+    pub l0_compaction_trigger: usize,
+    /// L0 files at which each write is delayed by about 1 ms. Default: 24 (RoF tuning).
+    pub l0_slowdown_writes_trigger: usize,
+    /// L0 files at which writes stop until compaction catches up. Default: 40 (RoF tuning).
+    pub l0_stop_writes_trigger: usize,
+    /// Target size of L1; level n+1 targets `level_size_multiplier` times level n.
+    /// Default: 256 MiB.
+    pub max_bytes_for_level_base: u64,
+    /// Size ratio between adjacent levels. Default: 10.
+    pub level_size_multiplier: u64,
+    /// Number of levels, L0 included. Default: 7.
+    pub num_levels: usize,
+    /// Target size of one table written by compaction. Default: 64 MiB.
+    pub target_file_size_bytes: u64,
+    /// Uncompressed size of a data block. Default: 4 KiB (one device page per point read).
+    pub block_size_bytes: usize,
+    /// Keys between restart points in a block. Default: 16.
+    pub block_restart_interval: usize,
+    /// Build a per-table filter (binary fuse, about 9 bits per key, 0.4% false positives).
+    /// Default: true.
+    pub filter: bool,
+    /// Block compression. Default: none (benchmarks compare with compression off; LZ4 saves
+    /// space on compressible data).
+    pub compression: Compression,
+    /// Block cache capacity in bytes (uncompressed blocks). Default: 64 MiB.
+    pub block_cache_bytes: usize,
+    /// Open table readers kept in the table cache. Default: 1000.
+    pub max_open_files: usize,
+    /// Background threads for flushes and compactions. Default: the number of cores, at
+    /// least 2.
+    pub background_threads: usize,
+    /// Readahead for compaction inputs, in bytes. Default: 2 MiB (RoF tuning: 3x faster
+    /// compaction on their load).
+    pub compaction_readahead_bytes: usize,
+    /// Verify block checksums when reading for compaction and on open. Default: true.
+    pub paranoid_checks: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2);
+        Options {
+            create_if_missing: true,
+            error_if_exists: false,
+            fs: Arc::new(RealFs::new()),
+            write_buffer_bytes: 64 << 20,
+            max_immutable_memtables: 2,
+            l0_compaction_trigger: 4,
+            l0_slowdown_writes_trigger: 24,
+            l0_stop_writes_trigger: 40,
+            max_bytes_for_level_base: 256 << 20,
+            level_size_multiplier: 10,
+            num_levels: 7,
+            target_file_size_bytes: 64 << 20,
+            block_size_bytes: 4 << 10,
+            block_restart_interval: 16,
+            filter: true,
+            compression: Compression::None,
+            block_cache_bytes: 64 << 20,
+            max_open_files: 1000,
+            background_threads: cores.max(2),
+            compaction_readahead_bytes: 2 << 20,
+            paranoid_checks: true,
+        }
+    }
+}
+
+impl Options {
+    /// Returns a clear error for impossible combinations.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(Error::InvalidArgument(m.to_string()));
+        if self.write_buffer_bytes < 4096 {
+            return bad("write_buffer_bytes must be at least 4096");
+        }
+        if self.l0_compaction_trigger == 0 {
+            return bad("l0_compaction_trigger must be at least 1");
+        }
+        if self.l0_slowdown_writes_trigger < self.l0_compaction_trigger {
+            return bad("l0_slowdown_writes_trigger must be >= l0_compaction_trigger");
+        }
+        if self.l0_stop_writes_trigger < self.l0_slowdown_writes_trigger {
+            return bad("l0_stop_writes_trigger must be >= l0_slowdown_writes_trigger");
+        }
+        if !(2..=16).contains(&self.num_levels) {
+            return bad("num_levels must be between 2 and 16");
+        }
+        if self.level_size_multiplier < 2 {
+            return bad("level_size_multiplier must be at least 2");
+        }
+        if self.block_size_bytes < 256 || self.block_size_bytes > (64 << 20) {
+            return bad("block_size_bytes must be between 256 B and 64 MiB");
+        }
+        if self.block_restart_interval == 0 {
+            return bad("block_restart_interval must be at least 1");
+        }
+        if self.max_open_files < 16 {
+            return bad("max_open_files must be at least 16");
+        }
+        if self.background_threads == 0 {
+            return bad("background_threads must be at least 1");
+        }
+        if self.max_immutable_memtables == 0 {
+            return bad("max_immutable_memtables must be at least 1");
+        }
+        if self.target_file_size_bytes < 4096 {
+            return bad("target_file_size_bytes must be at least 4096");
+        }
+        Ok(())
+    }
+
+    /// Sets one option from its name and a string value (CLI `--opt name=value`).
+    pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
+        fn num<T: std::str::FromStr>(name: &str, v: &str) -> Result<T> {
+            v.parse().map_err(|_| {
+                Error::InvalidArgument(format!("option {name}: cannot parse {v:?} as a number"))
+            })
+        }
+        fn boolean(name: &str, v: &str) -> Result<bool> {
+            match v {
+                "true" | "1" | "on" | "yes" => Ok(true),
+                "false" | "0" | "off" | "no" => Ok(false),
+                _ => Err(Error::InvalidArgument(format!(
+                    "option {name}: expected true or false, got {v:?}"
+                ))),
+            }
+        }
+        match name {
+            "create_if_missing" => self.create_if_missing = boolean(name, value)?,
+            "error_if_exists" => self.error_if_exists = boolean(name, value)?,
+            "write_buffer_bytes" => self.write_buffer_bytes = num(name, value)?,
+            "max_immutable_memtables" => self.max_immutable_memtables = num(name, value)?,
+            "l0_compaction_trigger" => self.l0_compaction_trigger = num(name, value)?,
+            "l0_slowdown_writes_trigger" => self.l0_slowdown_writes_trigger = num(name, value)?,
+            "l0_stop_writes_trigger" => self.l0_stop_writes_trigger = num(name, value)?,
+            "max_bytes_for_level_base" => self.max_bytes_for_level_base = num(name, value)?,
+            "level_size_multiplier" => self.level_size_multiplier = num(name, value)?,
+            "num_levels" => self.num_levels = num(name, value)?,
+            "target_file_size_bytes" => self.target_file_size_bytes = num(name, value)?,
+            "block_size_bytes" => self.block_size_bytes = num(name, value)?,
+            "block_restart_interval" => self.block_restart_interval = num(name, value)?,
+            "filter" => self.filter = boolean(name, value)?,
+            "compression" => {
+                self.compression = match value {
+                    "none" => Compression::None,
+                    "lz4" => Compression::Lz4,
+                    _ => {
+                        return Err(Error::InvalidArgument(format!(
+                            "option compression: expected none or lz4, got {value:?}"
+                        )))
+                    }
+                }
+            }
+            "block_cache_bytes" => self.block_cache_bytes = num(name, value)?,
+            "max_open_files" => self.max_open_files = num(name, value)?,
+            "background_threads" => self.background_threads = num(name, value)?,
+            "compaction_readahead_bytes" => self.compaction_readahead_bytes = num(name, value)?,
+            "paranoid_checks" => self.paranoid_checks = boolean(name, value)?,
+            _ => return Err(Error::InvalidArgument(format!("unknown option {name:?}"))),
+        }
+        self.validate()
+    }
+}
+
+/// Options of one write.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WriteOptions {
+    /// fsync the WAL before acknowledging. Writes that share a commit group share the fsync.
+    /// Default: false (the write survives a process crash, not a power loss).
+    pub sync: bool,
+    /// Skip the WAL (the write is lost on any crash before its memtable is flushed).
+    /// Default: false.
+    pub disable_wal: bool,
+}
+
+/// A consistent point-in-time view, by sequence number. Obtained from `Db::snapshot`; while
+/// it lives, compaction keeps every version it can see.
+#[derive(Clone)]
+pub struct Snapshot {
+    pub(crate) seq: SeqNo,
+    pub(crate) _guard: Arc<dyn std::any::Any + Send + Sync>,
+}
+
+impl Snapshot {
+    /// The sequence number this snapshot reads at.
+    pub fn seq(&self) -> SeqNo {
+        self.seq
+    }
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Snapshot({})", self.seq)
+    }
+}
+
+/// Options of one read.
+#[derive(Clone, Debug)]
+pub struct ReadOptions {
+    /// Read as of this snapshot. Default: the latest state.
+    pub snapshot: Option<Snapshot>,
+    /// Put blocks read from disk into the block cache. Default: true (turn off for scans).
+    pub fill_cache: bool,
+    /// Verify block checksums on every read. Default: true.
+    pub verify_checksums: bool,
+    /// Iterators: skip keys below this bound (inclusive).
+    pub lower_bound: Option<Vec<u8>>,
+    /// Iterators: stop before this bound (exclusive).
+    pub upper_bound: Option<Vec<u8>>,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            snapshot: None,
+            fill_cache: true,
+            verify_checksums: true,
+            lower_bound: None,
+            upper_bound: None,
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! STUB: SSTables (to be written).

@@ -1,0 +1,1 @@
+//! STUB: VersionEdit encoding (to be written).
