@@ -1,6 +1,20 @@
-//! STUB: to be written (RealFs).
+//! [`RealFs`]: the operating system's file system.
+//!
+//! Writable files buffer appends in user space ([`WRITE_BUFFER_BYTES`]) so that the many small
+//! appends of the WAL and table writers become few `write` system calls. Random-access files
+//! use positional reads (`pread`), so one open file is shared by all reader threads without a
+//! seek position to fight over.
+//!
+//! Every error is reported as [`Error::Io`] naming the operation and the path.
+
 use super::*;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use std::fs::{File, OpenOptions};
+use std::io::{self, ErrorKind, Write};
+use std::os::unix::fs::FileExt;
+
+/// Size of the user-space write buffer of a [`RealFs`] writable file.
+pub const WRITE_BUFFER_BYTES: usize = 256 << 10;
 
 /// The operating system's file system.
 #[derive(Default, Debug, Clone)]
@@ -12,35 +26,374 @@ impl RealFs {
     }
 }
 
+/// A file being appended to, with a user-space buffer.
+///
+/// After a failed write or sync the file refuses every further append, flush and sync: a
+/// failed `write_all` may have written part of the buffer (retrying would duplicate bytes),
+/// and after a failed fsync the kernel may have dropped the dirty pages, so a retried sync
+/// could report success for data that never reached the disk.
+struct RealWritableFile {
+    file: File,
+    path: PathBuf,
+    buf: Vec<u8>,
+    /// Bytes accepted by `append` (buffered or written).
+    size: u64,
+    /// The first write or sync error; every later operation fails with it.
+    failed: Option<Error>,
+}
+
+impl RealWritableFile {
+    fn check_failed(&self) -> Result<()> {
+        match &self.failed {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes `data` to the OS, poisoning the file on failure.
+    fn write_through(&mut self, op: &'static str, data: &[u8]) -> Result<()> {
+        if let Err(e) = self.file.write_all(data) {
+            let err = Error::io(op, &self.path, e);
+            self.failed = Some(err.clone());
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    fn flush_buffer(&mut self, op: &'static str) -> Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let buf = std::mem::take(&mut self.buf);
+        let r = self.write_through(op, &buf);
+        // Keep the allocation for the next appends.
+        self.buf = buf;
+        self.buf.clear();
+        r
+    }
+}
+
+impl WritableFile for RealWritableFile {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        self.check_failed()?;
+        if self.buf.len() + data.len() > WRITE_BUFFER_BYTES {
+            self.flush_buffer("append")?;
+        }
+        if data.len() >= WRITE_BUFFER_BYTES {
+            // Copying a large append into the buffer would only add a memcpy.
+            self.write_through("append", data)?;
+        } else {
+            self.buf.extend_from_slice(data);
+        }
+        self.size += data.len() as u64;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        self.check_failed()?;
+        self.flush_buffer("flush")
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.check_failed()?;
+        self.flush_buffer("sync")?;
+        // fdatasync: the data and the metadata needed to read it back (the size), not mtime.
+        if let Err(e) = self.file.sync_data() {
+            let err = Error::io("sync", &self.path, e);
+            self.failed = Some(err.clone());
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for RealWritableFile {
+    /// Hands buffered bytes to the OS, like closing a `FILE*`. Errors are lost here: callers
+    /// that care call `flush` or `sync` before dropping.
+    fn drop(&mut self) {
+        if self.failed.is_none() {
+            let _ = self.flush_buffer("flush");
+        }
+    }
+}
+
+/// A file opened for positional reads.
+struct RealRandomAccessFile {
+    file: File,
+    path: PathBuf,
+    size: u64,
+}
+
+impl RandomAccessFile for RealRandomAccessFile {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.file.read_exact_at(buf, offset).map_err(|e| {
+            let e = if e.kind() == ErrorKind::UnexpectedEof {
+                io::Error::new(
+                    ErrorKind::UnexpectedEof,
+                    format!(
+                        "read of {} bytes at offset {offset} goes past the end of the file \
+                         ({} bytes when opened)",
+                        buf.len(),
+                        self.size
+                    ),
+                )
+            } else {
+                e
+            };
+            Error::io("read", &self.path, e)
+        })
+    }
+
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    // `readahead` keeps the default no-op: `posix_fadvise(POSIX_FADV_WILLNEED)` or
+    // `readahead(2)` need `libc` and `unsafe`, which this crate forbids. The kernel's own
+    // sequential-read detection still applies to compaction reads.
+}
+
+/// Holds an exclusive `flock` on the lock file; closing the file on drop releases it.
+struct RealFileLock {
+    _file: File,
+}
+
+impl FileLock for RealFileLock {}
+
 impl Fs for RealFs {
-    fn create(&self, _path: &Path) -> Result<Box<dyn WritableFile>> {
-        todo!()
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let file = File::create(path).map_err(|e| Error::io("create", path, e))?;
+        Ok(Box::new(RealWritableFile {
+            file,
+            path: path.to_path_buf(),
+            buf: Vec::new(),
+            size: 0,
+            failed: None,
+        }))
     }
-    fn open(&self, _path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        todo!()
+
+    fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let size = file
+            .metadata()
+            .map_err(|e| Error::io("open", path, e))?
+            .len();
+        Ok(Arc::new(RealRandomAccessFile {
+            file,
+            path: path.to_path_buf(),
+            size,
+        }))
     }
-    fn rename(&self, _from: &Path, _to: &Path) -> Result<()> {
-        todo!()
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        std::fs::rename(from, to).map_err(|e| Error::io("rename", from, e))
     }
-    fn remove(&self, _path: &Path) -> Result<()> {
-        todo!()
+
+    fn remove(&self, path: &Path) -> Result<()> {
+        std::fs::remove_file(path).map_err(|e| Error::io("remove", path, e))
     }
-    fn list(&self, _dir: &Path) -> Result<Vec<String>> {
-        todo!()
+
+    fn list(&self, dir: &Path) -> Result<Vec<String>> {
+        let entries = std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
+        let mut names = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("list", dir, e))?;
+            // A name that is not UTF-8 cannot be one of ours; show it lossily rather than fail.
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+        Ok(names)
     }
-    fn exists(&self, _path: &Path) -> Result<bool> {
-        todo!()
+
+    fn exists(&self, path: &Path) -> Result<bool> {
+        path.try_exists().map_err(|e| Error::io("exists", path, e))
     }
-    fn create_dir_all(&self, _dir: &Path) -> Result<()> {
-        todo!()
+
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("create_dir_all", dir, e))
     }
-    fn sync_dir(&self, _dir: &Path) -> Result<()> {
-        todo!()
+
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        // On Linux, fsync of a directory opened read-only persists its entries.
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| Error::io("sync_dir", dir, e))
     }
-    fn file_size(&self, _path: &Path) -> Result<u64> {
-        todo!()
+
+    fn file_size(&self, path: &Path) -> Result<u64> {
+        std::fs::metadata(path)
+            .map(|m| m.len())
+            .map_err(|e| Error::io("file_size", path, e))
     }
-    fn lock(&self, _path: &Path) -> Result<Box<dyn FileLock>> {
-        todo!()
+
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| Error::io("lock", path, e))?;
+        // flock locks belong to the open file description, so a second `lock` of the same path
+        // in this process conflicts too, as a second `Db` on one directory must.
+        #[allow(clippy::incompatible_msrv)] // File::try_lock: Rust 1.89; toolchain is newer.
+        match file.try_lock() {
+            Ok(()) => Ok(Box::new(RealFileLock { _file: file })),
+            Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(path.to_path_buf())),
+            Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", path, e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
+    }
+
+    #[test]
+    fn write_read_round_trip() {
+        let dir = tmp();
+        let fs = RealFs::new();
+        let p = dir.path().join("a.log");
+        let mut w = fs.create(&p).unwrap();
+        w.append(b"hello ").unwrap();
+        w.append(b"world").unwrap();
+        assert_eq!(w.size(), 11);
+        assert_eq!(w.path(), p.as_path());
+        w.sync().unwrap();
+        let r = fs.open(&p).unwrap();
+        assert_eq!(r.size(), 11);
+        let mut buf = [0u8; 5];
+        r.read_at(6, &mut buf).unwrap();
+        assert_eq!(&buf, b"world");
+        r.readahead(0, 11);
+        assert_eq!(fs.read_all(&p).unwrap(), b"hello world");
+        assert_eq!(fs.file_size(&p).unwrap(), 11);
+    }
+
+    #[test]
+    fn buffered_bytes_reach_the_file_on_flush_and_drop() {
+        let dir = tmp();
+        let fs = RealFs::new();
+        let p = dir.path().join("b");
+        let mut w = fs.create(&p).unwrap();
+        w.append(b"abc").unwrap();
+        // Still in the user-space buffer.
+        assert_eq!(fs.file_size(&p).unwrap(), 0);
+        w.flush().unwrap();
+        assert_eq!(fs.file_size(&p).unwrap(), 3);
+        w.append(b"def").unwrap();
+        drop(w);
+        assert_eq!(fs.read_all(&p).unwrap(), b"abcdef");
+    }
+
+    #[test]
+    fn large_and_buffer_filling_appends_keep_order() {
+        let dir = tmp();
+        let fs = RealFs::new();
+        let p = dir.path().join("big");
+        let mut w = fs.create(&p).unwrap();
+        let mut expect = Vec::new();
+        let small: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+        let big: Vec<u8> = (0..(WRITE_BUFFER_BYTES as u32 + 17))
+            .map(|i| (i % 251) as u8)
+            .collect();
+        for i in 0..300 {
+            w.append(&small).unwrap();
+            expect.extend_from_slice(&small);
+            if i % 100 == 7 {
+                w.append(&big).unwrap();
+                expect.extend_from_slice(&big);
+            }
+        }
+        assert_eq!(w.size(), expect.len() as u64);
+        w.sync().unwrap();
+        assert_eq!(fs.read_all(&p).unwrap(), expect);
+    }
+
+    #[test]
+    fn read_past_eof_is_an_error_naming_the_path() {
+        let dir = tmp();
+        let fs = RealFs::new();
+        let p = dir.path().join("short");
+        fs.write_all_synced(&p, b"0123456789").unwrap();
+        let r = fs.open(&p).unwrap();
+        let mut buf = [0u8; 4];
+        let err = r.read_at(8, &mut buf).unwrap_err();
+        match &err {
+            Error::Io { op, path, source } => {
+                assert_eq!(*op, "read");
+                assert_eq!(path, &p);
+                assert_eq!(source.kind(), ErrorKind::UnexpectedEof);
+            }
+            other => panic!("unexpected error {other:?}"),
+        }
+        assert!(err.to_string().contains("short"));
+    }
+
+    #[test]
+    fn missing_file_is_not_found() {
+        let dir = tmp();
+        let fs = RealFs::new();
+        let p = dir.path().join("nope");
+        assert!(!fs.exists(&p).unwrap());
+        match fs.open(&p).err().unwrap() {
+            Error::Io { op, source, .. } => {
+                assert_eq!(op, "open");
+                assert_eq!(source.kind(), ErrorKind::NotFound);
+            }
+            other => panic!("unexpected error {other:?}"),
+        }
+    }
+
+    #[test]
+    fn rename_remove_list_sync_dir() {
+        let dir = tmp();
+        let fs = RealFs::new();
+        let sub = dir.path().join("x/y");
+        fs.create_dir_all(&sub).unwrap();
+        let a = sub.join("a.tmp");
+        let b = sub.join("CURRENT");
+        fs.write_all_synced(&a, b"MANIFEST-000001\n").unwrap();
+        fs.rename(&a, &b).unwrap();
+        fs.sync_dir(&sub).unwrap();
+        assert!(!fs.exists(&a).unwrap());
+        assert_eq!(fs.read_all(&b).unwrap(), b"MANIFEST-000001\n");
+        let mut names = fs.list(&sub).unwrap();
+        names.sort();
+        assert_eq!(names, vec!["CURRENT".to_string()]);
+        fs.remove(&b).unwrap();
+        assert!(fs.list(&sub).unwrap().is_empty());
+        let err = fs.remove(&b).unwrap_err();
+        assert!(matches!(err, Error::Io { op: "remove", .. }));
+    }
+
+    #[test]
+    fn lock_conflicts_until_dropped() {
+        let dir = tmp();
+        let fs = RealFs::new();
+        let p = dir.path().join("LOCK");
+        let l1 = fs.lock(&p).unwrap();
+        assert!(fs.exists(&p).unwrap());
+        match fs.lock(&p).err().unwrap() {
+            Error::Locked(path) => assert_eq!(path, p),
+            other => panic!("unexpected error {other:?}"),
+        }
+        drop(l1);
+        let _l2 = fs.lock(&p).unwrap();
     }
 }
