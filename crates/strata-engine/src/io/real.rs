@@ -247,7 +247,8 @@ impl Fs for RealFs {
             .map_err(|e| Error::io("lock", path, e))?;
         // flock locks belong to the open file description, so a second `lock` of the same path
         // in this process conflicts too, as a second `Db` on one directory must.
-        #[allow(clippy::incompatible_msrv)] // File::try_lock: Rust 1.89; toolchain is newer.
+        // File::try_lock needs Rust 1.89 (the workspace says 1.80, but this crate does not
+        // inherit it and the toolchain is 1.95).
         match file.try_lock() {
             Ok(()) => Ok(Box::new(RealFileLock { _file: file })),
             Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked(path.to_path_buf())),
