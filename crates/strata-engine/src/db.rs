@@ -1,152 +1,761 @@
-//! STUB of the public API (bodies to be written); signatures are what the CLI builds on.
-#![allow(unused_variables)]
+//! [`Db`]: one LSM-tree instance.
+//!
+//! Concurrency protocol:
+//! - `state` (a mutex) owns the version set, the memtables and the bookkeeping of background
+//!   work. It is held only for short decisions and MANIFEST edits, never for table I/O.
+//! - Writers go through the group-commit queue (`write.rs`): the writer at the front is the
+//!   leader; it alone appends to the WAL (`wal` mutex, uncontended) and inserts into the
+//!   memtable, then publishes the group's last sequence number in `visible_seq`.
+//! - Readers take `super_version` (memtable, immutable memtables, version), an `Arc` snapshot
+//!   swapped under a read-write lock whenever one of the three changes, and read
+//!   `visible_seq`; they never take `state`.
+//! - Background threads (`background_threads` of them) wait on `bg_cv` for a flush (always
+//!   first) or a compaction; whoever waits for progress (stalled writers, `flush`,
+//!   `wait_idle`) waits on `done_cv`, which every finished job notifies.
+//! - An I/O error in the WAL, a flush or a compaction is stored in `bg_error`: from then on
+//!   every write fails with [`Error::Poisoned`] until the database is reopened.
+
 use crate::batch::WriteBatch;
-use crate::error::Result;
+use crate::compaction::{self, Busy, CompactionPlan, JobEnv, Shape};
+use crate::error::{Error, Result};
+use crate::filename::{self, FileKind};
+use crate::io::{FileLock, Fs};
+use crate::iter::{InternalIterator, MergingIterator};
+use crate::key::SeqNo;
+use crate::log::LogWriter;
+use crate::memtable::MemTable;
 use crate::options::{Options, ReadOptions, Snapshot, WriteOptions};
-use std::path::Path;
+use crate::sst::TableOptions;
+use crate::stats::Counters;
+use crate::table_cache::TableCache;
+use crate::version::{Version, VersionEdit, VersionSet};
+use crate::write::WriteQueue;
+use parking_lot::{Condvar, Mutex, RwLock};
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 
-/// One LSM-tree instance.
-pub struct Db {}
+pub use crate::check::CheckReport;
+pub use crate::iter::DbIterator;
+pub use crate::stats_report::Stats;
 
-/// Engine statistics (see `Db::stats`).
-#[derive(Clone, Debug, Default)]
-pub struct Stats {
-    pub user_bytes_written: u64,
-    pub wal_bytes_written: u64,
-    pub flush_bytes_written: u64,
-    pub compaction_bytes_written: u64,
-    pub compaction_bytes_read: u64,
-    /// (flush + compaction + WAL bytes) / user bytes.
-    pub write_amplification: f64,
-    pub stall_micros: u64,
-    pub slowdown_count: u64,
-    pub stop_count: u64,
-    pub block_cache_hits: u64,
-    pub block_cache_misses: u64,
-    pub table_cache_hits: u64,
-    pub table_cache_misses: u64,
-    pub filter_checks: u64,
-    pub filter_negatives: u64,
-    /// Per level: (file count, total bytes).
-    pub levels: Vec<(usize, u64)>,
-    pub memtable_bytes: u64,
-    pub immutable_memtables: usize,
-    pub last_sequence: u64,
-    pub flushes: u64,
-    pub compactions: u64,
+/// What readers need: memtables and tables at one moment.
+pub(crate) struct SuperVersion {
+    pub mem: Arc<MemTable>,
+    /// Newest first.
+    pub imms: Vec<Arc<MemTable>>,
+    pub version: Arc<Version>,
 }
 
-impl std::fmt::Display for Stats {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        todo!()
-    }
+pub(crate) struct DbState {
+    pub versions: VersionSet,
+    pub mem: Arc<MemTable>,
+    /// Oldest first.
+    pub imms: Vec<Arc<MemTable>>,
+    pub flushing: bool,
+    pub busy: Busy,
+    pub running_compactions: usize,
+    pub pending_outputs: HashSet<u64>,
+    pub manual_compaction: bool,
 }
 
-/// What `Db::check` found.
+pub(crate) struct DbInner {
+    pub dir: PathBuf,
+    pub opts: Options,
+    pub fs: Arc<dyn Fs>,
+    pub table_opts: TableOptions,
+    pub tables: Arc<TableCache>,
+    pub state: Mutex<DbState>,
+    pub bg_cv: Condvar,
+    pub done_cv: Condvar,
+    pub writes: WriteQueue,
+    pub wal: Mutex<Option<LogWriter>>,
+    pub super_version: RwLock<Arc<SuperVersion>>,
+    pub visible_seq: AtomicU64,
+    pub bg_error: Mutex<Option<Error>>,
+    pub has_bg_error: AtomicBool,
+    pub shutting_down: AtomicBool,
+    pub counters: Counters,
+    pub snapshots: Arc<Mutex<BTreeMap<SeqNo, usize>>>,
+    pub recovery: RecoveryInfo,
+    _lock: Box<dyn FileLock>,
+}
+
+/// What the last open found in the WALs.
 #[derive(Clone, Debug, Default)]
-pub struct CheckReport {
-    pub tables: u64,
-    pub blocks: u64,
-    pub entries: u64,
+pub struct RecoveryInfo {
+    pub wal_files: u64,
     pub wal_records: u64,
-    pub manifest_records: u64,
-    /// Every corruption found (check goes on after the first).
-    pub problems: Vec<crate::Error>,
+    /// A torn WAL tail that was dropped: (file, offset, reason).
+    pub truncated_tail: Option<(PathBuf, u64, String)>,
 }
 
-/// Iterator over user keys and values (see `Db::iter`).
-pub struct DbIterator {}
+/// Keeps a snapshot's sequence registered while any clone of it lives.
+pub(crate) struct SnapshotGuard {
+    seq: SeqNo,
+    registry: Arc<Mutex<BTreeMap<SeqNo, usize>>>,
+}
 
-impl DbIterator {
-    pub fn valid(&self) -> bool {
-        todo!()
+impl Drop for SnapshotGuard {
+    fn drop(&mut self) {
+        let mut r = self.registry.lock();
+        if let Some(c) = r.get_mut(&self.seq) {
+            *c -= 1;
+            if *c == 0 {
+                r.remove(&self.seq);
+            }
+        }
     }
-    pub fn seek_to_first(&mut self) {
-        todo!()
-    }
-    pub fn seek_to_last(&mut self) {
-        todo!()
-    }
-    /// First key >= `key`.
-    pub fn seek(&mut self, key: &[u8]) {
-        todo!()
-    }
-    /// Last key <= `key`.
-    pub fn seek_for_prev(&mut self, key: &[u8]) {
-        todo!()
-    }
-    pub fn next(&mut self) {
-        todo!()
-    }
-    pub fn prev(&mut self) {
-        todo!()
-    }
-    pub fn key(&self) -> &[u8] {
-        todo!()
-    }
-    pub fn value(&self) -> &[u8] {
-        todo!()
-    }
-    pub fn status(&self) -> Result<()> {
-        todo!()
-    }
+}
+
+/// One LSM-tree instance. Cheap to share between threads (`&Db` is enough for every
+/// operation).
+pub struct Db {
+    pub(crate) inner: Arc<DbInner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Db {
+    /// Opens (or creates, with `create_if_missing`) the database in directory `path`,
+    /// replaying its WALs. Takes an exclusive lock on the directory.
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
-        todo!()
+        opts.validate()?;
+        let dir = path.as_ref().to_path_buf();
+        let fs = opts.fs.clone();
+        if !fs.exists(&dir)? {
+            if !opts.create_if_missing {
+                return Err(Error::InvalidArgument(format!(
+                    "no database at {} (create_if_missing is off)",
+                    dir.display()
+                )));
+            }
+            fs.create_dir_all(&dir)?;
+        }
+        let lock = fs.lock(&filename::lock(&dir))?;
+        if fs.exists(&filename::current(&dir))? {
+            if opts.error_if_exists {
+                return Err(Error::InvalidArgument(format!(
+                    "a database already exists at {} (error_if_exists is on)",
+                    dir.display()
+                )));
+            }
+        } else if opts.create_if_missing {
+            VersionSet::create_new(&fs, &dir)?;
+        } else {
+            return Err(Error::InvalidArgument(format!(
+                "no database at {} (create_if_missing is off)",
+                dir.display()
+            )));
+        }
+        let versions = VersionSet::recover(fs.clone(), &dir, opts.num_levels)?;
+        let block_cache = (opts.block_cache_bytes > 0)
+            .then(|| Arc::new(crate::cache::BlockCache::new(opts.block_cache_bytes)));
+        let tables = Arc::new(TableCache::new(
+            dir.clone(),
+            fs.clone(),
+            opts.max_open_files,
+            block_cache,
+        ));
+        let table_opts = TableOptions::from_options(&opts);
+        let (versions, mem, wal, recovery) =
+            crate::recovery::recover(&dir, &fs, &opts, &tables, &table_opts, versions)?;
+        let last_seq = versions.last_sequence;
+        let sv = Arc::new(SuperVersion {
+            mem: mem.clone(),
+            imms: Vec::new(),
+            version: versions.current(),
+        });
+        let inner = Arc::new(DbInner {
+            dir,
+            fs,
+            table_opts,
+            tables,
+            state: Mutex::new(DbState {
+                versions,
+                mem,
+                imms: Vec::new(),
+                flushing: false,
+                busy: Busy::default(),
+                running_compactions: 0,
+                pending_outputs: HashSet::new(),
+                manual_compaction: false,
+            }),
+            bg_cv: Condvar::new(),
+            done_cv: Condvar::new(),
+            writes: WriteQueue::default(),
+            wal: Mutex::new(Some(wal)),
+            super_version: RwLock::new(sv),
+            visible_seq: AtomicU64::new(last_seq),
+            bg_error: Mutex::new(None),
+            has_bg_error: AtomicBool::new(false),
+            shutting_down: AtomicBool::new(false),
+            counters: Counters::default(),
+            snapshots: Arc::new(Mutex::new(BTreeMap::new())),
+            recovery,
+            opts,
+            _lock: lock,
+        });
+        {
+            let mut st = inner.state.lock();
+            inner.install_super_version(&mut st);
+            let obsolete = inner.collect_obsolete(&st);
+            drop(st);
+            inner.delete_files(obsolete);
+        }
+        let threads = (0..inner.opts.background_threads)
+            .map(|i| {
+                let inner = inner.clone();
+                std::thread::Builder::new()
+                    .name(format!("strata-bg-{i}"))
+                    .spawn(move || inner.background_loop())
+                    .map_err(|e| Error::io("spawn", "background thread", e))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Db {
+            inner,
+            threads: Mutex::new(threads),
+        })
     }
+
+    /// Writes `key = value` (not synced).
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        todo!()
+        self.put_opt(&WriteOptions::default(), key, value)
     }
+
     pub fn put_opt(&self, wo: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
-        todo!()
+        let mut b = WriteBatch::new();
+        b.put(key, value);
+        self.write(wo, b)
     }
+
+    /// Deletes `key` (not synced).
     pub fn delete(&self, key: &[u8]) -> Result<()> {
-        todo!()
+        self.delete_opt(&WriteOptions::default(), key)
     }
+
     pub fn delete_opt(&self, wo: &WriteOptions, key: &[u8]) -> Result<()> {
-        todo!()
+        let mut b = WriteBatch::new();
+        b.delete(key);
+        self.write(wo, b)
     }
+
+    /// Applies `batch` atomically: after a crash either all of it or none is visible.
     pub fn write(&self, wo: &WriteOptions, batch: WriteBatch) -> Result<()> {
-        todo!()
+        batch.validate()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.inner.write(wo, Some(batch), false)
     }
+
+    /// The newest value of `key`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        todo!()
+        self.get_opt(&ReadOptions::default(), key)
     }
+
     pub fn get_opt(&self, ro: &ReadOptions, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        todo!()
+        self.inner.get(ro, key)
     }
+
+    /// Looks up many keys at once, stage by stage over the batch (see `multi_get.rs`).
+    /// Results are in request order; a failed read fails only the keys that needed it.
     pub fn multi_get(&self, ro: &ReadOptions, keys: &[&[u8]]) -> Vec<Result<Option<Vec<u8>>>> {
-        todo!()
+        self.inner.multi_get(ro, keys)
     }
+
+    /// An iterator over the database as of `ro.snapshot` (or now).
     pub fn iter(&self, ro: &ReadOptions) -> Result<DbIterator> {
-        todo!()
+        let seq = self.inner.read_seq(ro);
+        let sv = self.inner.super_version.read().clone();
+        let params = crate::sst::ReadParams {
+            verify_checksums: ro.verify_checksums,
+            fill_cache: ro.fill_cache,
+            readahead: 0,
+        };
+        let mut children: Vec<Box<dyn InternalIterator>> = vec![Box::new(sv.mem.iter())];
+        for m in &sv.imms {
+            children.push(Box::new(m.iter()));
+        }
+        for f in &sv.version.levels[0] {
+            children.push(Box::new(self.inner.tables.get(f.number)?.iter(params)));
+        }
+        for files in sv.version.levels.iter().skip(1) {
+            if !files.is_empty() {
+                children.push(Box::new(crate::iter::LevelIterator::new(
+                    files.clone(),
+                    self.inner.tables.clone(),
+                    params,
+                )));
+            }
+        }
+        let merged = Box::new(MergingIterator::new(children));
+        let keep: Box<dyn std::any::Any + Send> = Box::new((sv, ro.snapshot.clone()));
+        Ok(DbIterator::new(
+            merged,
+            seq,
+            ro.lower_bound.clone(),
+            ro.upper_bound.clone(),
+            keep,
+        ))
     }
+
+    /// A consistent view of the current state; compaction keeps what it can see.
     pub fn snapshot(&self) -> Snapshot {
-        todo!()
+        let mut r = self.inner.snapshots.lock();
+        let seq = self.inner.visible_seq.load(Ordering::Acquire);
+        *r.entry(seq).or_insert(0) += 1;
+        Snapshot {
+            seq,
+            _guard: Arc::new(SnapshotGuard {
+                seq,
+                registry: self.inner.snapshots.clone(),
+            }),
+        }
     }
-    /// Flushes the memtable and waits until it is a table.
+
+    /// Turns the memtable into a table and waits for it.
     pub fn flush(&self) -> Result<()> {
-        todo!()
+        self.inner.write(&WriteOptions::default(), None, true)?;
+        let mut st = self.inner.state.lock();
+        loop {
+            self.inner.check_bg_error()?;
+            if st.imms.is_empty() {
+                return Ok(());
+            }
+            self.inner.done_cv.wait(&mut st);
+        }
     }
-    /// Compacts everything in [start, end] down to the last level and waits.
+
+    /// Compacts every table overlapping `[start, end]` (None = unbounded) level by level
+    /// down to the last level, and waits.
     pub fn compact_range(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
-        todo!()
+        self.flush()?;
+        self.inner.compact_range(start, end)
     }
-    /// Waits until no flush or compaction is pending.
+
+    /// Waits until no flush or compaction is pending or running.
     pub fn wait_idle(&self) -> Result<()> {
-        todo!()
+        let inner = &self.inner;
+        let shape = Shape::from_options(&inner.opts);
+        let mut st = inner.state.lock();
+        loop {
+            inner.check_bg_error()?;
+            let idle = st.imms.is_empty()
+                && !st.flushing
+                && st.running_compactions == 0
+                && compaction::picker::pick(
+                    &st.versions.current(),
+                    &shape,
+                    &st.busy,
+                    &st.versions.compact_pointers,
+                )
+                .is_none();
+            if idle {
+                return Ok(());
+            }
+            inner.done_cv.wait(&mut st);
+        }
     }
+
+    /// Figures about the instance.
     pub fn stats(&self) -> Stats {
-        todo!()
+        crate::stats_report::collect(&self.inner)
     }
-    /// Verifies every checksum of the database at `path` (read-only; takes the lock).
+
+    /// Verifies every checksum of the database at `path` without modifying it.
     pub fn check(path: impl AsRef<Path>, opts: Options) -> Result<CheckReport> {
-        todo!()
+        crate::check::check(path.as_ref(), opts)
     }
-    /// Flushes nothing, stops background work, syncs the WAL, releases the lock.
+
+    /// What the last open recovered from the WALs.
+    pub fn recovery_info(&self) -> RecoveryInfo {
+        self.inner.recovery.clone()
+    }
+
+    /// Stops background work, syncs the WAL and releases the directory lock.
     pub fn close(self) -> Result<()> {
-        todo!()
+        self.shutdown()
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        self.inner.shutting_down.store(true, Ordering::Release);
+        {
+            let _st = self.inner.state.lock();
+            self.inner.bg_cv.notify_all();
+            self.inner.done_cv.notify_all();
+        }
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+        let mut wal = self.inner.wal.lock();
+        match wal.as_mut() {
+            Some(w) if !self.inner.has_bg_error.load(Ordering::Acquire) => w.sync(),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+impl DbInner {
+    pub(crate) fn check_bg_error(&self) -> Result<()> {
+        if self.has_bg_error.load(Ordering::Acquire) {
+            if let Some(e) = &*self.bg_error.lock() {
+                return Err(Error::Poisoned(e.to_string()));
+            }
+        }
+        if self.shutting_down.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    /// Makes `e` sticky: no write is accepted after it.
+    pub(crate) fn set_bg_error(&self, e: &Error) {
+        let mut g = self.bg_error.lock();
+        if g.is_none() {
+            *g = Some(e.clone());
+        }
+        self.has_bg_error.store(true, Ordering::Release);
+        self.done_cv.notify_all();
+    }
+
+    pub(crate) fn read_seq(&self, ro: &ReadOptions) -> SeqNo {
+        match &ro.snapshot {
+            Some(s) => s.seq,
+            None => self.visible_seq.load(Ordering::Acquire),
+        }
+    }
+
+    /// Publishes the current memtables and version to readers. Call with `state` held.
+    pub(crate) fn install_super_version(&self, st: &mut DbState) {
+        let sv = Arc::new(SuperVersion {
+            mem: st.mem.clone(),
+            imms: st.imms.iter().rev().cloned().collect(),
+            version: st.versions.hand_out(),
+        });
+        *self.super_version.write() = sv;
+    }
+
+    /// The smallest sequence number any reader may still read at.
+    pub(crate) fn smallest_snapshot(&self) -> SeqNo {
+        let r = self.snapshots.lock();
+        r.keys()
+            .next()
+            .copied()
+            .unwrap_or_else(|| self.visible_seq.load(Ordering::Acquire))
+    }
+
+    /// Files of the directory that nothing needs any more. Call with `state` held.
+    pub(crate) fn collect_obsolete(&self, st: &DbState) -> Vec<(FileKind, u64)> {
+        let Ok(names) = self.fs.list(&self.dir) else {
+            return Vec::new();
+        };
+        let live = st.versions.live_tables();
+        let min_wal = st
+            .imms
+            .first()
+            .map_or(st.mem.wal_number(), |m| m.wal_number())
+            .min(st.versions.log_number);
+        names
+            .iter()
+            .filter_map(|n| filename::parse(n))
+            .filter(|(kind, n)| match kind {
+                FileKind::Table => !live.contains(n) && !st.pending_outputs.contains(n),
+                FileKind::Wal => *n < min_wal,
+                FileKind::Manifest => *n != st.versions.manifest_number(),
+                FileKind::Temp => !st.pending_outputs.contains(n),
+                FileKind::Current | FileKind::Lock => false,
+            })
+            .collect()
+    }
+
+    pub(crate) fn delete_files(&self, files: Vec<(FileKind, u64)>) {
+        for (kind, n) in files {
+            let path = match kind {
+                FileKind::Table => {
+                    self.tables.evict(n);
+                    filename::table(&self.dir, n)
+                }
+                FileKind::Wal => filename::wal(&self.dir, n),
+                FileKind::Manifest => filename::manifest(&self.dir, n),
+                FileKind::Temp => filename::temp(&self.dir, n),
+                _ => continue,
+            };
+            // A file that cannot be removed is retried at the next cleanup.
+            let _ = self.fs.remove(&path);
+        }
+    }
+
+    fn job_env<'a>(
+        &'a self,
+        version: &'a Version,
+        new_file_number: &'a (dyn Fn() -> u64 + Sync),
+    ) -> JobEnv<'a> {
+        JobEnv {
+            dir: &self.dir,
+            fs: &self.fs,
+            tables: &self.tables,
+            table_opts: self.table_opts.clone(),
+            target_file_size: self.opts.target_file_size_bytes,
+            readahead: self.opts.compaction_readahead_bytes,
+            verify_checksums: self.opts.paranoid_checks,
+            smallest_snapshot: self.smallest_snapshot(),
+            version,
+            new_file_number,
+            shutting_down: &self.shutting_down,
+        }
+    }
+
+    fn allocate_output(&self) -> u64 {
+        let mut st = self.state.lock();
+        let n = st.versions.new_file_number();
+        st.pending_outputs.insert(n);
+        n
+    }
+
+    /// Background thread: flushes first, then compactions, until shutdown.
+    fn background_loop(self: Arc<Self>) {
+        let shape = Shape::from_options(&self.opts);
+        let max_compactions = self.opts.background_threads.saturating_sub(1).max(1);
+        loop {
+            let mut st = self.state.lock();
+            let task = loop {
+                if self.shutting_down.load(Ordering::Acquire) {
+                    return;
+                }
+                if !self.has_bg_error.load(Ordering::Acquire) {
+                    if !st.flushing && !st.imms.is_empty() {
+                        st.flushing = true;
+                        break None;
+                    }
+                    if !st.manual_compaction && st.running_compactions < max_compactions {
+                        let v = st.versions.current();
+                        if let Some(p) = compaction::picker::pick(
+                            &v,
+                            &shape,
+                            &st.busy,
+                            &st.versions.compact_pointers,
+                        ) {
+                            self.mark_busy(&mut st, &p);
+                            break Some((p, v));
+                        }
+                    }
+                }
+                self.bg_cv.wait(&mut st);
+            };
+            drop(st);
+            let r = match task {
+                None => self.flush_one(),
+                Some((plan, v)) => self.compact(&plan, &v),
+            };
+            if let Err(e) = r {
+                if !matches!(e, Error::Closed) {
+                    self.set_bg_error(&e);
+                }
+            }
+            let _st = self.state.lock();
+            self.done_cv.notify_all();
+            self.bg_cv.notify_all();
+        }
+    }
+
+    fn mark_busy(&self, st: &mut DbState, p: &CompactionPlan) {
+        for f in p.inputs.iter().chain(&p.next_inputs) {
+            st.busy.files.insert(f.number);
+        }
+        let (lo, hi) = p.range();
+        st.busy.ranges.push((p.output_level, lo, hi));
+        st.running_compactions += 1;
+    }
+
+    fn unmark_busy(&self, st: &mut DbState, p: &CompactionPlan) {
+        for f in p.inputs.iter().chain(&p.next_inputs) {
+            st.busy.files.remove(&f.number);
+        }
+        let (lo, hi) = p.range();
+        if let Some(i) = st
+            .busy
+            .ranges
+            .iter()
+            .position(|(l, a, b)| *l == p.output_level && *a == lo && *b == hi)
+        {
+            st.busy.ranges.remove(i);
+        }
+        st.running_compactions -= 1;
+    }
+
+    /// Flushes the oldest immutable memtable to an L0 table. `state.flushing` is set.
+    fn flush_one(&self) -> Result<()> {
+        let imm = {
+            let st = self.state.lock();
+            st.imms.first().cloned()
+        };
+        let Some(imm) = imm else {
+            self.state.lock().flushing = false;
+            return Ok(());
+        };
+        let result = self.write_l0_table(&imm);
+        let mut st = self.state.lock();
+        st.flushing = false;
+        let meta = result?;
+        let mut edit = VersionEdit::default();
+        let bytes = meta.as_ref().map_or(0, |m| m.size);
+        if let Some(m) = meta {
+            st.pending_outputs.remove(&m.number);
+            edit.new_files.push((0, m));
+        }
+        let next_wal = st.imms.get(1).map_or(st.mem.wal_number(), |m| m.wal_number());
+        edit.log_number = Some(next_wal);
+        st.versions.last_sequence = st
+            .versions
+            .last_sequence
+            .max(self.visible_seq.load(Ordering::Acquire));
+        st.versions.log_and_apply(edit)?;
+        st.imms.remove(0);
+        self.install_super_version(&mut st);
+        Counters::add(&self.counters.flush_bytes, bytes);
+        Counters::add(&self.counters.flushes, 1);
+        let obsolete = self.collect_obsolete(&st);
+        drop(st);
+        self.delete_files(obsolete);
+        Ok(())
+    }
+
+    /// Writes a memtable as a table (synced, directory synced). `None` if it is empty.
+    fn write_l0_table(&self, mem: &Arc<MemTable>) -> Result<Option<crate::version::FileMeta>> {
+        if mem.is_empty() {
+            return Ok(None);
+        }
+        let alloc = || self.allocate_output();
+        let v = Version::default();
+        let env = self.job_env(&v, &alloc);
+        let mut out = compaction::job::OutputWriter::new(&env);
+        let mut it = mem.iter();
+        it.seek_to_first();
+        let r = (|| {
+            while it.valid() {
+                out.add(it.key(), it.value())?;
+                it.next();
+            }
+            Ok(())
+        })();
+        if let Err(e) = r {
+            out.abandon();
+            return Err(e);
+        }
+        let mut o = out.finish()?;
+        Ok(o.files.pop())
+    }
+
+    /// Runs one planned compaction and installs its result.
+    fn compact(&self, plan: &CompactionPlan, v: &Arc<Version>) -> Result<()> {
+        let result = if plan.trivial_move {
+            Ok(compaction::JobOutput {
+                files: plan.inputs.iter().map(|f| (**f).clone()).collect(),
+                ..Default::default()
+            })
+        } else {
+            let alloc = || self.allocate_output();
+            let env = self.job_env(v, &alloc);
+            compaction::job::run(plan, &env)
+        };
+        let mut st = self.state.lock();
+        self.unmark_busy(&mut st, plan);
+        let out = match result {
+            Ok(o) => o,
+            // The job removed its outputs; their numbers stay reserved, harmlessly.
+            Err(e) => return Err(e),
+        };
+        let mut edit = VersionEdit::default();
+        for f in &plan.inputs {
+            edit.deleted_files.push((plan.level as u32, f.number));
+        }
+        for f in &plan.next_inputs {
+            edit.deleted_files.push((plan.output_level as u32, f.number));
+        }
+        for f in &out.files {
+            st.pending_outputs.remove(&f.number);
+            edit.new_files.push((plan.output_level as u32, f.clone()));
+        }
+        if plan.level > 0 {
+            let (_, hi) = plan.range();
+            edit.compact_pointers.push((plan.level as u32, hi));
+        }
+        st.versions.last_sequence = st
+            .versions
+            .last_sequence
+            .max(self.visible_seq.load(Ordering::Acquire));
+        st.versions.log_and_apply(edit)?;
+        self.install_super_version(&mut st);
+        if plan.trivial_move {
+            Counters::add(&self.counters.trivial_moves, 1);
+        } else {
+            Counters::add(&self.counters.compactions, 1);
+            Counters::add(&self.counters.compaction_bytes_read, out.bytes_read);
+            Counters::add(&self.counters.compaction_bytes_written, out.bytes_written);
+        }
+        let obsolete = self.collect_obsolete(&st);
+        drop(st);
+        self.delete_files(obsolete);
+        Ok(())
+    }
+
+    /// Manual compaction: pauses automatic picking, waits for running compactions, then
+    /// compacts `[start, end]` level by level in the caller's thread.
+    fn compact_range(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        {
+            let mut st = self.state.lock();
+            while st.manual_compaction || st.running_compactions > 0 {
+                self.check_bg_error()?;
+                self.done_cv.wait(&mut st);
+            }
+            st.manual_compaction = true;
+        }
+        let r = self.compact_range_levels(start, end);
+        let mut st = self.state.lock();
+        st.manual_compaction = false;
+        self.bg_cv.notify_all();
+        self.done_cv.notify_all();
+        r
+    }
+
+    fn compact_range_levels(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        let levels = self.opts.num_levels;
+        for level in 0..levels - 1 {
+            self.check_bg_error()?;
+            let (plan, v) = {
+                let mut st = self.state.lock();
+                let v = st.versions.current();
+                let inputs = v.overlapping(level, start, end);
+                if inputs.is_empty() {
+                    continue;
+                }
+                let (lo, hi) = crate::version::key_range(&inputs).unwrap_or_default();
+                let next_inputs = v.overlapping(level + 1, Some(&lo), Some(&hi));
+                let plan = CompactionPlan {
+                    level,
+                    trivial_move: inputs.len() == 1 && next_inputs.is_empty(),
+                    inputs,
+                    next_inputs,
+                    output_level: level + 1,
+                };
+                self.mark_busy(&mut st, &plan);
+                (plan, v)
+            };
+            if let Err(e) = self.compact(&plan, &v) {
+                if !matches!(e, Error::Closed) {
+                    self.set_bg_error(&e);
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 }

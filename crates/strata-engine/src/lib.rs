@@ -1,26 +1,52 @@
 //! Strata's storage engine: one LSM-tree instance.
 //!
 //! Write path: [`WriteBatch`] → group commit (`write.rs`) → WAL (`log/`) → memtable
-//! (`memtable.rs`) → flush (`flush.rs`) → L0 tables (`sst/`) → leveled compaction
+//! (`memtable.rs`) → flush (`db.rs`, background) → L0 tables (`sst/`) → leveled compaction
 //! (`compaction/`). Read path: `get.rs`, `multi_get.rs`, `iter/`, `table_cache.rs`.
-//! All file I/O goes through [`io::Fs`].
+//! Recovery: `recovery.rs`, `version/`. All file I/O goes through [`io::Fs`].
+//!
+//! ```no_run
+//! use strata_engine::{Db, Options, ReadOptions};
+//! let db = Db::open("/tmp/strata-example", Options::default())?;
+//! db.put(b"hello", b"world")?;
+//! assert_eq!(db.get(b"hello")?, Some(b"world".to_vec()));
+//! let mut it = db.iter(&ReadOptions::default())?;
+//! it.seek_to_first();
+//! while it.valid() {
+//!     println!("{:?} = {:?}", it.key(), it.value());
+//!     it.next();
+//! }
+//! it.status()?;
+//! # Ok::<(), strata_engine::Error>(())
+//! ```
 
 #![forbid(unsafe_code)]
 
 pub mod batch;
 pub mod cache;
-pub mod db;
+mod check;
+pub mod compaction;
+mod db;
 pub mod error;
+pub mod filename;
+mod get;
 pub mod io;
 pub mod iter;
 pub mod key;
 pub mod log;
+pub mod memtable;
+mod multi_get;
 pub mod options;
+mod recovery;
 pub mod sst;
+mod stats;
+mod stats_report;
+pub mod table_cache;
 pub mod varint;
 pub mod version;
+mod write;
 
 pub use batch::WriteBatch;
-pub use db::{CheckReport, Db, DbIterator, Stats};
+pub use db::{CheckReport, Db, DbIterator, RecoveryInfo, Stats};
 pub use error::{Error, Result};
 pub use options::{Compression, Options, ReadOptions, Snapshot, WriteOptions};

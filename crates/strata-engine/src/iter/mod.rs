@@ -24,3 +24,11 @@ pub trait InternalIterator: Send {
     /// The first error met, if any.
     fn status(&self) -> crate::Result<()>;
 }
+
+pub mod db_iter;
+pub mod level;
+pub mod merging;
+
+pub use db_iter::DbIterator;
+pub use level::LevelIterator;
+pub use merging::MergingIterator;

@@ -1,0 +1,212 @@
+//! One compaction: merge the plan's input tables, drop what no reader can see, and write new
+//! tables of about `target_file_size` bytes into the output level.
+//!
+//! An entry is dropped when a newer entry of the same user key is visible to every snapshot
+//! (its sequence is at or below the smallest live snapshot), and a tombstone is dropped when,
+//! in addition, no deeper level can hold its key. Output files are cut only between user
+//! keys, so all versions of a key stay in one table of the level. The job only writes new
+//! files; installing them (and deleting the inputs) is the caller's MANIFEST edit.
+
+use super::CompactionPlan;
+use crate::error::{Error, Result};
+use crate::filename;
+use crate::io::Fs;
+use crate::iter::{InternalIterator, LevelIterator, MergingIterator};
+use crate::key::{self, SeqNo, ValueKind};
+use crate::sst::{ReadParams, TableBuilder, TableOptions};
+use crate::table_cache::TableCache;
+use crate::version::{FileMeta, Version};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Everything a job needs from the database.
+pub struct JobEnv<'a> {
+    pub dir: &'a Path,
+    pub fs: &'a Arc<dyn Fs>,
+    pub tables: &'a Arc<TableCache>,
+    pub table_opts: TableOptions,
+    pub target_file_size: u64,
+    pub readahead: usize,
+    pub verify_checksums: bool,
+    pub smallest_snapshot: SeqNo,
+    /// The version the plan was made from (to know what deeper levels hold).
+    pub version: &'a Version,
+    /// Allocates an output file number (and protects it from obsolete-file deletion).
+    pub new_file_number: &'a (dyn Fn() -> u64 + Sync),
+    pub shutting_down: &'a AtomicBool,
+}
+
+/// What a job wrote.
+#[derive(Debug, Default)]
+pub struct JobOutput {
+    pub files: Vec<FileMeta>,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub entries_dropped: u64,
+}
+
+/// Writes tables from a stream of entries, cutting at `target_file_size`.
+pub struct OutputWriter<'a> {
+    env: &'a JobEnv<'a>,
+    current: Option<(u64, TableBuilder)>,
+    pub out: JobOutput,
+}
+
+impl<'a> OutputWriter<'a> {
+    pub fn new(env: &'a JobEnv<'a>) -> Self {
+        OutputWriter {
+            env,
+            current: None,
+            out: JobOutput::default(),
+        }
+    }
+
+    /// Whether the current table is full (the caller cuts only at a new user key).
+    pub fn full(&self) -> bool {
+        self.current
+            .as_ref()
+            .is_some_and(|(_, b)| b.file_size() >= self.env.target_file_size)
+    }
+
+    pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        if self.current.is_none() {
+            let number = (self.env.new_file_number)();
+            let file = self.env.fs.create(&filename::table(self.env.dir, number))?;
+            self.current = Some((number, TableBuilder::new(file, self.env.table_opts.clone())));
+        }
+        let (_, b) = self.current.as_mut().expect("just set");
+        b.add(ikey, value)
+    }
+
+    /// Finishes (and syncs) the current table, if any.
+    pub fn finish_table(&mut self) -> Result<()> {
+        if let Some((number, b)) = self.current.take() {
+            let s = b.finish()?;
+            self.out.bytes_written += s.file_size;
+            self.out.files.push(FileMeta {
+                number,
+                size: s.file_size,
+                smallest: s.smallest,
+                largest: s.largest,
+                num_entries: s.num_entries,
+            });
+        }
+        Ok(())
+    }
+
+    /// Finishes the last table and syncs the directory so the new names are durable.
+    pub fn finish(mut self) -> Result<JobOutput> {
+        self.finish_table()?;
+        if !self.out.files.is_empty() {
+            self.env.fs.sync_dir(self.env.dir)?;
+        }
+        Ok(self.out)
+    }
+
+    /// Removes what was written (after an error); best effort, leftovers are orphans that the
+    /// next open deletes.
+    pub fn abandon(self) {
+        let mut numbers: Vec<u64> = self.out.files.iter().map(|f| f.number).collect();
+        numbers.extend(self.current.as_ref().map(|(n, _)| *n));
+        drop(self.current);
+        for n in numbers {
+            let _ = self.env.fs.remove(&filename::table(self.env.dir, n));
+        }
+    }
+}
+
+/// Builds the merged input iterator of a plan.
+fn input_iter(plan: &CompactionPlan, env: &JobEnv) -> Result<MergingIterator> {
+    let params = ReadParams {
+        verify_checksums: env.verify_checksums,
+        fill_cache: false,
+        readahead: env.readahead,
+    };
+    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    if plan.level == 0 {
+        for f in &plan.inputs {
+            children.push(Box::new(env.tables.get(f.number)?.iter(params)));
+        }
+    } else {
+        children.push(Box::new(LevelIterator::new(
+            plan.inputs.clone(),
+            env.tables.clone(),
+            params,
+        )));
+    }
+    if !plan.next_inputs.is_empty() {
+        children.push(Box::new(LevelIterator::new(
+            plan.next_inputs.clone(),
+            env.tables.clone(),
+            params,
+        )));
+    }
+    Ok(MergingIterator::new(children))
+}
+
+/// Whether no level below `output_level` may contain `user_key`.
+fn is_base_level_for(v: &Version, output_level: usize, user_key: &[u8]) -> bool {
+    v.levels.iter().skip(output_level + 1).all(|files| {
+        let i = files.partition_point(|f| key::user_key(&f.largest) < user_key);
+        i >= files.len() || key::user_key(&files[i].smallest) > user_key
+    })
+}
+
+/// Runs a (non-trivial) compaction.
+pub fn run(plan: &CompactionPlan, env: &JobEnv) -> Result<JobOutput> {
+    let mut out = OutputWriter::new(env);
+    match merge(plan, env, &mut out) {
+        Ok(()) => {
+            out.out.bytes_read = plan.input_bytes();
+            out.finish()
+        }
+        Err(e) => {
+            out.abandon();
+            Err(e)
+        }
+    }
+}
+
+fn merge(plan: &CompactionPlan, env: &JobEnv, out: &mut OutputWriter) -> Result<()> {
+    let mut it = input_iter(plan, env)?;
+    it.seek_to_first();
+    let mut current_key: Vec<u8> = Vec::new();
+    let mut has_current = false;
+    let mut last_seq_for_key = SeqNo::MAX;
+    let mut n = 0u64;
+    while it.valid() {
+        n += 1;
+        if n % 1024 == 0 && env.shutting_down.load(Ordering::Relaxed) {
+            return Err(Error::Closed);
+        }
+        let ikey = it.key();
+        let p = key::parse_internal_key(ikey).ok_or_else(|| {
+            Error::corruption("<compaction input>", 0, "malformed internal key")
+        })?;
+        if !has_current || p.user_key != current_key.as_slice() {
+            if out.full() {
+                out.finish_table()?;
+            }
+            current_key.clear();
+            current_key.extend_from_slice(p.user_key);
+            has_current = true;
+            last_seq_for_key = SeqNo::MAX;
+        }
+        let drop = if last_seq_for_key <= env.smallest_snapshot {
+            true
+        } else {
+            p.kind == ValueKind::Delete
+                && p.seq <= env.smallest_snapshot
+                && is_base_level_for(env.version, plan.output_level, p.user_key)
+        };
+        last_seq_for_key = p.seq;
+        if drop {
+            out.out.entries_dropped += 1;
+        } else {
+            out.add(ikey, it.value())?;
+        }
+        it.next();
+    }
+    it.status()
+}

@@ -1,0 +1,253 @@
+//! Compaction picking: a pure function from a [`Version`] and the set of tables already being
+//! compacted to a [`CompactionPlan`], unit-tested without I/O.
+//!
+//! Scores: L0 = file count / `l0_compaction_trigger`; Ln = bytes / target, where L1's target
+//! is `max_bytes_for_level_base` and each deeper level's is `level_size_multiplier` times the
+//! previous (size ratio 10). The level with the highest score >= 1 is compacted first. L0
+//! compactions take every L0 table (they overlap); Ln compactions take one table, chosen round
+//! robin after the level's compact pointer, plus every overlapping table of Ln+1. Plans never
+//! share a table with a running compaction, and never write into a key range of a level that
+//! a running compaction is writing into.
+
+use crate::key::user_key;
+use crate::version::{key_range, FileMeta, Version};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// What one compaction reads and where it writes.
+#[derive(Clone, Debug)]
+pub struct CompactionPlan {
+    pub level: usize,
+    pub inputs: Vec<Arc<FileMeta>>,
+    pub next_inputs: Vec<Arc<FileMeta>>,
+    pub output_level: usize,
+    /// One input table and nothing to merge with: move it down by editing the MANIFEST.
+    pub trivial_move: bool,
+}
+
+impl CompactionPlan {
+    /// User-key range of all inputs.
+    pub fn range(&self) -> (Vec<u8>, Vec<u8>) {
+        let all: Vec<_> = self.inputs.iter().chain(&self.next_inputs).cloned().collect();
+        key_range(&all).unwrap_or_default()
+    }
+
+    pub fn input_bytes(&self) -> u64 {
+        self.inputs.iter().chain(&self.next_inputs).map(|f| f.size).sum()
+    }
+}
+
+/// The shape of the tree the picker works with (a subset of `Options`).
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub l0_compaction_trigger: usize,
+    pub max_bytes_for_level_base: u64,
+    pub level_size_multiplier: u64,
+}
+
+impl Shape {
+    pub fn from_options(o: &crate::Options) -> Self {
+        Shape {
+            l0_compaction_trigger: o.l0_compaction_trigger,
+            max_bytes_for_level_base: o.max_bytes_for_level_base,
+            level_size_multiplier: o.level_size_multiplier,
+        }
+    }
+
+    /// Target bytes of `level` (>= 1).
+    pub fn target_bytes(&self, level: usize) -> u64 {
+        let mut t = self.max_bytes_for_level_base;
+        for _ in 1..level {
+            t = t.saturating_mul(self.level_size_multiplier);
+        }
+        t
+    }
+}
+
+/// What is already being compacted.
+#[derive(Clone, Debug, Default)]
+pub struct Busy {
+    pub files: HashSet<u64>,
+    /// (output level, smallest user key, largest user key) of running compactions.
+    pub ranges: Vec<(usize, Vec<u8>, Vec<u8>)>,
+}
+
+impl Busy {
+    fn range_taken(&self, level: usize, lo: &[u8], hi: &[u8]) -> bool {
+        self.ranges
+            .iter()
+            .any(|(l, a, b)| *l == level && !(hi < a.as_slice() || lo > b.as_slice()))
+    }
+
+    fn any_busy(&self, files: &[Arc<FileMeta>]) -> bool {
+        files.iter().any(|f| self.files.contains(&f.number))
+    }
+}
+
+/// Compaction scores per level (the last level has none).
+pub fn scores(v: &Version, shape: &Shape) -> Vec<(usize, f64)> {
+    let last = v.levels.len().saturating_sub(1);
+    let mut s: Vec<(usize, f64)> = (0..last)
+        .map(|level| {
+            let score = if level == 0 {
+                v.levels[0].len() as f64 / shape.l0_compaction_trigger as f64
+            } else {
+                v.level_bytes(level) as f64 / shape.target_bytes(level) as f64
+            };
+            (level, score)
+        })
+        .collect();
+    s.sort_by(|a, b| b.1.total_cmp(&a.1));
+    s
+}
+
+/// The most urgent compaction that can run now, if any level needs one.
+pub fn pick(v: &Version, shape: &Shape, busy: &Busy, pointers: &[Vec<u8>]) -> Option<CompactionPlan> {
+    for (level, score) in scores(v, shape) {
+        if score < 1.0 {
+            break;
+        }
+        let plan = if level == 0 {
+            pick_l0(v, busy)
+        } else {
+            pick_level(v, level, busy, pointers.get(level).map_or(&[][..], |p| p))
+        };
+        if plan.is_some() {
+            return plan;
+        }
+    }
+    None
+}
+
+fn pick_l0(v: &Version, busy: &Busy) -> Option<CompactionPlan> {
+    let inputs = v.levels[0].clone();
+    if inputs.is_empty() || busy.any_busy(&inputs) {
+        return None;
+    }
+    plan_with_next(v, 0, inputs, busy)
+}
+
+fn pick_level(v: &Version, level: usize, busy: &Busy, pointer: &[u8]) -> Option<CompactionPlan> {
+    let files = &v.levels[level];
+    let start = files.partition_point(|f| user_key(&f.largest) <= pointer);
+    (0..files.len())
+        .map(|i| (start + i) % files.len())
+        .filter(|&i| !busy.files.contains(&files[i].number))
+        .find_map(|i| plan_with_next(v, level, vec![files[i].clone()], busy))
+}
+
+/// Completes a plan with the overlapping tables of the next level, if nothing conflicts.
+fn plan_with_next(
+    v: &Version,
+    level: usize,
+    inputs: Vec<Arc<FileMeta>>,
+    busy: &Busy,
+) -> Option<CompactionPlan> {
+    let (lo, hi) = key_range(&inputs)?;
+    let next_inputs = v.overlapping(level + 1, Some(&lo), Some(&hi));
+    if busy.any_busy(&next_inputs) {
+        return None;
+    }
+    let plan = CompactionPlan {
+        level,
+        trivial_move: inputs.len() == 1 && next_inputs.is_empty(),
+        inputs,
+        next_inputs,
+        output_level: level + 1,
+    };
+    let (lo, hi) = plan.range();
+    // Another compaction writing into either level over this range would race with us.
+    if busy.range_taken(level + 1, &lo, &hi) || busy.range_taken(level, &lo, &hi) {
+        return None;
+    }
+    Some(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{make_internal_key, ValueKind};
+    use crate::version::VersionEdit;
+
+    fn meta(n: u64, lo: &str, hi: &str, size: u64) -> FileMeta {
+        FileMeta {
+            number: n,
+            size,
+            smallest: make_internal_key(lo.as_bytes(), 1, ValueKind::Value),
+            largest: make_internal_key(hi.as_bytes(), 1, ValueKind::Value),
+            num_entries: 1,
+        }
+    }
+
+    fn version(files: &[(u32, FileMeta)]) -> Version {
+        Version::new(4).apply(&VersionEdit {
+            new_files: files.to_vec(),
+            ..Default::default()
+        })
+    }
+
+    const SHAPE: Shape = Shape {
+        l0_compaction_trigger: 2,
+        max_bytes_for_level_base: 100,
+        level_size_multiplier: 10,
+    };
+
+    #[test]
+    fn nothing_to_do_below_trigger() {
+        let v = version(&[(0, meta(1, "a", "b", 10))]);
+        assert!(pick(&v, &SHAPE, &Busy::default(), &[]).is_none());
+    }
+
+    #[test]
+    fn l0_takes_all_l0_and_overlapping_l1() {
+        let v = version(&[
+            (0, meta(5, "c", "f", 10)),
+            (0, meta(6, "a", "d", 10)),
+            (1, meta(2, "a", "b", 10)),
+            (1, meta(3, "e", "g", 10)),
+            (1, meta(4, "x", "z", 10)),
+        ]);
+        let p = pick(&v, &SHAPE, &Busy::default(), &[]).unwrap();
+        assert_eq!(p.level, 0);
+        assert_eq!(p.inputs.len(), 2);
+        let mut next: Vec<u64> = p.next_inputs.iter().map(|f| f.number).collect();
+        next.sort();
+        assert_eq!(next, vec![2, 3]);
+        assert!(!p.trivial_move);
+    }
+
+    #[test]
+    fn busy_files_and_ranges_block_plans() {
+        let v = version(&[(0, meta(5, "c", "f", 10)), (0, meta(6, "a", "d", 10))]);
+        let mut busy = Busy::default();
+        busy.files.insert(5);
+        assert!(pick(&v, &SHAPE, &busy, &[]).is_none());
+        let busy = Busy {
+            files: HashSet::new(),
+            ranges: vec![(1, b"e".to_vec(), b"k".to_vec())],
+        };
+        assert!(pick(&v, &SHAPE, &busy, &[]).is_none());
+    }
+
+    #[test]
+    fn oversized_level_moves_one_file_round_robin() {
+        let v = version(&[
+            (1, meta(2, "a", "b", 60)),
+            (1, meta(3, "c", "d", 60)),
+            (2, meta(4, "c", "c", 10)),
+        ]);
+        let p = pick(&v, &SHAPE, &Busy::default(), &[]).unwrap();
+        assert_eq!((p.level, p.inputs[0].number), (1, 2));
+        assert!(p.trivial_move);
+        let p = pick(&v, &SHAPE, &Busy::default(), &[vec![], b"b".to_vec()]).unwrap();
+        assert_eq!(p.inputs[0].number, 3);
+        assert_eq!(p.next_inputs[0].number, 4);
+        assert!(!p.trivial_move);
+    }
+
+    #[test]
+    fn target_bytes_grow_by_ratio() {
+        assert_eq!(SHAPE.target_bytes(1), 100);
+        assert_eq!(SHAPE.target_bytes(3), 10_000);
+    }
+}

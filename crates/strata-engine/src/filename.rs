@@ -1,0 +1,87 @@
+//! File names inside a database directory:
+//!
+//! | name | what |
+//! |---|---|
+//! | `NNNNNN.log` | write-ahead log (`docs/format/wal.md`) |
+//! | `NNNNNN.sst` | table (`docs/format/sstable.md`) |
+//! | `MANIFEST-NNNNNN` | version edits (`docs/format/manifest.md`) |
+//! | `CURRENT` | name of the live MANIFEST, switched by atomic rename |
+//! | `LOCK` | advisory lock held by the open instance |
+//! | `*.dbtmp` | temporary files; removed on open |
+
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    Wal,
+    Table,
+    Manifest,
+    Current,
+    Lock,
+    Temp,
+}
+
+pub fn wal(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("{n:06}.log"))
+}
+
+pub fn table(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("{n:06}.sst"))
+}
+
+pub fn manifest(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("MANIFEST-{n:06}"))
+}
+
+pub fn current(dir: &Path) -> PathBuf {
+    dir.join("CURRENT")
+}
+
+pub fn lock(dir: &Path) -> PathBuf {
+    dir.join("LOCK")
+}
+
+pub fn temp(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("{n:06}.dbtmp"))
+}
+
+/// Parses a file name of the directory; `None` for names Strata does not own.
+pub fn parse(name: &str) -> Option<(FileKind, u64)> {
+    match name {
+        "CURRENT" => return Some((FileKind::Current, 0)),
+        "LOCK" => return Some((FileKind::Lock, 0)),
+        _ => {}
+    }
+    if let Some(n) = name.strip_prefix("MANIFEST-") {
+        return n.parse().ok().map(|n| (FileKind::Manifest, n));
+    }
+    let (stem, ext) = name.rsplit_once('.')?;
+    let n: u64 = stem.parse().ok()?;
+    match ext {
+        "log" => Some((FileKind::Wal, n)),
+        "sst" => Some((FileKind::Table, n)),
+        "dbtmp" => Some((FileKind::Temp, n)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn names_round_trip() {
+        let d = Path::new("d");
+        for (p, k, n) in [
+            (wal(d, 7), FileKind::Wal, 7),
+            (table(d, 1234567), FileKind::Table, 1234567),
+            (manifest(d, 3), FileKind::Manifest, 3),
+            (temp(d, 9), FileKind::Temp, 9),
+        ] {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            assert_eq!(parse(name), Some((k, n)));
+        }
+        assert_eq!(parse("CURRENT"), Some((FileKind::Current, 0)));
+        assert_eq!(parse("notes.txt"), None);
+        assert_eq!(parse("MANIFEST-x"), None);
+    }
+}

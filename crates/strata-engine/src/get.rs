@@ -1,0 +1,117 @@
+//! Point lookups: memtable → immutable memtables (newest first) → L0 tables (newest first) →
+//! one table per deeper level; filter before index before data block.
+
+use crate::db::{DbInner, SuperVersion};
+use crate::error::{Error, Result};
+use crate::key::{self, SeqNo, ValueKind};
+use crate::memtable::MemLookup;
+use crate::options::ReadOptions;
+use crate::sst::{ReadParams, Table};
+use crate::stats::Counters;
+use crate::version::{FileMeta, Version};
+use std::sync::Arc;
+
+/// What one source says about a key.
+pub(crate) enum Found {
+    Value(Vec<u8>),
+    Deleted,
+}
+
+pub(crate) fn params(ro: &ReadOptions) -> ReadParams {
+    ReadParams {
+        verify_checksums: ro.verify_checksums,
+        fill_cache: ro.fill_cache,
+        readahead: 0,
+    }
+}
+
+/// Interprets the entry a table returned for a seek: it answers for `user_key` only if its
+/// user key matches.
+pub(crate) fn entry_for(
+    table: &Table,
+    user_key: &[u8],
+    ikey: &[u8],
+    value: &[u8],
+) -> Result<Option<Found>> {
+    let p = key::parse_internal_key(ikey).ok_or_else(|| {
+        Error::corruption(
+            table.file().path(),
+            0,
+            format!("malformed internal key of {} bytes", ikey.len()),
+        )
+    })?;
+    if p.user_key != user_key {
+        return Ok(None);
+    }
+    Ok(Some(match p.kind {
+        ValueKind::Value => Found::Value(value.to_vec()),
+        ValueKind::Delete => Found::Deleted,
+    }))
+}
+
+impl DbInner {
+    pub(crate) fn get(&self, ro: &ReadOptions, user_key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let seq = self.read_seq(ro);
+        let sv = self.super_version.read().clone();
+        match lookup_memtables(&sv, user_key, seq) {
+            MemLookup::Found(v) => return Ok(Some(v)),
+            MemLookup::Deleted => return Ok(None),
+            MemLookup::Absent => {}
+        }
+        let seek = key::seek_key(user_key, seq);
+        let p = params(ro);
+        for f in candidate_files(&sv.version, user_key, &seek) {
+            let t = self.tables.get(f.number)?;
+            if !self.filter_may_contain(&t, user_key) {
+                continue;
+            }
+            let r = t.get(&seek, p, |k, v| entry_for(&t, user_key, k, v))?;
+            match r.transpose()?.flatten() {
+                Some(Found::Value(v)) => return Ok(Some(v)),
+                Some(Found::Deleted) => return Ok(None),
+                None => {}
+            }
+        }
+        Ok(None)
+    }
+
+    pub(crate) fn filter_may_contain(&self, t: &Table, user_key: &[u8]) -> bool {
+        Counters::add(&self.counters.filter_checks, 1);
+        let m = t.may_contain(user_key);
+        if !m {
+            Counters::add(&self.counters.filter_negatives, 1);
+        }
+        m
+    }
+}
+
+pub(crate) fn lookup_memtables(sv: &SuperVersion, user_key: &[u8], seq: SeqNo) -> MemLookup {
+    match sv.mem.get(user_key, seq) {
+        MemLookup::Absent => {}
+        r => return r,
+    }
+    for m in &sv.imms {
+        match m.get(user_key, seq) {
+            MemLookup::Absent => {}
+            r => return r,
+        }
+    }
+    MemLookup::Absent
+}
+
+/// The tables that may hold `user_key`, in the order they must be consulted.
+pub(crate) fn candidate_files<'a>(
+    v: &'a Version,
+    user_key: &'a [u8],
+    seek: &'a [u8],
+) -> impl Iterator<Item = &'a Arc<FileMeta>> + 'a {
+    let l0 = v.levels[0].iter().filter(move |f| {
+        key::user_key(&f.smallest) <= user_key && user_key <= key::user_key(&f.largest)
+    });
+    let deeper = v
+        .levels
+        .iter()
+        .skip(1)
+        .filter_map(move |files| Version::find_file(files, seek).map(|i| &files[i]));
+    l0.chain(deeper)
+}

@@ -1,0 +1,35 @@
+//! Counters behind [`crate::Stats`]. Relaxed atomics: figures, not synchronization.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Default)]
+pub struct Counters {
+    pub user_bytes: AtomicU64,
+    pub wal_bytes: AtomicU64,
+    pub wal_syncs: AtomicU64,
+    pub write_groups: AtomicU64,
+    pub writes: AtomicU64,
+    pub flush_bytes: AtomicU64,
+    pub compaction_bytes_written: AtomicU64,
+    pub compaction_bytes_read: AtomicU64,
+    pub stall_micros: AtomicU64,
+    pub slowdowns: AtomicU64,
+    pub stops: AtomicU64,
+    pub flushes: AtomicU64,
+    pub compactions: AtomicU64,
+    pub trivial_moves: AtomicU64,
+    pub filter_checks: AtomicU64,
+    pub filter_negatives: AtomicU64,
+}
+
+impl Counters {
+    #[inline]
+    pub fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn get(c: &AtomicU64) -> u64 {
+        c.load(Ordering::Relaxed)
+    }
+}

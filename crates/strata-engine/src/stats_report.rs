@@ -1,0 +1,164 @@
+//! [`Stats`]: figures about one instance, and their human-readable form.
+
+use crate::db::DbInner;
+use crate::stats::Counters;
+use std::fmt;
+use std::sync::atomic::Ordering;
+
+/// Engine statistics (see [`crate::Db::stats`]).
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    pub user_bytes_written: u64,
+    pub wal_bytes_written: u64,
+    pub wal_syncs: u64,
+    pub writes: u64,
+    pub write_groups: u64,
+    pub flush_bytes_written: u64,
+    pub compaction_bytes_written: u64,
+    pub compaction_bytes_read: u64,
+    /// (WAL + flush + compaction bytes written) / user bytes.
+    pub write_amplification: f64,
+    pub stall_micros: u64,
+    pub slowdown_count: u64,
+    pub stop_count: u64,
+    pub block_cache_hits: u64,
+    pub block_cache_misses: u64,
+    pub block_cache_usage_bytes: u64,
+    pub table_cache_hits: u64,
+    pub table_cache_misses: u64,
+    pub filter_checks: u64,
+    pub filter_negatives: u64,
+    /// Per level: (table count, total bytes).
+    pub levels: Vec<(usize, u64)>,
+    pub memtable_bytes: u64,
+    pub immutable_memtables: usize,
+    pub last_sequence: u64,
+    pub flushes: u64,
+    pub compactions: u64,
+    pub trivial_moves: u64,
+    pub background_error: Option<String>,
+}
+
+pub(crate) fn collect(inner: &DbInner) -> Stats {
+    let c = &inner.counters;
+    let g = Counters::get;
+    let sv = inner.super_version.read().clone();
+    let user = g(&c.user_bytes);
+    let wal = g(&c.wal_bytes);
+    let flush = g(&c.flush_bytes);
+    let comp = g(&c.compaction_bytes_written);
+    let (bh, bm, bu) = inner
+        .tables
+        .block_cache()
+        .map_or((0, 0, 0), |b| (b.hits(), b.misses(), b.usage_bytes() as u64));
+    Stats {
+        user_bytes_written: user,
+        wal_bytes_written: wal,
+        wal_syncs: g(&c.wal_syncs),
+        writes: g(&c.writes),
+        write_groups: g(&c.write_groups),
+        flush_bytes_written: flush,
+        compaction_bytes_written: comp,
+        compaction_bytes_read: g(&c.compaction_bytes_read),
+        write_amplification: if user == 0 {
+            0.0
+        } else {
+            (wal + flush + comp) as f64 / user as f64
+        },
+        stall_micros: g(&c.stall_micros),
+        slowdown_count: g(&c.slowdowns),
+        stop_count: g(&c.stops),
+        block_cache_hits: bh,
+        block_cache_misses: bm,
+        block_cache_usage_bytes: bu,
+        table_cache_hits: inner.tables.hits(),
+        table_cache_misses: inner.tables.misses(),
+        filter_checks: g(&c.filter_checks),
+        filter_negatives: g(&c.filter_negatives),
+        levels: sv
+            .version
+            .levels
+            .iter()
+            .map(|f| (f.len(), f.iter().map(|m| m.size).sum()))
+            .collect(),
+        memtable_bytes: sv.mem.approximate_bytes() as u64,
+        immutable_memtables: sv.imms.len(),
+        last_sequence: inner.visible_seq.load(Ordering::Acquire),
+        flushes: g(&c.flushes),
+        compactions: g(&c.compactions),
+        trivial_moves: g(&c.trivial_moves),
+        background_error: inner.bg_error.lock().as_ref().map(|e| e.to_string()),
+    }
+}
+
+fn mib(b: u64) -> f64 {
+    b as f64 / (1 << 20) as f64
+}
+
+fn ratio(hit: u64, miss: u64) -> f64 {
+    if hit + miss == 0 {
+        0.0
+    } else {
+        100.0 * hit as f64 / (hit + miss) as f64
+    }
+}
+
+impl fmt::Display for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "** Strata engine stats **")?;
+        writeln!(f, "Level  Files  Size(MiB)")?;
+        for (i, (n, b)) in self.levels.iter().enumerate() {
+            writeln!(f, "  L{i:<4}{n:>6}  {:>9.1}", mib(*b))?;
+        }
+        writeln!(
+            f,
+            "Memtable: {:.1} MiB, {} immutable waiting for flush; last sequence {}",
+            mib(self.memtable_bytes),
+            self.immutable_memtables,
+            self.last_sequence
+        )?;
+        writeln!(
+            f,
+            "Writes: {} in {} groups; user {:.1} MiB; WAL {:.1} MiB ({} syncs); flush {:.1} MiB ({} flushes); compaction write {:.1} MiB, read {:.1} MiB ({} compactions, {} trivial moves)",
+            self.writes,
+            self.write_groups,
+            mib(self.user_bytes_written),
+            mib(self.wal_bytes_written),
+            self.wal_syncs,
+            mib(self.flush_bytes_written),
+            self.flushes,
+            mib(self.compaction_bytes_written),
+            mib(self.compaction_bytes_read),
+            self.compactions,
+            self.trivial_moves
+        )?;
+        writeln!(f, "Write amplification: {:.2}", self.write_amplification)?;
+        writeln!(
+            f,
+            "Stalls: {:.3} s total; {} slowdowns, {} stops",
+            self.stall_micros as f64 / 1e6,
+            self.slowdown_count,
+            self.stop_count
+        )?;
+        writeln!(
+            f,
+            "Block cache: {:.1}% hits ({} hits, {} misses, {:.1} MiB used); table cache: {:.1}% hits",
+            ratio(self.block_cache_hits, self.block_cache_misses),
+            self.block_cache_hits,
+            self.block_cache_misses,
+            mib(self.block_cache_usage_bytes),
+            ratio(self.table_cache_hits, self.table_cache_misses)
+        )?;
+        writeln!(
+            f,
+            "Filters: {} checks, {} negatives ({:.1}% of probes avoided a block read)",
+            self.filter_checks,
+            self.filter_negatives,
+            ratio(self.filter_negatives, self.filter_checks - self.filter_negatives.min(self.filter_checks))
+        )?;
+        if let Some(e) = &self.background_error {
+            writeln!(f, "BACKGROUND ERROR (writes refused until reopen): {e}")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,68 @@
+//! The table cache: open [`Table`] readers (file handle, index and filter in memory), bounded
+//! by `max_open_files`.
+
+use crate::cache::BlockCache;
+use crate::error::Result;
+use crate::filename;
+use crate::io::Fs;
+use crate::sst::Table;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub struct TableCache {
+    dir: PathBuf,
+    fs: Arc<dyn Fs>,
+    tables: quick_cache::sync::Cache<u64, Arc<Table>>,
+    block_cache: Option<Arc<BlockCache>>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl TableCache {
+    pub fn new(
+        dir: PathBuf,
+        fs: Arc<dyn Fs>,
+        max_open_files: usize,
+        block_cache: Option<Arc<BlockCache>>,
+    ) -> Self {
+        TableCache {
+            dir,
+            fs,
+            tables: quick_cache::sync::Cache::new(max_open_files),
+            block_cache,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    /// The open reader of table `number`, opening it if needed.
+    pub fn get(&self, number: u64) -> Result<Arc<Table>> {
+        if let Some(t) = self.tables.get(&number) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(t);
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let file = self.fs.open(&filename::table(&self.dir, number))?;
+        let t = Table::open(file, number, self.block_cache.clone())?;
+        self.tables.insert(number, t.clone());
+        Ok(t)
+    }
+
+    /// Forgets table `number` (it was deleted).
+    pub fn evict(&self, number: u64) {
+        self.tables.remove(&number);
+    }
+
+    pub fn block_cache(&self) -> Option<&Arc<BlockCache>> {
+        self.block_cache.as_ref()
+    }
+
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
+    }
+
+    pub fn misses(&self) -> u64 {
+        self.misses.load(Ordering::Relaxed)
+    }
+}
