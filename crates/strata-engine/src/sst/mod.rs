@@ -8,6 +8,7 @@
 
 mod block;
 mod block_builder;
+mod filter;
 mod format;
 
 pub use block::{Block, BlockIter};
