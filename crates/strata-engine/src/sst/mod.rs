@@ -8,9 +8,21 @@
 
 mod block;
 mod block_builder;
+mod builder;
 mod filter;
 mod format;
+mod index;
+mod reader;
+mod table_iter;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod testutil;
 
 pub use block::{Block, BlockIter};
 pub use block_builder::BlockBuilder;
+pub use builder::{TableBuilder, TableOptions, TableSummary};
 pub use format::{BlockHandle, BLOCK_TRAILER_LEN, FOOTER_LEN, FORMAT_VERSION, TABLE_MAGIC};
+pub use reader::{ReadParams, Table, VerifyStats};
+pub use table_iter::TableIter;
