@@ -157,10 +157,13 @@ struct ScanRange {
 /// Writes one `KEY<TAB>VALUE` line per entry of `r`. The iterator lives only in here, so it
 /// is gone before the database is closed.
 fn print_range(db: &Db, r: &ScanRange, out: &mut impl Write) -> Result<()> {
+    // The bounds let the engine skip tables outside the range. A reverse scan starts with
+    // seek_for_prev(end), and a target at the upper bound is outside the iterator's range,
+    // so a reverse scan passes only the lower bound and finds its start itself.
     let ro = ReadOptions {
         fill_cache: false,
         lower_bound: r.start.clone(),
-        upper_bound: r.end.clone(),
+        upper_bound: if r.reverse { None } else { r.end.clone() },
         ..ReadOptions::default()
     };
     let mut it = db.iter(&ro).context("cannot create an iterator")?;

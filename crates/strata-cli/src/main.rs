@@ -16,8 +16,9 @@ use std::process::ExitCode;
     about = "Tools and benchmarks for Strata, an SSD-conscious LSM key-value store",
     long_about = "Tools and benchmarks for Strata, an SSD-conscious LSM key-value store.\n\n\
         Every command that works on a database takes its directory as --db DIR. Keys and \
-        values are printed as UTF-8 when they are valid UTF-8; other bytes, control \
-        characters and backslashes are escaped as \\xNN and \\\\.\n\n\
+        values are printed as text when they are valid UTF-8, with control characters \
+        escaped as \\xNN and backslashes as \\\\; other values are binary and every byte \
+        outside printable ASCII is escaped as \\xNN. --hex reads keys from hex instead.\n\n\
         Exit codes: 0 success, 1 error or key not found, 2 `check` found problems or the \
         command line is invalid."
 )]

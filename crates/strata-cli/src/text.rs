@@ -4,27 +4,36 @@ use std::fmt::Write as _;
 
 /// Renders bytes for a terminal or a `key<TAB>value` line.
 ///
-/// Valid UTF-8 is printed as it is, except that a backslash becomes `\\` and control
-/// characters (tab, newline, ...) become `\xNN` per byte; bytes that are not valid UTF-8 also
-/// become `\xNN`. The result never contains a tab or a newline, so every `scan` line splits
-/// into exactly one key and one value, and the bytes can be read back unambiguously.
+/// Bytes that form valid UTF-8 are printed as text, except that a backslash becomes `\\`
+/// and control characters (tab, newline, ...) become `\xNN` per byte. Bytes that are not
+/// valid UTF-8 as a whole are binary: printable ASCII stays, every other byte becomes
+/// `\xNN`. The result never contains a tab or a newline, so every `scan` line splits into
+/// exactly one key and one value, and the bytes can be read back unambiguously.
 pub fn escape(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len());
-    for chunk in bytes.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            if c == '\\' {
-                out.push_str("\\\\");
-            } else if c.is_control() {
-                let mut buf = [0u8; 4];
-                for b in c.encode_utf8(&mut buf).bytes() {
-                    push_hex_escape(&mut out, b);
+    match std::str::from_utf8(bytes) {
+        Ok(text) => {
+            for c in text.chars() {
+                if c == '\\' {
+                    out.push_str("\\\\");
+                } else if c.is_control() {
+                    let mut buf = [0u8; 4];
+                    for b in c.encode_utf8(&mut buf).bytes() {
+                        push_hex_escape(&mut out, b);
+                    }
+                } else {
+                    out.push(c);
                 }
-            } else {
-                out.push(c);
             }
         }
-        for &b in chunk.invalid() {
-            push_hex_escape(&mut out, b);
+        Err(_) => {
+            for &b in bytes {
+                match b {
+                    b'\\' => out.push_str("\\\\"),
+                    0x20..=0x7e => out.push(b as char),
+                    _ => push_hex_escape(&mut out, b),
+                }
+            }
         }
     }
     out
@@ -113,6 +122,9 @@ mod tests {
         );
         // A truncated multi-byte sequence in the middle of valid text.
         assert_eq!(escape(b"a\xe2\x82b"), "a\\xe2\\x82b");
+        // Binary data is escaped whole, even where some bytes happen to form UTF-8.
+        assert_eq!(escape("é".as_bytes()), "é");
+        assert_eq!(escape(b"\xc3\xa9\xff\\"), "\\xc3\\xa9\\xff\\\\");
         // C1 control characters are escaped byte by byte too.
         assert_eq!(escape("\u{85}".as_bytes()), "\\xc2\\x85");
     }
