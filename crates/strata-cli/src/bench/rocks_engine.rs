@@ -30,12 +30,21 @@ format_version, optimize_filters_for_hits; other names go to DB::set_options";
 pub struct Rocks {
     db: DB,
     wo: WriteOptions,
-    /// Options set after opening (mutable options).
+    /// Kept alive with the database (the table factory refers to it).
     _cache: Cache,
 }
 
-/// Builds RocksDB's options; returns the `--opt`s left for `DB::set_options`.
-fn options(cfg: &EngineConfig) -> Result<(Options, Cache, Vec<(String, String)>, String)> {
+/// RocksDB's options for a run.
+struct RocksSettings {
+    options: Options,
+    cache: Cache,
+    /// `--opt`s left for `DB::set_options` after opening.
+    later: Vec<(String, String)>,
+    /// One line for the header.
+    describe: String,
+}
+
+fn options(cfg: &EngineConfig) -> Result<RocksSettings> {
     let mut o = Options::default();
     o.create_if_missing(cfg.create_if_missing);
     o.set_compression_type(match cfg.compression {
@@ -110,7 +119,12 @@ fn options(cfg: &EngineConfig) -> Result<(Options, Cache, Vec<(String, String)>,
     for (n, v) in &later {
         desc.push(format!("{n}={v} (set_options)"));
     }
-    Ok((o, cache, later, desc.join(" ")))
+    Ok(RocksSettings {
+        options: o,
+        cache,
+        later,
+        describe: desc.join(" "),
+    })
 }
 
 impl Engine for Rocks {
@@ -118,12 +132,19 @@ impl Engine for Rocks {
     const NAME: &'static str = "rocksdb";
 
     fn describe(cfg: &EngineConfig) -> Result<String> {
-        Ok(options(cfg)?.3)
+        Ok(options(cfg)?.describe)
     }
 
     fn open(dir: &Path, cfg: &EngineConfig) -> Result<Self> {
-        let (o, cache, later, _) = options(cfg)?;
-        let db = DB::open(&o, dir)
+        let RocksSettings {
+            options: o,
+            cache,
+            later,
+            ..
+        } = options(cfg)?;
+        // Opened naming the default column family, so that cf_handle() finds it for the
+        // batched MultiGet.
+        let db = DB::open_cf(&o, dir, [rocksdb::DEFAULT_COLUMN_FAMILY_NAME])
             .with_context(|| format!("cannot open RocksDB database at {}", dir.display()))?;
         for (n, v) in &later {
             db.set_options(&[(n.as_str(), v.as_str())]).map_err(|e| {

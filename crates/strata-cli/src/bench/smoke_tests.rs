@@ -1,7 +1,6 @@
-//! Short runs of every workload on every engine of the default build (strata, fjall),
-//! checking the counts and found ratios against a replay of the key generators — never
-//! timings. (RocksDB is covered by `.ci/run`, which builds the `rocksdb` feature and runs
-//! the same smoke set through the binary.)
+//! Short runs of every workload on every engine of the default build (strata, fjall; and
+//! rocksdb with `--features rocksdb`, which `.ci/run` also tests), checking the counts and
+//! found ratios against a replay of the key generators — never timings.
 
 use super::runner::thread_rng;
 use super::*;
@@ -59,10 +58,10 @@ fn db_bench_workloads(engine: &str) {
         "--opt",
         &format!(
             "{engine}.{}",
-            if engine == "strata" {
-                "write_buffer_bytes=65536"
-            } else {
-                "max_memtable_size=65536"
+            match engine {
+                "strata" => "write_buffer_bytes=65536",
+                "rocksdb" => "write_buffer_size=65536",
+                _ => "max_memtable_size=65536",
             }
         ),
     ]);
@@ -155,6 +154,12 @@ fn db_bench_workloads_on_fjall() {
     db_bench_workloads("fjall");
 }
 
+#[cfg(feature = "rocksdb")]
+#[test]
+fn db_bench_workloads_on_rocksdb() {
+    db_bench_workloads("rocksdb");
+}
+
 fn ycsb_workloads(engine: &str) {
     let a = bench_args(&[
         "--engine",
@@ -211,6 +216,12 @@ fn ycsb_workloads_on_strata() {
 #[test]
 fn ycsb_workloads_on_fjall() {
     ycsb_workloads("fjall");
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn ycsb_workloads_on_rocksdb() {
+    ycsb_workloads("rocksdb");
 }
 
 #[test]
