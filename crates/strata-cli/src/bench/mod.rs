@@ -4,7 +4,8 @@
 //! * `--num` is the key space `[0, num)`. Writing benchmarks do `num` operations per thread
 //!   (fillseq splits `[0, num)` between threads, in order within each thread; fillrandom,
 //!   overwrite and deleterandom pick uniformly from the whole key space in every thread).
-//! * Reading benchmarks do `--reads` operations per thread (default `num`).
+//! * Reading benchmarks do `--reads` operations per thread (default `num`); `--writes`
+//!   changes the writes per thread of fillrandom, overwrite and deleterandom.
 //! * `--duration SECS` bounds the random benchmarks by time instead of operations.
 //! * fillseq, fillrandom and ycsb-load start from an empty database (the directory is wiped
 //!   and the database reopened when an earlier benchmark of the run wrote to it); they are
@@ -301,12 +302,16 @@ pub struct BenchArgs {
     /// Times the whole benchmark list runs on each engine (engines alternate: A B A B ...).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub rounds: usize,
-    /// Size of the key space, and writes per thread for fill*, overwrite and deleterandom.
+    /// Size of the key space, and writes per thread for fill*, overwrite and deleterandom
+    /// (see --writes).
     #[arg(long, value_name = "N", default_value_t = 200_000)]
     pub num: u64,
     /// Operations per thread of the reading and YCSB benchmarks [default: --num].
     #[arg(long, value_name = "N")]
     pub reads: Option<u64>,
+    /// Writes per thread of fillrandom, overwrite and deleterandom [default: --num].
+    #[arg(long, value_name = "N")]
+    pub writes: Option<u64>,
     /// Run each random benchmark for this many seconds instead of a number of operations
     /// (0: use --num and --reads). fillseq, ycsb-load, readseq and readreverse ignore it.
     #[arg(long, value_name = "SECS", default_value_t = 0)]
@@ -376,6 +381,10 @@ pub struct BenchArgs {
 impl BenchArgs {
     fn reads(&self) -> u64 {
         self.reads.unwrap_or(self.num)
+    }
+
+    fn writes(&self) -> u64 {
+        self.writes.unwrap_or(self.num)
     }
 
     fn validate(&self) -> Result<()> {
@@ -709,6 +718,7 @@ fn write_json(
             "rounds": args.rounds,
             "num": args.num,
             "reads": args.reads(),
+            "writes": args.writes(),
             "duration": args.duration,
             "key_size": args.key_size,
             "value_size": args.value_size,
@@ -800,7 +810,13 @@ fn header(args: &BenchArgs, infos: &[EngineInfo], dir: &Path, temp: bool) -> Str
         "Values:",
         format!("{} bytes each (random, incompressible)", args.value_size),
     );
-    line("Entries:", args.num.to_string());
+    line(
+        "Entries:",
+        match args.writes {
+            Some(w) => format!("{} (writes per thread: {w})", args.num),
+            None => args.num.to_string(),
+        },
+    );
     line("Reads:", args.reads().to_string());
     line("Threads:", args.threads.to_string());
     if args.duration > 0 {
@@ -921,6 +937,8 @@ mod tests {
             "1000",
             "--reads",
             "10",
+            "--writes",
+            "20",
             "--key-size",
             "24",
             "--value-size",
@@ -972,8 +990,8 @@ mod tests {
             ]
         );
         assert_eq!(
-            (a.num, a.reads(), a.key_size, a.value_size),
-            (1000, 10, 24, 1000)
+            (a.num, a.reads(), a.writes(), a.key_size, a.value_size),
+            (1000, 10, 20, 24, 1000)
         );
         assert_eq!(
             (a.threads, a.seed, a.seek_nexts, a.batch_size),

@@ -220,12 +220,14 @@ pub fn si(v: f64) -> String {
     }
 }
 
+/// An axis label with as many decimals as the step needs (step 0.05 -> "0.15").
 fn secs(x: f64, step: f64) -> String {
-    if step >= 1.0 {
-        format!("{x:.0}")
+    let decimals = if step >= 1.0 {
+        0
     } else {
-        format!("{x:.1}")
-    }
+        (-step.log10()).ceil() as usize
+    };
+    format!("{x:.decimals$}")
 }
 
 #[cfg(test)]
@@ -240,6 +242,14 @@ mod tests {
         assert_eq!(nice_step(7.0), 10.0);
         assert_eq!(nice_step(4200.0), 5000.0);
         assert_eq!(nice_step(0.0), 1.0);
+    }
+
+    #[test]
+    fn axis_labels_have_the_decimals_of_the_step() {
+        assert_eq!(secs(3.0, 1.0), "3");
+        assert_eq!(secs(0.2, 0.1), "0.2");
+        assert_eq!(secs(0.15, 0.05), "0.15");
+        assert_eq!(secs(40.0, 20.0), "40");
     }
 
     #[test]

@@ -148,9 +148,10 @@ impl Merged {
     }
 }
 
-/// db_bench's result line:
-/// `fillrandom   :       2.345 micros/op 426439 ops/sec;   59.3 MB/s`,
-/// with ` (found/lookups found)` appended when `found` is given as (found, lookups).
+/// db_bench's result line (RocksDB 7.x's shape):
+/// `fillrandom   :       2.345 micros/op 426439 ops/sec 2.345 seconds 1000000 operations;   59.3 MB/s`,
+/// with ` (found of lookups found)` appended when `found` is given as (found, lookups).
+/// db_bench prints one thread's counts there; this prints all threads' together.
 pub fn result_line(
     name: &str,
     done: u64,
@@ -170,16 +171,22 @@ pub fn result_line(
     } else {
         0
     };
-    let rate = if bytes > 0 && secs > 0.0 {
-        format!(" {:6.1} MB/s", bytes as f64 / 1048576.0 / secs)
-    } else {
+    let mut extra = Vec::new();
+    if bytes > 0 && secs > 0.0 {
+        extra.push(format!("{:6.1} MB/s", bytes as f64 / 1048576.0 / secs));
+    }
+    if let Some((f, lookups)) = found {
+        extra.push(format!("({f} of {lookups} found)"));
+    }
+    let extra = if extra.is_empty() {
         String::new()
+    } else {
+        format!(" {}", extra.join(" "))
     };
-    let found = match found {
-        Some((f, lookups)) => format!(" ({f}/{lookups} found)"),
-        None => String::new(),
-    };
-    format!("{name:<12} : {micros_per_op:11.3} micros/op {ops_per_sec} ops/sec;{rate}{found}")
+    format!(
+        "{name:<12} : {micros_per_op:11.3} micros/op {ops_per_sec} ops/sec {secs:.3} seconds \
+         {done} operations;{extra}"
+    )
 }
 
 /// Our addition to db_bench's output: the latency distribution, in microseconds.
@@ -256,9 +263,13 @@ pub struct Record {
     pub latency_by_kind: BTreeMap<String, Latency>,
     /// Key and value bytes the benchmark wrote (and key bytes it deleted).
     pub user_bytes_written: u64,
-    /// Bytes the process made the device write and read (`/proc/self/io`).
+    /// Bytes the process made the device write and read (`/proc/self/io` `write_bytes`
+    /// and `read_bytes`).
     pub device_bytes_written: Option<u64>,
     pub device_bytes_read: Option<u64>,
+    /// `cancelled_write_bytes`: dirty bytes of deleted or truncated files that never
+    /// reached the device (possibly written during an earlier benchmark).
+    pub device_bytes_cancelled: Option<u64>,
     /// device_bytes_written / user_bytes_written.
     pub write_amp: Option<f64>,
     /// Bytes of the database's files at the end of the benchmark.
@@ -484,7 +495,8 @@ mod tests {
         let line = result_line("fillrandom", 1_000_000, t, t, 145_000_000, None);
         assert_eq!(
             line,
-            "fillrandom   :       2.345 micros/op 426439 ops/sec;   59.0 MB/s"
+            "fillrandom   :       2.345 micros/op 426439 ops/sec 2.345 seconds 1000000 \
+             operations;   59.0 MB/s"
         );
     }
 
@@ -494,7 +506,8 @@ mod tests {
         let line = result_line("readrandom", 1000, t, t, 0, Some((632, 1000)));
         assert_eq!(
             line,
-            "readrandom   :    1000.000 micros/op 1000 ops/sec; (632/1000 found)"
+            "readrandom   :    1000.000 micros/op 1000 ops/sec 1.000 seconds 1000 operations; \
+             (632 of 1000 found)"
         );
     }
 
@@ -509,13 +522,19 @@ mod tests {
             0,
             None,
         );
-        assert!(line.contains("1000.000 micros/op 2000 ops/sec;"), "{line}");
+        assert!(
+            line.contains("1000.000 micros/op 2000 ops/sec 1.000 seconds 2000 operations;"),
+            "{line}"
+        );
     }
 
     #[test]
     fn zero_ops_do_not_divide_by_zero() {
         let line = result_line("readseq", 0, Duration::ZERO, Duration::ZERO, 0, None);
-        assert_eq!(line, "readseq      :       0.000 micros/op 0 ops/sec;");
+        assert_eq!(
+            line,
+            "readseq      :       0.000 micros/op 0 ops/sec 0.000 seconds 0 operations;"
+        );
     }
 
     #[test]

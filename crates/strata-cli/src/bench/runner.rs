@@ -333,6 +333,7 @@ impl<'a, E: Engine> Runner<'a, E> {
             let d = a.since(b);
             rec.device_bytes_written = Some(d.written);
             rec.device_bytes_read = Some(d.read);
+            rec.device_bytes_cancelled = Some(d.cancelled);
         }
         if let (Some(a), Some(b)) = (after.cpu, before.cpu) {
             rec.cpu_seconds = Some(a.saturating_sub(b).as_secs_f64());
@@ -415,7 +416,7 @@ impl<'a, E: Engine> Runner<'a, E> {
         let a = self.args;
         match b {
             Benchmark::FillSeq | Benchmark::YcsbLoad => a.num.div_ceil(a.threads as u64),
-            Benchmark::FillRandom | Benchmark::Overwrite | Benchmark::DeleteRandom => a.num,
+            Benchmark::FillRandom | Benchmark::Overwrite | Benchmark::DeleteRandom => a.writes(),
             _ => a.reads(),
         }
     }
@@ -453,6 +454,7 @@ impl<'a, E: Engine> Runner<'a, E> {
     /// The per-thread loop of a benchmark.
     fn workload(&self, b: Benchmark, inserts: Option<Arc<Inserts>>) -> Work<E> {
         let num = self.args.num;
+        let writes = self.args.writes();
         let reads = self.args.reads();
         let threads = self.args.threads;
         let seek_nexts = self.args.seek_nexts;
@@ -470,7 +472,7 @@ impl<'a, E: Engine> Runner<'a, E> {
             }),
             Benchmark::FillRandom | Benchmark::Overwrite => Box::new(move |e, w| {
                 let mut key = w.keys.buffer();
-                let mut budget = w.budget(num);
+                let mut budget = w.budget(writes);
                 while budget.more() && !w.stopped() {
                     let i = w.rng.below(num);
                     w.put_key(e, &mut key, i)?;
@@ -479,7 +481,7 @@ impl<'a, E: Engine> Runner<'a, E> {
             }),
             Benchmark::DeleteRandom => Box::new(move |e, w| {
                 let mut key = w.keys.buffer();
-                let mut budget = w.budget(num);
+                let mut budget = w.budget(writes);
                 while budget.more() && !w.stopped() {
                     let i = w.rng.below(num);
                     w.keys.fill(i, &mut key);

@@ -308,6 +308,25 @@ fn engines_alternate_and_write_json_and_plot() {
 }
 
 #[test]
+fn writes_sets_the_writes_per_thread() {
+    let a = bench_args(&[
+        "--benchmarks",
+        "fillrandom,overwrite,deleterandom,readrandom",
+        "--num",
+        "1000",
+        "--writes",
+        "100",
+        "--reads",
+        "50",
+        "--threads",
+        "2",
+    ]);
+    let out = execute(&a).unwrap();
+    let ops: Vec<u64> = out.records.iter().map(|r| r.ops).collect();
+    assert_eq!(ops, vec![200, 200, 200, 100]);
+}
+
+#[test]
 fn existing_databases_are_reused() {
     let t = tempfile::tempdir().unwrap();
     let db = t.path().join("db");

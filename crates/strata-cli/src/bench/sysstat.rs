@@ -4,6 +4,7 @@
 //! All engines run in this process, their background threads included, so the process's
 //! counters are the engine's (the benchmark's own threads add only CPU time).
 
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -12,9 +13,13 @@ use std::time::Duration;
 pub struct DeviceIo {
     /// `read_bytes`: reads that reached the device (page-cache misses).
     pub read: u64,
-    /// `write_bytes - cancelled_write_bytes`: bytes dirtied (and so eventually written) by
-    /// this process, less those of files truncated or deleted before writeback.
+    /// `write_bytes`: bytes this process sent toward the device (counted when it dirties
+    /// page-cache pages, or at submission for direct I/O).
     pub written: u64,
+    /// `cancelled_write_bytes`: dirty bytes dropped before writeback because their file was
+    /// truncated or deleted. Not subtracted from `written`: the cancellation may concern
+    /// bytes written long before, in another benchmark.
+    pub cancelled: u64,
 }
 
 impl DeviceIo {
@@ -24,11 +29,10 @@ impl DeviceIo {
                 .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
                 .and_then(|v| v.trim().parse().ok())
         };
-        let write = field("write_bytes")?;
-        let cancelled = field("cancelled_write_bytes").unwrap_or(0);
         Some(DeviceIo {
             read: field("read_bytes")?,
-            written: write.saturating_sub(cancelled),
+            written: field("write_bytes")?,
+            cancelled: field("cancelled_write_bytes").unwrap_or(0),
         })
     }
 
@@ -40,6 +44,7 @@ impl DeviceIo {
         DeviceIo {
             read: self.read.saturating_sub(before.read),
             written: self.written.saturating_sub(before.written),
+            cancelled: self.cancelled.saturating_sub(before.cancelled),
         }
     }
 }
@@ -84,7 +89,8 @@ pub fn reset_peak_rss() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
-/// Bytes of all files under `dir` (their lengths; 0 when it does not exist).
+/// Bytes the files under `dir` occupy on the device (allocated blocks, as `du` counts them:
+/// preallocated space included, holes of sparse files not); 0 when it does not exist.
 pub fn dir_bytes(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
@@ -95,7 +101,7 @@ pub fn dir_bytes(dir: &Path) -> u64 {
         if m.is_dir() {
             total += dir_bytes(&e.path());
         } else {
-            total += m.len();
+            total += m.blocks() * 512;
         }
     }
     total
@@ -113,23 +119,27 @@ mod tests {
             DeviceIo::parse(s),
             Some(DeviceIo {
                 read: 4096,
-                written: 73728
+                written: 81920,
+                cancelled: 8192,
             })
         );
         assert_eq!(DeviceIo::parse("rchar: 1\n"), None);
         let a = DeviceIo {
             read: 10,
             written: 100,
+            cancelled: 7,
         };
         let b = DeviceIo {
             read: 15,
             written: 160,
+            cancelled: 9,
         };
         assert_eq!(
             b.since(a),
             DeviceIo {
                 read: 5,
-                written: 60
+                written: 60,
+                cancelled: 2,
             }
         );
     }
@@ -159,10 +169,14 @@ mod tests {
     #[test]
     fn dir_bytes_sums_nested_files() {
         let t = tempfile::tempdir().unwrap();
-        std::fs::write(t.path().join("a"), [0u8; 100]).unwrap();
+        std::fs::write(t.path().join("a"), [1u8; 10_000]).unwrap();
         std::fs::create_dir(t.path().join("sub")).unwrap();
-        std::fs::write(t.path().join("sub/b"), [0u8; 23]).unwrap();
-        assert_eq!(dir_bytes(t.path()), 123);
+        std::fs::write(t.path().join("sub/b"), [1u8; 20_000]).unwrap();
+        // A sparse file occupies (almost) nothing.
+        let f = std::fs::File::create(t.path().join("sparse")).unwrap();
+        f.set_len(1 << 30).unwrap();
+        let n = dir_bytes(t.path());
+        assert!((30_000..30_000 + 3 * 65_536).contains(&n), "{n}");
         assert_eq!(dir_bytes(&t.path().join("missing")), 0);
     }
 }
