@@ -180,7 +180,15 @@ impl Benchmark {
         )
     }
 
-    /// The YCSB workload letter ('a'..='f'), or 'l' for ycsb-load.
+    /// One operation, timed (compact, flush, waitforcompaction).
+    fn one_shot(self) -> bool {
+        matches!(
+            self,
+            Benchmark::Compact | Benchmark::Flush | Benchmark::WaitForCompaction
+        )
+    }
+
+    /// The YCSB workload letter ('a'..='f'); None for the other benchmarks.
     fn ycsb(self) -> Option<char> {
         match self {
             Benchmark::YcsbA => Some('a'),
@@ -646,7 +654,20 @@ fn execute(args: &BenchArgs) -> Result<RunOutcome> {
     result?;
 
     let names: Vec<&str> = args.engines.iter().map(|e| e.name()).collect();
-    let summary = summarize(&records, &names);
+    // One-shot benchmarks (compact, flush, waitforcompaction) have no rate worth a median:
+    // their lines above give their time.
+    let one_shot: Vec<&String> = labels
+        .iter()
+        .zip(&args.benchmarks)
+        .filter(|(_, b)| b.one_shot())
+        .map(|(l, _)| l)
+        .collect();
+    let rated: Vec<Record> = records
+        .iter()
+        .filter(|r| !one_shot.contains(&&r.benchmark))
+        .cloned()
+        .collect();
+    let summary = summarize(&rated, &names);
     if several || args.rounds > 1 {
         println!();
         println!(

@@ -136,6 +136,9 @@ fn db_bench_workloads(engine: &str) {
     for one in ["compact", "flush", "waitforcompaction"] {
         assert_eq!(r[one].ops, 1, "{one}");
     }
+    // The summary leaves out the one-shot benchmarks.
+    assert_eq!(out.summary.len(), 12);
+    assert!(out.summary.iter().all(|s| s.benchmark != "compact"));
     for rec in &out.records {
         assert!(rec.found <= rec.lookups, "{}", rec.benchmark);
         if rec.ops > 1 {
