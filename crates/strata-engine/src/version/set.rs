@@ -174,6 +174,15 @@ impl VersionSet {
         n
     }
 
+    /// Makes sure `n` is never allocated again (a file with that number exists on disk: a
+    /// WAL made by a memtable switch, or a table of an uncommitted flush, may be numbered
+    /// above what the MANIFEST recorded).
+    pub fn mark_file_number_used(&mut self, n: u64) {
+        if n >= self.next_file_number {
+            self.next_file_number = n + 1;
+        }
+    }
+
     pub fn manifest_number(&self) -> u64 {
         self.manifest_number
     }
