@@ -1,1 +1,270 @@
-fn main() {}
+//! `strata`: look into, change and benchmark Strata databases.
+
+mod bench;
+mod commands;
+mod opts;
+mod text;
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "strata",
+    version,
+    about = "Tools and benchmarks for Strata, an SSD-conscious LSM key-value store",
+    long_about = "Tools and benchmarks for Strata, an SSD-conscious LSM key-value store.\n\n\
+        Every command that works on a database takes its directory as --db DIR. Keys and \
+        values are printed as text when they are valid UTF-8, with control characters \
+        escaped as \\xNN and backslashes as \\\\; other values are binary and every byte \
+        outside printable ASCII is escaped as \\xNN. --hex reads keys from hex instead.\n\n\
+        Exit codes: 0 success, 1 error or key not found, 2 `check` found problems or the \
+        command line is invalid."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Store VALUE under KEY, replacing any previous value.
+    ///
+    /// Creates the database (and the directory) if DIR holds none. The write goes to the
+    /// write-ahead log before the command returns; add --sync to also fsync it.
+    Put(PutArgs),
+    /// Print the value stored under KEY.
+    ///
+    /// Prints the value followed by a newline (escaped like scan output; --raw prints the
+    /// exact bytes). When KEY is absent, prints "not found" on stderr and exits with code 1.
+    /// Never creates a database.
+    Get(GetArgs),
+    /// Delete KEY (deleting an absent key is not an error).
+    ///
+    /// Creates the database if DIR holds none, like put.
+    Delete(DeleteArgs),
+    /// Print keys and values in key order, one "KEY<TAB>VALUE" line each.
+    ///
+    /// Covers keys in [--start, --end): --start is inclusive, --end exclusive; without them
+    /// the whole database. --reverse prints from the last key down. Never creates a database.
+    Scan(ScanArgs),
+    /// Print the engine's statistics for the database.
+    ///
+    /// Per-level file counts and sizes, write amplification, cache hits and misses, as the
+    /// engine reports them. Opens the database (replaying its log) and closes it again.
+    /// Never creates a database.
+    Stats(DbArgs),
+    /// Verify every checksum of the database: tables, log and manifest.
+    ///
+    /// Read-only. Prints what was checked and every problem found; exits with code 2 if
+    /// there is any problem, 0 if the database is intact.
+    Check(DbArgs),
+    /// Run db_bench-style benchmarks (fillrandom, readrandom, ...) and print their results.
+    ///
+    /// Without flags: fillrandom then readrandom over 200000 keys of 16 bytes with values of
+    /// 128 bytes, in a temporary directory removed at the end. Prints an environment header,
+    /// one db_bench-shaped line per benchmark plus a latency line (p50/p99/p99.9/max), then
+    /// the engine's statistics.
+    ///
+    /// Keys: the index i in [0, num) as an 8-byte big-endian integer, padded with '0' bytes
+    /// up to --key-size (db_bench's layout; with --key-size below 8, the low bytes of i), so
+    /// fillseq writes increasing keys. Values: random bytes (incompressible, unlike
+    /// db_bench's default half-compressible values).
+    Bench(bench::BenchArgs),
+}
+
+/// Where the database is and how to open it.
+#[derive(Args, Debug, Clone)]
+pub struct DbArgs {
+    /// Database directory.
+    #[arg(long, value_name = "DIR")]
+    pub db: PathBuf,
+    #[arg(long = "opt", value_name = "NAME=VALUE", value_parser = opts::parse_opt, help = opts::OPT_HELP)]
+    pub opts: Vec<(String, String)>,
+}
+
+#[derive(Args, Debug)]
+pub struct PutArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// KEY and VALUE are hex strings (e.g. 00ff or 0x00ff) instead of text.
+    #[arg(long)]
+    pub hex: bool,
+    /// fsync the write-ahead log before returning.
+    #[arg(long)]
+    pub sync: bool,
+    pub key: String,
+    pub value: String,
+}
+
+#[derive(Args, Debug)]
+pub struct GetArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// KEY is a hex string (e.g. 00ff or 0x00ff) instead of text.
+    #[arg(long)]
+    pub hex: bool,
+    /// Write the value's exact bytes, without escaping or a trailing newline.
+    #[arg(long)]
+    pub raw: bool,
+    pub key: String,
+}
+
+#[derive(Args, Debug)]
+pub struct DeleteArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// KEY is a hex string (e.g. 00ff or 0x00ff) instead of text.
+    #[arg(long)]
+    pub hex: bool,
+    /// fsync the write-ahead log before returning.
+    #[arg(long)]
+    pub sync: bool,
+    pub key: String,
+}
+
+#[derive(Args, Debug)]
+pub struct ScanArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// First key to print (inclusive).
+    #[arg(long, value_name = "KEY")]
+    pub start: Option<String>,
+    /// Stop before this key (exclusive).
+    #[arg(long, value_name = "KEY")]
+    pub end: Option<String>,
+    /// Print at most N entries.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u64>,
+    /// Print from the last key down to the first.
+    #[arg(long)]
+    pub reverse: bool,
+    /// --start and --end are hex strings (e.g. 00ff or 0x00ff) instead of text.
+    #[arg(long)]
+    pub hex: bool,
+}
+
+/// What a command tells `main` beyond success.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Done,
+    /// `get` of an absent key: exit code 1.
+    NotFound,
+    /// `check` found problems: exit code 2.
+    Problems,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match commands::run(cli.command) {
+        Ok(Outcome::Done) => ExitCode::SUCCESS,
+        Ok(Outcome::NotFound) => {
+            eprintln!("not found");
+            ExitCode::from(1)
+        }
+        Ok(Outcome::Problems) => ExitCode::from(2),
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `strata scan | head` closes our stdout early; that is not an error worth reporting.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("strata").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_subcommand_has_help() {
+        for sub in Cli::command().get_subcommands() {
+            let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+            assert!(!about.is_empty(), "{} has no help text", sub.get_name());
+        }
+    }
+
+    #[test]
+    fn put_takes_db_key_value_and_repeated_opts() {
+        let cli = parse(&[
+            "put",
+            "--db",
+            "/tmp/x",
+            "k",
+            "v",
+            "--opt",
+            "filter=false",
+            "--opt",
+            "compression=lz4",
+        ])
+        .unwrap();
+        let Command::Put(p) = cli.command else {
+            panic!("not put")
+        };
+        assert_eq!(p.db.db, PathBuf::from("/tmp/x"));
+        assert_eq!((p.key.as_str(), p.value.as_str()), ("k", "v"));
+        assert_eq!(
+            p.db.opts,
+            vec![
+                ("filter".to_string(), "false".to_string()),
+                ("compression".to_string(), "lz4".to_string())
+            ]
+        );
+        assert!(!p.hex && !p.sync);
+    }
+
+    #[test]
+    fn db_is_required() {
+        let e = parse(&["get", "k"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+    }
+
+    #[test]
+    fn malformed_opt_is_a_usage_error() {
+        let e = parse(&["stats", "--db", "d", "--opt", "nonsense"]).unwrap_err();
+        assert!(e.to_string().contains("expected NAME=VALUE"), "{e}");
+    }
+
+    #[test]
+    fn scan_flags() {
+        let cli = parse(&[
+            "scan",
+            "--db",
+            "d",
+            "--start",
+            "a",
+            "--end",
+            "m",
+            "--limit",
+            "10",
+            "--reverse",
+            "--hex",
+        ])
+        .unwrap();
+        let Command::Scan(s) = cli.command else {
+            panic!("not scan")
+        };
+        assert_eq!(s.start.as_deref(), Some("a"));
+        assert_eq!(s.end.as_deref(), Some("m"));
+        assert_eq!(s.limit, Some(10));
+        assert!(s.reverse && s.hex);
+    }
+}

@@ -194,19 +194,12 @@ impl DbIterator {
         }
     }
 
-    fn parse(&mut self) -> Option<key::ParsedKey<'_>> {
-        let k = self.iter.key();
-        match key::parse_internal_key(k) {
-            Some(p) => Some(p),
-            None => {
-                self.err = Some(Error::corruption(
-                    "<iterator>",
-                    0,
-                    format!("malformed internal key of {} bytes", k.len()),
-                ));
-                None
-            }
-        }
+    fn malformed_key(len: usize) -> Error {
+        Error::corruption(
+            "<iterator>",
+            0,
+            format!("malformed internal key of {len} bytes"),
+        )
     }
 
     /// Forward: settle on the next visible, non-deleted user entry. With `skipping`, every
@@ -214,13 +207,15 @@ impl DbIterator {
     fn find_next_user_entry(&mut self, mut skipping: bool) {
         self.valid = false;
         while self.iter.valid() {
-            let seq = self.seq;
-            let Some(p) = self.parse() else { return };
-            if p.seq <= seq {
+            let Some(p) = key::parse_internal_key(self.iter.key()) else {
+                self.err = Some(Self::malformed_key(self.iter.key().len()));
+                return;
+            };
+            if p.seq <= self.seq {
                 match p.kind {
                     ValueKind::Delete => {
-                        let uk = p.user_key.to_vec();
-                        self.saved_key = uk;
+                        self.saved_key.clear();
+                        self.saved_key.extend_from_slice(p.user_key);
                         skipping = true;
                     }
                     ValueKind::Value => {
@@ -244,12 +239,12 @@ impl DbIterator {
     fn find_prev_user_entry(&mut self) {
         let mut kind = ValueKind::Delete;
         while self.iter.valid() {
-            let seq = self.seq;
-            let Some(p) = self.parse() else {
+            let Some(p) = key::parse_internal_key(self.iter.key()) else {
+                self.err = Some(Self::malformed_key(self.iter.key().len()));
                 self.valid = false;
                 return;
             };
-            if p.seq <= seq {
+            if p.seq <= self.seq {
                 if kind != ValueKind::Delete && p.user_key < self.saved_key.as_slice() {
                     break;
                 }
@@ -258,8 +253,8 @@ impl DbIterator {
                     self.saved_key.clear();
                     self.saved_value.clear();
                 } else {
-                    let uk = p.user_key.to_vec();
-                    self.saved_key = uk;
+                    self.saved_key.clear();
+                    self.saved_key.extend_from_slice(p.user_key);
                     self.saved_value.clear();
                     self.saved_value.extend_from_slice(self.iter.value());
                 }

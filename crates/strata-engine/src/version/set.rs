@@ -16,6 +16,9 @@ use crate::log::{LogReader, LogWriter};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 
+/// A MANIFEST larger than this is replaced by a fresh one holding a snapshot.
+const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+
 pub struct VersionSet {
     dir: PathBuf,
     fs: Arc<dyn Fs>,
@@ -192,6 +195,11 @@ impl VersionSet {
             let w = self.manifest.as_mut().expect("manifest open");
             w.add_record(&rec)?;
             w.sync()?;
+            if w.size() > MAX_MANIFEST_BYTES {
+                // The next edit starts a new MANIFEST with a snapshot; the old one becomes
+                // obsolete once CURRENT names the new one.
+                self.manifest = None;
+            }
         }
         for (level, key) in &edit.compact_pointers {
             self.compact_pointers[*level as usize] = key.clone();

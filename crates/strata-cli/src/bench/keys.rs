@@ -1,0 +1,286 @@
+//! Keys, values and random numbers for the benchmarks.
+//!
+//! Key layout (db_bench's): the key index `i` in `[0, num)` as an 8-byte big-endian integer,
+//! followed by `'0'` bytes up to `key_size`. With `key_size < 8` the key is the low
+//! `key_size` bytes of that integer (so `num` must fit in them). Either way byte order equals
+//! numeric order, so sequential indexes give increasing keys.
+//!
+//! Values: slices of a pool of random bytes generated once per thread. They are
+//! incompressible, unlike db_bench's default values (compression_ratio 0.5); Strata's default
+//! is no compression, and a benchmark that wants to measure compression should say so.
+
+/// A small, fast, reproducible generator (SplitMix64). The benchmarks need speed and
+/// determinism from a seed, not statistical perfection.
+#[derive(Clone, Debug)]
+pub struct Rng {
+    state: u64,
+}
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng { state: seed }
+    }
+
+    /// The generator for one thread of one benchmark: streams differ between threads and
+    /// between benchmarks of one run (so readrandom does not replay fillrandom's keys).
+    pub fn for_thread(seed: u64, benchmark_index: usize, thread: usize) -> Self {
+        let mut mix = Rng::new(seed ^ ((benchmark_index as u64) << 32) ^ thread as u64);
+        Rng::new(mix.next_u64())
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[0, n)` (multiply-shift; the bias is below 2^-64 * n, negligible here).
+    /// `n` must be positive.
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            let r = self.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&r[..chunk.len()]);
+        }
+    }
+}
+
+/// Builds benchmark keys from indexes.
+#[derive(Clone, Copy, Debug)]
+pub struct KeyGen {
+    key_size: usize,
+}
+
+impl KeyGen {
+    pub fn new(key_size: usize) -> Self {
+        KeyGen { key_size }
+    }
+
+    /// Checks that `num` distinct indexes fit in keys of `key_size` bytes.
+    pub fn check(key_size: usize, num: u64) -> Result<(), String> {
+        if key_size == 0 {
+            return Err("--key-size must be at least 1".into());
+        }
+        if key_size < 8 && num > 1u64 << (8 * key_size) {
+            return Err(format!(
+                "--num {num} does not fit in --key-size {key_size} \
+                 (at most {} distinct keys)",
+                1u64 << (8 * key_size)
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn key_size(&self) -> usize {
+        self.key_size
+    }
+
+    /// A buffer to pass to [`KeyGen::fill`].
+    pub fn buffer(&self) -> Vec<u8> {
+        vec![b'0'; self.key_size]
+    }
+
+    /// Writes the key of index `i` into `buf` (which has `key_size` bytes).
+    pub fn fill(&self, i: u64, buf: &mut [u8]) {
+        let be = i.to_be_bytes();
+        if self.key_size >= 8 {
+            buf[..8].copy_from_slice(&be);
+            buf[8..].fill(b'0');
+        } else {
+            buf.copy_from_slice(&be[8 - self.key_size..]);
+        }
+    }
+
+    #[cfg(test)]
+    pub fn key(&self, i: u64) -> Vec<u8> {
+        let mut b = self.buffer();
+        self.fill(i, &mut b);
+        b
+    }
+
+    /// A buffer for keys that no benchmark writes (readmissing): fill its first `key_size`
+    /// bytes with [`KeyGen::fill`]; the extra last byte (`.`) makes it one byte longer than
+    /// every stored key.
+    pub fn missing_key_buffer(&self) -> Vec<u8> {
+        let mut b = self.buffer();
+        b.push(b'.');
+        b
+    }
+}
+
+/// Hands out values: consecutive slices of a pool of random bytes.
+pub struct ValueGen {
+    pool: Vec<u8>,
+    pos: usize,
+    value_size: usize,
+}
+
+impl ValueGen {
+    /// Pool size: large enough that repeats are far apart (1 MiB, or two values if larger).
+    const POOL_BYTES: usize = 1 << 20;
+
+    pub fn new(value_size: usize, rng: &mut Rng) -> Self {
+        let mut pool = vec![0u8; Self::POOL_BYTES.max(2 * value_size)];
+        rng.fill(&mut pool);
+        ValueGen {
+            pool,
+            pos: 0,
+            value_size,
+        }
+    }
+
+    pub fn next_value(&mut self) -> &[u8] {
+        if self.pos + self.value_size > self.pool.len() {
+            self.pos = 0;
+        }
+        let v = &self.pool[self.pos..self.pos + self.value_size];
+        // Move by an amount that is not a multiple of the value size so that the pool's
+        // slices do not line up again after one lap.
+        self.pos += self.value_size + 1;
+        v
+    }
+}
+
+/// The share of `[0, num)` that thread `t` of `threads` writes in fillseq: contiguous,
+/// disjoint ranges covering everything.
+pub fn thread_range(num: u64, threads: usize, t: usize) -> std::ops::Range<u64> {
+    let part = |t: usize| (num as u128 * t as u128 / threads as u128) as u64;
+    part(t)..part(t + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_big_endian_and_padded() {
+        let g = KeyGen::new(16);
+        let k = g.key(0x0102);
+        assert_eq!(k.len(), 16);
+        assert_eq!(&k[..8], &[0, 0, 0, 0, 0, 0, 1, 2]);
+        assert_eq!(&k[8..], b"00000000");
+    }
+
+    #[test]
+    fn sequential_keys_increase() {
+        for size in [3usize, 8, 16, 24] {
+            let g = KeyGen::new(size);
+            let mut prev = g.key(0);
+            for i in 1..70_000u64 {
+                let k = g.key(i);
+                assert_eq!(k.len(), size);
+                assert!(k > prev, "key size {size}: key {i} not above key {}", i - 1);
+                prev = k;
+            }
+        }
+    }
+
+    #[test]
+    fn short_keys_take_low_bytes() {
+        let g = KeyGen::new(2);
+        assert_eq!(g.key(0x0102), vec![1, 2]);
+        assert!(KeyGen::check(2, 65_536).is_ok());
+        let e = KeyGen::check(2, 65_537).unwrap_err();
+        assert!(e.contains("does not fit"), "{e}");
+        assert!(KeyGen::check(0, 1).is_err());
+        assert!(KeyGen::check(8, u64::MAX).is_ok());
+    }
+
+    #[test]
+    fn fill_reuses_buffer() {
+        let g = KeyGen::new(16);
+        let mut b = g.buffer();
+        g.fill(7, &mut b);
+        assert_eq!(b, g.key(7));
+        g.fill(u64::MAX, &mut b);
+        assert_eq!(&b[..8], &[0xff; 8]);
+    }
+
+    #[test]
+    fn missing_keys_are_one_byte_longer() {
+        let g = KeyGen::new(16);
+        let mut m = g.missing_key_buffer();
+        g.fill(5, &mut m[..16]);
+        assert_eq!(m.len(), 17);
+        assert_eq!(m[16], b'.');
+        assert_eq!(&m[..16], &g.key(5)[..]);
+    }
+
+    #[test]
+    fn rng_is_deterministic_and_in_range() {
+        let mut a = Rng::new(42);
+        let mut b = Rng::new(42);
+        for _ in 0..1000 {
+            assert_eq!(a.next_u64(), b.next_u64());
+        }
+        let mut r = Rng::new(1);
+        let mut seen = [false; 10];
+        for _ in 0..10_000 {
+            let x = r.below(10);
+            assert!(x < 10);
+            seen[x as usize] = true;
+        }
+        assert!(
+            seen.iter().all(|&s| s),
+            "some value of [0, 10) never came up"
+        );
+        assert_eq!(Rng::new(3).below(1), 0);
+    }
+
+    #[test]
+    fn thread_streams_differ() {
+        let x = Rng::for_thread(7, 0, 0).next_u64();
+        assert_ne!(x, Rng::for_thread(7, 0, 1).next_u64());
+        assert_ne!(x, Rng::for_thread(7, 1, 0).next_u64());
+        assert_ne!(x, Rng::for_thread(8, 0, 0).next_u64());
+        assert_eq!(x, Rng::for_thread(7, 0, 0).next_u64());
+    }
+
+    #[test]
+    fn random_keys_cover_the_keyspace_uniformly() {
+        let mut r = Rng::new(99);
+        let mut buckets = [0u32; 4];
+        for _ in 0..40_000 {
+            buckets[(r.below(1000) / 250) as usize] += 1;
+        }
+        for b in buckets {
+            assert!((9_000..11_000).contains(&b), "{buckets:?}");
+        }
+    }
+
+    #[test]
+    fn values_have_the_right_size_and_vary() {
+        let mut rng = Rng::new(5);
+        let mut g = ValueGen::new(100, &mut rng);
+        let a = g.next_value().to_vec();
+        let b = g.next_value().to_vec();
+        assert_eq!(a.len(), 100);
+        assert_ne!(a, b);
+        for _ in 0..100_000 {
+            assert_eq!(g.next_value().len(), 100);
+        }
+        let mut big = ValueGen::new(3 << 20, &mut rng);
+        assert_eq!(big.next_value().len(), 3 << 20);
+        assert_eq!(big.next_value().len(), 3 << 20);
+        let mut empty = ValueGen::new(0, &mut rng);
+        assert!(empty.next_value().is_empty());
+    }
+
+    #[test]
+    fn thread_ranges_partition_the_keyspace() {
+        for (num, threads) in [(10u64, 3usize), (1, 4), (1_000_003, 7), (5, 1)] {
+            let mut next = 0;
+            for t in 0..threads {
+                let r = thread_range(num, threads, t);
+                assert_eq!(r.start, next);
+                next = r.end;
+            }
+            assert_eq!(next, num);
+        }
+    }
+}
