@@ -47,9 +47,12 @@ pub fn mem_db() -> (MemFs, Db) {
     (mem, db)
 }
 
-/// Key number `i` as a fixed-width key, so byte order is numeric order.
+/// Key number `i` as a fixed-width key, so byte order is numeric order. Nine bytes: keys
+/// shorter than eight bytes hit a known MANIFEST bug (see
+/// `api::regression_short_user_key_compact_pointer_breaks_reopen`), which would mask
+/// everything else the broad tests look for.
 pub fn key(i: u32) -> Vec<u8> {
-    format!("k{i:05}").into_bytes()
+    format!("key-{i:05}").into_bytes()
 }
 
 /// A value of `len` bytes derived from `(key, tag)`: different tags give different values,
