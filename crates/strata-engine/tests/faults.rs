@@ -352,3 +352,45 @@ fn faults_during_open_are_reported() {
         assert_reads(&db, &want, &format!("retry after {op:?}"));
     }
 }
+
+/// BUG: `close` (and drop) skip the final WAL sync when a background error is pending, and
+/// `close` still returns `Ok`. Writes acknowledged before the background failure (unsynced,
+/// which `close` promises to sync) are then lost in a power loss although `close` reported
+/// success. `close` must return the error, or still sync the WAL.
+#[test]
+fn regression_close_reports_ok_without_syncing_after_background_error() {
+    let (mem, fault, opts) = setup();
+    let db = Db::open(mem_dir(), opts.clone()).unwrap();
+    // Every table sync fails from now on: the next background flush fails.
+    fault.add_rule(
+        FaultRule::new(FaultOp::Sync, 1, FaultKind::Eio)
+            .path_contains(".sst")
+            .persistent(),
+    );
+    // Unsynced writes until the memtable switches; the write that switches it is acknowledged
+    // (it lands in the new WAL) and the flush of the old memtable fails in the background.
+    let mut want = Map::new();
+    let mut i = 0u32;
+    while db.stats().immutable_memtables == 0 && db.stats().background_error.is_none() {
+        let k = key(i);
+        let v = value(&k, 1, 200);
+        db.put(&k, &v).unwrap();
+        want.insert(k, v);
+        i += 1;
+    }
+    while db.stats().background_error.is_none() {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let closed = db.close();
+    mem.crash(false);
+    fault.clear();
+    let db = Db::open(mem_dir(), opts).unwrap();
+    let got = common::scan_all(&db).unwrap();
+    if closed.is_ok() {
+        assert!(
+            got == want,
+            "close returned Ok, yet acknowledged writes were lost in the crash: {}",
+            diff(&got, &want)
+        );
+    }
+}
