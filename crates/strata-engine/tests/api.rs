@@ -139,7 +139,10 @@ fn snapshots_see_old_values_and_survive_flush_and_compaction() {
                 let k = key(i);
                 assert_eq!(db.get_opt(&at(s), &k).unwrap().as_ref(), want.get(&k));
             }
-            assert_eq!(db.get_opt(&at(s), b"new").unwrap().as_ref(), want.get(&b"new"[..]));
+            assert_eq!(
+                db.get_opt(&at(s), b"new").unwrap().as_ref(),
+                want.get(&b"new"[..])
+            );
         }
     }
     let got = common::scan_all(&db).unwrap();
@@ -183,7 +186,8 @@ fn iterator_bounds_both_directions() {
     let (_mem, db) = mem_db();
     let all = spread(&db, 200);
     let live: Vec<Vec<u8>> = all.keys().cloned().collect();
-    let cases: Vec<(Option<Vec<u8>>, Option<Vec<u8>>)> = vec![
+    type Bounds = (Option<Vec<u8>>, Option<Vec<u8>>);
+    let cases: Vec<Bounds> = vec![
         (None, None),
         (Some(key(20)), Some(key(60))),
         (Some(key(0)), Some(key(1))),
@@ -203,7 +207,11 @@ fn iterator_bounds_both_directions() {
             .filter(|k| lo.as_ref().is_none_or(|l| *k >= l) && hi.as_ref().is_none_or(|h| *k < h))
             .cloned()
             .collect();
-        let what = format!("bounds {:?}..{:?}", lo.as_deref().map(show), hi.as_deref().map(show));
+        let what = format!(
+            "bounds {:?}..{:?}",
+            lo.as_deref().map(show),
+            hi.as_deref().map(show)
+        );
         assert_eq!(keys_forward(&db, &ro), want, "{what} forward");
         let mut rev = want.clone();
         rev.reverse();
@@ -211,7 +219,11 @@ fn iterator_bounds_both_directions() {
         // Seeks outside the bounds are clamped (seek) or land on the last key in bounds.
         let mut it = db.iter(&ro).unwrap();
         it.seek(b"");
-        assert_eq!(it.valid().then(|| it.key().to_vec()), want.first().cloned(), "{what} seek(\"\")");
+        assert_eq!(
+            it.valid().then(|| it.key().to_vec()),
+            want.first().cloned(),
+            "{what} seek(\"\")"
+        );
         it.seek_for_prev(&[0xff; 8]);
         assert_eq!(
             it.valid().then(|| it.key().to_vec()),
@@ -297,7 +309,11 @@ fn seek_for_prev_cases() {
     it.seek_for_prev(&key(25));
     assert_eq!(at(&it), Some(key(25)), "memtable key");
     it.next();
-    assert_eq!(at(&it), Some(key(40)), "next after seek_for_prev skips the deleted key");
+    assert_eq!(
+        at(&it),
+        Some(key(40)),
+        "next after seek_for_prev skips the deleted key"
+    );
     it.seek(&key(26));
     assert_eq!(at(&it), Some(key(40)), "seek skips the deleted key");
     it.prev();
@@ -375,7 +391,10 @@ fn write_batch_is_atomic_for_readers() {
                     .collect();
                 check(vals, "multi_get");
                 let view = common::scan_all(&db).unwrap();
-                check(group.iter().map(|k| view.get(k).cloned()).collect(), "iterator");
+                check(
+                    group.iter().map(|k| view.get(k).cloned()).collect(),
+                    "iterator",
+                );
             }
         })
     };
@@ -430,7 +449,8 @@ fn multi_get_equals_get_everywhere() {
                     let single = db.get_opt(&ro, k).unwrap();
                     let m = m.unwrap();
                     assert_eq!(
-                        m, single,
+                        m,
+                        single,
                         "key {} (snapshot {}, fill_cache {fill_cache}, verify {verify_checksums})",
                         show(k),
                         snapshot.is_some()
@@ -452,7 +472,9 @@ fn open_without_create_if_missing_errors_clearly() {
         create_if_missing: false,
         ..mem_opts(&mem)
     };
-    let e = Db::open(mem_dir(), opts.clone()).err().expect("no database");
+    let e = Db::open(mem_dir(), opts.clone())
+        .err()
+        .expect("no database");
     assert!(
         matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("create_if_missing"),
         "{e}"
@@ -467,7 +489,9 @@ fn open_without_create_if_missing_errors_clearly() {
         create_if_missing: false,
         ..Options::default()
     };
-    let e = Db::open(tmp.path(), opts).err().expect("empty real directory");
+    let e = Db::open(tmp.path(), opts)
+        .err()
+        .expect("empty real directory");
     assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
 }
 
@@ -502,7 +526,10 @@ fn second_open_is_locked() {
     let e = Db::open(mem_dir(), mem_opts(&mem)).err().expect("locked");
     assert!(matches!(e, Error::Locked(_)), "{e:?}");
     // check needs the lock too.
-    assert!(matches!(Db::check(mem_dir(), mem_opts(&mem)), Err(Error::Locked(_))));
+    assert!(matches!(
+        Db::check(mem_dir(), mem_opts(&mem)),
+        Err(Error::Locked(_))
+    ));
     db.put(b"a", b"1").unwrap();
     drop(db);
     let db = Db::open(mem_dir(), mem_opts(&mem)).unwrap();
@@ -512,7 +539,9 @@ fn second_open_is_locked() {
     let tmp = tempfile::tempdir().unwrap();
     let real = || common::tiny_opts(Arc::new(RealFs::new()));
     let db = Db::open(tmp.path(), real()).unwrap();
-    let e = Db::open(tmp.path(), real()).err().expect("locked on the real fs");
+    let e = Db::open(tmp.path(), real())
+        .err()
+        .expect("locked on the real fs");
     assert!(matches!(e, Error::Locked(_)), "{e:?}");
     db.close().unwrap();
     Db::open(tmp.path(), real()).unwrap();
@@ -534,21 +563,30 @@ fn stats_show_flushes_compactions_and_levels() {
     assert!(s.flushes >= 4, "{s}");
     assert!(s.flush_bytes_written > 0, "{s}");
     assert!(s.compactions >= 1, "{s}");
-    assert!(s.compaction_bytes_written > 0 && s.compaction_bytes_read > 0, "{s}");
+    assert!(
+        s.compaction_bytes_written > 0 && s.compaction_bytes_read > 0,
+        "{s}"
+    );
     assert!(s.user_bytes_written >= 4 * 200 * 150, "{s}");
     assert!(s.wal_bytes_written > 0 && s.writes >= 800, "{s}");
     assert!(s.write_amplification > 1.0, "{s}");
     assert_eq!(s.levels.len(), Options::default().num_levels, "{s}");
     assert_eq!(s.levels[0].0, 0, "compact_range empties L0: {s}");
     let deeper: usize = s.levels.iter().skip(1).map(|(n, _)| n).sum();
-    assert!(deeper >= 2, "several tables below L0 (target file size 16 KiB): {s}");
+    assert!(
+        deeper >= 2,
+        "several tables below L0 (target file size 16 KiB): {s}"
+    );
     for (n, bytes) in &s.levels {
         assert_eq!(*n == 0, *bytes == 0, "files and bytes agree: {s}");
     }
     assert!(s.last_sequence >= 800, "{s}");
     assert!(s.background_error.is_none());
     let text = s.to_string();
-    assert!(text.contains("L0") && text.contains("Write amplification"), "{text}");
+    assert!(
+        text.contains("L0") && text.contains("Write amplification"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -556,7 +594,10 @@ fn large_values_round_trip() {
     let mem = MemFs::new();
     let db = Db::open(mem_dir(), mem_opts(&mem)).unwrap();
     let mut want = Map::new();
-    for (i, len) in [1usize << 20, (1 << 20) + 7, 3 << 20, 100_000].into_iter().enumerate() {
+    for (i, len) in [1usize << 20, (1 << 20) + 7, 3 << 20, 100_000]
+        .into_iter()
+        .enumerate()
+    {
         let k = format!("big-value-{i}").into_bytes();
         let v = value(&k, 1, len);
         db.put(&k, &v).unwrap();
@@ -568,13 +609,26 @@ fn large_values_round_trip() {
     }
     let check = |db: &Db, want: &Map, what: &str| {
         for (k, v) in want {
-            let got = db.get(k).unwrap().unwrap_or_else(|| panic!("{what}: {} missing", show(k)));
-            assert!(&got == v, "{what}: {} has {} bytes, want {}", show(k), got.len(), v.len());
+            let got = db
+                .get(k)
+                .unwrap()
+                .unwrap_or_else(|| panic!("{what}: {} missing", show(k)));
+            assert!(
+                &got == v,
+                "{what}: {} has {} bytes, want {}",
+                show(k),
+                got.len(),
+                v.len()
+            );
         }
         let got = common::scan_all(db).unwrap();
         assert!(&got == want, "{what}: {}", diff(&got, want));
         let refs: Vec<&[u8]> = want.keys().map(|k| k.as_slice()).collect();
-        for (r, v) in db.multi_get(&ReadOptions::default(), &refs).into_iter().zip(want.values()) {
+        for (r, v) in db
+            .multi_get(&ReadOptions::default(), &refs)
+            .into_iter()
+            .zip(want.values())
+        {
             assert!(r.unwrap().as_ref() == Some(v), "{what}: multi_get");
         }
     };
@@ -616,13 +670,30 @@ fn empty_key_and_empty_value() {
     // regression_short_user_key_compact_pointer_breaks_reopen).
     db.put(b"zz-long-last-key", b"last").unwrap();
     let check = |db: &Db, what: &str| {
-        assert_eq!(db.get(b"").unwrap().as_deref(), Some(&b"empty-key"[..]), "{what}");
-        assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b""[..]), "{what}: empty value is not a delete");
-        assert_eq!(db.get(b"\x00").unwrap().as_deref(), Some(&b"nul"[..]), "{what}");
+        assert_eq!(
+            db.get(b"").unwrap().as_deref(),
+            Some(&b"empty-key"[..]),
+            "{what}"
+        );
+        assert_eq!(
+            db.get(b"k").unwrap().as_deref(),
+            Some(&b""[..]),
+            "{what}: empty value is not a delete"
+        );
+        assert_eq!(
+            db.get(b"\x00").unwrap().as_deref(),
+            Some(&b"nul"[..]),
+            "{what}"
+        );
         let ks = keys_forward(db, &ReadOptions::default());
         assert_eq!(
             ks,
-            vec![b"".to_vec(), b"\x00".to_vec(), b"k".to_vec(), b"zz-long-last-key".to_vec()],
+            vec![
+                b"".to_vec(),
+                b"\x00".to_vec(),
+                b"k".to_vec(),
+                b"zz-long-last-key".to_vec()
+            ],
             "{what}"
         );
         let mut it = db.iter(&ReadOptions::default()).unwrap();
@@ -670,7 +741,8 @@ fn oversized_key_is_invalid_argument() {
     assert_eq!(db.get(&max).unwrap().as_deref(), Some(&b"ok"[..]));
     assert_eq!(db.get(b"fine").unwrap().as_deref(), Some(&b"2"[..]));
     // Empty batches are fine.
-    db.write(&WriteOptions::default(), WriteBatch::new()).unwrap();
+    db.write(&WriteOptions::default(), WriteBatch::new())
+        .unwrap();
 }
 
 #[test]
@@ -678,25 +750,99 @@ fn options_validate_rejects_impossible_combinations() {
     let ok = Options::default();
     ok.validate().unwrap();
     let bad: Vec<(&str, Options)> = vec![
-        ("tiny write buffer", Options { write_buffer_bytes: 100, ..Options::default() }),
-        ("zero l0 trigger", Options { l0_compaction_trigger: 0, ..Options::default() }),
+        (
+            "tiny write buffer",
+            Options {
+                write_buffer_bytes: 100,
+                ..Options::default()
+            },
+        ),
+        (
+            "zero l0 trigger",
+            Options {
+                l0_compaction_trigger: 0,
+                ..Options::default()
+            },
+        ),
         (
             "slowdown below compaction trigger",
-            Options { l0_compaction_trigger: 10, l0_slowdown_writes_trigger: 5, ..Options::default() },
+            Options {
+                l0_compaction_trigger: 10,
+                l0_slowdown_writes_trigger: 5,
+                ..Options::default()
+            },
         ),
         (
             "stop below slowdown",
-            Options { l0_slowdown_writes_trigger: 30, l0_stop_writes_trigger: 20, ..Options::default() },
+            Options {
+                l0_slowdown_writes_trigger: 30,
+                l0_stop_writes_trigger: 20,
+                ..Options::default()
+            },
         ),
-        ("one level", Options { num_levels: 1, ..Options::default() }),
-        ("too many levels", Options { num_levels: 100, ..Options::default() }),
-        ("multiplier 1", Options { level_size_multiplier: 1, ..Options::default() }),
-        ("tiny blocks", Options { block_size_bytes: 10, ..Options::default() }),
-        ("zero restart interval", Options { block_restart_interval: 0, ..Options::default() }),
-        ("few open files", Options { max_open_files: 1, ..Options::default() }),
-        ("no background threads", Options { background_threads: 0, ..Options::default() }),
-        ("no immutable memtables", Options { max_immutable_memtables: 0, ..Options::default() }),
-        ("tiny target file", Options { target_file_size_bytes: 10, ..Options::default() }),
+        (
+            "one level",
+            Options {
+                num_levels: 1,
+                ..Options::default()
+            },
+        ),
+        (
+            "too many levels",
+            Options {
+                num_levels: 100,
+                ..Options::default()
+            },
+        ),
+        (
+            "multiplier 1",
+            Options {
+                level_size_multiplier: 1,
+                ..Options::default()
+            },
+        ),
+        (
+            "tiny blocks",
+            Options {
+                block_size_bytes: 10,
+                ..Options::default()
+            },
+        ),
+        (
+            "zero restart interval",
+            Options {
+                block_restart_interval: 0,
+                ..Options::default()
+            },
+        ),
+        (
+            "few open files",
+            Options {
+                max_open_files: 1,
+                ..Options::default()
+            },
+        ),
+        (
+            "no background threads",
+            Options {
+                background_threads: 0,
+                ..Options::default()
+            },
+        ),
+        (
+            "no immutable memtables",
+            Options {
+                max_immutable_memtables: 0,
+                ..Options::default()
+            },
+        ),
+        (
+            "tiny target file",
+            Options {
+                target_file_size_bytes: 10,
+                ..Options::default()
+            },
+        ),
     ];
     for (what, o) in bad {
         match o.validate() {
@@ -705,7 +851,10 @@ fn options_validate_rejects_impossible_combinations() {
         }
         // Open refuses them too, before touching the file system.
         let mem = MemFs::new();
-        let o = Options { fs: Arc::new(mem.clone()), ..o };
+        let o = Options {
+            fs: Arc::new(mem.clone()),
+            ..o
+        };
         assert!(
             matches!(Db::open(mem_dir(), o), Err(Error::InvalidArgument(_))),
             "{what}: open accepted it"
@@ -750,8 +899,14 @@ fn deletes_hide_values_in_every_level() {
         db.delete(&key(i)).unwrap();
     }
     let check = |what: &str| {
-        assert!(keys_forward(&db, &ReadOptions::default()).is_empty(), "{what}");
-        assert!(keys_backward(&db, &ReadOptions::default()).is_empty(), "{what}");
+        assert!(
+            keys_forward(&db, &ReadOptions::default()).is_empty(),
+            "{what}"
+        );
+        assert!(
+            keys_backward(&db, &ReadOptions::default()).is_empty(),
+            "{what}"
+        );
         for i in (0..100).step_by(9) {
             assert_eq!(db.get(&key(i)).unwrap(), None, "{what}");
         }
@@ -773,7 +928,10 @@ fn check_reports_a_healthy_database() {
     db.close().unwrap();
     let r = Db::check(mem_dir(), mem_opts(&mem)).unwrap();
     assert!(r.is_ok(), "{r}");
-    assert!(r.tables >= 2 && r.entries > 0 && r.manifest_records >= 1, "{r}");
+    assert!(
+        r.tables >= 2 && r.entries > 0 && r.manifest_records >= 1,
+        "{r}"
+    );
     // check on a directory that holds no database.
     let fs: Arc<dyn Fs> = Arc::new(mem.clone());
     fs.create_dir_all(std::path::Path::new("/empty")).unwrap();
@@ -822,9 +980,21 @@ fn regression_bounded_compact_range_leaves_older_l0_table_on_top() {
     assert_eq!(db.get(&key(40)).unwrap().as_deref(), Some(&b"new"[..]));
     // Only B overlaps [60, 70]; A overlaps B and must come along (or B must stay).
     db.compact_range(Some(&key(60)), Some(&key(70))).unwrap();
-    assert_eq!(db.get(&key(40)).unwrap().as_deref(), Some(&b"new"[..]), "get");
+    assert_eq!(
+        db.get(&key(40)).unwrap().as_deref(),
+        Some(&b"new"[..]),
+        "get"
+    );
     let r = db.multi_get(&ReadOptions::default(), &[&key(40)]);
-    assert_eq!(r[0].as_ref().unwrap().as_deref(), Some(&b"new"[..]), "multi_get");
+    assert_eq!(
+        r[0].as_ref().unwrap().as_deref(),
+        Some(&b"new"[..]),
+        "multi_get"
+    );
     let all = common::scan_all(&db).unwrap();
-    assert_eq!(all.get(&key(40)).map(|v| v.as_slice()), Some(&b"new"[..]), "scan");
+    assert_eq!(
+        all.get(&key(40)).map(|v| v.as_slice()),
+        Some(&b"new"[..]),
+        "scan"
+    );
 }

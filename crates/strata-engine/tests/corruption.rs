@@ -227,7 +227,10 @@ fn trial(b: &Built, damage: &Damage) -> Result<(), String> {
         match &report {
             Ok(r) if !r.is_ok() => None,
             Err(e) if e.is_corruption() => None,
-            Ok(r) => Some(format!("check found nothing ({} MANIFEST records)", r.manifest_records)),
+            Ok(r) => Some(format!(
+                "check found nothing ({} MANIFEST records)",
+                r.manifest_records
+            )),
             Err(e) => Some(format!("check failed without reporting corruption: {e}")),
         }
     } else {
@@ -261,7 +264,9 @@ fn open_and_read(
                 Kind::Wal if truncation => Err(format!(
                     "{ctx}: open failed on a truncated WAL (a torn tail must be dropped): {e}"
                 )),
-                _ => Err(format!("{ctx}: open failed with a non-corruption error: {e}")),
+                _ => Err(format!(
+                    "{ctx}: open failed with a non-corruption error: {e}"
+                )),
             };
         }
     };
@@ -387,9 +392,7 @@ fn open_and_read(
                 Damage::Flip { offset, .. } => {
                     r + 1 == nrec && *offset + HEADER_SLACK >= b.wal_key_pos[r]
                 }
-                Damage::Truncate { len, .. } => {
-                    r + 1 == nrec || b.wal_key_pos[r + 1] > *len
-                }
+                Damage::Truncate { len, .. } => r + 1 == nrec || b.wal_key_pos[r + 1] > *len,
             };
             if !may_lose {
                 return Err(format!(
@@ -632,7 +635,9 @@ fn corruption_in_newest_table_never_exposes_older_value() {
         for mask in [0x01u8, 0x80] {
             let mem = common::restore_files(&files);
             mem.corrupt_byte(newest, off, mask).unwrap();
-            let Ok(db) = Db::open(mem_dir(), opts(&mem)) else { continue };
+            let Ok(db) = Db::open(mem_dir(), opts(&mem)) else {
+                continue;
+            };
             for (k, want) in [(&b"key-aaaa"[..], Some(&b"new-a"[..])), (b"key-bbbb", None)] {
                 match db.get(k) {
                     Ok(got) if got.as_deref() == want => {}
@@ -675,7 +680,10 @@ fn regression_flipped_last_manifest_record_silently_loses_a_flush() {
         Err(e) => e.is_corruption(),
     };
     match Db::open(mem_dir(), opts(&mem)) {
-        Err(e) => assert!(e.is_corruption(), "open failed, but not with corruption: {e}"),
+        Err(e) => assert!(
+            e.is_corruption(),
+            "open failed, but not with corruption: {e}"
+        ),
         Ok(db) => {
             let got = db.get(b"key-aaaa");
             assert!(
@@ -684,5 +692,8 @@ fn regression_flipped_last_manifest_record_silently_loses_a_flush() {
             );
         }
     }
-    assert!(check_saw_it, "check reports nothing for a flipped MANIFEST byte: {report:?}");
+    assert!(
+        check_saw_it,
+        "check reports nothing for a flipped MANIFEST byte: {report:?}"
+    );
 }

@@ -31,9 +31,19 @@ type Map = BTreeMap<Vec<u8>, Vec<u8>>;
 
 #[derive(Clone, Debug)]
 enum WOp {
-    Put { k: Vec<u8>, v: Vec<u8>, sync: bool },
-    Delete { k: Vec<u8>, sync: bool },
-    Batch { items: Vec<(Vec<u8>, Option<Vec<u8>>)>, sync: bool },
+    Put {
+        k: Vec<u8>,
+        v: Vec<u8>,
+        sync: bool,
+    },
+    Delete {
+        k: Vec<u8>,
+        sync: bool,
+    },
+    Batch {
+        items: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+        sync: bool,
+    },
     Flush,
 }
 
@@ -193,13 +203,7 @@ fn replay(mem: &MemFs, ops: &[WOp], crash_after: Option<u64>) -> Replay {
 }
 
 /// Runs crash point `k` and returns a description of what went wrong, if anything.
-fn check_point(
-    seed: u64,
-    ops: &[WOp],
-    models: &[Map],
-    k: u64,
-    deep: bool,
-) -> Result<(), String> {
+fn check_point(seed: u64, ops: &[WOp], models: &[Map], k: u64, deep: bool) -> Result<(), String> {
     let tear = k % 2 == 1;
     let mem = MemFs::with_seed(seed * 1_000_003 + k);
     let r = replay(&mem, ops, Some(k));
@@ -209,8 +213,12 @@ fn check_point(
         r.acked, r.durable, r.failed_op, r.clean_close
     );
     let opts = crash_opts(Arc::new(mem.clone()));
-    let db = Db::open(mem_dir(), opts.clone())
-        .map_err(|e| format!("{ctx}: reopen after crash failed: {e}; files {:?}", mem.dump()))?;
+    let db = Db::open(mem_dir(), opts.clone()).map_err(|e| {
+        format!(
+            "{ctx}: reopen after crash failed: {e}; files {:?}",
+            mem.dump()
+        )
+    })?;
     let got = common::scan_all(&db).map_err(|e| format!("{ctx}: scan failed: {e}"))?;
     let (lo, hi) = if r.clean_close {
         (r.acked, r.acked)
@@ -266,8 +274,8 @@ fn check_point(
         .map_err(|e| format!("{ctx}: write after recovery failed: {e}"))?;
         mem.crash(false);
         drop(db);
-        let db = Db::open(mem_dir(), opts)
-            .map_err(|e| format!("{ctx}: second reopen failed: {e}"))?;
+        let db =
+            Db::open(mem_dir(), opts).map_err(|e| format!("{ctx}: second reopen failed: {e}"))?;
         let mut got2 = common::scan_all(&db).map_err(|e| format!("{ctx}: second scan: {e}"))?;
         if got2.remove(&b"zz-after-crash"[..]).as_deref() != Some(&b"1"[..]) || got2 != got {
             return Err(format!(
@@ -323,7 +331,7 @@ fn crash_points(target: usize, ops_per_workload: usize) {
                 s.spawn(|| loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&k) = points.get(i) else { return };
-                    let deep = i % 10 == 0;
+                    let deep = i.is_multiple_of(10);
                     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         check_point(seed, &ops, &models, k, deep)
                     }))
@@ -400,7 +408,11 @@ fn crash_after_each_synced_put_keeps_it() {
         for round in 0..30u32 {
             let db = Db::open(mem_dir(), opts.clone()).unwrap();
             let got = common::scan_all(&db).unwrap();
-            assert!(got == want, "tear={tear} round {round}: {}", diff(&got, &want));
+            assert!(
+                got == want,
+                "tear={tear} round {round}: {}",
+                diff(&got, &want)
+            );
             for i in 0..5u32 {
                 let k = key(round * 3 + i);
                 let v = value(&k, round, 200);
@@ -428,7 +440,11 @@ fn crash_after_each_synced_put_keeps_it() {
                 want.insert(extra, v);
             }
             let got_all = common::scan_all(&db).unwrap();
-            assert!(got_all == want, "tear={tear} round {round}: {}", diff(&got_all, &want));
+            assert!(
+                got_all == want,
+                "tear={tear} round {round}: {}",
+                diff(&got_all, &want)
+            );
         }
     }
 }

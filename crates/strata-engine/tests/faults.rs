@@ -34,7 +34,10 @@ fn assert_writes_refused(db: &Db, what: &str) {
     let e = db.put(b"after", b"x").unwrap_err();
     assert!(is_poisoned(&e), "{what}: put after the failure: {e:?}");
     let e = db.put_opt(&SYNC, b"after", b"x").unwrap_err();
-    assert!(is_poisoned(&e), "{what}: synced put after the failure: {e:?}");
+    assert!(
+        is_poisoned(&e),
+        "{what}: synced put after the failure: {e:?}"
+    );
     let e = db.delete(b"after").unwrap_err();
     assert!(is_poisoned(&e), "{what}: delete after the failure: {e:?}");
     let mut b = WriteBatch::new();
@@ -74,7 +77,10 @@ fn eio_on_wal_sync_fails_the_write_and_poisons_until_reopen() {
     fault.add_rule(FaultRule::new(FaultOp::Sync, 1, FaultKind::Eio).path_contains(".log"));
     let e = db.put_opt(&SYNC, b"doomed", b"x").unwrap_err();
     assert_eq!(e.raw_os_error(), Some(5), "the EIO reaches the caller: {e}");
-    assert!(e.to_string().contains(".log"), "the error names the WAL: {e}");
+    assert!(
+        e.to_string().contains(".log"),
+        "the error names the WAL: {e}"
+    );
     assert_writes_refused(&db, "after a WAL sync EIO");
     // Reads still work, and see every acknowledged write.
     assert_reads(&db, &want, "reads after a WAL sync EIO");
@@ -200,7 +206,10 @@ fn failed_manifest_sync_is_sticky() {
     put_n(&db, &mut want, 0..40, 1, &SYNC);
     fault.add_rule(FaultRule::new(FaultOp::Sync, 1, FaultKind::Eio).path_contains("MANIFEST"));
     let e = db.flush().unwrap_err();
-    assert!(e.to_string().contains("MANIFEST"), "names the MANIFEST: {e}");
+    assert!(
+        e.to_string().contains("MANIFEST"),
+        "names the MANIFEST: {e}"
+    );
     // The rule was one-shot: a later MANIFEST sync would succeed, but the instance must not
     // try — the MANIFEST's state is unknown.
     assert_writes_refused(&db, "after a MANIFEST sync EIO");
@@ -315,7 +324,11 @@ fn short_wal_write_then_crash_loses_no_synced_write() {
             let mut got = common::scan_all(&db).unwrap();
             got.remove(&b"later"[..]);
             got.remove(&failed);
-            assert!(got == want, "nth={nth} crash={crash} second reopen: {}", diff(&got, &want));
+            assert!(
+                got == want,
+                "nth={nth} crash={crash} second reopen: {}",
+                diff(&got, &want)
+            );
         }
     }
 }

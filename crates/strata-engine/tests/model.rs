@@ -165,8 +165,12 @@ fn in_bounds(m: &Map, lo: &Option<Vec<u8>>, hi: &Option<Vec<u8>>) -> Vec<(Vec<u8
             return Vec::new();
         }
     }
-    let lo_b = lo.as_ref().map_or(Bound::Unbounded, |l| Bound::Included(l.clone()));
-    let hi_b = hi.as_ref().map_or(Bound::Unbounded, |h| Bound::Excluded(h.clone()));
+    let lo_b = lo
+        .as_ref()
+        .map_or(Bound::Unbounded, |l| Bound::Included(l.clone()));
+    let hi_b = hi
+        .as_ref()
+        .map_or(Bound::Unbounded, |h| Bound::Excluded(h.clone()));
     m.range((lo_b, hi_b))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
@@ -236,7 +240,12 @@ impl Harness {
             }
         }
         // Final full check, then once more after a reopen.
-        self.check_scan(usize::MAX, &Op::Reopen, &ReadOptions::default(), &self.model.clone())?;
+        self.check_scan(
+            usize::MAX,
+            &Op::Reopen,
+            &ReadOptions::default(),
+            &self.model.clone(),
+        )?;
         if std::env::var_os("STRATA_MODEL_VERBOSE").is_some() {
             let s = self.db().stats();
             eprintln!(
@@ -249,7 +258,12 @@ impl Harness {
             );
         }
         self.apply(usize::MAX, &Op::Reopen)?;
-        self.check_scan(usize::MAX, &Op::Reopen, &ReadOptions::default(), &self.model.clone())?;
+        self.check_scan(
+            usize::MAX,
+            &Op::Reopen,
+            &ReadOptions::default(),
+            &self.model.clone(),
+        )?;
         Ok(())
     }
 
@@ -345,7 +359,10 @@ impl Harness {
                 let gk: Vec<String> = got.iter().map(|(k, _)| show(k)).collect();
                 let wk: Vec<String> = want.iter().map(|(k, _)| show(k)).collect();
                 check!(gk == wk, "op #{step} {op:?}: keys {gk:?}, model {wk:?}");
-                check!(got == want, "op #{step} {op:?}: keys agree but some value differs");
+                check!(
+                    got == want,
+                    "op #{step} {op:?}: keys agree but some value differs"
+                );
             }
             Op::Walk {
                 target,
@@ -440,7 +457,9 @@ impl Harness {
                     got.as_deref().map(show),
                     m.get(&kb).map(|v| show(v))
                 );
-                let ks: Vec<Vec<u8>> = (0..5).map(|d| key((*k as u32 + d * 7) % KEYS as u32)).collect();
+                let ks: Vec<Vec<u8>> = (0..5)
+                    .map(|d| key((*k as u32 + d * 7) % KEYS as u32))
+                    .collect();
                 let refs: Vec<&[u8]> = ks.iter().map(|k| k.as_slice()).collect();
                 for (kk, r) in ks.iter().zip(self.db().multi_get(&ro, &refs)) {
                     let r = r.map_err(f)?;
@@ -664,7 +683,10 @@ fn mt_check_view(view: &Map, all_ops: &[Vec<MtOp>], what: &str) {
             .get(&mt_progress_key(t))
             .map(|v| String::from_utf8(v.clone()).unwrap().parse().unwrap())
             .unwrap_or(0);
-        assert!(n <= ops.len(), "{what}: writer {t} progress {n} out of range");
+        assert!(
+            n <= ops.len(),
+            "{what}: writer {t} progress {n} out of range"
+        );
         let want = mt_model(t, ops, n);
         let prefix = format!("t{t}-").into_bytes();
         let got: Map = view
@@ -679,9 +701,8 @@ fn mt_check_view(view: &Map, all_ops: &[Vec<MtOp>], what: &str) {
         );
     }
     for k in view.keys() {
-        let ok = (0..WRITERS).any(|t| {
-            k.starts_with(format!("t{t}-").as_bytes()) || k == &mt_progress_key(t)
-        });
+        let ok = (0..WRITERS)
+            .any(|t| k.starts_with(format!("t{t}-").as_bytes()) || k == &mt_progress_key(t));
         assert!(ok, "{what}: unexpected key {}", show(k));
     }
 }
@@ -702,7 +723,7 @@ fn model_multithreaded_disjoint_writers() {
             loop {
                 let finished = done.load(Ordering::Acquire) == WRITERS;
                 round += 1;
-                if round % 2 == 0 {
+                if round.is_multiple_of(2) {
                     let s = db.snapshot();
                     let ro = ReadOptions {
                         snapshot: Some(s.clone()),
@@ -723,7 +744,9 @@ fn model_multithreaded_disjoint_writers() {
                     it.seek_to_last();
                     let mut view = Map::new();
                     while it.valid() {
-                        assert!(view.insert(it.key().to_vec(), it.value().to_vec()).is_none());
+                        assert!(view
+                            .insert(it.key().to_vec(), it.value().to_vec())
+                            .is_none());
                         it.prev();
                     }
                     it.status().unwrap();

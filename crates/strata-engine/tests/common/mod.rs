@@ -120,10 +120,7 @@ pub fn show(b: &[u8]) -> String {
 }
 
 /// Describes how two maps differ (first few differences), for assertion messages.
-pub fn diff(
-    got: &BTreeMap<Vec<u8>, Vec<u8>>,
-    want: &BTreeMap<Vec<u8>, Vec<u8>>,
-) -> String {
+pub fn diff(got: &BTreeMap<Vec<u8>, Vec<u8>>, want: &BTreeMap<Vec<u8>, Vec<u8>>) -> String {
     let mut out = Vec::new();
     for (k, v) in want {
         match got.get(k) {
