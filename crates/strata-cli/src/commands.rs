@@ -170,7 +170,7 @@ fn print_range(db: &Db, r: &ScanRange, out: &mut impl Write) -> Result<()> {
     // The bounds are also checked here, so the output is right whatever the iterator does
     // with them.
     let in_range = |k: &[u8]| {
-        r.start.as_deref().map_or(true, |s| k >= s) && r.end.as_deref().map_or(true, |e| k < e)
+        r.start.as_deref().is_none_or(|s| k >= s) && r.end.as_deref().is_none_or(|e| k < e)
     };
     if r.reverse {
         match &r.end {
@@ -234,16 +234,21 @@ pub fn format_check_report(r: &CheckReport) -> String {
         "tables:           {}\n\
          blocks:           {}\n\
          entries:          {}\n\
+         wal files:        {}\n\
          wal records:      {}\n\
          manifest records: {}\n\
          problems:         {}\n",
         r.tables,
         r.blocks,
         r.entries,
+        r.wal_files,
         r.wal_records,
         r.manifest_records,
         r.problems.len()
     );
+    for n in &r.notes {
+        s.push_str(&format!("note: {n}\n"));
+    }
     for p in &r.problems {
         s.push_str(&format!("problem: {p}\n"));
     }
@@ -297,7 +302,7 @@ mod tests {
             entries: 1000,
             wal_records: 7,
             manifest_records: 5,
-            problems: vec![],
+            ..Default::default()
         };
         let s = format_check_report(&r);
         assert!(s.contains("tables:           3\n"), "{s}");

@@ -51,7 +51,7 @@ pub fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
         .strip_prefix("0x")
         .or_else(|| s.strip_prefix("0X"))
         .unwrap_or(s);
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err(format!(
             "hex string {s:?} has an odd number of digits (each byte takes two)"
         ));

@@ -502,7 +502,7 @@ impl DbInner {
             dir: &self.dir,
             fs: &self.fs,
             tables: &self.tables,
-            table_opts: self.table_opts.clone(),
+            table_opts: self.table_opts,
             target_file_size: self.opts.target_file_size_bytes,
             readahead: self.opts.compaction_readahead_bytes,
             verify_checksums: self.opts.paranoid_checks,
@@ -611,7 +611,10 @@ impl DbInner {
             st.pending_outputs.remove(&m.number);
             edit.new_files.push((0, m));
         }
-        let next_wal = st.imms.get(1).map_or(st.mem.wal_number(), |m| m.wal_number());
+        let next_wal = st
+            .imms
+            .get(1)
+            .map_or(st.mem.wal_number(), |m| m.wal_number());
         edit.log_number = Some(next_wal);
         st.versions.last_sequence = st
             .versions
@@ -668,17 +671,15 @@ impl DbInner {
         };
         let mut st = self.state.lock();
         self.unmark_busy(&mut st, plan);
-        let out = match result {
-            Ok(o) => o,
-            // The job removed its outputs; their numbers stay reserved, harmlessly.
-            Err(e) => return Err(e),
-        };
+        // On error the job removed its outputs; their numbers stay reserved, harmlessly.
+        let out = result?;
         let mut edit = VersionEdit::default();
         for f in &plan.inputs {
             edit.deleted_files.push((plan.level as u32, f.number));
         }
         for f in &plan.next_inputs {
-            edit.deleted_files.push((plan.output_level as u32, f.number));
+            edit.deleted_files
+                .push((plan.output_level as u32, f.number));
         }
         for f in &out.files {
             st.pending_outputs.remove(&f.number);

@@ -67,8 +67,10 @@ impl MemTable {
             ikey.len() + value.len() + ENTRY_OVERHEAD,
             AtomicOrdering::Relaxed,
         );
-        self.map
-            .insert(MemKey(ikey.into_boxed_slice()), value.to_vec().into_boxed_slice());
+        self.map.insert(
+            MemKey(ikey.into_boxed_slice()),
+            value.to_vec().into_boxed_slice(),
+        );
     }
 
     /// Approximate memory used.

@@ -62,7 +62,9 @@ pub(crate) fn recover(
             }
             info.wal_records += 1;
             if mem.approximate_bytes() >= opts.write_buffer_bytes {
-                if let Some(m) = flush_recovered(dir, fs, opts, tables, table_opts, &mut versions, &mem)? {
+                if let Some(m) =
+                    flush_recovered(dir, fs, opts, tables, table_opts, &mut versions, &mem)?
+                {
                     edit.new_files.push((0, m));
                 }
                 mem = Arc::new(MemTable::new(0));
@@ -107,7 +109,7 @@ fn flush_recovered(
         dir,
         fs,
         tables,
-        table_opts: table_opts.clone(),
+        table_opts: *table_opts,
         target_file_size: u64::MAX,
         readahead: 0,
         verify_checksums: opts.paranoid_checks,

@@ -50,7 +50,7 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
     let (bh, bm, bu) = inner
         .tables
         .block_cache()
-        .map_or((0, 0, 0), |b| (b.hits(), b.misses(), b.usage_bytes() as u64));
+        .map_or((0, 0, 0), |b| (b.hits(), b.misses(), b.usage_bytes()));
     Stats {
         user_bytes_written: user,
         wal_bytes_written: wal,
@@ -154,7 +154,10 @@ impl fmt::Display for Stats {
             "Filters: {} checks, {} negatives ({:.1}% of probes avoided a block read)",
             self.filter_checks,
             self.filter_negatives,
-            ratio(self.filter_negatives, self.filter_checks - self.filter_negatives.min(self.filter_checks))
+            ratio(
+                self.filter_negatives,
+                self.filter_checks - self.filter_negatives.min(self.filter_checks)
+            )
         )?;
         if let Some(e) = &self.background_error {
             writeln!(f, "BACKGROUND ERROR (writes refused until reopen): {e}")?;

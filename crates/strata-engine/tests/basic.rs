@@ -44,7 +44,7 @@ fn write_flush_compact_reopen_read() {
     }
     let db = Db::open(dir.path(), small_options()).unwrap();
     let check = |i: u32, got: Option<Vec<u8>>| {
-        if i % 3 == 0 {
+        if i.is_multiple_of(3) {
             assert_eq!(got, None, "key {i} was deleted");
         } else {
             assert_eq!(got, Some(value(i, 1)), "key {i}");
@@ -55,7 +55,11 @@ fn write_flush_compact_reopen_read() {
     }
     let keys: Vec<Vec<u8>> = (0..n).map(key).collect();
     let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
-    for (i, r) in db.multi_get(&ReadOptions::default(), &refs).into_iter().enumerate() {
+    for (i, r) in db
+        .multi_get(&ReadOptions::default(), &refs)
+        .into_iter()
+        .enumerate()
+    {
         check(i as u32, r.unwrap());
     }
     let mut it = db.iter(&ReadOptions::default()).unwrap();
@@ -69,7 +73,7 @@ fn write_flush_compact_reopen_read() {
         it.next();
     }
     it.status().unwrap();
-    assert_eq!(count, (0..n).filter(|i| i % 3 != 0).count());
+    assert_eq!(count, (0..n).filter(|i| !i.is_multiple_of(3)).count());
     it.seek_to_last();
     let mut back = 0;
     while it.valid() {
@@ -83,7 +87,10 @@ fn write_flush_compact_reopen_read() {
         check(i, db.get(&key(i)).unwrap());
     }
     let report = Db::check(dir.path(), small_options());
-    assert!(report.is_err(), "check must refuse while the database is open (lock)");
+    assert!(
+        report.is_err(),
+        "check must refuse while the database is open (lock)"
+    );
     db.close().unwrap();
     let report = Db::check(dir.path(), small_options()).unwrap();
     assert!(report.is_ok(), "{report}");

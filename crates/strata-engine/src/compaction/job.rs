@@ -73,7 +73,7 @@ impl<'a> OutputWriter<'a> {
         if self.current.is_none() {
             let number = (self.env.new_file_number)();
             let file = self.env.fs.create(&filename::table(self.env.dir, number))?;
-            self.current = Some((number, TableBuilder::new(file, self.env.table_opts.clone())));
+            self.current = Some((number, TableBuilder::new(file, self.env.table_opts)));
         }
         let (_, b) = self.current.as_mut().expect("just set");
         b.add(ikey, value)
@@ -177,13 +177,12 @@ fn merge(plan: &CompactionPlan, env: &JobEnv, out: &mut OutputWriter) -> Result<
     let mut n = 0u64;
     while it.valid() {
         n += 1;
-        if n % 1024 == 0 && env.shutting_down.load(Ordering::Relaxed) {
+        if n.is_multiple_of(1024) && env.shutting_down.load(Ordering::Relaxed) {
             return Err(Error::Closed);
         }
         let ikey = it.key();
-        let p = key::parse_internal_key(ikey).ok_or_else(|| {
-            Error::corruption("<compaction input>", 0, "malformed internal key")
-        })?;
+        let p = key::parse_internal_key(ikey)
+            .ok_or_else(|| Error::corruption("<compaction input>", 0, "malformed internal key"))?;
         if !has_current || p.user_key != current_key.as_slice() {
             if out.full() {
                 out.finish_table()?;

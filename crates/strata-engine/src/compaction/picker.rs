@@ -28,12 +28,21 @@ pub struct CompactionPlan {
 impl CompactionPlan {
     /// User-key range of all inputs.
     pub fn range(&self) -> (Vec<u8>, Vec<u8>) {
-        let all: Vec<_> = self.inputs.iter().chain(&self.next_inputs).cloned().collect();
+        let all: Vec<_> = self
+            .inputs
+            .iter()
+            .chain(&self.next_inputs)
+            .cloned()
+            .collect();
         key_range(&all).unwrap_or_default()
     }
 
     pub fn input_bytes(&self) -> u64 {
-        self.inputs.iter().chain(&self.next_inputs).map(|f| f.size).sum()
+        self.inputs
+            .iter()
+            .chain(&self.next_inputs)
+            .map(|f| f.size)
+            .sum()
     }
 }
 
@@ -102,7 +111,12 @@ pub fn scores(v: &Version, shape: &Shape) -> Vec<(usize, f64)> {
 }
 
 /// The most urgent compaction that can run now, if any level needs one.
-pub fn pick(v: &Version, shape: &Shape, busy: &Busy, pointers: &[Vec<u8>]) -> Option<CompactionPlan> {
+pub fn pick(
+    v: &Version,
+    shape: &Shape,
+    busy: &Busy,
+    pointers: &[Vec<u8>],
+) -> Option<CompactionPlan> {
     for (level, score) in scores(v, shape) {
         if score < 1.0 {
             break;

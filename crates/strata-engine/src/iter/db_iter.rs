@@ -220,7 +220,11 @@ impl DbIterator {
                     }
                     ValueKind::Value => {
                         if !(skipping && p.user_key <= self.saved_key.as_slice()) {
-                            if self.upper.as_ref().is_some_and(|u| p.user_key >= u.as_slice()) {
+                            if self
+                                .upper
+                                .as_ref()
+                                .is_some_and(|u| p.user_key >= u.as_slice())
+                            {
                                 return;
                             }
                             self.valid = true;

@@ -58,6 +58,7 @@ pub struct Table {
     cache: Option<Arc<BlockCache>>,
     index: Index,
     filter: Filter,
+    data_end: u64,
     num_entries: u64,
 }
 
@@ -133,7 +134,13 @@ impl Table {
             index,
             filter,
             num_entries: footer.num_entries,
+            data_end: footer.filter.offset,
         }))
+    }
+
+    /// Offset where the data blocks end (the filter block starts).
+    pub fn data_end(&self) -> u64 {
+        self.data_end
     }
 
     /// False only if no key of the table has this user key.

@@ -380,7 +380,7 @@ fn block_cache_hits_and_batched_read_path() {
 }
 
 #[test]
-fn readahead_hints_cover_the_scan() {
+fn readahead_reads_big_chunks() {
     let es = entries(3000, 5);
     let (bytes, _) = build(&es, opts(512, Compression::None));
     let file = VecReader::new(bytes, "000007.sst");
@@ -389,8 +389,16 @@ fn readahead_hints_cover_the_scan() {
         readahead: 16 << 10,
         ..ReadParams::default()
     };
+    let reads_before = *file.reads.lock();
     let mut it = t.iter(p);
     assert_eq!(collect_forward(&mut it).unwrap(), es);
+    let ra_reads = *file.reads.lock() - reads_before;
+    // One read per 16 KiB instead of one per 512-byte block.
+    assert!(
+        ra_reads <= t.size() / (16 << 10) + 2 && (ra_reads as usize) < t.num_blocks() / 8,
+        "{ra_reads} reads for {} blocks",
+        t.num_blocks()
+    );
     let hints = file.readaheads.lock().clone();
     assert!(!hints.is_empty());
     assert!(hints.windows(2).all(|w| w[1].0 >= w[0].0 + w[0].1 - 1024));
@@ -400,9 +408,11 @@ fn readahead_hints_cover_the_scan() {
         "{} hints",
         hints.len()
     );
+    let reads_before = *file.reads.lock();
     let mut it = t.iter(ReadParams::default());
     collect_forward(&mut it).unwrap();
     assert_eq!(file.readaheads.lock().len(), hints.len());
+    assert_eq!(*file.reads.lock() - reads_before, t.num_blocks() as u64);
 }
 
 #[test]

@@ -45,7 +45,7 @@ impl Version {
         }
         for (i, files) in v.levels.iter_mut().enumerate() {
             if i == 0 {
-                files.sort_by(|a, b| b.number.cmp(&a.number));
+                files.sort_by_key(|f| std::cmp::Reverse(f.number));
             } else {
                 files.sort_by(|a, b| compare_internal(&a.smallest, &b.smallest));
             }

@@ -235,7 +235,10 @@ impl VersionSet {
 fn set_current(fs: &Arc<dyn Fs>, dir: &Path, number: u64) -> Result<()> {
     let tmp = filename::temp(dir, number);
     let name = filename::manifest(dir, number);
-    let name = name.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let name = name
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
     fs.write_all_synced(&tmp, format!("{name}\n").as_bytes())?;
     fs.rename(&tmp, &filename::current(dir))?;
     fs.sync_dir(dir)
