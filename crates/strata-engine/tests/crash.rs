@@ -12,6 +12,8 @@
 //!
 //! Default run (>= 2,000 crash points; prints "checked N crash points"):
 //!     cargo test -p strata-engine --test crash -- --nocapture
+//! `crash_points_during_recovery` also crashes inside the recovery of a sample of those points
+//! (STRATA_RECOVERY_CRASH_FIRST_POINTS first points, default 120; every recovery operation).
 //! Long run (STRATA_CRASH_POINTS points, default 30,000, over longer workloads of
 //! STRATA_CRASH_OPS ops, default 600):
 //!     STRATA_CRASH_POINTS=30000 STRATA_CRASH_OPS=600 \
@@ -22,6 +24,7 @@ mod common;
 use common::{diff, env_usize, key, mem_dir, show, value};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use strata_engine::io::{FaultFs, Fs, MemFs};
@@ -447,4 +450,195 @@ fn crash_after_each_synced_put_keeps_it() {
             );
         }
     }
+}
+
+/// Crashes during recovery. For a sample of first crash points k, the durable state S left by
+/// the first crash is saved; a clean recovery from S gives the reference content G. Then for
+/// every file-system operation j of that recovery, recovery is rerun from S with a crash after
+/// j operations (torn or not), and a final clean recovery must give exactly G again: a crashed
+/// recovery neither loses nor invents data.
+fn crash_during_recovery(first_points: u64, ops_per_workload: usize) {
+    let seed = 7u64;
+    let ops = workload(seed, ops_per_workload);
+    let mem = MemFs::new();
+    let n = replay(&mem, &ops, None).fs_ops;
+    let checked = AtomicUsize::new(0);
+    let failures: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let failed = AtomicUsize::new(0);
+    let ks: Vec<u64> = (0..first_points).map(|i| i * n / first_points).collect();
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&k) = ks.get(i) else { return };
+                let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    recovery_crashes(seed, &ops, k, &checked)
+                }))
+                .unwrap_or_else(|_| Err(format!("first crash k={k}: panic")));
+                if let Err(e) = res {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                    let mut f = failures.lock().unwrap();
+                    if f.len() < 6 {
+                        f.push(e);
+                    }
+                }
+            });
+        }
+    });
+    let c = checked.load(Ordering::Relaxed);
+    eprintln!("checked {c} crash points during recovery ({first_points} first crash points)");
+    let f = failures.into_inner().unwrap();
+    assert!(
+        f.is_empty(),
+        "{} of {first_points} first crash points had a bad recovery crash; first ones:\n{}",
+        failed.load(Ordering::Relaxed),
+        f.join("\n")
+    );
+}
+
+fn recovery_crashes(seed: u64, ops: &[WOp], k: u64, checked: &AtomicUsize) -> Result<(), String> {
+    let mem = MemFs::with_seed(seed + k);
+    replay(&mem, ops, Some(k));
+    mem.crash(k % 2 == 1);
+    // After a crash every file is at its durable length: this copy is the durable state.
+    let state = common::copy_files(&mem);
+    let reference = |mem: &MemFs| -> Result<(BTreeMap<Vec<u8>, Vec<u8>>, u64), String> {
+        let fault = FaultFs::new(Arc::new(mem.clone()));
+        let db = Db::open(mem_dir(), crash_opts(Arc::new(fault.clone())))
+            .map_err(|e| format!("k={k}: clean recovery failed: {e}"))?;
+        let ops = fault.op_count();
+        let got = common::scan_all(&db).map_err(|e| format!("k={k}: scan: {e}"))?;
+        Ok((got, ops))
+    };
+    let (want, recovery_ops) = reference(&common::restore_files(&state))?;
+    for j in 0..recovery_ops + 2 {
+        let mem = common::restore_files(&state);
+        let fault = FaultFs::new(Arc::new(mem.clone()));
+        fault.fail_after(j);
+        let opened = Db::open(mem_dir(), crash_opts(Arc::new(fault.clone())));
+        let open_result = opened.as_ref().map(|_| ()).map_err(|e| e.to_string());
+        drop(opened);
+        let before = mem.dump();
+        mem.crash(j % 2 == 0);
+        let db = Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()))).map_err(|e| {
+            format!(
+                "k={k}, crash after {j} of {recovery_ops} recovery operations: reopen failed: {e}"
+            )
+        })?;
+        let got = common::scan_all(&db).map_err(|e| format!("k={k} j={j}: scan: {e}"))?;
+        if got != want {
+            return Err(format!(
+                "k={k}, crash after {j} of {recovery_ops} recovery operations (open gave {open_result:?}): \
+                 the next recovery differs from a clean one: {}\n  durable state before: {:?}\n  \
+                 files at the second crash: {:?}\n  after it: {:?}\n  levels now: {:?}, recovery {:?}",
+                diff(&got, &want),
+                state.iter().map(|(p, d)| (p.clone(), d.len())).collect::<Vec<_>>(),
+                before,
+                mem.dump(),
+                db.stats().levels,
+                db.recovery_info()
+            ));
+        }
+        checked.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+#[test]
+fn crash_points_during_recovery() {
+    crash_during_recovery(
+        env_usize("STRATA_RECOVERY_CRASH_FIRST_POINTS", 120) as u64,
+        250,
+    );
+}
+
+/// BUG: the number of a WAL created at a memtable switch comes from `new_file_number()` but
+/// reaches the MANIFEST only with the next edit; a table number allocated for a flush that
+/// has not committed yet is not recorded either. After a crash in that window the MANIFEST's
+/// next file number can be below a live WAL's number. Recovery replays that WAL, writes the
+/// replayed data to a table (one number), then allocates the *same number as the live WAL*
+/// for its new WAL, and `create` truncates the WAL it has just replayed before the edit that
+/// holds the replayed data is durable. A crash inside that window loses acknowledged synced
+/// writes. (LevelDB marks every WAL number it finds as used before allocating.)
+///
+/// The crash test found it through timing (a flush allocated table N, a memtable switch then
+/// created WAL N+1, crash before the flush committed). Here the same durable state is built
+/// deterministically: the newest WAL is renamed one number up, as if a table number had been
+/// allocated before it.
+#[test]
+fn regression_recovery_reuses_a_live_wal_number_and_a_crash_loses_synced_writes() {
+    let sync = WriteOptions {
+        sync: true,
+        ..Default::default()
+    };
+    let mem = MemFs::new();
+    let db = Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()))).unwrap();
+    let mut want = Map::new();
+    for i in 0..8u32 {
+        let k = key(i);
+        let v = value(&k, 1, 100);
+        db.put_opt(&sync, &k, &v).unwrap();
+        want.insert(k, v);
+    }
+    mem.crash(false);
+    drop(db);
+    // One live WAL, not covered by any table; the MANIFEST's next file number is just above it.
+    let wals: Vec<PathBuf> = mem
+        .dump()
+        .into_iter()
+        .map(|(p, _)| p)
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    assert_eq!(wals.len(), 1, "{:?}", mem.dump());
+    let number: u64 = wals[0]
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let base = common::copy_files(&mem);
+    let mut lost = Vec::new();
+    // The distance to the MANIFEST's next file number is not visible through the API: try a
+    // few shifts (each builds a state the engine itself can leave behind).
+    for shift in 1..=4u64 {
+        let mem = common::restore_files(&base);
+        let moved = mem_dir().join(format!("{:06}.log", number + shift));
+        mem.rename(&wals[0], &moved).unwrap();
+        mem.sync_dir(&mem_dir()).unwrap();
+        let state = common::copy_files(&mem);
+        // A clean recovery of that state is fine...
+        {
+            let mem = common::restore_files(&state);
+            let db = Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()))).unwrap();
+            let got = common::scan_all(&db).unwrap();
+            assert!(got == want, "clean recovery: {}", diff(&got, &want));
+        }
+        // ...but a recovery that crashes after one of its first operations must be too.
+        for j in 0..40u64 {
+            let mem = common::restore_files(&state);
+            let fault = FaultFs::new(Arc::new(mem.clone()));
+            fault.fail_after(j);
+            drop(Db::open(mem_dir(), crash_opts(Arc::new(fault.clone()))));
+            let files_at_crash = mem.dump();
+            mem.crash(false);
+            let db = Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()))).unwrap();
+            let got = common::scan_all(&db).unwrap();
+            if got != want {
+                lost.push(format!(
+                    "WAL {number} renamed to {}, recovery crashed after {j} operations: {}; \
+                     files at the crash {files_at_crash:?}",
+                    number + shift,
+                    diff(&got, &want)
+                ));
+            }
+        }
+    }
+    assert!(
+        lost.is_empty(),
+        "{} bad recoveries:\n{}",
+        lost.len(),
+        lost.join("\n")
+    );
 }
