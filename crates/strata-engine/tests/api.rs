@@ -998,3 +998,26 @@ fn regression_bounded_compact_range_leaves_older_l0_table_on_top() {
         "scan"
     );
 }
+
+/// Tables a compaction replaced are deleted once nothing reads them, not only at the next
+/// background job or reopen.
+#[test]
+fn obsolete_tables_are_deleted_after_compaction() {
+    let mem = MemFs::new();
+    let db = Db::open(mem_dir(), mem_opts(&mem)).unwrap();
+    for round in 0..3u32 {
+        for i in 0..200 {
+            let k = key(i);
+            db.put(&k, &value(&k, round, 120)).unwrap();
+        }
+        db.compact_range(None, None).unwrap();
+    }
+    db.wait_idle().unwrap();
+    assert_eq!(
+        common::sst_files(&mem, &mem_dir()),
+        common::live_tables(&db),
+        "tables on disk vs live tables: {:?}, levels {:?}",
+        mem.dump(),
+        db.stats().levels
+    );
+}
