@@ -75,8 +75,37 @@ fn tkey(i: u32) -> Vec<u8> {
 }
 
 fn build() -> Built {
+    build_with(false)
+}
+
+/// A value that LZ4 shrinks a lot (the head still names the key and the tag).
+fn compressible(k: &[u8], tag: u32, len: usize) -> Vec<u8> {
+    let mut v = value(k, tag, len.min(24));
+    while v.len() < len {
+        v.push(b"0123456789"[(v.len() / 8) % 10]);
+    }
+    v
+}
+
+/// Builds the database; with `lz4`, tables are LZ4-compressed (and values compressible).
+fn build_with(lz4: bool) -> Built {
     let mem = MemFs::new();
-    let db = Db::open(mem_dir(), opts(&mem)).unwrap();
+    let o = Options {
+        compression: if lz4 {
+            strata_engine::Compression::Lz4
+        } else {
+            strata_engine::Compression::None
+        },
+        ..opts(&mem)
+    };
+    let value = |k: &[u8], tag: u32, len: usize| {
+        if lz4 {
+            compressible(k, tag, len)
+        } else {
+            value(k, tag, len)
+        }
+    };
+    let db = Db::open(mem_dir(), o).unwrap();
     let mut table: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
     let mut ever: HashMap<Vec<u8>, Vec<Vec<u8>>> = HashMap::new();
     let mut put = |db: &Db, k: Vec<u8>, v: Vec<u8>, table: &mut BTreeMap<_, _>| {
@@ -481,7 +510,10 @@ const HEADER_SLACK: u64 = 48;
 const MASKS: [u8; 9] = [0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80, 0xff];
 
 fn run_trials(samples: u64, truncations: u64) {
-    let b = build();
+    run_trials_on(build(), samples, truncations);
+}
+
+fn run_trials_on(b: Built, samples: u64, truncations: u64) {
     baseline(&b);
     let mut trials = Vec::new();
     let mut per_kind: BTreeMap<String, usize> = BTreeMap::new();
@@ -574,6 +606,25 @@ fn run_trials(samples: u64, truncations: u64) {
 #[test]
 fn corruption_flips_and_truncations() {
     run_trials(env_usize("STRATA_CORRUPTION_SAMPLES", 150) as u64, 24);
+}
+
+/// The same with LZ4-compressed blocks (damaged compressed data must not reach the
+/// decompressor unchecked, nor panic it).
+#[test]
+fn corruption_flips_and_truncations_lz4() {
+    let b = build_with(true);
+    let sst_bytes: usize = b
+        .files
+        .iter()
+        .filter(|(p, _)| kind_of(p) == Some(Kind::Sst))
+        .map(|(_, d)| d.len())
+        .sum();
+    let raw: usize = b.table.values().flatten().map(|v| v.len()).sum();
+    assert!(
+        sst_bytes < raw,
+        "tables ({sst_bytes} B) should be compressed (values {raw} B)"
+    );
+    run_trials_on(b, env_usize("STRATA_CORRUPTION_SAMPLES", 80) as u64, 12);
 }
 
 #[test]

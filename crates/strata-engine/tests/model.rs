@@ -1,14 +1,14 @@
 //! Model-based tests: random operation sequences checked against a `BTreeMap`.
 //!
-//! Default run (24 cases x 300-600 ops on MemFs, one fixed-seed case on a real directory, one
-//! multi-threaded run):
+//! Default run (96 deterministic + 48 racing cases x 300-600 ops on MemFs, one fixed-seed
+//! case on a real directory, one multi-threaded run):
 //!     cargo test -p strata-engine --test model
 //! Long run (thousands of ops per case; cases from STRATA_MODEL_CASES, default 100):
 //!     STRATA_MODEL_CASES=200 cargo test -p strata-engine --test model -- --ignored
 //! The multi-threaded test's ops per writer can be raised with STRATA_MT_OPS (default 600).
 //! A failing case prints its minimal op list; rerun a run exactly with PROPTEST_RNG_SEED=N.
-//! STRATA_MODEL_UNBOUNDED_COMPACTIONS=1 turns every CompactRange into a full one, to look past
-//! the known bounded-compact_range bug (api::regression_bounded_compact_range_...).
+//! STRATA_MODEL_UNBOUNDED_COMPACTIONS=1 turns every CompactRange into a full one (to look past
+//! a bounded-compact_range bug, as api::regression_bounded_compact_range_... once needed).
 
 mod common;
 
@@ -151,6 +151,50 @@ fn model_opts(fs: Arc<dyn Fs>) -> Options {
         // Several overlapping L0 tables at a time.
         l0_compaction_trigger: 4,
         ..common::tiny_opts(fs)
+    }
+}
+
+/// Table-format knobs varied per case (shrinks towards the defaults of `model_opts`).
+#[derive(Clone, Debug)]
+struct Knobs {
+    lz4: bool,
+    no_filter: bool,
+    no_block_cache: bool,
+    block_size: usize,
+    restart_interval: usize,
+}
+
+fn knobs_strategy() -> impl Strategy<Value = Knobs> {
+    (
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+        prop_oneof![Just(512usize), Just(256), Just(4096)],
+        prop_oneof![Just(4usize), Just(1), Just(16)],
+    )
+        .prop_map(
+            |(lz4, no_filter, no_block_cache, block_size, restart_interval)| Knobs {
+                lz4,
+                no_filter,
+                no_block_cache,
+                block_size,
+                restart_interval,
+            },
+        )
+}
+
+fn knob_opts(fs: Arc<dyn Fs>, k: &Knobs) -> Options {
+    Options {
+        compression: if k.lz4 {
+            strata_engine::Compression::Lz4
+        } else {
+            strata_engine::Compression::None
+        },
+        filter: !k.no_filter,
+        block_cache_bytes: if k.no_block_cache { 0 } else { 256 << 10 },
+        block_size_bytes: k.block_size,
+        block_restart_interval: k.restart_interval,
+        ..model_opts(fs)
     }
 }
 
@@ -530,6 +574,12 @@ fn run_on_memfs(ops: &[Op], settle: bool) -> Result<(), TestCaseError> {
     h.run(ops)
 }
 
+fn run_with_knobs(knobs: &Knobs, ops: &[Op], settle: bool) -> Result<(), TestCaseError> {
+    let mem = MemFs::new();
+    let mut h = Harness::open(&common::mem_dir(), knob_opts(Arc::new(mem), knobs), settle);
+    h.run(ops)
+}
+
 /// Shrinking drops one op per step, so a long failing case needs many steps; they are
 /// bounded by time (90 s) rather than by count.
 fn config(cases: u32) -> ProptestConfig {
@@ -547,21 +597,22 @@ fn config_shrink(cases: u32, shrink_secs: u32) -> ProptestConfig {
 }
 
 proptest! {
-    #![proptest_config(config(48))]
-    /// Deterministic (background work settles after each write), so failures shrink.
+    #![proptest_config(config(96))]
+    /// Deterministic (background work settles after each write), so failures shrink. Table
+    /// format knobs (compression, filter, block cache, block size) vary per case.
     #[test]
-    fn model_memfs(ops in ops_strategy(300..600)) {
-        run_on_memfs(&ops, true)?;
+    fn model_memfs(knobs in knobs_strategy(), ops in ops_strategy(300..600)) {
+        run_with_knobs(&knobs, &ops, true)?;
     }
 }
 
 proptest! {
-    #![proptest_config(config_shrink(24, 20))]
+    #![proptest_config(config_shrink(48, 20))]
     /// Background flushes and compactions race with the operations (a failure may not
     /// reproduce while shrinking, so shrinking is short: rerun with PROPTEST_RNG_SEED=N).
     #[test]
-    fn model_memfs_racing_background(ops in ops_strategy(300..600)) {
-        run_on_memfs(&ops, false)?;
+    fn model_memfs_racing_background(knobs in knobs_strategy(), ops in ops_strategy(300..600)) {
+        run_with_knobs(&knobs, &ops, false)?;
     }
 }
 
@@ -569,14 +620,17 @@ proptest! {
     #![proptest_config(config(env_usize("STRATA_MODEL_CASES", 100) as u32))]
     #[test]
     #[ignore = "long: STRATA_MODEL_CASES=N cargo test -p strata-engine --test model -- --ignored"]
-    fn model_memfs_long(ops in ops_strategy(2000..5000)) {
-        run_on_memfs(&ops, true)?;
+    fn model_memfs_long(knobs in knobs_strategy(), ops in ops_strategy(2000..5000)) {
+        run_with_knobs(&knobs, &ops, true)?;
     }
 
     #[test]
     #[ignore = "long: STRATA_MODEL_CASES=N cargo test -p strata-engine --test model -- --ignored"]
-    fn model_memfs_racing_background_long(ops in ops_strategy(2000..5000)) {
-        run_on_memfs(&ops, false)?;
+    fn model_memfs_racing_background_long(
+        knobs in knobs_strategy(),
+        ops in ops_strategy(2000..5000)
+    ) {
+        run_with_knobs(&knobs, &ops, false)?;
     }
 }
 
