@@ -503,7 +503,7 @@ fn recovery_crashes(seed: u64, ops: &[WOp], k: u64, checked: &AtomicUsize) -> Re
     mem.crash(k % 2 == 1);
     // After a crash every file is at its durable length: this copy is the durable state.
     let state = common::copy_files(&mem);
-    let reference = |mem: &MemFs| -> Result<(BTreeMap<Vec<u8>, Vec<u8>>, u64), String> {
+    let reference = |mem: &MemFs| -> Result<(Map, u64), String> {
         let fault = FaultFs::new(Arc::new(mem.clone()));
         let db = Db::open(mem_dir(), crash_opts(Arc::new(fault.clone())))
             .map_err(|e| format!("k={k}: clean recovery failed: {e}"))?;
