@@ -389,11 +389,17 @@ impl Db {
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
-        let mut wal = self.inner.wal.lock();
-        match wal.as_mut() {
-            Some(w) if !self.inner.has_bg_error.load(Ordering::Acquire) => w.sync(),
-            _ => Ok(()),
+        // Sync the WAL even after a background error: the writes it holds were acknowledged
+        // and a failed flush does not make them less durable. Then report the error, so
+        // that `close` never says Ok for a database that failed.
+        let synced = match self.inner.wal.lock().as_mut() {
+            Some(w) => w.sync(),
+            None => Ok(()),
+        };
+        if let Some(e) = self.inner.bg_error.lock().as_ref() {
+            return Err(Error::Poisoned(e.to_string()));
         }
+        synced
     }
 }
 
@@ -553,7 +559,7 @@ impl DbInner {
             drop(st);
             let r = match task {
                 None => self.flush_one(),
-                Some((plan, v)) => self.compact(&plan, &v),
+                Some((plan, v)) => self.compact(&plan, v),
             };
             if let Err(e) = r {
                 if !matches!(e, Error::Closed) {
@@ -658,7 +664,9 @@ impl DbInner {
     }
 
     /// Runs one planned compaction and installs its result.
-    fn compact(&self, plan: &CompactionPlan, v: &Arc<Version>) -> Result<()> {
+    /// Takes the version the plan was made from by value: it is dropped before obsolete
+    /// files are collected, or this job's own inputs would look live.
+    fn compact(&self, plan: &CompactionPlan, v: Arc<Version>) -> Result<()> {
         let result = if plan.trivial_move {
             Ok(compaction::JobOutput {
                 files: plan.inputs.iter().map(|f| (**f).clone()).collect(),
@@ -666,9 +674,10 @@ impl DbInner {
             })
         } else {
             let alloc = || self.allocate_output();
-            let env = self.job_env(v, &alloc);
+            let env = self.job_env(&v, &alloc);
             compaction::job::run(plan, &env)
         };
+        drop(v);
         let mut st = self.state.lock();
         self.unmark_busy(&mut st, plan);
         // On error the job removed its outputs; their numbers stay reserved, harmlessly.
@@ -686,8 +695,16 @@ impl DbInner {
             edit.new_files.push((plan.output_level as u32, f.clone()));
         }
         if plan.level > 0 {
-            let (_, hi) = plan.range();
-            edit.compact_pointers.push((plan.level as u32, hi));
+            // The largest internal key of the level's inputs (the MANIFEST stores internal
+            // keys); the next size-triggered pick starts after it.
+            if let Some(hi) = plan
+                .inputs
+                .iter()
+                .map(|f| &f.largest)
+                .max_by(|a, b| crate::key::compare_internal(a, b))
+            {
+                edit.compact_pointers.push((plan.level as u32, hi.clone()));
+            }
         }
         st.versions.last_sequence = st
             .versions
@@ -734,23 +751,13 @@ impl DbInner {
             let (plan, v) = {
                 let mut st = self.state.lock();
                 let v = st.versions.current();
-                let inputs = v.overlapping(level, start, end);
-                if inputs.is_empty() {
+                let Some(plan) = compaction::picker::manual(&v, level, start, end) else {
                     continue;
-                }
-                let (lo, hi) = crate::version::key_range(&inputs).unwrap_or_default();
-                let next_inputs = v.overlapping(level + 1, Some(&lo), Some(&hi));
-                let plan = CompactionPlan {
-                    level,
-                    trivial_move: inputs.len() == 1 && next_inputs.is_empty(),
-                    inputs,
-                    next_inputs,
-                    output_level: level + 1,
                 };
                 self.mark_busy(&mut st, &plan);
                 (plan, v)
             };
-            if let Err(e) = self.compact(&plan, &v) {
+            if let Err(e) = self.compact(&plan, v) {
                 if !matches!(e, Error::Closed) {
                     self.set_bg_error(&e);
                 }

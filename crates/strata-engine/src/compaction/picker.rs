@@ -143,11 +143,32 @@ fn pick_l0(v: &Version, busy: &Busy) -> Option<CompactionPlan> {
 
 fn pick_level(v: &Version, level: usize, busy: &Busy, pointer: &[u8]) -> Option<CompactionPlan> {
     let files = &v.levels[level];
+    // The pointer is the largest internal key of the last compaction out of this level.
+    let pointer = user_key(pointer);
     let start = files.partition_point(|f| user_key(&f.largest) <= pointer);
     (0..files.len())
         .map(|i| (start + i) % files.len())
         .filter(|&i| !busy.files.contains(&files[i].number))
         .find_map(|i| plan_with_next(v, level, vec![files[i].clone()], busy))
+}
+
+/// The manual compaction (`compact_range`) of `level` over `[start, end]`: every table of the
+/// level overlapping the range (every L0 table if any overlaps: L0 tables overlap each other,
+/// and moving some down while an older overlapping one stays on top would let the older value
+/// shadow the newer), plus what they overlap below. Manual compactions run alone, so nothing
+/// is busy.
+pub fn manual(
+    v: &Version,
+    level: usize,
+    start: Option<&[u8]>,
+    end: Option<&[u8]>,
+) -> Option<CompactionPlan> {
+    let inputs = v.overlapping(level, start, end);
+    if inputs.is_empty() {
+        return None;
+    }
+    let inputs = if level == 0 { v.levels[0].clone() } else { inputs };
+    plan_with_next(v, level, inputs, &Busy::default())
 }
 
 /// Completes a plan with the overlapping tables of the next level, if nothing conflicts.
@@ -253,10 +274,24 @@ mod tests {
         let p = pick(&v, &SHAPE, &Busy::default(), &[]).unwrap();
         assert_eq!((p.level, p.inputs[0].number), (1, 2));
         assert!(p.trivial_move);
-        let p = pick(&v, &SHAPE, &Busy::default(), &[vec![], b"b".to_vec()]).unwrap();
+        let pointer = make_internal_key(b"b", 1, ValueKind::Value);
+        let p = pick(&v, &SHAPE, &Busy::default(), &[vec![], pointer]).unwrap();
         assert_eq!(p.inputs[0].number, 3);
         assert_eq!(p.next_inputs[0].number, 4);
         assert!(!p.trivial_move);
+    }
+
+    #[test]
+    fn manual_l0_takes_every_l0_table() {
+        let v = version(&[
+            (0, meta(5, "a", "d", 10)),
+            (0, meta(6, "c", "f", 10)),
+            (1, meta(2, "e", "g", 10)),
+        ]);
+        let p = manual(&v, 0, Some(b"e"), Some(b"f")).unwrap();
+        assert_eq!(p.inputs.len(), 2, "the older overlapping L0 table comes along");
+        assert_eq!(p.next_inputs.len(), 1);
+        assert!(manual(&v, 1, Some(b"x"), None).is_none());
     }
 
     #[test]
