@@ -281,3 +281,28 @@ impl Default for ReadOptions {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_options_are_settable_by_name() {
+        let mut o = Options::default();
+        assert_eq!((o.io_backend, o.direct_io), (IoBackend::Auto, false));
+        for (v, b) in [
+            ("io_uring", IoBackend::Uring),
+            ("uring", IoBackend::Uring),
+            ("threads", IoBackend::Threads),
+            ("sync", IoBackend::Sync),
+            ("auto", IoBackend::Auto),
+        ] {
+            o.set("io_backend", v).unwrap();
+            assert_eq!(o.io_backend, b);
+        }
+        assert!(o.set("io_backend", "aio").is_err());
+        o.set("direct_io", "true").unwrap();
+        assert!(o.direct_io);
+        assert!(o.set("direct_io", "maybe").is_err());
+    }
+}

@@ -639,6 +639,43 @@ mod tests {
     }
 
     #[test]
+    fn read_rules_can_target_a_byte_range_and_read_short() {
+        let (mem, ffs, dir) = setup();
+        let p = dir.join("000007.sst");
+        let data: Vec<u8> = (0..100u8).collect();
+        mem.write_all_synced(&p, &data).unwrap();
+        ffs.add_rule(
+            FaultRule::new(FaultOp::Read, 1, FaultKind::ShortRead)
+                .read_range(40, 50)
+                .persistent(),
+        );
+        let f = ffs.open(&p).unwrap();
+        let mut buf = [0u8; 10];
+        // Ranges that end at 40 or start at 50 do not overlap [40, 50).
+        f.read_at(30, &mut buf).unwrap();
+        f.read_at(50, &mut buf).unwrap();
+        assert_eq!(buf[0], 50);
+        for off in [35, 49] {
+            let mut buf = [0u8; 10];
+            let e = f.read_at(off, &mut buf).unwrap_err();
+            match &e {
+                Error::Io { op, source, .. } => {
+                    assert_eq!((*op, source.kind()), ("read", io::ErrorKind::UnexpectedEof))
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+            // The first half was read, as a short read would have.
+            assert_eq!(buf[..5], data[off as usize..off as usize + 5]);
+            assert_eq!(buf[5..], [0u8; 5]);
+        }
+        assert_eq!(ffs.injected_count(), 2);
+        // A range rule never matches operations without a range.
+        ffs.add_rule(FaultRule::new(FaultOp::Any, 1, FaultKind::Eio).read_range(0, 100));
+        ffs.open(&p).unwrap();
+        assert!(ffs.open(&p).unwrap().read_at(0, &mut buf).is_err());
+    }
+
+    #[test]
     fn probability_is_deterministic() {
         let run = |seed| {
             let (_mem, ffs, dir) = setup();

@@ -484,4 +484,40 @@ mod tests {
         drop(l1);
         let _l2 = fs.lock(&p).unwrap();
     }
+
+    #[test]
+    fn direct_reads_any_range_and_report_eof() {
+        let dir = tmp();
+        let fs = RealFs::new();
+        let p = dir.path().join("d");
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i % 253) as u8).collect();
+        fs.write_all_synced(&p, &data).unwrap();
+        let f = fs.open_direct(&p).unwrap();
+        // The temp dir is on a disk file system here: O_DIRECT must have been taken.
+        assert!(
+            f.direct_io(),
+            "O_DIRECT refused by the temp dir's file system"
+        );
+        assert!(f.raw_fd().is_some());
+        for (off, len) in [
+            (0, 1),
+            (1, 4095),
+            (4095, 2),
+            (4096, 4096),
+            (100, 19_900),
+            (19_999, 1),
+        ] {
+            let mut buf = vec![0u8; len];
+            f.read_at(off as u64, &mut buf).unwrap();
+            assert_eq!(buf, &data[off..off + len], "{off}+{len}");
+        }
+        let mut buf = vec![0u8; 10];
+        let e = f.read_at(19_995, &mut buf).unwrap_err();
+        match &e {
+            Error::Io { source, .. } => assert_eq!(source.kind(), ErrorKind::UnexpectedEof),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(e.to_string().contains("past the end"), "{e}");
+        assert!(!fs.open(&p).unwrap().direct_io());
+    }
 }

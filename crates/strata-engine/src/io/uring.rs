@@ -54,6 +54,8 @@ pub(crate) struct UringRead {
     pub direct: bool,
 }
 
+// One value per thread: its size does not matter, an extra indirection on every batch would.
+#[allow(clippy::large_enum_variant)]
 enum RingState {
     Untried,
     Ready(IoUring),
