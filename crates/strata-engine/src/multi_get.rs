@@ -39,13 +39,13 @@ enum Stage<'a> {
     Level(&'a [Arc<FileMeta>]),
 }
 
-impl Stage<'_> {
-    fn file_for(&self, user_key: &[u8], seek: &[u8]) -> Option<Arc<FileMeta>> {
-        match self {
+impl<'a> Stage<'a> {
+    fn file_for(&self, user_key: &[u8], seek: &[u8]) -> Option<&'a FileMeta> {
+        match *self {
             Stage::L0(f) => (key::user_key(&f.smallest) <= user_key
                 && user_key <= key::user_key(&f.largest))
-            .then(|| (*f).clone()),
-            Stage::Level(files) => Version::find_file(files, seek).map(|i| files[i].clone()),
+            .then_some(&**f),
+            Stage::Level(files) => Version::find_file(files, seek).map(|i| &*files[i]),
         }
     }
 }
@@ -97,16 +97,10 @@ impl DbInner {
                 MemLookup::Absent => pending.push(i),
             }
         }
-        let seeks: Vec<Vec<u8>> = keys
-            .iter()
-            .map(|k| {
-                if pending.is_empty() {
-                    Vec::new()
-                } else {
-                    key::seek_key(k, seq)
-                }
-            })
-            .collect();
+        let mut seeks: Vec<Vec<u8>> = vec![Vec::new(); keys.len()];
+        for &i in &pending {
+            seeks[i] = key::seek_key(keys[i], seq);
+        }
         let v = &sv.version;
         let stages = v.levels[0]
             .iter()
@@ -121,20 +115,30 @@ impl DbInner {
             let mut reads: Vec<(Arc<Table>, BlockHandle)> = Vec::new();
             let mut read_index: HashMap<(u64, u64), usize> = HashMap::new();
             let mut waiting: Vec<(usize, usize)> = Vec::new();
+            // Tables of this stage already taken from the table cache: one lookup per table
+            // per stage instead of one per key (an L0 stage has a single table).
+            let mut open: Vec<(u64, Arc<Table>)> = Vec::new();
             for &i in &pending {
                 let (uk, seek) = (keys[i], &seeks[i]);
                 let Some(f) = stage.file_for(uk, seek) else {
                     next.push(i);
                     continue;
                 };
-                let t = match self.tables.get(f.number) {
-                    Ok(t) => t,
-                    Err(e) => {
-                        results[i] = Some(Err(e));
-                        continue;
-                    }
+                let ti = match open.iter().position(|(n, _)| *n == f.number) {
+                    Some(ti) => ti,
+                    None => match self.tables.get(f.number) {
+                        Ok(t) => {
+                            open.push((f.number, t));
+                            open.len() - 1
+                        }
+                        Err(e) => {
+                            results[i] = Some(Err(e));
+                            continue;
+                        }
+                    },
                 };
-                if !self.filter_may_contain(&t, uk) {
+                let t = &open[ti].1;
+                if !self.filter_may_contain(t, uk) {
                     next.push(i);
                     continue;
                 }
@@ -143,7 +147,7 @@ impl DbInner {
                     continue;
                 };
                 if let Some(b) = t.cached_block(h) {
-                    match search(&t, &b, uk, seek) {
+                    match search(t, &b, uk, seek) {
                         Outcome::Done(r) => results[i] = Some(r),
                         Outcome::NotHere => next.push(i),
                     }
