@@ -147,3 +147,165 @@ fn read_uring(reqs: &[ReadRequest<'_>]) -> Option<Vec<Result<Vec<u8>>>> {
 fn read_uring(_reqs: &[ReadRequest<'_>]) -> Option<Vec<Result<Vec<u8>>>> {
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{FaultFs, FaultKind, FaultOp, FaultRule, MemFs, RandomAccessFile, RealFs};
+    use std::path::Path;
+    use std::sync::Arc;
+
+    const BACKENDS: [IoBackend; 4] = [
+        IoBackend::Auto,
+        IoBackend::Uring,
+        IoBackend::Threads,
+        IoBackend::Sync,
+    ];
+
+    fn data() -> Vec<u8> {
+        (0..100_000u32).map(|i| (i * 7 % 256) as u8).collect()
+    }
+
+    fn ranges() -> Vec<(u64, usize)> {
+        (0..100u64)
+            .map(|i| ((i * 977) % 90_000, 1 + (i as usize * 37) % 9000))
+            .collect()
+    }
+
+    fn check(fs: &dyn Fs, path: &Path, files: &[Arc<dyn RandomAccessFile>]) {
+        let data = data();
+        let rs = ranges();
+        let reqs: Vec<ReadRequest<'_>> = rs
+            .iter()
+            .enumerate()
+            .map(|(i, &(offset, len))| ReadRequest {
+                file: &files[i % files.len()],
+                offset,
+                len,
+            })
+            .chain(std::iter::once(ReadRequest {
+                file: &files[0],
+                offset: 99_990,
+                len: 20,
+            }))
+            .collect();
+        for b in BACKENDS {
+            let (out, _) = read_batch(b, fs, &reqs);
+            assert_eq!(out.len(), reqs.len());
+            for (&(o, l), got) in rs.iter().zip(&out) {
+                assert_eq!(
+                    got.as_ref().unwrap(),
+                    &data[o as usize..o as usize + l],
+                    "{b:?}"
+                );
+            }
+            // The read past the end fails alone, naming the file and the end.
+            let e = out.last().unwrap().as_ref().unwrap_err();
+            assert_eq!(e.raw_os_error(), None, "{b:?}: {e}");
+            assert!(e.to_string().contains("past the end"), "{b:?}: {e}");
+            assert!(
+                e.to_string().contains(&*path.to_string_lossy()),
+                "{b:?}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_backend_reads_the_same_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let fs = RealFs::new();
+        fs.write_all_synced(&p, &data()).unwrap();
+        let plain = fs.open(&p).unwrap();
+        let direct = fs.open_direct(&p).unwrap();
+        check(&fs, &p, std::slice::from_ref(&plain));
+        check(&fs, &p, std::slice::from_ref(&direct));
+        check(&fs, &p, &[plain, direct]);
+        let mem = MemFs::new();
+        let d = Path::new("/db");
+        mem.create_dir_all(d).unwrap();
+        let mp = d.join("f");
+        mem.write_all_synced(&mp, &data()).unwrap();
+        check(&mem, &mp, &[mem.open(&mp).unwrap()]);
+    }
+
+    #[test]
+    fn auto_runs_on_io_uring_where_it_is_available() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let fs = RealFs::new();
+        fs.write_all_synced(&p, &data()).unwrap();
+        let f = fs.open(&p).unwrap();
+        let reqs: Vec<ReadRequest<'_>> = (0..4)
+            .map(|i| ReadRequest {
+                file: &f,
+                offset: i * 100,
+                len: 10,
+            })
+            .collect();
+        let want = if uring_status().is_ok() {
+            IoBackend::Uring
+        } else {
+            IoBackend::Threads
+        };
+        assert_eq!(read_batch(IoBackend::Auto, &fs, &reqs).1, want);
+        assert_eq!(
+            read_batch(IoBackend::Threads, &fs, &reqs).1,
+            IoBackend::Threads
+        );
+        assert_eq!(read_batch(IoBackend::Sync, &fs, &reqs).1, IoBackend::Sync);
+        assert_eq!(
+            read_batch(IoBackend::Uring, &fs, &reqs[..1]).1,
+            IoBackend::Sync
+        );
+        // Files without a descriptor (fault injection) go to the pool, faults included.
+        let ffs = FaultFs::new(Arc::new(RealFs::new()));
+        let ff = ffs.open(&p).unwrap();
+        ffs.add_rule(FaultRule::new(FaultOp::Read, 1, FaultKind::Eio).read_range(200, 210));
+        let reqs: Vec<ReadRequest<'_>> = (0..4)
+            .map(|i| ReadRequest {
+                file: &ff,
+                offset: i * 100,
+                len: 10,
+            })
+            .collect();
+        let (out, ran) = read_batch(IoBackend::Uring, &ffs, &reqs);
+        assert_eq!(ran, IoBackend::Threads);
+        let failed: Vec<bool> = out.iter().map(|r| r.is_err()).collect();
+        assert_eq!(failed, [false, false, true, false]);
+        assert_eq!(out[2].as_ref().unwrap_err().raw_os_error(), Some(5));
+        assert_eq!(backend_status(IoBackend::Sync), "sync");
+        assert!(backend_status(IoBackend::Threads).starts_with("threads"));
+    }
+
+    #[test]
+    fn pool_handles_many_concurrent_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let fs = RealFs::new();
+        fs.write_all_synced(&p, &data()).unwrap();
+        let f = fs.open(&p).unwrap();
+        let data = data();
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let (f, data, fs) = (&f, &data, &fs);
+                s.spawn(move || {
+                    for round in 0..20u64 {
+                        let reqs: Vec<ReadRequest<'_>> = (0..300u64)
+                            .map(|i| ReadRequest {
+                                file: f,
+                                offset: (i * 331 + t * 7 + round) % 99_000,
+                                len: 1000,
+                            })
+                            .collect();
+                        let (out, _) = read_batch(IoBackend::Threads, fs, &reqs);
+                        for (r, got) in reqs.iter().zip(out) {
+                            let o = r.offset as usize;
+                            assert_eq!(got.unwrap(), &data[o..o + 1000]);
+                        }
+                    }
+                });
+            }
+        });
+    }
+}
