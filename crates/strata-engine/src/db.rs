@@ -152,12 +152,10 @@ impl Db {
         let versions = VersionSet::recover(fs.clone(), &dir, opts.num_levels)?;
         let block_cache = (opts.block_cache_bytes > 0)
             .then(|| Arc::new(crate::cache::BlockCache::new(opts.block_cache_bytes)));
-        let tables = Arc::new(TableCache::new(
-            dir.clone(),
-            fs.clone(),
-            opts.max_open_files,
-            block_cache,
-        ));
+        let tables = Arc::new(
+            TableCache::new(dir.clone(), fs.clone(), opts.max_open_files, block_cache)
+                .with_direct_io(opts.direct_io),
+        );
         let table_opts = TableOptions::from_options(&opts);
         let (versions, mem, wal, recovery) =
             crate::recovery::recover(&dir, &fs, &opts, &tables, &table_opts, versions)?;

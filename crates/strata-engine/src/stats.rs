@@ -20,6 +20,15 @@ pub struct Counters {
     pub trivial_moves: AtomicU64,
     pub filter_checks: AtomicU64,
     pub filter_negatives: AtomicU64,
+    /// `multi_get` calls and the keys they asked for.
+    pub multi_gets: AtomicU64,
+    pub multi_get_keys: AtomicU64,
+    /// Batched reads submitted by `multi_get` (one per stage with cache misses), by the
+    /// backend that ran them, and the reads in them.
+    pub read_batches_uring: AtomicU64,
+    pub read_batches_threads: AtomicU64,
+    pub read_batches_sync: AtomicU64,
+    pub batched_reads: AtomicU64,
 }
 
 impl Counters {

@@ -37,6 +37,21 @@ pub struct Stats {
     pub compactions: u64,
     pub trivial_moves: u64,
     pub background_error: Option<String>,
+    /// The backend batched reads run on in this process (`Options::io_backend` resolved:
+    /// "io_uring", "threads (...)" with the reason io_uring is unavailable, or "sync").
+    pub io_backend: String,
+    /// Table files are read with `O_DIRECT`.
+    pub direct_io: bool,
+    /// Direct opens (in this process) that fell back to buffered reads because the file
+    /// system refused `O_DIRECT`.
+    pub direct_io_refusals: u64,
+    pub multi_gets: u64,
+    pub multi_get_keys: u64,
+    /// Batched reads of `multi_get` by the backend that ran them, and reads in them.
+    pub read_batches_uring: u64,
+    pub read_batches_threads: u64,
+    pub read_batches_sync: u64,
+    pub batched_reads: u64,
 }
 
 pub(crate) fn collect(inner: &DbInner) -> Stats {
@@ -88,6 +103,15 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         compactions: g(&c.compactions),
         trivial_moves: g(&c.trivial_moves),
         background_error: inner.bg_error.lock().as_ref().map(|e| e.to_string()),
+        io_backend: crate::io::backend_status(inner.opts.io_backend),
+        direct_io: inner.tables.direct_io(),
+        direct_io_refusals: crate::io::direct_io_refusals(),
+        multi_gets: g(&c.multi_gets),
+        multi_get_keys: g(&c.multi_get_keys),
+        read_batches_uring: g(&c.read_batches_uring),
+        read_batches_threads: g(&c.read_batches_threads),
+        read_batches_sync: g(&c.read_batches_sync),
+        batched_reads: g(&c.batched_reads),
     }
 }
 
@@ -158,6 +182,23 @@ impl fmt::Display for Stats {
                 self.filter_negatives,
                 self.filter_checks - self.filter_negatives.min(self.filter_checks)
             )
+        )?;
+        let direct = match (self.direct_io, self.direct_io_refusals) {
+            (false, _) => "off".to_string(),
+            (true, 0) => "on".to_string(),
+            (true, n) => format!("on ({n} opens fell back to buffered: O_DIRECT refused)"),
+        };
+        writeln!(
+            f,
+            "Batched reads: backend {}; direct I/O {direct}; {} multi_gets ({} keys); {} reads in {} batches (io_uring {}, threads {}, sync {})",
+            self.io_backend,
+            self.multi_gets,
+            self.multi_get_keys,
+            self.batched_reads,
+            self.read_batches_uring + self.read_batches_threads + self.read_batches_sync,
+            self.read_batches_uring,
+            self.read_batches_threads,
+            self.read_batches_sync
         )?;
         if let Some(e) = &self.background_error {
             writeln!(f, "BACKGROUND ERROR (writes refused until reopen): {e}")?;

@@ -15,6 +15,8 @@ pub struct TableCache {
     fs: Arc<dyn Fs>,
     tables: quick_cache::sync::Cache<u64, Arc<Table>>,
     block_cache: Option<Arc<BlockCache>>,
+    /// Open table files with `O_DIRECT` (`Options::direct_io`).
+    direct_io: bool,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -31,9 +33,21 @@ impl TableCache {
             fs,
             tables: quick_cache::sync::Cache::new(max_open_files),
             block_cache,
+            direct_io: false,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
+    }
+
+    /// Opens table files for direct reads (`O_DIRECT`) from now on when `on`.
+    pub fn with_direct_io(mut self, on: bool) -> Self {
+        self.direct_io = on;
+        self
+    }
+
+    /// Whether table files are opened for direct reads.
+    pub fn direct_io(&self) -> bool {
+        self.direct_io
     }
 
     /// The open reader of table `number`, opening it if needed.
@@ -43,7 +57,12 @@ impl TableCache {
             return Ok(t);
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
-        let file = self.fs.open(&filename::table(&self.dir, number))?;
+        let path = filename::table(&self.dir, number);
+        let file = if self.direct_io {
+            self.fs.open_direct(&path)?
+        } else {
+            self.fs.open(&path)?
+        };
         let t = Table::open(file, number, self.block_cache.clone())?;
         self.tables.insert(number, t.clone());
         Ok(t)

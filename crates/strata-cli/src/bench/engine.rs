@@ -240,7 +240,7 @@ pub fn strata_options(cfg: &EngineConfig) -> Result<Options> {
     pairs.extend(cfg.opts.iter().cloned());
     let mut o = build_options(&pairs)?;
     if cfg.direct_io {
-        // Unsupported until the engine has the option; notes() says so.
+        // notes() reports it if an engine build lacks the option.
         let _ = direct_io_option(&mut o);
     }
     Ok(o)

@@ -27,7 +27,12 @@
 //! | `open`                             | `Open`    | no                 |
 //! | `list`, `exists`, `file_size`, `create_dir_all`, `lock` | only `Any` | no |
 //!
-//! `size`, `path` and `readahead` of wrapped files are never faulted nor counted.
+//! `size`, `path` and `readahead` of wrapped files are never faulted nor counted. Wrapped
+//! files expose no raw descriptor, so batched reads of a `FaultFs` never bypass the faults
+//! through io_uring (they run on the thread-pool or sync backend).
+//!
+//! A read rule can be narrowed to a byte range of the file ([`FaultRule::read_range`]): it
+//! then matches only reads that overlap the range, which lets a test fail exactly one block.
 //! Injected errors are [`Error::Io`] with a raw OS error (5 = EIO, 28 = ENOSPC), the operation
 //! name and the path (for `rename`, the source path).
 
@@ -68,6 +73,10 @@ pub enum FaultKind {
     /// For `append`: the first half (`len / 2` bytes) of the data is appended to the inner file,
     /// then the append fails with EIO. For any other operation: same as `Eio`.
     ShortWrite,
+    /// For `read_at`: the first half of the buffer is read from the inner file, then the read
+    /// fails as a read that hit the end of the file early (`UnexpectedEof`). For any other
+    /// operation: same as `Eio`.
+    ShortRead,
 }
 
 /// An injection rule. Build with [`FaultRule::new`] and the builder methods.
@@ -89,6 +98,8 @@ pub struct FaultRule {
     pub seed: u64,
     /// Fire on every matching operation from the `nth` on, instead of once.
     pub persistent: bool,
+    /// Reads only: match only reads overlapping the byte range `[start, end)` of the file.
+    pub read_range: Option<(u64, u64)>,
 }
 
 impl FaultRule {
@@ -102,6 +113,7 @@ impl FaultRule {
             probability: None,
             seed: 0,
             persistent: false,
+            read_range: None,
         }
     }
 
@@ -121,6 +133,13 @@ impl FaultRule {
     /// Keep firing after the first time.
     pub fn persistent(mut self) -> Self {
         self.persistent = true;
+        self
+    }
+
+    /// Only match reads that overlap bytes `[start, end)` of the file (other operations never
+    /// match a rule with a range).
+    pub fn read_range(mut self, start: u64, end: u64) -> Self {
+        self.read_range = Some((start, end));
         self
     }
 }
@@ -197,9 +216,15 @@ struct ActiveRule {
 }
 
 impl ActiveRule {
-    fn matches(&self, op: Op, paths: &[&Path]) -> bool {
+    fn matches(&self, op: Op, paths: &[&Path], range: Option<(u64, u64)>) -> bool {
         let class_ok = self.rule.op == FaultOp::Any || op.class() == Some(self.rule.op);
+        let range_ok = match (self.rule.read_range, range) {
+            (None, _) => true,
+            (Some((lo, hi)), Some((start, end))) => start < hi && lo < end,
+            (Some(_), None) => false,
+        };
         class_ok
+            && range_ok
             && match &self.rule.path_contains {
                 None => true,
                 Some(s) => paths
@@ -244,7 +269,7 @@ struct State {
 enum Verdict {
     Pass,
     Fail(i32),
-    /// Append the first half, then fail with EIO.
+    /// Append (or read) the first half, then fail.
     Short,
 }
 
@@ -253,7 +278,7 @@ struct Shared {
 }
 
 impl Shared {
-    fn check(&self, op: Op, paths: &[&Path]) -> Verdict {
+    fn check(&self, op: Op, paths: &[&Path], range: Option<(u64, u64)>) -> Verdict {
         let mut st = self.state.lock();
         if st.dead {
             st.injected += 1;
@@ -271,12 +296,13 @@ impl Shared {
         }
         let mut verdict = Verdict::Pass;
         for r in st.rules.iter_mut() {
-            if r.matches(op, paths) && r.observe(matches!(verdict, Verdict::Pass)) {
+            if r.matches(op, paths, range) && r.observe(matches!(verdict, Verdict::Pass)) {
                 verdict = match r.rule.kind {
                     FaultKind::Eio => Verdict::Fail(EIO),
                     FaultKind::Enospc => Verdict::Fail(ENOSPC),
                     FaultKind::ShortWrite if op == Op::Append => Verdict::Short,
-                    FaultKind::ShortWrite => Verdict::Fail(EIO),
+                    FaultKind::ShortRead if op == Op::Read => Verdict::Short,
+                    FaultKind::ShortWrite | FaultKind::ShortRead => Verdict::Fail(EIO),
                 };
             }
         }
@@ -286,11 +312,22 @@ impl Shared {
         verdict
     }
 
-    /// `Ok` to go on, or the injected error. `Short` is only returned for appends.
+    /// `Ok` to go on, or the injected error. `Short` is only returned for appends and reads.
     /// `other` is the second path of a rename.
     fn gate(&self, op: Op, path: &Path, other: Option<&Path>) -> Result<bool> {
+        self.gate_range(op, path, other, None)
+    }
+
+    /// [`Shared::gate`] for an operation on bytes `range` of the file (reads).
+    fn gate_range(
+        &self,
+        op: Op,
+        path: &Path,
+        other: Option<&Path>,
+        range: Option<(u64, u64)>,
+    ) -> Result<bool> {
         let paths = [path, other.unwrap_or(path)];
-        match self.check(op, &paths) {
+        match self.check(op, &paths, range) {
             Verdict::Pass => Ok(false),
             Verdict::Short => Ok(true),
             Verdict::Fail(code) => Err(injected(op, path, code)),
@@ -415,7 +452,22 @@ struct FaultRandomAccessFile {
 
 impl RandomAccessFile for FaultRandomAccessFile {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.shared.gate(Op::Read, self.inner.path(), None)?;
+        let range = (offset, offset + buf.len() as u64);
+        if self
+            .shared
+            .gate_range(Op::Read, self.inner.path(), None, Some(range))?
+        {
+            let half = buf.len() / 2;
+            self.inner.read_at(offset, &mut buf[..half])?;
+            let e = io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "short read: {half} of {} bytes at offset {offset} (injected)",
+                    buf.len()
+                ),
+            );
+            return Err(Error::io(Op::Read.name(), self.inner.path(), e));
+        }
         self.inner.read_at(offset, buf)
     }
 
@@ -584,6 +636,43 @@ mod tests {
         assert!(ffs.open(&p).is_err());
         // Reads and opens are not mutating operations.
         assert_eq!(ffs.op_count(), 0);
+    }
+
+    #[test]
+    fn read_rules_can_target_a_byte_range_and_read_short() {
+        let (mem, ffs, dir) = setup();
+        let p = dir.join("000007.sst");
+        let data: Vec<u8> = (0..100u8).collect();
+        mem.write_all_synced(&p, &data).unwrap();
+        ffs.add_rule(
+            FaultRule::new(FaultOp::Read, 1, FaultKind::ShortRead)
+                .read_range(40, 50)
+                .persistent(),
+        );
+        let f = ffs.open(&p).unwrap();
+        let mut buf = [0u8; 10];
+        // Ranges that end at 40 or start at 50 do not overlap [40, 50).
+        f.read_at(30, &mut buf).unwrap();
+        f.read_at(50, &mut buf).unwrap();
+        assert_eq!(buf[0], 50);
+        for off in [35, 49] {
+            let mut buf = [0u8; 10];
+            let e = f.read_at(off, &mut buf).unwrap_err();
+            match &e {
+                Error::Io { op, source, .. } => {
+                    assert_eq!((*op, source.kind()), ("read", io::ErrorKind::UnexpectedEof))
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+            // The first half was read, as a short read would have.
+            assert_eq!(buf[..5], data[off as usize..off as usize + 5]);
+            assert_eq!(buf[5..], [0u8; 5]);
+        }
+        assert_eq!(ffs.injected_count(), 2);
+        // A range rule never matches operations without a range.
+        ffs.add_rule(FaultRule::new(FaultOp::Any, 1, FaultKind::Eio).read_range(0, 100));
+        ffs.open(&p).unwrap();
+        assert!(ffs.open(&p).unwrap().read_at(0, &mut buf).is_err());
     }
 
     #[test]

@@ -10,14 +10,28 @@
 //!
 //! Paths are ordinary `Path`s; a `MemFs` treats them as keys and knows directories only as
 //! prefixes that were created with [`Fs::create_dir_all`].
+//!
+//! Batched reads ([`read_batch`], used by `multi_get`) run on one of three backends
+//! ([`IoBackend`]): io_uring (`uring.rs`, one ring per thread, for files that expose a raw
+//! file descriptor), a small pool of threads issuing `pread` concurrently (`pool.rs`, for any
+//! file and wherever io_uring cannot be set up), or the file system's own
+//! [`Fs::read_batch`] (one read after another). Direct I/O (`O_DIRECT`) is opted into per
+//! file with [`Fs::open_direct`]; alignment is handled in `aligned.rs`.
 
+pub mod aligned;
+mod batch;
 mod fault;
 mod mem;
+mod pool;
 mod real;
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+mod uring;
 
+pub use batch::{backend_status, read_batch, uring_status, IoBackend};
 pub use fault::{FaultFs, FaultKind, FaultOp, FaultRule};
 pub use mem::MemFs;
-pub use real::RealFs;
+pub use real::{direct_io_refusals, RealFs};
 
 use crate::error::Result;
 use std::path::{Path, PathBuf};
@@ -49,11 +63,24 @@ pub trait RandomAccessFile: Send + Sync {
     /// Hint: the caller will now read `len` bytes from `offset` sequentially (compaction
     /// readahead). Default: nothing.
     fn readahead(&self, _offset: u64, _len: u64) {}
+    /// The operating-system file descriptor behind the file, for batched reads through
+    /// io_uring. Reading it directly must give the same bytes as [`RandomAccessFile::read_at`],
+    /// so wrappers that change what reads return (fault injection) keep the default: `None`.
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
+    /// Whether reads through [`RandomAccessFile::raw_fd`] must be aligned to
+    /// [`aligned::DIRECT_IO_ALIGN`] (the file was opened with `O_DIRECT`). `read_at` itself
+    /// accepts any range. Default: false.
+    fn direct_io(&self) -> bool {
+        false
+    }
 }
 
 /// One read of a batched read: `len` bytes at `offset` of `file`.
 pub struct ReadRequest<'a> {
-    pub file: &'a dyn RandomAccessFile,
+    /// Shared (not borrowed) so that the thread-pool backend can hand the file to its threads.
+    pub file: &'a Arc<dyn RandomAccessFile>,
     pub offset: u64,
     pub len: usize,
 }
@@ -67,6 +94,12 @@ pub trait Fs: Send + Sync + 'static {
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
     /// Opens an existing file for positional reads.
     fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
+    /// Opens an existing file for positional reads that bypass the operating system's page
+    /// cache (`O_DIRECT`) where the file system supports it. Default: [`Fs::open`] (in-memory
+    /// and wrapping file systems have no page cache to bypass).
+    fn open_direct(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        self.open(path)
+    }
     /// Atomically replaces `to` with `from` (durable only after `sync_dir` of the parent).
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
     /// Removes a file (durable only after `sync_dir` of the parent).
@@ -85,8 +118,9 @@ pub trait Fs: Send + Sync + 'static {
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
 
     /// Reads many ranges at once. Results come back in request order, each independent: one
-    /// failed read does not fail the others. The default runs them one after another;
-    /// io_uring and thread-pool implementations submit them together.
+    /// failed read does not fail the others. The default runs them one after another; the
+    /// engine's [`read_batch`] submits them together through io_uring or a thread pool and
+    /// uses this method only for its `sync` backend.
     fn read_batch(&self, reqs: &[ReadRequest<'_>]) -> Vec<Result<Vec<u8>>> {
         reqs.iter()
             .map(|r| {

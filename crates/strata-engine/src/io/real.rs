@@ -5,13 +5,33 @@
 //! use positional reads (`pread`), so one open file is shared by all reader threads without a
 //! seek position to fight over.
 //!
+//! [`Fs::open_direct`] opens with `O_DIRECT`: reads bypass the page cache, so a benchmark
+//! measures the device and the page cache does not hold a second copy of what the block cache
+//! holds. Such a file reads the aligned range enclosing each request into an aligned buffer
+//! and copies the wanted bytes out ([`super::aligned`]). A file system that refuses `O_DIRECT`
+//! (EINVAL, e.g. some tmpfs versions) gets an ordinary open; [`direct_io_refusals`] counts
+//! those, and the engine's stats show the count.
+//!
 //! Every error is reported as [`Error::Io`] naming the operation and the path.
 
+use super::aligned::{AlignedBuf, AlignedRange, DIRECT_IO_ALIGN};
 use super::*;
 use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::io::{self, ErrorKind, Write};
-use std::os::unix::fs::FileExt;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Opens with `O_DIRECT` that the file system refused (and that fell back to buffered reads),
+/// over the whole process.
+static DIRECT_IO_REFUSALS: AtomicU64 = AtomicU64::new(0);
+
+/// How many direct opens of this process fell back to buffered reads because the file system
+/// refused `O_DIRECT`.
+pub fn direct_io_refusals() -> u64 {
+    DIRECT_IO_REFUSALS.load(Ordering::Relaxed)
+}
 
 /// Size of the user-space write buffer of a [`RealFs`] writable file.
 pub const WRITE_BUFFER_BYTES: usize = 256 << 10;
@@ -130,26 +150,60 @@ struct RealRandomAccessFile {
     file: File,
     path: PathBuf,
     size: u64,
+    /// Opened with `O_DIRECT`: every read must be aligned ([`DIRECT_IO_ALIGN`]).
+    direct: bool,
+}
+
+/// The error for a read that reached the end of the file before filling its buffer.
+pub(super) fn past_eof(len: usize, offset: u64, size: u64) -> io::Error {
+    io::Error::new(
+        ErrorKind::UnexpectedEof,
+        format!(
+            "read of {len} bytes at offset {offset} goes past the end of the file \
+             ({size} bytes when opened)"
+        ),
+    )
+}
+
+impl RealRandomAccessFile {
+    /// `O_DIRECT` read: the aligned range around `[offset, offset + buf.len())` into an
+    /// aligned buffer, then the wanted bytes into `buf`. A short read (the kernel may stop
+    /// early, and does at the end of the file) resumes at the last aligned boundary.
+    fn read_direct(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let r = AlignedRange::new(offset, buf.len(), DIRECT_IO_ALIGN);
+        let mut abuf = AlignedBuf::new(r.len, DIRECT_IO_ALIGN);
+        let mut done = 0;
+        while done < r.need {
+            let pos = AlignedRange::resume_at(done, DIRECT_IO_ALIGN);
+            match self
+                .file
+                .read_at(&mut abuf.as_mut_slice()[pos..], r.base + pos as u64)
+            {
+                Ok(n) if pos + n > done => done = pos + n,
+                Ok(_) => return Err(past_eof(buf.len(), offset, self.size)),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        buf.copy_from_slice(&abuf.as_slice()[r.skip..r.need]);
+        Ok(())
+    }
 }
 
 impl RandomAccessFile for RealRandomAccessFile {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.file.read_exact_at(buf, offset).map_err(|e| {
-            let e = if e.kind() == ErrorKind::UnexpectedEof {
-                io::Error::new(
-                    ErrorKind::UnexpectedEof,
-                    format!(
-                        "read of {} bytes at offset {offset} goes past the end of the file \
-                         ({} bytes when opened)",
-                        buf.len(),
-                        self.size
-                    ),
-                )
-            } else {
-                e
-            };
-            Error::io("read", &self.path, e)
-        })
+        let r = if self.direct {
+            self.read_direct(offset, buf)
+        } else {
+            self.file.read_exact_at(buf, offset).map_err(|e| {
+                if e.kind() == ErrorKind::UnexpectedEof {
+                    past_eof(buf.len(), offset, self.size)
+                } else {
+                    e
+                }
+            })
+        };
+        r.map_err(|e| Error::io("read", &self.path, e))
     }
 
     fn size(&self) -> u64 {
@@ -160,9 +214,47 @@ impl RandomAccessFile for RealRandomAccessFile {
         &self.path
     }
 
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(self.file.as_raw_fd())
+    }
+
+    fn direct_io(&self) -> bool {
+        self.direct
+    }
+
     // `readahead` keeps the default no-op: `posix_fadvise(POSIX_FADV_WILLNEED)` or
-    // `readahead(2)` need `libc` and `unsafe`, which this crate forbids. The kernel's own
-    // sequential-read detection still applies to compaction reads.
+    // `readahead(2)` would need `unsafe` outside the io_uring module. The kernel's own
+    // sequential-read detection still applies to compaction reads, and table iterators cut
+    // blocks out of one large read anyway.
+}
+
+impl RealFs {
+    fn open_with(&self, path: &Path, direct: bool) -> Result<Arc<dyn RandomAccessFile>> {
+        let mut oo = OpenOptions::new();
+        oo.read(true);
+        if direct {
+            oo.custom_flags(libc::O_DIRECT);
+        }
+        let (file, direct) = match oo.open(path) {
+            Ok(f) => (f, direct),
+            Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => {
+                DIRECT_IO_REFUSALS.fetch_add(1, Ordering::Relaxed);
+                let f = File::open(path).map_err(|e| Error::io("open", path, e))?;
+                (f, false)
+            }
+            Err(e) => return Err(Error::io("open", path, e)),
+        };
+        let size = file
+            .metadata()
+            .map_err(|e| Error::io("open", path, e))?
+            .len();
+        Ok(Arc::new(RealRandomAccessFile {
+            file,
+            path: path.to_path_buf(),
+            size,
+            direct,
+        }))
+    }
 }
 
 /// Holds an exclusive `flock` on the lock file; closing the file on drop releases it.
@@ -185,16 +277,11 @@ impl Fs for RealFs {
     }
 
     fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
-        let size = file
-            .metadata()
-            .map_err(|e| Error::io("open", path, e))?
-            .len();
-        Ok(Arc::new(RealRandomAccessFile {
-            file,
-            path: path.to_path_buf(),
-            size,
-        }))
+        self.open_with(path, false)
+    }
+
+    fn open_direct(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        self.open_with(path, true)
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
@@ -396,5 +483,41 @@ mod tests {
         }
         drop(l1);
         let _l2 = fs.lock(&p).unwrap();
+    }
+
+    #[test]
+    fn direct_reads_any_range_and_report_eof() {
+        let dir = tmp();
+        let fs = RealFs::new();
+        let p = dir.path().join("d");
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i % 253) as u8).collect();
+        fs.write_all_synced(&p, &data).unwrap();
+        let f = fs.open_direct(&p).unwrap();
+        // The temp dir is on a disk file system here: O_DIRECT must have been taken.
+        assert!(
+            f.direct_io(),
+            "O_DIRECT refused by the temp dir's file system"
+        );
+        assert!(f.raw_fd().is_some());
+        for (off, len) in [
+            (0, 1),
+            (1, 4095),
+            (4095, 2),
+            (4096, 4096),
+            (100, 19_900),
+            (19_999, 1),
+        ] {
+            let mut buf = vec![0u8; len];
+            f.read_at(off as u64, &mut buf).unwrap();
+            assert_eq!(buf, &data[off..off + len], "{off}+{len}");
+        }
+        let mut buf = vec![0u8; 10];
+        let e = f.read_at(19_995, &mut buf).unwrap_err();
+        match &e {
+            Error::Io { source, .. } => assert_eq!(source.kind(), ErrorKind::UnexpectedEof),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(e.to_string().contains("past the end"), "{e}");
+        assert!(!fs.open(&p).unwrap().direct_io());
     }
 }
