@@ -14,6 +14,11 @@
 //!   `wait_idle`) waits on `done_cv`, which every finished job notifies.
 //! - An I/O error in the WAL, a flush or a compaction is stored in `bg_error`: from then on
 //!   every write fails with [`Error::Poisoned`] until the database is reopened.
+//! - With key-value separation the value log replaces the WAL (`vlog/mod.rs` describes its
+//!   protocol); one GC thread (`vlog/gc.rs`) waits on `gc_cv` for its period or a
+//!   compaction, and `gc_lock` keeps background and manual GC (`Db::gc`) from overlapping.
+//!   A failed GC is reported in the stats but does not poison the database, unless the
+//!   write it submitted failed (that error is sticky like any write's).
 
 use crate::batch::WriteBatch;
 use crate::compaction::{self, Busy, CompactionPlan, JobEnv, Shape};
@@ -29,6 +34,7 @@ use crate::sst::TableOptions;
 use crate::stats::Counters;
 use crate::table_cache::TableCache;
 use crate::version::{Version, VersionEdit, VersionSet};
+use crate::vlog::{Vlog, VlogFileSet};
 use crate::write::WriteQueue;
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::{BTreeMap, HashSet};
@@ -40,6 +46,7 @@ use std::thread::JoinHandle;
 pub use crate::check::CheckReport;
 pub use crate::iter::DbIterator;
 pub use crate::stats_report::Stats;
+pub use crate::vlog::gc::GcReport;
 
 /// What readers need: memtables and tables at one moment.
 pub(crate) struct SuperVersion {
@@ -47,6 +54,8 @@ pub(crate) struct SuperVersion {
     /// Newest first.
     pub imms: Vec<Arc<MemTable>>,
     pub version: Arc<Version>,
+    /// Value-log files pointers may lead into.
+    pub vlog_files: Arc<VlogFileSet>,
 }
 
 pub(crate) struct DbState {
@@ -59,6 +68,9 @@ pub(crate) struct DbState {
     pub running_compactions: usize,
     pub pending_outputs: HashSet<u64>,
     pub manual_compaction: bool,
+    /// Value-log files readers may need (copy-on-write, published in the super version).
+    pub vlog_files: Arc<VlogFileSet>,
+    pub gc: crate::vlog::gc::GcState,
 }
 
 pub(crate) struct DbInner {
@@ -72,6 +84,9 @@ pub(crate) struct DbInner {
     pub done_cv: Condvar,
     pub writes: WriteQueue,
     pub wal: Mutex<Option<LogWriter>>,
+    pub vlog: Arc<Vlog>,
+    pub gc_cv: Condvar,
+    pub gc_lock: Mutex<()>,
     pub super_version: RwLock<Arc<SuperVersion>>,
     pub visible_seq: AtomicU64,
     pub bg_error: Mutex<Option<Error>>,
@@ -88,7 +103,11 @@ pub(crate) struct DbInner {
 pub struct RecoveryInfo {
     pub wal_files: u64,
     pub wal_records: u64,
-    /// A torn WAL tail that was dropped: (file, offset, reason).
+    /// Value-log files read from the durable head on.
+    pub vlog_files: u64,
+    /// Value-log frames (commit groups) replayed.
+    pub vlog_frames: u64,
+    /// A torn log tail (WAL or value log) that was dropped: (file, offset, reason).
     pub truncated_tail: Option<(PathBuf, u64, String)>,
 }
 
@@ -159,13 +178,25 @@ impl Db {
             block_cache,
         ));
         let table_opts = TableOptions::from_options(&opts);
-        let (versions, mem, wal, recovery) =
-            crate::recovery::recover(&dir, &fs, &opts, &tables, &table_opts, versions)?;
+        let vlog = Arc::new(Vlog::new(&dir, fs.clone()));
+        let rec = crate::recovery::recover(
+            &dir,
+            &fs,
+            &opts,
+            &tables,
+            &table_opts,
+            versions,
+            &vlog.shared,
+        )?;
+        let (versions, mem, wal, recovery) = (rec.versions, rec.mem, rec.wal, rec.info);
+        *vlog.head.lock() = rec.vlog_head;
+        let vlog_files = Arc::new(rec.vlog_files);
         let last_seq = versions.last_sequence;
         let sv = Arc::new(SuperVersion {
             mem: mem.clone(),
             imms: Vec::new(),
             version: versions.current(),
+            vlog_files: vlog_files.clone(),
         });
         let inner = Arc::new(DbInner {
             dir,
@@ -181,11 +212,16 @@ impl Db {
                 running_compactions: 0,
                 pending_outputs: HashSet::new(),
                 manual_compaction: false,
+                vlog_files,
+                gc: Default::default(),
             }),
             bg_cv: Condvar::new(),
             done_cv: Condvar::new(),
             writes: WriteQueue::default(),
-            wal: Mutex::new(Some(wal)),
+            wal: Mutex::new(wal),
+            vlog,
+            gc_cv: Condvar::new(),
+            gc_lock: Mutex::new(()),
             super_version: RwLock::new(sv),
             visible_seq: AtomicU64::new(last_seq),
             bg_error: Mutex::new(None),
@@ -204,7 +240,7 @@ impl Db {
             drop(st);
             inner.delete_files(obsolete);
         }
-        let threads = (0..inner.opts.background_threads)
+        let mut threads = (0..inner.opts.background_threads)
             .map(|i| {
                 let inner = inner.clone();
                 std::thread::Builder::new()
@@ -213,6 +249,15 @@ impl Db {
                     .map_err(|e| Error::io("spawn", "background thread", e))
             })
             .collect::<Result<Vec<_>>>()?;
+        if inner.opts.gc_interval_ms > 0 {
+            let gc = inner.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("strata-gc".into())
+                    .spawn(move || gc.gc_loop())
+                    .map_err(|e| Error::io("spawn", "GC thread", e))?,
+            );
+        }
         Ok(Db {
             inner,
             threads: Mutex::new(threads),
@@ -267,30 +312,29 @@ impl Db {
 
     /// An iterator over the database as of `ro.snapshot` (or now).
     pub fn iter(&self, ro: &ReadOptions) -> Result<DbIterator> {
-        let seq = self.inner.read_seq(ro);
+        // Super version before sequence number: see `vlog/mod.rs`.
         let sv = self.inner.super_version.read().clone();
+        let seq = self.inner.read_seq(ro);
         let params = crate::sst::ReadParams {
             verify_checksums: ro.verify_checksums,
             fill_cache: ro.fill_cache,
             readahead: 0,
         };
-        let mut children: Vec<Box<dyn InternalIterator>> = vec![Box::new(sv.mem.iter())];
-        for m in &sv.imms {
-            children.push(Box::new(m.iter()));
-        }
-        for f in &sv.version.levels[0] {
-            children.push(Box::new(self.inner.tables.get(f.number)?.iter(params)));
-        }
-        for files in sv.version.levels.iter().skip(1) {
-            if !files.is_empty() {
-                children.push(Box::new(crate::iter::LevelIterator::new(
-                    files.clone(),
-                    self.inner.tables.clone(),
-                    params,
-                )));
-            }
-        }
-        let merged = Box::new(MergingIterator::new(children));
+        let merged = merged_iter(&self.inner.tables, &sv, params)?;
+        let factory: crate::iter::db_iter::IterFactory = {
+            // Not the DbInner: an iterator outliving `close` must not hold the directory lock.
+            let tables = self.inner.tables.clone();
+            let sv = sv.clone();
+            Box::new(move || {
+                merged_iter(&tables, &sv, params).map(|m| m as Box<dyn InternalIterator>)
+            })
+        };
+        let source = crate::iter::db_iter::ValueSource {
+            vlog: self.inner.vlog.clone(),
+            files: sv.vlog_files.clone(),
+            prefetch: self.inner.opts.vlog_prefetch,
+            factory,
+        };
         let keep: Box<dyn std::any::Any + Send> = Box::new((sv, ro.snapshot.clone()));
         Ok(DbIterator::new(
             merged,
@@ -298,7 +342,8 @@ impl Db {
             ro.lower_bound.clone(),
             ro.upper_bound.clone(),
             keep,
-        ))
+        )
+        .with_values(source))
     }
 
     /// A consistent view of the current state; compaction keeps what it can see.
@@ -359,6 +404,19 @@ impl Db {
         }
     }
 
+    /// Runs value-log garbage collection now and waits: every sealed value-log file whose
+    /// garbage is at least `Options::gc_garbage_ratio` of its size is collected (live values
+    /// rewritten to the head, then the file removed once no snapshot can read it).
+    pub fn gc(&self) -> Result<GcReport> {
+        self.gc_opt(self.inner.opts.gc_garbage_ratio)
+    }
+
+    /// Like [`Db::gc`] with another garbage ratio (0 collects every sealed file that is below
+    /// the durable head).
+    pub fn gc_opt(&self, min_garbage_ratio: f64) -> Result<GcReport> {
+        self.inner.gc_manual(min_garbage_ratio)
+    }
+
     /// Figures about the instance.
     pub fn stats(&self) -> Stats {
         crate::stats_report::collect(&self.inner)
@@ -385,13 +443,18 @@ impl Db {
             let _st = self.inner.state.lock();
             self.inner.bg_cv.notify_all();
             self.inner.done_cv.notify_all();
+            self.inner.gc_cv.notify_all();
         }
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
+        if self.inner.has_bg_error.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.inner.vlog.sync()?;
         let mut wal = self.inner.wal.lock();
         match wal.as_mut() {
-            Some(w) if !self.inner.has_bg_error.load(Ordering::Acquire) => w.sync(),
+            Some(w) => w.sync(),
             _ => Ok(()),
         }
     }
@@ -439,6 +502,7 @@ impl DbInner {
             mem: st.mem.clone(),
             imms: st.imms.iter().rev().cloned().collect(),
             version: st.versions.hand_out(),
+            vlog_files: st.vlog_files.clone(),
         });
         *self.super_version.write() = sv;
     }
@@ -471,7 +535,8 @@ impl DbInner {
                 FileKind::Wal => *n < min_wal,
                 FileKind::Manifest => *n != st.versions.manifest_number(),
                 FileKind::Temp => !st.pending_outputs.contains(n),
-                FileKind::Current | FileKind::Lock => false,
+                // Value-log files are GC's (`vlog/gc.rs`).
+                FileKind::Current | FileKind::Lock | FileKind::Vlog => false,
             })
             .collect()
     }
@@ -611,11 +676,12 @@ impl DbInner {
             st.pending_outputs.remove(&m.number);
             edit.new_files.push((0, m));
         }
-        let next_wal = st
-            .imms
-            .get(1)
-            .map_or(st.mem.wal_number(), |m| m.wal_number());
-        edit.log_number = Some(next_wal);
+        let next = st.imms.get(1).unwrap_or(&st.mem);
+        edit.log_number = Some(next.wal_number());
+        if let Some(head) = next.vlog_start() {
+            edit.vlog_head = Some(head);
+        }
+        edit.vlog_live_added = imm.vlog_refs();
         st.versions.last_sequence = st
             .versions
             .last_sequence
@@ -689,6 +755,7 @@ impl DbInner {
             let (_, hi) = plan.range();
             edit.compact_pointers.push((plan.level as u32, hi));
         }
+        edit.vlog_garbage = out.vlog_garbage.iter().map(|(f, n)| (*f, *n)).collect();
         st.versions.last_sequence = st
             .versions
             .last_sequence
@@ -703,6 +770,9 @@ impl DbInner {
             Counters::add(&self.counters.compaction_bytes_written, out.bytes_written);
         }
         let obsolete = self.collect_obsolete(&st);
+        if !out.vlog_garbage.is_empty() {
+            self.gc_cv.notify_all();
+        }
         drop(st);
         self.delete_files(obsolete);
         Ok(())
@@ -759,4 +829,29 @@ impl DbInner {
         }
         Ok(())
     }
+}
+
+/// A merged iterator over every memtable and table of `sv`.
+fn merged_iter(
+    tables: &Arc<TableCache>,
+    sv: &SuperVersion,
+    params: crate::sst::ReadParams,
+) -> Result<Box<MergingIterator>> {
+    let mut children: Vec<Box<dyn InternalIterator>> = vec![Box::new(sv.mem.iter())];
+    for m in &sv.imms {
+        children.push(Box::new(m.iter()));
+    }
+    for f in &sv.version.levels[0] {
+        children.push(Box::new(tables.get(f.number)?.iter(params)));
+    }
+    for files in sv.version.levels.iter().skip(1) {
+        if !files.is_empty() {
+            children.push(Box::new(crate::iter::LevelIterator::new(
+                files.clone(),
+                tables.clone(),
+                params,
+            )));
+        }
+    }
+    Ok(Box::new(MergingIterator::new(children)))
 }

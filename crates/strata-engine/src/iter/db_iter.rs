@@ -2,11 +2,49 @@
 //! view. Hides older versions and deleted keys; honours lower/upper bounds; moves both ways
 //! (LevelDB's DBIter). In forward direction the merged iterator sits on the current entry; in
 //! reverse direction it sits just before all entries of the current key, which is saved.
+//!
+//! Separated values ([`ValueKind::Pointer`] entries) are resolved lazily, when `value()` is
+//! called, and cached for the position. Moving forward and reading values, the iterator
+//! prefetches (WiscKey 3.3.1): a second cursor over the same view runs ahead, gathers the
+//! next `prefetch` pointers and reads them in one [`crate::io::Fs::read_batch`], so the
+//! device serves them in parallel.
 
 use super::InternalIterator;
 use crate::error::{Error, Result};
 use crate::key::{self, SeqNo, ValueKind};
+use crate::vlog::{ValuePointer, Vlog, VlogFileSet};
 use std::any::Any;
+use std::cell::{OnceCell, RefCell};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Builds another merged iterator over the same view (for the prefetch cursor).
+pub(crate) type IterFactory = Box<dyn Fn() -> Result<Box<dyn InternalIterator>> + Send>;
+
+/// Where an iterator resolves value pointers.
+pub(crate) struct ValueSource {
+    pub vlog: Arc<Vlog>,
+    pub files: Arc<VlogFileSet>,
+    /// Values read ahead per batch (0: no prefetch).
+    pub prefetch: usize,
+    pub factory: IterFactory,
+}
+
+/// Prefetch state, touched only inside `value()`.
+#[derive(Default)]
+struct Ahead {
+    /// A raw iterator positioned after the last pointer queued.
+    cursor: Option<Box<DbIterator>>,
+    /// Values read ahead, in key order.
+    queue: VecDeque<(ValuePointer, Result<Vec<u8>>)>,
+    /// Consecutive forward `value()` calls on separated values.
+    streak: u32,
+}
+
+struct Resolver {
+    source: ValueSource,
+    ahead: RefCell<Ahead>,
+}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Direction {
@@ -22,9 +60,14 @@ pub struct DbIterator {
     valid: bool,
     saved_key: Vec<u8>,
     saved_value: Vec<u8>,
+    /// Kind of the saved entry (reverse direction).
+    saved_kind: ValueKind,
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
     err: Option<Error>,
+    resolver: Option<Resolver>,
+    /// The resolved separated value of the current position.
+    resolved: OnceCell<Result<Vec<u8>>>,
     /// Keeps the memtables, version and snapshot this iterator reads alive.
     _keep: Box<dyn Any + Send>,
 }
@@ -44,16 +87,28 @@ impl DbIterator {
             valid: false,
             saved_key: Vec::new(),
             saved_value: Vec::new(),
+            saved_kind: ValueKind::Value,
             lower,
             upper,
             err: None,
+            resolver: None,
+            resolved: OnceCell::new(),
             _keep: keep,
         }
     }
 
+    /// Makes the iterator resolve value pointers through `source`.
+    pub(crate) fn with_values(mut self, source: ValueSource) -> Self {
+        self.resolver = Some(Resolver {
+            source,
+            ahead: RefCell::new(Ahead::default()),
+        });
+        self
+    }
+
     /// Whether the iterator is at an entry. When false, check [`DbIterator::status`].
     pub fn valid(&self) -> bool {
-        self.valid
+        self.valid && !matches!(self.resolved.get(), Some(Err(_)))
     }
 
     /// The current user key.
@@ -66,24 +121,159 @@ impl DbIterator {
     }
 
     /// The current value.
+    ///
+    /// A separated value is read from the value log on the first call at a position. If that
+    /// read fails (I/O error, or corruption: a checksum or key mismatch), `value()` returns an
+    /// empty slice, [`DbIterator::valid`] turns false and [`DbIterator::status`] returns the
+    /// error; [`DbIterator::try_value`] returns it directly.
     pub fn value(&self) -> &[u8] {
+        self.try_value().unwrap_or_default()
+    }
+
+    /// The current value, or the error that reading it met.
+    pub fn try_value(&self) -> Result<&[u8]> {
         assert!(self.valid, "value() on an invalid iterator");
-        match self.direction {
-            Direction::Forward => self.iter.value(),
-            Direction::Reverse => &self.saved_value,
+        let (kind, raw) = self.raw_entry();
+        if kind != ValueKind::Pointer {
+            return Ok(raw);
         }
+        let r = self.resolved.get_or_init(|| self.resolve(raw));
+        match r {
+            Ok(v) => Ok(v.as_slice()),
+            Err(e) => Err(e.clone()),
+        }
+    }
+
+    /// The current entry's kind and stored value (a pointer is not resolved).
+    fn raw_entry(&self) -> (ValueKind, &[u8]) {
+        match self.direction {
+            Direction::Forward => {
+                let kind =
+                    key::parse_internal_key(self.iter.key()).map_or(ValueKind::Value, |p| p.kind);
+                (kind, self.iter.value())
+            }
+            Direction::Reverse => (self.saved_kind, &self.saved_value),
+        }
+    }
+
+    fn resolve(&self, raw: &[u8]) -> Result<Vec<u8>> {
+        let ptr = ValuePointer::decode_or_corrupt(raw, "<iterator value pointer>")?;
+        let Some(r) = &self.resolver else {
+            return Err(Error::corruption(
+                "<iterator>",
+                0,
+                "value pointer but no value log to resolve it",
+            ));
+        };
+        let key = self.key();
+        if self.direction != Direction::Forward || r.source.prefetch == 0 {
+            return r.source.vlog.read(&r.source.files, key, &ptr);
+        }
+        let mut ahead = r.ahead.borrow_mut();
+        while let Some((p, _)) = ahead.queue.front() {
+            if *p == ptr {
+                let (_, v) = ahead.queue.pop_front().expect("front exists");
+                return v;
+            }
+            ahead.queue.pop_front();
+        }
+        ahead.streak += 1;
+        if ahead.streak < 2 {
+            return r.source.vlog.read(&r.source.files, key, &ptr);
+        }
+        // Sequential reading: read this value and the next ones together.
+        let mut batch: Vec<(Vec<u8>, ValuePointer)> = vec![(key.to_vec(), ptr)];
+        if let Err(e) = self.gather_ahead(&mut ahead, r, &mut batch) {
+            ahead.cursor = None;
+            let _ = e; // Prefetch is an optimization: fall back to the single read.
+        }
+        let reqs: Vec<(&[u8], ValuePointer)> =
+            batch.iter().map(|(k, p)| (k.as_slice(), *p)).collect();
+        let mut values = r.source.vlog.read_many(&r.source.files, &reqs).into_iter();
+        let first = values.next().unwrap_or(Err(Error::Closed));
+        for ((_, p), v) in batch.iter().skip(1).zip(values) {
+            ahead.queue.push_back((*p, v));
+        }
+        first
+    }
+
+    /// Adds up to `prefetch - 1` pointers that follow the current key to `batch`.
+    fn gather_ahead(
+        &self,
+        ahead: &mut Ahead,
+        r: &Resolver,
+        batch: &mut Vec<(Vec<u8>, ValuePointer)>,
+    ) -> Result<()> {
+        let cur = self.key();
+        let in_step = ahead
+            .cursor
+            .as_ref()
+            .is_some_and(|c| c.valid() && c.key() > cur);
+        if !in_step {
+            let mut c = DbIterator::new(
+                (r.source.factory)()?,
+                self.seq,
+                self.lower.clone(),
+                self.upper.clone(),
+                Box::new(()),
+            );
+            c.seek(cur);
+            if c.valid() && c.key() == cur {
+                c.next();
+            }
+            ahead.cursor = Some(Box::new(c));
+        }
+        let c = ahead.cursor.as_mut().expect("cursor set");
+        while c.valid() && batch.len() < r.source.prefetch {
+            let (kind, raw) = c.raw_entry();
+            if kind == ValueKind::Pointer {
+                let p = ValuePointer::decode_or_corrupt(raw, "<iterator value pointer>")?;
+                batch.push((c.key().to_vec(), p));
+            }
+            c.next();
+        }
+        c.status()
     }
 
     /// The first error met (corruption, I/O), if any.
     pub fn status(&self) -> Result<()> {
+        if let Some(Err(e)) = self.resolved.get() {
+            return Err(e.clone());
+        }
         match &self.err {
             Some(e) => Err(e.clone()),
             None => self.iter.status(),
         }
     }
 
+    /// After a failed value read the iterator stops: the error becomes its status.
+    fn stop_on_value_error(&mut self) -> bool {
+        if matches!(self.resolved.get(), Some(Err(_))) {
+            self.moved(false);
+            self.valid = false;
+            return true;
+        }
+        false
+    }
+
+    /// Forgets the resolved value of the old position (keeping a read error as the
+    /// iterator's error). `forward_step`: the move is a `next()`, which keeps prefetching.
+    fn moved(&mut self, forward_step: bool) {
+        if let Some(Err(e)) = self.resolved.take() {
+            if self.err.is_none() {
+                self.err = Some(e);
+            }
+        }
+        if !forward_step {
+            if let Some(r) = &self.resolver {
+                *r.ahead.borrow_mut() = Ahead::default();
+            }
+        }
+    }
+
     /// Moves to the first key (at or above the lower bound).
     pub fn seek_to_first(&mut self) {
+        self.moved(false);
         match self.lower.clone() {
             Some(l) => self.seek(&l),
             None => {
@@ -96,11 +286,15 @@ impl DbIterator {
 
     /// Moves to the last key (below the upper bound).
     pub fn seek_to_last(&mut self) {
+        self.moved(false);
         self.direction = Direction::Reverse;
         match self.upper.clone() {
             Some(u) => {
-                self.iter
-                    .seek(&key::make_internal_key(&u, key::MAX_SEQ, ValueKind::Value));
+                self.iter.seek(&key::make_internal_key(
+                    &u,
+                    key::MAX_SEQ,
+                    key::KIND_FOR_SEEK,
+                ));
                 self.step_back_from_seek();
             }
             None => self.iter.seek_to_last(),
@@ -110,6 +304,7 @@ impl DbIterator {
 
     /// Moves to the first key `>= target`.
     pub fn seek(&mut self, target: &[u8]) {
+        self.moved(false);
         let target = match &self.lower {
             Some(l) if target < l.as_slice() => l.clone(),
             _ => target.to_vec(),
@@ -121,6 +316,7 @@ impl DbIterator {
 
     /// Moves to the last key `<= target`.
     pub fn seek_for_prev(&mut self, target: &[u8]) {
+        self.moved(false);
         let below_upper = self.upper.as_ref().is_none_or(|u| target < u.as_slice());
         if !below_upper {
             return self.seek_to_last();
@@ -136,6 +332,10 @@ impl DbIterator {
     /// Moves to the next key.
     pub fn next(&mut self) {
         assert!(self.valid, "next() on an invalid iterator");
+        if self.stop_on_value_error() {
+            return;
+        }
+        self.moved(self.direction == Direction::Forward);
         if self.direction == Direction::Reverse {
             self.direction = Direction::Forward;
             // The merged iterator is just before the entries of saved_key: step into them,
@@ -157,6 +357,10 @@ impl DbIterator {
     /// Moves to the previous key.
     pub fn prev(&mut self) {
         assert!(self.valid, "prev() on an invalid iterator");
+        if self.stop_on_value_error() {
+            return;
+        }
+        self.moved(false);
         if self.direction == Direction::Forward {
             self.saved_key.clear();
             self.saved_key
@@ -218,7 +422,7 @@ impl DbIterator {
                         self.saved_key.extend_from_slice(p.user_key);
                         skipping = true;
                     }
-                    ValueKind::Value => {
+                    ValueKind::Value | ValueKind::Pointer => {
                         if !(skipping && p.user_key <= self.saved_key.as_slice()) {
                             if self
                                 .upper
@@ -261,6 +465,7 @@ impl DbIterator {
                     self.saved_key.extend_from_slice(p.user_key);
                     self.saved_value.clear();
                     self.saved_value.extend_from_slice(self.iter.value());
+                    self.saved_kind = kind;
                 }
             }
             self.iter.prev();

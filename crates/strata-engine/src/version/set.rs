@@ -36,6 +36,8 @@ pub struct VersionSet {
     pub compact_pointers: Vec<Vec<u8>>,
     /// Edits read at recovery (for `check` and stats).
     pub recovered_records: u64,
+    /// The value log's durable head, live bytes and obsolete files.
+    pub vlog: crate::vlog::VlogManifest,
 }
 
 impl VersionSet {
@@ -74,6 +76,7 @@ impl VersionSet {
         let mut log_number = None;
         let mut pointers = vec![Vec::new(); num_levels];
         let mut records = 0;
+        let mut vlog = crate::vlog::VlogManifest::default();
         while let Some((offset, rec)) = reader.read_record()? {
             let edit = VersionEdit::decode(&rec, &mpath, offset)?;
             let levels = edit.new_files.iter().map(|(l, _)| *l);
@@ -90,6 +93,7 @@ impl VersionSet {
             next_file = edit.next_file_number.or(next_file);
             last_seq = edit.last_sequence.or(last_seq);
             log_number = edit.log_number.or(log_number);
+            vlog.apply(&edit);
             for (level, key) in edit.compact_pointers {
                 pointers[level as usize] = key;
             }
@@ -109,6 +113,7 @@ impl VersionSet {
             log_number: log_number.ok_or_else(|| missing("log number"))?,
             compact_pointers: pointers,
             recovered_records: records,
+            vlog,
         };
         vs.current
             .check_invariants()
@@ -204,6 +209,7 @@ impl VersionSet {
         for (level, key) in &edit.compact_pointers {
             self.compact_pointers[*level as usize] = key.clone();
         }
+        self.vlog.apply(&edit);
         self.log_number = log_number;
         self.current = new_version.clone();
         Ok(new_version)
@@ -227,6 +233,7 @@ impl VersionSet {
                 e.compact_pointers.push((level as u32, key.clone()));
             }
         }
+        self.vlog.snapshot_into(&mut e);
         e
     }
 }
