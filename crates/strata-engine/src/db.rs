@@ -404,6 +404,20 @@ impl Db {
         }
     }
 
+    /// Where the newest value of `key` lives in the value log; `None` if the key is absent,
+    /// deleted, or its value is stored inline in the tree.
+    pub fn value_location(&self, key: &[u8]) -> Result<Option<crate::vlog::ValuePointer>> {
+        let sv = self.inner.super_version.read().clone();
+        let seq = self.inner.visible_seq.load(Ordering::Acquire);
+        let p = crate::get::params(&ReadOptions::default());
+        match self.inner.get_entry(&sv, key, seq, p)? {
+            Some(crate::get::Found::Pointer(raw)) => {
+                crate::vlog::ValuePointer::decode_or_corrupt(&raw, "<lsm value pointer>").map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// Runs value-log garbage collection now and waits: every sealed value-log file whose
     /// garbage is at least `Options::gc_garbage_ratio` of its size is collected (live values
     /// rewritten to the head, then the file removed once no snapshot can read it).

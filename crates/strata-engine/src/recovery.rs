@@ -275,6 +275,10 @@ fn replay_vlog(
             }
             r.maybe_flush(versions, false)?;
         }
+        if reader.position() < size {
+            // GC must know that this tail is a crash's, not damage to a sealed file.
+            r.edit.vlog_tails.push((n, reader.position()));
+        }
         if let Some((offset, reason)) = reader.truncated_tail() {
             info.truncated_tail = Some((path.clone(), offset, reason));
             torn_in = Some(path);

@@ -25,6 +25,7 @@ const TAG_VLOG_LIVE: u64 = 8;
 const TAG_VLOG_GARBAGE: u64 = 9;
 const TAG_VLOG_OBSOLETE: u64 = 10;
 const TAG_VLOG_DELETED: u64 = 11;
+const TAG_VLOG_TAIL: u64 = 12;
 
 /// A table file as the MANIFEST records it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -68,6 +69,9 @@ pub struct VersionEdit {
     pub vlog_obsolete: Vec<u64>,
     /// Obsolete value-log files that are gone from the directory: forget them.
     pub vlog_deleted: Vec<u64>,
+    /// `(file, offset)`: recovery found the frames of value-log file `file` ending at
+    /// `offset`, followed by a torn (or zero) tail that no pointer can lead into.
+    pub vlog_tails: Vec<(u64, u64)>,
 }
 
 impl VersionEdit {
@@ -126,6 +130,7 @@ impl VersionEdit {
         for (tag, list) in [
             (TAG_VLOG_LIVE, &self.vlog_live_added),
             (TAG_VLOG_GARBAGE, &self.vlog_garbage),
+            (TAG_VLOG_TAIL, &self.vlog_tails),
         ] {
             for (file, bytes) in list {
                 varint::put_u64(out, tag);
@@ -276,6 +281,11 @@ impl<'a> Decoder<'a> {
                     let bytes = self.u64("value-log garbage bytes")?;
                     edit.vlog_garbage.push((file, bytes));
                 }
+                TAG_VLOG_TAIL => {
+                    let file = self.u64("value-log file")?;
+                    let offset = self.u64("value-log tail offset")?;
+                    edit.vlog_tails.push((file, offset));
+                }
                 TAG_VLOG_OBSOLETE => {
                     let file = self.u64("obsolete value-log file")?;
                     edit.vlog_obsolete.push(file);
@@ -330,6 +340,7 @@ mod tests {
             vlog_garbage: vec![(3, u64::MAX)],
             vlog_obsolete: vec![2, 3],
             vlog_deleted: vec![1],
+            vlog_tails: vec![(4, 19)],
             ..full_edit()
         }
     }
@@ -349,11 +360,15 @@ mod tests {
             vlog_garbage: vec![(9, 10)],
             vlog_obsolete: vec![11],
             vlog_deleted: vec![12],
+            vlog_tails: vec![(13, 14)],
             ..VersionEdit::default()
         };
         let mut b = Vec::new();
         small.encode(&mut b);
-        assert_eq!(b, vec![7, 5, 6, 8, 7, 8, 9, 9, 10, 10, 11, 11, 12]);
+        assert_eq!(
+            b,
+            vec![7, 5, 6, 8, 7, 8, 9, 9, 10, 12, 13, 14, 10, 11, 11, 12]
+        );
         assert!(decode(&[7, 1, 2, 7, 3, 4]).unwrap_err().is_corruption());
         assert!(decode(&[8, 1]).unwrap_err().is_corruption());
     }

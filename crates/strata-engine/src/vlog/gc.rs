@@ -266,6 +266,19 @@ impl DbInner {
                 batch_bytes = 0;
             }
         }
+        if reader.position() < size {
+            let known = self.state.lock().versions.vlog.tails.get(&number).copied();
+            if known != Some(reader.position()) {
+                // Frames end early in a file no crash tore: its last frames are damaged and
+                // may hold live values. Keep the file.
+                self.state.lock().gc.failed.insert(number);
+                return Err(Error::corruption(
+                    &entry.path,
+                    reader.position(),
+                    "damaged frames at the end of a sealed value-log file",
+                ));
+            }
+        }
         self.relocate(batch, pace, report)?;
         // Step 2: the rewrites are durable once the log is.
         self.sync_log()?;

@@ -13,6 +13,8 @@ pub struct VlogManifest {
     pub live: BTreeMap<u64, u64>,
     /// Files GC emptied: no reader can need them; removed from disk when seen.
     pub obsolete: BTreeSet<u64>,
+    /// Files whose frames end before the file does (a tail torn by a crash): where.
+    pub tails: BTreeMap<u64, u64>,
 }
 
 impl VlogManifest {
@@ -30,12 +32,17 @@ impl VlogManifest {
                 *l = l.saturating_sub(*n);
             }
         }
+        for (f, at) in &e.vlog_tails {
+            self.tails.insert(*f, *at);
+        }
         for f in &e.vlog_obsolete {
             self.live.remove(f);
+            self.tails.remove(f);
             self.obsolete.insert(*f);
         }
         for f in &e.vlog_deleted {
             self.live.remove(f);
+            self.tails.remove(f);
             self.obsolete.remove(f);
         }
     }
@@ -45,6 +52,7 @@ impl VlogManifest {
         e.vlog_head = self.head;
         e.vlog_live_added = self.live.iter().map(|(f, n)| (*f, *n)).collect();
         e.vlog_obsolete = self.obsolete.iter().copied().collect();
+        e.vlog_tails = self.tails.iter().map(|(f, n)| (*f, *n)).collect();
     }
 
     /// Live bytes of `file` as the MANIFEST knows them.
