@@ -99,6 +99,9 @@ pub(crate) fn recover(
     let mut wals: Vec<u64> = Vec::new();
     let mut vlogs: Vec<u64> = Vec::new();
     for (kind, n) in names.iter().filter_map(|n| filename::parse(n)) {
+        // A log created after the last MANIFEST edit has a number the MANIFEST does not
+        // know is taken: never hand it out again (a new log would truncate it).
+        versions.mark_file_number_used(n);
         match kind {
             FileKind::Wal if n >= versions.log_number => wals.push(n),
             FileKind::Vlog => vlogs.push(n),

@@ -183,6 +183,12 @@ impl VersionSet {
         n
     }
 
+    /// Makes sure `n` is never allocated: logs are created with numbers that reach the
+    /// MANIFEST only with a later edit, so recovery reports every number it finds.
+    pub fn mark_file_number_used(&mut self, n: u64) {
+        self.next_file_number = self.next_file_number.max(n.saturating_add(1));
+    }
+
     pub fn manifest_number(&self) -> u64 {
         self.manifest_number
     }
