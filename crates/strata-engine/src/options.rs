@@ -179,8 +179,8 @@ impl Options {
         if self.target_file_size_bytes < 4096 {
             return bad("target_file_size_bytes must be at least 4096");
         }
-        if self.vlog_file_bytes < 4096 {
-            return bad("vlog_file_bytes must be at least 4096");
+        if self.vlog_file_bytes < 1024 {
+            return bad("vlog_file_bytes must be at least 1024");
         }
         if !(self.gc_garbage_ratio > 0.0 && self.gc_garbage_ratio <= 1.0) {
             return bad("gc_garbage_ratio must be in (0, 1]");
