@@ -9,7 +9,9 @@ Names: create_if_missing, error_if_exists, write_buffer_bytes, max_immutable_mem
 l0_compaction_trigger, l0_slowdown_writes_trigger, l0_stop_writes_trigger, \
 max_bytes_for_level_base, level_size_multiplier, num_levels, target_file_size_bytes, \
 block_size_bytes, block_restart_interval, filter, compression (none|lz4), block_cache_bytes, \
-max_open_files, background_threads, compaction_readahead_bytes, paranoid_checks";
+max_open_files, background_threads, compaction_readahead_bytes, paranoid_checks, \
+sep_threshold_bytes (a number or inf), vlog_file_bytes, vlog_buffer_bytes, gc_garbage_ratio, \
+gc_bytes_per_sec, gc_interval_ms, vlog_prefetch";
 
 /// clap value parser for `NAME=VALUE`.
 pub fn parse_opt(s: &str) -> Result<(String, String), String> {

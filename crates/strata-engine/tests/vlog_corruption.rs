@@ -149,6 +149,8 @@ fn flips_in_sealed_files_are_detected() {
             }
             read_all(&db, &m, &format!("{ctx} after GC"));
             db.close().unwrap();
+            let report = Db::check("/db", options(&fs)).unwrap();
+            assert!(!report.is_ok(), "{ctx}: check missed the flip\n{report}");
             trials += 1;
         }
     }
