@@ -635,7 +635,7 @@ impl DbInner {
             drop(st);
             let r = match task {
                 None => self.flush_one(),
-                Some((plan, v)) => self.compact(&plan, &v),
+                Some((plan, v)) => self.compact(&plan, v),
             };
             if let Err(e) = r {
                 if !matches!(e, Error::Closed) {
@@ -741,7 +741,9 @@ impl DbInner {
     }
 
     /// Runs one planned compaction and installs its result.
-    fn compact(&self, plan: &CompactionPlan, v: &Arc<Version>) -> Result<()> {
+    /// Takes the version the plan was made from by value: it is dropped before obsolete
+    /// files are collected, or this job's own inputs would look live.
+    fn compact(&self, plan: &CompactionPlan, v: Arc<Version>) -> Result<()> {
         let result = if plan.trivial_move {
             Ok(compaction::JobOutput {
                 files: plan.inputs.iter().map(|f| (**f).clone()).collect(),
@@ -749,9 +751,10 @@ impl DbInner {
             })
         } else {
             let alloc = || self.allocate_output();
-            let env = self.job_env(v, &alloc);
+            let env = self.job_env(&v, &alloc);
             compaction::job::run(plan, &env)
         };
+        drop(v);
         let mut st = self.state.lock();
         self.unmark_busy(&mut st, plan);
         // On error the job removed its outputs; their numbers stay reserved, harmlessly.
@@ -850,7 +853,7 @@ impl DbInner {
                 self.mark_busy(&mut st, &plan);
                 (plan, v)
             };
-            if let Err(e) = self.compact(&plan, &v) {
+            if let Err(e) = self.compact(&plan, v) {
                 if !matches!(e, Error::Closed) {
                     self.set_bg_error(&e);
                 }

@@ -183,10 +183,13 @@ impl VersionSet {
         n
     }
 
-    /// Makes sure `n` is never allocated: logs are created with numbers that reach the
-    /// MANIFEST only with a later edit, so recovery reports every number it finds.
+    /// Makes sure `n` is never allocated again (a file with that number exists on disk: a
+    /// WAL made by a memtable switch, or a table of an uncommitted flush, may be numbered
+    /// above what the MANIFEST recorded).
     pub fn mark_file_number_used(&mut self, n: u64) {
-        self.next_file_number = self.next_file_number.max(n.saturating_add(1));
+        if n >= self.next_file_number {
+            self.next_file_number = n + 1;
+        }
     }
 
     pub fn manifest_number(&self) -> u64 {
