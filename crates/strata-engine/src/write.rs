@@ -191,6 +191,7 @@ impl DbInner {
         let mut seq = first_seq;
         let mut user_bytes = 0u64;
         let mut separated = 0u64;
+        let mut refs = (0u64, 0u64);
         for (i, r) in batch.iter().enumerate() {
             let r = r.map_err(|e| Error::InvalidArgument(format!("malformed batch: {e}")))?;
             let value = r.value.unwrap_or_default();
@@ -198,12 +199,16 @@ impl DbInner {
             match pointers.get(i).copied().flatten() {
                 Some(p) => {
                     mem.add(seq, ValueKind::Pointer, r.key, &p.to_vec());
-                    mem.add_vlog_refs(p.file, u64::from(p.len));
+                    // One group is one frame, in one file.
+                    refs = (p.file, refs.1 + u64::from(p.len));
                     separated += 1;
                 }
                 None => mem.add(seq, r.kind, r.key, value),
             }
             seq += 1;
+        }
+        if refs.1 > 0 {
+            mem.add_vlog_refs(refs.0, refs.1);
         }
         self.visible_seq.store(seq - 1, Ordering::Release);
         Counters::add(&self.counters.user_bytes, user_bytes);
