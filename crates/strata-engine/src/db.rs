@@ -321,19 +321,10 @@ impl Db {
             readahead: 0,
         };
         let merged = merged_iter(&self.inner.tables, &sv, params)?;
-        let factory: crate::iter::db_iter::IterFactory = {
-            // Not the DbInner: an iterator outliving `close` must not hold the directory lock.
-            let tables = self.inner.tables.clone();
-            let sv = sv.clone();
-            Box::new(move || {
-                merged_iter(&tables, &sv, params).map(|m| m as Box<dyn InternalIterator>)
-            })
-        };
         let source = crate::iter::db_iter::ValueSource {
             vlog: self.inner.vlog.clone(),
             files: sv.vlog_files.clone(),
             prefetch: self.inner.opts.vlog_prefetch,
-            factory,
         };
         let keep: Box<dyn std::any::Any + Send> = Box::new((sv, ro.snapshot.clone()));
         Ok(DbIterator::new(

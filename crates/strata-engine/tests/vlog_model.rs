@@ -446,3 +446,86 @@ fn model_long() {
     }
     println!("checked {seeds} seeds x 3 thresholds x {ops} ops");
 }
+
+/// Random walks over an iterator (next, prev, seeks, reading values or not) against the
+/// sorted model: the prefetch look-ahead must never change what the iterator shows.
+#[test]
+fn iterator_walks_with_prefetch() {
+    for (seed, threshold, prefetch) in [(31, 0, 3), (32, 100, 2), (33, 0, 1), (34, 500, 8)] {
+        let fs = MemFs::new();
+        let opts = Options {
+            vlog_prefetch: prefetch,
+            ..options(Arc::new(fs.clone()), threshold, false)
+        };
+        let db = Db::open("/db", opts).unwrap();
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut m = Map::new();
+        for i in 0..400u64 {
+            let k = key(rng.gen_range(0..300));
+            if rng.gen_bool(0.1) {
+                db.delete(&k).unwrap();
+                m.remove(&k);
+            } else {
+                let v = value(&mut rng, i);
+                db.put(&k, &v).unwrap();
+                m.insert(k, v);
+            }
+            if i == 200 {
+                db.flush().unwrap();
+            }
+        }
+        let lo = key(20);
+        let hi = key(280);
+        let ro = ReadOptions {
+            lower_bound: Some(lo.clone()),
+            upper_bound: Some(hi.clone()),
+            ..ReadOptions::default()
+        };
+        let sorted: Vec<(Vec<u8>, Vec<u8>)> = m
+            .range(lo.clone()..hi.clone())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut it = db.iter(&ro).unwrap();
+        let mut pos: Option<usize> = None;
+        for step in 0..3000 {
+            let ctx = format!("seed {seed} step {step}");
+            match rng.gen_range(0..20) {
+                0 => {
+                    it.seek_to_first();
+                    pos = (!sorted.is_empty()).then_some(0);
+                }
+                1 => {
+                    it.seek_to_last();
+                    pos = sorted.len().checked_sub(1);
+                }
+                2 => {
+                    let t = key(rng.gen_range(0..300));
+                    it.seek(&t);
+                    let t = t.max(lo.clone());
+                    let i = sorted.partition_point(|(k, _)| *k < t);
+                    pos = (i < sorted.len()).then_some(i);
+                }
+                3..=5 if pos.is_some() => {
+                    it.prev();
+                    pos = pos.and_then(|p| p.checked_sub(1));
+                }
+                _ if pos.is_some() => {
+                    it.next();
+                    pos = pos.map(|p| p + 1).filter(|p| *p < sorted.len());
+                }
+                _ => {
+                    it.seek_to_first();
+                    pos = (!sorted.is_empty()).then_some(0);
+                }
+            }
+            assert_eq!(it.valid(), pos.is_some(), "{ctx}");
+            if let Some(p) = pos {
+                assert_eq!(it.key(), sorted[p].0.as_slice(), "{ctx}");
+                if rng.gen_bool(0.8) {
+                    assert_eq!(it.try_value().unwrap(), sorted[p].1.as_slice(), "{ctx}");
+                }
+            }
+            it.status().unwrap();
+        }
+    }
+}

@@ -4,22 +4,20 @@
 //! reverse direction it sits just before all entries of the current key, which is saved.
 //!
 //! Separated values ([`ValueKind::Pointer`] entries) are resolved lazily, when `value()` is
-//! called, and cached for the position. Moving forward and reading values, the iterator
-//! prefetches (WiscKey 3.3.1): a second cursor over the same view runs ahead, gathers the
-//! next `prefetch` pointers and reads them in one [`crate::io::Fs::read_batch`], so the
-//! device serves them in parallel.
+//! called, and cached for the position. When a forward scan reads values (the values of the
+//! last two entries were read), `next()` prefetches (WiscKey 3.3.1): it copies the following
+//! entries into a look-ahead buffer, up to `prefetch` separated values, and reads those
+//! values in one [`crate::io::Fs::read_batch`], so the device serves them in parallel. The
+//! merged iterator then sits after the buffer; the current entry is the buffer's front.
 
 use super::InternalIterator;
 use crate::error::{Error, Result};
 use crate::key::{self, SeqNo, ValueKind};
 use crate::vlog::{ValuePointer, Vlog, VlogFileSet};
 use std::any::Any;
-use std::cell::{OnceCell, RefCell};
+use std::cell::{Cell, OnceCell};
 use std::collections::VecDeque;
 use std::sync::Arc;
-
-/// Builds another merged iterator over the same view (for the prefetch cursor).
-pub(crate) type IterFactory = Box<dyn Fn() -> Result<Box<dyn InternalIterator>> + Send>;
 
 /// Where an iterator resolves value pointers.
 pub(crate) struct ValueSource {
@@ -27,23 +25,18 @@ pub(crate) struct ValueSource {
     pub files: Arc<VlogFileSet>,
     /// Values read ahead per batch (0: no prefetch).
     pub prefetch: usize,
-    pub factory: IterFactory,
 }
 
-/// Prefetch state, touched only inside `value()`.
-#[derive(Default)]
+/// Most entries one look-ahead fill copies (bounds memory when few values are separated).
+const MAX_AHEAD_ENTRIES: usize = 1024;
+
+/// One entry copied into the look-ahead buffer.
 struct Ahead {
-    /// A raw iterator positioned after the last pointer queued.
-    cursor: Option<Box<DbIterator>>,
-    /// Values read ahead, in key order.
-    queue: VecDeque<(ValuePointer, Result<Vec<u8>>)>,
-    /// Consecutive forward `value()` calls on separated values.
-    streak: u32,
-}
-
-struct Resolver {
-    source: ValueSource,
-    ahead: RefCell<Ahead>,
+    key: Vec<u8>,
+    kind: ValueKind,
+    raw: Vec<u8>,
+    /// The prefetched value of a separated entry.
+    value: Option<Result<Vec<u8>>>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -65,9 +58,17 @@ pub struct DbIterator {
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
     err: Option<Error>,
-    resolver: Option<Resolver>,
+    source: Option<ValueSource>,
     /// The resolved separated value of the current position.
     resolved: OnceCell<Result<Vec<u8>>>,
+    /// Forward look-ahead: entries from the current one on (see the module docs).
+    ahead: VecDeque<Ahead>,
+    /// Whether the merged iterator is at a visible entry after the look-ahead buffer.
+    tail_valid: bool,
+    /// Whether `value()` read a separated value at the current position.
+    read_separated: Cell<bool>,
+    /// Consecutive positions whose separated value was read, moving forward.
+    streak: u32,
     /// Keeps the memtables, version and snapshot this iterator reads alive.
     _keep: Box<dyn Any + Send>,
 }
@@ -91,18 +92,19 @@ impl DbIterator {
             lower,
             upper,
             err: None,
-            resolver: None,
+            source: None,
             resolved: OnceCell::new(),
+            ahead: VecDeque::new(),
+            tail_valid: false,
+            read_separated: Cell::new(false),
+            streak: 0,
             _keep: keep,
         }
     }
 
     /// Makes the iterator resolve value pointers through `source`.
     pub(crate) fn with_values(mut self, source: ValueSource) -> Self {
-        self.resolver = Some(Resolver {
-            source,
-            ahead: RefCell::new(Ahead::default()),
-        });
+        self.source = Some(source);
         self
     }
 
@@ -114,6 +116,9 @@ impl DbIterator {
     /// The current user key.
     pub fn key(&self) -> &[u8] {
         assert!(self.valid, "key() on an invalid iterator");
+        if let Some(a) = self.ahead.front() {
+            return &a.key;
+        }
         match self.direction {
             Direction::Forward => key::user_key(self.iter.key()),
             Direction::Reverse => &self.saved_key,
@@ -137,7 +142,16 @@ impl DbIterator {
         if kind != ValueKind::Pointer {
             return Ok(raw);
         }
-        let r = self.resolved.get_or_init(|| self.resolve(raw));
+        self.read_separated.set(true);
+        if let Some(Some(Ok(v))) = self.ahead.front().map(|a| &a.value) {
+            return Ok(v);
+        }
+        let r =
+            self.resolved
+                .get_or_init(|| match self.ahead.front().and_then(|a| a.value.as_ref()) {
+                    Some(Err(e)) => Err(e.clone()),
+                    _ => self.resolve(raw),
+                });
         match r {
             Ok(v) => Ok(v.as_slice()),
             Err(e) => Err(e.clone()),
@@ -146,6 +160,9 @@ impl DbIterator {
 
     /// The current entry's kind and stored value (a pointer is not resolved).
     fn raw_entry(&self) -> (ValueKind, &[u8]) {
+        if let Some(a) = self.ahead.front() {
+            return (a.kind, &a.raw);
+        }
         match self.direction {
             Direction::Forward => {
                 let kind =
@@ -158,81 +175,67 @@ impl DbIterator {
 
     fn resolve(&self, raw: &[u8]) -> Result<Vec<u8>> {
         let ptr = ValuePointer::decode_or_corrupt(raw, "<iterator value pointer>")?;
-        let Some(r) = &self.resolver else {
+        let Some(src) = &self.source else {
             return Err(Error::corruption(
                 "<iterator>",
                 0,
                 "value pointer but no value log to resolve it",
             ));
         };
-        let key = self.key();
-        if self.direction != Direction::Forward || r.source.prefetch == 0 {
-            return r.source.vlog.read(&r.source.files, key, &ptr);
-        }
-        let mut ahead = r.ahead.borrow_mut();
-        while let Some((p, _)) = ahead.queue.front() {
-            if *p == ptr {
-                let (_, v) = ahead.queue.pop_front().expect("front exists");
-                return v;
-            }
-            ahead.queue.pop_front();
-        }
-        ahead.streak += 1;
-        if ahead.streak < 2 {
-            return r.source.vlog.read(&r.source.files, key, &ptr);
-        }
-        // Sequential reading: read this value and the next ones together.
-        let mut batch: Vec<(Vec<u8>, ValuePointer)> = vec![(key.to_vec(), ptr)];
-        if let Err(e) = self.gather_ahead(&mut ahead, r, &mut batch) {
-            ahead.cursor = None;
-            let _ = e; // Prefetch is an optimization: fall back to the single read.
-        }
-        let reqs: Vec<(&[u8], ValuePointer)> =
-            batch.iter().map(|(k, p)| (k.as_slice(), *p)).collect();
-        let mut values = r.source.vlog.read_many(&r.source.files, &reqs).into_iter();
-        let first = values.next().unwrap_or(Err(Error::Closed));
-        for ((_, p), v) in batch.iter().skip(1).zip(values) {
-            ahead.queue.push_back((*p, v));
-        }
-        first
+        src.vlog.read(&src.files, self.key(), &ptr)
     }
 
-    /// Adds up to `prefetch - 1` pointers that follow the current key to `batch`.
-    fn gather_ahead(
-        &self,
-        ahead: &mut Ahead,
-        r: &Resolver,
-        batch: &mut Vec<(Vec<u8>, ValuePointer)>,
-    ) -> Result<()> {
-        let cur = self.key();
-        let in_step = ahead
-            .cursor
-            .as_ref()
-            .is_some_and(|c| c.valid() && c.key() > cur);
-        if !in_step {
-            let mut c = DbIterator::new(
-                (r.source.factory)()?,
-                self.seq,
-                self.lower.clone(),
-                self.upper.clone(),
-                Box::new(()),
-            );
-            c.seek(cur);
-            if c.valid() && c.key() == cur {
-                c.next();
-            }
-            ahead.cursor = Some(Box::new(c));
+    /// Copies the entries from the current one on into the look-ahead buffer, up to
+    /// `prefetch` separated values, and reads those values in one batch.
+    fn fill_ahead(&mut self) {
+        let Some(prefetch) = self.source.as_ref().map(|s| s.prefetch) else {
+            return;
+        };
+        let mut pointers = 0;
+        while self.valid && pointers < prefetch && self.ahead.len() < MAX_AHEAD_ENTRIES {
+            let Some(p) = key::parse_internal_key(self.iter.key()) else {
+                break;
+            };
+            pointers += (p.kind == ValueKind::Pointer) as usize;
+            self.ahead.push_back(Ahead {
+                key: p.user_key.to_vec(),
+                kind: p.kind,
+                raw: self.iter.value().to_vec(),
+                value: None,
+            });
+            self.saved_key.clear();
+            self.saved_key.extend_from_slice(p.user_key);
+            self.iter.next();
+            self.find_next_user_entry(true);
         }
-        let c = ahead.cursor.as_mut().expect("cursor set");
-        while c.valid() && batch.len() < r.source.prefetch {
-            let (kind, raw) = c.raw_entry();
-            if kind == ValueKind::Pointer {
-                let p = ValuePointer::decode_or_corrupt(raw, "<iterator value pointer>")?;
-                batch.push((c.key().to_vec(), p));
+        self.tail_valid = self.valid;
+        self.valid = !self.ahead.is_empty() || self.valid;
+        let Some(src) = &self.source else {
+            return;
+        };
+        let mut reqs = Vec::with_capacity(pointers);
+        let mut at = Vec::with_capacity(pointers);
+        for (i, a) in self.ahead.iter_mut().enumerate() {
+            if a.kind != ValueKind::Pointer {
+                continue;
             }
-            c.next();
+            match ValuePointer::decode_or_corrupt(&a.raw, "<iterator value pointer>") {
+                Ok(p) => {
+                    reqs.push(p);
+                    at.push(i);
+                }
+                Err(e) => a.value = Some(Err(e)),
+            }
         }
-        c.status()
+        let keyed: Vec<(&[u8], ValuePointer)> = at
+            .iter()
+            .zip(&reqs)
+            .map(|(i, p)| (self.ahead[*i].key.as_slice(), *p))
+            .collect();
+        let values = src.vlog.read_many(&src.files, &keyed);
+        for (i, v) in at.into_iter().zip(values) {
+            self.ahead[i].value = Some(v);
+        }
     }
 
     /// The first error met (corruption, I/O), if any.
@@ -249,31 +252,35 @@ impl DbIterator {
     /// After a failed value read the iterator stops: the error becomes its status.
     fn stop_on_value_error(&mut self) -> bool {
         if matches!(self.resolved.get(), Some(Err(_))) {
-            self.moved(false);
+            self.moved();
+            self.ahead.clear();
             self.valid = false;
             return true;
         }
         false
     }
 
-    /// Forgets the resolved value of the old position (keeping a read error as the
-    /// iterator's error). `forward_step`: the move is a `next()`, which keeps prefetching.
-    fn moved(&mut self, forward_step: bool) {
+    /// Forgets the resolved value of the old position, keeping a read error as the
+    /// iterator's error.
+    fn moved(&mut self) {
         if let Some(Err(e)) = self.resolved.take() {
             if self.err.is_none() {
                 self.err = Some(e);
             }
         }
-        if !forward_step {
-            if let Some(r) = &self.resolver {
-                *r.ahead.borrow_mut() = Ahead::default();
-            }
-        }
+        self.read_separated.set(false);
+    }
+
+    /// A jump (seek, reverse step): the look-ahead and the access pattern start over.
+    fn jumped(&mut self) {
+        self.moved();
+        self.ahead.clear();
+        self.streak = 0;
     }
 
     /// Moves to the first key (at or above the lower bound).
     pub fn seek_to_first(&mut self) {
-        self.moved(false);
+        self.jumped();
         match self.lower.clone() {
             Some(l) => self.seek(&l),
             None => {
@@ -286,7 +293,7 @@ impl DbIterator {
 
     /// Moves to the last key (below the upper bound).
     pub fn seek_to_last(&mut self) {
-        self.moved(false);
+        self.jumped();
         self.direction = Direction::Reverse;
         match self.upper.clone() {
             Some(u) => {
@@ -304,7 +311,7 @@ impl DbIterator {
 
     /// Moves to the first key `>= target`.
     pub fn seek(&mut self, target: &[u8]) {
-        self.moved(false);
+        self.jumped();
         let target = match &self.lower {
             Some(l) if target < l.as_slice() => l.clone(),
             _ => target.to_vec(),
@@ -316,7 +323,7 @@ impl DbIterator {
 
     /// Moves to the last key `<= target`.
     pub fn seek_for_prev(&mut self, target: &[u8]) {
-        self.moved(false);
+        self.jumped();
         let below_upper = self.upper.as_ref().is_none_or(|u| target < u.as_slice());
         if !below_upper {
             return self.seek_to_last();
@@ -335,8 +342,14 @@ impl DbIterator {
         if self.stop_on_value_error() {
             return;
         }
-        self.moved(self.direction == Direction::Forward);
-        if self.direction == Direction::Reverse {
+        let sequential = self.read_separated.get() && self.direction == Direction::Forward;
+        self.streak = if sequential { self.streak + 1 } else { 0 };
+        self.moved();
+        if self.ahead.pop_front().is_some() {
+            if self.ahead.is_empty() {
+                self.valid = self.tail_valid;
+            }
+        } else if self.direction == Direction::Reverse {
             self.direction = Direction::Forward;
             // The merged iterator is just before the entries of saved_key: step into them,
             // then skip them.
@@ -345,13 +358,17 @@ impl DbIterator {
             } else {
                 self.iter.seek_to_first();
             }
+            self.find_next_user_entry(true);
         } else {
             self.saved_key.clear();
             self.saved_key
                 .extend_from_slice(key::user_key(self.iter.key()));
             self.iter.next();
+            self.find_next_user_entry(true);
         }
-        self.find_next_user_entry(true);
+        if self.streak >= 2 && self.ahead.is_empty() && self.valid {
+            self.fill_ahead();
+        }
     }
 
     /// Moves to the previous key.
@@ -360,7 +377,12 @@ impl DbIterator {
         if self.stop_on_value_error() {
             return;
         }
-        self.moved(false);
+        if let Some(a) = self.ahead.front() {
+            // Put the merged iterator back on the current entry.
+            let k = a.key.clone();
+            self.seek(&k);
+        }
+        self.jumped();
         if self.direction == Direction::Forward {
             self.saved_key.clear();
             self.saved_key
