@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::io::{FileLock, Fs};
 use crate::iter::{InternalIterator, MergingIterator};
-use crate::key::SeqNo;
+use crate::key::{SeqNo, ValueKind};
 use crate::log::LogWriter;
 use crate::memtable::MemTable;
 use crate::options::{Options, ReadOptions, Snapshot, WriteOptions};
@@ -674,11 +674,18 @@ impl DbInner {
             self.state.lock().flushing = false;
             return Ok(());
         };
-        let result = self.write_l0_table(&imm);
+        let version = self.state.lock().versions.hand_out();
+        let result = self
+            .write_l0_table(&imm)
+            .and_then(|m| Ok((m, self.flush_garbage(&imm, &version)?)));
+        drop(version);
         let mut st = self.state.lock();
         st.flushing = false;
-        let meta = result?;
-        let mut edit = VersionEdit::default();
+        let (meta, garbage) = result?;
+        let mut edit = VersionEdit {
+            vlog_garbage: garbage,
+            ..VersionEdit::default()
+        };
         let bytes = meta.as_ref().map_or(0, |m| m.size);
         if let Some(m) = meta {
             st.pending_outputs.remove(&m.number);
@@ -690,6 +697,7 @@ impl DbInner {
             edit.vlog_head = Some(head);
         }
         edit.vlog_live_added = imm.vlog_refs();
+        let found_garbage = !edit.vlog_garbage.is_empty();
         st.versions.last_sequence = st
             .versions
             .last_sequence
@@ -697,12 +705,72 @@ impl DbInner {
         st.versions.log_and_apply(edit)?;
         st.imms.remove(0);
         self.install_super_version(&mut st);
+        if found_garbage {
+            self.gc_cv.notify_all();
+        }
         Counters::add(&self.counters.flush_bytes, bytes);
         Counters::add(&self.counters.flushes, 1);
         let obsolete = self.collect_obsolete(&st);
         drop(st);
         self.delete_files(obsolete);
         Ok(())
+    }
+
+    /// Value-log garbage that flushing `mem` reveals (`vlog/mod.rs`, "garbage accounting"):
+    /// every separated value that a newer version of its key in `mem` shadows, whether that
+    /// value is in `mem` itself or is the key's newest entry in the tables of `version`.
+    /// A value that a live snapshot can still see is not counted (GC's verification scans
+    /// find it later).
+    fn flush_garbage(&self, mem: &Arc<MemTable>, version: &Version) -> Result<Vec<(u64, u64)>> {
+        if self.state.lock().vlog_files.is_empty() {
+            return Ok(Vec::new());
+        }
+        let snaps: Vec<SeqNo> = self.snapshots.lock().keys().copied().collect();
+        let visible_to_snapshot =
+            |old: SeqNo, new: SeqNo| snaps.iter().any(|s| *s >= old && *s < new);
+        let mut garbage: std::collections::BTreeMap<u64, u64> = Default::default();
+        let mut count = |raw: &[u8]| {
+            if let Some(p) = crate::vlog::ValuePointer::decode(raw) {
+                *garbage.entry(p.file).or_insert(0) += u64::from(p.len);
+            }
+        };
+        let mut it = mem.iter();
+        it.seek_to_first();
+        // (user key, sequence of its oldest version seen so far in `mem`)
+        let mut current: Option<(Vec<u8>, SeqNo)> = None;
+        let tree_check = |key: &[u8], oldest: SeqNo, count: &mut dyn FnMut(&[u8])| {
+            if let Some((seq, ValueKind::Pointer, raw)) = self.table_entry(version, key)? {
+                if !visible_to_snapshot(seq, oldest) {
+                    count(&raw);
+                }
+            }
+            Ok::<(), Error>(())
+        };
+        while it.valid() {
+            let Some(p) = crate::key::parse_internal_key(it.key()) else {
+                return Err(Error::corruption("<memtable>", 0, "malformed internal key"));
+            };
+            match &mut current {
+                Some((k, newer)) if k.as_slice() == p.user_key => {
+                    if p.kind == ValueKind::Pointer && !visible_to_snapshot(p.seq, *newer) {
+                        count(it.value());
+                    }
+                    *newer = p.seq;
+                }
+                _ => {
+                    if let Some((k, oldest)) = current.take() {
+                        tree_check(&k, oldest, &mut count)?;
+                    }
+                    current = Some((p.user_key.to_vec(), p.seq));
+                }
+            }
+            it.next();
+        }
+        if let Some((k, oldest)) = current.take() {
+            tree_check(&k, oldest, &mut count)?;
+        }
+        drop(count);
+        Ok(garbage.into_iter().collect())
     }
 
     /// Writes a memtable as a table (synced, directory synced). `None` if it is empty.
@@ -774,7 +842,6 @@ impl DbInner {
                 edit.compact_pointers.push((plan.level as u32, hi.clone()));
             }
         }
-        edit.vlog_garbage = out.vlog_garbage.iter().map(|(f, n)| (*f, *n)).collect();
         st.versions.last_sequence = st
             .versions
             .last_sequence
@@ -789,9 +856,6 @@ impl DbInner {
             Counters::add(&self.counters.compaction_bytes_written, out.bytes_written);
         }
         let obsolete = self.collect_obsolete(&st);
-        if !out.vlog_garbage.is_empty() {
-            self.gc_cv.notify_all();
-        }
         drop(st);
         self.delete_files(obsolete);
         Ok(())

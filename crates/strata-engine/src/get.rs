@@ -97,6 +97,37 @@ impl DbInner {
         Ok(None)
     }
 
+    /// The newest entry of `user_key` in the tables of `version` (memtables not consulted):
+    /// its sequence number, kind and stored value.
+    pub(crate) fn table_entry(
+        &self,
+        version: &Version,
+        user_key: &[u8],
+    ) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
+        let seek = key::seek_key(user_key, key::MAX_SEQ);
+        let p = ReadParams {
+            verify_checksums: true,
+            fill_cache: true,
+            readahead: 0,
+        };
+        for f in candidate_files(version, user_key, &seek) {
+            let t = self.tables.get(f.number)?;
+            if !t.may_contain(user_key) {
+                continue;
+            }
+            let r = t.get(&seek, p, |k, v| {
+                let pk = key::parse_internal_key(k).ok_or_else(|| {
+                    Error::corruption(t.file().path(), 0, "malformed internal key")
+                })?;
+                Ok((pk.user_key == user_key).then(|| (pk.seq, pk.kind, v.to_vec())))
+            })?;
+            if let Some(found) = r.transpose()?.flatten() {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+
     pub(crate) fn filter_may_contain(&self, t: &Table, user_key: &[u8]) -> bool {
         Counters::add(&self.counters.filter_checks, 1);
         let m = t.may_contain(user_key);

@@ -7,9 +7,9 @@
 //! keys, so all versions of a key stay in one table of the level. The job only writes new
 //! files; installing them (and deleting the inputs) is the caller's MANIFEST edit.
 //!
-//! A dropped value pointer makes its value-log entry garbage: the job adds the entry's bytes
-//! to [`JobOutput::vlog_garbage`], which the caller records in the same edit (Titan's and
-//! Badger's garbage accounting), so GC knows which value-log file has the most to reclaim.
+//! A value pointer dropped here was counted as value-log garbage when the memtable holding
+//! the newer version of its key was flushed (`DbInner::flush_garbage`), so the job counts
+//! nothing: counting again would make GC copy files that hold less garbage than it thinks.
 
 use super::CompactionPlan;
 use crate::error::{Error, Result};
@@ -20,7 +20,6 @@ use crate::key::{self, SeqNo, ValueKind};
 use crate::sst::{ReadParams, TableBuilder, TableOptions};
 use crate::table_cache::TableCache;
 use crate::version::{FileMeta, Version};
-use crate::vlog::ValuePointer;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -49,8 +48,6 @@ pub struct JobOutput {
     pub bytes_read: u64,
     pub bytes_written: u64,
     pub entries_dropped: u64,
-    /// Per value-log file: bytes of entries whose pointers were dropped.
-    pub vlog_garbage: std::collections::BTreeMap<u64, u64>,
 }
 
 /// Writes tables from a stream of entries, cutting at `target_file_size`.
@@ -209,12 +206,6 @@ fn merge(plan: &CompactionPlan, env: &JobEnv, out: &mut OutputWriter) -> Result<
         last_seq_for_key = p.seq;
         if drop {
             out.out.entries_dropped += 1;
-            if p.kind == ValueKind::Pointer {
-                // A malformed pointer is reported by reads and `check`; it frees nothing here.
-                if let Some(ptr) = ValuePointer::decode(it.value()) {
-                    *out.out.vlog_garbage.entry(ptr.file).or_insert(0) += u64::from(ptr.len);
-                }
-            }
         } else {
             out.add(ikey, it.value())?;
         }
