@@ -157,7 +157,7 @@ impl DbInner {
             let mut pace = Pace::new(self.opts.gc_bytes_per_sec);
             let r = self
                 .retire_pending(&mut report)
-                .and_then(|()| self.gc_pass(self.opts.gc_garbage_ratio, 1, &mut pace, &mut report));
+                .and_then(|()| self.gc_pass(self.opts.gc_garbage_ratio, true, &mut pace, &mut report));
             match r {
                 Ok(()) | Err(Error::Closed) => {}
                 Err(e) => self.state.lock().gc.last_error = Some(e.to_string()),
@@ -171,7 +171,7 @@ impl DbInner {
         self.check_bg_error()?;
         let mut report = GcReport::default();
         let mut pace = Pace::new(0);
-        self.gc_pass(min_ratio, usize::MAX, &mut pace, &mut report)?;
+        self.gc_pass(min_ratio, false, &mut pace, &mut report)?;
         // Then measure every other file: what the figures missed is collected too.
         if let Some((files, head_file)) = self.gc_candidates() {
             for f in files.iter().filter(|f| f.number < head_file) {
@@ -204,20 +204,22 @@ impl DbInner {
         Some((files, head_file))
     }
 
+    /// Collects files while one qualifies by its figures; then, with `verify_one`, measures
+    /// one more file.
     fn gc_pass(
         &self,
         min_ratio: f64,
-        max_files: usize,
+        verify_one: bool,
         pace: &mut Pace,
         report: &mut GcReport,
     ) -> Result<()> {
-        Counters::add(&self.counters.gc_runs, 1);
-        for _ in 0..max_files {
+        loop {
             let Some((files, head_file)) = self.gc_candidates() else {
                 return Ok(());
             };
+            Counters::add(&self.counters.gc_runs, 1);
             let Some(number) = pick(&files, head_file, min_ratio) else {
-                if max_files == 1 {
+                if verify_one {
                     // Nothing by the figures: measure one file the figures may be wrong
                     // about (snapshot-protected overwrites, counts lost in a crash).
                     let next = {
@@ -240,7 +242,6 @@ impl DbInner {
             };
             self.gc_file(number, pace, report)?;
         }
-        Ok(())
     }
 
     /// Measures the live bytes of `number` by looking up every separated entry in the
