@@ -70,6 +70,8 @@ pub(crate) struct DbState {
     pub manual_compaction: bool,
     /// Value-log files readers may need (copy-on-write, published in the super version).
     pub vlog_files: Arc<VlogFileSet>,
+    /// `HeadShared::appended` when the current memtable started.
+    pub mem_vlog_start: u64,
     pub gc: crate::vlog::gc::GcState,
 }
 
@@ -213,7 +215,12 @@ impl Db {
                 pending_outputs: HashSet::new(),
                 manual_compaction: false,
                 vlog_files,
-                gc: Default::default(),
+                mem_vlog_start: 0,
+                gc: crate::vlog::gc::GcState {
+                    // Counts for the replayed log were not made at its flush.
+                    needs_verify: recovery.vlog_frames > 0,
+                    ..Default::default()
+                },
             }),
             bg_cv: Condvar::new(),
             done_cv: Condvar::new(),
@@ -722,12 +729,20 @@ impl DbInner {
     /// A value that a live snapshot can still see is not counted (GC's verification scans
     /// find it later).
     fn flush_garbage(&self, mem: &Arc<MemTable>, version: &Version) -> Result<Vec<(u64, u64)>> {
-        if self.state.lock().vlog_files.is_empty() {
-            return Ok(Vec::new());
-        }
+        let tree_has_pointers = {
+            let st = self.state.lock();
+            if st.vlog_files.is_empty() {
+                return Ok(Vec::new());
+            }
+            st.versions.vlog.live.values().any(|n| *n > 0)
+        };
         let snaps: Vec<SeqNo> = self.snapshots.lock().keys().copied().collect();
-        let visible_to_snapshot =
-            |old: SeqNo, new: SeqNo| snaps.iter().any(|s| *s >= old && *s < new);
+        let skipped = std::cell::Cell::new(false);
+        let visible_to_snapshot = |old: SeqNo, new: SeqNo| {
+            let v = snaps.iter().any(|s| *s >= old && *s < new);
+            skipped.set(skipped.get() | v);
+            v
+        };
         let mut garbage: std::collections::BTreeMap<u64, u64> = Default::default();
         let mut count = |raw: &[u8]| {
             if let Some(p) = crate::vlog::ValuePointer::decode(raw) {
@@ -739,6 +754,9 @@ impl DbInner {
         // (user key, sequence of its oldest version seen so far in `mem`)
         let mut current: Option<(Vec<u8>, SeqNo)> = None;
         let tree_check = |key: &[u8], oldest: SeqNo, count: &mut dyn FnMut(&[u8])| {
+            if !tree_has_pointers {
+                return Ok(());
+            }
             if let Some((seq, ValueKind::Pointer, raw)) = self.table_entry(version, key)? {
                 if !visible_to_snapshot(seq, oldest) {
                     count(&raw);
@@ -770,6 +788,9 @@ impl DbInner {
             tree_check(&k, oldest, &mut count)?;
         }
         drop(count);
+        if skipped.get() {
+            self.state.lock().gc.needs_verify = true;
+        }
         Ok(garbage.into_iter().collect())
     }
 

@@ -83,7 +83,9 @@ pub struct Options {
     pub sep_threshold_bytes: usize,
     /// Size at which the head value-log file is sealed and a new one started. Default:
     /// 64 MiB. Smaller files let GC reclaim space in finer steps; each file is one open
-    /// descriptor.
+    /// descriptor. A memtable is also frozen once the log grew by 4 files' worth since it
+    /// started (the log after the durable head can be neither collected nor skipped by
+    /// recovery).
     pub vlog_file_bytes: u64,
     /// User-space buffer of the value log: handed to the OS when full, on every sync and at
     /// each memtable switch. Default: 1 MiB. Unsynced writes in it are lost if the process

@@ -340,7 +340,12 @@ impl DbInner {
                 st = self.state.lock();
                 continue;
             }
-            let full = st.mem.approximate_bytes() >= self.opts.write_buffer_bytes;
+            // With separation, a memtable of pointers covers far more log than its own size;
+            // its span is capped too: the log after the durable head can be neither collected
+            // nor skipped by recovery.
+            let span = self.vlog.shared.appended.load(Ordering::Relaxed) - st.mem_vlog_start;
+            let full = st.mem.approximate_bytes() >= self.opts.write_buffer_bytes
+                || (self.opts.separation() && span >= self.opts.vlog_file_bytes.saturating_mul(4));
             if !force && !full {
                 return Ok(());
             }
@@ -376,6 +381,7 @@ impl DbInner {
                     Arc::new(MemTable::with_vlog_start(wal_number, Some(start))),
                 );
                 st.imms.push(old);
+                st.mem_vlog_start = self.vlog.shared.appended.load(Ordering::Relaxed);
                 self.install_super_version(&mut st);
                 self.bg_cv.notify_all();
                 force = false;

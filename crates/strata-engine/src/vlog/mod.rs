@@ -91,6 +91,8 @@ pub struct HeadShared {
     pub number: AtomicU64,
     /// Bytes of the head file already handed to the operating system.
     pub flushed: AtomicU64,
+    /// Bytes appended to the value log since open, over all files (for memtable sizing).
+    pub appended: AtomicU64,
 }
 
 /// The value log of one database: the head writer and the pointer read path.

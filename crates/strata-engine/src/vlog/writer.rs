@@ -142,6 +142,7 @@ impl VlogWriter {
         self.buf[frame_at..frame_at + FRAME_HEADER_LEN].copy_from_slice(&h.encode());
         let bytes = self.position() - file_frame_at;
         self.entry.size.store(self.position(), Ordering::Relaxed);
+        self.shared.appended.fetch_add(bytes, Ordering::Relaxed);
         if self.buf.len() >= self.buffer_bytes {
             self.flush()?;
         }
