@@ -787,7 +787,6 @@ impl DbInner {
         if let Some((k, oldest)) = current.take() {
             tree_check(&k, oldest, &mut count)?;
         }
-        drop(count);
         if skipped.get() {
             self.state.lock().gc.needs_verify = true;
         }
@@ -908,23 +907,8 @@ impl DbInner {
             let (plan, v) = {
                 let mut st = self.state.lock();
                 let v = st.versions.current();
-                let mut inputs = v.overlapping(level, start, end);
-                if inputs.is_empty() {
+                let Some(plan) = compaction::picker::manual(&v, level, start, end) else {
                     continue;
-                }
-                if level == 0 {
-                    // L0 tables overlap each other: moving some of them down while an older
-                    // overlapping one stays on top would let the older value shadow the newer.
-                    inputs = v.levels[0].clone();
-                }
-                let (lo, hi) = crate::version::key_range(&inputs).unwrap_or_default();
-                let next_inputs = v.overlapping(level + 1, Some(&lo), Some(&hi));
-                let plan = CompactionPlan {
-                    level,
-                    trivial_move: inputs.len() == 1 && next_inputs.is_empty(),
-                    inputs,
-                    next_inputs,
-                    output_level: level + 1,
                 };
                 self.mark_busy(&mut st, &plan);
                 (plan, v)
