@@ -1,8 +1,8 @@
-//! The database subcommands: put, get, delete, scan, stats, check.
+//! The database subcommands: put, get, delete, scan, stats, gc, check.
 
 use crate::opts::build_options;
 use crate::text::{escape, parse_hex};
-use crate::{Command, DbArgs, DeleteArgs, GetArgs, Outcome, PutArgs, ScanArgs};
+use crate::{Command, DbArgs, DeleteArgs, GcArgs, GetArgs, Outcome, PutArgs, ScanArgs};
 use anyhow::{bail, Context, Result};
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -15,6 +15,7 @@ pub fn run(cmd: Command) -> Result<Outcome> {
         Command::Delete(a) => delete(a),
         Command::Scan(a) => scan(a),
         Command::Stats(a) => stats(a),
+        Command::Gc(a) => gc(a),
         Command::Check(a) => check(a),
         Command::Bench(a) => crate::bench::run(a).map(|()| Outcome::Done),
     }
@@ -209,6 +210,31 @@ fn stats(a: DbArgs) -> Result<Outcome> {
     Ok(Outcome::Done)
 }
 
+fn gc(a: GcArgs) -> Result<Outcome> {
+    if let Some(r) = a.ratio {
+        if !(0.0..=1.0).contains(&r) {
+            bail!("--ratio must be between 0 and 1, got {r}");
+        }
+    }
+    let db = open_existing(&a.db)?;
+    let report = match a.ratio {
+        Some(r) => db.gc_opt(r),
+        None => db.gc(),
+    }
+    .context("garbage collection failed")?;
+    println!("{report}");
+    let s = db.stats();
+    println!(
+        "value log: {} files, {:.1} MiB, {:.1} MiB garbage; space amplification {:.2}",
+        s.vlog_files,
+        s.vlog_bytes as f64 / (1 << 20) as f64,
+        s.vlog_garbage_bytes as f64 / (1 << 20) as f64,
+        s.space_amplification
+    );
+    close(db, &a.db.db)?;
+    Ok(Outcome::Done)
+}
+
 fn check(a: DbArgs) -> Result<Outcome> {
     let mut o = build_options(&a.opts)?;
     require_existing_db(&a.db)?;
@@ -236,6 +262,8 @@ pub fn format_check_report(r: &CheckReport) -> String {
          entries:          {}\n\
          wal files:        {}\n\
          wal records:      {}\n\
+         vlog files:       {}\n\
+         vlog frames:      {}\n\
          manifest records: {}\n\
          problems:         {}\n",
         r.tables,
@@ -243,6 +271,8 @@ pub fn format_check_report(r: &CheckReport) -> String {
         r.entries,
         r.wal_files,
         r.wal_records,
+        r.vlog_files,
+        r.vlog_frames,
         r.manifest_records,
         r.problems.len()
     );

@@ -55,6 +55,13 @@ pub enum Command {
     /// engine reports them. Opens the database (replaying its log) and closes it again.
     /// Never creates a database.
     Stats(DbArgs),
+    /// Run value-log garbage collection now and print what it did.
+    ///
+    /// Collects every sealed value-log file whose garbage is at least the gc_garbage_ratio
+    /// option of its size (--ratio overrides it; 0 collects every sealed file): the values
+    /// still in use are copied to the head of the log, made durable, and the file is
+    /// removed. Prints the GC report and the value-log figures. Never creates a database.
+    Gc(GcArgs),
     /// Verify every checksum of the database: tables, log and manifest.
     ///
     /// Read-only. Prints what was checked and every problem found; exits with code 2 if
@@ -87,6 +94,15 @@ pub struct DbArgs {
     pub db: PathBuf,
     #[arg(long = "opt", value_name = "NAME=VALUE", value_parser = opts::parse_opt, help = opts::OPT_HELP)]
     pub opts: Vec<(String, String)>,
+}
+
+#[derive(Args, Debug)]
+pub struct GcArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Collect files whose garbage is at least this fraction of their size (0..=1).
+    #[arg(long, value_name = "RATIO")]
+    pub ratio: Option<f64>,
 }
 
 #[derive(Args, Debug)]
@@ -234,6 +250,16 @@ mod tests {
             ]
         );
         assert!(!p.hex && !p.sync);
+    }
+
+    #[test]
+    fn gc_takes_a_ratio() {
+        let cli = parse(&["gc", "--db", "d", "--ratio", "0.25"]).unwrap();
+        let Command::Gc(g) = cli.command else {
+            panic!("not gc")
+        };
+        assert_eq!(g.ratio, Some(0.25));
+        assert!(parse(&["gc", "--db", "d", "--ratio", "x"]).is_err());
     }
 
     #[test]

@@ -11,7 +11,9 @@ max_bytes_for_level_base, level_size_multiplier, num_levels, target_file_size_by
 block_size_bytes, block_restart_interval, filter, compression (none|lz4), block_cache_bytes, \
 max_open_files, background_threads, compaction_readahead_bytes, paranoid_checks, \
 io_backend (auto|io_uring|threads|sync: how multi_get overlaps its reads), \
-direct_io (true: read tables with O_DIRECT, bypassing the page cache)";
+direct_io (true: read tables with O_DIRECT, bypassing the page cache), \
+sep_threshold_bytes (a number or inf), vlog_file_bytes, vlog_buffer_bytes, gc_garbage_ratio, \
+gc_bytes_per_sec, gc_interval_ms, vlog_prefetch";
 
 /// clap value parser for `NAME=VALUE`.
 pub fn parse_opt(s: &str) -> Result<(String, String), String> {

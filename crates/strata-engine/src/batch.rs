@@ -206,6 +206,7 @@ impl<'a> BatchIter<'a> {
         let value = match kind {
             ValueKind::Value => Some(varint::get_len_prefixed(&mut rest).ok_or("truncated value")?),
             ValueKind::Delete => None,
+            ValueKind::Pointer => return Err("pointer record in a write batch".into()),
         };
         self.data = rest;
         Ok(BatchRecord { kind, key, value })

@@ -14,6 +14,11 @@
 //!   `wait_idle`) waits on `done_cv`, which every finished job notifies.
 //! - An I/O error in the WAL, a flush or a compaction is stored in `bg_error`: from then on
 //!   every write fails with [`Error::Poisoned`] until the database is reopened.
+//! - With key-value separation the value log replaces the WAL (`vlog/mod.rs` describes its
+//!   protocol); one GC thread (`vlog/gc.rs`) waits on `gc_cv` for its period or a
+//!   compaction, and `gc_lock` keeps background and manual GC (`Db::gc`) from overlapping.
+//!   A failed GC is reported in the stats but does not poison the database, unless the
+//!   write it submitted failed (that error is sticky like any write's).
 
 use crate::batch::WriteBatch;
 use crate::compaction::{self, Busy, CompactionPlan, JobEnv, Shape};
@@ -21,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::io::{FileLock, Fs};
 use crate::iter::{InternalIterator, MergingIterator};
-use crate::key::SeqNo;
+use crate::key::{SeqNo, ValueKind};
 use crate::log::LogWriter;
 use crate::memtable::MemTable;
 use crate::options::{Options, ReadOptions, Snapshot, WriteOptions};
@@ -29,6 +34,7 @@ use crate::sst::TableOptions;
 use crate::stats::Counters;
 use crate::table_cache::TableCache;
 use crate::version::{Version, VersionEdit, VersionSet};
+use crate::vlog::{Vlog, VlogFileSet};
 use crate::write::WriteQueue;
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::{BTreeMap, HashSet};
@@ -40,6 +46,7 @@ use std::thread::JoinHandle;
 pub use crate::check::CheckReport;
 pub use crate::iter::DbIterator;
 pub use crate::stats_report::Stats;
+pub use crate::vlog::gc::GcReport;
 
 /// What readers need: memtables and tables at one moment.
 pub(crate) struct SuperVersion {
@@ -47,6 +54,8 @@ pub(crate) struct SuperVersion {
     /// Newest first.
     pub imms: Vec<Arc<MemTable>>,
     pub version: Arc<Version>,
+    /// Value-log files pointers may lead into.
+    pub vlog_files: Arc<VlogFileSet>,
 }
 
 pub(crate) struct DbState {
@@ -59,6 +68,11 @@ pub(crate) struct DbState {
     pub running_compactions: usize,
     pub pending_outputs: HashSet<u64>,
     pub manual_compaction: bool,
+    /// Value-log files readers may need (copy-on-write, published in the super version).
+    pub vlog_files: Arc<VlogFileSet>,
+    /// `HeadShared::appended` when the current memtable started.
+    pub mem_vlog_start: u64,
+    pub gc: crate::vlog::gc::GcState,
 }
 
 pub(crate) struct DbInner {
@@ -72,6 +86,9 @@ pub(crate) struct DbInner {
     pub done_cv: Condvar,
     pub writes: WriteQueue,
     pub wal: Mutex<Option<LogWriter>>,
+    pub vlog: Arc<Vlog>,
+    pub gc_cv: Condvar,
+    pub gc_lock: Mutex<()>,
     pub super_version: RwLock<Arc<SuperVersion>>,
     pub visible_seq: AtomicU64,
     pub bg_error: Mutex<Option<Error>>,
@@ -88,7 +105,11 @@ pub(crate) struct DbInner {
 pub struct RecoveryInfo {
     pub wal_files: u64,
     pub wal_records: u64,
-    /// A torn WAL tail that was dropped: (file, offset, reason).
+    /// Value-log files read from the durable head on.
+    pub vlog_files: u64,
+    /// Value-log frames (commit groups) replayed.
+    pub vlog_frames: u64,
+    /// A torn log tail (WAL or value log) that was dropped: (file, offset, reason).
     pub truncated_tail: Option<(PathBuf, u64, String)>,
 }
 
@@ -157,13 +178,25 @@ impl Db {
                 .with_direct_io(opts.direct_io),
         );
         let table_opts = TableOptions::from_options(&opts);
-        let (versions, mem, wal, recovery) =
-            crate::recovery::recover(&dir, &fs, &opts, &tables, &table_opts, versions)?;
+        let vlog = Arc::new(Vlog::new(&dir, fs.clone()));
+        let rec = crate::recovery::recover(
+            &dir,
+            &fs,
+            &opts,
+            &tables,
+            &table_opts,
+            versions,
+            &vlog.shared,
+        )?;
+        let (versions, mem, wal, recovery) = (rec.versions, rec.mem, rec.wal, rec.info);
+        *vlog.head.lock() = rec.vlog_head;
+        let vlog_files = Arc::new(rec.vlog_files);
         let last_seq = versions.last_sequence;
         let sv = Arc::new(SuperVersion {
             mem: mem.clone(),
             imms: Vec::new(),
             version: versions.current(),
+            vlog_files: vlog_files.clone(),
         });
         let inner = Arc::new(DbInner {
             dir,
@@ -179,11 +212,21 @@ impl Db {
                 running_compactions: 0,
                 pending_outputs: HashSet::new(),
                 manual_compaction: false,
+                vlog_files,
+                mem_vlog_start: 0,
+                gc: crate::vlog::gc::GcState {
+                    // Counts for the replayed log were not made at its flush.
+                    needs_verify: recovery.vlog_frames > 0,
+                    ..Default::default()
+                },
             }),
             bg_cv: Condvar::new(),
             done_cv: Condvar::new(),
             writes: WriteQueue::default(),
-            wal: Mutex::new(Some(wal)),
+            wal: Mutex::new(wal),
+            vlog,
+            gc_cv: Condvar::new(),
+            gc_lock: Mutex::new(()),
             super_version: RwLock::new(sv),
             visible_seq: AtomicU64::new(last_seq),
             bg_error: Mutex::new(None),
@@ -202,7 +245,7 @@ impl Db {
             drop(st);
             inner.delete_files(obsolete);
         }
-        let threads = (0..inner.opts.background_threads)
+        let mut threads = (0..inner.opts.background_threads)
             .map(|i| {
                 let inner = inner.clone();
                 std::thread::Builder::new()
@@ -211,6 +254,15 @@ impl Db {
                     .map_err(|e| Error::io("spawn", "background thread", e))
             })
             .collect::<Result<Vec<_>>>()?;
+        if inner.opts.gc_interval_ms > 0 {
+            let gc = inner.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("strata-gc".into())
+                    .spawn(move || gc.gc_loop())
+                    .map_err(|e| Error::io("spawn", "GC thread", e))?,
+            );
+        }
         Ok(Db {
             inner,
             threads: Mutex::new(threads),
@@ -265,30 +317,20 @@ impl Db {
 
     /// An iterator over the database as of `ro.snapshot` (or now).
     pub fn iter(&self, ro: &ReadOptions) -> Result<DbIterator> {
-        let seq = self.inner.read_seq(ro);
+        // Super version before sequence number: see `vlog/mod.rs`.
         let sv = self.inner.super_version.read().clone();
+        let seq = self.inner.read_seq(ro);
         let params = crate::sst::ReadParams {
             verify_checksums: ro.verify_checksums,
             fill_cache: ro.fill_cache,
             readahead: 0,
         };
-        let mut children: Vec<Box<dyn InternalIterator>> = vec![Box::new(sv.mem.iter())];
-        for m in &sv.imms {
-            children.push(Box::new(m.iter()));
-        }
-        for f in &sv.version.levels[0] {
-            children.push(Box::new(self.inner.tables.get(f.number)?.iter(params)));
-        }
-        for files in sv.version.levels.iter().skip(1) {
-            if !files.is_empty() {
-                children.push(Box::new(crate::iter::LevelIterator::new(
-                    files.clone(),
-                    self.inner.tables.clone(),
-                    params,
-                )));
-            }
-        }
-        let merged = Box::new(MergingIterator::new(children));
+        let merged = merged_iter(&self.inner.tables, &sv, params)?;
+        let source = crate::iter::db_iter::ValueSource {
+            vlog: self.inner.vlog.clone(),
+            files: sv.vlog_files.clone(),
+            prefetch: self.inner.opts.vlog_prefetch,
+        };
         let keep: Box<dyn std::any::Any + Send> = Box::new((sv, ro.snapshot.clone()));
         Ok(DbIterator::new(
             merged,
@@ -296,7 +338,8 @@ impl Db {
             ro.lower_bound.clone(),
             ro.upper_bound.clone(),
             keep,
-        ))
+        )
+        .with_values(source))
     }
 
     /// A consistent view of the current state; compaction keeps what it can see.
@@ -357,6 +400,33 @@ impl Db {
         }
     }
 
+    /// Where the newest value of `key` lives in the value log; `None` if the key is absent,
+    /// deleted, or its value is stored inline in the tree.
+    pub fn value_location(&self, key: &[u8]) -> Result<Option<crate::vlog::ValuePointer>> {
+        let sv = self.inner.super_version.read().clone();
+        let seq = self.inner.visible_seq.load(Ordering::Acquire);
+        let p = crate::get::params(&ReadOptions::default());
+        match self.inner.get_entry(&sv, key, seq, p)? {
+            Some(crate::get::Found::Pointer(raw)) => {
+                crate::vlog::ValuePointer::decode_or_corrupt(&raw, "<lsm value pointer>").map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Runs value-log garbage collection now and waits: every sealed value-log file whose
+    /// garbage is at least `Options::gc_garbage_ratio` of its size is collected (live values
+    /// rewritten to the head, then the file removed once no snapshot can read it).
+    pub fn gc(&self) -> Result<GcReport> {
+        self.gc_opt(self.inner.opts.gc_garbage_ratio)
+    }
+
+    /// Like [`Db::gc`] with another garbage ratio (0 collects every sealed file that is below
+    /// the durable head).
+    pub fn gc_opt(&self, min_garbage_ratio: f64) -> Result<GcReport> {
+        self.inner.gc_manual(min_garbage_ratio)
+    }
+
     /// Figures about the instance.
     pub fn stats(&self) -> Stats {
         crate::stats_report::collect(&self.inner)
@@ -383,17 +453,19 @@ impl Db {
             let _st = self.inner.state.lock();
             self.inner.bg_cv.notify_all();
             self.inner.done_cv.notify_all();
+            self.inner.gc_cv.notify_all();
         }
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
-        // Sync the WAL even after a background error: the writes it holds were acknowledged
+        // Sync the log even after a background error: the writes it holds were acknowledged
         // and a failed flush does not make them less durable. Then report the error, so
         // that `close` never says Ok for a database that failed.
         let synced = match self.inner.wal.lock().as_mut() {
             Some(w) => w.sync(),
             None => Ok(()),
-        };
+        }
+        .and(self.inner.vlog.sync());
         if let Some(e) = self.inner.bg_error.lock().as_ref() {
             return Err(Error::Poisoned(e.to_string()));
         }
@@ -443,6 +515,7 @@ impl DbInner {
             mem: st.mem.clone(),
             imms: st.imms.iter().rev().cloned().collect(),
             version: st.versions.hand_out(),
+            vlog_files: st.vlog_files.clone(),
         });
         *self.super_version.write() = sv;
     }
@@ -475,7 +548,8 @@ impl DbInner {
                 FileKind::Wal => *n < min_wal,
                 FileKind::Manifest => *n != st.versions.manifest_number(),
                 FileKind::Temp => !st.pending_outputs.contains(n),
-                FileKind::Current | FileKind::Lock => false,
+                // Value-log files are GC's (`vlog/gc.rs`).
+                FileKind::Current | FileKind::Lock | FileKind::Vlog => false,
             })
             .collect()
     }
@@ -605,21 +679,30 @@ impl DbInner {
             self.state.lock().flushing = false;
             return Ok(());
         };
-        let result = self.write_l0_table(&imm);
+        let version = self.state.lock().versions.hand_out();
+        let result = self
+            .write_l0_table(&imm)
+            .and_then(|m| Ok((m, self.flush_garbage(&imm, &version)?)));
+        drop(version);
         let mut st = self.state.lock();
         st.flushing = false;
-        let meta = result?;
-        let mut edit = VersionEdit::default();
+        let (meta, garbage) = result?;
+        let mut edit = VersionEdit {
+            vlog_garbage: garbage,
+            ..VersionEdit::default()
+        };
         let bytes = meta.as_ref().map_or(0, |m| m.size);
         if let Some(m) = meta {
             st.pending_outputs.remove(&m.number);
             edit.new_files.push((0, m));
         }
-        let next_wal = st
-            .imms
-            .get(1)
-            .map_or(st.mem.wal_number(), |m| m.wal_number());
-        edit.log_number = Some(next_wal);
+        let next = st.imms.get(1).unwrap_or(&st.mem);
+        edit.log_number = Some(next.wal_number());
+        if let Some(head) = next.vlog_start() {
+            edit.vlog_head = Some(head);
+        }
+        edit.vlog_live_added = imm.vlog_refs();
+        let found_garbage = !edit.vlog_garbage.is_empty();
         st.versions.last_sequence = st
             .versions
             .last_sequence
@@ -627,12 +710,85 @@ impl DbInner {
         st.versions.log_and_apply(edit)?;
         st.imms.remove(0);
         self.install_super_version(&mut st);
+        if found_garbage {
+            self.gc_cv.notify_all();
+        }
         Counters::add(&self.counters.flush_bytes, bytes);
         Counters::add(&self.counters.flushes, 1);
         let obsolete = self.collect_obsolete(&st);
         drop(st);
         self.delete_files(obsolete);
         Ok(())
+    }
+
+    /// Value-log garbage that flushing `mem` reveals (`vlog/mod.rs`, "garbage accounting"):
+    /// every separated value that a newer version of its key in `mem` shadows, whether that
+    /// value is in `mem` itself or is the key's newest entry in the tables of `version`.
+    /// A value that a live snapshot can still see is not counted (GC's verification scans
+    /// find it later).
+    fn flush_garbage(&self, mem: &Arc<MemTable>, version: &Version) -> Result<Vec<(u64, u64)>> {
+        let tree_has_pointers = {
+            let st = self.state.lock();
+            if st.vlog_files.is_empty() {
+                return Ok(Vec::new());
+            }
+            st.versions.vlog.live.values().any(|n| *n > 0)
+        };
+        let snaps: Vec<SeqNo> = self.snapshots.lock().keys().copied().collect();
+        let skipped = std::cell::Cell::new(false);
+        let visible_to_snapshot = |old: SeqNo, new: SeqNo| {
+            let v = snaps.iter().any(|s| *s >= old && *s < new);
+            skipped.set(skipped.get() | v);
+            v
+        };
+        let mut garbage: std::collections::BTreeMap<u64, u64> = Default::default();
+        let mut count = |raw: &[u8]| {
+            if let Some(p) = crate::vlog::ValuePointer::decode(raw) {
+                *garbage.entry(p.file).or_insert(0) += u64::from(p.len);
+            }
+        };
+        let mut it = mem.iter();
+        it.seek_to_first();
+        // (user key, sequence of its oldest version seen so far in `mem`)
+        let mut current: Option<(Vec<u8>, SeqNo)> = None;
+        let tree_check = |key: &[u8], oldest: SeqNo, count: &mut dyn FnMut(&[u8])| {
+            if !tree_has_pointers {
+                return Ok(());
+            }
+            if let Some((seq, ValueKind::Pointer, raw)) = self.table_entry(version, key)? {
+                if !visible_to_snapshot(seq, oldest) {
+                    count(&raw);
+                }
+            }
+            Ok::<(), Error>(())
+        };
+        while it.valid() {
+            let Some(p) = crate::key::parse_internal_key(it.key()) else {
+                return Err(Error::corruption("<memtable>", 0, "malformed internal key"));
+            };
+            match &mut current {
+                Some((k, newer)) if k.as_slice() == p.user_key => {
+                    if p.kind == ValueKind::Pointer && !visible_to_snapshot(p.seq, *newer) {
+                        count(it.value());
+                    }
+                    *newer = p.seq;
+                }
+                _ => {
+                    if let Some((k, oldest)) = current.take() {
+                        tree_check(&k, oldest, &mut count)?;
+                    }
+                    current = Some((p.user_key.to_vec(), p.seq));
+                }
+            }
+            it.next();
+        }
+        if let Some((k, oldest)) = current.take() {
+            tree_check(&k, oldest, &mut count)?;
+        }
+        if skipped.get() {
+            self.state.lock().gc.needs_verify = true;
+        }
+        Ok(garbage.into_iter().collect())
     }
 
     /// Writes a memtable as a table (synced, directory synced). `None` if it is empty.
@@ -764,4 +920,29 @@ impl DbInner {
         }
         Ok(())
     }
+}
+
+/// A merged iterator over every memtable and table of `sv`.
+fn merged_iter(
+    tables: &Arc<TableCache>,
+    sv: &SuperVersion,
+    params: crate::sst::ReadParams,
+) -> Result<Box<MergingIterator>> {
+    let mut children: Vec<Box<dyn InternalIterator>> = vec![Box::new(sv.mem.iter())];
+    for m in &sv.imms {
+        children.push(Box::new(m.iter()));
+    }
+    for f in &sv.version.levels[0] {
+        children.push(Box::new(tables.get(f.number)?.iter(params)));
+    }
+    for files in sv.version.levels.iter().skip(1) {
+        if !files.is_empty() {
+            children.push(Box::new(crate::iter::LevelIterator::new(
+                files.clone(),
+                tables.clone(),
+                params,
+            )));
+        }
+    }
+    Ok(Box::new(MergingIterator::new(children)))
 }

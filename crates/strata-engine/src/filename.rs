@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `NNNNNN.log` | write-ahead log (`docs/format/wal.md`) |
 //! | `NNNNNN.sst` | table (`docs/format/sstable.md`) |
+//! | `NNNNNN.vlog` | value log (`docs/format/vlog.md`) |
 //! | `MANIFEST-NNNNNN` | version edits (`docs/format/manifest.md`) |
 //! | `CURRENT` | name of the live MANIFEST, switched by atomic rename |
 //! | `LOCK` | advisory lock held by the open instance |
@@ -15,6 +16,7 @@ use std::path::{Path, PathBuf};
 pub enum FileKind {
     Wal,
     Table,
+    Vlog,
     Manifest,
     Current,
     Lock,
@@ -27,6 +29,10 @@ pub fn wal(dir: &Path, n: u64) -> PathBuf {
 
 pub fn table(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.sst"))
+}
+
+pub fn vlog(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("{n:06}.vlog"))
 }
 
 pub fn manifest(dir: &Path, n: u64) -> PathBuf {
@@ -60,6 +66,7 @@ pub fn parse(name: &str) -> Option<(FileKind, u64)> {
     match ext {
         "log" => Some((FileKind::Wal, n)),
         "sst" => Some((FileKind::Table, n)),
+        "vlog" => Some((FileKind::Vlog, n)),
         "dbtmp" => Some((FileKind::Temp, n)),
         _ => None,
     }
@@ -74,6 +81,7 @@ mod tests {
         for (p, k, n) in [
             (wal(d, 7), FileKind::Wal, 7),
             (table(d, 1234567), FileKind::Table, 1234567),
+            (vlog(d, 8), FileKind::Vlog, 8),
             (manifest(d, 3), FileKind::Manifest, 3),
             (temp(d, 9), FileKind::Temp, 9),
         ] {

@@ -9,11 +9,14 @@ use crate::options::ReadOptions;
 use crate::sst::{ReadParams, Table};
 use crate::stats::Counters;
 use crate::version::{FileMeta, Version};
+use crate::vlog::ValuePointer;
 use std::sync::Arc;
 
 /// What one source says about a key.
 pub(crate) enum Found {
     Value(Vec<u8>),
+    /// An encoded value pointer, to resolve through the value log.
+    Pointer(Vec<u8>),
     Deleted,
 }
 
@@ -45,31 +48,81 @@ pub(crate) fn entry_for(
     }
     Ok(Some(match p.kind {
         ValueKind::Value => Found::Value(value.to_vec()),
+        ValueKind::Pointer => Found::Pointer(value.to_vec()),
         ValueKind::Delete => Found::Deleted,
     }))
 }
 
 impl DbInner {
     pub(crate) fn get(&self, ro: &ReadOptions, user_key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let seq = self.read_seq(ro);
+        // The super version before the sequence number: see `vlog/mod.rs` (a reader whose
+        // sequence predates a GC rewrite must hold the value-log files of that time).
         let sv = self.super_version.read().clone();
-        match lookup_memtables(&sv, user_key, seq) {
-            MemLookup::Found(v) => return Ok(Some(v)),
-            MemLookup::Deleted => return Ok(None),
+        let seq = self.read_seq(ro);
+        match self.get_entry(&sv, user_key, seq, params(ro))? {
+            Some(Found::Value(v)) => Ok(Some(v)),
+            Some(Found::Pointer(p)) => {
+                let ptr = ValuePointer::decode_or_corrupt(&p, "<lsm value pointer>")?;
+                self.vlog.read(&sv.vlog_files, user_key, &ptr).map(Some)
+            }
+            Some(Found::Deleted) | None => Ok(None),
+        }
+    }
+
+    /// The newest entry of `user_key` visible at `seq`, pointers unresolved.
+    pub(crate) fn get_entry(
+        &self,
+        sv: &SuperVersion,
+        user_key: &[u8],
+        seq: SeqNo,
+        p: ReadParams,
+    ) -> Result<Option<Found>> {
+        match lookup_memtables(sv, user_key, seq) {
+            MemLookup::Found(v) => return Ok(Some(Found::Value(v))),
+            MemLookup::Pointer(v) => return Ok(Some(Found::Pointer(v))),
+            MemLookup::Deleted => return Ok(Some(Found::Deleted)),
             MemLookup::Absent => {}
         }
         let seek = key::seek_key(user_key, seq);
-        let p = params(ro);
         for f in candidate_files(&sv.version, user_key, &seek) {
             let t = self.tables.get(f.number)?;
             if !self.filter_may_contain(&t, user_key) {
                 continue;
             }
             let r = t.get(&seek, p, |k, v| entry_for(&t, user_key, k, v))?;
-            match r.transpose()?.flatten() {
-                Some(Found::Value(v)) => return Ok(Some(v)),
-                Some(Found::Deleted) => return Ok(None),
-                None => {}
+            if let Some(found) = r.transpose()?.flatten() {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The newest entry of `user_key` in the tables of `version` (memtables not consulted):
+    /// its sequence number, kind and stored value.
+    pub(crate) fn table_entry(
+        &self,
+        version: &Version,
+        user_key: &[u8],
+    ) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
+        let seek = key::seek_key(user_key, key::MAX_SEQ);
+        let p = ReadParams {
+            verify_checksums: true,
+            fill_cache: true,
+            readahead: 0,
+        };
+        for f in candidate_files(version, user_key, &seek) {
+            let t = self.tables.get(f.number)?;
+            if !t.may_contain(user_key) {
+                continue;
+            }
+            let r = t.get(&seek, p, |k, v| {
+                let pk = key::parse_internal_key(k).ok_or_else(|| {
+                    Error::corruption(t.file().path(), 0, "malformed internal key")
+                })?;
+                Ok((pk.user_key == user_key).then(|| (pk.seq, pk.kind, v.to_vec())))
+            })?;
+            if let Some(found) = r.transpose()?.flatten() {
+                return Ok(Some(found));
             }
         }
         Ok(None)

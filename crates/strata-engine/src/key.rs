@@ -23,6 +23,9 @@ pub enum ValueKind {
     Delete = 0,
     /// A value stored inline.
     Value = 1,
+    /// A value stored in the value log: the entry's value is an encoded
+    /// [`crate::vlog::ValuePointer`] (`docs/format/vlog.md`).
+    Pointer = 2,
 }
 
 impl ValueKind {
@@ -31,6 +34,7 @@ impl ValueKind {
         match b {
             0 => Some(ValueKind::Delete),
             1 => Some(ValueKind::Value),
+            2 => Some(ValueKind::Pointer),
             _ => None,
         }
     }
@@ -38,7 +42,7 @@ impl ValueKind {
 
 /// The kind used when seeking: the highest kind number, so that a seek key for `(k, seq)`
 /// sorts before every entry of `k` with sequence `<= seq`.
-pub const KIND_FOR_SEEK: ValueKind = ValueKind::Value;
+pub const KIND_FOR_SEEK: ValueKind = ValueKind::Pointer;
 
 /// Packs sequence and kind into a trailer.
 #[inline]

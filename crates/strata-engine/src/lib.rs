@@ -4,6 +4,9 @@
 //! (`memtable.rs`) → flush (`db.rs`, background) → L0 tables (`sst/`) → leveled compaction
 //! (`compaction/`). Read path: `get.rs`, `multi_get.rs`, `iter/`, `table_cache.rs`.
 //! Recovery: `recovery.rs`, `version/`. All file I/O goes through [`io::Fs`].
+//! Key-value separation (WiscKey): `vlog/` — values at or above
+//! `Options::sep_threshold_bytes` live in the value log, which is then also the WAL; GC in
+//! `vlog/gc.rs`.
 //!
 //! ```no_run
 //! use strata_engine::{Db, Options, ReadOptions};
@@ -47,9 +50,10 @@ mod stats_report;
 pub mod table_cache;
 pub mod varint;
 pub mod version;
+pub mod vlog;
 mod write;
 
 pub use batch::WriteBatch;
-pub use db::{CheckReport, Db, DbIterator, RecoveryInfo, Stats};
+pub use db::{CheckReport, Db, DbIterator, GcReport, RecoveryInfo, Stats};
 pub use error::{Error, Result};
 pub use options::{Compression, Options, ReadOptions, Snapshot, WriteOptions};

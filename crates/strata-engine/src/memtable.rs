@@ -35,6 +35,8 @@ const ENTRY_OVERHEAD: usize = 64;
 #[derive(Debug, PartialEq, Eq)]
 pub enum MemLookup {
     Found(Vec<u8>),
+    /// An encoded value pointer (`crate::vlog::ValuePointer`).
+    Pointer(Vec<u8>),
     Deleted,
     Absent,
 }
@@ -45,19 +47,48 @@ pub struct MemTable {
     approx_bytes: AtomicUsize,
     /// Number of the WAL file whose records this memtable holds (0: none).
     wal_number: u64,
+    /// With the value log as the WAL: where this memtable's first record went.
+    vlog_start: Option<(u64, u64)>,
+    /// Bytes of separated entries per value-log file that this memtable points at.
+    vlog_refs: parking_lot::Mutex<std::collections::BTreeMap<u64, u64>>,
 }
 
 impl MemTable {
     pub fn new(wal_number: u64) -> Self {
+        Self::with_vlog_start(wal_number, None)
+    }
+
+    /// A memtable whose records start at `vlog_start` of the value log.
+    pub fn with_vlog_start(wal_number: u64, vlog_start: Option<(u64, u64)>) -> Self {
         MemTable {
             map: SkipMap::new(),
             approx_bytes: AtomicUsize::new(0),
             wal_number,
+            vlog_start,
+            vlog_refs: Default::default(),
         }
     }
 
     pub fn wal_number(&self) -> u64 {
         self.wal_number
+    }
+
+    pub fn vlog_start(&self) -> Option<(u64, u64)> {
+        self.vlog_start
+    }
+
+    /// Notes that this memtable points at `bytes` more bytes of value-log file `file`.
+    pub fn add_vlog_refs(&self, file: u64, bytes: u64) {
+        *self.vlog_refs.lock().entry(file).or_insert(0) += bytes;
+    }
+
+    /// `(file, bytes)` this memtable points at.
+    pub fn vlog_refs(&self) -> Vec<(u64, u64)> {
+        self.vlog_refs
+            .lock()
+            .iter()
+            .map(|(f, n)| (*f, *n))
+            .collect()
     }
 
     /// Inserts one entry. Sequence numbers are unique, so keys never collide.
@@ -93,6 +124,7 @@ impl MemTable {
             Some(e) => match key::parse_internal_key(&e.key().0) {
                 Some(p) if p.user_key == user_key => match p.kind {
                     ValueKind::Value => MemLookup::Found(e.value().to_vec()),
+                    ValueKind::Pointer => MemLookup::Pointer(e.value().to_vec()),
                     ValueKind::Delete => MemLookup::Deleted,
                 },
                 _ => MemLookup::Absent,

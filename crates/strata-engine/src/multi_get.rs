@@ -18,7 +18,7 @@
 //! list of [`ReadRequest`]s and call [`DbInner::read_batch`], exactly like the block stages;
 //! each record's result goes to the keys that needed it.
 
-use crate::db::DbInner;
+use crate::db::{DbInner, SuperVersion};
 use crate::error::Result;
 use crate::get::{entry_for, lookup_memtables, params, Found};
 use crate::io::{self, IoBackend, ReadRequest};
@@ -28,6 +28,7 @@ use crate::options::ReadOptions;
 use crate::sst::{Block, BlockHandle, Table};
 use crate::stats::Counters;
 use crate::version::{FileMeta, Version};
+use crate::vlog::ValuePointer;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -53,12 +54,15 @@ impl<'a> Stage<'a> {
 /// What searching one block for one key gave.
 enum Outcome {
     Done(KeyResult),
+    /// An encoded value pointer, resolved by the last stage.
+    Pointer(Vec<u8>),
     NotHere,
 }
 
 fn search(t: &Table, block: &Arc<Block>, user_key: &[u8], seek: &[u8]) -> Outcome {
     match block.get(seek, |k, v| entry_for(t, user_key, k, v)) {
         Ok(Some(Ok(Some(Found::Value(v))))) => Outcome::Done(Ok(Some(v))),
+        Ok(Some(Ok(Some(Found::Pointer(p))))) => Outcome::Pointer(p),
         Ok(Some(Ok(Some(Found::Deleted)))) => Outcome::Done(Ok(None)),
         Ok(Some(Ok(None))) | Ok(None) => Outcome::NotHere,
         Ok(Some(Err(e))) | Err(e) => Outcome::Done(Err(e)),
@@ -82,17 +86,50 @@ impl DbInner {
         out
     }
 
+    /// Last stage: every value pointer found is read from the value log in one batch.
+    fn resolve_pointers(
+        &self,
+        sv: &SuperVersion,
+        keys: &[&[u8]],
+        pointers: Vec<(usize, Vec<u8>)>,
+        results: &mut [Option<KeyResult>],
+    ) {
+        let mut reqs = Vec::with_capacity(pointers.len());
+        let mut idx = Vec::with_capacity(pointers.len());
+        for (i, raw) in pointers {
+            match ValuePointer::decode_or_corrupt(&raw, "<lsm value pointer>") {
+                Ok(ptr) => {
+                    reqs.push((keys[i], ptr));
+                    idx.push(i);
+                }
+                Err(e) => results[i] = Some(Err(e)),
+            }
+        }
+        if reqs.is_empty() {
+            return;
+        }
+        for (i, r) in idx
+            .into_iter()
+            .zip(self.vlog.read_many(&sv.vlog_files, &reqs))
+        {
+            results[i] = Some(r.map(Some));
+        }
+    }
+
     pub(crate) fn multi_get(&self, ro: &ReadOptions, keys: &[&[u8]]) -> Vec<KeyResult> {
         Counters::add(&self.counters.multi_gets, 1);
         Counters::add(&self.counters.multi_get_keys, keys.len() as u64);
-        let seq = self.read_seq(ro);
+        // Super version before sequence number: see `vlog/mod.rs`.
         let sv = self.super_version.read().clone();
+        let seq = self.read_seq(ro);
         let p = params(ro);
         let mut results: Vec<Option<KeyResult>> = vec![None; keys.len()];
+        let mut pointers: Vec<(usize, Vec<u8>)> = Vec::new();
         let mut pending: Vec<usize> = Vec::with_capacity(keys.len());
         for (i, k) in keys.iter().enumerate() {
             match lookup_memtables(&sv, k, seq) {
                 MemLookup::Found(v) => results[i] = Some(Ok(Some(v))),
+                MemLookup::Pointer(v) => pointers.push((i, v)),
                 MemLookup::Deleted => results[i] = Some(Ok(None)),
                 MemLookup::Absent => pending.push(i),
             }
@@ -149,6 +186,7 @@ impl DbInner {
                 if let Some(b) = t.cached_block(h) {
                     match search(t, &b, uk, seek) {
                         Outcome::Done(r) => results[i] = Some(r),
+                        Outcome::Pointer(v) => pointers.push((i, v)),
                         Outcome::NotHere => next.push(i),
                     }
                     continue;
@@ -183,6 +221,7 @@ impl DbInner {
                         Err(e) => results[i] = Some(Err(e.clone())),
                         Ok(b) => match search(t, b, keys[i], &seeks[i]) {
                             Outcome::Done(r) => results[i] = Some(r),
+                            Outcome::Pointer(v) => pointers.push((i, v)),
                             Outcome::NotHere => next.push(i),
                         },
                     }
@@ -191,6 +230,7 @@ impl DbInner {
             next.sort_unstable();
             pending = next;
         }
+        self.resolve_pointers(&sv, keys, pointers, &mut results);
         results.into_iter().map(|r| r.unwrap_or(Ok(None))).collect()
     }
 }

@@ -18,6 +18,9 @@ pub enum Compression {
     Lz4 = 1,
 }
 
+/// The separation threshold the measurements in `docs/benchmarks.md` favour.
+pub const RECOMMENDED_SEP_THRESHOLD_BYTES: usize = 1024;
+
 /// Options of a database. None is persisted: every open may pass different values, except
 /// that the on-disk files always say how they were written (compression per block).
 #[derive(Clone)]
@@ -84,6 +87,38 @@ pub struct Options {
     /// stay buffered. A file system that refuses `O_DIRECT` gets ordinary reads (counted in
     /// the stats).
     pub direct_io: bool,
+    // Key-value separation (WiscKey; `docs/format/vlog.md`). Not persisted: a database
+    // written with separation on stays readable with it off and the other way round.
+    /// Values of at least this many bytes live in the value log and the tree keeps a
+    /// pointer; with a finite threshold the value log is also the write-ahead log (no WAL).
+    /// `usize::MAX` turns separation off (a plain LSM with a WAL). Default: `usize::MAX`
+    /// (off), so that the WAL-level tests and tools see a WAL; the measured best finite value
+    /// is 1 KiB ([`RECOMMENDED_SEP_THRESHOLD_BYTES`], `docs/benchmarks.md`). Lower: less
+    /// write amplification, more random reads in lookups and scans.
+    pub sep_threshold_bytes: usize,
+    /// Size at which the head value-log file is sealed and a new one started. Default:
+    /// 64 MiB. Smaller files let GC reclaim space in finer steps; each file is one open
+    /// descriptor. A memtable is also frozen once the log grew by 4 files' worth since it
+    /// started (the log after the durable head can be neither collected nor skipped by
+    /// recovery).
+    pub vlog_file_bytes: u64,
+    /// User-space buffer of the value log: handed to the OS when full, on every sync and at
+    /// each memtable switch. Default: 1 MiB. Unsynced writes in it are lost if the process
+    /// dies (synced writes never are).
+    pub vlog_buffer_bytes: usize,
+    /// A sealed value-log file whose garbage is at least this fraction of its size is
+    /// collected by GC. Default: 0.5 (space amplification of the value log stays below
+    /// about 2; lower means less space and more GC copying).
+    pub gc_garbage_ratio: f64,
+    /// GC reads and writes at most about this many bytes per second (0 = unlimited).
+    /// Default: 256 MiB/s.
+    pub gc_bytes_per_sec: u64,
+    /// Background GC checks for a file to collect this often, in milliseconds, and after
+    /// compactions (0 = no background GC; `Db::gc` still works). Default: 1000.
+    pub gc_interval_ms: u64,
+    /// Values an iterator reads ahead, in one batch, when it is moving forward over
+    /// separated values (WiscKey's parallel range-scan prefetch; 0 = off). Default: 32.
+    pub vlog_prefetch: usize,
 }
 
 impl Default for Options {
@@ -115,6 +150,13 @@ impl Default for Options {
             paranoid_checks: true,
             io_backend: IoBackend::Auto,
             direct_io: false,
+            sep_threshold_bytes: usize::MAX,
+            vlog_file_bytes: 64 << 20,
+            vlog_buffer_bytes: 1 << 20,
+            gc_garbage_ratio: 0.5,
+            gc_bytes_per_sec: 256 << 20,
+            gc_interval_ms: 1000,
+            vlog_prefetch: 32,
         }
     }
 }
@@ -159,7 +201,18 @@ impl Options {
         if self.target_file_size_bytes < 4096 {
             return bad("target_file_size_bytes must be at least 4096");
         }
+        if self.vlog_file_bytes < 1024 {
+            return bad("vlog_file_bytes must be at least 1024");
+        }
+        if !(self.gc_garbage_ratio > 0.0 && self.gc_garbage_ratio <= 1.0) {
+            return bad("gc_garbage_ratio must be in (0, 1]");
+        }
         Ok(())
+    }
+
+    /// Whether key-value separation is on (the value log is the write-ahead log).
+    pub fn separation(&self) -> bool {
+        self.sep_threshold_bytes != usize::MAX
     }
 
     /// Sets one option from its name and a string value (CLI `--opt name=value`).
@@ -217,6 +270,18 @@ impl Options {
                 })?
             }
             "direct_io" => self.direct_io = boolean(name, value)?,
+            "sep_threshold_bytes" => {
+                self.sep_threshold_bytes = match value {
+                    "inf" | "off" | "max" => usize::MAX,
+                    v => num(name, v)?,
+                }
+            }
+            "vlog_file_bytes" => self.vlog_file_bytes = num(name, value)?,
+            "vlog_buffer_bytes" => self.vlog_buffer_bytes = num(name, value)?,
+            "gc_garbage_ratio" => self.gc_garbage_ratio = num(name, value)?,
+            "gc_bytes_per_sec" => self.gc_bytes_per_sec = num(name, value)?,
+            "gc_interval_ms" => self.gc_interval_ms = num(name, value)?,
+            "vlog_prefetch" => self.vlog_prefetch = num(name, value)?,
             _ => return Err(Error::InvalidArgument(format!("unknown option {name:?}"))),
         }
         self.validate()

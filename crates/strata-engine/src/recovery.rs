@@ -1,28 +1,90 @@
-//! Opening a database: replay the WALs the MANIFEST does not cover, flush what they held to
-//! L0, start a fresh WAL and a fresh MANIFEST. Rules in `docs/format/wal.md`:
+//! Opening a database: replay the logs the MANIFEST does not cover, flush what they held to
+//! L0, start a fresh log and a fresh MANIFEST. Rules in `docs/format/wal.md` and
+//! `docs/format/vlog.md`:
 //! - WALs numbered at or above the MANIFEST's log number are replayed in number order;
-//! - a torn tail (a damaged last record with nothing valid after it) is the end of the log:
-//!   those writes were never acknowledged as synced; it is reported in [`RecoveryInfo`];
+//! - the value log is replayed from the durable head the MANIFEST records, file after file;
+//!   separated values come back as pointers to the entries being replayed, and the replayed
+//!   files are synced before anything that points into them is committed (a crash of the
+//!   process may have left them in the page cache only);
+//! - a torn tail (a damaged last record or frame with nothing valid after it) is the end of
+//!   the log: those writes were never acknowledged as synced; it is reported in
+//!   [`RecoveryInfo`]. In the value log, valid frames in a later file after a torn tail are
+//!   corruption;
 //! - a damaged record followed by valid ones is corruption: open fails rather than silently
 //!   dropping acknowledged writes;
 //! - sequence numbers resume after the largest one found.
+//!
+//! The new log is a value-log file with separation on, a WAL with it off. Either way the
+//! other kind's files are fully reflected in tables once the recovery edit commits.
 
 use crate::batch::WriteBatch;
 use crate::compaction::job::{JobEnv, OutputWriter};
 use crate::db::RecoveryInfo;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::io::Fs;
 use crate::iter::InternalIterator;
+use crate::key::ValueKind;
 use crate::log::{LogReader, LogWriter};
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::sst::TableOptions;
 use crate::table_cache::TableCache;
 use crate::version::{FileMeta, Version, VersionEdit, VersionSet};
+use crate::vlog::format::{self, EntryKind, FRAME_NO_REPLAY};
+use crate::vlog::{FrameReader, HeadShared, ValuePointer, VlogFile, VlogFileSet, VlogWriter};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+
+/// What recovery hands to the opened database.
+pub(crate) struct Recovered {
+    pub versions: VersionSet,
+    pub mem: Arc<MemTable>,
+    /// The new WAL (separation off).
+    pub wal: Option<LogWriter>,
+    /// The new head value-log file (separation on).
+    pub vlog_head: Option<VlogWriter>,
+    /// Every value-log file readers may need.
+    pub vlog_files: VlogFileSet,
+    pub info: RecoveryInfo,
+}
+
+/// Replay state shared by the WAL and value-log passes.
+struct Replay<'a> {
+    dir: &'a Path,
+    fs: &'a Arc<dyn Fs>,
+    opts: &'a Options,
+    tables: &'a Arc<TableCache>,
+    table_opts: &'a TableOptions,
+    edit: VersionEdit,
+    mem: Arc<MemTable>,
+    max_seq: u64,
+}
+
+impl Replay<'_> {
+    /// Flushes the memtable to L0 when it is full (or when `force`).
+    fn maybe_flush(&mut self, versions: &mut VersionSet, force: bool) -> Result<()> {
+        if !force && self.mem.approximate_bytes() < self.opts.write_buffer_bytes {
+            return Ok(());
+        }
+        let m = flush_recovered(
+            self.dir,
+            self.fs,
+            self.opts,
+            self.tables,
+            self.table_opts,
+            versions,
+            &self.mem,
+        )?;
+        if let Some(m) = m {
+            self.edit.new_files.push((0, m));
+            self.edit.vlog_live_added.extend(self.mem.vlog_refs());
+        }
+        self.mem = Arc::new(MemTable::new(0));
+        Ok(())
+    }
+}
 
 pub(crate) fn recover(
     dir: &Path,
@@ -31,68 +93,205 @@ pub(crate) fn recover(
     tables: &Arc<TableCache>,
     table_opts: &TableOptions,
     mut versions: VersionSet,
-) -> Result<(VersionSet, Arc<MemTable>, LogWriter, RecoveryInfo)> {
-    let files: Vec<(FileKind, u64)> = fs
-        .list(dir)?
-        .iter()
-        .filter_map(|n| filename::parse(n))
-        .collect();
-    // Numbers of files on disk may be above the MANIFEST's next file number (it is only
-    // persisted with the next edit): never reuse one, or recovery could truncate a WAL it is
-    // replaying before the data is safe elsewhere (LevelDB's MarkFileNumberUsed).
-    for (_, n) in &files {
-        versions.mark_file_number_used(*n);
+    head_shared: &Arc<HeadShared>,
+) -> Result<Recovered> {
+    let names = fs.list(dir)?;
+    let mut wals: Vec<u64> = Vec::new();
+    let mut vlogs: Vec<u64> = Vec::new();
+    for (kind, n) in names.iter().filter_map(|n| filename::parse(n)) {
+        // A log created after the last MANIFEST edit has a number the MANIFEST does not
+        // know is taken: never hand it out again (a new log would truncate it).
+        versions.mark_file_number_used(n);
+        match kind {
+            FileKind::Wal if n >= versions.log_number => wals.push(n),
+            FileKind::Vlog => vlogs.push(n),
+            _ => {}
+        }
     }
-    let mut wals: Vec<u64> = files
-        .iter()
-        .filter(|(k, n)| *k == FileKind::Wal && *n >= versions.log_number)
-        .map(|(_, n)| *n)
-        .collect();
     wals.sort_unstable();
+    vlogs.sort_unstable();
     let mut info = RecoveryInfo::default();
-    let mut edit = VersionEdit::default();
-    let mut mem = Arc::new(MemTable::new(0));
-    let mut max_seq = versions.last_sequence;
+    let mut r = Replay {
+        dir,
+        fs,
+        opts,
+        tables,
+        table_opts,
+        edit: VersionEdit::default(),
+        mem: Arc::new(MemTable::new(0)),
+        max_seq: versions.last_sequence,
+    };
     for &number in &wals {
-        let path = filename::wal(dir, number);
-        let mut reader = LogReader::new(fs.open(&path)?);
-        info.wal_files += 1;
-        while let Some((offset, rec)) = reader.read_record()? {
-            let batch = WriteBatch::from_data(rec, &path, offset)?;
-            let mut seq = batch.seq();
-            for r in batch.iter() {
-                // from_data checked every record.
-                let Ok(r) = r else { break };
-                mem.add(seq, r.kind, r.key, r.value.unwrap_or_default());
-                seq += 1;
+        replay_wal(&mut r, &mut versions, &mut info, number)?;
+    }
+    if let Some(head) = versions.vlog.head {
+        replay_vlog(&mut r, &mut versions, &mut info, &vlogs, head)?;
+    }
+    r.maybe_flush(&mut versions, true)?;
+
+    // Obsolete value-log files (GC emptied them before a crash) go now; the rest stay
+    // readable.
+    let mut vlog_files = VlogFileSet::new();
+    for &n in &vlogs {
+        let path = filename::vlog(dir, n);
+        if versions.vlog.obsolete.contains(&n) {
+            // Best effort: a file that stays is removed at the next open.
+            if fs.remove(&path).is_ok() {
+                r.edit.vlog_deleted.push(n);
             }
-            if batch.count() > 0 {
-                max_seq = max_seq.max(seq - 1);
+            continue;
+        }
+        vlog_files.insert(n, VlogFile::new(dir, n, fs.file_size(&path)?));
+    }
+    for n in versions.vlog.obsolete.iter() {
+        if !vlogs.contains(n) {
+            r.edit.vlog_deleted.push(*n);
+        }
+    }
+
+    let number = versions.new_file_number();
+    let separation = opts.separation();
+    let (wal, vlog_head) = if separation {
+        let entry = VlogFile::new(dir, number, 0);
+        let mut w = VlogWriter::new(
+            fs.create(&entry.path)?,
+            entry.clone(),
+            head_shared.clone(),
+            opts.vlog_buffer_bytes,
+        );
+        w.sync()?;
+        vlog_files.insert(number, entry);
+        r.edit.vlog_head = Some((number, format::FILE_HEADER_LEN as u64));
+        (None, Some(w))
+    } else {
+        let wal = LogWriter::new(fs.create(&filename::wal(dir, number))?)?;
+        if versions.vlog.head.is_some() {
+            // Everything in the value log is in tables now; a later open with separation on
+            // starts its log at a higher number.
+            r.edit.vlog_head = Some((number, 0));
+        }
+        (Some(wal), None)
+    };
+    fs.sync_dir(dir)?;
+    r.edit.log_number = Some(number);
+    versions.last_sequence = r.max_seq;
+    versions.log_and_apply(r.edit)?;
+    Ok(Recovered {
+        versions,
+        mem: Arc::new(MemTable::with_vlog_start(
+            number,
+            separation.then_some((number, format::FILE_HEADER_LEN as u64)),
+        )),
+        wal,
+        vlog_head,
+        vlog_files,
+        info,
+    })
+}
+
+fn replay_wal(
+    r: &mut Replay,
+    versions: &mut VersionSet,
+    info: &mut RecoveryInfo,
+    number: u64,
+) -> Result<()> {
+    let path = filename::wal(r.dir, number);
+    let mut reader = LogReader::new(r.fs.open(&path)?);
+    info.wal_files += 1;
+    while let Some((offset, rec)) = reader.read_record()? {
+        let batch = WriteBatch::from_data(rec, &path, offset)?;
+        let mut seq = batch.seq();
+        for rec in batch.iter() {
+            // from_data checked every record.
+            let Ok(rec) = rec else { break };
+            r.mem
+                .add(seq, rec.kind, rec.key, rec.value.unwrap_or_default());
+            seq += 1;
+        }
+        if batch.count() > 0 {
+            r.max_seq = r.max_seq.max(seq - 1);
+        }
+        info.wal_records += 1;
+        r.maybe_flush(versions, false)?;
+    }
+    if let Some((offset, reason)) = reader.truncated_tail() {
+        info.truncated_tail = Some((path.clone(), offset, reason));
+    }
+    Ok(())
+}
+
+fn replay_vlog(
+    r: &mut Replay,
+    versions: &mut VersionSet,
+    info: &mut RecoveryInfo,
+    vlogs: &[u64],
+    (head_file, head_offset): (u64, u64),
+) -> Result<()> {
+    let mut torn_in: Option<std::path::PathBuf> = None;
+    let mut replayed = Vec::new();
+    for &n in vlogs.iter().filter(|n| **n >= head_file) {
+        let path = filename::vlog(r.dir, n);
+        let size = r.fs.file_size(&path)?;
+        let file = r.fs.open(&path)?;
+        let start = if n == head_file { head_offset } else { 0 };
+        if start > size {
+            return Err(Error::corruption(
+                &path,
+                size,
+                format!("the MANIFEST's value-log head is at offset {start}, past the end"),
+            ));
+        }
+        let mut reader = FrameReader::new(file, &path, size, start);
+        info.vlog_files += 1;
+        replayed.push(path.clone());
+        while let Some(frame) = reader.next_frame()? {
+            if let Some(t) = &torn_in {
+                return Err(Error::corruption(
+                    &path,
+                    frame.offset,
+                    format!("valid frames after the torn tail of {}", t.display()),
+                ));
             }
-            info.wal_records += 1;
-            if mem.approximate_bytes() >= opts.write_buffer_bytes {
-                if let Some(m) =
-                    flush_recovered(dir, fs, opts, tables, table_opts, &mut versions, &mem)?
-                {
-                    edit.new_files.push((0, m));
+            info.vlog_frames += 1;
+            let h = frame.header;
+            if h.count > 0 {
+                r.max_seq = r.max_seq.max(h.first_seq + u64::from(h.count) - 1);
+            }
+            if h.kind == FRAME_NO_REPLAY {
+                continue;
+            }
+            for (i, (offset, e)) in frame.entries().enumerate() {
+                let seq = h.first_seq + i as u64;
+                match e.kind {
+                    EntryKind::Delete => r.mem.add(seq, ValueKind::Delete, e.key, b""),
+                    EntryKind::Inline => r.mem.add(seq, ValueKind::Value, e.key, e.value),
+                    EntryKind::Separated => {
+                        let ptr = ValuePointer {
+                            file: n,
+                            offset,
+                            len: e.len as u32,
+                        };
+                        r.mem.add(seq, ValueKind::Pointer, e.key, &ptr.to_vec());
+                        r.mem.add_vlog_refs(n, e.len as u64);
+                    }
                 }
-                mem = Arc::new(MemTable::new(0));
             }
+            r.maybe_flush(versions, false)?;
+        }
+        if reader.position() < size {
+            // GC must know that this tail is a crash's, not damage to a sealed file.
+            r.edit.vlog_tails.push((n, reader.position()));
         }
         if let Some((offset, reason)) = reader.truncated_tail() {
             info.truncated_tail = Some((path.clone(), offset, reason));
+            torn_in = Some(path);
         }
     }
-    if let Some(m) = flush_recovered(dir, fs, opts, tables, table_opts, &mut versions, &mem)? {
-        edit.new_files.push((0, m));
+    // Tables about to be committed point into these files: make them durable first.
+    for p in replayed {
+        r.fs.sync_file(&p)?;
     }
-    let wal_number = versions.new_file_number();
-    let wal = LogWriter::new(fs.create(&filename::wal(dir, wal_number))?)?;
-    fs.sync_dir(dir)?;
-    edit.log_number = Some(wal_number);
-    versions.last_sequence = max_seq;
-    versions.log_and_apply(edit)?;
-    Ok((versions, Arc::new(MemTable::new(wal_number)), wal, info))
+    Ok(())
 }
 
 /// Writes a recovered memtable as an L0 table.

@@ -29,6 +29,16 @@ pub struct Counters {
     pub read_batches_threads: AtomicU64,
     pub read_batches_sync: AtomicU64,
     pub batched_reads: AtomicU64,
+    /// Bytes appended to the value log (frames, by writers and GC).
+    pub vlog_bytes: AtomicU64,
+    /// Values written as pointers (separated).
+    pub vlog_values: AtomicU64,
+    pub gc_runs: AtomicU64,
+    pub gc_bytes_read: AtomicU64,
+    /// Bytes of live values GC rewrote (keys and values).
+    pub gc_bytes_written: AtomicU64,
+    pub gc_values_relocated: AtomicU64,
+    pub gc_files_collected: AtomicU64,
 }
 
 impl Counters {

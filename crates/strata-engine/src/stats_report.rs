@@ -16,7 +16,7 @@ pub struct Stats {
     pub flush_bytes_written: u64,
     pub compaction_bytes_written: u64,
     pub compaction_bytes_read: u64,
-    /// (WAL + flush + compaction bytes written) / user bytes.
+    /// (WAL + value log + flush + compaction bytes written) / user bytes.
     pub write_amplification: f64,
     pub stall_micros: u64,
     pub slowdown_count: u64,
@@ -52,6 +52,27 @@ pub struct Stats {
     pub read_batches_threads: u64,
     pub read_batches_sync: u64,
     pub batched_reads: u64,
+    /// Value-log files, their total size, and the part of it no table points at (files
+    /// below the durable head; the head region counts as live).
+    pub vlog_files: u64,
+    pub vlog_bytes: u64,
+    pub vlog_garbage_bytes: u64,
+    /// File of the value log's durable head (0: the value log was never used).
+    pub vlog_head_file: u64,
+    /// Bytes appended to the value log (by writers and GC) and values stored as pointers.
+    pub vlog_bytes_written: u64,
+    pub vlog_values_written: u64,
+    pub gc_runs: u64,
+    pub gc_bytes_read: u64,
+    pub gc_bytes_written: u64,
+    pub gc_values_relocated: u64,
+    pub gc_files_collected: u64,
+    /// Collected files kept until the snapshots that may read them are released.
+    pub gc_files_pending: u64,
+    pub gc_last_error: Option<String>,
+    /// (tables + value log) / (tables + value log - value-log garbage): the space the
+    /// value log's garbage costs (table-side garbage is not counted).
+    pub space_amplification: f64,
 }
 
 pub(crate) fn collect(inner: &DbInner) -> Stats {
@@ -62,6 +83,8 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
     let wal = g(&c.wal_bytes);
     let flush = g(&c.flush_bytes);
     let comp = g(&c.compaction_bytes_written);
+    let vlog = inner.vlog_figures();
+    let vlog_written = g(&c.vlog_bytes);
     let (bh, bm, bu) = inner
         .tables
         .block_cache()
@@ -78,7 +101,7 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         write_amplification: if user == 0 {
             0.0
         } else {
-            (wal + flush + comp) as f64 / user as f64
+            (wal + vlog_written + flush + comp) as f64 / user as f64
         },
         stall_micros: g(&c.stall_micros),
         slowdown_count: g(&c.slowdowns),
@@ -112,6 +135,65 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         read_batches_threads: g(&c.read_batches_threads),
         read_batches_sync: g(&c.read_batches_sync),
         batched_reads: g(&c.batched_reads),
+        vlog_files: vlog.files,
+        vlog_bytes: vlog.bytes,
+        vlog_garbage_bytes: vlog.garbage,
+        vlog_head_file: vlog.head_file,
+        vlog_bytes_written: vlog_written,
+        vlog_values_written: g(&c.vlog_values),
+        gc_runs: g(&c.gc_runs),
+        gc_bytes_read: g(&c.gc_bytes_read),
+        gc_bytes_written: g(&c.gc_bytes_written),
+        gc_values_relocated: g(&c.gc_values_relocated),
+        gc_files_collected: g(&c.gc_files_collected),
+        gc_files_pending: vlog.pending,
+        gc_last_error: vlog.last_error,
+        space_amplification: {
+            let tables: u64 = sv.version.levels.iter().flatten().map(|f| f.size).sum();
+            let total = tables + vlog.bytes;
+            let live = total.saturating_sub(vlog.garbage);
+            if live == 0 {
+                1.0
+            } else {
+                total as f64 / live as f64
+            }
+        },
+    }
+}
+
+/// Value-log figures gathered under the state lock.
+pub(crate) struct VlogFigures {
+    pub files: u64,
+    pub bytes: u64,
+    pub garbage: u64,
+    pub head_file: u64,
+    pub pending: u64,
+    pub last_error: Option<String>,
+}
+
+impl DbInner {
+    pub(crate) fn vlog_figures(&self) -> VlogFigures {
+        let st = self.state.lock();
+        let head_file = st.versions.vlog.head.map_or(0, |h| h.0);
+        let mut f = VlogFigures {
+            files: st.vlog_files.len() as u64,
+            bytes: 0,
+            garbage: 0,
+            head_file,
+            pending: st.gc.pending.len() as u64,
+            last_error: st.gc.last_error.clone(),
+        };
+        for file in st.vlog_files.values() {
+            let size = file.size();
+            f.bytes += size;
+            let obsolete = st.versions.vlog.obsolete.contains(&file.number);
+            if obsolete {
+                f.garbage += size;
+            } else if file.number < head_file {
+                f.garbage += size.saturating_sub(st.versions.vlog.live_bytes(file.number));
+            }
+        }
+        f
     }
 }
 
@@ -157,6 +239,29 @@ impl fmt::Display for Stats {
             self.trivial_moves
         )?;
         writeln!(f, "Write amplification: {:.2}", self.write_amplification)?;
+        writeln!(
+            f,
+            "Value log: {} files, {:.1} MiB ({:.1} MiB garbage); {:.1} MiB appended, {} values separated; space amplification {:.2}",
+            self.vlog_files,
+            mib(self.vlog_bytes),
+            mib(self.vlog_garbage_bytes),
+            mib(self.vlog_bytes_written),
+            self.vlog_values_written,
+            self.space_amplification
+        )?;
+        writeln!(
+            f,
+            "GC: {} runs, {} files collected ({} waiting for snapshots), read {:.1} MiB, rewrote {:.1} MiB ({} values)",
+            self.gc_runs,
+            self.gc_files_collected,
+            self.gc_files_pending,
+            mib(self.gc_bytes_read),
+            mib(self.gc_bytes_written),
+            self.gc_values_relocated
+        )?;
+        if let Some(e) = &self.gc_last_error {
+            writeln!(f, "GC error (GC retries later; writes go on): {e}")?;
+        }
         writeln!(
             f,
             "Stalls: {:.3} s total; {} slowdowns, {} stops",

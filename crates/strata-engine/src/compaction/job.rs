@@ -6,6 +6,10 @@
 //! in addition, no deeper level can hold its key. Output files are cut only between user
 //! keys, so all versions of a key stay in one table of the level. The job only writes new
 //! files; installing them (and deleting the inputs) is the caller's MANIFEST edit.
+//!
+//! A value pointer dropped here was counted as value-log garbage when the memtable holding
+//! the newer version of its key was flushed (`DbInner::flush_garbage`), so the job counts
+//! nothing: counting again would make GC copy files that hold less garbage than it thinks.
 
 use super::CompactionPlan;
 use crate::error::{Error, Result};

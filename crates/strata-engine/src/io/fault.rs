@@ -20,7 +20,7 @@
 //! |------------------------------------|-----------|--------------------|
 //! | `create`                           | `Create`  | yes                |
 //! | `append`, `flush` (writable file)  | `Write`   | yes                |
-//! | `sync` (file), `sync_dir`          | `Sync`    | yes                |
+//! | `sync` (file), `sync_file`, `sync_dir` | `Sync` | yes                |
 //! | `rename`                           | `Rename`  | yes                |
 //! | `remove`                           | `Remove`  | yes                |
 //! | `read_at` (random-access file)     | `Read`    | no                 |
@@ -531,6 +531,11 @@ impl Fs for FaultFs {
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         self.shared.gate(Op::SyncDir, dir, None)?;
         self.inner.sync_dir(dir)
+    }
+
+    fn sync_file(&self, path: &Path) -> Result<()> {
+        self.shared.gate(Op::Sync, path, None)?;
+        self.inner.sync_file(path)
     }
 
     fn file_size(&self, path: &Path) -> Result<u64> {

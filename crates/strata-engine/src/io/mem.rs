@@ -568,6 +568,14 @@ impl Fs for MemFs {
         Ok(())
     }
 
+    fn sync_file(&self, path: &Path) -> Result<()> {
+        let inode = self.shared.state.lock().file("sync", path)?;
+        let mut f = inode.lock();
+        f.synced_len = f.data.len();
+        f.last_unsynced_append = None;
+        Ok(())
+    }
+
     fn file_size(&self, path: &Path) -> Result<u64> {
         let inode = self.shared.state.lock().file("file_size", path)?;
         let len = inode.lock().data.len() as u64;

@@ -112,6 +112,9 @@ pub trait Fs: Send + Sync + 'static {
     fn create_dir_all(&self, dir: &Path) -> Result<()>;
     /// Makes the creates, renames and removes of entries in `dir` durable.
     fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// Makes every byte of the existing file at `path` durable (fdatasync), whoever wrote it:
+    /// recovery uses it on value-log files written before a crash of the process.
+    fn sync_file(&self, path: &Path) -> Result<()>;
     /// Size of the file at `path`.
     fn file_size(&self, path: &Path) -> Result<u64>;
     /// Takes an exclusive lock on `path` (created if missing); `Error::Locked` if held.

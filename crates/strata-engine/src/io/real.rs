@@ -318,6 +318,14 @@ impl Fs for RealFs {
             .map_err(|e| Error::io("sync_dir", dir, e))
     }
 
+    fn sync_file(&self, path: &Path) -> Result<()> {
+        OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(|f| f.sync_data())
+            .map_err(|e| Error::io("sync", path, e))
+    }
+
     fn file_size(&self, path: &Path) -> Result<u64> {
         std::fs::metadata(path)
             .map(|m| m.len())

@@ -2,11 +2,42 @@
 //! view. Hides older versions and deleted keys; honours lower/upper bounds; moves both ways
 //! (LevelDB's DBIter). In forward direction the merged iterator sits on the current entry; in
 //! reverse direction it sits just before all entries of the current key, which is saved.
+//!
+//! Separated values ([`ValueKind::Pointer`] entries) are resolved lazily, when `value()` is
+//! called, and cached for the position. When a forward scan reads values (the values of the
+//! last two entries were read), `next()` prefetches (WiscKey 3.3.1): it copies the following
+//! entries into a look-ahead buffer, up to `prefetch` separated values, and reads those
+//! values in one [`crate::io::Fs::read_batch`], so the device serves them in parallel. The
+//! merged iterator then sits after the buffer; the current entry is the buffer's front.
 
 use super::InternalIterator;
 use crate::error::{Error, Result};
 use crate::key::{self, SeqNo, ValueKind};
+use crate::vlog::{ValuePointer, Vlog, VlogFileSet};
 use std::any::Any;
+use std::cell::{Cell, OnceCell};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Where an iterator resolves value pointers.
+pub(crate) struct ValueSource {
+    pub vlog: Arc<Vlog>,
+    pub files: Arc<VlogFileSet>,
+    /// Values read ahead per batch (0: no prefetch).
+    pub prefetch: usize,
+}
+
+/// Most entries one look-ahead fill copies (bounds memory when few values are separated).
+const MAX_AHEAD_ENTRIES: usize = 1024;
+
+/// One entry copied into the look-ahead buffer.
+struct Ahead {
+    key: Vec<u8>,
+    kind: ValueKind,
+    raw: Vec<u8>,
+    /// The prefetched value of a separated entry.
+    value: Option<Result<Vec<u8>>>,
+}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Direction {
@@ -22,9 +53,22 @@ pub struct DbIterator {
     valid: bool,
     saved_key: Vec<u8>,
     saved_value: Vec<u8>,
+    /// Kind of the saved entry (reverse direction).
+    saved_kind: ValueKind,
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
     err: Option<Error>,
+    source: Option<ValueSource>,
+    /// The resolved separated value of the current position.
+    resolved: OnceCell<Result<Vec<u8>>>,
+    /// Forward look-ahead: entries from the current one on (see the module docs).
+    ahead: VecDeque<Ahead>,
+    /// Whether the merged iterator is at a visible entry after the look-ahead buffer.
+    tail_valid: bool,
+    /// Whether `value()` read a separated value at the current position.
+    read_separated: Cell<bool>,
+    /// Consecutive positions whose separated value was read, moving forward.
+    streak: u32,
     /// Keeps the memtables, version and snapshot this iterator reads alive.
     _keep: Box<dyn Any + Send>,
 }
@@ -44,21 +88,37 @@ impl DbIterator {
             valid: false,
             saved_key: Vec::new(),
             saved_value: Vec::new(),
+            saved_kind: ValueKind::Value,
             lower,
             upper,
             err: None,
+            source: None,
+            resolved: OnceCell::new(),
+            ahead: VecDeque::new(),
+            tail_valid: false,
+            read_separated: Cell::new(false),
+            streak: 0,
             _keep: keep,
         }
     }
 
+    /// Makes the iterator resolve value pointers through `source`.
+    pub(crate) fn with_values(mut self, source: ValueSource) -> Self {
+        self.source = Some(source);
+        self
+    }
+
     /// Whether the iterator is at an entry. When false, check [`DbIterator::status`].
     pub fn valid(&self) -> bool {
-        self.valid
+        self.valid && !matches!(self.resolved.get(), Some(Err(_)))
     }
 
     /// The current user key.
     pub fn key(&self) -> &[u8] {
         assert!(self.valid, "key() on an invalid iterator");
+        if let Some(a) = self.ahead.front() {
+            return &a.key;
+        }
         match self.direction {
             Direction::Forward => key::user_key(self.iter.key()),
             Direction::Reverse => &self.saved_key,
@@ -66,24 +126,161 @@ impl DbIterator {
     }
 
     /// The current value.
+    ///
+    /// A separated value is read from the value log on the first call at a position. If that
+    /// read fails (I/O error, or corruption: a checksum or key mismatch), `value()` returns an
+    /// empty slice, [`DbIterator::valid`] turns false and [`DbIterator::status`] returns the
+    /// error; [`DbIterator::try_value`] returns it directly.
     pub fn value(&self) -> &[u8] {
+        self.try_value().unwrap_or_default()
+    }
+
+    /// The current value, or the error that reading it met.
+    pub fn try_value(&self) -> Result<&[u8]> {
         assert!(self.valid, "value() on an invalid iterator");
+        let (kind, raw) = self.raw_entry();
+        if kind != ValueKind::Pointer {
+            return Ok(raw);
+        }
+        self.read_separated.set(true);
+        if let Some(Some(Ok(v))) = self.ahead.front().map(|a| &a.value) {
+            return Ok(v);
+        }
+        let r =
+            self.resolved
+                .get_or_init(|| match self.ahead.front().and_then(|a| a.value.as_ref()) {
+                    Some(Err(e)) => Err(e.clone()),
+                    _ => self.resolve(raw),
+                });
+        match r {
+            Ok(v) => Ok(v.as_slice()),
+            Err(e) => Err(e.clone()),
+        }
+    }
+
+    /// The current entry's kind and stored value (a pointer is not resolved).
+    fn raw_entry(&self) -> (ValueKind, &[u8]) {
+        if let Some(a) = self.ahead.front() {
+            return (a.kind, &a.raw);
+        }
         match self.direction {
-            Direction::Forward => self.iter.value(),
-            Direction::Reverse => &self.saved_value,
+            Direction::Forward => {
+                let kind =
+                    key::parse_internal_key(self.iter.key()).map_or(ValueKind::Value, |p| p.kind);
+                (kind, self.iter.value())
+            }
+            Direction::Reverse => (self.saved_kind, &self.saved_value),
+        }
+    }
+
+    fn resolve(&self, raw: &[u8]) -> Result<Vec<u8>> {
+        let ptr = ValuePointer::decode_or_corrupt(raw, "<iterator value pointer>")?;
+        let Some(src) = &self.source else {
+            return Err(Error::corruption(
+                "<iterator>",
+                0,
+                "value pointer but no value log to resolve it",
+            ));
+        };
+        src.vlog.read(&src.files, self.key(), &ptr)
+    }
+
+    /// Copies the entries from the current one on into the look-ahead buffer, up to
+    /// `prefetch` separated values, and reads those values in one batch.
+    fn fill_ahead(&mut self) {
+        let Some(prefetch) = self.source.as_ref().map(|s| s.prefetch) else {
+            return;
+        };
+        let mut pointers = 0;
+        while self.valid && pointers < prefetch && self.ahead.len() < MAX_AHEAD_ENTRIES {
+            let Some(p) = key::parse_internal_key(self.iter.key()) else {
+                break;
+            };
+            pointers += (p.kind == ValueKind::Pointer) as usize;
+            self.ahead.push_back(Ahead {
+                key: p.user_key.to_vec(),
+                kind: p.kind,
+                raw: self.iter.value().to_vec(),
+                value: None,
+            });
+            self.saved_key.clear();
+            self.saved_key.extend_from_slice(p.user_key);
+            self.iter.next();
+            self.find_next_user_entry(true);
+        }
+        self.tail_valid = self.valid;
+        self.valid = !self.ahead.is_empty() || self.valid;
+        let Some(src) = &self.source else {
+            return;
+        };
+        let mut reqs = Vec::with_capacity(pointers);
+        let mut at = Vec::with_capacity(pointers);
+        for (i, a) in self.ahead.iter_mut().enumerate() {
+            if a.kind != ValueKind::Pointer {
+                continue;
+            }
+            match ValuePointer::decode_or_corrupt(&a.raw, "<iterator value pointer>") {
+                Ok(p) => {
+                    reqs.push(p);
+                    at.push(i);
+                }
+                Err(e) => a.value = Some(Err(e)),
+            }
+        }
+        let keyed: Vec<(&[u8], ValuePointer)> = at
+            .iter()
+            .zip(&reqs)
+            .map(|(i, p)| (self.ahead[*i].key.as_slice(), *p))
+            .collect();
+        let values = src.vlog.read_many(&src.files, &keyed);
+        for (i, v) in at.into_iter().zip(values) {
+            self.ahead[i].value = Some(v);
         }
     }
 
     /// The first error met (corruption, I/O), if any.
     pub fn status(&self) -> Result<()> {
+        if let Some(Err(e)) = self.resolved.get() {
+            return Err(e.clone());
+        }
         match &self.err {
             Some(e) => Err(e.clone()),
             None => self.iter.status(),
         }
     }
 
+    /// After a failed value read the iterator stops: the error becomes its status.
+    fn stop_on_value_error(&mut self) -> bool {
+        if matches!(self.resolved.get(), Some(Err(_))) {
+            self.moved();
+            self.ahead.clear();
+            self.valid = false;
+            return true;
+        }
+        false
+    }
+
+    /// Forgets the resolved value of the old position, keeping a read error as the
+    /// iterator's error.
+    fn moved(&mut self) {
+        if let Some(Err(e)) = self.resolved.take() {
+            if self.err.is_none() {
+                self.err = Some(e);
+            }
+        }
+        self.read_separated.set(false);
+    }
+
+    /// A jump (seek, reverse step): the look-ahead and the access pattern start over.
+    fn jumped(&mut self) {
+        self.moved();
+        self.ahead.clear();
+        self.streak = 0;
+    }
+
     /// Moves to the first key (at or above the lower bound).
     pub fn seek_to_first(&mut self) {
+        self.jumped();
         match self.lower.clone() {
             Some(l) => self.seek(&l),
             None => {
@@ -96,11 +293,15 @@ impl DbIterator {
 
     /// Moves to the last key (below the upper bound).
     pub fn seek_to_last(&mut self) {
+        self.jumped();
         self.direction = Direction::Reverse;
         match self.upper.clone() {
             Some(u) => {
-                self.iter
-                    .seek(&key::make_internal_key(&u, key::MAX_SEQ, ValueKind::Value));
+                self.iter.seek(&key::make_internal_key(
+                    &u,
+                    key::MAX_SEQ,
+                    key::KIND_FOR_SEEK,
+                ));
                 self.step_back_from_seek();
             }
             None => self.iter.seek_to_last(),
@@ -110,6 +311,7 @@ impl DbIterator {
 
     /// Moves to the first key `>= target`.
     pub fn seek(&mut self, target: &[u8]) {
+        self.jumped();
         let target = match &self.lower {
             Some(l) if target < l.as_slice() => l.clone(),
             _ => target.to_vec(),
@@ -121,6 +323,7 @@ impl DbIterator {
 
     /// Moves to the last key `<= target`.
     pub fn seek_for_prev(&mut self, target: &[u8]) {
+        self.jumped();
         let below_upper = self.upper.as_ref().is_none_or(|u| target < u.as_slice());
         if !below_upper {
             return self.seek_to_last();
@@ -136,7 +339,17 @@ impl DbIterator {
     /// Moves to the next key.
     pub fn next(&mut self) {
         assert!(self.valid, "next() on an invalid iterator");
-        if self.direction == Direction::Reverse {
+        if self.stop_on_value_error() {
+            return;
+        }
+        let sequential = self.read_separated.get() && self.direction == Direction::Forward;
+        self.streak = if sequential { self.streak + 1 } else { 0 };
+        self.moved();
+        if self.ahead.pop_front().is_some() {
+            if self.ahead.is_empty() {
+                self.valid = self.tail_valid;
+            }
+        } else if self.direction == Direction::Reverse {
             self.direction = Direction::Forward;
             // The merged iterator is just before the entries of saved_key: step into them,
             // then skip them.
@@ -145,18 +358,31 @@ impl DbIterator {
             } else {
                 self.iter.seek_to_first();
             }
+            self.find_next_user_entry(true);
         } else {
             self.saved_key.clear();
             self.saved_key
                 .extend_from_slice(key::user_key(self.iter.key()));
             self.iter.next();
+            self.find_next_user_entry(true);
         }
-        self.find_next_user_entry(true);
+        if self.streak >= 2 && self.ahead.is_empty() && self.valid {
+            self.fill_ahead();
+        }
     }
 
     /// Moves to the previous key.
     pub fn prev(&mut self) {
         assert!(self.valid, "prev() on an invalid iterator");
+        if self.stop_on_value_error() {
+            return;
+        }
+        if let Some(a) = self.ahead.front() {
+            // Put the merged iterator back on the current entry.
+            let k = a.key.clone();
+            self.seek(&k);
+        }
+        self.jumped();
         if self.direction == Direction::Forward {
             self.saved_key.clear();
             self.saved_key
@@ -218,7 +444,7 @@ impl DbIterator {
                         self.saved_key.extend_from_slice(p.user_key);
                         skipping = true;
                     }
-                    ValueKind::Value => {
+                    ValueKind::Value | ValueKind::Pointer => {
                         if !(skipping && p.user_key <= self.saved_key.as_slice()) {
                             if self
                                 .upper
@@ -261,6 +487,7 @@ impl DbIterator {
                     self.saved_key.extend_from_slice(p.user_key);
                     self.saved_value.clear();
                     self.saved_value.extend_from_slice(self.iter.value());
+                    self.saved_kind = kind;
                 }
             }
             self.iter.prev();

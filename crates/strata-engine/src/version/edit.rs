@@ -19,6 +19,13 @@ const TAG_LAST_SEQUENCE: u64 = 3;
 const TAG_COMPACT_POINTER: u64 = 4;
 const TAG_DELETED_FILE: u64 = 5;
 const TAG_NEW_FILE: u64 = 6;
+// Value-log fields (`docs/format/vlog.md`, section "MANIFEST fields").
+const TAG_VLOG_HEAD: u64 = 7;
+const TAG_VLOG_LIVE: u64 = 8;
+const TAG_VLOG_GARBAGE: u64 = 9;
+const TAG_VLOG_OBSOLETE: u64 = 10;
+const TAG_VLOG_DELETED: u64 = 11;
+const TAG_VLOG_TAIL: u64 = 12;
 
 /// A table file as the MANIFEST records it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -52,6 +59,19 @@ pub struct VersionEdit {
     pub deleted_files: Vec<(u32, u64)>,
     /// Tables added: (level, file).
     pub new_files: Vec<(u32, FileMeta)>,
+    /// The value log's durable head `(file, offset)`: recovery replays the log from there.
+    pub vlog_head: Option<(u64, u64)>,
+    /// `(file, bytes)`: separated entries that tables now point at (a flush made them live).
+    pub vlog_live_added: Vec<(u64, u64)>,
+    /// `(file, bytes)`: pointers compaction dropped; their entries are garbage.
+    pub vlog_garbage: Vec<(u64, u64)>,
+    /// Value-log files GC emptied: nothing needs them, they are removed.
+    pub vlog_obsolete: Vec<u64>,
+    /// Obsolete value-log files that are gone from the directory: forget them.
+    pub vlog_deleted: Vec<u64>,
+    /// `(file, offset)`: recovery found the frames of value-log file `file` ending at
+    /// `offset`, followed by a torn (or zero) tail that no pointer can lead into.
+    pub vlog_tails: Vec<(u64, u64)>,
 }
 
 impl VersionEdit {
@@ -101,6 +121,31 @@ impl VersionEdit {
             varint::put_u64(out, f.num_entries);
             varint::put_len_prefixed(out, &f.smallest);
             varint::put_len_prefixed(out, &f.largest);
+        }
+        if let Some((file, offset)) = self.vlog_head {
+            varint::put_u64(out, TAG_VLOG_HEAD);
+            varint::put_u64(out, file);
+            varint::put_u64(out, offset);
+        }
+        for (tag, list) in [
+            (TAG_VLOG_LIVE, &self.vlog_live_added),
+            (TAG_VLOG_GARBAGE, &self.vlog_garbage),
+            (TAG_VLOG_TAIL, &self.vlog_tails),
+        ] {
+            for (file, bytes) in list {
+                varint::put_u64(out, tag);
+                varint::put_u64(out, *file);
+                varint::put_u64(out, *bytes);
+            }
+        }
+        for (tag, list) in [
+            (TAG_VLOG_OBSOLETE, &self.vlog_obsolete),
+            (TAG_VLOG_DELETED, &self.vlog_deleted),
+        ] {
+            for file in list {
+                varint::put_u64(out, tag);
+                varint::put_u64(out, *file);
+            }
         }
     }
 
@@ -218,6 +263,37 @@ impl<'a> Decoder<'a> {
                         },
                     ));
                 }
+                TAG_VLOG_HEAD => {
+                    if edit.vlog_head.is_some() {
+                        return Err(self.err(tag_at, "value-log head given twice"));
+                    }
+                    let file = self.u64("value-log head file")?;
+                    let offset = self.u64("value-log head offset")?;
+                    edit.vlog_head = Some((file, offset));
+                }
+                TAG_VLOG_LIVE => {
+                    let file = self.u64("value-log file")?;
+                    let bytes = self.u64("value-log live bytes")?;
+                    edit.vlog_live_added.push((file, bytes));
+                }
+                TAG_VLOG_GARBAGE => {
+                    let file = self.u64("value-log file")?;
+                    let bytes = self.u64("value-log garbage bytes")?;
+                    edit.vlog_garbage.push((file, bytes));
+                }
+                TAG_VLOG_TAIL => {
+                    let file = self.u64("value-log file")?;
+                    let offset = self.u64("value-log tail offset")?;
+                    edit.vlog_tails.push((file, offset));
+                }
+                TAG_VLOG_OBSOLETE => {
+                    let file = self.u64("obsolete value-log file")?;
+                    edit.vlog_obsolete.push(file);
+                }
+                TAG_VLOG_DELETED => {
+                    let file = self.u64("deleted value-log file")?;
+                    edit.vlog_deleted.push(file);
+                }
                 _ => {
                     return Err(self.err(
                         tag_at,
@@ -253,7 +329,48 @@ mod tests {
             compact_pointers: vec![(1, make_internal_key(b"cp", 5, ValueKind::Value))],
             deleted_files: vec![(0, 4), (15, u64::MAX)],
             new_files: vec![(0, meta(1)), (6, meta(2)), (15, meta(u32::MAX as u64))],
+            ..VersionEdit::default()
         }
+    }
+
+    fn vlog_edit() -> VersionEdit {
+        VersionEdit {
+            vlog_head: Some((9, 1 << 33)),
+            vlog_live_added: vec![(9, 1000), (10, 0)],
+            vlog_garbage: vec![(3, u64::MAX)],
+            vlog_obsolete: vec![2, 3],
+            vlog_deleted: vec![1],
+            vlog_tails: vec![(4, 19)],
+            ..full_edit()
+        }
+    }
+
+    #[test]
+    fn vlog_fields_round_trip_and_are_stable() {
+        let e = vlog_edit();
+        let mut buf = Vec::new();
+        e.encode(&mut buf);
+        assert_eq!(decode(&buf).unwrap(), e);
+        for cut in 0..buf.len() {
+            let _ = decode(&buf[..cut]);
+        }
+        let small = VersionEdit {
+            vlog_head: Some((5, 6)),
+            vlog_live_added: vec![(7, 8)],
+            vlog_garbage: vec![(9, 10)],
+            vlog_obsolete: vec![11],
+            vlog_deleted: vec![12],
+            vlog_tails: vec![(13, 14)],
+            ..VersionEdit::default()
+        };
+        let mut b = Vec::new();
+        small.encode(&mut b);
+        assert_eq!(
+            b,
+            vec![7, 5, 6, 8, 7, 8, 9, 9, 10, 12, 13, 14, 10, 11, 11, 12]
+        );
+        assert!(decode(&[7, 1, 2, 7, 3, 4]).unwrap_err().is_corruption());
+        assert!(decode(&[8, 1]).unwrap_err().is_corruption());
     }
 
     fn decode(data: &[u8]) -> Result<VersionEdit> {
@@ -355,7 +472,7 @@ mod tests {
     #[test]
     fn unknown_and_invalid_fields_are_corruption() {
         let cases: Vec<Vec<u8>> = vec![
-            vec![7, 1],                                                    // unknown tag
+            vec![99, 1],                                                   // unknown tag
             vec![0],                                                       // tag 0 (zeroed bytes)
             vec![0x80, 0x01, 1],                                           // tag 128 as a varint
             vec![1, 1, 1, 2],                                              // log number twice

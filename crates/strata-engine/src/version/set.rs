@@ -36,6 +36,8 @@ pub struct VersionSet {
     pub compact_pointers: Vec<Vec<u8>>,
     /// Edits read at recovery (for `check` and stats).
     pub recovered_records: u64,
+    /// The value log's durable head, live bytes and obsolete files.
+    pub vlog: crate::vlog::VlogManifest,
 }
 
 impl VersionSet {
@@ -74,6 +76,7 @@ impl VersionSet {
         let mut log_number = None;
         let mut pointers = vec![Vec::new(); num_levels];
         let mut records = 0;
+        let mut vlog = crate::vlog::VlogManifest::default();
         while let Some((offset, rec)) = reader.read_record()? {
             let edit = VersionEdit::decode(&rec, &mpath, offset)?;
             let levels = edit.new_files.iter().map(|(l, _)| *l);
@@ -90,6 +93,7 @@ impl VersionSet {
             next_file = edit.next_file_number.or(next_file);
             last_seq = edit.last_sequence.or(last_seq);
             log_number = edit.log_number.or(log_number);
+            vlog.apply(&edit);
             for (level, key) in edit.compact_pointers {
                 pointers[level as usize] = key;
             }
@@ -110,6 +114,7 @@ impl VersionSet {
             log_number: log_number.ok_or_else(|| missing("log number"))?,
             compact_pointers: pointers,
             recovered_records: records,
+            vlog,
         };
         vs.current
             .check_invariants()
@@ -141,15 +146,22 @@ impl VersionSet {
             ));
         }
         if let Some(d) = damaged {
-            if vs.log_number > 0
-                && !on_disk.contains(&(crate::filename::FileKind::Wal, vs.log_number))
-            {
+            // With key-value separation the log is the value log, from its durable head.
+            let (kind, number, needed) = match vs.vlog.head {
+                Some((file, offset)) if offset > 0 => (crate::filename::FileKind::Vlog, file, true),
+                _ => (
+                    crate::filename::FileKind::Wal,
+                    vs.log_number,
+                    vs.log_number > 0,
+                ),
+            };
+            if needed && !on_disk.contains(&(kind, number)) {
                 return Err(Error::corruption(
                     &mpath,
                     0,
                     format!(
-                        "WAL {} that the recovered state needs is missing{d}: a used edit was lost",
-                        vs.log_number
+                        "log {number} ({kind:?}) that the recovered state needs is missing{d}: \
+                         a used edit was lost"
                     ),
                 ));
             }
@@ -254,6 +266,7 @@ impl VersionSet {
         for (level, key) in &edit.compact_pointers {
             self.compact_pointers[*level as usize] = key.clone();
         }
+        self.vlog.apply(&edit);
         self.log_number = log_number;
         self.current = new_version.clone();
         Ok(new_version)
@@ -277,6 +290,7 @@ impl VersionSet {
                 e.compact_pointers.push((level as u32, key.clone()));
             }
         }
+        self.vlog.snapshot_into(&mut e);
         e
     }
 }

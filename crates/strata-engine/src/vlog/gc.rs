@@ -1,0 +1,552 @@
+//! Value-log garbage collection: a pure picker over per-file figures, and the job.
+//!
+//! Steps for one file F (each safe to crash after, see `docs/format/vlog.md`):
+//! 1. **Copy.** Read F's frames in order; for every separated entry whose key's newest entry
+//!    still points at exactly that entry, submit a conditional rewrite through the write
+//!    queue (`write.rs`): the leader re-checks at apply time and appends the survivors at the
+//!    head like any write, with pointers to their new place.
+//! 2. **Pointer update is durable** once the log is synced: the rewrites sit after the
+//!    durable head, so recovery replays them.
+//! 3. **MANIFEST**: F is recorded obsolete (from then on an open removes it).
+//! 4. **Delete**, once no snapshot older than the rewrites exists: F leaves the readers' file
+//!    set (a reader holding an older set keeps the handle GC opened), is removed from the
+//!    directory, and the MANIFEST forgets it.
+//!
+//! A crash before 3 leaves F with its garbage figures (only ever growing), so the next GC
+//! picks it again and finds nothing current to copy. Only files below the durable head's
+//! file are picked: recovery never reads them.
+
+use super::format::EntryKind;
+use super::FrameReader;
+use crate::db::DbInner;
+use crate::error::{Error, Result};
+use crate::get::Found;
+use crate::key::SeqNo;
+use crate::sst::ReadParams;
+use crate::stats::Counters;
+use crate::version::VersionEdit;
+use crate::vlog::ValuePointer;
+use crate::write::Relocation;
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Bytes of live entries gathered before they are rewritten as one conditional write.
+const RELOCATE_BATCH_BYTES: usize = 1 << 20;
+
+/// GC bookkeeping kept under the database's state lock.
+#[derive(Default, Debug)]
+pub struct GcState {
+    /// Files recorded obsolete, waiting for every snapshot older than the sequence number.
+    pub pending: Vec<(u64, SeqNo)>,
+    /// Files whose collection met corruption: not picked again until reopen.
+    pub failed: BTreeSet<u64>,
+    /// The last background GC error (GC errors do not poison the database).
+    pub last_error: Option<String>,
+    /// Files whose live bytes a verification scan measured in the current round.
+    pub verified: BTreeSet<u64>,
+    /// The figures may understate garbage (a flush skipped snapshot-visible values, or an
+    /// open replayed the log): background GC measures files until a round is complete.
+    pub needs_verify: bool,
+}
+
+/// What one `Db::gc` call did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// Files emptied and recorded obsolete.
+    pub files_collected: u64,
+    /// Of those, and earlier ones, files still kept for a live snapshot.
+    pub files_pending: u64,
+    /// Files removed from the directory.
+    pub files_deleted: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub values_relocated: u64,
+}
+
+impl std::fmt::Display for GcReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "collected {} value-log files ({} deleted, {} waiting for snapshots); read {:.1} MiB, rewrote {} values ({:.1} MiB)",
+            self.files_collected,
+            self.files_deleted,
+            self.files_pending,
+            self.bytes_read as f64 / (1 << 20) as f64,
+            self.values_relocated,
+            self.bytes_written as f64 / (1 << 20) as f64
+        )
+    }
+}
+
+/// One value-log file as the picker sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileGarbage {
+    pub number: u64,
+    pub size: u64,
+    /// Bytes that tables point at.
+    pub live: u64,
+}
+
+impl FileGarbage {
+    pub fn garbage(&self) -> u64 {
+        self.size.saturating_sub(self.live)
+    }
+}
+
+/// The file to collect: among files numbered below `head_file` (the durable head's file)
+/// whose garbage is at least `min_ratio` of their size, the one with the most garbage
+/// bytes (the oldest on ties).
+pub fn pick(files: &[FileGarbage], head_file: u64, min_ratio: f64) -> Option<u64> {
+    files
+        .iter()
+        .filter(|f| f.number < head_file)
+        .filter(|f| f.size == 0 || f.garbage() as f64 >= min_ratio * f.size as f64)
+        .max_by(|a, b| a.garbage().cmp(&b.garbage()).then(b.number.cmp(&a.number)))
+        .map(|f| f.number)
+}
+
+/// Paces GC to `per_sec` bytes per second (0: unlimited).
+struct Pace {
+    start: Instant,
+    bytes: u64,
+    per_sec: u64,
+}
+
+impl Pace {
+    fn new(per_sec: u64) -> Self {
+        Pace {
+            start: Instant::now(),
+            bytes: 0,
+            per_sec,
+        }
+    }
+
+    fn consume(&mut self, n: u64) {
+        self.bytes += n;
+        if self.per_sec == 0 {
+            return;
+        }
+        let due = Duration::from_secs_f64(self.bytes as f64 / self.per_sec as f64);
+        let elapsed = self.start.elapsed();
+        if due > elapsed {
+            std::thread::sleep((due - elapsed).min(Duration::from_millis(200)));
+        }
+    }
+}
+
+impl DbInner {
+    /// The GC thread: every `gc_interval_ms`, or when a compaction made garbage, collect one
+    /// file and retire what snapshots no longer hold.
+    pub(crate) fn gc_loop(self: Arc<Self>) {
+        let period = Duration::from_millis(self.opts.gc_interval_ms.max(1));
+        loop {
+            {
+                let mut st = self.state.lock();
+                if self.shutting_down.load(Ordering::Acquire) {
+                    return;
+                }
+                self.gc_cv.wait_for(&mut st, period);
+                if self.shutting_down.load(Ordering::Acquire) {
+                    return;
+                }
+            }
+            if self.has_bg_error.load(Ordering::Acquire) {
+                continue;
+            }
+            let _g = self.gc_lock.lock();
+            let mut report = GcReport::default();
+            let mut pace = Pace::new(self.opts.gc_bytes_per_sec);
+            let r = self.retire_pending(&mut report).and_then(|()| {
+                self.gc_pass(self.opts.gc_garbage_ratio, true, &mut pace, &mut report)
+            });
+            match r {
+                Ok(()) | Err(Error::Closed) => {}
+                Err(e) => self.state.lock().gc.last_error = Some(e.to_string()),
+            }
+        }
+    }
+
+    /// `Db::gc`: collect every qualifying file, unpaced, then retire what can go.
+    pub(crate) fn gc_manual(&self, min_ratio: f64) -> Result<GcReport> {
+        let _g = self.gc_lock.lock();
+        self.check_bg_error()?;
+        let mut report = GcReport::default();
+        let mut pace = Pace::new(0);
+        self.gc_pass(min_ratio, false, &mut pace, &mut report)?;
+        // Then measure every other file: what the figures missed is collected too.
+        if let Some((files, head_file)) = self.gc_candidates() {
+            for f in files.iter().filter(|f| f.number < head_file) {
+                self.verify_file(f.number, min_ratio, &mut pace, &mut report)?;
+            }
+        }
+        self.retire_pending(&mut report)?;
+        report.files_pending = self.state.lock().gc.pending.len() as u64;
+        Ok(report)
+    }
+
+    /// The picker's view of the value-log files; `None` if there is no durable head.
+    fn gc_candidates(&self) -> Option<(Vec<FileGarbage>, u64)> {
+        let st = self.state.lock();
+        let head_file = st.versions.vlog.head?.0;
+        let files = st
+            .vlog_files
+            .values()
+            .filter(|f| {
+                !st.versions.vlog.obsolete.contains(&f.number)
+                    && !st.gc.failed.contains(&f.number)
+                    && !st.gc.pending.iter().any(|(n, _)| *n == f.number)
+            })
+            .map(|f| FileGarbage {
+                number: f.number,
+                size: f.size(),
+                live: st.versions.vlog.live_bytes(f.number),
+            })
+            .collect();
+        Some((files, head_file))
+    }
+
+    /// Collects files while one qualifies by its figures; then, with `verify_one`, measures
+    /// one more file.
+    fn gc_pass(
+        &self,
+        min_ratio: f64,
+        verify_one: bool,
+        pace: &mut Pace,
+        report: &mut GcReport,
+    ) -> Result<()> {
+        loop {
+            let Some((files, head_file)) = self.gc_candidates() else {
+                return Ok(());
+            };
+            Counters::add(&self.counters.gc_runs, 1);
+            let Some(number) = pick(&files, head_file, min_ratio) else {
+                if verify_one {
+                    // Nothing by the figures: if they may understate garbage, measure one
+                    // more file of the round.
+                    let next = {
+                        let mut st = self.state.lock();
+                        if !st.gc.needs_verify {
+                            return Ok(());
+                        }
+                        let next = files
+                            .iter()
+                            .filter(|f| f.number < head_file && !st.gc.verified.contains(&f.number))
+                            .map(|f| f.number)
+                            .min();
+                        if next.is_none() {
+                            st.gc.verified.clear();
+                            st.gc.needs_verify = false;
+                        }
+                        next
+                    };
+                    if let Some(n) = next {
+                        self.verify_file(n, min_ratio, pace, report)?;
+                    }
+                }
+                return Ok(());
+            };
+            self.gc_file(number, pace, report)?;
+        }
+    }
+
+    /// Measures the live bytes of `number` by looking up every separated entry in the
+    /// tables, corrects the MANIFEST's figure if it was too high, and collects the file if
+    /// the measured garbage reaches `min_ratio`.
+    fn verify_file(
+        &self,
+        number: u64,
+        min_ratio: f64,
+        pace: &mut Pace,
+        report: &mut GcReport,
+    ) -> Result<()> {
+        // A handed-out version: its tables stay on disk while the scan reads them.
+        let (entry, version) = {
+            let mut st = self.state.lock();
+            match st.vlog_files.get(&number) {
+                Some(e) => (e.clone(), st.versions.hand_out()),
+                None => return Ok(()),
+            }
+        };
+        let size = self.fs.file_size(&entry.path)?;
+        let mut reader = FrameReader::new(entry.handle(&self.fs)?, &entry.path, size, 0);
+        let mut live = 0u64;
+        let mut read = 0u64;
+        loop {
+            if self.shutting_down.load(Ordering::Acquire) {
+                return Err(Error::Closed);
+            }
+            let frame = match reader.next_frame() {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) => {
+                    if e.is_corruption() {
+                        self.state.lock().gc.failed.insert(number);
+                    }
+                    return Err(e);
+                }
+            };
+            for (offset, e) in frame.entries() {
+                if e.kind != EntryKind::Separated {
+                    continue;
+                }
+                if let Some((_, crate::key::ValueKind::Pointer, raw)) =
+                    self.table_entry(&version, e.key)?
+                {
+                    let here = ValuePointer {
+                        file: number,
+                        offset,
+                        len: e.len as u32,
+                    };
+                    if ValuePointer::decode(&raw) == Some(here) {
+                        live += e.len as u64;
+                    }
+                }
+            }
+            let now = reader.bytes_read();
+            Counters::add(&self.counters.gc_bytes_read, now - read);
+            report.bytes_read += now - read;
+            pace.consume(now - read);
+            read = now;
+        }
+        drop(version);
+        let recorded = {
+            let mut st = self.state.lock();
+            st.gc.verified.insert(number);
+            st.versions.vlog.live_bytes(number)
+        };
+        if size.saturating_sub(live) as f64 >= min_ratio * size as f64 {
+            return self.gc_file(number, pace, report);
+        }
+        if recorded > live {
+            let mut st = self.state.lock();
+            let edit = VersionEdit {
+                vlog_garbage: vec![(number, recorded - live)],
+                ..VersionEdit::default()
+            };
+            st.versions.last_sequence = st
+                .versions
+                .last_sequence
+                .max(self.visible_seq.load(Ordering::Acquire));
+            if let Err(e) = st.versions.log_and_apply(edit) {
+                self.set_bg_error(&e);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Collects one file (steps 1-3 of the module docs).
+    fn gc_file(&self, number: u64, pace: &mut Pace, report: &mut GcReport) -> Result<()> {
+        let Some(entry) = self.state.lock().vlog_files.get(&number).cloned() else {
+            return Ok(());
+        };
+        let handle = entry.handle(&self.fs)?;
+        let size = self.fs.file_size(&entry.path)?;
+        let mut reader = FrameReader::new(handle, &entry.path, size, 0);
+        let mut batch: Vec<Relocation> = Vec::new();
+        let mut batch_bytes = 0usize;
+        let mut read = 0u64;
+        loop {
+            if self.shutting_down.load(Ordering::Acquire) {
+                return Err(Error::Closed);
+            }
+            let frame = match reader.next_frame() {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) => {
+                    if e.is_corruption() {
+                        self.state.lock().gc.failed.insert(number);
+                    }
+                    return Err(e);
+                }
+            };
+            for (offset, e) in frame.entries() {
+                if e.kind != EntryKind::Separated {
+                    continue;
+                }
+                batch_bytes += e.len;
+                batch.push(Relocation {
+                    key: e.key.to_vec(),
+                    value: e.value.to_vec(),
+                    old: ValuePointer {
+                        file: number,
+                        offset,
+                        len: e.len as u32,
+                    },
+                });
+            }
+            let now = reader.bytes_read();
+            Counters::add(&self.counters.gc_bytes_read, now - read);
+            report.bytes_read += now - read;
+            pace.consume(now - read);
+            read = now;
+            if batch_bytes >= RELOCATE_BATCH_BYTES {
+                self.relocate(std::mem::take(&mut batch), pace, report)?;
+                batch_bytes = 0;
+            }
+        }
+        if reader.position() < size {
+            let known = self.state.lock().versions.vlog.tails.get(&number).copied();
+            if known != Some(reader.position()) {
+                // Frames end early in a file no crash tore: its last frames are damaged and
+                // may hold live values. Keep the file.
+                self.state.lock().gc.failed.insert(number);
+                return Err(Error::corruption(
+                    &entry.path,
+                    reader.position(),
+                    "damaged frames at the end of a sealed value-log file",
+                ));
+            }
+        }
+        self.relocate(batch, pace, report)?;
+        // Step 2: the rewrites are durable once the log is.
+        self.sync_log()?;
+        // Step 3.
+        let mut st = self.state.lock();
+        let seq = self.visible_seq.load(Ordering::Acquire);
+        let edit = VersionEdit {
+            vlog_obsolete: vec![number],
+            ..VersionEdit::default()
+        };
+        st.versions.last_sequence = st.versions.last_sequence.max(seq);
+        if let Err(e) = st.versions.log_and_apply(edit) {
+            self.set_bg_error(&e);
+            return Err(e);
+        }
+        st.gc.pending.push((number, seq));
+        Counters::add(&self.counters.gc_files_collected, 1);
+        report.files_collected += 1;
+        Ok(())
+    }
+
+    /// Rewrites the entries of `batch` that are still current.
+    fn relocate(
+        &self,
+        batch: Vec<Relocation>,
+        pace: &mut Pace,
+        report: &mut GcReport,
+    ) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        // A first filter outside the write queue, so the leader re-checks only survivors.
+        let sv = self.super_version.read().clone();
+        let seq = self.visible_seq.load(Ordering::Acquire);
+        let params = ReadParams {
+            verify_checksums: true,
+            fill_cache: false,
+            readahead: 0,
+        };
+        let mut live = Vec::with_capacity(batch.len());
+        for r in batch {
+            if let Some(Found::Pointer(p)) = self.get_entry(&sv, &r.key, seq, params)? {
+                if ValuePointer::decode(&p) == Some(r.old) {
+                    live.push(r);
+                }
+            }
+        }
+        drop(sv);
+        if live.is_empty() {
+            return Ok(());
+        }
+        let bytes: u64 = live
+            .iter()
+            .map(|r| (r.key.len() + r.value.len()) as u64)
+            .sum();
+        let n = self.write_relocations(live)?;
+        Counters::add(&self.counters.gc_bytes_written, bytes);
+        Counters::add(&self.counters.gc_values_relocated, n as u64);
+        report.bytes_written += bytes;
+        report.values_relocated += n as u64;
+        pace.consume(bytes);
+        Ok(())
+    }
+
+    /// Step 4 for every pending file no snapshot can read any more.
+    fn retire_pending(&self, report: &mut GcReport) -> Result<()> {
+        let min_snapshot = self.smallest_snapshot();
+        let ready: Vec<u64> = {
+            let mut st = self.state.lock();
+            let ready: Vec<u64> = st
+                .gc
+                .pending
+                .iter()
+                .filter(|(_, seq)| *seq <= min_snapshot)
+                .map(|(n, _)| *n)
+                .collect();
+            if ready.is_empty() {
+                return Ok(());
+            }
+            // Readers holding an older file set read through this handle after the removal.
+            for n in &ready {
+                if let Some(f) = st.vlog_files.get(n) {
+                    let _ = f.handle(&self.fs);
+                }
+            }
+            let mut files = (*st.vlog_files).clone();
+            for n in &ready {
+                files.remove(n);
+            }
+            st.vlog_files = Arc::new(files);
+            st.gc.pending.retain(|(n, _)| !ready.contains(n));
+            self.install_super_version(&mut st);
+            ready
+        };
+        for n in &ready {
+            // A file that cannot be removed stays obsolete in the MANIFEST: the next open
+            // removes it.
+            if self
+                .fs
+                .remove(&crate::filename::vlog(&self.dir, *n))
+                .is_ok()
+            {
+                report.files_deleted += 1;
+            }
+        }
+        self.fs.sync_dir(&self.dir)?;
+        let mut st = self.state.lock();
+        let edit = VersionEdit {
+            vlog_deleted: ready,
+            ..VersionEdit::default()
+        };
+        st.versions.last_sequence = st
+            .versions
+            .last_sequence
+            .max(self.visible_seq.load(Ordering::Acquire));
+        if let Err(e) = st.versions.log_and_apply(edit) {
+            self.set_bg_error(&e);
+            return Err(e);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(number: u64, size: u64, live: u64) -> FileGarbage {
+        FileGarbage { number, size, live }
+    }
+
+    #[test]
+    fn picks_most_garbage_below_the_head() {
+        let files = [f(1, 100, 90), f(2, 100, 10), f(3, 200, 60), f(9, 1000, 0)];
+        // File 9 is at or above the head: never.
+        assert_eq!(pick(&files, 9, 0.5), Some(3));
+        assert_eq!(pick(&files, 3, 0.5), Some(2));
+        assert_eq!(pick(&files, 10, 0.5), Some(9));
+        assert_eq!(pick(&files, 2, 0.5), None);
+        assert_eq!(pick(&files, 2, 0.05), Some(1));
+        assert_eq!(pick(&[], 5, 0.0), None);
+    }
+
+    #[test]
+    fn ties_go_to_the_oldest_and_live_above_size_is_no_garbage() {
+        assert_eq!(pick(&[f(5, 100, 0), f(4, 100, 0)], 9, 0.5), Some(4));
+        assert_eq!(pick(&[f(5, 100, 500)], 9, 0.1), None);
+        assert_eq!(pick(&[f(5, 100, 500)], 9, 0.0), Some(5));
+    }
+}

@@ -1,0 +1,226 @@
+//! Key-value separation (WiscKey): the value log.
+//!
+//! With separation on (`Options::sep_threshold_bytes` finite), the group-commit leader
+//! appends each group to the head value-log file as one frame instead of writing the WAL:
+//! the value log *is* the write-ahead log (WiscKey 3.4.2). Puts whose value has at least
+//! `sep_threshold_bytes` bytes enter the memtable as [`crate::key::ValueKind::Pointer`]
+//! entries naming `(file, offset, len)` of their log entry; smaller values and deletes enter
+//! inline and their log entries are garbage once the memtable is flushed. Format:
+//! `docs/format/vlog.md`.
+//!
+//! Protocol (who does what, under which lock):
+//! - The head file's [`VlogWriter`] sits in [`Vlog::head`]; only the write leader appends
+//!   (the mutex is uncontended except by readers of still-buffered values). Lock order:
+//!   `DbState` before `head`.
+//! - Each memtable remembers where its first record went (`MemTable::vlog_start`). When a
+//!   flush commits, the MANIFEST records the start of the oldest memtable still unflushed:
+//!   the **durable head**. Recovery replays the log from there, across files, with the
+//!   WAL's torn-tail rule, then syncs what it replayed and flushes it.
+//! - Before a memtable is frozen the log is synced, so a table never points at bytes that a
+//!   crash could take back; a file is rotated (sealed) the same way.
+//! - Readers resolve pointers through the [`VlogFileSet`] of their super version. A file
+//!   leaves the set only when GC retires it, after which a reader still holding an older
+//!   set reads through the handle GC opened before removing the file. Readers load the super
+//!   version before the sequence number, so a reader whose sequence is older than a GC
+//!   rewrite always holds a set that still has the old file.
+//! - Garbage accounting: `live` bytes per file are persisted as deltas in the MANIFEST
+//!   (added when a flush makes pointers durable, subtracted when compaction drops a pointer);
+//!   garbage = file size - live. GC (`gc.rs`) picks the file with the most garbage.
+
+pub mod format;
+pub mod gc;
+pub mod reader;
+pub mod state;
+pub mod writer;
+
+pub use format::ValuePointer;
+pub use reader::FrameReader;
+pub use state::VlogManifest;
+pub use writer::VlogWriter;
+
+use crate::error::{Error, Result};
+use crate::filename;
+use crate::io::{Fs, RandomAccessFile, ReadRequest};
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// One value-log file known to readers.
+pub struct VlogFile {
+    pub number: u64,
+    pub path: PathBuf,
+    /// Bytes in the file (for the head: appended so far, buffer included).
+    pub size: AtomicU64,
+    handle: OnceLock<Arc<dyn RandomAccessFile>>,
+}
+
+impl VlogFile {
+    pub fn new(dir: &Path, number: u64, size: u64) -> Arc<VlogFile> {
+        Arc::new(VlogFile {
+            number,
+            path: filename::vlog(dir, number),
+            size: AtomicU64::new(size),
+            handle: OnceLock::new(),
+        })
+    }
+
+    /// The file opened for reading (opened once, on first use).
+    pub fn handle(&self, fs: &Arc<dyn Fs>) -> Result<Arc<dyn RandomAccessFile>> {
+        if let Some(h) = self.handle.get() {
+            return Ok(h.clone());
+        }
+        let h = fs.open(&self.path)?;
+        Ok(self.handle.get_or_init(|| h).clone())
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size.load(Ordering::Relaxed)
+    }
+}
+
+/// The value-log files readers may follow pointers into, by number. Copy-on-write: a new
+/// set is installed with the super version whenever a file is added or retired.
+pub type VlogFileSet = BTreeMap<u64, Arc<VlogFile>>;
+
+/// What readers need to know about the head file without taking its lock.
+#[derive(Default)]
+pub struct HeadShared {
+    /// Number of the head file (`u64::MAX`: none).
+    pub number: AtomicU64,
+    /// Bytes of the head file already handed to the operating system.
+    pub flushed: AtomicU64,
+    /// Bytes appended to the value log since open, over all files (for memtable sizing).
+    pub appended: AtomicU64,
+}
+
+/// The value log of one database: the head writer and the pointer read path.
+pub struct Vlog {
+    pub dir: PathBuf,
+    pub fs: Arc<dyn Fs>,
+    /// The head writer; `None` with separation off.
+    pub head: Mutex<Option<VlogWriter>>,
+    pub shared: Arc<HeadShared>,
+}
+
+impl Vlog {
+    pub fn new(dir: &Path, fs: Arc<dyn Fs>) -> Vlog {
+        let shared = Arc::new(HeadShared::default());
+        shared.number.store(u64::MAX, Ordering::Release);
+        Vlog {
+            dir: dir.to_path_buf(),
+            fs,
+            head: Mutex::new(None),
+            shared,
+        }
+    }
+
+    /// The entry bytes of `ptr` if they are still in the head's buffer.
+    fn buffered(&self, ptr: &ValuePointer) -> Option<Vec<u8>> {
+        let end = ptr.offset + u64::from(ptr.len);
+        if ptr.file != self.shared.number.load(Ordering::Acquire)
+            || end <= self.shared.flushed.load(Ordering::Acquire)
+        {
+            return None;
+        }
+        self.head.lock().as_ref()?.read_buffered(ptr)
+    }
+
+    fn file<'a>(&self, files: &'a VlogFileSet, ptr: &ValuePointer) -> Result<&'a Arc<VlogFile>> {
+        files.get(&ptr.file).ok_or_else(|| {
+            Error::corruption(
+                filename::vlog(&self.dir, ptr.file),
+                ptr.offset,
+                "pointer into a value-log file that does not exist",
+            )
+        })
+    }
+
+    /// Reads and verifies the value `ptr` points at for `key`.
+    pub fn read(&self, files: &VlogFileSet, key: &[u8], ptr: &ValuePointer) -> Result<Vec<u8>> {
+        let f = self.file(files, ptr)?;
+        let data = match self.buffered(ptr) {
+            Some(d) => d,
+            None => {
+                let mut d = vec![0u8; ptr.len as usize];
+                f.handle(&self.fs)?.read_at(ptr.offset, &mut d)?;
+                d
+            }
+        };
+        extract(data, ptr, key, &f.path)
+    }
+
+    /// Reads many values at once: buffered ones are copied, the others submitted together
+    /// through [`Fs::read_batch`]. Results are in request order, each independent.
+    pub fn read_many(
+        &self,
+        files: &VlogFileSet,
+        reqs: &[(&[u8], ValuePointer)],
+    ) -> Vec<Result<Vec<u8>>> {
+        let mut out: Vec<Option<Result<Vec<u8>>>> = Vec::with_capacity(reqs.len());
+        let mut handles: Vec<(usize, Arc<dyn RandomAccessFile>)> = Vec::new();
+        for (i, (key, ptr)) in reqs.iter().enumerate() {
+            let f = match self.file(files, ptr) {
+                Ok(f) => f,
+                Err(e) => {
+                    out.push(Some(Err(e)));
+                    continue;
+                }
+            };
+            if let Some(d) = self.buffered(ptr) {
+                out.push(Some(extract(d, ptr, key, &f.path)));
+                continue;
+            }
+            match f.handle(&self.fs) {
+                Ok(h) => {
+                    handles.push((i, h));
+                    out.push(None);
+                }
+                Err(e) => out.push(Some(Err(e))),
+            }
+        }
+        if !handles.is_empty() {
+            let batch: Vec<ReadRequest<'_>> = handles
+                .iter()
+                .map(|(i, h)| ReadRequest {
+                    file: h,
+                    offset: reqs[*i].1.offset,
+                    len: reqs[*i].1.len as usize,
+                })
+                .collect();
+            let raws = self.fs.read_batch(&batch);
+            for ((i, h), raw) in handles.iter().zip(raws) {
+                let (key, ptr) = &reqs[*i];
+                out[*i] = Some(raw.and_then(|d| extract(d, ptr, key, h.path())));
+            }
+        }
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Error::InvalidArgument("unread value".into()))))
+            .collect()
+    }
+
+    /// Flushes the head's buffer to the operating system (if there is a head).
+    pub fn flush(&self) -> Result<()> {
+        match self.head.lock().as_mut() {
+            Some(w) => w.flush(),
+            None => Ok(()),
+        }
+    }
+
+    /// Makes every appended byte durable (if there is a head).
+    pub fn sync(&self) -> Result<()> {
+        match self.head.lock().as_mut() {
+            Some(w) => w.sync(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Verifies entry bytes read through `ptr` and cuts the value out.
+fn extract(mut data: Vec<u8>, ptr: &ValuePointer, key: &[u8], path: &Path) -> Result<Vec<u8>> {
+    let r = format::verify_pointed_entry(&data, ptr, key, path)?;
+    data.truncate(r.end);
+    data.drain(..r.start);
+    Ok(data)
+}

@@ -1,0 +1,199 @@
+//! [`VlogWriter`]: appends commit groups to the head value-log file through a user-space
+//! buffer (WiscKey 3.4.1).
+//!
+//! The buffer holds the bytes `[buf_start, position)` of the file; it is handed to the
+//! operating system when it reaches `buffer_bytes`, on every sync, and before the memtable
+//! is switched. Readers of a value whose entry still sits in the buffer copy it from here
+//! (under the head mutex); `flushed` (an atomic in [`super::HeadShared`]) tells them when
+//! the file itself has the bytes. After a failed append, flush or sync the writer refuses
+//! all further work and repeats the first error (how much of the failed write reached the
+//! file is unknown).
+
+use super::format::{
+    encode_entry, file_header, EntryKind, FrameHeader, ValuePointer, FRAME_HEADER_LEN,
+    MAX_FRAME_BODY,
+};
+use super::{HeadShared, VlogFile};
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::io::WritableFile;
+use crate::key::ValueKind;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+pub struct VlogWriter {
+    file: Box<dyn WritableFile>,
+    entry: Arc<VlogFile>,
+    shared: Arc<HeadShared>,
+    buf: Vec<u8>,
+    buf_start: u64,
+    buffer_bytes: usize,
+    failed: Option<Error>,
+}
+
+/// What appending one group produced.
+pub struct Appended {
+    /// Per batch record, in order: where its value went if it was separated.
+    pub pointers: Vec<Option<ValuePointer>>,
+    /// Bytes appended (frame header included).
+    pub bytes: u64,
+    /// Bytes of separated entries, which become live once the memtable is flushed.
+    pub separated_bytes: u64,
+}
+
+impl VlogWriter {
+    /// Starts the empty file `file` (registered as `entry`): the file header goes into the
+    /// buffer.
+    pub fn new(
+        file: Box<dyn WritableFile>,
+        entry: Arc<VlogFile>,
+        shared: Arc<HeadShared>,
+        buffer_bytes: usize,
+    ) -> Self {
+        let mut buf = Vec::with_capacity(buffer_bytes.min(4 << 20) + 4096);
+        buf.extend_from_slice(&file_header());
+        shared.flushed.store(0, Ordering::Release);
+        shared.number.store(entry.number, Ordering::Release);
+        entry.size.store(buf.len() as u64, Ordering::Relaxed);
+        VlogWriter {
+            file,
+            entry,
+            shared,
+            buf,
+            buf_start: 0,
+            buffer_bytes,
+            failed: None,
+        }
+    }
+
+    pub fn number(&self) -> u64 {
+        self.entry.number
+    }
+
+    /// Offset where the next frame will start.
+    pub fn position(&self) -> u64 {
+        self.buf_start + self.buf.len() as u64
+    }
+
+    /// Appends the records of `batch` (sequence numbers from `first_seq`) as one frame.
+    /// Puts of `threshold` bytes or more become separated entries.
+    pub fn append_group(
+        &mut self,
+        batch: &WriteBatch,
+        first_seq: u64,
+        threshold: usize,
+        replay: bool,
+    ) -> Result<Appended> {
+        self.check()?;
+        let frame_at = self.buf.len();
+        let file_frame_at = self.position();
+        self.buf.extend_from_slice(&[0u8; FRAME_HEADER_LEN]);
+        let mut pointers = Vec::with_capacity(batch.count() as usize);
+        let mut separated_bytes = 0u64;
+        let mut count = 0u32;
+        for r in batch.iter() {
+            let r = match r {
+                Ok(r) => r,
+                Err(e) => {
+                    self.buf.truncate(frame_at);
+                    return Err(Error::InvalidArgument(format!("malformed batch: {e}")));
+                }
+            };
+            let value = r.value.unwrap_or_default();
+            let kind = match r.kind {
+                ValueKind::Delete => EntryKind::Delete,
+                _ if value.len() >= threshold => EntryKind::Separated,
+                _ => EntryKind::Inline,
+            };
+            let offset = self.buf_start + self.buf.len() as u64;
+            let len = encode_entry(&mut self.buf, kind, r.key, value);
+            count += 1;
+            pointers.push((kind == EntryKind::Separated).then(|| {
+                separated_bytes += len as u64;
+                ValuePointer {
+                    file: self.entry.number,
+                    offset,
+                    len: len as u32,
+                }
+            }));
+        }
+        let body_len = self.buf.len() - frame_at - FRAME_HEADER_LEN;
+        if body_len > MAX_FRAME_BODY
+            || pointers
+                .iter()
+                .flatten()
+                .any(|p| p.len as usize > MAX_FRAME_BODY)
+        {
+            self.buf.truncate(frame_at);
+            return Err(Error::InvalidArgument(format!(
+                "a commit group of {body_len} bytes exceeds the value log's frame limit"
+            )));
+        }
+        let h = FrameHeader {
+            kind: if replay {
+                super::format::FRAME_REPLAY
+            } else {
+                super::format::FRAME_NO_REPLAY
+            },
+            count,
+            body_len: body_len as u32,
+            first_seq,
+        };
+        self.buf[frame_at..frame_at + FRAME_HEADER_LEN].copy_from_slice(&h.encode());
+        let bytes = self.position() - file_frame_at;
+        self.entry.size.store(self.position(), Ordering::Relaxed);
+        self.shared.appended.fetch_add(bytes, Ordering::Relaxed);
+        if self.buf.len() >= self.buffer_bytes {
+            self.flush()?;
+        }
+        Ok(Appended {
+            pointers,
+            bytes,
+            separated_bytes,
+        })
+    }
+
+    /// The entry `ptr` if it is still in the buffer.
+    pub fn read_buffered(&self, ptr: &ValuePointer) -> Option<Vec<u8>> {
+        if ptr.file != self.entry.number || ptr.offset < self.buf_start {
+            return None;
+        }
+        let s = (ptr.offset - self.buf_start) as usize;
+        let e = s.checked_add(ptr.len as usize)?;
+        self.buf.get(s..e).map(<[u8]>::to_vec)
+    }
+
+    /// Hands the buffer to the operating system.
+    pub fn flush(&mut self) -> Result<()> {
+        self.check()?;
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let r = self.file.append(&self.buf).and_then(|()| self.file.flush());
+        if let Err(e) = r {
+            self.failed = Some(e.clone());
+            return Err(e);
+        }
+        self.buf_start += self.buf.len() as u64;
+        self.buf.clear();
+        self.shared.flushed.store(self.buf_start, Ordering::Release);
+        Ok(())
+    }
+
+    /// Flushes and makes every appended byte durable.
+    pub fn sync(&mut self) -> Result<()> {
+        self.flush()?;
+        if let Err(e) = self.file.sync() {
+            self.failed = Some(e.clone());
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn check(&self) -> Result<()> {
+        match &self.failed {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+}
