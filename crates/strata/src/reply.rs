@@ -90,6 +90,9 @@ fn deliver<T>(to: ReplyTo<T>, r: Result<T>) {
 impl<T> Drop for Reply<T> {
     fn drop(&mut self) {
         if let Some(to) = self.inner.take() {
+            if std::thread::panicking() {
+                crate::worker::note_panic();
+            }
             deliver(
                 to,
                 Err(Error::Poisoned(

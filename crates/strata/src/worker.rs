@@ -19,7 +19,7 @@ use crate::request::{Class, Request, Values};
 use crate::stats::ShardCounters;
 use crate::undo::{undo_key, UndoRecord};
 use crossbeam_channel::Receiver;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -27,11 +27,26 @@ use strata_engine::{Error, Result};
 
 thread_local! {
     static IN_WORKER: Cell<bool> = const { Cell::new(false) };
+    /// The worker's shard and coordination state, for [`note_panic`].
+    static CURRENT: RefCell<Option<(usize, Arc<Coord>)>> = const { RefCell::new(None) };
 }
 
 /// Whether the current thread is a shard worker (completion callbacks run there).
 pub(crate) fn in_worker() -> bool {
     IN_WORKER.with(|c| c.get())
+}
+
+/// Called when a reply is dropped while its thread unwinds: if that thread is a worker, the
+/// database is marked failed before the caller hears of the error, so a caller that sees the
+/// error also sees `health()` fail.
+pub(crate) fn note_panic() {
+    let _ = CURRENT.try_with(|c| {
+        if let Some((id, coord)) = &*c.borrow() {
+            coord
+                .health
+                .fail(Error::Poisoned(format!("shard {id} worker panicked")));
+        }
+    });
 }
 
 pub(crate) struct Worker<E: Engine> {
@@ -51,6 +66,7 @@ pub(crate) struct Worker<E: Engine> {
 impl<E: Engine> Worker<E> {
     pub(crate) fn run(mut self) {
         IN_WORKER.with(|c| c.set(true));
+        CURRENT.with(|c| *c.borrow_mut() = Some((self.id, self.coord.clone())));
         if let Some(core) = self.core {
             core_affinity::set_for_current(core);
         }
