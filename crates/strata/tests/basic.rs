@@ -206,3 +206,78 @@ fn async_forms_complete_in_order() {
     let s = db.batch_stats();
     assert!(s.write_requests() >= 1002, "{s}");
 }
+
+/// Writers move amounts between accounts with cross-shard batches; readers take snapshots
+/// (point reads, iterators, range) and must always see the total unchanged.
+#[test]
+fn snapshots_see_cross_shard_batches_whole() {
+    let fs = mem();
+    let db = Db::open("/db", opts(&fs, 4)).unwrap();
+    let accounts: Vec<Vec<u8>> = (0..8).map(|i| format!("acct{i}").into_bytes()).collect();
+    let mut b = WriteBatch::new();
+    for a in &accounts {
+        b.put(a, &1000i64.to_le_bytes());
+    }
+    db.write(b).unwrap();
+    let total = 8 * 1000i64;
+    let read = |v: &[u8]| i64::from_le_bytes(v.try_into().unwrap());
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for w in 0..2u64 {
+            let (db, accounts, stop) = (&db, &accounts, &stop);
+            s.spawn(move || {
+                let mut x = w + 1;
+                for _ in 0..150 {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    // Read-modify-write is racy between writers, so each writer moves
+                    // between its own accounts: writer 0 the even ones, writer 1 the odd ones.
+                    let pick = |shift: u32| &accounts[((x >> shift) as usize % 4) * 2 + w as usize];
+                    let (from, to) = (pick(33), pick(40));
+                    if from == to {
+                        continue;
+                    }
+                    let f = read(&db.get(from).unwrap().unwrap());
+                    let t = read(&db.get(to).unwrap().unwrap());
+                    let amount = (x % 50) as i64;
+                    let mut b = WriteBatch::new();
+                    b.put(from, &(f - amount).to_le_bytes())
+                        .put(to, &(t + amount).to_le_bytes());
+                    db.write(b).unwrap();
+                }
+                stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            });
+        }
+        let (db, accounts, stop) = (&db, &accounts, &stop);
+        s.spawn(move || {
+            let mut checks = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) || checks < 20 {
+                let snap = db.snapshot().unwrap();
+                let sum: i64 = snap
+                    .multi_get(accounts)
+                    .into_iter()
+                    .map(|v| read(&v.unwrap().unwrap()))
+                    .sum();
+                assert_eq!(sum, total, "snapshot multi_get saw half a batch");
+                let sum: i64 = snap
+                    .range(b"acct", Some(b"acct~"))
+                    .unwrap()
+                    .iter()
+                    .map(|(_, v)| read(v))
+                    .sum();
+                assert_eq!(sum, total, "snapshot range saw half a batch");
+                let mut it = db.iter().unwrap();
+                it.seek(b"acct");
+                let mut sum = 0;
+                while it.valid() && it.key().starts_with(b"acct") {
+                    sum += read(it.value());
+                    it.next();
+                }
+                assert_eq!(sum, total, "iterator saw half a batch");
+                checks += 1;
+            }
+        });
+    });
+    assert!(db.batch_stats().cross_shard_parts > 100);
+}
