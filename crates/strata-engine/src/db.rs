@@ -389,11 +389,17 @@ impl Db {
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
-        let mut wal = self.inner.wal.lock();
-        match wal.as_mut() {
-            Some(w) if !self.inner.has_bg_error.load(Ordering::Acquire) => w.sync(),
-            _ => Ok(()),
+        // Sync the WAL even after a background error: the writes it holds were acknowledged
+        // and a failed flush does not make them less durable. Then report the error, so
+        // that `close` never says Ok for a database that failed.
+        let synced = match self.inner.wal.lock().as_mut() {
+            Some(w) => w.sync(),
+            None => Ok(()),
+        };
+        if let Some(e) = self.inner.bg_error.lock().as_ref() {
+            return Err(Error::Poisoned(e.to_string()));
         }
+        synced
     }
 }
 
@@ -686,8 +692,16 @@ impl DbInner {
             edit.new_files.push((plan.output_level as u32, f.clone()));
         }
         if plan.level > 0 {
-            let (_, hi) = plan.range();
-            edit.compact_pointers.push((plan.level as u32, hi));
+            // The largest internal key of the level's inputs (the MANIFEST stores internal
+            // keys); the next size-triggered pick starts after it.
+            if let Some(hi) = plan
+                .inputs
+                .iter()
+                .map(|f| &f.largest)
+                .max_by(|a, b| crate::key::compare_internal(a, b))
+            {
+                edit.compact_pointers.push((plan.level as u32, hi.clone()));
+            }
         }
         st.versions.last_sequence = st
             .versions
@@ -734,9 +748,14 @@ impl DbInner {
             let (plan, v) = {
                 let mut st = self.state.lock();
                 let v = st.versions.current();
-                let inputs = v.overlapping(level, start, end);
+                let mut inputs = v.overlapping(level, start, end);
                 if inputs.is_empty() {
                     continue;
+                }
+                if level == 0 {
+                    // L0 tables overlap each other: moving some of them down while an older
+                    // overlapping one stays on top would let the older value shadow the newer.
+                    inputs = v.levels[0].clone();
                 }
                 let (lo, hi) = crate::version::key_range(&inputs).unwrap_or_default();
                 let next_inputs = v.overlapping(level + 1, Some(&lo), Some(&hi));

@@ -143,6 +143,8 @@ fn pick_l0(v: &Version, busy: &Busy) -> Option<CompactionPlan> {
 
 fn pick_level(v: &Version, level: usize, busy: &Busy, pointer: &[u8]) -> Option<CompactionPlan> {
     let files = &v.levels[level];
+    // The pointer is the largest internal key of the last compaction out of this level.
+    let pointer = user_key(pointer);
     let start = files.partition_point(|f| user_key(&f.largest) <= pointer);
     (0..files.len())
         .map(|i| (start + i) % files.len())
@@ -253,7 +255,8 @@ mod tests {
         let p = pick(&v, &SHAPE, &Busy::default(), &[]).unwrap();
         assert_eq!((p.level, p.inputs[0].number), (1, 2));
         assert!(p.trivial_move);
-        let p = pick(&v, &SHAPE, &Busy::default(), &[vec![], b"b".to_vec()]).unwrap();
+        let pointer = make_internal_key(b"b", 1, ValueKind::Value);
+        let p = pick(&v, &SHAPE, &Busy::default(), &[vec![], pointer]).unwrap();
         assert_eq!(p.inputs[0].number, 3);
         assert_eq!(p.next_inputs[0].number, 4);
         assert!(!p.trivial_move);

@@ -95,6 +95,7 @@ impl VersionSet {
             }
             records += 1;
         }
+        let torn = reader.truncated_tail();
         let missing = |what: &str| Error::corruption(&mpath, 0, format!("no {what} recorded"));
         let next_file_number = next_file.ok_or_else(|| missing("next file number"))?;
         let vs = VersionSet {
@@ -113,6 +114,24 @@ impl VersionSet {
         vs.current
             .check_invariants()
             .map_err(|r| Error::corruption(&mpath, 0, r))?;
+        // A torn last record is a MANIFEST write that crashed before its sync, so nothing
+        // acted on it: in particular no WAL it made obsolete was deleted. If the WAL the
+        // recovered state still needs is gone, the "torn" record was a complete, used edit
+        // whose bytes were damaged afterwards: refuse rather than lose that flush.
+        if let Some((offset, reason)) = torn {
+            let wal = crate::filename::wal(dir, vs.log_number);
+            if vs.log_number > 0 && !vs.fs.exists(&wal)? {
+                return Err(Error::corruption(
+                    &mpath,
+                    offset,
+                    format!(
+                        "damaged last record ({reason}) and WAL {} it still needs is missing: \
+                         a used edit was lost",
+                        wal.display()
+                    ),
+                ));
+            }
+        }
         if let Some(max) = vs.current.file_numbers().max() {
             if max >= next_file_number {
                 return Err(Error::corruption(
