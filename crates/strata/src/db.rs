@@ -234,7 +234,7 @@ impl<E: Engine> ShardedDb<E> {
         if let Err(e) = check_user_key(key).and_then(|()| check_value(value)) {
             return reply.send(Err(e));
         }
-        self.submit_write(wo, WriteOps::Put(key.to_vec(), value.to_vec()), key, reply)
+        self.submit_write(wo, WriteOps::put(key, value), key, reply)
     }
 
     fn submit_delete(&self, wo: &WriteOptions, key: &[u8], reply: Reply<()>) {

@@ -14,16 +14,27 @@ pub(crate) type Job<E> = Box<dyn FnOnce(Result<&E>) + Send>;
 
 /// The writes of one write request.
 pub(crate) enum WriteOps {
-    Put(Vec<u8>, Vec<u8>),
+    /// Key and value in one buffer (one allocation per put): `kv[..klen]` is the key.
+    Put { kv: Vec<u8>, klen: usize },
     Delete(Vec<u8>),
     /// A batch whose keys all live in this shard.
     Batch(Vec<Op>),
 }
 
 impl WriteOps {
+    pub(crate) fn put(key: &[u8], value: &[u8]) -> WriteOps {
+        let mut kv = Vec::with_capacity(key.len() + value.len());
+        kv.extend_from_slice(key);
+        kv.extend_from_slice(value);
+        WriteOps::Put {
+            kv,
+            klen: key.len(),
+        }
+    }
+
     pub(crate) fn add_to<B: EngineBatch>(&self, b: &mut B) {
         match self {
-            WriteOps::Put(k, v) => b.put(k, v),
+            WriteOps::Put { kv, klen } => b.put(&kv[..*klen], &kv[*klen..]),
             WriteOps::Delete(k) => b.delete(k),
             WriteOps::Batch(ops) => {
                 for op in ops {
