@@ -559,7 +559,7 @@ impl DbInner {
             drop(st);
             let r = match task {
                 None => self.flush_one(),
-                Some((plan, v)) => self.compact(&plan, &v),
+                Some((plan, v)) => self.compact(&plan, v),
             };
             if let Err(e) = r {
                 if !matches!(e, Error::Closed) {
@@ -664,7 +664,9 @@ impl DbInner {
     }
 
     /// Runs one planned compaction and installs its result.
-    fn compact(&self, plan: &CompactionPlan, v: &Arc<Version>) -> Result<()> {
+    /// Takes the version the plan was made from by value: it is dropped before obsolete
+    /// files are collected, or this job's own inputs would look live.
+    fn compact(&self, plan: &CompactionPlan, v: Arc<Version>) -> Result<()> {
         let result = if plan.trivial_move {
             Ok(compaction::JobOutput {
                 files: plan.inputs.iter().map(|f| (**f).clone()).collect(),
@@ -672,9 +674,10 @@ impl DbInner {
             })
         } else {
             let alloc = || self.allocate_output();
-            let env = self.job_env(v, &alloc);
+            let env = self.job_env(&v, &alloc);
             compaction::job::run(plan, &env)
         };
+        drop(v);
         let mut st = self.state.lock();
         self.unmark_busy(&mut st, plan);
         // On error the job removed its outputs; their numbers stay reserved, harmlessly.
@@ -748,28 +751,13 @@ impl DbInner {
             let (plan, v) = {
                 let mut st = self.state.lock();
                 let v = st.versions.current();
-                let mut inputs = v.overlapping(level, start, end);
-                if inputs.is_empty() {
+                let Some(plan) = compaction::picker::manual(&v, level, start, end) else {
                     continue;
-                }
-                if level == 0 {
-                    // L0 tables overlap each other: moving some of them down while an older
-                    // overlapping one stays on top would let the older value shadow the newer.
-                    inputs = v.levels[0].clone();
-                }
-                let (lo, hi) = crate::version::key_range(&inputs).unwrap_or_default();
-                let next_inputs = v.overlapping(level + 1, Some(&lo), Some(&hi));
-                let plan = CompactionPlan {
-                    level,
-                    trivial_move: inputs.len() == 1 && next_inputs.is_empty(),
-                    inputs,
-                    next_inputs,
-                    output_level: level + 1,
                 };
                 self.mark_busy(&mut st, &plan);
                 (plan, v)
             };
-            if let Err(e) = self.compact(&plan, &v) {
+            if let Err(e) = self.compact(&plan, v) {
                 if !matches!(e, Error::Closed) {
                     self.set_bg_error(&e);
                 }

@@ -32,12 +32,21 @@ pub(crate) fn recover(
     table_opts: &TableOptions,
     mut versions: VersionSet,
 ) -> Result<(VersionSet, Arc<MemTable>, LogWriter, RecoveryInfo)> {
-    let mut wals: Vec<u64> = fs
+    let files: Vec<(FileKind, u64)> = fs
         .list(dir)?
         .iter()
         .filter_map(|n| filename::parse(n))
+        .collect();
+    // Numbers of files on disk may be above the MANIFEST's next file number (it is only
+    // persisted with the next edit): never reuse one, or recovery could truncate a WAL it is
+    // replaying before the data is safe elsewhere (LevelDB's MarkFileNumberUsed).
+    for (_, n) in &files {
+        versions.mark_file_number_used(*n);
+    }
+    let mut wals: Vec<u64> = files
+        .iter()
         .filter(|(k, n)| *k == FileKind::Wal && *n >= versions.log_number)
-        .map(|(_, n)| n)
+        .map(|(_, n)| *n)
         .collect();
     wals.sort_unstable();
     let mut info = RecoveryInfo::default();

@@ -152,6 +152,25 @@ fn pick_level(v: &Version, level: usize, busy: &Busy, pointer: &[u8]) -> Option<
         .find_map(|i| plan_with_next(v, level, vec![files[i].clone()], busy))
 }
 
+/// The manual compaction (`compact_range`) of `level` over `[start, end]`: every table of the
+/// level overlapping the range (every L0 table if any overlaps: L0 tables overlap each other,
+/// and moving some down while an older overlapping one stays on top would let the older value
+/// shadow the newer), plus what they overlap below. Manual compactions run alone, so nothing
+/// is busy.
+pub fn manual(
+    v: &Version,
+    level: usize,
+    start: Option<&[u8]>,
+    end: Option<&[u8]>,
+) -> Option<CompactionPlan> {
+    let inputs = v.overlapping(level, start, end);
+    if inputs.is_empty() {
+        return None;
+    }
+    let inputs = if level == 0 { v.levels[0].clone() } else { inputs };
+    plan_with_next(v, level, inputs, &Busy::default())
+}
+
 /// Completes a plan with the overlapping tables of the next level, if nothing conflicts.
 fn plan_with_next(
     v: &Version,
@@ -260,6 +279,19 @@ mod tests {
         assert_eq!(p.inputs[0].number, 3);
         assert_eq!(p.next_inputs[0].number, 4);
         assert!(!p.trivial_move);
+    }
+
+    #[test]
+    fn manual_l0_takes_every_l0_table() {
+        let v = version(&[
+            (0, meta(5, "a", "d", 10)),
+            (0, meta(6, "c", "f", 10)),
+            (1, meta(2, "e", "g", 10)),
+        ]);
+        let p = manual(&v, 0, Some(b"e"), Some(b"f")).unwrap();
+        assert_eq!(p.inputs.len(), 2, "the older overlapping L0 table comes along");
+        assert_eq!(p.next_inputs.len(), 1);
+        assert!(manual(&v, 1, Some(b"x"), None).is_none());
     }
 
     #[test]

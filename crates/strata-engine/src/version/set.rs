@@ -115,19 +115,41 @@ impl VersionSet {
             .check_invariants()
             .map_err(|r| Error::corruption(&mpath, 0, r))?;
         // A torn last record is a MANIFEST write that crashed before its sync, so nothing
-        // acted on it: in particular no WAL it made obsolete was deleted. If the WAL the
-        // recovered state still needs is gone, the "torn" record was a complete, used edit
-        // whose bytes were damaged afterwards: refuse rather than lose that flush.
-        if let Some((offset, reason)) = torn {
-            let wal = crate::filename::wal(dir, vs.log_number);
-            if vs.log_number > 0 && !vs.fs.exists(&wal)? {
+        // acted on it: no WAL or table it made obsolete was deleted. Every file the recovered
+        // state needs must therefore exist; if one is gone, the last record was a complete,
+        // used edit damaged afterwards (or files were lost): refuse rather than serve
+        // stale data.
+        let on_disk: std::collections::HashSet<(crate::filename::FileKind, u64)> = vs
+            .fs
+            .list(dir)?
+            .iter()
+            .filter_map(|n| crate::filename::parse(n))
+            .collect();
+        let damaged = torn.map(|(o, r)| format!(" (last record damaged at offset {o}: {r})"));
+        if let Some(missing) = vs
+            .current
+            .file_numbers()
+            .find(|n| !on_disk.contains(&(crate::filename::FileKind::Table, *n)))
+        {
+            return Err(Error::corruption(
+                &mpath,
+                0,
+                format!(
+                    "table {missing} of the recovered version is missing{}",
+                    damaged.unwrap_or_default()
+                ),
+            ));
+        }
+        if let Some(d) = damaged {
+            if vs.log_number > 0
+                && !on_disk.contains(&(crate::filename::FileKind::Wal, vs.log_number))
+            {
                 return Err(Error::corruption(
                     &mpath,
-                    offset,
+                    0,
                     format!(
-                        "damaged last record ({reason}) and WAL {} it still needs is missing: \
-                         a used edit was lost",
-                        wal.display()
+                        "WAL {} that the recovered state needs is missing{d}: a used edit was lost",
+                        vs.log_number
                     ),
                 ));
             }
@@ -172,6 +194,15 @@ impl VersionSet {
         let n = self.next_file_number;
         self.next_file_number += 1;
         n
+    }
+
+    /// Makes sure `n` is never allocated again (a file with that number exists on disk: a
+    /// WAL made by a memtable switch, or a table of an uncommitted flush, may be numbered
+    /// above what the MANIFEST recorded).
+    pub fn mark_file_number_used(&mut self, n: u64) {
+        if n >= self.next_file_number {
+            self.next_file_number = n + 1;
+        }
     }
 
     pub fn manifest_number(&self) -> u64 {

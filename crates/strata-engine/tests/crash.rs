@@ -1,0 +1,644 @@
+//! Crash-point enumeration on MemFs + FaultFs.
+//!
+//! A seeded workload (synced and unsynced puts, deletes, batches, explicit flushes; tiny
+//! options so that it flushes and compacts many times) is first run without faults to count
+//! its file-system operations N. Then, for crash points k in 0..N, it is replayed on a fresh
+//! MemFs whose FaultFs fails every operation from the (k+1)-th on; the acknowledged history is
+//! recorded; the machine "loses power" (`MemFs::crash`, tearing the last unsynced write when k
+//! is odd); the database is reopened on the bare MemFs. Open must succeed and the database
+//! must hold exactly the state after some prefix P of the history, with P covering every op
+//! up to the last acknowledged sync (synced write or flush) and nothing past the op that
+//! failed.
+//!
+//! Default run (>= 2,000 crash points; prints "checked N crash points"):
+//!     cargo test -p strata-engine --test crash -- --nocapture
+//! `crash_points_during_recovery` also crashes inside the recovery of a sample of those points
+//! (STRATA_RECOVERY_CRASH_FIRST_POINTS first points, default 120; every recovery operation).
+//! Long run (STRATA_CRASH_POINTS points, default 30,000, over longer workloads of
+//! STRATA_CRASH_OPS ops, default 600):
+//!     STRATA_CRASH_POINTS=30000 STRATA_CRASH_OPS=600 \
+//!         cargo test -p strata-engine --test crash -- --ignored --nocapture
+
+mod common;
+
+use common::{diff, env_usize, key, mem_dir, show, value};
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use strata_engine::io::{FaultFs, Fs, MemFs};
+use strata_engine::{Db, Options, WriteBatch, WriteOptions};
+
+type Map = BTreeMap<Vec<u8>, Vec<u8>>;
+
+#[derive(Clone, Debug)]
+enum WOp {
+    Put {
+        k: Vec<u8>,
+        v: Vec<u8>,
+        sync: bool,
+    },
+    Delete {
+        k: Vec<u8>,
+        sync: bool,
+    },
+    Batch {
+        items: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+        sync: bool,
+    },
+    Flush,
+}
+
+impl WOp {
+    /// Whether an acknowledged op makes itself and everything before it durable.
+    fn is_durable_point(&self) -> bool {
+        match self {
+            WOp::Put { sync, .. } | WOp::Delete { sync, .. } | WOp::Batch { sync, .. } => *sync,
+            WOp::Flush => true,
+        }
+    }
+
+    fn apply_model(&self, m: &mut Map) {
+        match self {
+            WOp::Put { k, v, .. } => {
+                m.insert(k.clone(), v.clone());
+            }
+            WOp::Delete { k, .. } => {
+                m.remove(k);
+            }
+            WOp::Batch { items, .. } => {
+                for (k, v) in items {
+                    match v {
+                        Some(v) => m.insert(k.clone(), v.clone()),
+                        None => m.remove(k),
+                    };
+                }
+            }
+            WOp::Flush => {}
+        }
+    }
+
+    fn apply_db(&self, db: &Db) -> strata_engine::Result<()> {
+        let wo = |sync: bool| WriteOptions {
+            sync,
+            ..Default::default()
+        };
+        match self {
+            WOp::Put { k, v, sync } => db.put_opt(&wo(*sync), k, v),
+            WOp::Delete { k, sync } => db.delete_opt(&wo(*sync), k),
+            WOp::Batch { items, sync } => {
+                let mut b = WriteBatch::new();
+                for (k, v) in items {
+                    match v {
+                        Some(v) => b.put(k, v),
+                        None => b.delete(k),
+                    }
+                }
+                db.write(&wo(*sync), b)
+            }
+            WOp::Flush => db.flush(),
+        }
+    }
+}
+
+fn workload(seed: u64, n: usize) -> Vec<WOp> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let keys = 60u32;
+    (0..n)
+        .map(|i| {
+            let sync = rng.gen_bool(0.2);
+            let r = rng.gen_range(0..100);
+            let tag = (seed as u32) * 100_000 + i as u32;
+            if r < 55 {
+                let k = key(rng.gen_range(0..keys));
+                let v = value(&k, tag, rng.gen_range(20..400));
+                WOp::Put { k, v, sync }
+            } else if r < 70 {
+                WOp::Delete {
+                    k: key(rng.gen_range(0..keys)),
+                    sync,
+                }
+            } else if r < 97 {
+                let items = (0..rng.gen_range(2..6))
+                    .map(|j| {
+                        let k = key(rng.gen_range(0..keys));
+                        let v = rng
+                            .gen_bool(0.75)
+                            .then(|| value(&k, tag * 8 + j, rng.gen_range(0..300)));
+                        (k, v)
+                    })
+                    .collect();
+                WOp::Batch { items, sync }
+            } else {
+                WOp::Flush
+            }
+        })
+        .collect()
+}
+
+/// `models[i]` = state after the first `i` ops.
+fn prefix_models(ops: &[WOp]) -> Vec<Map> {
+    let mut m = Map::new();
+    let mut out = vec![m.clone()];
+    for op in ops {
+        op.apply_model(&mut m);
+        out.push(m.clone());
+    }
+    out
+}
+
+fn crash_opts(fs: Arc<dyn Fs>) -> Options {
+    Options {
+        write_buffer_bytes: 4096,
+        target_file_size_bytes: 4096,
+        max_bytes_for_level_base: 8 << 10,
+        level_size_multiplier: 2,
+        ..common::tiny_opts(fs)
+    }
+}
+
+/// What one replay under a crash point did.
+struct Replay {
+    /// Ops acknowledged (a prefix of the workload: the replay stops at the first error).
+    acked: usize,
+    /// Ops up to and including the last acknowledged durable point.
+    durable: usize,
+    /// Whether an op was attempted and failed (it is in doubt: it may or may not survive).
+    failed_op: bool,
+    /// The workload finished and `close` succeeded: everything is durable.
+    clean_close: bool,
+    /// Counted file-system operations the replay attempted.
+    fs_ops: u64,
+}
+
+fn replay(mem: &MemFs, ops: &[WOp], crash_after: Option<u64>) -> Replay {
+    let fault = FaultFs::new(Arc::new(mem.clone()));
+    if let Some(k) = crash_after {
+        fault.fail_after(k);
+    }
+    let mut r = Replay {
+        acked: 0,
+        durable: 0,
+        failed_op: false,
+        clean_close: false,
+        fs_ops: 0,
+    };
+    if let Ok(db) = Db::open(mem_dir(), crash_opts(Arc::new(fault.clone()))) {
+        for (i, op) in ops.iter().enumerate() {
+            if op.apply_db(&db).is_err() {
+                r.failed_op = true;
+                break;
+            }
+            r.acked = i + 1;
+            if op.is_durable_point() {
+                r.durable = i + 1;
+            }
+        }
+        if r.failed_op {
+            drop(db);
+        } else {
+            r.clean_close = db.close().is_ok();
+        }
+    }
+    r.fs_ops = fault.op_count();
+    r
+}
+
+/// Runs crash point `k` and returns a description of what went wrong, if anything.
+fn check_point(seed: u64, ops: &[WOp], models: &[Map], k: u64, deep: bool) -> Result<(), String> {
+    let tear = k % 2 == 1;
+    let mem = MemFs::with_seed(seed * 1_000_003 + k);
+    let r = replay(&mem, ops, Some(k));
+    mem.crash(tear);
+    let ctx = format!(
+        "seed {seed} crash point k={k} tear={tear}: acked {} ops, durable through {}, failed op: {}, clean close: {}",
+        r.acked, r.durable, r.failed_op, r.clean_close
+    );
+    let opts = crash_opts(Arc::new(mem.clone()));
+    let db = Db::open(mem_dir(), opts.clone()).map_err(|e| {
+        format!(
+            "{ctx}: reopen after crash failed: {e}; files {:?}",
+            mem.dump()
+        )
+    })?;
+    let got = common::scan_all(&db).map_err(|e| format!("{ctx}: scan failed: {e}"))?;
+    let (lo, hi) = if r.clean_close {
+        (r.acked, r.acked)
+    } else if r.failed_op {
+        (r.durable, r.acked + 1)
+    } else {
+        (r.durable, r.acked)
+    };
+    if !(lo..=hi).any(|p| models[p] == got) {
+        // Find the closest prefix anywhere, for the message.
+        let best = (0..models.len())
+            .min_by_key(|&p| diff_count(&got, &models[p]))
+            .unwrap();
+        let matches: Vec<usize> = (0..models.len()).filter(|&p| models[p] == got).collect();
+        // Classify: a clean close followed by an older (but durable-consistent) state is the
+        // close-without-sync bug (faults::regression_close_reports_ok_without_syncing_...).
+        let tag = if r.clean_close && matches.iter().any(|&p| p >= r.durable && p < r.acked) {
+            "[close Ok but WAL not synced]"
+        } else {
+            "[state not a valid prefix]"
+        };
+        return Err(format!(
+            "{tag} {ctx}: recovered state is not the state after any allowed prefix {lo}..={hi}; \
+             exact matches at prefixes {matches:?}; closest prefix {best}: {}; recovery info {:?}",
+            diff(&got, &models[best]),
+            db.recovery_info()
+        ));
+    }
+    // Point reads agree with the scan.
+    for (kk, v) in got.iter().step_by(7) {
+        match db.get(kk) {
+            Ok(Some(g)) if &g == v => {}
+            other => {
+                return Err(format!(
+                    "{ctx}: get({}) = {:?} but the scan returned {}",
+                    show(kk),
+                    other.map(|o| o.map(|g| show(&g))),
+                    show(v)
+                ))
+            }
+        }
+    }
+    // The recovered database accepts writes and survives a second crash.
+    if deep {
+        db.put_opt(
+            &WriteOptions {
+                sync: true,
+                ..Default::default()
+            },
+            b"zz-after-crash",
+            b"1",
+        )
+        .map_err(|e| format!("{ctx}: write after recovery failed: {e}"))?;
+        mem.crash(false);
+        drop(db);
+        let db =
+            Db::open(mem_dir(), opts).map_err(|e| format!("{ctx}: second reopen failed: {e}"))?;
+        let mut got2 = common::scan_all(&db).map_err(|e| format!("{ctx}: second scan: {e}"))?;
+        if got2.remove(&b"zz-after-crash"[..]).as_deref() != Some(&b"1"[..]) || got2 != got {
+            return Err(format!(
+                "{ctx}: after a synced write and a second crash the state changed: {}",
+                diff(&got2, &got)
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn diff_count(a: &Map, b: &Map) -> usize {
+    a.iter().filter(|(k, v)| b.get(*k) != Some(v)).count()
+        + b.keys().filter(|k| !a.contains_key(*k)).count()
+}
+
+/// Enumerates crash points over successive seeds until `target` points are checked.
+fn crash_points(target: usize, ops_per_workload: usize) {
+    let checked = AtomicUsize::new(0);
+    let failures: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let failure_count = AtomicUsize::new(0);
+    let kinds: Mutex<BTreeMap<String, usize>> = Mutex::new(BTreeMap::new());
+    let mut seed = 1u64;
+    while checked.load(Ordering::Relaxed) < target {
+        let ops = workload(seed, ops_per_workload);
+        let models = prefix_models(&ops);
+        // Fault-free run: count the operations and check the clean result.
+        let mem = MemFs::new();
+        let r = replay(&mem, &ops, None);
+        assert!(
+            r.clean_close && r.acked == ops.len(),
+            "seed {seed}: the workload fails without faults"
+        );
+        let n = r.fs_ops;
+        let db = Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()))).unwrap();
+        let got = common::scan_all(&db).unwrap();
+        assert!(
+            got == models[ops.len()],
+            "seed {seed}: fault-free run: {}",
+            diff(&got, &models[ops.len()])
+        );
+        drop(db);
+        // Every point, or an even sample of the budget left.
+        let left = (target - checked.load(Ordering::Relaxed)) as u64;
+        let points: Vec<u64> = if n <= left {
+            (0..n).collect()
+        } else {
+            (0..left).map(|i| i * n / left).collect()
+        };
+        let next = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&k) = points.get(i) else { return };
+                    let deep = i.is_multiple_of(10);
+                    let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        check_point(seed, &ops, &models, k, deep)
+                    }))
+                    .unwrap_or_else(|p| {
+                        Err(format!(
+                            "seed {seed} crash point k={k}: panic: {}",
+                            p.downcast_ref::<String>()
+                                .cloned()
+                                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                                .unwrap_or_default()
+                        ))
+                    });
+                    if let Err(e) = res {
+                        failure_count.fetch_add(1, Ordering::Relaxed);
+                        let kind = if e.starts_with('[') {
+                            e.split(']').next().unwrap_or_default().to_string() + "]"
+                        } else {
+                            "[other]".to_string()
+                        };
+                        let mut f = failures.lock().unwrap();
+                        // Keep the first two examples of each kind.
+                        let mut k = kinds.lock().unwrap();
+                        let seen = k.entry(kind).or_default();
+                        *seen += 1;
+                        if *seen <= 2 && f.len() < 8 {
+                            f.push(e);
+                        }
+                    }
+                    checked.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+        });
+        eprintln!(
+            "seed {seed}: {} ops, {n} file-system operations, {} points checked so far",
+            ops.len(),
+            checked.load(Ordering::Relaxed)
+        );
+        seed += 1;
+    }
+    let n = checked.load(Ordering::Relaxed);
+    eprintln!("checked {n} crash points");
+    let f = failures.into_inner().unwrap();
+    let by_kind = kinds.into_inner().unwrap();
+    assert!(
+        f.is_empty(),
+        "{} of {n} crash points failed ({by_kind:?}); first ones:\n{}",
+        failure_count.load(Ordering::Relaxed),
+        f.join("\n")
+    );
+}
+
+#[test]
+fn crash_points_default() {
+    crash_points(8000, 250);
+}
+
+#[test]
+#[ignore = "long: STRATA_CRASH_POINTS=N STRATA_CRASH_OPS=M cargo test -p strata-engine --test crash -- --ignored"]
+fn crash_points_long() {
+    crash_points(
+        env_usize("STRATA_CRASH_POINTS", 30_000),
+        env_usize("STRATA_CRASH_OPS", 600),
+    );
+}
+
+/// A crash right after each acknowledged synced put, with nothing else going on: the put
+/// survives, torn tail or not.
+#[test]
+fn crash_after_each_synced_put_keeps_it() {
+    for tear in [false, true] {
+        let mem = MemFs::with_seed(tear as u64);
+        let opts = crash_opts(Arc::new(mem.clone()));
+        let mut want = Map::new();
+        for round in 0..30u32 {
+            let db = Db::open(mem_dir(), opts.clone()).unwrap();
+            let got = common::scan_all(&db).unwrap();
+            assert!(
+                got == want,
+                "tear={tear} round {round}: {}",
+                diff(&got, &want)
+            );
+            for i in 0..5u32 {
+                let k = key(round * 3 + i);
+                let v = value(&k, round, 200);
+                db.put_opt(
+                    &WriteOptions {
+                        sync: true,
+                        ..Default::default()
+                    },
+                    &k,
+                    &v,
+                )
+                .unwrap();
+                want.insert(k, v);
+            }
+            // An unsynced write after the last synced one may be lost (or kept).
+            let extra = key(10_000 + round);
+            db.put(&extra, b"unsynced").unwrap();
+            // Power loss first, so that the dying instance cannot sync anything on its way out.
+            mem.crash(tear);
+            drop(db);
+            let db = Db::open(mem_dir(), opts.clone()).unwrap();
+            let mut got = common::scan_all(&db).unwrap();
+            if let Some(v) = got.remove(&extra) {
+                assert_eq!(v, b"unsynced");
+                want.insert(extra, v);
+            }
+            let got_all = common::scan_all(&db).unwrap();
+            assert!(
+                got_all == want,
+                "tear={tear} round {round}: {}",
+                diff(&got_all, &want)
+            );
+        }
+    }
+}
+
+/// Crashes during recovery. For a sample of first crash points k, the durable state S left by
+/// the first crash is saved; a clean recovery from S gives the reference content G. Then for
+/// every file-system operation j of that recovery, recovery is rerun from S with a crash after
+/// j operations (torn or not), and a final clean recovery must give exactly G again: a crashed
+/// recovery neither loses nor invents data.
+fn crash_during_recovery(first_points: u64, ops_per_workload: usize) {
+    let seed = 7u64;
+    let ops = workload(seed, ops_per_workload);
+    let mem = MemFs::new();
+    let n = replay(&mem, &ops, None).fs_ops;
+    let checked = AtomicUsize::new(0);
+    let failures: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let failed = AtomicUsize::new(0);
+    let ks: Vec<u64> = (0..first_points).map(|i| i * n / first_points).collect();
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&k) = ks.get(i) else { return };
+                let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    recovery_crashes(seed, &ops, k, &checked)
+                }))
+                .unwrap_or_else(|_| Err(format!("first crash k={k}: panic")));
+                if let Err(e) = res {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                    let mut f = failures.lock().unwrap();
+                    if f.len() < 6 {
+                        f.push(e);
+                    }
+                }
+            });
+        }
+    });
+    let c = checked.load(Ordering::Relaxed);
+    eprintln!("checked {c} crash points during recovery ({first_points} first crash points)");
+    let f = failures.into_inner().unwrap();
+    assert!(
+        f.is_empty(),
+        "{} of {first_points} first crash points had a bad recovery crash; first ones:\n{}",
+        failed.load(Ordering::Relaxed),
+        f.join("\n")
+    );
+}
+
+fn recovery_crashes(seed: u64, ops: &[WOp], k: u64, checked: &AtomicUsize) -> Result<(), String> {
+    let mem = MemFs::with_seed(seed + k);
+    replay(&mem, ops, Some(k));
+    mem.crash(k % 2 == 1);
+    // After a crash every file is at its durable length: this copy is the durable state.
+    let state = common::copy_files(&mem);
+    let reference = |mem: &MemFs| -> Result<(Map, u64), String> {
+        let fault = FaultFs::new(Arc::new(mem.clone()));
+        let db = Db::open(mem_dir(), crash_opts(Arc::new(fault.clone())))
+            .map_err(|e| format!("k={k}: clean recovery failed: {e}"))?;
+        let ops = fault.op_count();
+        let got = common::scan_all(&db).map_err(|e| format!("k={k}: scan: {e}"))?;
+        Ok((got, ops))
+    };
+    let (want, recovery_ops) = reference(&common::restore_files(&state))?;
+    for j in 0..recovery_ops + 2 {
+        let mem = common::restore_files(&state);
+        let fault = FaultFs::new(Arc::new(mem.clone()));
+        fault.fail_after(j);
+        let opened = Db::open(mem_dir(), crash_opts(Arc::new(fault.clone())));
+        let open_result = opened.as_ref().map(|_| ()).map_err(|e| e.to_string());
+        drop(opened);
+        let before = mem.dump();
+        mem.crash(j % 2 == 0);
+        let db = Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()))).map_err(|e| {
+            format!(
+                "k={k}, crash after {j} of {recovery_ops} recovery operations: reopen failed: {e}"
+            )
+        })?;
+        let got = common::scan_all(&db).map_err(|e| format!("k={k} j={j}: scan: {e}"))?;
+        if got != want {
+            return Err(format!(
+                "k={k}, crash after {j} of {recovery_ops} recovery operations (open gave {open_result:?}): \
+                 the next recovery differs from a clean one: {}\n  durable state before: {:?}\n  \
+                 files at the second crash: {:?}\n  after it: {:?}\n  levels now: {:?}, recovery {:?}",
+                diff(&got, &want),
+                state.iter().map(|(p, d)| (p.clone(), d.len())).collect::<Vec<_>>(),
+                before,
+                mem.dump(),
+                db.stats().levels,
+                db.recovery_info()
+            ));
+        }
+        checked.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+#[test]
+fn crash_points_during_recovery() {
+    crash_during_recovery(
+        env_usize("STRATA_RECOVERY_CRASH_FIRST_POINTS", 120) as u64,
+        250,
+    );
+}
+
+/// BUG: the number of a WAL created at a memtable switch comes from `new_file_number()` but
+/// reaches the MANIFEST only with the next edit; a table number allocated for a flush that
+/// has not committed yet is not recorded either. After a crash in that window the MANIFEST's
+/// next file number can be below a live WAL's number. Recovery replays that WAL, writes the
+/// replayed data to a table (one number), then allocates the *same number as the live WAL*
+/// for its new WAL, and `create` truncates the WAL it has just replayed before the edit that
+/// holds the replayed data is durable. A crash inside that window loses acknowledged synced
+/// writes. (LevelDB marks every WAL number it finds as used before allocating.)
+///
+/// The crash test found it through timing (a flush allocated table N, a memtable switch then
+/// created WAL N+1, crash before the flush committed). Here the same durable state is built
+/// deterministically: the newest WAL is renamed one number up, as if a table number had been
+/// allocated before it.
+#[test]
+fn regression_recovery_reuses_a_live_wal_number_and_a_crash_loses_synced_writes() {
+    let sync = WriteOptions {
+        sync: true,
+        ..Default::default()
+    };
+    let mem = MemFs::new();
+    let db = Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()))).unwrap();
+    let mut want = Map::new();
+    for i in 0..8u32 {
+        let k = key(i);
+        let v = value(&k, 1, 100);
+        db.put_opt(&sync, &k, &v).unwrap();
+        want.insert(k, v);
+    }
+    mem.crash(false);
+    drop(db);
+    // One live WAL, not covered by any table; the MANIFEST's next file number is just above it.
+    let wals: Vec<PathBuf> = mem
+        .dump()
+        .into_iter()
+        .map(|(p, _)| p)
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    assert_eq!(wals.len(), 1, "{:?}", mem.dump());
+    let number: u64 = wals[0]
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let base = common::copy_files(&mem);
+    let mut lost = Vec::new();
+    // The distance to the MANIFEST's next file number is not visible through the API: try a
+    // few shifts (each builds a state the engine itself can leave behind).
+    for shift in 1..=4u64 {
+        let mem = common::restore_files(&base);
+        let moved = mem_dir().join(format!("{:06}.log", number + shift));
+        mem.rename(&wals[0], &moved).unwrap();
+        mem.sync_dir(&mem_dir()).unwrap();
+        let state = common::copy_files(&mem);
+        // A clean recovery of that state is fine...
+        {
+            let mem = common::restore_files(&state);
+            let db = Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()))).unwrap();
+            let got = common::scan_all(&db).unwrap();
+            assert!(got == want, "clean recovery: {}", diff(&got, &want));
+        }
+        // ...but a recovery that crashes after one of its first operations must be too.
+        for j in 0..40u64 {
+            let mem = common::restore_files(&state);
+            let fault = FaultFs::new(Arc::new(mem.clone()));
+            fault.fail_after(j);
+            drop(Db::open(mem_dir(), crash_opts(Arc::new(fault.clone()))));
+            let files_at_crash = mem.dump();
+            mem.crash(false);
+            let db = Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()))).unwrap();
+            let got = common::scan_all(&db).unwrap();
+            if got != want {
+                lost.push(format!(
+                    "WAL {number} renamed to {}, recovery crashed after {j} operations: {}; \
+                     files at the crash {files_at_crash:?}",
+                    number + shift,
+                    diff(&got, &want)
+                ));
+            }
+        }
+    }
+    assert!(
+        lost.is_empty(),
+        "{} bad recoveries:\n{}",
+        lost.len(),
+        lost.join("\n")
+    );
+}
