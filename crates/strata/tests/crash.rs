@@ -206,6 +206,6 @@ fn cross_shard_batches_survive_every_crash_point() {
 fn cross_shard_batches_survive_every_crash_point_long() {
     for seed in 2..8 {
         let reached = crash_all(seed, 150);
-        assert!(reached >= 3000, "seed {seed}: {reached} crash points");
+        assert!(reached >= 2000, "seed {seed}: {reached} crash points");
     }
 }
