@@ -17,6 +17,7 @@ use crate::undo::{check_user_key, check_value};
 use crate::worker::{in_worker, Worker};
 use crossbeam_channel::{bounded, Sender};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use strata_engine::io::FileLock;
@@ -28,6 +29,8 @@ pub type KvPairs = Vec<(Vec<u8>, Vec<u8>)>;
 struct ShardHandle<E: Engine> {
     tx: Option<Sender<Request<E>>>,
     thread: Option<JoinHandle<()>>,
+    /// Write requests queued or being applied (see `Options::direct_reads`).
+    pending_writes: Arc<AtomicUsize>,
 }
 
 /// A database partitioned over `shards` engine instances by key hash, each owned by one
@@ -44,6 +47,7 @@ pub struct ShardedDb<E: Engine> {
     counters: Vec<Arc<ShardCounters>>,
     coord: Arc<Coord>,
     recovery: RecoveryReport,
+    direct_reads: bool,
     _lock: Box<dyn FileLock>,
 }
 
@@ -116,6 +120,7 @@ impl<E: Engine> ShardedDb<E> {
         for (id, engine) in engines.iter().enumerate() {
             let (tx, rx) = bounded(opts.queue_depth);
             let stats = Arc::new(ShardCounters::new(opts.max_batch));
+            let pending_writes = Arc::new(AtomicUsize::new(0));
             counters.push(stats.clone());
             let worker = Worker {
                 id,
@@ -127,6 +132,7 @@ impl<E: Engine> ShardedDb<E> {
                 core: (!cores.is_empty()).then(|| cores[id % cores.len()]),
                 carry: None,
                 gc: Vec::new(),
+                pending_writes: pending_writes.clone(),
             };
             let thread = std::thread::Builder::new()
                 .name(format!("strata-shard-{id}"))
@@ -135,6 +141,7 @@ impl<E: Engine> ShardedDb<E> {
             shards.push(ShardHandle {
                 tx: Some(tx),
                 thread: Some(thread),
+                pending_writes,
             });
         }
         Ok(ShardedDb {
@@ -144,6 +151,7 @@ impl<E: Engine> ShardedDb<E> {
             counters,
             coord,
             recovery,
+            direct_reads: opts.direct_reads,
             _lock: lock,
         })
     }
@@ -200,20 +208,41 @@ impl<E: Engine> ShardedDb<E> {
     }
 
     fn enqueue(&self, shard: usize, req: Request<E>) {
+        let pending = &self.shards[shard].pending_writes;
+        let write = req.is_write();
+        let failed = |req: Request<E>, e: Error| {
+            if write {
+                pending.fetch_sub(1, Ordering::Release);
+            }
+            req.fail(e)
+        };
+        if write {
+            pending.fetch_add(1, Ordering::AcqRel);
+        }
         if in_worker() {
-            return req.fail(from_worker());
+            return failed(req, from_worker());
         }
         if let Err(e) = self.coord.health.check() {
-            return req.fail(e);
+            return failed(req, e);
         }
         match self.shards[shard].tx.as_ref() {
             Some(tx) => {
                 if let Err(crossbeam_channel::SendError(req)) = tx.send(req) {
-                    req.fail(Error::Closed);
+                    failed(req, Error::Closed);
                 }
             }
-            None => req.fail(Error::Closed),
+            None => failed(req, Error::Closed),
         }
+    }
+
+    /// Whether a read of shard `s` may run in the calling thread: direct reads are on, the
+    /// database is healthy, and no write is queued or being applied in the shard, so the
+    /// engine already shows every write this caller issued (per-key order holds).
+    fn direct(&self, s: usize) -> bool {
+        self.direct_reads
+            && !in_worker()
+            && self.shards[s].pending_writes.load(Ordering::Acquire) == 0
+            && self.coord.health.check().is_ok()
     }
 
     // ---- writes -----------------------------------------------------------------------
@@ -398,8 +427,15 @@ impl<E: Engine> ShardedDb<E> {
         );
     }
 
-    /// The newest value of `key`, read by its shard's worker (merged with other queued reads).
+    /// The newest value of `key`, read by its shard's worker (merged with other queued reads),
+    /// or in the calling thread with `Options::direct_reads` when the shard has no write
+    /// pending.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let s = self.shard_of(key);
+        if self.direct(s) {
+            check_user_key(key)?;
+            return self.engines[s].get(None, key);
+        }
         let (reply, pending) = Reply::slot();
         self.submit_get(key, reply);
         pending.wait()
@@ -443,6 +479,13 @@ impl<E: Engine> ShardedDb<E> {
             if let Some(e) = bad {
                 for &i in &idx {
                     out[i] = Err(e.clone());
+                }
+                continue;
+            }
+            if self.direct(s) {
+                let refs: Vec<&[u8]> = ks.iter().map(|k| &k[..]).collect();
+                for (&i, v) in idx.iter().zip(self.engines[s].multi_get(None, &refs)) {
+                    out[i] = v;
                 }
                 continue;
             }

@@ -26,6 +26,12 @@ pub struct Options<C> {
     /// measured 10–15%) on a dedicated machine; on a shared or oversubscribed one it can leave
     /// a worker stuck behind another busy thread.
     pub pin_workers: bool,
+    /// Let `get` and `multi_get` read a shard in the calling thread when no write is queued
+    /// or being applied in that shard (otherwise they go through the worker, which keeps
+    /// per-key order with the caller's earlier asynchronous writes). Default: false (every
+    /// read goes through the worker and is batched, as in p2KVS). On: read-mostly workloads
+    /// skip the hand-off to the worker (two thread switches per read) but lose read batching.
+    pub direct_reads: bool,
     /// Options of each engine instance.
     pub engine: C,
 }
@@ -37,6 +43,7 @@ impl<C: Default> Default for Options<C> {
             max_batch: 32,
             queue_depth: 1024,
             pin_workers: false,
+            direct_reads: false,
             engine: C::default(),
         }
     }
@@ -50,6 +57,7 @@ impl<C> Options<C> {
             max_batch: 32,
             queue_depth: 1024,
             pin_workers: false,
+            direct_reads: false,
             engine,
         }
     }

@@ -15,7 +15,10 @@ pub(crate) type Job<E> = Box<dyn FnOnce(Result<&E>) + Send>;
 /// The writes of one write request.
 pub(crate) enum WriteOps {
     /// Key and value in one buffer (one allocation per put): `kv[..klen]` is the key.
-    Put { kv: Vec<u8>, klen: usize },
+    Put {
+        kv: Vec<u8>,
+        klen: usize,
+    },
     Delete(Vec<u8>),
     /// A batch whose keys all live in this shard.
     Batch(Vec<Op>),
@@ -86,6 +89,11 @@ impl<E: Engine> Request<E> {
             Request::Get { .. } | Request::MultiGet { .. } => Class::Read,
             Request::Part(_) | Request::Job(_) => Class::Alone,
         }
+    }
+
+    /// Whether the request changes the shard (counted in the shard's pending writes).
+    pub(crate) fn is_write(&self) -> bool {
+        matches!(self, Request::Write { .. } | Request::Part(_))
     }
 
     /// Answers the request with `e` without running it.

@@ -22,6 +22,7 @@ use crossbeam_channel::Receiver;
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use strata_engine::{Error, Result};
 
@@ -61,6 +62,8 @@ pub(crate) struct Worker<E: Engine> {
     pub carry: Option<Request<E>>,
     /// Undo records of committed cross-shard batches, deleted with the next engine write.
     pub gc: Vec<Vec<u8>>,
+    /// Write requests queued or being applied; decremented once a write is visible.
+    pub pending_writes: Arc<AtomicUsize>,
 }
 
 impl<E: Engine> Worker<E> {
@@ -110,6 +113,9 @@ impl<E: Engine> Worker<E> {
 
     fn handle(&mut self, first: Request<E>) {
         if let Err(e) = self.coord.health.check() {
+            if first.is_write() {
+                self.pending_writes.fetch_sub(1, Ordering::Release);
+            }
             first.fail(e);
             return;
         }
@@ -166,6 +172,8 @@ impl<E: Engine> Worker<E> {
             let _epoch = self.coord.epoch.read();
             self.engine.write(batch, sync)
         };
+        self.pending_writes
+            .fetch_sub(replies.len(), Ordering::Release);
         self.stats.record_write(replies.len());
         let r = r.map_err(|e| self.fail(&e));
         for reply in replies {
@@ -229,6 +237,7 @@ impl<E: Engine> Worker<E> {
         self.stats.record_cross_part();
         let gsn = p.cross.gsn;
         let r = self.apply_part(&p);
+        self.pending_writes.fetch_sub(1, Ordering::Release);
         let ok = r.is_ok();
         p.finish(r.map_err(|e| self.fail(&e)));
         if !ok {

@@ -281,3 +281,22 @@ fn snapshots_see_cross_shard_batches_whole() {
     });
     assert!(db.batch_stats().cross_shard_parts > 100);
 }
+
+#[test]
+fn direct_reads_keep_per_key_order_with_async_writes() {
+    let fs = mem();
+    let mut o = opts(&fs, 2);
+    o.direct_reads = true;
+    let db = Db::open("/db", o).unwrap();
+    for i in 0..2000u32 {
+        let v = i.to_le_bytes();
+        let p = db.put_future(&WriteOptions::default(), b"k", &v);
+        // The put may still be queued: the read must not overtake it.
+        assert_eq!(db.get(b"k").unwrap(), Some(v.to_vec()));
+        assert_eq!(
+            db.multi_get(&[b"k"])[0].as_ref().unwrap(),
+            &Some(v.to_vec())
+        );
+        p.wait().unwrap();
+    }
+}

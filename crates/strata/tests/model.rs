@@ -20,10 +20,12 @@ use strata_engine::io::{Fs, MemFs};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
+/// `max_batch` 0 stands for "batching 32 with direct reads".
 fn opts(fs: Arc<dyn Fs>, shards: usize, max_batch: usize) -> DbOptions {
     let mut o = DbOptions {
         shards: Some(shards),
-        max_batch,
+        max_batch: if max_batch == 0 { 32 } else { max_batch },
+        direct_reads: max_batch == 0,
         queue_depth: 64,
         ..DbOptions::default()
     };
@@ -221,6 +223,8 @@ fn model_and_metamorphic_1_vs_4_shards() {
     let unbatched = run(7, 4, 1, 3, 2, 250);
     let batched = run(7, 4, 32, 3, 2, 250);
     assert_eq!(unbatched, batched, "batching changed results");
+    let direct = run(7, 4, 0, 3, 2, 250);
+    assert_eq!(direct, batched, "direct reads changed results");
 }
 
 #[test]
