@@ -111,7 +111,8 @@ fn main() -> strata::Result<()> {
         }
         #[cfg(feature = "rocksdb")]
         "rocksplain" => {
-            let o = strata::rocks::RocksConfig::default().to_options()?;
+            let mut o = strata::rocks::RocksConfig::default().options;
+            o.create_if_missing(true);
             let db = rocksdb::DB::open(&o, dir.path()).expect("open rocksdb");
             (fill(&db, threads, ops, false), String::new())
         }

@@ -15,44 +15,41 @@ use std::sync::Arc;
 use strata_engine::io::{Fs, RealFs};
 use strata_engine::{Error, Result};
 
-/// Options of each RocksDB shard. Defaults match the benchmark's: no compression, 10-bit bloom
-/// filters, 64 MiB write buffer, 8 MiB block cache.
-#[derive(Clone, Debug)]
+/// Options of each RocksDB shard: a full `rocksdb::Options` (cloned for every shard, so a
+/// block cache set in its table factory is shared by all shards) and the WAL setting.
+#[derive(Clone)]
 pub struct RocksConfig {
-    pub write_buffer_bytes: usize,
-    pub block_cache_bytes: usize,
-    pub bloom_bits: f64,
-    pub max_background_jobs: i32,
+    pub options: rocksdb::Options,
     /// Skip RocksDB's WAL.
     pub disable_wal: bool,
 }
 
 impl Default for RocksConfig {
+    /// RocksDB's defaults with the benchmark's usual settings: no compression, 10-bit bloom
+    /// filters, an 8 MiB block cache shared by the shards.
     fn default() -> Self {
+        let mut o = rocksdb::Options::default();
+        o.set_compression_type(DBCompressionType::None);
+        let mut t = BlockBasedOptions::default();
+        t.set_bloom_filter(10.0, false);
+        if let Ok(cache) = Cache::new_lru_cache(8 << 20) {
+            t.set_block_cache(&cache);
+        }
+        o.set_block_based_table_factory(&t);
         RocksConfig {
-            write_buffer_bytes: 64 << 20,
-            block_cache_bytes: 8 << 20,
-            bloom_bits: 10.0,
-            max_background_jobs: 2,
+            options: o,
             disable_wal: false,
         }
     }
 }
 
 impl RocksConfig {
-    /// The `rocksdb::Options` these stand for.
-    pub fn to_options(&self) -> Result<rocksdb::Options> {
-        let mut o = rocksdb::Options::default();
-        o.create_if_missing(true);
-        o.set_compression_type(DBCompressionType::None);
-        o.set_write_buffer_size(self.write_buffer_bytes);
-        o.set_max_background_jobs(self.max_background_jobs);
-        let mut t = BlockBasedOptions::default();
-        t.set_bloom_filter(self.bloom_bits, false);
-        let cache = Cache::new_lru_cache(self.block_cache_bytes).map_err(rocks_err)?;
-        t.set_block_cache(&cache);
-        o.set_block_based_table_factory(&t);
-        Ok(o)
+    /// Shards opened with `options` (`create_if_missing` is turned on for each shard).
+    pub fn from_options(options: rocksdb::Options) -> Self {
+        RocksConfig {
+            options,
+            disable_wal: false,
+        }
     }
 }
 
@@ -178,7 +175,9 @@ impl Engine for RocksEngine {
     }
 
     fn open(dir: &Path, cfg: &RocksConfig) -> Result<Self> {
-        let db = DB::open(&cfg.to_options()?, dir).map_err(rocks_err)?;
+        let mut o = cfg.options.clone();
+        o.create_if_missing(true);
+        let db = DB::open(&o, dir).map_err(rocks_err)?;
         Ok(RocksEngine {
             db: Arc::new(db),
             disable_wal: cfg.disable_wal,
