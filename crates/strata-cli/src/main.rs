@@ -60,12 +60,17 @@ pub enum Command {
     /// Read-only. Prints what was checked and every problem found; exits with code 2 if
     /// there is any problem, 0 if the database is intact.
     Check(DbArgs),
-    /// Run db_bench-style benchmarks (fillrandom, readrandom, ...) and print their results.
+    /// Run db_bench and YCSB benchmarks on Strata, fjall or RocksDB and print their results.
     ///
     /// Without flags: fillrandom then readrandom over 200000 keys of 16 bytes with values of
-    /// 128 bytes, in a temporary directory removed at the end. Prints an environment header,
-    /// one db_bench-shaped line per benchmark plus a latency line (p50/p99/p99.9/max), then
-    /// the engine's statistics.
+    /// 128 bytes, on Strata, in a temporary directory removed at the end. Prints an
+    /// environment header, then per benchmark db_bench's result line, a latency line
+    /// (p50/p99/p99.9/max) and a line of what it cost the machine (device bytes written and
+    /// read, write and space amplification, CPU seconds per million operations, peak RSS,
+    /// stall time), then the engine's statistics. With --engine A,B,C and --rounds N the
+    /// whole list runs on each engine in turn, N times, and a table gives each engine's
+    /// medians and its ratio to the first; --json and --plot save every figure and the
+    /// throughput over time.
     ///
     /// Keys: the index i in [0, num) as an 8-byte big-endian integer, padded with '0' bytes
     /// up to --key-size (db_bench's layout; with --key-size below 8, the low bytes of i), so

@@ -1,16 +1,35 @@
-//! The benchmarks drive a store through [`Engine`], so that other stores (RocksDB, fjall)
-//! can be measured by the same code. Only Strata's adapter exists so far.
+//! The benchmarks drive a store through [`Engine`], so that several stores are measured by
+//! the same code: Strata (here), fjall ([`super::fjall_engine`]) and, with the `rocksdb`
+//! cargo feature, RocksDB ([`super::rocks_engine`]).
 
 use crate::opts::build_options;
 use crate::text::human_bytes;
 use anyhow::{Context, Result};
 use std::path::Path;
-use strata_engine::{Db, DbIterator, ReadOptions, WriteOptions};
+use strata_engine::{Db, DbIterator, Options, ReadOptions, WriteOptions};
 
-/// How the benchmark wants the store opened and written.
-#[derive(Clone, Debug, Default)]
+/// Block compression requested for every engine (`--compression`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Compression {
+    #[default]
+    None,
+    Lz4,
+}
+
+impl Compression {
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Lz4 => "lz4",
+        }
+    }
+}
+
+/// How the benchmark wants the store opened and written. The same settings go to every
+/// engine of a run, so that they are compared on equal terms; `opts` are the engine's own.
+#[derive(Clone, Debug)]
 pub struct EngineConfig {
-    /// `--opt NAME=VALUE`, in order; each engine interprets them.
+    /// `--opt NAME=VALUE` meant for this engine, in order; each engine interprets them.
     pub opts: Vec<(String, String)>,
     /// fsync every write.
     pub sync: bool,
@@ -18,6 +37,28 @@ pub struct EngineConfig {
     pub disable_wal: bool,
     /// Create the store if the directory holds none.
     pub create_if_missing: bool,
+    /// Block cache capacity.
+    pub cache_bytes: u64,
+    /// Filter bits per key; 0 = no filter.
+    pub bloom_bits: u32,
+    pub compression: Compression,
+    /// Read table files with O_DIRECT (bypassing the page cache).
+    pub direct_io: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            opts: Vec::new(),
+            sync: false,
+            disable_wal: false,
+            create_if_missing: true,
+            cache_bytes: 8 << 20,
+            bloom_bits: 10,
+            compression: Compression::None,
+            direct_io: false,
+        }
+    }
 }
 
 /// A cursor over the store, as the benchmarks use it.
@@ -41,12 +82,16 @@ pub trait Engine: Sized + Sync {
     where
         Self: 'a;
 
-    /// Short name for the header ("strata").
+    /// Short name, as `--engine` spells it ("strata").
     const NAME: &'static str;
 
     /// The options `cfg` stands for, one line, for the header. Fails on bad `--opt`s, which
     /// lets the benchmark refuse them before doing anything.
     fn describe(cfg: &EngineConfig) -> Result<String>;
+    /// Settings of `cfg` this engine cannot honour, one sentence each, printed as notes.
+    fn notes(_cfg: &EngineConfig) -> Vec<String> {
+        Vec::new()
+    }
     fn open(dir: &Path, cfg: &EngineConfig) -> Result<Self>;
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
     fn delete(&self, key: &[u8]) -> Result<()>;
@@ -59,6 +104,11 @@ pub trait Engine: Sized + Sync {
     fn compact(&self) -> Result<()>;
     /// Waits until no background work is pending.
     fn wait_idle(&self) -> Result<()>;
+    /// Microseconds writers have been stalled or slowed by the engine since it was opened,
+    /// when the engine counts them.
+    fn stall_micros(&self) -> Option<u64> {
+        None
+    }
     /// The engine's statistics, printed after the benchmarks.
     fn stats(&self) -> String;
     fn close(self) -> Result<()>;
@@ -75,7 +125,7 @@ impl Engine for Strata {
     const NAME: &'static str = "strata";
 
     fn describe(cfg: &EngineConfig) -> Result<String> {
-        let o = build_options(&cfg.opts)?;
+        let o = strata_options(cfg)?;
         Ok(format!(
             "write_buffer_bytes={} block_cache_bytes={} block_size_bytes={} compression={:?} \
              filter={} l0_compaction_trigger={} max_bytes_for_level_base={} \
@@ -92,8 +142,28 @@ impl Engine for Strata {
         ))
     }
 
+    fn notes(cfg: &EngineConfig) -> Vec<String> {
+        let mut notes = Vec::new();
+        if cfg.direct_io {
+            if let Err(e) = direct_io_option(&mut Options::default()) {
+                notes.push(format!(
+                    "direct I/O not yet supported by strata engine; ignored \
+                     (Options::set(\"direct_io\", \"true\"): {e})"
+                ));
+            }
+        }
+        if cfg.bloom_bits > 0 {
+            notes.push(format!(
+                "strata's table filter is a binary fuse filter of about 9 bits per key \
+                 (0.4% false positives); --bloom-bits {} only turns it on",
+                cfg.bloom_bits
+            ));
+        }
+        notes
+    }
+
     fn open(dir: &Path, cfg: &EngineConfig) -> Result<Self> {
-        let mut o = build_options(&cfg.opts)?;
+        let mut o = strata_options(cfg)?;
         o.create_if_missing = cfg.create_if_missing;
         let db = Db::open(dir, o)
             .with_context(|| format!("cannot open database at {}", dir.display()))?;
@@ -143,6 +213,10 @@ impl Engine for Strata {
         Ok(self.db.wait_idle()?)
     }
 
+    fn stall_micros(&self) -> Option<u64> {
+        Some(self.db.stats().stall_micros)
+    }
+
     fn stats(&self) -> String {
         self.db.stats().to_string()
     }
@@ -150,6 +224,31 @@ impl Engine for Strata {
     fn close(self) -> Result<()> {
         Ok(self.db.close()?)
     }
+}
+
+/// Strata's options for `cfg`: the run-wide settings first (cache, filter, compression,
+/// direct I/O when the engine has it), then the `--opt`s, which may override them.
+pub fn strata_options(cfg: &EngineConfig) -> Result<Options> {
+    let mut pairs = vec![
+        ("block_cache_bytes".to_string(), cfg.cache_bytes.to_string()),
+        ("filter".to_string(), (cfg.bloom_bits > 0).to_string()),
+        (
+            "compression".to_string(),
+            cfg.compression.name().to_string(),
+        ),
+    ];
+    pairs.extend(cfg.opts.iter().cloned());
+    let mut o = build_options(&pairs)?;
+    if cfg.direct_io {
+        // Unsupported until the engine has the option; notes() says so.
+        let _ = direct_io_option(&mut o);
+    }
+    Ok(o)
+}
+
+/// Turns on the engine's direct I/O option, if it has one.
+fn direct_io_option(o: &mut Options) -> strata_engine::Result<()> {
+    o.set("direct_io", "true")
 }
 
 pub struct StrataIter(DbIterator);
@@ -197,10 +296,40 @@ mod tests {
         let d = Strata::describe(&cfg).unwrap();
         assert!(d.contains("write_buffer_bytes=8.0 MiB"), "{d}");
         assert!(d.contains("compression=None"), "{d}");
+        assert!(d.contains("block_cache_bytes=8.0 MiB"), "{d}");
+        let lz4 = EngineConfig {
+            compression: Compression::Lz4,
+            bloom_bits: 0,
+            cache_bytes: 1 << 20,
+            opts: vec![("block_cache_bytes".into(), "2097152".into())],
+            ..EngineConfig::default()
+        };
+        let d = Strata::describe(&lz4).unwrap();
+        assert!(d.contains("compression=Lz4"), "{d}");
+        assert!(d.contains("filter=false"), "{d}");
+        // --opt overrides the run-wide setting.
+        assert!(d.contains("block_cache_bytes=2.0 MiB"), "{d}");
         let bad = EngineConfig {
             opts: vec![("bogus".into(), "1".into())],
             ..EngineConfig::default()
         };
         assert!(Strata::describe(&bad).is_err());
+    }
+
+    #[test]
+    fn direct_io_is_reported_when_the_engine_lacks_it() {
+        let cfg = EngineConfig {
+            direct_io: true,
+            ..EngineConfig::default()
+        };
+        let notes = Strata::notes(&cfg);
+        let has_option = direct_io_option(&mut Options::default()).is_ok();
+        assert_eq!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("direct I/O not yet supported")),
+            !has_option,
+            "{notes:?}"
+        );
     }
 }

@@ -42,6 +42,11 @@ impl Rng {
         ((self.next_u64() as u128 * n as u128) >> 64) as u64
     }
 
+    /// Uniform in `[0, 1)` with 53 bits of precision.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
     pub fn fill(&mut self, buf: &mut [u8]) {
         for chunk in buf.chunks_mut(8) {
             let r = self.next_u64().to_le_bytes();
@@ -96,6 +101,19 @@ impl KeyGen {
         }
     }
 
+    /// Writes the key of YCSB record `k` into `buf`. YCSB inserts records in hashed order
+    /// (its default `insertorder=hashed`), so that record numbers and key order are unrelated
+    /// and inserts of new records land all over the key space. Here record `k` is stored
+    /// under the index [`scramble`]`(k)`, a bijection, so keys stay unique; with keys shorter
+    /// than 8 bytes the record number is used as is (a bijection could overflow them).
+    pub fn fill_ycsb(&self, k: u64, buf: &mut [u8]) {
+        if self.key_size >= 8 {
+            self.fill(scramble(k), buf)
+        } else {
+            self.fill(k, buf)
+        }
+    }
+
     #[cfg(test)]
     pub fn key(&self, i: u64) -> Vec<u8> {
         let mut b = self.buffer();
@@ -111,6 +129,15 @@ impl KeyGen {
         b.push(b'.');
         b
     }
+}
+
+/// A bijection on u64 that scatters consecutive integers (SplitMix64's finalizer: each
+/// step, xor-shift or multiplication by an odd constant, is invertible).
+pub fn scramble(k: u64) -> u64 {
+    let mut z = k;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// Hands out values: consecutive slices of a pool of random bytes.
@@ -199,6 +226,54 @@ mod tests {
         assert_eq!(b, g.key(7));
         g.fill(u64::MAX, &mut b);
         assert_eq!(&b[..8], &[0xff; 8]);
+    }
+
+    #[test]
+    fn fillseq_keys_are_unique_across_threads() {
+        let g = KeyGen::new(16);
+        let mut all = std::collections::HashSet::new();
+        for t in 0..3 {
+            for i in thread_range(10_000, 3, t) {
+                assert!(all.insert(g.key(i)), "key {i} written twice");
+            }
+        }
+        assert_eq!(all.len(), 10_000);
+    }
+
+    #[test]
+    fn ycsb_keys_are_unique_and_scattered() {
+        let g = KeyGen::new(16);
+        let mut keys = std::collections::HashSet::new();
+        let mut b = g.buffer();
+        let mut increasing = 0;
+        let mut prev = Vec::new();
+        for k in 0..50_000u64 {
+            g.fill_ycsb(k, &mut b);
+            assert!(keys.insert(b.clone()), "record {k} collides");
+            if b > prev {
+                increasing += 1;
+            }
+            prev = b.clone();
+        }
+        // Consecutive records are not in key order (about half the steps go down).
+        assert!((20_000..30_000).contains(&increasing), "{increasing}");
+        // Short keys: the record number itself.
+        let short = KeyGen::new(4);
+        let mut s = short.buffer();
+        short.fill_ycsb(258, &mut s);
+        assert_eq!(s, vec![0, 0, 1, 2]);
+    }
+
+    #[test]
+    fn unit_is_in_range_and_averages_a_half() {
+        let mut r = Rng::new(4);
+        let mut sum = 0.0;
+        for _ in 0..100_000 {
+            let u = r.unit();
+            assert!((0.0..1.0).contains(&u));
+            sum += u;
+        }
+        assert!((sum / 100_000.0 - 0.5).abs() < 0.01);
     }
 
     #[test]

@@ -1,35 +1,51 @@
-//! `strata bench`: db_bench-style benchmarks.
+//! `strata bench`: db_bench-style and YCSB benchmarks, on Strata and its peers.
 //!
 //! Semantics follow RocksDB's db_bench so numbers can be set side by side:
 //! * `--num` is the key space `[0, num)`. Writing benchmarks do `num` operations per thread
 //!   (fillseq splits `[0, num)` between threads, in order within each thread; fillrandom,
 //!   overwrite and deleterandom pick uniformly from the whole key space in every thread).
-//! * Reading benchmarks do `--reads` operations per thread (default `num`).
-//! * fillseq and fillrandom start from an empty database (the directory is wiped and the
-//!   database reopened when an earlier benchmark of the run wrote to it); they are skipped
-//!   with `--use-existing-db`.
+//! * Reading benchmarks do `--reads` operations per thread (default `num`); `--writes`
+//!   changes the writes per thread of fillrandom, overwrite and deleterandom.
+//! * `--duration SECS` bounds the random benchmarks by time instead of operations.
+//! * fillseq, fillrandom and ycsb-load start from an empty database (the directory is wiped
+//!   and the database reopened when an earlier benchmark of the run wrote to it); they are
+//!   skipped with `--use-existing-db`.
 //! * micros/op is the threads' busy time divided by the operations; ops/sec and MB/s use the
 //!   wall time from the first thread's start to the last thread's end.
 //!
-//! Keys and values: see [`keys`].
+//! `--engine strata,rocksdb,fjall --rounds N` runs the whole benchmark list on each engine
+//! in turn (A B C A B C ...), each in its own fresh directory, then prints medians.
+//!
+//! Keys and values: see [`keys`]; YCSB: see [`ycsb`] and [`dist`].
 
+mod dist;
 mod engine;
 mod env;
+mod fjall_engine;
 mod keys;
+mod plot;
 mod report;
+#[cfg(feature = "rocksdb")]
+mod rocks_engine;
+mod runner;
+#[cfg(test)]
+mod smoke_tests;
+mod sysstat;
+mod timeline;
+mod ycsb;
 
 use crate::commands::require_existing_db;
 use crate::opts::{parse_opt, OPT_HELP};
-use crate::text::{human_bytes, to_hex};
+use crate::text::human_bytes;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use engine::{Engine, EngineConfig, EngineIter, Strata};
-use keys::{thread_range, KeyGen, Rng, ValueGen};
-use report::{latency_line, result_line, Merged, ThreadStats};
+use dist::RequestDist;
+use engine::{Compression, Engine, EngineConfig, Strata};
+use fjall_engine::Fjall;
+use keys::KeyGen;
+use report::{summarize, summary_table, Record, SummaryRow};
+use runner::Runner;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Barrier;
-use std::time::Instant;
 
 const BENCHMARKS_HELP: &str = "Comma-separated benchmarks, run in order:
   fillseq            write num keys in increasing order (fresh database)
@@ -41,11 +57,21 @@ const BENCHMARKS_HELP: &str = "Comma-separated benchmarks, run in order:
   seekrandom         reads seeks to random keys, each followed by --seek-nexts nexts
   readseq            iterate forward over up to reads entries per thread
   readreverse        iterate backward over up to reads entries per thread
+  readwhilewriting   readrandom on --threads threads while one more thread writes
+                     random keys until they finish (the result line counts the reads)
   deleterandom       delete num random keys per thread
   compact            compact the whole key range (one operation)
   flush              flush the memtable (one operation)
   waitforcompaction  wait until no flush or compaction is pending
-  stats              print the engine's statistics at this point";
+  stats              print the engine's statistics at this point
+YCSB (records are YCSB's hashed keys, not db_bench's; run ycsb-load first):
+  ycsb-load          insert records 0..num split between threads (fresh database)
+  ycsb-a             reads ops per thread: 50% read, 50% update, zipfian
+  ycsb-b             95% read, 5% update, zipfian
+  ycsb-c             100% read, zipfian
+  ycsb-d             95% read, 5% insert, latest
+  ycsb-e             95% scan (1-100 records, uniform), 5% insert, zipfian
+  ycsb-f             50% read, 50% read-modify-write, zipfian";
 
 /// Every benchmark `--benchmarks` accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,14 +85,22 @@ pub enum Benchmark {
     SeekRandom,
     ReadSeq,
     ReadReverse,
+    ReadWhileWriting,
     DeleteRandom,
     Compact,
     Flush,
     WaitForCompaction,
     Stats,
+    YcsbLoad,
+    YcsbA,
+    YcsbB,
+    YcsbC,
+    YcsbD,
+    YcsbE,
+    YcsbF,
 }
 
-const ALL: [(&str, Benchmark); 14] = [
+const ALL: [(&str, Benchmark); 22] = [
     ("fillseq", Benchmark::FillSeq),
     ("fillrandom", Benchmark::FillRandom),
     ("overwrite", Benchmark::Overwrite),
@@ -76,11 +110,19 @@ const ALL: [(&str, Benchmark); 14] = [
     ("seekrandom", Benchmark::SeekRandom),
     ("readseq", Benchmark::ReadSeq),
     ("readreverse", Benchmark::ReadReverse),
+    ("readwhilewriting", Benchmark::ReadWhileWriting),
     ("deleterandom", Benchmark::DeleteRandom),
     ("compact", Benchmark::Compact),
     ("flush", Benchmark::Flush),
     ("waitforcompaction", Benchmark::WaitForCompaction),
     ("stats", Benchmark::Stats),
+    ("ycsb-load", Benchmark::YcsbLoad),
+    ("ycsb-a", Benchmark::YcsbA),
+    ("ycsb-b", Benchmark::YcsbB),
+    ("ycsb-c", Benchmark::YcsbC),
+    ("ycsb-d", Benchmark::YcsbD),
+    ("ycsb-e", Benchmark::YcsbE),
+    ("ycsb-f", Benchmark::YcsbF),
 ];
 
 impl Benchmark {
@@ -93,7 +135,10 @@ impl Benchmark {
 
     /// Starts from an empty database, like db_bench's fresh_db benchmarks.
     fn fresh_db(self) -> bool {
-        matches!(self, Benchmark::FillSeq | Benchmark::FillRandom)
+        matches!(
+            self,
+            Benchmark::FillSeq | Benchmark::FillRandom | Benchmark::YcsbLoad
+        )
     }
 
     /// Changes the data (so a later fresh benchmark must wipe it).
@@ -104,6 +149,13 @@ impl Benchmark {
                 | Benchmark::FillRandom
                 | Benchmark::Overwrite
                 | Benchmark::DeleteRandom
+                | Benchmark::ReadWhileWriting
+                | Benchmark::YcsbLoad
+                | Benchmark::YcsbA
+                | Benchmark::YcsbB
+                | Benchmark::YcsbD
+                | Benchmark::YcsbE
+                | Benchmark::YcsbF
         )
     }
 
@@ -115,7 +167,38 @@ impl Benchmark {
                 | Benchmark::ReadMissing
                 | Benchmark::MultiReadRandom
                 | Benchmark::SeekRandom
+                | Benchmark::ReadWhileWriting
         )
+    }
+
+    /// Bounded by `--duration` when it is set (fills of a fixed key set and scans of the
+    /// whole database are not).
+    fn honours_duration(self) -> bool {
+        !matches!(
+            self,
+            Benchmark::FillSeq | Benchmark::YcsbLoad | Benchmark::ReadSeq | Benchmark::ReadReverse
+        )
+    }
+
+    /// One operation, timed (compact, flush, waitforcompaction).
+    fn one_shot(self) -> bool {
+        matches!(
+            self,
+            Benchmark::Compact | Benchmark::Flush | Benchmark::WaitForCompaction
+        )
+    }
+
+    /// The YCSB workload letter ('a'..='f'); None for the other benchmarks.
+    fn ycsb(self) -> Option<char> {
+        match self {
+            Benchmark::YcsbA => Some('a'),
+            Benchmark::YcsbB => Some('b'),
+            Benchmark::YcsbC => Some('c'),
+            Benchmark::YcsbD => Some('d'),
+            Benchmark::YcsbE => Some('e'),
+            Benchmark::YcsbF => Some('f'),
+            _ => None,
+        }
     }
 }
 
@@ -130,6 +213,78 @@ fn parse_benchmark(s: &str) -> Result<Benchmark, String> {
         })
 }
 
+/// The stores `strata bench` can measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineKind {
+    Strata,
+    Rocksdb,
+    Fjall,
+}
+
+impl EngineKind {
+    const ALL: [EngineKind; 3] = [EngineKind::Strata, EngineKind::Rocksdb, EngineKind::Fjall];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Strata => Strata::NAME,
+            EngineKind::Rocksdb => "rocksdb",
+            EngineKind::Fjall => Fjall::NAME,
+        }
+    }
+
+    /// Whether this binary can run it.
+    fn available(self) -> bool {
+        self != EngineKind::Rocksdb || cfg!(feature = "rocksdb")
+    }
+}
+
+/// Why `--engine rocksdb` cannot run, and how to get a binary that can.
+pub const NO_ROCKSDB: &str = "this strata binary was built without RocksDB. Install the \
+system library (apt-get install -y librocksdb-dev libclang-dev) and rebuild with the \
+feature: ROCKSDB_LIB_DIR=/usr/lib/x86_64-linux-gnu cargo build --release -p strata-cli \
+--features rocksdb";
+
+fn parse_engine(s: &str) -> Result<EngineKind, String> {
+    let s = s.trim();
+    EngineKind::ALL
+        .into_iter()
+        .find(|e| e.name() == s)
+        .ok_or_else(|| format!("unknown engine {s:?}; known: strata, rocksdb, fjall"))
+}
+
+fn parse_compression(s: &str) -> Result<Compression, String> {
+    match s {
+        "none" => Ok(Compression::None),
+        "lz4" => Ok(Compression::Lz4),
+        _ => Err(format!("expected none or lz4, got {s:?}")),
+    }
+}
+
+fn parse_dist(s: &str) -> Result<RequestDist, String> {
+    match s {
+        "uniform" => Ok(RequestDist::Uniform),
+        "zipfian" => Ok(RequestDist::Zipfian),
+        "latest" => Ok(RequestDist::Latest),
+        _ => Err(format!("expected uniform, zipfian or latest, got {s:?}")),
+    }
+}
+
+const ENGINE_HELP: &str = "Comma-separated engines to run the benchmarks on, in turn: \
+strata, fjall, rocksdb (rocksdb needs a binary built with --features rocksdb). With more \
+than one, a summary table gives each engine's medians and its ratio to the first engine";
+
+const BENCH_OPT_HELP: &str = "Engine option NAME=VALUE; repeatable. A bare NAME goes to the \
+first engine of --engine; ENGINE.NAME (strata.NAME, rocksdb.NAME, fjall.NAME) to that \
+engine. Strata: the names of Options::set (see `strata help put`). RocksDB: \
+write_buffer_size, max_write_buffer_number, level0_file_num_compaction_trigger, \
+level0_slowdown_writes_trigger, level0_stop_writes_trigger, max_bytes_for_level_base, \
+max_bytes_for_level_multiplier, target_file_size_base, num_levels, max_background_jobs, \
+max_subcompactions, max_open_files, bytes_per_sync, compaction_readahead_size, \
+level_compaction_dynamic_level_bytes, use_direct_io_for_flush_and_compaction, block_size, \
+cache_index_and_filter_blocks, format_version, optimize_filters_for_hits, and any mutable \
+option (passed to DB::set_options). fjall: max_memtable_size, max_journaling_size, worker_threads, cache_size, block_size, expect_point_read_hits, \
+pin_filters";
+
 /// Flags of `strata bench` (db_bench's, in kebab-case).
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
@@ -143,12 +298,32 @@ pub struct BenchArgs {
         long_help = BENCHMARKS_HELP
     )]
     pub benchmarks: Vec<Benchmark>,
-    /// Size of the key space, and writes per thread for fill*, overwrite and deleterandom.
+    #[arg(
+        long = "engine",
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "strata",
+        value_parser = parse_engine,
+        help = ENGINE_HELP
+    )]
+    pub engines: Vec<EngineKind>,
+    /// Times the whole benchmark list runs on each engine (engines alternate: A B A B ...).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub rounds: usize,
+    /// Size of the key space, and writes per thread for fill*, overwrite and deleterandom
+    /// (see --writes).
     #[arg(long, value_name = "N", default_value_t = 200_000)]
     pub num: u64,
-    /// Operations per thread of the reading benchmarks [default: --num].
+    /// Operations per thread of the reading and YCSB benchmarks [default: --num].
     #[arg(long, value_name = "N")]
     pub reads: Option<u64>,
+    /// Writes per thread of fillrandom, overwrite and deleterandom [default: --num].
+    #[arg(long, value_name = "N")]
+    pub writes: Option<u64>,
+    /// Run each random benchmark for this many seconds instead of a number of operations
+    /// (0: use --num and --reads). fillseq, ycsb-load, readseq and readreverse ignore it.
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    pub duration: u64,
     /// Bytes per key (the first 8 are the big-endian key index).
     #[arg(long, value_name = "BYTES", default_value_t = 16)]
     pub key_size: usize,
@@ -159,13 +334,15 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub threads: usize,
     /// Database directory [default: a new temporary directory, removed at the end unless
-    /// --keep]. Without --use-existing-db it must be new or empty.
+    /// --keep]. Without --use-existing-db it must be new or empty. With several engines,
+    /// each uses DIR/ENGINE.
     #[arg(long, value_name = "DIR")]
     pub db: Option<PathBuf>,
     /// Keep the temporary database directory and print where it is.
     #[arg(long)]
     pub keep: bool,
-    /// Benchmark the database already in --db DIR (fillseq and fillrandom are skipped).
+    /// Benchmark the database already in --db DIR (fillseq, fillrandom and ycsb-load are
+    /// skipped).
     #[arg(long)]
     pub use_existing_db: bool,
     /// Seed of the key and value generators (each thread and benchmark derives its own).
@@ -177,7 +354,20 @@ pub struct BenchArgs {
     /// Write without the write-ahead log.
     #[arg(long)]
     pub disable_wal: bool,
-    #[arg(long = "opt", value_name = "NAME=VALUE", value_parser = parse_opt, help = OPT_HELP)]
+    /// Read tables with direct I/O, bypassing the page cache (RocksDB: use_direct_reads).
+    #[arg(long)]
+    pub direct_io: bool,
+    /// Block cache capacity of every engine, in bytes (db_bench's --cache_size default).
+    #[arg(long, value_name = "BYTES", default_value_t = 8 << 20)]
+    pub cache_bytes: u64,
+    /// Filter bits per key of every engine (0: no filter). Strata's filter has a fixed
+    /// size of about 9 bits per key: any value above 0 turns it on.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub bloom_bits: u32,
+    /// Block compression of every engine: none or lz4.
+    #[arg(long, value_name = "NAME", default_value = "none", value_parser = parse_compression)]
+    pub compression: Compression,
+    #[arg(long = "opt", value_name = "NAME=VALUE", value_parser = parse_opt, help = BENCH_OPT_HELP, long_help = format!("{BENCH_OPT_HELP}.\n\n{OPT_HELP}"))]
     pub opts: Vec<(String, String)>,
     /// seekrandom: entries read with next() after each seek.
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -185,11 +375,24 @@ pub struct BenchArgs {
     /// multireadrandom: keys per MultiGet call.
     #[arg(long, value_name = "N", default_value_t = 32)]
     pub batch_size: usize,
+    /// YCSB workloads: override the request distribution (uniform, zipfian or latest).
+    #[arg(long, value_name = "DIST", value_parser = parse_dist)]
+    pub ycsb_distribution: Option<RequestDist>,
+    /// Write every figure of every run, the medians and the environment to FILE as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Draw throughput per second over each benchmark, a line per engine, into FILE (PNG).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
 }
 
 impl BenchArgs {
     fn reads(&self) -> u64 {
         self.reads.unwrap_or(self.num)
+    }
+
+    fn writes(&self) -> u64 {
+        self.writes.unwrap_or(self.num)
     }
 
     fn validate(&self) -> Result<()> {
@@ -202,6 +405,9 @@ impl BenchArgs {
         if self.batch_size == 0 {
             bail!("--batch-size must be at least 1");
         }
+        if self.rounds == 0 {
+            bail!("--rounds must be at least 1");
+        }
         if self.key_size > strata_engine::batch::MAX_KEY_LEN {
             bail!(
                 "--key-size must be at most {} bytes",
@@ -209,35 +415,166 @@ impl BenchArgs {
             );
         }
         KeyGen::check(self.key_size, self.num).map_err(anyhow::Error::msg)?;
+        let ycsb = self
+            .benchmarks
+            .iter()
+            .any(|b| b.ycsb().is_some() || *b == Benchmark::YcsbLoad);
+        if ycsb && self.key_size < 8 {
+            bail!("the YCSB benchmarks need --key-size 8 or more (records are hashed into keys)");
+        }
         if self.use_existing_db && self.db.is_none() {
             bail!("--use-existing-db needs --db DIR");
+        }
+        if self.engines.is_empty() {
+            bail!("--engine needs at least one engine");
+        }
+        for (i, e) in self.engines.iter().enumerate() {
+            if self.engines[..i].contains(e) {
+                bail!("--engine lists {} twice", e.name());
+            }
+            if !e.available() {
+                bail!("--engine {}: {NO_ROCKSDB}", e.name());
+            }
+        }
+        for (name, value) in &self.opts {
+            if let Some((prefix, _)) = name.split_once('.') {
+                match parse_engine(prefix) {
+                    Ok(e) if !self.engines.contains(&e) => bail!(
+                        "--opt {name}={value} is for {}, which --engine does not list",
+                        e.name()
+                    ),
+                    Ok(_) => {}
+                    Err(_) => bail!(
+                        "--opt {name}={value}: {prefix:?} is not an engine \
+                         (strata, rocksdb, fjall)"
+                    ),
+                }
+            }
         }
         Ok(())
     }
 
-    fn engine_config(&self) -> EngineConfig {
+    /// The `--opt`s meant for `kind`: its prefixed ones, and the bare ones when it is the
+    /// first engine.
+    fn engine_opts(&self, kind: EngineKind) -> Vec<(String, String)> {
+        let first = self.engines.first() == Some(&kind);
+        self.opts
+            .iter()
+            .filter_map(|(name, value)| match name.split_once('.') {
+                Some((prefix, rest)) => {
+                    (prefix == kind.name()).then(|| (rest.to_string(), value.clone()))
+                }
+                None => first.then(|| (name.clone(), value.clone())),
+            })
+            .collect()
+    }
+
+    fn engine_config(&self, kind: EngineKind) -> EngineConfig {
         EngineConfig {
-            opts: self.opts.clone(),
+            opts: self.engine_opts(kind),
             sync: self.sync,
             disable_wal: self.disable_wal,
             create_if_missing: !self.use_existing_db,
+            cache_bytes: self.cache_bytes,
+            bloom_bits: self.bloom_bits,
+            compression: self.compression,
+            direct_io: self.direct_io,
         }
+    }
+
+    /// Each benchmark's name in the results: its name, with "#2", "#3"... when the list
+    /// holds it more than once.
+    fn labels(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, b) in self.benchmarks.iter().enumerate() {
+            let n = self.benchmarks[..i].iter().filter(|x| *x == b).count();
+            out.push(if n == 0 {
+                b.name().to_string()
+            } else {
+                format!("{}#{}", b.name(), n + 1)
+            });
+        }
+        out
     }
 }
 
-/// Runs `strata bench` on Strata.
-pub fn run(args: BenchArgs) -> Result<()> {
-    run_on::<Strata>(args)
+/// What the header says about one engine.
+struct EngineInfo {
+    kind: EngineKind,
+    options: String,
+    notes: Vec<String>,
 }
 
-fn run_on<E: Engine>(args: BenchArgs) -> Result<()> {
-    args.validate()?;
-    let cfg = args.engine_config();
-    let options = E::describe(&cfg)?;
+fn describe(kind: EngineKind, cfg: &EngineConfig) -> Result<EngineInfo> {
+    let (options, notes) = match kind {
+        EngineKind::Strata => (Strata::describe(cfg)?, Strata::notes(cfg)),
+        EngineKind::Fjall => (Fjall::describe(cfg)?, Fjall::notes(cfg)),
+        #[cfg(feature = "rocksdb")]
+        EngineKind::Rocksdb => (
+            rocks_engine::Rocks::describe(cfg)?,
+            rocks_engine::Rocks::notes(cfg),
+        ),
+        #[cfg(not(feature = "rocksdb"))]
+        EngineKind::Rocksdb => bail!(NO_ROCKSDB),
+    };
+    Ok(EngineInfo {
+        kind,
+        options,
+        notes,
+    })
+}
 
-    let (dir, temp) = match &args.db {
+fn run_engine(
+    kind: EngineKind,
+    args: &BenchArgs,
+    cfg: EngineConfig,
+    dir: &Path,
+    round: usize,
+    labels: &[String],
+) -> Result<Vec<Record>> {
+    match kind {
+        EngineKind::Strata => Runner::<Strata>::run(args, cfg, dir, round, labels),
+        EngineKind::Fjall => Runner::<Fjall>::run(args, cfg, dir, round, labels),
+        #[cfg(feature = "rocksdb")]
+        EngineKind::Rocksdb => Runner::<rocks_engine::Rocks>::run(args, cfg, dir, round, labels),
+        #[cfg(not(feature = "rocksdb"))]
+        EngineKind::Rocksdb => bail!(NO_ROCKSDB),
+    }
+}
+
+/// Runs `strata bench`.
+pub fn run(args: BenchArgs) -> Result<()> {
+    execute(&args).map(|_| ())
+}
+
+/// Everything a run measured (read by the tests; the command prints it).
+#[cfg_attr(not(test), allow(dead_code))]
+pub struct RunOutcome {
+    pub records: Vec<Record>,
+    pub summary: Vec<SummaryRow>,
+}
+
+fn execute(args: &BenchArgs) -> Result<RunOutcome> {
+    args.validate()?;
+    let infos = args
+        .engines
+        .iter()
+        .map(|&k| describe(k, &args.engine_config(k)))
+        .collect::<Result<Vec<_>>>()?;
+    let several = args.engines.len() > 1;
+    let engine_dir = |root: &Path, k: EngineKind| {
+        if several {
+            root.join(k.name())
+        } else {
+            root.to_path_buf()
+        }
+    };
+
+    let (root, temp) = match &args.db {
         Some(d) if args.use_existing_db => {
-            require_existing_db(d)?;
+            for &k in &args.engines {
+                require_existing_db(&engine_dir(d, k))?;
+            }
             (d.clone(), None)
         }
         Some(d) => {
@@ -258,9 +595,51 @@ fn run_on<E: Engine>(args: BenchArgs) -> Result<()> {
     if env::is_debug_build() {
         eprintln!("{}", env::DEBUG_WARNING);
     }
-    print!("{}", header::<E>(&args, &dir, temp.is_some(), &options));
+    print!("{}", header(args, &infos, &root, temp.is_some()));
+    if !args.use_existing_db {
+        let mut loaded = false;
+        for b in &args.benchmarks {
+            loaded |= *b == Benchmark::YcsbLoad;
+            if b.ycsb().is_some() && !loaded {
+                println!(
+                    "Note:       {} runs before any ycsb-load: its reads find nothing \
+                     (YCSB records are not db_bench's keys)",
+                    b.name()
+                );
+                break;
+            }
+        }
+    }
 
-    let result = run_benchmarks::<E>(&args, cfg, &dir);
+    let labels = args.labels();
+    let mut records = Vec::new();
+    let result = (|| -> Result<()> {
+        for round in 1..=args.rounds {
+            for &k in &args.engines {
+                let dir = engine_dir(&root, k);
+                if !args.use_existing_db {
+                    // Every round starts from an empty directory: ours since the start.
+                    if dir.exists() {
+                        std::fs::remove_dir_all(&dir)
+                            .with_context(|| format!("cannot empty {}", dir.display()))?;
+                    }
+                    std::fs::create_dir_all(&dir)
+                        .with_context(|| format!("cannot create {}", dir.display()))?;
+                }
+                if several || args.rounds > 1 {
+                    println!();
+                    println!("=== {} (round {round}/{}) ===", k.name(), args.rounds);
+                }
+                let recs = run_engine(k, args, args.engine_config(k), &dir, round, &labels)?;
+                records.extend(recs);
+                if temp.is_some() && !args.keep && several {
+                    // Free the space before the next engine writes its data.
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
+            }
+        }
+        Ok(())
+    })();
 
     if let Some(t) = temp {
         if args.keep {
@@ -268,34 +647,126 @@ fn run_on<E: Engine>(args: BenchArgs) -> Result<()> {
         } else if let Err(e) = t.close() {
             eprintln!(
                 "warning: cannot remove temporary directory {}: {e}",
-                dir.display()
+                root.display()
             );
         }
     }
-    result
+    result?;
+
+    let names: Vec<&str> = args.engines.iter().map(|e| e.name()).collect();
+    // One-shot benchmarks (compact, flush, waitforcompaction) have no rate worth a median:
+    // their lines above give their time.
+    let one_shot: Vec<&String> = labels
+        .iter()
+        .zip(&args.benchmarks)
+        .filter(|(_, b)| b.one_shot())
+        .map(|(l, _)| l)
+        .collect();
+    let rated: Vec<Record> = records
+        .iter()
+        .filter(|r| !one_shot.contains(&&r.benchmark))
+        .cloned()
+        .collect();
+    let summary = summarize(&rated, &names);
+    if several || args.rounds > 1 {
+        println!();
+        println!(
+            "** Summary: medians over {} round(s); min–max of ops/s; ratio of ops/s to {} **",
+            args.rounds, names[0]
+        );
+        print!("{}", summary_table(&summary, names[0]));
+    }
+    if let Some(path) = &args.json {
+        write_json(path, args, &infos, &records, &summary)?;
+        println!("JSON written to {}", path.display());
+    }
+    if let Some(path) = &args.plot {
+        let panels = plot_panels(&records, &summary);
+        plot::draw(path, &names, &panels)?;
+        println!("Plot written to {}", path.display());
+    }
+    Ok(RunOutcome { records, summary })
 }
 
-fn run_benchmarks<E: Engine>(args: &BenchArgs, cfg: EngineConfig, dir: &Path) -> Result<()> {
-    let engine = E::open(dir, &cfg)?;
-    let mut r = Runner {
-        args,
-        cfg,
-        dir,
-        engine: Some(engine),
-        dirty: args.use_existing_db,
-        keys: KeyGen::new(args.key_size),
-    };
-    for (i, &b) in args.benchmarks.iter().enumerate() {
-        r.run_one(i, b)
-            .with_context(|| format!("benchmark {} failed", b.name()))?;
+/// For each threaded benchmark, each engine's throughput in its median round.
+fn plot_panels(records: &[Record], summary: &[SummaryRow]) -> Vec<plot::Panel> {
+    let mut panels: Vec<plot::Panel> = Vec::new();
+    for row in summary {
+        let Some(r) = records.iter().find(|r| {
+            r.benchmark == row.benchmark && r.engine == row.engine && r.round == row.median_round
+        }) else {
+            continue;
+        };
+        if r.timeline.ops_per_sec.is_empty() {
+            continue;
+        }
+        let series = (r.engine.clone(), r.timeline.clone());
+        match panels.iter_mut().find(|p| p.title == row.benchmark) {
+            Some(p) => p.series.push(series),
+            None => panels.push(plot::Panel {
+                title: row.benchmark.clone(),
+                series: vec![series],
+            }),
+        }
     }
-    let engine = r.engine.take().expect("engine is open between benchmarks");
-    println!();
-    println!("** Engine statistics ({}) **", E::NAME);
-    println!("{}", engine.stats());
-    engine
-        .close()
-        .with_context(|| format!("cannot close database at {} cleanly", dir.display()))
+    panels
+}
+
+fn write_json(
+    path: &Path,
+    args: &BenchArgs,
+    infos: &[EngineInfo],
+    records: &[Record],
+    summary: &[SummaryRow],
+) -> Result<()> {
+    let doc = serde_json::json!({
+        "tool": "strata bench",
+        "version": env!("CARGO_PKG_VERSION"),
+        "commit": env::git_commit(),
+        "command_line": std::env::args().collect::<Vec<_>>(),
+        "environment": {
+            "build": if env::is_debug_build() { "debug" } else { "release" },
+            "warning": env::is_debug_build().then_some(
+                "built without optimizations: the figures are meaningless"),
+            "cores": env::cores(),
+            "cpu": env::cpu_model(),
+            "memory_bytes": env::memory_total(),
+            "kernel": env::kernel(),
+        },
+        "args": {
+            "benchmarks": args.benchmarks.iter().map(|b| b.name()).collect::<Vec<_>>(),
+            "engines": args.engines.iter().map(|e| e.name()).collect::<Vec<_>>(),
+            "rounds": args.rounds,
+            "num": args.num,
+            "reads": args.reads(),
+            "writes": args.writes(),
+            "duration": args.duration,
+            "key_size": args.key_size,
+            "value_size": args.value_size,
+            "threads": args.threads,
+            "batch_size": args.batch_size,
+            "seek_nexts": args.seek_nexts,
+            "sync": args.sync,
+            "disable_wal": args.disable_wal,
+            "direct_io": args.direct_io,
+            "cache_bytes": args.cache_bytes,
+            "bloom_bits": args.bloom_bits,
+            "compression": args.compression.name(),
+            "seed": args.seed,
+            "use_existing_db": args.use_existing_db,
+            "ycsb_distribution": args.ycsb_distribution.map(|d| d.name()),
+            "opts": args.opts.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>(),
+        },
+        "engines": infos.iter().map(|i| serde_json::json!({
+            "name": i.kind.name(),
+            "options": i.options,
+            "notes": i.notes,
+        })).collect::<Vec<_>>(),
+        "runs": records,
+        "summary": summary,
+    });
+    let text = serde_json::to_string_pretty(&doc).context("cannot encode the results")?;
+    std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// A user-named directory for a new benchmark database must not hold anything: fresh
@@ -318,7 +789,7 @@ fn require_new_or_empty(dir: &Path) -> Result<()> {
 }
 
 /// The environment header printed before the results.
-fn header<E: Engine>(args: &BenchArgs, dir: &Path, temp: bool, options: &str) -> String {
+fn header(args: &BenchArgs, infos: &[EngineInfo], dir: &Path, temp: bool) -> String {
     let mut h = String::new();
     let mut line = |k: &str, v: String| h.push_str(&format!("{k:<12}{v}\n"));
     line(
@@ -329,7 +800,8 @@ fn header<E: Engine>(args: &BenchArgs, dir: &Path, temp: bool, options: &str) ->
             env::git_commit()
         ),
     );
-    line("Engine:", E::NAME.to_string());
+    let names: Vec<&str> = infos.iter().map(|i| i.kind.name()).collect();
+    line("Engine:", names.join(", "));
     line(
         "Build:",
         if env::is_debug_build() {
@@ -359,9 +831,21 @@ fn header<E: Engine>(args: &BenchArgs, dir: &Path, temp: bool, options: &str) ->
         "Values:",
         format!("{} bytes each (random, incompressible)", args.value_size),
     );
-    line("Entries:", args.num.to_string());
+    line(
+        "Entries:",
+        match args.writes {
+            Some(w) => format!("{} (writes per thread: {w})", args.num),
+            None => args.num.to_string(),
+        },
+    );
     line("Reads:", args.reads().to_string());
     line("Threads:", args.threads.to_string());
+    if args.duration > 0 {
+        line(
+            "Duration:",
+            format!("{} s per random benchmark", args.duration),
+        );
+    }
     line(
         "RawSize:",
         format!(
@@ -378,12 +862,43 @@ fn header<E: Engine>(args: &BenchArgs, dir: &Path, temp: bool, options: &str) ->
     } else {
         ""
     };
-    line("Database:", format!("{}{what}", dir.display()));
+    let per_engine = if infos.len() > 1 {
+        ", one directory per engine"
+    } else {
+        ""
+    };
+    line("Database:", format!("{}{what}{per_engine}", dir.display()));
     line(
         "Writes:",
         format!("sync={} disable_wal={}", args.sync, args.disable_wal),
     );
-    line("Options:", options.to_string());
+    line(
+        "Tables:",
+        format!(
+            "cache={} bloom_bits={} compression={} direct_io={}",
+            human_bytes(args.cache_bytes),
+            args.bloom_bits,
+            args.compression.name(),
+            args.direct_io
+        ),
+    );
+    if args.rounds > 1 {
+        line(
+            "Rounds:",
+            format!("{} (engines alternate, medians reported)", args.rounds),
+        );
+    }
+    for info in infos {
+        let key = if infos.len() == 1 {
+            "Options:".to_string()
+        } else {
+            format!("{}:", info.kind.name())
+        };
+        line(&key, info.options.clone());
+        for n in &info.notes {
+            line("Note:", format!("{}: {n}", info.kind.name()));
+        }
+    }
     if !args.opts.is_empty() {
         let set: Vec<String> = args.opts.iter().map(|(n, v)| format!("{n}={v}")).collect();
         line("Overrides:", set.join(" "));
@@ -395,329 +910,6 @@ fn header<E: Engine>(args: &BenchArgs, dir: &Path, temp: bool, options: &str) ->
     h.push_str(&"-".repeat(48));
     h.push('\n');
     h
-}
-
-/// One thread's tools while it runs a benchmark.
-struct Worker<'a> {
-    thread: usize,
-    rng: Rng,
-    values: ValueGen,
-    keys: KeyGen,
-    stats: ThreadStats,
-    stop: &'a AtomicBool,
-}
-
-impl Worker<'_> {
-    /// True once another thread failed: stop early.
-    fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
-    }
-}
-
-/// What each thread of a benchmark runs.
-type Work<E> = Box<dyn Fn(&E, &mut Worker<'_>) -> Result<()> + Sync>;
-
-struct Runner<'a, E: Engine> {
-    args: &'a BenchArgs,
-    cfg: EngineConfig,
-    dir: &'a Path,
-    engine: Option<E>,
-    /// Something was written since the database was (re)created.
-    dirty: bool,
-    keys: KeyGen,
-}
-
-impl<E: Engine> Runner<'_, E> {
-    fn engine(&self) -> &E {
-        self.engine
-            .as_ref()
-            .expect("engine is open between benchmarks")
-    }
-
-    /// Closes the database, empties its directory and opens a new one there.
-    fn reopen_fresh(&mut self) -> Result<()> {
-        if let Some(e) = self.engine.take() {
-            e.close().context("cannot close the database")?;
-        }
-        std::fs::remove_dir_all(self.dir)
-            .with_context(|| format!("cannot remove {}", self.dir.display()))?;
-        std::fs::create_dir_all(self.dir)
-            .with_context(|| format!("cannot create {}", self.dir.display()))?;
-        self.engine = Some(E::open(self.dir, &self.cfg)?);
-        self.dirty = false;
-        Ok(())
-    }
-
-    fn run_one(&mut self, index: usize, b: Benchmark) -> Result<()> {
-        let name = b.name();
-        if b.fresh_db() {
-            if self.args.use_existing_db {
-                println!("{name:<12} : skipped (--use-existing-db is set)");
-                return Ok(());
-            }
-            if self.dirty {
-                self.reopen_fresh()?;
-            }
-        }
-        if b.writes() {
-            self.dirty = true;
-        }
-        let merged = match b {
-            Benchmark::Stats => {
-                println!("{name:<12} :");
-                println!("{}", self.engine().stats());
-                return Ok(());
-            }
-            Benchmark::Compact => self.single(|e| e.compact())?,
-            Benchmark::Flush => self.single(|e| e.flush())?,
-            Benchmark::WaitForCompaction => self.single(|e| e.wait_idle())?,
-            _ => self.parallel(index, self.workload(b))?,
-        };
-        let found = b.reports_found().then_some(merged.found);
-        println!(
-            "{}",
-            result_line(
-                name,
-                merged.done,
-                merged.thread_time,
-                merged.wall,
-                merged.bytes,
-                found
-            )
-        );
-        if !merged.hist.is_empty() {
-            let unit = if b == Benchmark::MultiReadRandom {
-                format!("batch of {}", self.args.batch_size)
-            } else {
-                "op".to_string()
-            };
-            println!("{}", latency_line(&merged.hist, &unit));
-        }
-        Ok(())
-    }
-
-    /// A one-shot operation (compact, flush, ...), timed as one op.
-    fn single(&self, op: impl FnOnce(&E) -> Result<()>) -> Result<Merged> {
-        let mut st = ThreadStats::new();
-        st.start();
-        let t0 = Instant::now();
-        op(self.engine())?;
-        st.record(t0, 1, 0);
-        st.stop();
-        Ok(Merged::merge(vec![st]))
-    }
-
-    /// The per-thread loop of a benchmark.
-    fn workload(&self, b: Benchmark) -> Work<E> {
-        let num = self.args.num;
-        let reads = self.args.reads();
-        let threads = self.args.threads;
-        let seek_nexts = self.args.seek_nexts;
-        let batch = self.args.batch_size;
-        match b {
-            Benchmark::FillSeq => Box::new(move |e, w| {
-                let mut key = w.keys.buffer();
-                for i in thread_range(num, threads, w.thread) {
-                    if w.stopped() {
-                        break;
-                    }
-                    w.keys.fill(i, &mut key);
-                    put_one(e, w, &key)?;
-                }
-                Ok(())
-            }),
-            Benchmark::FillRandom | Benchmark::Overwrite => Box::new(move |e, w| {
-                let mut key = w.keys.buffer();
-                for _ in 0..num {
-                    if w.stopped() {
-                        break;
-                    }
-                    w.keys.fill(w.rng.below(num), &mut key);
-                    put_one(e, w, &key)?;
-                }
-                Ok(())
-            }),
-            Benchmark::DeleteRandom => Box::new(move |e, w| {
-                let mut key = w.keys.buffer();
-                for _ in 0..num {
-                    if w.stopped() {
-                        break;
-                    }
-                    w.keys.fill(w.rng.below(num), &mut key);
-                    let t0 = Instant::now();
-                    e.delete(&key)
-                        .with_context(|| format!("delete of key {} failed", to_hex(&key)))?;
-                    w.stats.record(t0, 1, 0);
-                }
-                Ok(())
-            }),
-            Benchmark::ReadRandom | Benchmark::ReadMissing => {
-                let missing = b == Benchmark::ReadMissing;
-                Box::new(move |e, w| {
-                    let ks = w.keys.key_size();
-                    let mut key = if missing {
-                        w.keys.missing_key_buffer()
-                    } else {
-                        w.keys.buffer()
-                    };
-                    for _ in 0..reads {
-                        if w.stopped() {
-                            break;
-                        }
-                        w.keys.fill(w.rng.below(num), &mut key[..ks]);
-                        let t0 = Instant::now();
-                        let v = e
-                            .get(&key)
-                            .with_context(|| format!("get of key {} failed", to_hex(&key)))?;
-                        let bytes = match v {
-                            Some(v) => {
-                                w.stats.found += 1;
-                                (key.len() + v.len()) as u64
-                            }
-                            None => 0,
-                        };
-                        w.stats.record(t0, 1, bytes);
-                    }
-                    Ok(())
-                })
-            }
-            Benchmark::MultiReadRandom => Box::new(move |e, w| {
-                let mut keys: Vec<Vec<u8>> = (0..batch).map(|_| w.keys.buffer()).collect();
-                let mut left = reads;
-                while left > 0 && !w.stopped() {
-                    let n = (batch as u64).min(left) as usize;
-                    for k in &mut keys[..n] {
-                        w.keys.fill(w.rng.below(num), k);
-                    }
-                    let refs: Vec<&[u8]> = keys[..n].iter().map(|k| k.as_slice()).collect();
-                    let t0 = Instant::now();
-                    let values = e.multi_get(&refs).context("multi_get failed")?;
-                    let mut bytes = 0;
-                    for (k, v) in refs.iter().zip(&values) {
-                        if let Some(v) = v {
-                            w.stats.found += 1;
-                            bytes += (k.len() + v.len()) as u64;
-                        }
-                    }
-                    w.stats.record(t0, n as u64, bytes);
-                    left -= n as u64;
-                }
-                Ok(())
-            }),
-            Benchmark::SeekRandom => Box::new(move |e, w| {
-                let mut it = e.iter().context("cannot create an iterator")?;
-                let mut key = w.keys.buffer();
-                for _ in 0..reads {
-                    if w.stopped() {
-                        break;
-                    }
-                    w.keys.fill(w.rng.below(num), &mut key);
-                    let t0 = Instant::now();
-                    it.seek(&key);
-                    let mut bytes = 0;
-                    if it.valid() {
-                        if it.key() == key.as_slice() {
-                            w.stats.found += 1;
-                        }
-                        bytes += (it.key().len() + it.value().len()) as u64;
-                        for _ in 0..seek_nexts {
-                            it.next();
-                            if !it.valid() {
-                                break;
-                            }
-                            bytes += (it.key().len() + it.value().len()) as u64;
-                        }
-                    }
-                    w.stats.record(t0, 1, bytes);
-                }
-                it.status().context("iterator failed")
-            }),
-            Benchmark::ReadSeq | Benchmark::ReadReverse => {
-                let forward = b == Benchmark::ReadSeq;
-                Box::new(move |e, w| {
-                    let mut it = e.iter().context("cannot create an iterator")?;
-                    let mut t0 = Instant::now();
-                    if forward {
-                        it.seek_to_first();
-                    } else {
-                        it.seek_to_last();
-                    }
-                    let mut n = 0;
-                    while n < reads && it.valid() && !w.stopped() {
-                        let bytes = (it.key().len() + it.value().len()) as u64;
-                        w.stats.record(t0, 1, bytes);
-                        n += 1;
-                        t0 = Instant::now();
-                        if forward {
-                            it.next();
-                        } else {
-                            it.prev();
-                        }
-                    }
-                    it.status().context("iterator failed")
-                })
-            }
-            Benchmark::Compact
-            | Benchmark::Flush
-            | Benchmark::WaitForCompaction
-            | Benchmark::Stats => unreachable!("{} is not a threaded benchmark", b.name()),
-        }
-    }
-
-    /// Runs `work` on `--threads` threads started together; merges what they measured.
-    fn parallel(&self, index: usize, work: Work<E>) -> Result<Merged> {
-        let threads = self.args.threads;
-        let engine = self.engine();
-        let barrier = Barrier::new(threads);
-        let stop = AtomicBool::new(false);
-        let results: Vec<Result<ThreadStats>> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads)
-                .map(|t| {
-                    let (work, barrier, stop) = (&work, &barrier, &stop);
-                    let (keys, seed, value_size) =
-                        (self.keys, self.args.seed, self.args.value_size);
-                    s.spawn(move || {
-                        let mut rng = Rng::for_thread(seed, index, t);
-                        let values = ValueGen::new(value_size, &mut rng);
-                        let mut w = Worker {
-                            thread: t,
-                            rng,
-                            values,
-                            keys,
-                            stats: ThreadStats::new(),
-                            stop,
-                        };
-                        barrier.wait();
-                        w.stats.start();
-                        let r = work(engine, &mut w);
-                        w.stats.stop();
-                        if r.is_err() {
-                            stop.store(true, Ordering::Relaxed);
-                        }
-                        r.map(|()| w.stats)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect()
-        });
-        let stats = results.into_iter().collect::<Result<Vec<_>>>()?;
-        Ok(Merged::merge(stats))
-    }
-}
-
-/// One timed put of `key` with the worker's next value.
-#[inline]
-fn put_one<E: Engine>(e: &E, w: &mut Worker, key: &[u8]) -> Result<()> {
-    let value = w.values.next_value();
-    let bytes = (key.len() + value.len()) as u64;
-    let t0 = Instant::now();
-    e.put(key, value)
-        .with_context(|| format!("put of key {} failed", to_hex(key)))?;
-    w.stats.record(t0, 1, bytes);
-    Ok(())
 }
 
 #[cfg(test)]
@@ -746,6 +938,14 @@ mod tests {
         assert_eq!((a.key_size, a.value_size, a.threads), (16, 128, 1));
         assert_eq!((a.seek_nexts, a.batch_size), (0, 32));
         assert!(a.db.is_none() && !a.keep && !a.use_existing_db && !a.sync && !a.disable_wal);
+        assert_eq!(a.engines, vec![EngineKind::Strata]);
+        assert_eq!(
+            (a.rounds, a.duration, a.cache_bytes, a.bloom_bits),
+            (1, 0, 8 << 20, 10)
+        );
+        assert_eq!(a.compression, Compression::None);
+        assert!(!a.direct_io && a.json.is_none() && a.plot.is_none());
+        assert!(a.ycsb_distribution.is_none());
         a.validate().unwrap();
     }
 
@@ -758,6 +958,8 @@ mod tests {
             "1000",
             "--reads",
             "10",
+            "--writes",
+            "20",
             "--key-size",
             "24",
             "--value-size",
@@ -778,6 +980,25 @@ mod tests {
             "--batch-size",
             "8",
             "--keep",
+            "--engine",
+            "strata,fjall",
+            "--rounds",
+            "3",
+            "--duration",
+            "5",
+            "--direct-io",
+            "--cache-bytes",
+            "1048576",
+            "--bloom-bits",
+            "0",
+            "--compression",
+            "lz4",
+            "--ycsb-distribution",
+            "uniform",
+            "--json",
+            "/tmp/r.json",
+            "--plot",
+            "/tmp/r.png",
         ])
         .unwrap();
         assert_eq!(
@@ -790,16 +1011,90 @@ mod tests {
             ]
         );
         assert_eq!(
-            (a.num, a.reads(), a.key_size, a.value_size),
-            (1000, 10, 24, 1000)
+            (a.num, a.reads(), a.writes(), a.key_size, a.value_size),
+            (1000, 10, 20, 24, 1000)
         );
         assert_eq!(
             (a.threads, a.seed, a.seek_nexts, a.batch_size),
             (4, 7, 10, 8)
         );
-        assert!(a.use_existing_db && a.sync && a.disable_wal && a.keep);
+        assert!(a.use_existing_db && a.sync && a.disable_wal && a.keep && a.direct_io);
         assert_eq!(a.opts, vec![("filter".to_string(), "false".to_string())]);
+        assert_eq!(a.engines, vec![EngineKind::Strata, EngineKind::Fjall]);
+        assert_eq!(
+            (a.rounds, a.duration, a.cache_bytes, a.bloom_bits),
+            (3, 5, 1 << 20, 0)
+        );
+        assert_eq!(a.compression, Compression::Lz4);
+        assert_eq!(a.ycsb_distribution, Some(RequestDist::Uniform));
+        assert_eq!(a.json.as_deref(), Some(Path::new("/tmp/r.json")));
+        assert_eq!(a.plot.as_deref(), Some(Path::new("/tmp/r.png")));
         a.validate().unwrap();
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors() {
+        for args in [
+            &["--engine", "leveldb"][..],
+            &["--compression", "zstd"],
+            &["--ycsb-distribution", "hotspot"],
+            &["--benchmarks", "ycsb-g"],
+        ] {
+            assert!(bench_args(args).is_err(), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn opts_are_routed_to_engines() {
+        let a = bench_args(&[
+            "--engine",
+            "fjall,strata",
+            "--opt",
+            "max_memtable_size=1048576",
+            "--opt",
+            "strata.write_buffer_bytes=1048576",
+            "--opt",
+            "fjall.cache_size=4096",
+        ])
+        .unwrap();
+        a.validate().unwrap();
+        let pair = |n: &str, v: &str| (n.to_string(), v.to_string());
+        assert_eq!(
+            a.engine_opts(EngineKind::Fjall),
+            vec![
+                pair("max_memtable_size", "1048576"),
+                pair("cache_size", "4096")
+            ]
+        );
+        assert_eq!(
+            a.engine_opts(EngineKind::Strata),
+            vec![pair("write_buffer_bytes", "1048576")]
+        );
+        let cfg = a.engine_config(EngineKind::Strata);
+        assert_eq!(cfg.cache_bytes, 8 << 20);
+        assert!(cfg.create_if_missing);
+        // A prefix naming an engine outside --engine, or no engine, is refused.
+        let e = bench_args(&["--opt", "fjall.cache_size=1"])
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("which --engine does not list"), "{e}");
+        let e = bench_args(&["--opt", "leveldb.x=1"])
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not an engine"), "{e}");
+    }
+
+    #[test]
+    fn repeated_benchmarks_get_numbered_labels() {
+        let a = bench_args(&["--benchmarks", "readrandom,compact,readrandom,readrandom"]).unwrap();
+        assert_eq!(
+            a.labels(),
+            vec!["readrandom", "compact", "readrandom#2", "readrandom#3"]
+        );
     }
 
     #[test]
@@ -829,6 +1124,15 @@ mod tests {
         bad(&["--batch-size", "0"], "--batch-size");
         bad(&["--key-size", "1", "--num", "300"], "does not fit");
         bad(&["--use-existing-db"], "needs --db");
+        bad(&["--rounds", "0"], "--rounds");
+        bad(&["--engine", "strata,strata"], "twice");
+        bad(
+            &["--benchmarks", "ycsb-load", "--key-size", "4"],
+            "--key-size 8",
+        );
+        if !cfg!(feature = "rocksdb") {
+            bad(&["--engine", "rocksdb"], "built without RocksDB");
+        }
     }
 
     #[test]
@@ -839,14 +1143,20 @@ mod tests {
         assert!(!Benchmark::ReadRandom.writes());
         assert!(Benchmark::ReadMissing.reports_found());
         assert!(!Benchmark::ReadSeq.reports_found());
+        assert!(Benchmark::YcsbLoad.fresh_db() && Benchmark::YcsbLoad.writes());
+        assert!(!Benchmark::YcsbC.writes() && Benchmark::YcsbE.writes());
+        assert!(Benchmark::ReadWhileWriting.writes());
+        assert!(!Benchmark::FillSeq.honours_duration() && Benchmark::YcsbA.honours_duration());
+        assert_eq!(Benchmark::YcsbD.ycsb(), Some('d'));
+        assert_eq!(Benchmark::YcsbLoad.ycsb(), None);
     }
 
     #[test]
     fn header_describes_the_run() {
         let a = bench_args(&["--num", "1000", "--opt", "filter=false"]).unwrap();
-        let cfg = a.engine_config();
-        let opts = Strata::describe(&cfg).unwrap();
-        let h = header::<Strata>(&a, Path::new("/tmp/x"), true, &opts);
+        let infos =
+            vec![describe(EngineKind::Strata, &a.engine_config(EngineKind::Strata)).unwrap()];
+        let h = header(&a, &infos, Path::new("/tmp/x"), true);
         for want in [
             "Strata:     version ",
             "Engine:     strata\n",
@@ -858,11 +1168,31 @@ mod tests {
             "Entries:    1000\n",
             "Database:   /tmp/x (temporary, removed at the end)\n",
             "Overrides:  filter=false\n",
+            "Options:    write_buffer_bytes=",
             "filter=false",
+            "Tables:     cache=8.0 MiB bloom_bits=10 compression=none direct_io=false\n",
         ] {
             assert!(h.contains(want), "missing {want:?} in\n{h}");
         }
         assert_eq!(h.contains("WARNING"), cfg!(debug_assertions));
+
+        let a = bench_args(&["--engine", "strata,fjall", "--direct-io", "--rounds", "2"]).unwrap();
+        let infos: Vec<EngineInfo> = a
+            .engines
+            .iter()
+            .map(|&k| describe(k, &a.engine_config(k)).unwrap())
+            .collect();
+        let h = header(&a, &infos, Path::new("/tmp/x"), false);
+        for want in [
+            "Engine:     strata, fjall\n",
+            "strata:     write_buffer_bytes=",
+            "fjall:      cache_size=8.0 MiB",
+            "Note:       fjall: fjall has no direct I/O; --direct-io ignored\n",
+            "Rounds:     2 (engines alternate",
+            "one directory per engine",
+        ] {
+            assert!(h.contains(want), "missing {want:?} in\n{h}");
+        }
     }
 
     #[test]
