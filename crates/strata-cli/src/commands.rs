@@ -16,7 +16,7 @@ pub fn run(cmd: Command) -> Result<Outcome> {
         Command::Scan(a) => scan(a),
         Command::Stats(a) => stats(a),
         Command::Check(a) => check(a),
-        Command::Bench(a) => crate::bench::run(a).map(|()| Outcome::Done),
+        Command::Bench(a) => crate::bench::run(*a).map(|()| Outcome::Done),
     }
 }
 

@@ -371,6 +371,17 @@ impl<E: Engine> ShardedDb<E> {
         )
     }
 
+    /// Asynchronous put with write options (see [`ShardedDb::put_async`]).
+    pub fn put_async_opt(
+        &self,
+        wo: &WriteOptions,
+        key: &[u8],
+        value: &[u8],
+        callback: impl FnOnce(Result<()>) + Send + 'static,
+    ) {
+        self.submit_put(wo, key, value, Reply::callback(Box::new(callback)))
+    }
+
     /// Asynchronous delete with a callback (see [`ShardedDb::put_async`]).
     pub fn delete_async(&self, key: &[u8], callback: impl FnOnce(Result<()>) + Send + 'static) {
         self.submit_delete(

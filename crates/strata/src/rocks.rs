@@ -177,7 +177,8 @@ impl Engine for RocksEngine {
     fn open(dir: &Path, cfg: &RocksConfig) -> Result<Self> {
         let mut o = cfg.options.clone();
         o.create_if_missing(true);
-        let db = DB::open(&o, dir).map_err(rocks_err)?;
+        // Naming the default column family lets cf_handle() find it for the batched MultiGet.
+        let db = DB::open_cf(&o, dir, [DEFAULT_COLUMN_FAMILY_NAME]).map_err(rocks_err)?;
         Ok(RocksEngine {
             db: Arc::new(db),
             disable_wal: cfg.disable_wal,
