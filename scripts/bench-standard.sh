@@ -74,15 +74,18 @@ fi
 mkdir -p "$OUT/logs"
 if [ "$REPORT_ONLY" != 1 ]; then
   mkdir -p "$DB_DIR"
-  RUN_DATE="$(date -u +%Y-%m-%d)"
-  RUN_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   for v in SMALL ENGINES ROUNDS DB_DIR SMALL_NUM LARGE_BYTES POINT_READS SCAN_READS YCSB_NUM \
-    YCSB_OPS YCSB_THREADS FIO_SIZE FIO_RUNTIME CHECK_NUM RUN_DATE RUN_COMMIT; do
+    YCSB_OPS YCSB_THREADS FIO_SIZE FIO_RUNTIME CHECK_NUM; do
     printf '%s=%q\n' "$v" "${!v}"
   done > "$OUT/run.env"
 fi
 
 wants() { case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+# When and on what a section was measured (the load average says how quiet the machine was).
+measured() {
+  echo "Measured $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD 2>/dev/null ||
+    echo unknown), load average $(cut -d' ' -f1-3 /proc/loadavg) at the start."
+}
 
 # --- build -------------------------------------------------------------------------------
 features=()
@@ -114,7 +117,10 @@ run() {
   if [ "$REPORT_ONLY" != 1 ]; then
     echo "=== $name: $what"
     echo "strata ${args[*]}"
-    "$STRATA" "${args[@]}" | tee "$OUT/logs/$name.log"
+    {
+      echo "# $(measured)"
+      "$STRATA" "${args[@]}"
+    } | tee "$OUT/logs/$name.log"
   fi
   if [ ! -f "$OUT/logs/$name.log" ]; then
     return 0
@@ -124,13 +130,15 @@ run() {
     echo
     echo "$what"
     echo
+    sed -n '1s/^# //p' "$OUT/logs/$name.log"
+    echo
     echo '```sh'
-    echo "strata ${args[*]}" | sed "s|$DB_DIR|\$DB_DIR|g; s|$OUT/|docs/bench/|g"
+    echo "strata ${args[*]}" | sed "s|$DB_DIR|\$DB_DIR|g"
     echo '```'
     echo
     echo '```text'
     # The environment header: up to its closing line of dashes.
-    sed -n '1,/^-----/p' "$OUT/logs/$name.log" | sed "s|$DB_DIR|\$DB_DIR|g"
+    sed -n '2,/^-----/p' "$OUT/logs/$name.log" | sed "s|$DB_DIR|\$DB_DIR|g"
     echo '```'
     echo
     # The median table: the lines of the summary that are table rows.
@@ -164,6 +172,8 @@ if wants fio && [ "$REPORT_ONLY" != 1 ]; then
   rr1_iops="$(echo "$rr1" | awk -F';' '{print $8}')"
   {
     echo "### fio: the device's limits"
+    echo
+    measured
     echo
     echo '```sh'
     echo "fio --name=seqw --filename=F --size=$FIO_SIZE --bs=1M --rw=write --direct=1 --ioengine=libaio --iodepth=16"
@@ -237,26 +247,40 @@ fi
 if wants reference && [ "$REPORT_ONLY" != 1 ]; then
   if command -v db_bench > /dev/null; then
     ref="$DB_DIR/ref"
+    # ops/s and "(N of M found)" of one benchmark's line in a tool's output.
+    rate() { grep "^$1 " | sed 's/.* micros\/op \([0-9]*\) ops\/sec.*/\1/'; }
+    found() { grep "^$1 " | sed 's/.*(//; s/ found).*//'; }
+    version="$(db_bench --version 2>/dev/null | head -n 1 | sed 's/[^0-9.]//g')"
     {
-      echo "### reference: fillrandom + readrandom found ratio, db_bench vs strata bench"
+      echo "### reference: the same command line given to db_bench and strata bench"
       echo
-      echo "Same command line (db_bench's flags in snake_case), $CHECK_NUM keys, 1 and 4 threads;"
-      echo "after fillrandom about 1 - e^-threads of the key space exists."
+      echo "$(measured)"
       echo
-      echo "| threads | tool | readrandom found |"
-      echo "|--:|---|--:|"
+      echo "fillrandom then readrandom over $CHECK_NUM keys (16-byte keys, 128-byte values, 8 MiB"
+      echo "cache, 10 bloom bits, no compression), with 1 and 4 threads. The found share must"
+      echo "match (about 1 - e^-threads of the key space exists after fillrandom; db_bench"
+      echo "counts one thread's lookups, strata bench all threads'). With rocksdb in ENGINES,"
+      echo "\`strata bench --engine rocksdb\` runs too: the same library through this harness,"
+      echo "to be read against db_bench's own rates (one run each, not alternated)."
+      echo
+      echo "| threads | tool | fillrandom ops/s | readrandom ops/s | readrandom found |"
+      echo "|--:|---|--:|--:|--:|"
       for t in 1 4; do
         rm -rf "$ref"
-        db="$(db_bench --benchmarks=fillrandom,readrandom --num="$CHECK_NUM" --key_size=16 \
+        out="$(db_bench --benchmarks=fillrandom,readrandom --num="$CHECK_NUM" --key_size=16 \
           --value_size=128 --threads="$t" --compression_type=none --bloom_bits=10 \
-          --cache_size=8388608 --db="$ref" 2>&1 | grep '^readrandom' | sed 's/.*(//; s/).*//')"
+          --cache_size=8388608 --db="$ref" 2>&1)"
         rm -rf "$ref"
-        st="$("$STRATA" bench --benchmarks=fillrandom,readrandom --num="$CHECK_NUM" \
-          --key-size=16 --value-size=128 --threads="$t" --compression=none --bloom-bits=10 \
-          --cache-bytes=8388608 | grep '^readrandom' | sed 's/.*(//; s/).*//')"
-        echo "| $t | db_bench (RocksDB $(db_bench --version 2>/dev/null | head -n 1 | \
-          sed 's/[^0-9.]//g')) | $db (per thread) |"
-        echo "| $t | strata bench | $st (all threads) |"
+        echo "| $t | db_bench (RocksDB $version) | $(echo "$out" | rate fillrandom) |" \
+          "$(echo "$out" | rate readrandom) | $(echo "$out" | found readrandom) (one thread) |"
+        for e in strata rocksdb; do
+          [[ ",$ENGINES," == *",$e,"* ]] || continue
+          out="$("$STRATA" bench --engine "$e" --benchmarks=fillrandom,readrandom \
+            --num="$CHECK_NUM" --key-size=16 --value-size=128 --threads="$t" \
+            --compression=none --bloom-bits=10 --cache-bytes=8388608)"
+          echo "| $t | strata bench --engine $e | $(echo "$out" | rate fillrandom) |" \
+            "$(echo "$out" | rate readrandom) | $(echo "$out" | found readrandom) |"
+        done
       done
     } > "$OUT/reference.md"
     cat "$OUT/reference.md"
@@ -271,8 +295,15 @@ if [ "$OUT" = docs/bench ] && grep -q '<!-- results:begin -->' "$doc"; then
   {
     sed -n '1,/<!-- results:begin -->/p' "$doc"
     echo
-    echo "Generated by \`scripts/bench-standard.sh\` on $RUN_DATE (SMALL=$SMALL, ROUNDS=$ROUNDS,"
-    echo "commit $RUN_COMMIT)."
+    echo "Generated by \`scripts/bench-standard.sh\` (SMALL=$SMALL, ROUNDS=$ROUNDS); each section"
+    echo "says when and at which commit it was measured, and the machine's load average (1, 5,"
+    echo "15 minutes) when it started: on this 2-core machine, a load above 1 means other work"
+    echo "competed with the benchmark."
+    if [ "$SMALL" = 1 ]; then
+      echo
+      echo "**Reduced sizes (SMALL=1)**: a quick check of the whole set, not the standard"
+      echo "workloads' sizes; read these figures as indicative only."
+    fi
     echo
     for n in fio small-load-t1 small-load-t8 large-load-1k large-load-4k point-read-cached \
       point-read-direct batched-read scan ycsb reference; do

@@ -167,7 +167,11 @@ pub fn manual(
     if inputs.is_empty() {
         return None;
     }
-    let inputs = if level == 0 { v.levels[0].clone() } else { inputs };
+    let inputs = if level == 0 {
+        v.levels[0].clone()
+    } else {
+        inputs
+    };
     plan_with_next(v, level, inputs, &Busy::default())
 }
 
@@ -289,7 +293,11 @@ mod tests {
             (1, meta(2, "e", "g", 10)),
         ]);
         let p = manual(&v, 0, Some(b"e"), Some(b"f")).unwrap();
-        assert_eq!(p.inputs.len(), 2, "the older overlapping L0 table comes along");
+        assert_eq!(
+            p.inputs.len(),
+            2,
+            "the older overlapping L0 table comes along"
+        );
         assert_eq!(p.next_inputs.len(), 1);
         assert!(manual(&v, 1, Some(b"x"), None).is_none());
     }
