@@ -17,7 +17,7 @@ pub fn run(cmd: Command) -> Result<Outcome> {
         Command::Stats(a) => stats(a),
         Command::Gc(a) => gc(a),
         Command::Check(a) => check(a),
-        Command::Bench(a) => crate::bench::run(a).map(|()| Outcome::Done),
+        Command::Bench(a) => crate::bench::run(*a).map(|()| Outcome::Done),
     }
 }
 

@@ -83,7 +83,7 @@ pub enum Command {
     /// up to --key-size (db_bench's layout; with --key-size below 8, the low bytes of i), so
     /// fillseq writes increasing keys. Values: random bytes (incompressible, unlike
     /// db_bench's default half-compressible values).
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
 }
 
 /// Where the database is and how to open it.

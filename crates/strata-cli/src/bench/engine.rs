@@ -44,6 +44,12 @@ pub struct EngineConfig {
     pub compression: Compression,
     /// Read table files with O_DIRECT (bypassing the page cache).
     pub direct_io: bool,
+    /// The sharded engines (`sharded`, `sharded-rocksdb`): shard count (`None`: cores).
+    pub shards: Option<usize>,
+    /// The sharded engines: requests merged per engine write or read (1: no batching).
+    pub max_batch: usize,
+    /// The sharded engines: reads skip the worker when the shard has no pending write.
+    pub direct_reads: bool,
 }
 
 impl Default for EngineConfig {
@@ -57,6 +63,9 @@ impl Default for EngineConfig {
             bloom_bits: 10,
             compression: Compression::None,
             direct_io: false,
+            shards: None,
+            max_batch: 32,
+            direct_reads: false,
         }
     }
 }
@@ -108,6 +117,15 @@ pub trait Engine: Sized + Sync {
     /// when the engine counts them.
     fn stall_micros(&self) -> Option<u64> {
         None
+    }
+    /// Whether [`Engine::put_async`] is really asynchronous (`--async`).
+    fn has_async(&self) -> bool {
+        false
+    }
+    /// Queues a put and returns; `done` runs (on any thread) once it is applied. Default: a
+    /// synchronous put, then `done`.
+    fn put_async(&self, key: &[u8], value: &[u8], done: Box<dyn FnOnce(Result<()>) + Send>) {
+        done(self.put(key, value))
     }
     /// The engine's statistics, printed after the benchmarks.
     fn stats(&self) -> String;

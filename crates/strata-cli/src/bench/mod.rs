@@ -23,11 +23,13 @@ mod engine;
 mod env;
 mod fjall_engine;
 mod keys;
+mod latency_plot;
 mod plot;
 mod report;
 #[cfg(feature = "rocksdb")]
 mod rocks_engine;
 mod runner;
+mod sharded_engine;
 #[cfg(test)]
 mod smoke_tests;
 mod sysstat;
@@ -45,6 +47,7 @@ use fjall_engine::Fjall;
 use keys::KeyGen;
 use report::{summarize, summary_table, Record, SummaryRow};
 use runner::Runner;
+use sharded_engine::Sharded;
 use std::path::{Path, PathBuf};
 
 const BENCHMARKS_HELP: &str = "Comma-separated benchmarks, run in order:
@@ -219,22 +222,35 @@ pub enum EngineKind {
     Strata,
     Rocksdb,
     Fjall,
+    /// The sharded front (crate `strata`) over Strata's engine.
+    Sharded,
+    /// The sharded front over RocksDB.
+    ShardedRocksdb,
 }
 
 impl EngineKind {
-    const ALL: [EngineKind; 3] = [EngineKind::Strata, EngineKind::Rocksdb, EngineKind::Fjall];
+    const ALL: [EngineKind; 5] = [
+        EngineKind::Strata,
+        EngineKind::Rocksdb,
+        EngineKind::Fjall,
+        EngineKind::Sharded,
+        EngineKind::ShardedRocksdb,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Strata => Strata::NAME,
             EngineKind::Rocksdb => "rocksdb",
             EngineKind::Fjall => Fjall::NAME,
+            EngineKind::Sharded => "sharded",
+            EngineKind::ShardedRocksdb => "sharded-rocksdb",
         }
     }
 
     /// Whether this binary can run it.
     fn available(self) -> bool {
-        self != EngineKind::Rocksdb || cfg!(feature = "rocksdb")
+        !matches!(self, EngineKind::Rocksdb | EngineKind::ShardedRocksdb)
+            || cfg!(feature = "rocksdb")
     }
 }
 
@@ -249,7 +265,9 @@ fn parse_engine(s: &str) -> Result<EngineKind, String> {
     EngineKind::ALL
         .into_iter()
         .find(|e| e.name() == s)
-        .ok_or_else(|| format!("unknown engine {s:?}; known: strata, rocksdb, fjall"))
+        .ok_or_else(|| {
+            format!("unknown engine {s:?}; known: strata, rocksdb, fjall, sharded, sharded-rocksdb")
+        })
 }
 
 fn parse_compression(s: &str) -> Result<Compression, String> {
@@ -381,6 +399,37 @@ pub struct BenchArgs {
     /// Write every figure of every run, the medians and the environment to FILE as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Sharded engines (sharded, sharded-rocksdb): number of shards, each an engine
+    /// instance with its own worker thread [default: the number of cores].
+    #[arg(long, value_name = "N")]
+    pub shards: Option<usize>,
+    /// Sharded engines: requests a worker merges into one engine write or read
+    /// (opportunistic batching); 1 turns batching off.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub max_batch: usize,
+    /// Sharded engines: reads run in the calling thread when the shard has no pending write.
+    #[arg(long)]
+    pub direct_reads: bool,
+    /// Write benchmarks (fill*, overwrite, ycsb-load) use the asynchronous put of the sharded
+    /// engines: a thread queues its puts and goes on, each latency is measured until its
+    /// completion callback, at most --async-depth puts per thread in flight. Engines without an
+    /// asynchronous API write synchronously (the header says so).
+    #[arg(long = "async")]
+    pub asynchronous: bool,
+    /// --async: puts in flight per thread.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub async_depth: u64,
+    /// Offered load in operations per second over all threads (0: as fast as possible).
+    /// Each operation is issued at its scheduled time and its latency counts from then, so
+    /// queueing behind a slow store shows (no coordinated omission). With several values
+    /// (comma-separated), the benchmarks run once per rate and the summary gives latency
+    /// against offered load (p2KVS Fig. 13); --latency-plot draws it.
+    #[arg(long, value_name = "OPS", value_delimiter = ',', default_value = "0")]
+    pub rate: Vec<u64>,
+    /// Draw p50 and p99 latency against offered load (--rate list), a line per engine, into
+    /// FILE (PNG).
+    #[arg(long, value_name = "FILE")]
+    pub latency_plot: Option<PathBuf>,
     /// Draw throughput per second over each benchmark, a line per engine, into FILE (PNG).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
@@ -407,6 +456,15 @@ impl BenchArgs {
         }
         if self.rounds == 0 {
             bail!("--rounds must be at least 1");
+        }
+        if self.max_batch == 0 {
+            bail!("--max-batch must be at least 1 (1 turns batching off)");
+        }
+        if self.shards == Some(0) {
+            bail!("--shards must be at least 1");
+        }
+        if self.async_depth == 0 {
+            bail!("--async-depth must be at least 1");
         }
         if self.key_size > strata_engine::batch::MAX_KEY_LEN {
             bail!(
@@ -479,6 +537,9 @@ impl BenchArgs {
             bloom_bits: self.bloom_bits,
             compression: self.compression,
             direct_io: self.direct_io,
+            shards: self.shards,
+            max_batch: self.max_batch,
+            direct_reads: self.direct_reads,
         }
     }
 
@@ -516,6 +577,17 @@ fn describe(kind: EngineKind, cfg: &EngineConfig) -> Result<EngineInfo> {
         ),
         #[cfg(not(feature = "rocksdb"))]
         EngineKind::Rocksdb => bail!(NO_ROCKSDB),
+        EngineKind::Sharded => (
+            Sharded::<strata::StrataEngine>::describe(cfg)?,
+            Sharded::<strata::StrataEngine>::notes(cfg),
+        ),
+        #[cfg(feature = "rocksdb")]
+        EngineKind::ShardedRocksdb => (
+            Sharded::<strata::rocks::RocksEngine>::describe(cfg)?,
+            Sharded::<strata::rocks::RocksEngine>::notes(cfg),
+        ),
+        #[cfg(not(feature = "rocksdb"))]
+        EngineKind::ShardedRocksdb => bail!(NO_ROCKSDB),
     };
     Ok(EngineInfo {
         kind,
@@ -539,6 +611,15 @@ fn run_engine(
         EngineKind::Rocksdb => Runner::<rocks_engine::Rocks>::run(args, cfg, dir, round, labels),
         #[cfg(not(feature = "rocksdb"))]
         EngineKind::Rocksdb => bail!(NO_ROCKSDB),
+        EngineKind::Sharded => {
+            Runner::<Sharded<strata::StrataEngine>>::run(args, cfg, dir, round, labels)
+        }
+        #[cfg(feature = "rocksdb")]
+        EngineKind::ShardedRocksdb => {
+            Runner::<Sharded<strata::rocks::RocksEngine>>::run(args, cfg, dir, round, labels)
+        }
+        #[cfg(not(feature = "rocksdb"))]
+        EngineKind::ShardedRocksdb => bail!(NO_ROCKSDB),
     }
 }
 
@@ -611,35 +692,60 @@ fn execute(args: &BenchArgs) -> Result<RunOutcome> {
         }
     }
 
-    let labels = args.labels();
+    let base_labels = args.labels();
+    // With several --rate values every benchmark runs once per rate, labelled NAME@RATE.
+    let multi_rate = args.rate.len() > 1;
+    let rate_labels = |rate: u64| -> Vec<String> {
+        if multi_rate {
+            base_labels.iter().map(|l| format!("{l}@{rate}")).collect()
+        } else {
+            base_labels.clone()
+        }
+    };
     let mut records = Vec::new();
     let result = (|| -> Result<()> {
-        for round in 1..=args.rounds {
-            for &k in &args.engines {
-                let dir = engine_dir(&root, k);
-                if !args.use_existing_db {
-                    // Every round starts from an empty directory: ours since the start.
-                    if dir.exists() {
-                        std::fs::remove_dir_all(&dir)
-                            .with_context(|| format!("cannot empty {}", dir.display()))?;
+        for &rate in &args.rate {
+            let mut a = args.clone();
+            a.rate = vec![rate];
+            let labels = rate_labels(rate);
+            for round in 1..=args.rounds {
+                for &k in &args.engines {
+                    let dir = engine_dir(&root, k);
+                    if !args.use_existing_db {
+                        // Every round starts from an empty directory: ours since the start.
+                        if dir.exists() {
+                            std::fs::remove_dir_all(&dir)
+                                .with_context(|| format!("cannot empty {}", dir.display()))?;
+                        }
+                        std::fs::create_dir_all(&dir)
+                            .with_context(|| format!("cannot create {}", dir.display()))?;
                     }
-                    std::fs::create_dir_all(&dir)
-                        .with_context(|| format!("cannot create {}", dir.display()))?;
-                }
-                if several || args.rounds > 1 {
-                    println!();
-                    println!("=== {} (round {round}/{}) ===", k.name(), args.rounds);
-                }
-                let recs = run_engine(k, args, args.engine_config(k), &dir, round, &labels)?;
-                records.extend(recs);
-                if temp.is_some() && !args.keep && several {
-                    // Free the space before the next engine writes its data.
-                    let _ = std::fs::remove_dir_all(&dir);
+                    if several || args.rounds > 1 || multi_rate {
+                        println!();
+                        let at = if multi_rate {
+                            format!(", offered {rate} ops/s")
+                        } else {
+                            String::new()
+                        };
+                        println!("=== {} (round {round}/{}{at}) ===", k.name(), args.rounds);
+                    }
+                    let recs = run_engine(k, &a, a.engine_config(k), &dir, round, &labels)?;
+                    records.extend(recs);
+                    if temp.is_some() && !args.keep && several {
+                        // Free the space before the next engine writes its data.
+                        let _ = std::fs::remove_dir_all(&dir);
+                    }
                 }
             }
         }
         Ok(())
     })();
+    let labels: Vec<String> = args.rate.iter().flat_map(|&r| rate_labels(r)).collect();
+    let benchmarks: Vec<Benchmark> = args
+        .rate
+        .iter()
+        .flat_map(|_| args.benchmarks.iter().copied())
+        .collect();
 
     if let Some(t) = temp {
         if args.keep {
@@ -658,7 +764,7 @@ fn execute(args: &BenchArgs) -> Result<RunOutcome> {
     // their lines above give their time.
     let one_shot: Vec<&String> = labels
         .iter()
-        .zip(&args.benchmarks)
+        .zip(&benchmarks)
         .filter(|(_, b)| b.one_shot())
         .map(|(l, _)| l)
         .collect();
@@ -668,7 +774,7 @@ fn execute(args: &BenchArgs) -> Result<RunOutcome> {
         .cloned()
         .collect();
     let summary = summarize(&rated, &names);
-    if several || args.rounds > 1 {
+    if several || args.rounds > 1 || multi_rate {
         println!();
         println!(
             "** Summary: medians over {} round(s); min–max of ops/s; ratio of ops/s to {} **",
@@ -680,12 +786,66 @@ fn execute(args: &BenchArgs) -> Result<RunOutcome> {
         write_json(path, args, &infos, &records, &summary)?;
         println!("JSON written to {}", path.display());
     }
+    if let Some(path) = &args.latency_plot {
+        let curves = latency_curves(args, &base_labels, &summary);
+        let title = format!(
+            "{} latency vs offered load:",
+            base_labels.first().map(String::as_str).unwrap_or("")
+        );
+        latency_plot::draw(path, &title, &curves)?;
+        println!("Latency plot written to {}", path.display());
+    }
     if let Some(path) = &args.plot {
         let panels = plot_panels(&records, &summary);
         plot::draw(path, &names, &panels)?;
         println!("Plot written to {}", path.display());
     }
     Ok(RunOutcome { records, summary })
+}
+
+/// For the first rated benchmark, each engine's median p50 and p99 at each offered rate.
+fn latency_curves(
+    args: &BenchArgs,
+    labels: &[String],
+    summary: &[SummaryRow],
+) -> Vec<latency_plot::Curve> {
+    let Some(first) = labels
+        .iter()
+        .zip(&args.benchmarks)
+        .find(|(_, b)| !b.one_shot())
+        .map(|(l, _)| l)
+    else {
+        return Vec::new();
+    };
+    args.engines
+        .iter()
+        .map(|e| {
+            let points = args
+                .rate
+                .iter()
+                .filter_map(|&rate| {
+                    let label = if args.rate.len() > 1 {
+                        format!("{first}@{rate}")
+                    } else {
+                        first.clone()
+                    };
+                    let row = summary
+                        .iter()
+                        .find(|r| r.benchmark == label && r.engine == e.name())?;
+                    let x = if rate > 0 {
+                        rate as f64
+                    } else {
+                        row.ops_per_sec
+                    };
+                    Some((x, row.p50_us?, row.p99_us?))
+                })
+                .collect();
+            latency_plot::Curve {
+                engine: e.name().to_string(),
+                points,
+            }
+        })
+        .collect()
 }
 
 /// For each threaded benchmark, each engine's throughput in its median round.
@@ -840,6 +1000,25 @@ fn header(args: &BenchArgs, infos: &[EngineInfo], dir: &Path, temp: bool) -> Str
     );
     line("Reads:", args.reads().to_string());
     line("Threads:", args.threads.to_string());
+    if args.asynchronous {
+        line(
+            "Async:",
+            format!(
+                "puts through the asynchronous API of the sharded engines, up to {} in flight per thread; other engines write synchronously",
+                args.async_depth
+            ),
+        );
+    }
+    if args.rate.iter().any(|&r| r > 0) {
+        let rates: Vec<String> = args.rate.iter().map(|r| r.to_string()).collect();
+        line(
+            "Rate:",
+            format!(
+                "offered {} ops/s over all threads; latency counts from each operation's scheduled start",
+                rates.join(", ")
+            ),
+        );
+    }
     if args.duration > 0 {
         line(
             "Duration:",
@@ -921,7 +1100,7 @@ mod tests {
     fn bench_args(args: &[&str]) -> Result<BenchArgs, clap::Error> {
         let cli = Cli::try_parse_from(["strata", "bench"].iter().chain(args.iter()).copied())?;
         match cli.command {
-            Command::Bench(b) => Ok(b),
+            Command::Bench(b) => Ok(*b),
             _ => unreachable!(),
         }
     }

@@ -67,7 +67,7 @@ pub fn draw(path: &Path, engines: &[&str], panels: &[Panel]) -> Result<()> {
     Ok(())
 }
 
-type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
+pub(super) type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
 
 fn draw_panel(
     root: &Area<'_>,
@@ -164,7 +164,7 @@ fn draw_panel(
 }
 
 /// Draws `s` with its top-left corner at `pos`, each font pixel `scale` pixels wide.
-fn text(root: &Area<'_>, pos: (i32, i32), s: &str, scale: i32, color: &RGBColor) {
+pub(super) fn text(root: &Area<'_>, pos: (i32, i32), s: &str, scale: i32, color: &RGBColor) {
     let mut x = pos.0;
     for c in s.chars() {
         let glyph = BASIC_FONTS.get(c).or_else(|| BASIC_FONTS.get('?'));

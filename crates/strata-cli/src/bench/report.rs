@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 pub const KINDS: [&str; 5] = ["read", "update", "insert", "scan", "rmw"];
 
 /// Latencies are recorded in nanoseconds, up to an hour, to 3 significant digits.
-fn new_histogram() -> Histogram<u64> {
+pub(crate) fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("constant histogram bounds")
 }
 

@@ -35,16 +35,16 @@ pub struct Rocks {
 }
 
 /// RocksDB's options for a run.
-struct RocksSettings {
-    options: Options,
-    cache: Cache,
+pub(crate) struct RocksSettings {
+    pub(crate) options: Options,
+    pub(crate) cache: Cache,
     /// `--opt`s left for `DB::set_options` after opening.
-    later: Vec<(String, String)>,
+    pub(crate) later: Vec<(String, String)>,
     /// One line for the header.
-    describe: String,
+    pub(crate) describe: String,
 }
 
-fn options(cfg: &EngineConfig) -> Result<RocksSettings> {
+pub(crate) fn options(cfg: &EngineConfig) -> Result<RocksSettings> {
     let mut o = Options::default();
     o.create_if_missing(cfg.create_if_missing);
     o.set_compression_type(match cfg.compression {

@@ -4,7 +4,8 @@ use super::dist::{scan_length, KeyChooser};
 use super::engine::{Engine, EngineConfig, EngineIter};
 use super::keys::{thread_range, KeyGen, Rng, ValueGen};
 use super::report::{
-    figures_line, latency_line, result_line, Latency, Merged, Record, ThreadStats, KINDS,
+    figures_line, latency_line, new_histogram, result_line, Latency, Merged, Record, ThreadStats,
+    KINDS,
 };
 use super::sysstat::{self, DeviceIo};
 use super::timeline::{self, Counter, Goal, Samples};
@@ -113,9 +114,95 @@ pub struct Worker<'a> {
     live: Option<&'a LiveKeys>,
     /// `--duration` deadline, for the benchmarks that honour it.
     deadline: Option<Instant>,
+    /// `--rate`: when the next operation is due.
+    pacer: Option<Pacer>,
+    /// `--async`: the puts in flight and their latencies.
+    asyncs: Option<Arc<AsyncPuts>>,
+}
+
+/// Issues one thread's operations at a fixed rate (`--rate`). Each operation's latency counts
+/// from when it was due, so time spent queued behind a slow store is measured.
+struct Pacer {
+    interval: Duration,
+    next: Instant,
+}
+
+impl Pacer {
+    /// Waits until the next operation is due and returns when that was.
+    fn wait(&mut self) -> Instant {
+        let due = self.next;
+        self.next += self.interval;
+        let now = Instant::now();
+        if due > now {
+            let left = due - now;
+            // Sleep most of the wait (timers overshoot by tens of microseconds), yield the rest.
+            if left > Duration::from_micros(80) {
+                std::thread::sleep(left - Duration::from_micros(60));
+            }
+            while Instant::now() < due {
+                std::thread::yield_now();
+            }
+        }
+        due
+    }
+}
+
+/// One thread's asynchronous puts (`--async`): completions come on the store's threads.
+struct AsyncPuts {
+    in_flight: AtomicU64,
+    hist: parking_lot::Mutex<hdrhistogram::Histogram<u64>>,
+    error: parking_lot::Mutex<Option<anyhow::Error>>,
+    depth: u64,
+}
+
+impl AsyncPuts {
+    fn complete(&self, t0: Instant, r: Result<()>) {
+        let ns = t0.elapsed().as_nanos().min(u64::MAX as u128) as u64;
+        self.hist.lock().saturating_record(ns.max(1));
+        if let Err(e) = r {
+            self.error.lock().get_or_insert(e);
+        }
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Waits until fewer than `limit` puts are in flight.
+    fn wait_below(&self, limit: u64) {
+        while self.in_flight.load(Ordering::Acquire) >= limit {
+            std::thread::yield_now();
+        }
+    }
+
+    fn take_error(&self) -> Result<()> {
+        match self.error.lock().take() {
+            Some(e) => Err(e.context("asynchronous put failed")),
+            None => Ok(()),
+        }
+    }
 }
 
 impl Worker<'_> {
+    /// When the next operation starts: now, or with `--rate` when it is due (after waiting).
+    #[inline]
+    fn pace(&mut self) -> Instant {
+        match &mut self.pacer {
+            Some(p) => p.wait(),
+            None => Instant::now(),
+        }
+    }
+
+    /// `--async`: waits for every put in flight and folds their latencies into the stats.
+    fn finish_async(&mut self) -> Result<()> {
+        if let Some(a) = self.asyncs.take() {
+            a.wait_below(1);
+            self.stats
+                .hist
+                .add(&*a.hist.lock())
+                .context("merging asynchronous latencies")?;
+            a.take_error()?;
+        }
+        Ok(())
+    }
+
     /// True once another thread failed: stop early.
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
@@ -670,6 +757,8 @@ impl<'a, E: Engine> Runner<'a, E> {
         let counters: Vec<Counter> = (0..n).map(|_| Counter::default()).collect();
         let live = self.live.as_ref();
         let with_kinds = self.args.benchmarks[index].ycsb().is_some();
+        let rate = self.args.rate.first().copied().unwrap_or(0);
+        let (asynchronous, async_depth) = (self.args.asynchronous, self.args.async_depth);
         let (results, samples) = std::thread::scope(|s| {
             let (tx, rx) = std::sync::mpsc::channel::<()>();
             let handles: Vec<_> = (0..n)
@@ -694,11 +783,30 @@ impl<'a, E: Engine> Runner<'a, E> {
                             counter,
                             live,
                             deadline: None,
+                            pacer: None,
+                            asyncs: (asynchronous && engine.has_async()).then(|| {
+                                Arc::new(AsyncPuts {
+                                    in_flight: AtomicU64::new(0),
+                                    hist: parking_lot::Mutex::new(new_histogram()),
+                                    error: parking_lot::Mutex::new(None),
+                                    depth: async_depth,
+                                })
+                            }),
                         };
                         barrier.wait();
                         w.stats.start();
                         w.deadline = duration.map(|d| w.stats.start + d);
+                        if rate > 0 && t < threads {
+                            // Each thread offers rate/threads, staggered over one interval.
+                            let interval = Duration::from_secs_f64(threads as f64 / rate as f64);
+                            let offset = interval.mul_f64(t as f64 / threads as f64);
+                            w.pacer = Some(Pacer {
+                                interval,
+                                next: w.stats.start + offset,
+                            });
+                        }
                         let r = work(engine, &mut w);
+                        let r = r.and(w.finish_async());
                         w.stats.stop();
                         if r.is_err() {
                             stop.store(true, Ordering::Relaxed);
@@ -746,7 +854,7 @@ fn read_random(
     while budget.more() && !w.stopped() {
         let i = w.rng.below(num);
         w.keys.fill(i, &mut key[..ks]);
-        let t0 = Instant::now();
+        let t0 = w.pace();
         let v = e
             .get(&key)
             .with_context(|| format!("get of key {} failed", to_hex(&key)))?;
@@ -776,13 +884,14 @@ fn ycsb_loop(
     let mut budget = w.budget(ops);
     while budget.more() && !w.stopped() {
         let kind = spec.pick(w.rng.unit());
+        let due = w.pace();
         match kind {
             ycsb::INSERT => {
                 let k = inserts.begin(w.thread);
                 w.keys.fill_ycsb(k, &mut key);
                 let value = w.values.next_value();
                 let bytes = (key.len() + value.len()) as u64;
-                let t0 = Instant::now();
+                let t0 = due;
                 e.put(&key, value)
                     .with_context(|| format!("insert of key {} failed", to_hex(&key)))?;
                 inserts.end(w.thread);
@@ -797,7 +906,7 @@ fn ycsb_loop(
                 w.keys.fill_ycsb(k, &mut key);
                 match kind {
                     ycsb::READ => {
-                        let t0 = Instant::now();
+                        let t0 = due;
                         let v = e
                             .get(&key)
                             .with_context(|| format!("get of key {} failed", to_hex(&key)))?;
@@ -811,7 +920,7 @@ fn ycsb_loop(
                     ycsb::UPDATE => {
                         let value = w.values.next_value();
                         let bytes = (key.len() + value.len()) as u64;
-                        let t0 = Instant::now();
+                        let t0 = due;
                         e.put(&key, value)
                             .with_context(|| format!("update of key {} failed", to_hex(&key)))?;
                         w.stats.written += bytes;
@@ -819,7 +928,7 @@ fn ycsb_loop(
                     }
                     ycsb::SCAN => {
                         let len = scan_length(&mut w.rng, ycsb::MAX_SCAN_LENGTH);
-                        let t0 = Instant::now();
+                        let t0 = due;
                         // A new iterator per scan, as YCSB's bindings do.
                         let mut it = e.iter().context("cannot create an iterator")?;
                         it.seek(&key);
@@ -838,7 +947,7 @@ fn ycsb_loop(
                     }
                     ycsb::RMW => {
                         // Read-modify-write: read the record, write it back changed.
-                        let t0 = Instant::now();
+                        let t0 = due;
                         let v = e
                             .get(&key)
                             .with_context(|| format!("get of key {} failed", to_hex(&key)))?;
@@ -866,9 +975,21 @@ fn ycsb_loop(
 /// One timed put of `key` with the worker's next value.
 #[inline]
 fn put_one(e: &impl Engine, w: &mut Worker, key: &[u8]) -> Result<()> {
+    let t0 = w.pace();
     let value = w.values.next_value();
     let bytes = (key.len() + value.len()) as u64;
-    let t0 = Instant::now();
+    if let Some(a) = &w.asyncs {
+        a.wait_below(a.depth);
+        a.in_flight.fetch_add(1, Ordering::AcqRel);
+        let done = a.clone();
+        e.put_async(key, value, Box::new(move |r| done.complete(t0, r)));
+        a.take_error()?;
+        w.stats.written += bytes;
+        w.stats.done += 1;
+        w.stats.bytes += bytes;
+        w.counter.publish(w.stats.done);
+        return Ok(());
+    }
     e.put(key, value)
         .with_context(|| format!("put of key {} failed", to_hex(key)))?;
     w.stats.written += bytes;

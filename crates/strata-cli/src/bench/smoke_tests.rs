@@ -12,7 +12,7 @@ fn bench_args(args: &[&str]) -> BenchArgs {
     let cli = Cli::try_parse_from(["strata", "bench"].iter().chain(args.iter()).copied())
         .expect("valid arguments");
     match cli.command {
-        Command::Bench(b) => b,
+        Command::Bench(b) => *b,
         _ => unreachable!(),
     }
 }
@@ -59,8 +59,8 @@ fn db_bench_workloads(engine: &str) {
         &format!(
             "{engine}.{}",
             match engine {
-                "strata" => "write_buffer_bytes=65536",
-                "rocksdb" => "write_buffer_size=65536",
+                "strata" | "sharded" => "write_buffer_bytes=65536",
+                "rocksdb" | "sharded-rocksdb" => "write_buffer_size=65536",
                 _ => "max_memtable_size=65536",
             }
         ),
@@ -374,4 +374,65 @@ fn duration_bounds_random_benchmarks_by_time() {
     assert_eq!(out.records[0].ops, 100);
     assert!(out.records[1].seconds >= 1.0);
     assert_eq!(out.records[1].found, Some(out.records[1].ops));
+}
+
+#[test]
+fn db_bench_workloads_on_sharded() {
+    db_bench_workloads("sharded");
+}
+
+#[test]
+fn ycsb_workloads_on_sharded() {
+    ycsb_workloads("sharded");
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn db_bench_workloads_on_sharded_rocksdb() {
+    db_bench_workloads("sharded-rocksdb");
+}
+
+/// `--async` and a `--rate` list: every put is counted once its callback ran, each rate gets
+/// its own label, and the latency plot is drawn.
+#[test]
+fn async_puts_and_offered_rates() {
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("latency.png");
+    let a = bench_args(&[
+        "--engine",
+        "sharded,strata",
+        "--benchmarks",
+        "fillrandom,readrandom",
+        "--num",
+        "3000",
+        "--threads",
+        "2",
+        "--shards",
+        "3",
+        "--async",
+        "--rate",
+        "20000,40000",
+        "--latency-plot",
+        plot.to_str().unwrap(),
+    ]);
+    let out = execute(&a).unwrap();
+    for rate in ["20000", "40000"] {
+        for e in ["sharded", "strata"] {
+            let fill = out
+                .records
+                .iter()
+                .find(|r| r.engine == e && r.benchmark == format!("fillrandom@{rate}"))
+                .expect("a record per engine and rate");
+            assert_eq!(fill.ops, 6000);
+            assert_eq!(fill.latency.as_ref().unwrap().count, 6000, "{e} {rate}");
+            let read = out
+                .records
+                .iter()
+                .find(|r| r.engine == e && r.benchmark == format!("readrandom@{rate}"))
+                .unwrap();
+            assert_eq!(read.ops, 6000);
+            assert!(read.found.unwrap() > 0, "the async puts are all visible");
+        }
+    }
+    assert!(std::fs::metadata(&plot).unwrap().len() > 0);
 }

@@ -1,0 +1,48 @@
+//! [`WriteBatch`]: writes applied atomically, across shards too.
+
+/// One write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+}
+
+impl Op {
+    pub(crate) fn key(&self) -> &[u8] {
+        match self {
+            Op::Put(k, _) | Op::Delete(k) => k,
+        }
+    }
+}
+
+/// A group of puts and deletes applied atomically by [`crate::ShardedDb::write`]: after a
+/// crash either all of it is visible or none, and a snapshot sees all of it or none, even when
+/// its keys live in several shards. Later writes to the same key win.
+#[derive(Clone, Debug, Default)]
+pub struct WriteBatch {
+    pub(crate) ops: Vec<Op>,
+}
+
+impl WriteBatch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
+        self.ops.push(Op::Put(key.to_vec(), value.to_vec()));
+        self
+    }
+    pub fn delete(&mut self, key: &[u8]) -> &mut Self {
+        self.ops.push(Op::Delete(key.to_vec()));
+        self
+    }
+    /// Number of writes.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+    pub fn clear(&mut self) {
+        self.ops.clear()
+    }
+}

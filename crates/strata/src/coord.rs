@@ -1,0 +1,228 @@
+//! Coordination shared by the user threads and the workers: health, the snapshot gate, the
+//! write epoch, the transaction log, and the bookkeeping of cross-shard batches.
+//!
+//! Protocol of a cross-shard batch with GSN `g` (see also `txlog.rs` and `worker.rs`):
+//! 1. The caller enters the [`Gate`] (waits while a snapshot is being taken), takes the
+//!    enqueue lock, gets `g` from the transaction log and puts one [`Part`] on each shard's
+//!    queue, in GSN order on every queue (the enqueue lock), then returns (async) or waits.
+//! 2. Each worker applies its part in one synced engine write together with the part's undo
+//!    record, then calls [`finish_part`]. The part that finishes last leaves the gate (every
+//!    part is now visible) and writes the commit record (`TxLog::commit`), or aborts the GSN
+//!    if any part failed; then it answers the caller.
+//! 3. Every worker that applied a part waits until `g` is committed before it takes another
+//!    request: a later write to the shard must never sit behind an uncommitted part, or rolling
+//!    the part back after a crash would undo it too. Parts reach every queue in GSN order, so
+//!    the smallest uncommitted GSN never waits behind a larger one: no deadlock.
+//!
+//! Snapshots ([`Coord::snapshot_barrier`]) close the gate, wait until no cross-shard batch is
+//! between its first enqueue and its last applied part, and take the epoch lock in write mode;
+//! workers hold it in read mode around each engine write. The shards' snapshots are thus one
+//! cut: every write applied before it on any shard, none after it, and each cross-shard batch
+//! whole or not at all.
+
+use crate::batch::Op;
+use crate::reply::Reply;
+use crate::txlog::TxLog;
+use parking_lot::{Condvar, Mutex, RwLock, RwLockWriteGuard};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use strata_engine::{Error, Result};
+
+/// Whether the database can still serve requests. A worker failure (engine write error,
+/// panic, failed commit) is sticky: every later request fails until the database is reopened.
+#[derive(Default)]
+pub(crate) struct Health {
+    failed: AtomicBool,
+    error: Mutex<Option<Error>>,
+}
+
+impl Health {
+    pub(crate) fn fail(&self, e: Error) {
+        let mut g = self.error.lock();
+        if g.is_none() {
+            *g = Some(match e {
+                Error::Poisoned(_) => e,
+                other => Error::Poisoned(other.to_string()),
+            });
+        }
+        self.failed.store(true, Ordering::Release);
+    }
+
+    #[inline]
+    pub(crate) fn check(&self) -> Result<()> {
+        if !self.failed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        Err(self
+            .error
+            .lock()
+            .clone()
+            .unwrap_or_else(|| Error::Poisoned("a shard worker failed".to_string())))
+    }
+}
+
+#[derive(Default)]
+struct GateState {
+    inflight: usize,
+    snapshots_waiting: usize,
+}
+
+/// Keeps snapshots and half-applied cross-shard batches apart.
+#[derive(Default)]
+pub(crate) struct Gate {
+    st: Mutex<GateState>,
+    cv: Condvar,
+}
+
+impl Gate {
+    /// A cross-shard batch starts (before its first part is queued).
+    pub(crate) fn enter(&self) {
+        let mut st = self.st.lock();
+        while st.snapshots_waiting > 0 {
+            self.cv.wait(&mut st);
+        }
+        st.inflight += 1;
+    }
+
+    /// Every part of a cross-shard batch is applied (or failed).
+    pub(crate) fn exit(&self) {
+        let mut st = self.st.lock();
+        st.inflight -= 1;
+        if st.inflight == 0 {
+            self.cv.notify_all();
+        }
+    }
+}
+
+/// Held while the shards' snapshots are taken.
+pub(crate) struct SnapshotBarrier<'a> {
+    gate: &'a Gate,
+    _epoch: RwLockWriteGuard<'a, ()>,
+}
+
+impl Drop for SnapshotBarrier<'_> {
+    fn drop(&mut self) {
+        let mut st = self.gate.st.lock();
+        st.snapshots_waiting -= 1;
+        self.gate.cv.notify_all();
+    }
+}
+
+/// State shared by the front and every worker.
+pub(crate) struct Coord {
+    pub health: Health,
+    pub gate: Gate,
+    /// Workers: read mode around engine writes. Snapshots: write mode.
+    pub epoch: RwLock<()>,
+    pub txlog: TxLog,
+    /// Keeps cross-shard parts in GSN order on every queue.
+    pub enqueue: Mutex<()>,
+}
+
+impl Coord {
+    pub(crate) fn new(txlog: TxLog) -> Self {
+        Coord {
+            health: Health::default(),
+            gate: Gate::default(),
+            epoch: RwLock::new(()),
+            txlog,
+            enqueue: Mutex::new(()),
+        }
+    }
+
+    /// Waits until no cross-shard batch is half applied and no write is being applied.
+    pub(crate) fn snapshot_barrier(&self) -> SnapshotBarrier<'_> {
+        {
+            let mut st = self.gate.st.lock();
+            st.snapshots_waiting += 1;
+            while st.inflight > 0 {
+                self.gate.cv.wait(&mut st);
+            }
+        }
+        SnapshotBarrier {
+            gate: &self.gate,
+            _epoch: self.epoch.write(),
+        }
+    }
+}
+
+/// One cross-shard batch in flight.
+pub(crate) struct Cross {
+    pub gsn: u64,
+    remaining: AtomicUsize,
+    error: Mutex<Option<Error>>,
+    reply: Mutex<Option<Reply<()>>>,
+    coord: Arc<Coord>,
+}
+
+impl Cross {
+    pub(crate) fn new(gsn: u64, parts: usize, reply: Reply<()>, coord: Arc<Coord>) -> Arc<Cross> {
+        Arc::new(Cross {
+            gsn,
+            remaining: AtomicUsize::new(parts),
+            error: Mutex::new(None),
+            reply: Mutex::new(Some(reply)),
+            coord,
+        })
+    }
+}
+
+/// One shard's part of a cross-shard batch. Dropped unfinished (queue closed, worker died), it
+/// finishes itself with an error, so the batch is aborted and its caller answered.
+pub(crate) struct Part {
+    pub cross: Arc<Cross>,
+    pub ops: Vec<Op>,
+    finished: bool,
+}
+
+impl Part {
+    pub(crate) fn new(cross: Arc<Cross>, ops: Vec<Op>) -> Part {
+        Part {
+            cross,
+            ops,
+            finished: false,
+        }
+    }
+
+    /// Records this part's outcome; the last part of the batch commits or aborts it and
+    /// answers the caller. Returns the batch's outcome when this was the last part.
+    pub(crate) fn finish(&mut self, r: Result<()>) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        let c = &self.cross;
+        if let Err(e) = r {
+            c.error.lock().get_or_insert(e);
+        }
+        if c.remaining.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        c.coord.gate.exit();
+        let err = c.error.lock().take();
+        let outcome = match err {
+            Some(e) => {
+                c.coord.txlog.abort(c.gsn, &e);
+                c.coord.health.fail(e.clone());
+                Err(e)
+            }
+            None => c.coord.txlog.commit(c.gsn).inspect_err(|e| {
+                c.coord.health.fail(e.clone());
+            }),
+        };
+        if let Some(reply) = c.reply.lock().take() {
+            reply.send(outcome);
+        }
+    }
+}
+
+impl Drop for Part {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.finish(Err(Error::Poisoned(format!(
+                "part of cross-shard batch {} was dropped before it was applied",
+                self.cross.gsn
+            ))));
+        }
+    }
+}

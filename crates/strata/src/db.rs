@@ -1,0 +1,776 @@
+//! [`ShardedDb`]: the public database. See the crate docs for the design and `coord.rs` for
+//! the cross-shard protocol.
+
+use crate::batch::{Op, WriteBatch};
+use crate::coord::{Coord, Cross, Part};
+use crate::engine::Engine;
+use crate::iter::{collect, DbIter};
+use crate::meta::{shard_dir, ShardMeta};
+use crate::options::{default_shards, IterOptions, Options, ScanMode, WriteOptions};
+use crate::recovery::RecoveryReport;
+use crate::reply::{Callback, Pending, Reply};
+use crate::request::{Request, Values, WriteOps};
+use crate::routing::{shard_of, split_by_shard};
+use crate::stats::{BatchStats, ShardCounters};
+use crate::txlog::{self, TxLog};
+use crate::undo::{check_user_key, check_value};
+use crate::worker::{in_worker, Worker};
+use crossbeam_channel::{bounded, Sender};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use strata_engine::io::FileLock;
+use strata_engine::{Error, Result};
+
+/// Entries returned by `range` and `scan`.
+pub type KvPairs = Vec<(Vec<u8>, Vec<u8>)>;
+
+struct ShardHandle<E: Engine> {
+    tx: Option<Sender<Request<E>>>,
+    thread: Option<JoinHandle<()>>,
+    /// Write requests queued or being applied (see `Options::direct_reads`).
+    pending_writes: Arc<AtomicUsize>,
+}
+
+/// A database partitioned over `shards` engine instances by key hash, each owned by one
+/// worker thread (p2KVS). Every method takes `&self`; share it between threads with `Arc` or
+/// scoped threads.
+///
+/// Methods must not be called from inside a completion callback (callbacks run on a worker
+/// thread, which must not wait on itself); such calls fail with
+/// [`Error::InvalidArgument`].
+pub struct ShardedDb<E: Engine> {
+    root: PathBuf,
+    shards: Vec<ShardHandle<E>>,
+    engines: Vec<Arc<E>>,
+    counters: Vec<Arc<ShardCounters>>,
+    coord: Arc<Coord>,
+    recovery: RecoveryReport,
+    direct_reads: bool,
+    _lock: Box<dyn FileLock>,
+}
+
+fn from_worker() -> Error {
+    Error::InvalidArgument(
+        "a Strata database was called from a completion callback, which runs on a shard \
+         worker and must not wait on one: hand the work to another thread"
+            .to_string(),
+    )
+}
+
+impl<E: Engine> ShardedDb<E> {
+    /// Opens (creating if needed) the sharded database in directory `path`. Recovers every
+    /// shard, then rolls back the parts of cross-shard batches that never committed.
+    pub fn open(path: impl AsRef<Path>, opts: Options<E::Config>) -> Result<Self> {
+        opts.validate()?;
+        let root = path.as_ref().to_path_buf();
+        let fs = E::fs(&opts.engine);
+        fs.create_dir_all(&root)?;
+        let lock = fs.lock(&root.join("LOCK"))?;
+        let meta = match ShardMeta::load(&*fs, &root)? {
+            Some(m) => {
+                if m.engine != E::NAME {
+                    return Err(Error::InvalidArgument(format!(
+                        "{} holds a sharded database of engine {:?}, opened as {:?}",
+                        root.display(),
+                        m.engine,
+                        E::NAME
+                    )));
+                }
+                if let Some(n) = opts.shards {
+                    if n != m.shards {
+                        return Err(Error::InvalidArgument(format!(
+                            "{} was created with {} shards (persisted in its SHARDS file) but \
+                             the options ask for {n}: keys would be routed to the wrong shards. \
+                             Open with shards = {} or leave shards unset",
+                            root.display(),
+                            m.shards,
+                            m.shards
+                        )));
+                    }
+                }
+                m
+            }
+            None => {
+                if fs.exists(&shard_dir(&root, 0))? {
+                    return Err(Error::corruption(
+                        root.join(crate::meta::FILE),
+                        0,
+                        "shard directories exist but the SHARDS file is missing",
+                    ));
+                }
+                let m = ShardMeta::new(opts.shards.unwrap_or_else(default_shards), E::NAME);
+                m.store(&*fs, &root)?;
+                m
+            }
+        };
+        let committed = txlog::recover(&*fs, &root)?;
+        let engines = open_engines::<E>(&root, meta.shards, &opts.engine)?;
+        let recovery = crate::recovery::recover(&engines, committed, &root)?;
+        let txlog = TxLog::create(fs.clone(), &root, recovery.max_gsn)?;
+        let coord = Arc::new(Coord::new(txlog));
+        let cores = if opts.pin_workers {
+            core_affinity::get_core_ids().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let mut shards = Vec::with_capacity(meta.shards);
+        let mut counters = Vec::with_capacity(meta.shards);
+        for (id, engine) in engines.iter().enumerate() {
+            let (tx, rx) = bounded(opts.queue_depth);
+            let stats = Arc::new(ShardCounters::new(opts.max_batch));
+            let pending_writes = Arc::new(AtomicUsize::new(0));
+            counters.push(stats.clone());
+            let worker = Worker {
+                id,
+                engine: engine.clone(),
+                coord: coord.clone(),
+                rx,
+                max_batch: opts.max_batch,
+                stats,
+                core: (!cores.is_empty()).then(|| cores[id % cores.len()]),
+                carry: None,
+                gc: Vec::new(),
+                pending_writes: pending_writes.clone(),
+            };
+            let thread = std::thread::Builder::new()
+                .name(format!("strata-shard-{id}"))
+                .spawn(move || worker.run())
+                .map_err(|e| Error::io("spawn shard worker", &root, e))?;
+            shards.push(ShardHandle {
+                tx: Some(tx),
+                thread: Some(thread),
+                pending_writes,
+            });
+        }
+        Ok(ShardedDb {
+            root,
+            shards,
+            engines,
+            counters,
+            coord,
+            recovery,
+            direct_reads: opts.direct_reads,
+            _lock: lock,
+        })
+    }
+
+    /// Number of shards.
+    pub fn shard_count(&self) -> usize {
+        self.engines.len()
+    }
+
+    /// The shard that owns `key` (see `routing.rs`).
+    pub fn shard_of(&self, key: &[u8]) -> usize {
+        shard_of(key, self.engines.len())
+    }
+
+    /// The engine instance of shard `i` (for statistics and tools; writing to it directly
+    /// bypasses the worker and the routing).
+    pub fn engine(&self, i: usize) -> &E {
+        &self.engines[i]
+    }
+
+    /// The database directory.
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    /// What the last open rolled back and cleaned.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    /// `Ok` while every worker is healthy; after a worker failure (write error, panic, failed
+    /// commit) the error that stopped the database: every request fails until it is reopened.
+    pub fn health(&self) -> Result<()> {
+        self.coord.health.check()
+    }
+
+    /// Batch-size statistics summed over the shards.
+    pub fn batch_stats(&self) -> BatchStats {
+        let mut s = BatchStats::default();
+        for c in &self.counters {
+            s.add(&c.snapshot());
+        }
+        s
+    }
+
+    /// Batch-size statistics of each shard.
+    pub fn shard_batch_stats(&self) -> Vec<BatchStats> {
+        self.counters.iter().map(|c| c.snapshot()).collect()
+    }
+
+    /// Every committed cross-shard batch has a GSN at or below this one.
+    pub fn committed_gsn(&self) -> u64 {
+        self.coord.txlog.committed()
+    }
+
+    fn enqueue(&self, shard: usize, req: Request<E>) {
+        let pending = &self.shards[shard].pending_writes;
+        let write = req.is_write();
+        let failed = |req: Request<E>, e: Error| {
+            if write {
+                pending.fetch_sub(1, Ordering::Release);
+            }
+            req.fail(e)
+        };
+        if write {
+            pending.fetch_add(1, Ordering::AcqRel);
+        }
+        if in_worker() {
+            return failed(req, from_worker());
+        }
+        if let Err(e) = self.coord.health.check() {
+            return failed(req, e);
+        }
+        match self.shards[shard].tx.as_ref() {
+            Some(tx) => {
+                if let Err(crossbeam_channel::SendError(req)) = tx.send(req) {
+                    failed(req, Error::Closed);
+                }
+            }
+            None => failed(req, Error::Closed),
+        }
+    }
+
+    /// Whether a read of shard `s` may run in the calling thread: direct reads are on, the
+    /// database is healthy, and no write is queued or being applied in the shard, so the
+    /// engine already shows every write this caller issued (per-key order holds).
+    fn direct(&self, s: usize) -> bool {
+        self.direct_reads
+            && !in_worker()
+            && self.shards[s].pending_writes.load(Ordering::Acquire) == 0
+            && self.coord.health.check().is_ok()
+    }
+
+    // ---- writes -----------------------------------------------------------------------
+
+    fn submit_write(&self, wo: &WriteOptions, ops: WriteOps, key: &[u8], reply: Reply<()>) {
+        let s = self.shard_of(key);
+        self.enqueue(
+            s,
+            Request::Write {
+                ops,
+                sync: wo.sync,
+                reply,
+            },
+        );
+    }
+
+    fn submit_put(&self, wo: &WriteOptions, key: &[u8], value: &[u8], reply: Reply<()>) {
+        if let Err(e) = check_user_key(key).and_then(|()| check_value(value)) {
+            return reply.send(Err(e));
+        }
+        self.submit_write(wo, WriteOps::put(key, value), key, reply)
+    }
+
+    fn submit_delete(&self, wo: &WriteOptions, key: &[u8], reply: Reply<()>) {
+        if let Err(e) = check_user_key(key) {
+            return reply.send(Err(e));
+        }
+        self.submit_write(wo, WriteOps::Delete(key.to_vec()), key, reply)
+    }
+
+    fn submit_batch(&self, wo: &WriteOptions, batch: WriteBatch, reply: Reply<()>) {
+        for op in &batch.ops {
+            let r = match op {
+                Op::Put(k, v) => check_user_key(k).and_then(|()| check_value(v)),
+                Op::Delete(k) => check_user_key(k),
+            };
+            if let Err(e) = r {
+                return reply.send(Err(e));
+            }
+        }
+        if batch.ops.is_empty() {
+            return reply.send(Ok(()));
+        }
+        let n = self.engines.len();
+        let mut parts: Vec<Vec<Op>> = vec![Vec::new(); n];
+        for op in batch.ops {
+            parts[shard_of(op.key(), n)].push(op);
+        }
+        let touched: Vec<usize> = (0..n).filter(|&s| !parts[s].is_empty()).collect();
+        if touched.len() == 1 {
+            let s = touched[0];
+            let ops = std::mem::take(&mut parts[s]);
+            return self.enqueue(
+                s,
+                Request::Write {
+                    ops: WriteOps::Batch(ops),
+                    sync: wo.sync,
+                    reply,
+                },
+            );
+        }
+        if in_worker() {
+            return reply.send(Err(from_worker()));
+        }
+        if let Err(e) = self.coord.health.check() {
+            return reply.send(Err(e));
+        }
+        self.coord.gate.enter();
+        let _order = self.coord.enqueue.lock();
+        let gsn = self.coord.txlog.assign();
+        let cross = Cross::new(gsn, touched.len(), reply, self.coord.clone());
+        for s in touched {
+            let ops = std::mem::take(&mut parts[s]);
+            self.enqueue(s, Request::Part(Part::new(cross.clone(), ops)));
+        }
+    }
+
+    /// Writes `key = value` (not synced).
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.put_opt(&WriteOptions::default(), key, value)
+    }
+
+    pub fn put_opt(&self, wo: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
+        let (reply, pending) = Reply::slot();
+        self.submit_put(wo, key, value, reply);
+        pending.wait()
+    }
+
+    /// Deletes `key` (not synced).
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        self.delete_opt(&WriteOptions::default(), key)
+    }
+
+    pub fn delete_opt(&self, wo: &WriteOptions, key: &[u8]) -> Result<()> {
+        let (reply, pending) = Reply::slot();
+        self.submit_delete(wo, key, reply);
+        pending.wait()
+    }
+
+    /// Applies `batch` atomically. A batch whose keys span several shards gets a global
+    /// sequence number and is always synced (see the crate docs).
+    pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.write_opt(&WriteOptions::default(), batch)
+    }
+
+    pub fn write_opt(&self, wo: &WriteOptions, batch: WriteBatch) -> Result<()> {
+        let (reply, pending) = Reply::slot();
+        self.submit_batch(wo, batch, reply);
+        pending.wait()
+    }
+
+    /// Asynchronous put: returns once the request is queued (blocking only while the shard's
+    /// queue is full); `callback` runs on the shard's worker thread with the result. Keep
+    /// callbacks short; they must not call the database.
+    pub fn put_async(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        callback: impl FnOnce(Result<()>) + Send + 'static,
+    ) {
+        self.submit_put(
+            &WriteOptions::default(),
+            key,
+            value,
+            Reply::callback(Box::new(callback) as Callback<()>),
+        )
+    }
+
+    /// Asynchronous put with write options (see [`ShardedDb::put_async`]).
+    pub fn put_async_opt(
+        &self,
+        wo: &WriteOptions,
+        key: &[u8],
+        value: &[u8],
+        callback: impl FnOnce(Result<()>) + Send + 'static,
+    ) {
+        self.submit_put(wo, key, value, Reply::callback(Box::new(callback)))
+    }
+
+    /// Asynchronous delete with a callback (see [`ShardedDb::put_async`]).
+    pub fn delete_async(&self, key: &[u8], callback: impl FnOnce(Result<()>) + Send + 'static) {
+        self.submit_delete(
+            &WriteOptions::default(),
+            key,
+            Reply::callback(Box::new(callback)),
+        )
+    }
+
+    /// Asynchronous batch with a callback (see [`ShardedDb::put_async`]).
+    pub fn write_async(
+        &self,
+        wo: &WriteOptions,
+        batch: WriteBatch,
+        callback: impl FnOnce(Result<()>) + Send + 'static,
+    ) {
+        self.submit_batch(wo, batch, Reply::callback(Box::new(callback)))
+    }
+
+    /// Asynchronous put as a future (also `.wait()`-able).
+    pub fn put_future(&self, wo: &WriteOptions, key: &[u8], value: &[u8]) -> Pending<()> {
+        let (reply, pending) = Reply::slot();
+        self.submit_put(wo, key, value, reply);
+        pending
+    }
+
+    /// Asynchronous delete as a future.
+    pub fn delete_future(&self, wo: &WriteOptions, key: &[u8]) -> Pending<()> {
+        let (reply, pending) = Reply::slot();
+        self.submit_delete(wo, key, reply);
+        pending
+    }
+
+    /// Asynchronous batch as a future.
+    pub fn write_future(&self, wo: &WriteOptions, batch: WriteBatch) -> Pending<()> {
+        let (reply, pending) = Reply::slot();
+        self.submit_batch(wo, batch, reply);
+        pending
+    }
+
+    // ---- point reads ------------------------------------------------------------------
+
+    fn submit_get(&self, key: &[u8], reply: Reply<Option<Vec<u8>>>) {
+        if let Err(e) = check_user_key(key) {
+            return reply.send(Err(e));
+        }
+        let s = self.shard_of(key);
+        self.enqueue(
+            s,
+            Request::Get {
+                key: key.to_vec(),
+                reply,
+            },
+        );
+    }
+
+    /// The newest value of `key`, read by its shard's worker (merged with other queued reads),
+    /// or in the calling thread with `Options::direct_reads` when the shard has no write
+    /// pending.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let s = self.shard_of(key);
+        if self.direct(s) {
+            check_user_key(key)?;
+            return self.engines[s].get(None, key);
+        }
+        let (reply, pending) = Reply::slot();
+        self.submit_get(key, reply);
+        pending.wait()
+    }
+
+    /// Asynchronous get with a callback (runs on the worker thread).
+    pub fn get_async(
+        &self,
+        key: &[u8],
+        callback: impl FnOnce(Result<Option<Vec<u8>>>) + Send + 'static,
+    ) {
+        self.submit_get(key, Reply::callback(Box::new(callback)))
+    }
+
+    /// Asynchronous get as a future.
+    pub fn get_future(&self, key: &[u8]) -> Pending<Option<Vec<u8>>> {
+        let (reply, pending) = Reply::slot();
+        self.submit_get(key, reply);
+        pending
+    }
+
+    /// Looks up many keys: split by shard, each shard's share read by its worker in one batched
+    /// read, all shards in parallel. Results in request order.
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<Result<Option<Vec<u8>>>> {
+        let mut out: Vec<Result<Option<Vec<u8>>>> = (0..keys.len()).map(|_| Ok(None)).collect();
+        let plan = split_by_shard(keys, self.engines.len());
+        let mut waits: Vec<(Vec<usize>, Pending<Values>)> = Vec::new();
+        for (s, idx) in plan.into_iter().enumerate() {
+            if idx.is_empty() {
+                continue;
+            }
+            let mut ks = Vec::with_capacity(idx.len());
+            let mut bad = None;
+            for &i in &idx {
+                let k = keys[i].as_ref();
+                if let Err(e) = check_user_key(k) {
+                    bad = Some(e);
+                }
+                ks.push(k.to_vec());
+            }
+            if let Some(e) = bad {
+                for &i in &idx {
+                    out[i] = Err(e.clone());
+                }
+                continue;
+            }
+            if self.direct(s) {
+                let refs: Vec<&[u8]> = ks.iter().map(|k| &k[..]).collect();
+                for (&i, v) in idx.iter().zip(self.engines[s].multi_get(None, &refs)) {
+                    out[i] = v;
+                }
+                continue;
+            }
+            let (reply, pending) = Reply::slot();
+            self.enqueue(s, Request::MultiGet { keys: ks, reply });
+            waits.push((idx, pending));
+        }
+        for (idx, pending) in waits {
+            match pending.wait() {
+                Ok(values) => {
+                    for (i, v) in idx.into_iter().zip(values) {
+                        out[i] = v;
+                    }
+                }
+                Err(e) => {
+                    for i in idx {
+                        out[i] = Err(e.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    // ---- snapshots, iterators, ranges ---------------------------------------------------
+
+    /// A consistent view of every shard: every write acknowledged before the call is in it,
+    /// and each cross-shard batch is in it entirely or not at all.
+    pub fn snapshot(&self) -> Result<Snapshot<'_, E>> {
+        if in_worker() {
+            return Err(from_worker());
+        }
+        self.coord.health.check()?;
+        let _barrier = self.coord.snapshot_barrier();
+        let snaps = self.engines.iter().map(|e| e.snapshot()).collect();
+        Ok(Snapshot { db: self, snaps })
+    }
+
+    /// An ordered iterator over the whole database at a fresh snapshot.
+    pub fn iter(&self) -> Result<DbIter<'_, E::Iter>> {
+        self.snapshot()?.into_iter_opt(&IterOptions::default())
+    }
+
+    /// An ordered iterator within bounds at a fresh snapshot.
+    pub fn iter_opt(&self, opts: &IterOptions) -> Result<DbIter<'_, E::Iter>> {
+        self.snapshot()?.into_iter_opt(opts)
+    }
+
+    /// Every entry with `start <= key < end` (`end = None`: to the end), in key order, read at
+    /// one snapshot by all shards' workers in parallel (p2KVS RANGE).
+    pub fn range(&self, start: &[u8], end: Option<&[u8]>) -> Result<KvPairs> {
+        self.snapshot()?.range(start, end)
+    }
+
+    /// The first `count` entries with `key >= start`, in key order, at one snapshot (p2KVS
+    /// SCAN), either through the merged iterator or by parallel per-shard scans
+    /// ([`ScanMode`]).
+    pub fn scan(&self, start: &[u8], count: usize, mode: ScanMode) -> Result<KvPairs> {
+        self.snapshot()?.scan(start, count, mode)
+    }
+
+    // ---- maintenance ------------------------------------------------------------------
+
+    /// Runs `f` on every shard's worker, in parallel, and waits for all.
+    fn on_all_workers(&self, f: fn(&E) -> Result<()>) -> Result<()> {
+        let mut waits = Vec::new();
+        for s in 0..self.engines.len() {
+            let (reply, pending) = Reply::slot();
+            self.enqueue(
+                s,
+                Request::Job(Box::new(move |e: Result<&E>| reply.send(e.and_then(f)))),
+            );
+            waits.push(pending);
+        }
+        let mut r = Ok(());
+        for w in waits {
+            if let Err(e) = w.wait() {
+                r = r.and(Err(e));
+            }
+        }
+        r
+    }
+
+    /// Flushes every shard's memtable (after the requests queued before this call).
+    pub fn flush(&self) -> Result<()> {
+        self.on_all_workers(|e| e.flush())
+    }
+
+    /// Compacts every shard fully.
+    pub fn compact(&self) -> Result<()> {
+        self.on_all_workers(|e| e.compact())
+    }
+
+    /// Waits until no shard has background work pending.
+    pub fn wait_idle(&self) -> Result<()> {
+        for e in &self.engines {
+            e.wait_idle()?;
+        }
+        Ok(())
+    }
+
+    /// Each shard's engine statistics.
+    pub fn engine_stats(&self) -> Vec<String> {
+        self.engines.iter().map(|e| e.stats()).collect()
+    }
+
+    fn stop_workers(&mut self) {
+        for s in &mut self.shards {
+            s.tx = None;
+        }
+        for s in &mut self.shards {
+            if let Some(t) = s.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+
+    /// Finishes every queued request, stops the workers and closes every shard.
+    pub fn close(mut self) -> Result<()> {
+        self.stop_workers();
+        let health = self.coord.health.check();
+        let engines = std::mem::take(&mut self.engines);
+        let mut r = Ok(());
+        for e in engines {
+            match Arc::try_unwrap(e) {
+                Ok(e) => r = r.and(e.close()),
+                Err(_) => {
+                    r = r.and(Err(Error::InvalidArgument(
+                        "an engine is still referenced at close".to_string(),
+                    )))
+                }
+            }
+        }
+        health.and(r)
+    }
+}
+
+impl<E: Engine> Drop for ShardedDb<E> {
+    fn drop(&mut self) {
+        self.stop_workers();
+    }
+}
+
+fn open_engines<E: Engine>(root: &Path, n: usize, cfg: &E::Config) -> Result<Vec<Arc<E>>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|i| s.spawn(move || E::open(&shard_dir(root, i), cfg).map(Arc::new)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Poisoned("engine open panicked".to_string())))
+            })
+            .collect()
+    })
+}
+
+/// A consistent multi-shard view (see [`ShardedDb::snapshot`]). Reads through it run in the
+/// calling thread (iterators) or on the workers (range, parallel scan).
+pub struct Snapshot<'db, E: Engine> {
+    db: &'db ShardedDb<E>,
+    snaps: Vec<E::Snapshot>,
+}
+
+impl<'db, E: Engine> Snapshot<'db, E> {
+    /// The value of `key` in this view.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        check_user_key(key)?;
+        let s = self.db.shard_of(key);
+        self.db.engines[s].get(Some(&self.snaps[s]), key)
+    }
+
+    /// Many keys in this view, in request order.
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<Result<Option<Vec<u8>>>> {
+        let mut out: Vec<Result<Option<Vec<u8>>>> = (0..keys.len()).map(|_| Ok(None)).collect();
+        for (s, idx) in split_by_shard(keys, self.db.engines.len())
+            .into_iter()
+            .enumerate()
+        {
+            if idx.is_empty() {
+                continue;
+            }
+            let ks: Vec<&[u8]> = idx.iter().map(|&i| keys[i].as_ref()).collect();
+            let vals = self.db.engines[s].multi_get(Some(&self.snaps[s]), &ks);
+            for (i, v) in idx.into_iter().zip(vals) {
+                out[i] = check_user_key(keys[i].as_ref()).and(v);
+            }
+        }
+        out
+    }
+
+    /// An ordered iterator over this view.
+    pub fn iter(&self) -> Result<DbIter<'db, E::Iter>> {
+        self.iter_opt(&IterOptions::default())
+    }
+
+    /// An ordered iterator over this view, within bounds.
+    pub fn iter_opt(&self, opts: &IterOptions) -> Result<DbIter<'db, E::Iter>> {
+        let mut its = Vec::with_capacity(self.snaps.len());
+        for (e, snap) in self.db.engines.iter().zip(&self.snaps) {
+            its.push(e.iter(
+                Some(snap),
+                opts.lower_bound.as_deref(),
+                opts.upper_bound.as_deref(),
+            )?);
+        }
+        Ok(DbIter::new(its))
+    }
+
+    fn into_iter_opt(self, opts: &IterOptions) -> Result<DbIter<'db, E::Iter>> {
+        self.iter_opt(opts)
+    }
+
+    /// Runs `[start, end)` up to `limit` entries on every shard's worker, in parallel, and
+    /// merges the sorted results.
+    fn parallel(&self, start: &[u8], end: Option<&[u8]>, limit: usize) -> Result<KvPairs> {
+        let mut waits = Vec::with_capacity(self.snaps.len());
+        for (s, snap) in self.snaps.iter().enumerate() {
+            let (reply, pending) = Reply::<KvPairs>::slot();
+            let snap = snap.clone();
+            let start = start.to_vec();
+            let end = end.map(<[u8]>::to_vec);
+            let job = move |e: Result<&E>| {
+                let r = e.and_then(|e| {
+                    let it = e.iter(Some(&snap), Some(&start), end.as_deref())?;
+                    collect(it, &start, limit)
+                });
+                reply.send(r);
+            };
+            self.db.enqueue(s, Request::Job(Box::new(job)));
+            waits.push(pending);
+        }
+        let mut all = Vec::new();
+        for w in waits {
+            all.extend(w.wait()?);
+        }
+        // Each shard's run is sorted and the key sets are disjoint: the stable sort merges runs.
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(all)
+    }
+
+    /// See [`ShardedDb::range`].
+    pub fn range(&self, start: &[u8], end: Option<&[u8]>) -> Result<KvPairs> {
+        if let Some(end) = end {
+            if end <= start {
+                return Ok(Vec::new());
+            }
+        }
+        self.parallel(start, end, usize::MAX)
+    }
+
+    /// See [`ShardedDb::scan`].
+    pub fn scan(&self, start: &[u8], count: usize, mode: ScanMode) -> Result<KvPairs> {
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        match mode {
+            ScanMode::Parallel => {
+                let mut all = self.parallel(start, None, count)?;
+                all.truncate(count);
+                Ok(all)
+            }
+            ScanMode::Merged => {
+                let mut it = self.iter()?;
+                it.seek(start);
+                let mut out = Vec::with_capacity(count.min(1 << 16));
+                while it.valid() && out.len() < count {
+                    out.push((it.key().to_vec(), it.value().to_vec()));
+                    it.next();
+                }
+                it.status()?;
+                Ok(out)
+            }
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! The [`Engine`] trait: what the sharded front needs from one key-value store instance, so
+//! the same front parallelizes Strata's engine ([`StrataEngine`]) or RocksDB
+//! (`crate::rocks::RocksEngine`, cargo feature `rocksdb`), as p2KVS did for RocksDB, LevelDB
+//! and WiredTiger. The front treats the instance as a black box: open, write a batch
+//! atomically, point and batched reads, snapshots, ordered iterators, close.
+
+use std::path::Path;
+use std::sync::Arc;
+use strata_engine::io::Fs;
+use strata_engine::{ReadOptions, Result, WriteOptions};
+
+/// A batch of writes in the engine's own representation, applied atomically by
+/// [`Engine::write`].
+pub trait EngineBatch: Default + Send {
+    fn put(&mut self, key: &[u8], value: &[u8]);
+    fn delete(&mut self, key: &[u8]);
+    /// Records in the batch.
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// An ordered cursor over one instance (RocksDB's `Iterator`, Strata's `DbIterator`).
+pub trait EngineIter: Send {
+    fn valid(&self) -> bool;
+    fn seek_to_first(&mut self);
+    fn seek_to_last(&mut self);
+    /// First key >= `key`.
+    fn seek(&mut self, key: &[u8]);
+    /// Last key <= `key`.
+    fn seek_for_prev(&mut self, key: &[u8]);
+    fn next(&mut self);
+    fn prev(&mut self);
+    /// Current key; only when `valid()`.
+    fn key(&self) -> &[u8];
+    /// Current value; only when `valid()`.
+    fn value(&self) -> &[u8];
+    /// The error that stopped the iteration, if any.
+    fn status(&self) -> Result<()>;
+}
+
+/// One key-value store instance. Shared by its shard's worker (all writes and batched reads)
+/// and by user threads (iterators, snapshot reads), hence `Sync`.
+pub trait Engine: Send + Sync + Sized + 'static {
+    /// Options for opening one instance (applied to each shard).
+    type Config: Clone + Send + Sync + 'static;
+    type Batch: EngineBatch;
+    /// A consistent view of the instance; owned, so it can travel to a worker.
+    type Snapshot: Clone + Send + Sync + 'static;
+    type Iter: EngineIter + 'static;
+
+    /// Persisted in the `SHARDS` file: a database is always reopened with the same engine.
+    const NAME: &'static str;
+
+    /// The file system the front uses for its own files (`SHARDS`, `TXLOG`, the lock), so that
+    /// crash tests over an in-memory file system cover them too.
+    fn fs(cfg: &Self::Config) -> Arc<dyn Fs>;
+    /// Opens (creating if needed) the instance in `dir`.
+    fn open(dir: &Path, cfg: &Self::Config) -> Result<Self>;
+    /// Applies `batch` atomically; durable before returning when `sync`.
+    fn write(&self, batch: Self::Batch, sync: bool) -> Result<()>;
+    fn get(&self, snap: Option<&Self::Snapshot>, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Looks up many keys; results in request order. Default: a loop of `get`.
+    fn multi_get(
+        &self,
+        snap: Option<&Self::Snapshot>,
+        keys: &[&[u8]],
+    ) -> Vec<Result<Option<Vec<u8>>>> {
+        keys.iter().map(|k| self.get(snap, k)).collect()
+    }
+    fn snapshot(&self) -> Self::Snapshot;
+    /// An iterator over `[lower, upper)` (each bound optional) as of `snap` (or now).
+    fn iter(
+        &self,
+        snap: Option<&Self::Snapshot>,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> Result<Self::Iter>;
+    /// Writes the memtable out and waits.
+    fn flush(&self) -> Result<()>;
+    /// Compacts the whole key range and waits.
+    fn compact(&self) -> Result<()>;
+    /// Waits until no background work is pending.
+    fn wait_idle(&self) -> Result<()>;
+    /// Human-readable statistics of the instance.
+    fn stats(&self) -> String;
+    /// Makes the instance durable and releases it.
+    fn close(self) -> Result<()>;
+}
+
+/// Strata's own engine ([`strata_engine::Db`]) as a shard.
+pub struct StrataEngine {
+    db: strata_engine::Db,
+}
+
+impl StrataEngine {
+    /// The instance underneath.
+    pub fn db(&self) -> &strata_engine::Db {
+        &self.db
+    }
+}
+
+impl EngineBatch for strata_engine::WriteBatch {
+    fn put(&mut self, key: &[u8], value: &[u8]) {
+        strata_engine::WriteBatch::put(self, key, value)
+    }
+    fn delete(&mut self, key: &[u8]) {
+        strata_engine::WriteBatch::delete(self, key)
+    }
+    fn len(&self) -> usize {
+        self.count() as usize
+    }
+}
+
+impl EngineIter for strata_engine::DbIterator {
+    fn valid(&self) -> bool {
+        strata_engine::DbIterator::valid(self)
+    }
+    fn seek_to_first(&mut self) {
+        strata_engine::DbIterator::seek_to_first(self)
+    }
+    fn seek_to_last(&mut self) {
+        strata_engine::DbIterator::seek_to_last(self)
+    }
+    fn seek(&mut self, key: &[u8]) {
+        strata_engine::DbIterator::seek(self, key)
+    }
+    fn seek_for_prev(&mut self, key: &[u8]) {
+        strata_engine::DbIterator::seek_for_prev(self, key)
+    }
+    fn next(&mut self) {
+        strata_engine::DbIterator::next(self)
+    }
+    fn prev(&mut self) {
+        strata_engine::DbIterator::prev(self)
+    }
+    fn key(&self) -> &[u8] {
+        strata_engine::DbIterator::key(self)
+    }
+    fn value(&self) -> &[u8] {
+        strata_engine::DbIterator::value(self)
+    }
+    fn status(&self) -> Result<()> {
+        strata_engine::DbIterator::status(self)
+    }
+}
+
+fn read_opts(snap: Option<&strata_engine::Snapshot>) -> ReadOptions {
+    ReadOptions {
+        snapshot: snap.cloned(),
+        ..ReadOptions::default()
+    }
+}
+
+impl Engine for StrataEngine {
+    type Config = strata_engine::Options;
+    type Batch = strata_engine::WriteBatch;
+    type Snapshot = strata_engine::Snapshot;
+    type Iter = strata_engine::DbIterator;
+    const NAME: &'static str = "strata";
+
+    fn fs(cfg: &Self::Config) -> Arc<dyn Fs> {
+        cfg.fs.clone()
+    }
+
+    fn open(dir: &Path, cfg: &Self::Config) -> Result<Self> {
+        let mut cfg = cfg.clone();
+        cfg.create_if_missing = true;
+        cfg.error_if_exists = false;
+        Ok(StrataEngine {
+            db: strata_engine::Db::open(dir, cfg)?,
+        })
+    }
+
+    fn write(&self, batch: Self::Batch, sync: bool) -> Result<()> {
+        let wo = WriteOptions {
+            sync,
+            ..WriteOptions::default()
+        };
+        self.db.write(&wo, batch)
+    }
+
+    fn get(&self, snap: Option<&Self::Snapshot>, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        match snap {
+            None => self.db.get(key),
+            Some(_) => self.db.get_opt(&read_opts(snap), key),
+        }
+    }
+
+    fn multi_get(
+        &self,
+        snap: Option<&Self::Snapshot>,
+        keys: &[&[u8]],
+    ) -> Vec<Result<Option<Vec<u8>>>> {
+        self.db.multi_get(&read_opts(snap), keys)
+    }
+
+    fn snapshot(&self) -> Self::Snapshot {
+        self.db.snapshot()
+    }
+
+    fn iter(
+        &self,
+        snap: Option<&Self::Snapshot>,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> Result<Self::Iter> {
+        let ro = ReadOptions {
+            snapshot: snap.cloned(),
+            lower_bound: lower.map(<[u8]>::to_vec),
+            upper_bound: upper.map(<[u8]>::to_vec),
+            ..ReadOptions::default()
+        };
+        self.db.iter(&ro)
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.db.flush()
+    }
+
+    fn compact(&self) -> Result<()> {
+        self.db.compact_range(None, None)
+    }
+
+    fn wait_idle(&self) -> Result<()> {
+        self.db.wait_idle()
+    }
+
+    fn stats(&self) -> String {
+        self.db.stats().to_string()
+    }
+
+    fn close(self) -> Result<()> {
+        self.db.close()
+    }
+}

@@ -1,0 +1,318 @@
+//! The transaction log: commit records of cross-shard batches. Spec: `docs/format/shards.md`.
+//!
+//! ```text
+//! file   := header record*
+//! header := magic "STRATATX" (8) | version u32 LE (1) | crc32c(magic, version) u32 LE
+//! record := committed_gsn u64 LE | crc32c(committed_gsn bytes) u32 LE          (12 bytes)
+//! ```
+//! A record says "every GSN up to `committed_gsn` is committed". Values strictly increase.
+//! Only the last record may be torn or fail its checksum (it was being written when the crash
+//! came, so nobody was told it committed); a bad record followed by more bytes is corruption.
+//!
+//! Protocol (group commit in GSN order): GSNs are handed out by [`TxLog::assign`]; when every
+//! part of batch `g` is applied, [`TxLog::commit`] marks `g` ready. A thread that finds the
+//! next GSN to commit (`durable + 1`) ready and nobody writing becomes the writer: it takes
+//! every consecutive ready GSN, appends ONE record with the highest, syncs, publishes
+//! `durable` and wakes everyone. Commits are thus durable in GSN order, which keeps recovery's
+//! rule simple: roll back every part whose GSN is above the last record. An aborted GSN (a part
+//! failed) makes the log fail: no later GSN can commit until the database is reopened.
+//!
+//! The file is rewritten (temporary file, sync, rename, directory sync) at every open and when
+//! it passes [`ROTATE_BYTES`]; the file system offers no append-to-existing-file.
+
+use parking_lot::{Condvar, Mutex};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use strata_engine::io::{Fs, WritableFile};
+use strata_engine::{Error, Result};
+
+const MAGIC: &[u8; 8] = b"STRATATX";
+const VERSION: u32 = 1;
+const HEADER_LEN: usize = 16;
+const RECORD_LEN: usize = 12;
+/// Size past which the log is rewritten with only its last record.
+pub const ROTATE_BYTES: u64 = 1 << 20;
+/// Name of the file in the database root.
+pub const FILE: &str = "TXLOG";
+
+fn header() -> Vec<u8> {
+    let mut h = Vec::with_capacity(HEADER_LEN);
+    h.extend_from_slice(MAGIC);
+    h.extend_from_slice(&VERSION.to_le_bytes());
+    let crc = crc32c::crc32c(&h);
+    h.extend_from_slice(&crc.to_le_bytes());
+    h
+}
+
+fn record(gsn: u64) -> [u8; RECORD_LEN] {
+    let mut r = [0u8; RECORD_LEN];
+    r[..8].copy_from_slice(&gsn.to_le_bytes());
+    let crc = crc32c::crc32c(&r[..8]);
+    r[8..].copy_from_slice(&crc.to_le_bytes());
+    r
+}
+
+/// Parses a transaction log; returns the last committed GSN (0 for none).
+pub fn parse(data: &[u8], file: &Path) -> Result<u64> {
+    if data.len() < HEADER_LEN {
+        return Err(Error::corruption(
+            file,
+            0,
+            "transaction log shorter than its header",
+        ));
+    }
+    if data[..HEADER_LEN] != header()[..] {
+        return Err(Error::corruption(
+            file,
+            0,
+            "bad transaction log header (magic, version or checksum)",
+        ));
+    }
+    let mut last = 0u64;
+    let mut off = HEADER_LEN;
+    while off + RECORD_LEN <= data.len() {
+        let r = &data[off..off + RECORD_LEN];
+        let gsn = u64::from_le_bytes(r[..8].try_into().expect("8 bytes"));
+        let crc = u32::from_le_bytes(r[8..].try_into().expect("4 bytes"));
+        if crc32c::crc32c(&r[..8]) != crc {
+            if off + RECORD_LEN == data.len() {
+                break; // Torn last record: its commit was never acknowledged.
+            }
+            return Err(Error::corruption(
+                file,
+                off as u64,
+                "commit record checksum mismatch before the end of the log",
+            ));
+        }
+        if gsn <= last && last != 0 {
+            return Err(Error::corruption(
+                file,
+                off as u64,
+                format!("commit record {gsn} does not follow {last}"),
+            ));
+        }
+        last = gsn;
+        off += RECORD_LEN;
+    }
+    Ok(last)
+}
+
+/// Reads the last committed GSN from `dir/TXLOG` (0 if the file does not exist).
+pub fn recover(fs: &dyn Fs, dir: &Path) -> Result<u64> {
+    let path = dir.join(FILE);
+    if !fs.exists(&path)? {
+        return Ok(0);
+    }
+    parse(&fs.read_all(&path)?, &path)
+}
+
+struct TxState {
+    next_gsn: u64,
+    /// Batches whose parts are all applied, waiting for their commit record.
+    ready: BTreeSet<u64>,
+    /// Every GSN up to this one is committed durably.
+    durable: u64,
+    /// A thread is appending and syncing (the file is taken out of `file`).
+    writing: bool,
+    failed: Option<Error>,
+    file: Option<Box<dyn WritableFile>>,
+}
+
+/// The live transaction log (see the module docs for the protocol).
+pub struct TxLog {
+    fs: Arc<dyn Fs>,
+    dir: PathBuf,
+    st: Mutex<TxState>,
+    cv: Condvar,
+}
+
+impl TxLog {
+    /// Writes a fresh log whose only record is `committed` and opens it for appending. The next
+    /// GSN handed out is `committed + 1`.
+    pub fn create(fs: Arc<dyn Fs>, dir: &Path, committed: u64) -> Result<TxLog> {
+        let file = Self::rewrite(&*fs, dir, committed)?;
+        Ok(TxLog {
+            fs,
+            dir: dir.to_path_buf(),
+            st: Mutex::new(TxState {
+                next_gsn: committed + 1,
+                ready: BTreeSet::new(),
+                durable: committed,
+                writing: false,
+                failed: None,
+                file: Some(file),
+            }),
+            cv: Condvar::new(),
+        })
+    }
+
+    fn rewrite(fs: &dyn Fs, dir: &Path, committed: u64) -> Result<Box<dyn WritableFile>> {
+        let tmp = dir.join("TXLOG.tmp");
+        let mut f = fs.create(&tmp)?;
+        f.append(&header())?;
+        f.append(&record(committed))?;
+        f.sync()?;
+        fs.rename(&tmp, &dir.join(FILE))?;
+        fs.sync_dir(dir)?;
+        Ok(f)
+    }
+
+    /// Hands out the next GSN.
+    pub fn assign(&self) -> u64 {
+        let mut st = self.st.lock();
+        let g = st.next_gsn;
+        st.next_gsn += 1;
+        g
+    }
+
+    /// Every GSN up to this one is durably committed.
+    pub fn committed(&self) -> u64 {
+        self.st.lock().durable
+    }
+
+    /// Marks `gsn` ready and returns once its commit record is durable (group commit, GSN
+    /// order). Fails if the log failed (an earlier abort or I/O error).
+    pub fn commit(&self, gsn: u64) -> Result<()> {
+        let mut st = self.st.lock();
+        st.ready.insert(gsn);
+        loop {
+            if st.durable >= gsn {
+                return Ok(());
+            }
+            if let Some(e) = &st.failed {
+                return Err(e.clone());
+            }
+            let next = st.durable + 1;
+            if !st.writing && st.ready.contains(&next) {
+                let mut hi = next;
+                while st.ready.remove(&hi) {
+                    hi += 1;
+                }
+                let hi = hi - 1;
+                st.writing = true;
+                let file = st.file.take().expect("log file present when nobody writes");
+                drop(st);
+                let r = self.append(file, hi);
+                st = self.st.lock();
+                st.writing = false;
+                match r {
+                    Ok(f) => {
+                        st.file = Some(f);
+                        st.durable = hi;
+                    }
+                    Err(e) => {
+                        st.failed = Some(Error::Poisoned(format!(
+                            "transaction log write failed: {e}"
+                        )));
+                    }
+                }
+                self.cv.notify_all();
+                continue;
+            }
+            self.cv.wait(&mut st);
+        }
+    }
+
+    /// Appends and syncs the record of `gsn`; returns the file to append to next.
+    fn append(&self, mut file: Box<dyn WritableFile>, gsn: u64) -> Result<Box<dyn WritableFile>> {
+        file.append(&record(gsn))?;
+        file.sync()?;
+        if file.size() >= ROTATE_BYTES {
+            return Self::rewrite(&*self.fs, &self.dir, gsn);
+        }
+        Ok(file)
+    }
+
+    /// `gsn` will never commit (one of its parts failed): no GSN after it can commit either.
+    pub fn abort(&self, gsn: u64, err: &Error) {
+        let mut st = self.st.lock();
+        if st.failed.is_none() {
+            st.failed = Some(Error::Poisoned(format!(
+                "cross-shard batch {gsn} failed: {err}"
+            )));
+        }
+        self.cv.notify_all();
+    }
+
+    /// Waits until `gsn` is durably committed, or the log failed.
+    pub fn wait_committed(&self, gsn: u64) -> Result<()> {
+        let mut st = self.st.lock();
+        loop {
+            if st.durable >= gsn {
+                return Ok(());
+            }
+            if let Some(e) = &st.failed {
+                return Err(e.clone());
+            }
+            self.cv.wait(&mut st);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strata_engine::io::MemFs;
+
+    #[test]
+    fn commits_in_order_and_recovers() {
+        let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+        let dir = Path::new("/db");
+        fs.create_dir_all(dir).unwrap();
+        assert_eq!(recover(&*fs, dir).unwrap(), 0);
+        let log = Arc::new(TxLog::create(fs.clone(), dir, 0).unwrap());
+        let (a, b) = (log.assign(), log.assign());
+        assert_eq!((a, b), (1, 2));
+        // b is ready first but cannot commit before a.
+        let l2 = log.clone();
+        let t = std::thread::spawn(move || l2.commit(b));
+        log.commit(a).unwrap();
+        t.join().unwrap().unwrap();
+        assert_eq!(log.committed(), 2);
+        assert_eq!(recover(&*fs, dir).unwrap(), 2);
+        let c = log.assign();
+        log.abort(c, &Error::Closed);
+        assert!(log.commit(c).is_err());
+        assert!(log.wait_committed(c).is_err());
+        log.wait_committed(2).unwrap();
+    }
+
+    #[test]
+    fn torn_tail_is_ignored_mid_log_corruption_is_not() {
+        let p = Path::new("TXLOG");
+        let mut d = header();
+        d.extend_from_slice(&record(3));
+        d.extend_from_slice(&record(9));
+        assert_eq!(parse(&d, p).unwrap(), 9);
+        assert_eq!(parse(&d[..d.len() - 5], p).unwrap(), 3);
+        let mut torn = d.clone();
+        let n = torn.len();
+        torn[n - 2] ^= 1;
+        assert_eq!(parse(&torn, p).unwrap(), 3);
+        let mut mid = d.clone();
+        mid[HEADER_LEN + 1] ^= 1;
+        assert!(parse(&mid, p).unwrap_err().is_corruption());
+        let mut back = header();
+        back.extend_from_slice(&record(9));
+        back.extend_from_slice(&record(3));
+        back.extend_from_slice(&record(11));
+        assert!(parse(&back, p).is_err());
+        assert!(parse(&d[..10], p).is_err());
+    }
+
+    #[test]
+    fn rotation_keeps_the_last_record() {
+        let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+        let dir = Path::new("/db");
+        fs.create_dir_all(dir).unwrap();
+        let log = TxLog::create(fs.clone(), dir, 0).unwrap();
+        let n = ROTATE_BYTES / RECORD_LEN as u64 + 10;
+        for _ in 0..n {
+            let g = log.assign();
+            log.commit(g).unwrap();
+        }
+        assert_eq!(recover(&*fs, dir).unwrap(), n);
+        assert!(fs.file_size(&dir.join(FILE)).unwrap() < ROTATE_BYTES);
+    }
+}

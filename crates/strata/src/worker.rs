@@ -1,0 +1,284 @@
+//! The shard worker: the only thread that writes its engine instance.
+//!
+//! Loop (p2KVS Algorithm 1, opportunistic batching): take the next request (blocking only when
+//! the queue is empty); if it is a write, keep taking requests while the next one is also a
+//! write, up to `max_batch`, and apply them as ONE engine write batch (synced if any of them
+//! asked for sync); reads likewise become one `multi_get`. The first request of another type
+//! ends the batch and is carried over to start the next one, so requests run in queue order
+//! and the per-key order of every caller is kept. The worker never waits for more requests to
+//! arrive. Cross-shard parts and jobs (ranges, scans, flushes) run alone.
+//!
+//! Failure: an engine write error or a panic marks the database failed (`Health`); from then
+//! on the worker answers every request with that error instead of running it, until the queue
+//! is closed, so no caller waits forever.
+
+use crate::coord::{Coord, Part};
+use crate::engine::{Engine, EngineBatch};
+use crate::reply::Reply;
+use crate::request::{Class, Request, Values};
+use crate::stats::ShardCounters;
+use crate::undo::{undo_key, UndoRecord};
+use crossbeam_channel::Receiver;
+use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use strata_engine::{Error, Result};
+
+thread_local! {
+    static IN_WORKER: Cell<bool> = const { Cell::new(false) };
+    /// The worker's shard and coordination state, for [`note_panic`].
+    static CURRENT: RefCell<Option<(usize, Arc<Coord>)>> = const { RefCell::new(None) };
+}
+
+/// Whether the current thread is a shard worker (completion callbacks run there).
+pub(crate) fn in_worker() -> bool {
+    IN_WORKER.with(|c| c.get())
+}
+
+/// Called when a reply is dropped while its thread unwinds: if that thread is a worker, the
+/// database is marked failed before the caller hears of the error, so a caller that sees the
+/// error also sees `health()` fail.
+pub(crate) fn note_panic() {
+    let _ = CURRENT.try_with(|c| {
+        if let Some((id, coord)) = &*c.borrow() {
+            coord
+                .health
+                .fail(Error::Poisoned(format!("shard {id} worker panicked")));
+        }
+    });
+}
+
+pub(crate) struct Worker<E: Engine> {
+    pub id: usize,
+    pub engine: Arc<E>,
+    pub coord: Arc<Coord>,
+    pub rx: Receiver<Request<E>>,
+    pub max_batch: usize,
+    pub stats: Arc<ShardCounters>,
+    pub core: Option<core_affinity::CoreId>,
+    /// The first request of the next batch, taken while assembling the previous one.
+    pub carry: Option<Request<E>>,
+    /// Undo records of committed cross-shard batches, deleted with the next engine write.
+    pub gc: Vec<Vec<u8>>,
+    /// Write requests queued or being applied; decremented once a write is visible.
+    pub pending_writes: Arc<AtomicUsize>,
+}
+
+impl<E: Engine> Worker<E> {
+    pub(crate) fn run(mut self) {
+        IN_WORKER.with(|c| c.set(true));
+        CURRENT.with(|c| *c.borrow_mut() = Some((self.id, self.coord.clone())));
+        if let Some(core) = self.core {
+            core_affinity::set_for_current(core);
+        }
+        loop {
+            let req = match self.carry.take() {
+                Some(r) => r,
+                None => match self.rx.recv() {
+                    Ok(r) => r,
+                    Err(_) => break, // Closed and drained.
+                },
+            };
+            let r = catch_unwind(AssertUnwindSafe(|| self.handle(req)));
+            if let Err(panic) = r {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".to_string());
+                self.coord.health.fail(Error::Poisoned(format!(
+                    "shard {} worker panicked: {what}",
+                    self.id
+                )));
+            }
+        }
+        if !self.gc.is_empty() && self.coord.health.check().is_ok() {
+            let mut b = E::Batch::default();
+            for k in self.gc.drain(..) {
+                b.delete(&k);
+            }
+            // Best effort: a leftover undo record of a committed batch is removed at the next
+            // open.
+            let _ = self.engine.write(b, false);
+        }
+    }
+
+    fn fail(&self, e: &Error) -> Error {
+        let e = Error::Poisoned(format!("shard {} failed: {e}", self.id));
+        self.coord.health.fail(e.clone());
+        e
+    }
+
+    fn handle(&mut self, first: Request<E>) {
+        if let Err(e) = self.coord.health.check() {
+            if first.is_write() {
+                self.pending_writes.fetch_sub(1, Ordering::Release);
+            }
+            first.fail(e);
+            return;
+        }
+        match first.class() {
+            Class::Write => self.write_group(first),
+            Class::Read => self.read_group(first),
+            Class::Alone => match first {
+                Request::Part(p) => self.part(p),
+                Request::Job(f) => {
+                    self.stats.record_scan();
+                    f(Ok(&*self.engine))
+                }
+                _ => unreachable!("class Alone"),
+            },
+        }
+    }
+
+    /// Takes the next queued request if it has class `class`; carries it over otherwise.
+    fn next_of(&mut self, class: Class) -> Option<Request<E>> {
+        match self.rx.try_recv() {
+            Ok(r) if r.class() == class => Some(r),
+            Ok(r) => {
+                self.carry = Some(r);
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    fn write_group(&mut self, first: Request<E>) {
+        let mut batch = E::Batch::default();
+        let mut replies: Vec<Reply<()>> = Vec::new();
+        let mut sync = false;
+        let mut next = Some(first);
+        while let Some(req) = next.take() {
+            if let Request::Write {
+                ops,
+                sync: s,
+                reply,
+            } = req
+            {
+                ops.add_to(&mut batch);
+                sync |= s;
+                replies.push(reply);
+            }
+            if replies.len() < self.max_batch {
+                next = self.next_of(Class::Write);
+            }
+        }
+        for k in self.gc.drain(..) {
+            batch.delete(&k);
+        }
+        let r = {
+            let _epoch = self.coord.epoch.read();
+            self.engine.write(batch, sync)
+        };
+        self.pending_writes
+            .fetch_sub(replies.len(), Ordering::Release);
+        self.stats.record_write(replies.len());
+        let r = r.map_err(|e| self.fail(&e));
+        for reply in replies {
+            reply.send(r.clone());
+        }
+    }
+
+    fn read_group(&mut self, first: Request<E>) {
+        let mut reqs = vec![first];
+        while reqs.len() < self.max_batch {
+            match self.next_of(Class::Read) {
+                Some(r) => reqs.push(r),
+                None => break,
+            }
+        }
+        // A lone get skips the batched path.
+        if reqs.len() == 1 && matches!(reqs[0], Request::Get { .. }) {
+            if let Some(Request::Get { key, reply }) = reqs.pop() {
+                self.stats.record_read(1, 1);
+                reply.send(self.engine.get(None, &key));
+                return;
+            }
+        }
+        let mut keys: Vec<&[u8]> = Vec::new();
+        for r in &reqs {
+            match r {
+                Request::Get { key, .. } => keys.push(key),
+                Request::MultiGet { keys: ks, .. } => keys.extend(ks.iter().map(|k| &k[..])),
+                _ => unreachable!("class Read"),
+            }
+        }
+        let n = keys.len();
+        let values = self.engine.multi_get(None, &keys);
+        drop(keys);
+        self.stats.record_read(reqs.len(), n);
+        let mut values = values.into_iter();
+        let mut missing = || {
+            Err(Error::Poisoned(
+                "engine multi_get returned fewer results than keys".to_string(),
+            ))
+        };
+        for r in reqs {
+            match r {
+                Request::Get { reply, .. } => {
+                    reply.send(values.next().unwrap_or_else(&mut missing))
+                }
+                Request::MultiGet { keys, reply } => {
+                    let v: Values = (0..keys.len())
+                        .map(|_| values.next().unwrap_or_else(&mut missing))
+                        .collect();
+                    reply.send(Ok(v));
+                }
+                _ => unreachable!("class Read"),
+            }
+        }
+    }
+
+    /// Applies one part of a cross-shard batch with its undo record, then waits for the batch
+    /// to commit (see `coord.rs` for why).
+    fn part(&mut self, mut p: Part) {
+        self.stats.record_cross_part();
+        let gsn = p.cross.gsn;
+        let r = self.apply_part(&p);
+        self.pending_writes.fetch_sub(1, Ordering::Release);
+        let ok = r.is_ok();
+        p.finish(r.map_err(|e| self.fail(&e)));
+        if !ok {
+            return;
+        }
+        match self.coord.txlog.wait_committed(gsn) {
+            Ok(()) => self.gc.push(undo_key(gsn)),
+            Err(e) => {
+                self.fail(&e);
+            }
+        }
+    }
+
+    fn apply_part(&mut self, p: &Part) -> Result<()> {
+        let mut seen = HashSet::new();
+        let keys: Vec<&[u8]> = p
+            .ops
+            .iter()
+            .map(|op| op.key())
+            .filter(|k| seen.insert(*k))
+            .collect();
+        let before = self.engine.multi_get(None, &keys);
+        let mut undo = UndoRecord {
+            gsn: p.cross.gsn,
+            before: Vec::with_capacity(keys.len()),
+        };
+        for (k, v) in keys.iter().zip(before) {
+            undo.before.push((k.to_vec(), v?));
+        }
+        let mut batch = E::Batch::default();
+        for op in &p.ops {
+            match op {
+                crate::batch::Op::Put(k, v) => batch.put(k, v),
+                crate::batch::Op::Delete(k) => batch.delete(k),
+            }
+        }
+        batch.put(&undo_key(p.cross.gsn), &undo.encode());
+        for k in self.gc.drain(..) {
+            batch.delete(&k);
+        }
+        let _epoch = self.coord.epoch.read();
+        self.engine.write(batch, true)
+    }
+}

@@ -1,0 +1,302 @@
+//! End-to-end behaviour of the sharded front over Strata's engine, on an in-memory file system.
+
+use std::sync::Arc;
+use strata::{Db, DbOptions, Error, IterOptions, ScanMode, WriteBatch, WriteOptions};
+use strata_engine::io::{Fs, MemFs};
+
+fn opts(fs: &Arc<dyn Fs>, shards: usize) -> DbOptions {
+    let mut o = DbOptions {
+        shards: Some(shards),
+        ..DbOptions::default()
+    };
+    o.engine.fs = fs.clone();
+    o.engine.background_threads = 1;
+    o.engine.write_buffer_bytes = 64 << 10;
+    o
+}
+
+fn mem() -> Arc<dyn Fs> {
+    Arc::new(MemFs::new())
+}
+
+#[test]
+fn put_get_delete_batch_and_reopen() {
+    let fs = mem();
+    let db = Db::open("/db", opts(&fs, 4)).unwrap();
+    assert_eq!(db.shard_count(), 4);
+    for i in 0..200u32 {
+        db.put(format!("k{i:04}").as_bytes(), format!("v{i}").as_bytes())
+            .unwrap();
+    }
+    assert_eq!(db.get(b"k0007").unwrap(), Some(b"v7".to_vec()));
+    db.delete(b"k0007").unwrap();
+    assert_eq!(db.get(b"k0007").unwrap(), None);
+    let mut b = WriteBatch::new();
+    b.put(b"a", b"1")
+        .put(b"b", b"2")
+        .put(b"c", b"3")
+        .delete(b"k0008");
+    db.write(b).unwrap();
+    assert!(
+        db.committed_gsn() >= 1,
+        "a 4-key batch over 4 shards is cross-shard"
+    );
+    let got = db.multi_get(&[&b"a"[..], b"b", b"zz", b"k0008", b"k0009"]);
+    let got: Vec<_> = got.into_iter().map(|r| r.unwrap()).collect();
+    assert_eq!(
+        got,
+        vec![
+            Some(b"1".to_vec()),
+            Some(b"2".to_vec()),
+            None,
+            None,
+            Some(b"v9".to_vec())
+        ]
+    );
+    db.close().unwrap();
+
+    let db = Db::open("/db", opts(&fs, 4)).unwrap();
+    assert_eq!(db.get(b"b").unwrap(), Some(b"2".to_vec()));
+    assert_eq!(db.get(b"k0008").unwrap(), None);
+    let all = db.range(b"", None).unwrap();
+    assert_eq!(all.len(), 200 - 2 + 3);
+    assert!(all.windows(2).all(|w| w[0].0 < w[1].0));
+    // Undo records are never visible.
+    assert!(all.iter().all(|(k, _)| !strata::undo::is_system_key(k)));
+    db.close().unwrap();
+}
+
+#[test]
+fn shard_count_is_persisted_and_checked() {
+    let fs = mem();
+    Db::open("/db", opts(&fs, 3)).unwrap().close().unwrap();
+    let err = Db::open("/db", opts(&fs, 2)).err().expect("must refuse");
+    assert!(
+        matches!(err, Error::InvalidArgument(ref m) if m.contains("3 shards")),
+        "{err}"
+    );
+    let mut o = opts(&fs, 1);
+    o.shards = None;
+    let db = Db::open("/db", o).unwrap();
+    assert_eq!(db.shard_count(), 3);
+}
+
+#[test]
+fn reserved_keys_are_rejected() {
+    let fs = mem();
+    let db = Db::open("/db", opts(&fs, 2)).unwrap();
+    let sys = strata::undo::undo_key(1);
+    assert!(matches!(db.put(&sys, b"x"), Err(Error::InvalidArgument(_))));
+    assert!(matches!(db.get(&sys), Err(Error::InvalidArgument(_))));
+    let mut b = WriteBatch::new();
+    b.put(b"ok", b"1").delete(&sys);
+    assert!(db.write(b).is_err());
+    assert_eq!(
+        db.get(b"ok").unwrap(),
+        None,
+        "a rejected batch writes nothing"
+    );
+    // A key just past the reserved range is an ordinary key.
+    db.put(b"\xff\xff\xff\xffstrata\x01", b"y").unwrap();
+    db.put(b"\xff\xff\xff\xff\xff", b"z").unwrap();
+    let all = db.scan(b"", 10, ScanMode::Merged).unwrap();
+    assert_eq!(all.len(), 2);
+}
+
+#[test]
+fn iterators_merge_shards_both_ways() {
+    let fs = mem();
+    let db = Db::open("/db", opts(&fs, 4)).unwrap();
+    let keys: Vec<Vec<u8>> = (0..300u32)
+        .map(|i| format!("{i:05}").into_bytes())
+        .collect();
+    for k in &keys {
+        db.put(k, k).unwrap();
+    }
+    // A cross-shard batch leaves undo records inside the shards until they are collected.
+    let mut b = WriteBatch::new();
+    b.put(b"00010", b"x")
+        .put(b"00020", b"y")
+        .put(b"00030", b"z");
+    db.write(b).unwrap();
+    let mut it = db.iter().unwrap();
+    it.seek_to_first();
+    let mut n = 0;
+    while it.valid() {
+        assert_eq!(it.key(), &keys[n][..]);
+        n += 1;
+        it.next();
+    }
+    it.status().unwrap();
+    assert_eq!(n, keys.len());
+    it.seek_to_last();
+    let mut n = keys.len();
+    while it.valid() {
+        n -= 1;
+        assert_eq!(it.key(), &keys[n][..]);
+        it.prev();
+    }
+    assert_eq!(n, 0);
+    // Direction changes.
+    it.seek(b"00100");
+    assert_eq!(it.key(), b"00100");
+    it.next();
+    it.next();
+    assert_eq!(it.key(), b"00102");
+    it.prev();
+    assert_eq!(it.key(), b"00101");
+    it.prev();
+    it.prev();
+    assert_eq!(it.key(), b"00099");
+    it.next();
+    assert_eq!(it.key(), b"00100");
+    it.seek_for_prev(b"00150x");
+    assert_eq!(it.key(), b"00150");
+    // Bounds.
+    let mut it = db
+        .iter_opt(&IterOptions {
+            lower_bound: Some(b"00010".to_vec()),
+            upper_bound: Some(b"00020".to_vec()),
+        })
+        .unwrap();
+    it.seek_to_first();
+    let mut got = Vec::new();
+    while it.valid() {
+        got.push(it.key().to_vec());
+        it.next();
+    }
+    assert_eq!(got, keys[10..20].to_vec());
+    // Range and both scans agree.
+    let r = db.range(b"00050", Some(b"00060")).unwrap();
+    assert_eq!(r.len(), 10);
+    let s1 = db.scan(b"00050", 10, ScanMode::Merged).unwrap();
+    let s2 = db.scan(b"00050", 10, ScanMode::Parallel).unwrap();
+    assert_eq!(r, s1);
+    assert_eq!(s1, s2);
+}
+
+#[test]
+fn async_forms_complete_in_order() {
+    let fs = mem();
+    let db = Db::open("/db", opts(&fs, 2)).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    for i in 0..1000u32 {
+        let tx = tx.clone();
+        db.put_async(b"same-key", &i.to_le_bytes(), move |r| {
+            tx.send(r.is_ok()).unwrap();
+        });
+    }
+    drop(tx);
+    assert_eq!(rx.iter().filter(|ok| *ok).count(), 1000);
+    assert_eq!(
+        db.get(b"same-key").unwrap(),
+        Some(999u32.to_le_bytes().to_vec())
+    );
+    let p = db.put_future(&WriteOptions { sync: true }, b"f", b"1");
+    p.wait().unwrap();
+    assert_eq!(db.get_future(b"f").wait().unwrap(), Some(b"1".to_vec()));
+    // Calling the database from a callback is refused instead of deadlocking.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let db = Arc::new(db);
+    let d2 = db.clone();
+    db.put_async(b"g", b"1", move |_| {
+        tx.send(d2.get(b"g").is_err()).unwrap();
+    });
+    assert!(rx.recv().unwrap());
+    let s = db.batch_stats();
+    assert!(s.write_requests() >= 1002, "{s}");
+}
+
+/// Writers move amounts between accounts with cross-shard batches; readers take snapshots
+/// (point reads, iterators, range) and must always see the total unchanged.
+#[test]
+fn snapshots_see_cross_shard_batches_whole() {
+    let fs = mem();
+    let db = Db::open("/db", opts(&fs, 4)).unwrap();
+    let accounts: Vec<Vec<u8>> = (0..8).map(|i| format!("acct{i}").into_bytes()).collect();
+    let mut b = WriteBatch::new();
+    for a in &accounts {
+        b.put(a, &1000i64.to_le_bytes());
+    }
+    db.write(b).unwrap();
+    let total = 8 * 1000i64;
+    let read = |v: &[u8]| i64::from_le_bytes(v.try_into().unwrap());
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for w in 0..2u64 {
+            let (db, accounts, stop) = (&db, &accounts, &stop);
+            s.spawn(move || {
+                let mut x = w + 1;
+                for _ in 0..150 {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    // Read-modify-write is racy between writers, so each writer moves
+                    // between its own accounts: writer 0 the even ones, writer 1 the odd ones.
+                    let pick = |shift: u32| &accounts[((x >> shift) as usize % 4) * 2 + w as usize];
+                    let (from, to) = (pick(33), pick(40));
+                    if from == to {
+                        continue;
+                    }
+                    let f = read(&db.get(from).unwrap().unwrap());
+                    let t = read(&db.get(to).unwrap().unwrap());
+                    let amount = (x % 50) as i64;
+                    let mut b = WriteBatch::new();
+                    b.put(from, &(f - amount).to_le_bytes())
+                        .put(to, &(t + amount).to_le_bytes());
+                    db.write(b).unwrap();
+                }
+                stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            });
+        }
+        let (db, accounts, stop) = (&db, &accounts, &stop);
+        s.spawn(move || {
+            let mut checks = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) || checks < 20 {
+                let snap = db.snapshot().unwrap();
+                let sum: i64 = snap
+                    .multi_get(accounts)
+                    .into_iter()
+                    .map(|v| read(&v.unwrap().unwrap()))
+                    .sum();
+                assert_eq!(sum, total, "snapshot multi_get saw half a batch");
+                let sum: i64 = snap
+                    .range(b"acct", Some(b"acct~"))
+                    .unwrap()
+                    .iter()
+                    .map(|(_, v)| read(v))
+                    .sum();
+                assert_eq!(sum, total, "snapshot range saw half a batch");
+                let mut it = db.iter().unwrap();
+                it.seek(b"acct");
+                let mut sum = 0;
+                while it.valid() && it.key().starts_with(b"acct") {
+                    sum += read(it.value());
+                    it.next();
+                }
+                assert_eq!(sum, total, "iterator saw half a batch");
+                checks += 1;
+            }
+        });
+    });
+    assert!(db.batch_stats().cross_shard_parts > 100);
+}
+
+#[test]
+fn direct_reads_keep_per_key_order_with_async_writes() {
+    let fs = mem();
+    let mut o = opts(&fs, 2);
+    o.direct_reads = true;
+    let db = Db::open("/db", o).unwrap();
+    for i in 0..2000u32 {
+        let v = i.to_le_bytes();
+        let p = db.put_future(&WriteOptions::default(), b"k", &v);
+        // The put may still be queued: the read must not overtake it.
+        assert_eq!(db.get(b"k").unwrap(), Some(v.to_vec()));
+        assert_eq!(
+            db.multi_get(&[b"k"])[0].as_ref().unwrap(),
+            &Some(v.to_vec())
+        );
+        p.wait().unwrap();
+    }
+}
