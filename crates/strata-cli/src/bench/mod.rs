@@ -883,7 +883,17 @@ fn write_json(
         "tool": "strata bench",
         "version": env!("CARGO_PKG_VERSION"),
         "commit": env::git_commit(),
-        "command_line": std::env::args().collect::<Vec<_>>(),
+        // The program by its file name only: a recorded run must not name this machine's paths.
+        "command_line": std::env::args()
+            .enumerate()
+            .map(|(i, a)| if i == 0 {
+                std::path::Path::new(&a)
+                    .file_name()
+                    .map_or(a.clone(), |n| n.to_string_lossy().into_owned())
+            } else {
+                a
+            })
+            .collect::<Vec<_>>(),
         "environment": {
             "build": if env::is_debug_build() { "debug" } else { "release" },
             "warning": env::is_debug_build().then_some(
