@@ -330,6 +330,7 @@ impl Db {
             vlog: self.inner.vlog.clone(),
             files: sv.vlog_files.clone(),
             prefetch: self.inner.opts.vlog_prefetch,
+            io_backend: self.inner.opts.io_backend,
         };
         let keep: Box<dyn std::any::Any + Send> = Box::new((sv, ro.snapshot.clone()));
         Ok(DbIterator::new(

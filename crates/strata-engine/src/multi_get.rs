@@ -108,10 +108,10 @@ impl DbInner {
         if reqs.is_empty() {
             return;
         }
-        for (i, r) in idx
-            .into_iter()
-            .zip(self.vlog.read_many(&sv.vlog_files, &reqs))
-        {
+        for (i, r) in idx.into_iter().zip(
+            self.vlog
+                .read_many(&sv.vlog_files, &reqs, |r| self.read_batch(r)),
+        ) {
             results[i] = Some(r.map(Some));
         }
     }

@@ -25,6 +25,8 @@ pub(crate) struct ValueSource {
     pub files: Arc<VlogFileSet>,
     /// Values read ahead per batch (0: no prefetch).
     pub prefetch: usize,
+    /// How a batch of read-ahead values is read concurrently (`Options::io_backend`).
+    pub io_backend: crate::options::IoBackend,
 }
 
 /// Most entries one look-ahead fill copies (bounds memory when few values are separated).
@@ -232,7 +234,9 @@ impl DbIterator {
             .zip(&reqs)
             .map(|(i, p)| (self.ahead[*i].key.as_slice(), *p))
             .collect();
-        let values = src.vlog.read_many(&src.files, &keyed);
+        let values = src.vlog.read_many(&src.files, &keyed, |r| {
+            crate::io::read_batch(src.io_backend, &*src.vlog.fs, r).0
+        });
         for (i, v) in at.into_iter().zip(values) {
             self.ahead[i].value = Some(v);
         }

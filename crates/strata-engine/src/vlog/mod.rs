@@ -152,11 +152,13 @@ impl Vlog {
     }
 
     /// Reads many values at once: buffered ones are copied, the others submitted together
-    /// through [`Fs::read_batch`]. Results are in request order, each independent.
+    /// through `read` (the database's batched read: io_uring, or a pool of threads issuing
+    /// `pread`, per `Options::io_backend`). Results are in request order, each independent.
     pub fn read_many(
         &self,
         files: &VlogFileSet,
         reqs: &[(&[u8], ValuePointer)],
+        read: impl FnOnce(&[ReadRequest<'_>]) -> Vec<Result<Vec<u8>>>,
     ) -> Vec<Result<Vec<u8>>> {
         let mut out: Vec<Option<Result<Vec<u8>>>> = Vec::with_capacity(reqs.len());
         let mut handles: Vec<(usize, Arc<dyn RandomAccessFile>)> = Vec::new();
@@ -189,7 +191,7 @@ impl Vlog {
                     len: reqs[*i].1.len as usize,
                 })
                 .collect();
-            let raws = self.fs.read_batch(&batch);
+            let raws = read(&batch);
             for ((i, h), raw) in handles.iter().zip(raws) {
                 let (key, ptr) = &reqs[*i];
                 out[*i] = Some(raw.and_then(|d| extract(d, ptr, key, h.path())));
