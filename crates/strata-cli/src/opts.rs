@@ -8,7 +8,7 @@ pub const OPT_HELP: &str = "Engine option NAME=VALUE passed to Options::set; rep
 Names: create_if_missing, error_if_exists, write_buffer_bytes, max_immutable_memtables, \
 l0_compaction_trigger, l0_slowdown_writes_trigger, l0_stop_writes_trigger, \
 max_bytes_for_level_base, level_size_multiplier, num_levels, target_file_size_bytes, \
-block_size_bytes, block_restart_interval, filter, compression (none|lz4), block_cache_bytes, \
+block_size_bytes, block_align (true: data blocks fit 4 KiB pages), block_restart_interval, filter, compression (none|lz4), block_cache_bytes, \
 max_open_files, background_threads, compaction_readahead_bytes, paranoid_checks, \
 io_backend (auto|io_uring|threads|sync: how multi_get overlaps its reads), \
 direct_io (true: read tables with O_DIRECT, bypassing the page cache), \

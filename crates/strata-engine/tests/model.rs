@@ -162,6 +162,7 @@ struct Knobs {
     no_block_cache: bool,
     block_size: usize,
     restart_interval: usize,
+    block_align: bool,
 }
 
 fn knobs_strategy() -> impl Strategy<Value = Knobs> {
@@ -171,14 +172,16 @@ fn knobs_strategy() -> impl Strategy<Value = Knobs> {
         any::<bool>(),
         prop_oneof![Just(512usize), Just(256), Just(4096)],
         prop_oneof![Just(4usize), Just(1), Just(16)],
+        any::<bool>(),
     )
         .prop_map(
-            |(lz4, no_filter, no_block_cache, block_size, restart_interval)| Knobs {
+            |(lz4, no_filter, no_block_cache, block_size, restart_interval, block_align)| Knobs {
                 lz4,
                 no_filter,
                 no_block_cache,
                 block_size,
                 restart_interval,
+                block_align,
             },
         )
 }
@@ -194,6 +197,7 @@ fn knob_opts(fs: Arc<dyn Fs>, k: &Knobs) -> Options {
         block_cache_bytes: if k.no_block_cache { 0 } else { 256 << 10 },
         block_size_bytes: k.block_size,
         block_restart_interval: k.restart_interval,
+        block_align: k.block_align,
         ..model_opts(fs)
     }
 }

@@ -23,6 +23,10 @@ pub struct TableOptions {
     pub compression: Compression,
     /// Whether to build a filter over user keys.
     pub filter: bool,
+    /// Page-aligned data blocks (`Options::block_align`): a block is closed before an entry
+    /// would push it and its trailer past `block_size`, and is placed so that it spans no
+    /// more 4 KiB pages than it must (zero padding before it).
+    pub block_align: bool,
 }
 
 impl Default for TableOptions {
@@ -32,6 +36,7 @@ impl Default for TableOptions {
             restart_interval: 16,
             compression: Compression::None,
             filter: true,
+            block_align: false,
         }
     }
 }
@@ -44,6 +49,7 @@ impl TableOptions {
             restart_interval: o.block_restart_interval,
             compression: o.compression,
             filter: o.filter,
+            block_align: o.block_align,
         }
     }
 }
@@ -63,6 +69,36 @@ pub struct TableSummary {
 
 /// Entries larger than this cannot be stored: block offsets are u32.
 const MAX_ENTRY_BYTES: usize = u32::MAX as usize / 2;
+
+/// Bytes an entry adds to a block beyond its key and value, at most: three varint lengths
+/// and a restart offset.
+const MAX_ENTRY_OVERHEAD: usize = 3 * 5 + 4;
+
+/// The page that aligned blocks fit in: the unit of a direct read and of the page cache.
+pub const BLOCK_ALIGN: u64 = 4096;
+
+/// Zero padding before aligned blocks (at most one page less a byte is ever needed).
+static PADDING: [u8; BLOCK_ALIGN as usize] = [0; BLOCK_ALIGN as usize];
+
+/// Pages of `BLOCK_ALIGN` bytes that `[offset, offset + len)` touches.
+fn pages_spanned(offset: u64, len: u64) -> u64 {
+    if len == 0 {
+        return 0;
+    }
+    (offset + len - 1) / BLOCK_ALIGN - offset / BLOCK_ALIGN + 1
+}
+
+/// Where a block of `len` stored bytes (trailer included) should start at or after `offset`
+/// when blocks are aligned: `offset` itself, unless starting at the next page boundary
+/// makes the block touch fewer pages.
+pub fn aligned_start(offset: u64, len: u64) -> u64 {
+    let next = offset.div_ceil(BLOCK_ALIGN) * BLOCK_ALIGN;
+    if pages_spanned(next, len) < pages_spanned(offset, len) {
+        next
+    } else {
+        offset
+    }
+}
 
 /// Writes one table. Entries must be added in strictly increasing internal-key order.
 pub struct TableBuilder {
@@ -127,10 +163,15 @@ impl TableBuilder {
             self.smallest.extend_from_slice(ikey);
         }
         // A huge entry must not push a block past the u32 offsets: close the block first.
-        if !self.data.is_empty()
-            && self.data.estimated_size() + ikey.len() + value.len() > MAX_ENTRY_BYTES
-        {
-            self.flush_data_block()?;
+        // Aligned blocks close before they would outgrow `block_size` (their page budget).
+        if !self.data.is_empty() {
+            let next = self.data.estimated_size() + ikey.len() + value.len();
+            if next > MAX_ENTRY_BYTES
+                || (self.opts.block_align
+                    && next + MAX_ENTRY_OVERHEAD + BLOCK_TRAILER_LEN > self.opts.block_size)
+            {
+                self.flush_data_block()?;
+            }
         }
         self.data.add(ikey, value);
         self.last_key.clear();
@@ -170,6 +211,7 @@ impl TableBuilder {
             raw,
             self.opts.compression,
             Some(&self.last_key),
+            self.opts.block_align,
         )?;
         self.data.reset();
         self.handle_buf.clear();
@@ -194,6 +236,7 @@ impl TableBuilder {
             &filter_bytes,
             Compression::None,
             None,
+            false,
         )?;
         let index_raw = self.index.finish();
         let index = write_block(
@@ -203,11 +246,13 @@ impl TableBuilder {
             index_raw,
             self.opts.compression,
             None,
+            false,
         )?;
         let footer = Footer {
             filter,
             index,
             num_entries: self.num_entries,
+            aligned: self.opts.block_align,
         };
         self.file.append(&footer.encode())?;
         self.offset += format::FOOTER_LEN as u64;
@@ -224,7 +269,9 @@ impl TableBuilder {
 
 /// Compresses and appends one block and its trailer; returns its handle. In debug builds the
 /// stored bytes are first decoded back as the reader will (`expect_last`: the data block's
-/// last key).
+/// last key). With `align`, zero padding first moves the block to the next page boundary
+/// when that saves it a page ([`aligned_start`]); readers find blocks only through their
+/// handles, so they never see the padding.
 fn write_block(
     file: &mut dyn WritableFile,
     offset: &mut u64,
@@ -232,8 +279,16 @@ fn write_block(
     raw: &[u8],
     compression: Compression,
     expect_last: Option<&[u8]>,
+    align: bool,
 ) -> Result<BlockHandle> {
     let (block_type, stored) = format::compress_block(raw, compression, scratch);
+    if align {
+        let start = aligned_start(*offset, (stored.len() + BLOCK_TRAILER_LEN) as u64);
+        if start > *offset {
+            file.append(&PADDING[..(start - *offset) as usize])?;
+            *offset = start;
+        }
+    }
     let crc = format::block_crc(stored, block_type);
     let mut trailer = [0u8; BLOCK_TRAILER_LEN];
     trailer[0] = block_type;

@@ -19,8 +19,14 @@ pub const FOOTER_LEN: usize = 56;
 /// The last 8 bytes of every table: the ASCII text `STRATSST` read as a little-endian u64.
 pub const TABLE_MAGIC: u64 = u64::from_le_bytes(*b"STRATSST");
 
-/// The table format version this build writes and the only one it reads.
+/// The table format version of tables whose data blocks follow each other with no gap; this
+/// build writes it unless blocks are aligned.
 pub const FORMAT_VERSION: u32 = 1;
+
+/// The table format version of tables with page-aligned data blocks (`Options::block_align`):
+/// version 1, except that zero padding may precede a data block to move it to a 4 KiB page
+/// boundary. A version-1 reader refuses such a table as not supported rather than as corrupt.
+pub const FORMAT_VERSION_ALIGNED: u32 = 2;
 
 /// Compression type byte of a block stored as is.
 pub const BLOCK_RAW: u8 = Compression::None as u8;
@@ -195,6 +201,8 @@ pub struct Footer {
     pub filter: BlockHandle,
     pub index: BlockHandle,
     pub num_entries: u64,
+    /// Written as [`FORMAT_VERSION_ALIGNED`]: padding may precede data blocks.
+    pub aligned: bool,
 }
 
 impl Footer {
@@ -206,7 +214,12 @@ impl Footer {
         b[16..24].copy_from_slice(&self.index.offset.to_le_bytes());
         b[24..32].copy_from_slice(&self.index.size.to_le_bytes());
         b[32..40].copy_from_slice(&self.num_entries.to_le_bytes());
-        b[44..48].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        let version = if self.aligned {
+            FORMAT_VERSION_ALIGNED
+        } else {
+            FORMAT_VERSION
+        };
+        b[44..48].copy_from_slice(&version.to_le_bytes());
         b[48..56].copy_from_slice(&TABLE_MAGIC.to_le_bytes());
         let crc = footer_crc(&b);
         b[40..44].copy_from_slice(&crc.to_le_bytes());
@@ -246,9 +259,10 @@ impl Footer {
             ));
         }
         let version = u32_at(44);
-        if version != FORMAT_VERSION {
+        if version != FORMAT_VERSION && version != FORMAT_VERSION_ALIGNED {
             return Err(Error::NotSupported(format!(
-                "{}: table format version {version}; this build reads version {FORMAT_VERSION}",
+                "{}: table format version {version}; this build reads versions \
+                 {FORMAT_VERSION} and {FORMAT_VERSION_ALIGNED}",
                 path.display()
             )));
         }
@@ -262,6 +276,7 @@ impl Footer {
                 size: u64_at(24),
             },
             num_entries: u64_at(32),
+            aligned: version == FORMAT_VERSION_ALIGNED,
         })
     }
 }
@@ -295,8 +310,14 @@ mod tests {
                 size: 40,
             },
             num_entries: 7,
+            aligned: false,
         };
         let b = f.encode();
+        let aligned = Footer { aligned: true, ..f };
+        assert_eq!(
+            Footer::decode(&aligned.encode(), Path::new("t.sst"), 0).unwrap(),
+            aligned
+        );
         let p = Path::new("t.sst");
         assert_eq!(Footer::decode(&b, p, 0).unwrap(), f);
         for i in 0..FOOTER_LEN {
@@ -307,12 +328,12 @@ mod tests {
                 "byte {i}"
             );
         }
-        let mut v2 = b;
-        v2[44..48].copy_from_slice(&2u32.to_le_bytes());
-        let crc = footer_crc(&v2);
-        v2[40..44].copy_from_slice(&crc.to_le_bytes());
+        let mut v3 = b;
+        v3[44..48].copy_from_slice(&3u32.to_le_bytes());
+        let crc = footer_crc(&v3);
+        v3[40..44].copy_from_slice(&crc.to_le_bytes());
         assert!(matches!(
-            Footer::decode(&v2, p, 0),
+            Footer::decode(&v3, p, 0),
             Err(Error::NotSupported(_))
         ));
     }

@@ -7,6 +7,7 @@
 //! `docs/format/sstable.md`.
 
 use super::block::Block;
+use super::builder::BLOCK_ALIGN;
 use super::format::BlockHandle;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
@@ -25,8 +26,16 @@ pub struct Index {
 
 impl Index {
     /// Decodes and checks an index block. `data_end` is where the data blocks must end (the
-    /// filter block's offset). `offset` is the index block's file offset, for errors.
-    pub fn decode(block: Arc<Block>, data_end: u64, path: &Path, offset: u64) -> Result<Index> {
+    /// filter block's offset). `offset` is the index block's file offset, for errors. With
+    /// `aligned` (format version 2) a block may start after a gap of padding, but only at a
+    /// page boundary and less than a page after the previous block's end.
+    pub fn decode(
+        block: Arc<Block>,
+        data_end: u64,
+        aligned: bool,
+        path: &Path,
+        offset: u64,
+    ) -> Result<Index> {
         let corrupt =
             |reason: String| Error::corruption(path, offset, format!("index block: {reason}"));
         let mut idx = Index {
@@ -42,7 +51,11 @@ impl Index {
             let h = BlockHandle::decode_from(&mut v)
                 .filter(|_| v.is_empty())
                 .ok_or_else(|| corrupt(format!("bad block handle in entry {}", idx.len())))?;
-            if h.offset != expected_offset {
+            let padded = aligned
+                && h.offset > expected_offset
+                && h.offset % BLOCK_ALIGN == 0
+                && h.offset - expected_offset < BLOCK_ALIGN;
+            if h.offset != expected_offset && !padded {
                 return Err(corrupt(format!(
                     "block {} at offset {}, expected {expected_offset}",
                     idx.len(),

@@ -47,6 +47,7 @@ fn opts(block_size: usize, compression: Compression) -> TableOptions {
         restart_interval: 16,
         compression,
         filter: true,
+        block_align: false,
     }
 }
 
@@ -248,8 +249,17 @@ fn filter_rejects_absent_keys_and_can_be_off() {
 }
 
 fn small_table(compression: Compression) -> (Vec<u8>, Entries) {
+    small_table_aligned(compression, false)
+}
+
+/// With `align`, the 300-byte blocks are packed into pages with padding between them.
+fn small_table_aligned(compression: Compression, align: bool) -> (Vec<u8>, Entries) {
     let es = entries(60, 3);
-    let (bytes, _) = build(&es, opts(300, compression));
+    let o = TableOptions {
+        block_align: align,
+        ..opts(300, compression)
+    };
+    let (bytes, _) = build(&es, o);
     (bytes, es)
 }
 
@@ -307,8 +317,20 @@ fn check_reads(bytes: Vec<u8>, es: &Entries, verify_checksums: bool) -> bool {
 
 #[test]
 fn every_byte_flip_is_detected() {
-    for compression in [Compression::None, Compression::Lz4] {
-        let (bytes, es) = small_table(compression);
+    for (compression, align) in [
+        (Compression::None, false),
+        (Compression::Lz4, false),
+        (Compression::None, true),
+    ] {
+        let (bytes, es) = small_table_aligned(compression, align);
+        if align {
+            let t = open(bytes.clone(), None).unwrap();
+            let padded = (1..t.num_blocks()).any(|i| {
+                let before = t.index().handle(i - 1).end_with_trailer().unwrap();
+                t.index().handle(i).offset > before
+            });
+            assert!(padded, "the aligned table must hold padding");
+        }
         assert!(!check_reads(bytes.clone(), &es, true));
         for i in 0..bytes.len() {
             for x in [0x01u8, 0x80] {
@@ -431,6 +453,7 @@ fn table_options_follow_db_options() {
             restart_interval: 4,
             compression: Compression::Lz4,
             filter: false,
+            block_align: false,
         }
     );
 }
@@ -449,4 +472,72 @@ fn iterator_reuses_loaded_block_on_seek() {
         assert_eq!(it.key(), &e.0[..]);
     }
     assert_eq!(*file.reads.lock(), reads);
+}
+
+#[test]
+fn aligned_start_moves_a_block_only_when_that_saves_a_page() {
+    use super::builder::aligned_start;
+    // Fits in the rest of its page: stays.
+    assert_eq!(aligned_start(100, 3996), 100);
+    // One byte too many: the next page holds it whole.
+    assert_eq!(aligned_start(100, 3997), 4096);
+    // Already at a boundary.
+    assert_eq!(aligned_start(8192, 4096), 8192);
+    // Larger than a page: moved only if that saves a page (3 pages at 5000, 2 at 8192).
+    assert_eq!(aligned_start(5000, 8000), 8192);
+    assert_eq!(aligned_start(100, 5000), 100);
+}
+
+#[test]
+fn aligned_blocks_touch_one_page_each_and_read_back() {
+    // 1 KiB values: without alignment a 4 KiB block holds four of them and straddles two
+    // pages; aligned, a block holds three and sits inside one page.
+    let mut rng = StdRng::seed_from_u64(9);
+    let mut es: Entries = (0..2_000u32)
+        .map(|i| {
+            let v: Vec<u8> = (0..1024).map(|_| rng.gen()).collect();
+            (
+                make_internal_key(format!("key{i:013}").as_bytes(), 5, ValueKind::Value),
+                v,
+            )
+        })
+        .collect();
+    es.sort_by(|a, b| crate::key::compare_internal(&a.0, &b.0));
+    for (align, compression) in [
+        (false, Compression::None),
+        (true, Compression::None),
+        (true, Compression::Lz4),
+    ] {
+        let o = TableOptions {
+            block_align: align,
+            ..opts(4096, compression)
+        };
+        let (bytes, _) = build(&es, o);
+        let t = open(bytes, None).unwrap();
+        let handles: Vec<_> = (0..t.num_blocks()).map(|i| t.index().handle(i)).collect();
+        let straddling = handles
+            .iter()
+            .filter(|h| {
+                let (off, len) = t.block_read_range(**h);
+                off / 4096 != (off + len as u64 - 1) / 4096
+            })
+            .count();
+        if align {
+            assert_eq!(straddling, 0, "aligned blocks must not straddle pages");
+        } else {
+            assert!(
+                straddling > handles.len() / 2,
+                "{straddling} of {}",
+                handles.len()
+            );
+        }
+        assert_eq!(t.verify().unwrap().entries, es.len() as u64);
+        let mut it = t.iter(ReadParams::default());
+        assert_eq!(collect_forward(&mut it).unwrap(), es);
+        for (k, v) in es.iter().step_by(7) {
+            it.seek(k);
+            assert!(it.valid());
+            assert_eq!((it.key(), it.value()), (&k[..], &v[..]));
+        }
+    }
 }
