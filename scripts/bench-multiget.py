@@ -53,11 +53,16 @@ def main():
     ap.add_argument("--single-reads", type=int, default=40_000)
     ap.add_argument("--multi-reads", type=int, default=300_000)
     ap.add_argument("--cached", action="store_true", help="fully cached comparison instead")
+    ap.add_argument("--strata-opt", action="append", default=[], metavar="NAME=VALUE",
+                    help="engine option for Strata's load and reads (repeatable), e.g. "
+                         "block_align=true")
     a = ap.parse_args()
     if a.cached:
         return cached(a)
     sdb, rdb, fio_file = (os.path.join(a.dir, n) for n in ("strata", "rocks", "fio.dat"))
     common = ["--num", str(a.num), "--value-size", str(a.value_size)]
+    for o in a.strata_opt:
+        common += ["--opt", o]
     rcommon = [f"--num={a.num}", "--key_size=16", f"--value_size={a.value_size}",
                "--compression_type=none", "--bloom_bits=10", f"--cache_size={a.cache_bytes}",
                "--threads=1"]

@@ -28,9 +28,12 @@ pub struct Options<C> {
     pub pin_workers: bool,
     /// Let `get` and `multi_get` read a shard in the calling thread when no write is queued
     /// or being applied in that shard (otherwise they go through the worker, which keeps
-    /// per-key order with the caller's earlier asynchronous writes). Default: false (every
-    /// read goes through the worker and is batched, as in p2KVS). On: read-mostly workloads
-    /// skip the hand-off to the worker (two thread switches per read) but lose read batching.
+    /// per-key order with the caller's earlier asynchronous writes). Default: true. Off, every
+    /// read goes through the worker and is batched, as in p2KVS; but the hand-off costs two
+    /// thread switches per read, and with more client threads than cores that dominates:
+    /// on 2 cores, 8 threads, readrandom ran 125k reads/s through the workers against 644k
+    /// direct, and YCSB A 103k against 143k ops/s (`docs/benchmarks.md`, issue 5). Reads
+    /// issued while the shard is writing still go through the worker and are batched.
     pub direct_reads: bool,
     /// Options of each engine instance.
     pub engine: C,
@@ -43,7 +46,7 @@ impl<C: Default> Default for Options<C> {
             max_batch: 32,
             queue_depth: 1024,
             pin_workers: false,
-            direct_reads: false,
+            direct_reads: true,
             engine: C::default(),
         }
     }
@@ -57,7 +60,7 @@ impl<C> Options<C> {
             max_batch: 32,
             queue_depth: 1024,
             pin_workers: false,
-            direct_reads: false,
+            direct_reads: true,
             engine,
         }
     }

@@ -65,7 +65,7 @@ impl Default for EngineConfig {
             direct_io: false,
             shards: None,
             max_batch: 32,
-            direct_reads: false,
+            direct_reads: true,
         }
     }
 }

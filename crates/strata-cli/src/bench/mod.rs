@@ -407,8 +407,9 @@ pub struct BenchArgs {
     /// (opportunistic batching); 1 turns batching off.
     #[arg(long, value_name = "N", default_value_t = 32)]
     pub max_batch: usize,
-    /// Sharded engines: reads run in the calling thread when the shard has no pending write.
-    #[arg(long)]
+    /// Sharded engines: reads run in the calling thread when the shard has no pending write
+    /// (the front's default); false sends every read through the shard's worker (p2KVS).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     pub direct_reads: bool,
     /// Write benchmarks (fill*, overwrite, ycsb-load) use the asynchronous put of the sharded
     /// engines: a thread queues its puts and goes on, each latency is measured until its
