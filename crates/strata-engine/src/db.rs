@@ -178,7 +178,7 @@ impl Db {
                 .with_direct_io(opts.direct_io),
         );
         let table_opts = TableOptions::from_options(&opts);
-        let vlog = Arc::new(Vlog::new(&dir, fs.clone()));
+        let vlog = Arc::new(Vlog::new(&dir, fs.clone(), opts.direct_io));
         let rec = crate::recovery::recover(
             &dir,
             &fs,

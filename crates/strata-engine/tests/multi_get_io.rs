@@ -5,8 +5,9 @@
 //! io_uring must be available (it is on the project's machines); on a machine without it set
 //! `STRATA_ALLOW_NO_URING=1`, and the io_uring runs then check the thread-pool fallback.
 //!
-//! Key-value separation: when it lands, add its option (value threshold 0) as a second entry
-//! of `VALUE_LAYOUTS` so every configuration also runs with values in the value log.
+//! Every configuration runs with each of `VALUE_LAYOUTS`: values in the tables, every value
+//! in the value log (key-value separation, threshold 0: the value-log stage of `multi_get`
+//! and direct reads of value-log files), and page-aligned table blocks.
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -35,7 +36,18 @@ fn small_options() -> Options {
 type Layout = fn(&mut Options);
 
 /// Value layouts every configuration runs with (see the module docs).
-const VALUE_LAYOUTS: [(&str, Layout); 1] = [("values in tables", |_| {})];
+const VALUE_LAYOUTS: [(&str, Layout); 3] = [
+    ("values in tables", |_| {}),
+    ("values in the value log", |o| o.sep_threshold_bytes = 0),
+    ("page-aligned blocks", |o| o.block_align = true),
+];
+
+/// Whether a layout separates values.
+fn opts_separated(layout: Layout) -> bool {
+    let mut o = Options::default();
+    layout(&mut o);
+    o.sep_threshold_bytes != Options::default().sep_threshold_bytes
+}
 
 fn key(i: u32) -> Vec<u8> {
     format!("k{i:06}").into_bytes()
@@ -158,6 +170,9 @@ fn get_and_multi_get_agree_on_every_backend_with_and_without_direct_io() {
                     }
                     if backend == IoBackend::Sync {
                         assert_eq!(s.read_batches_threads, 0, "{what}: {s}");
+                    }
+                    if opts_separated(layout) {
+                        assert!(s.vlog_bytes > 0, "{what}: no value log: {s}");
                     }
                     assert_eq!(s.direct_io, direct_io, "{what}");
                     assert_eq!(s.direct_io_refusals, 0, "{what}: O_DIRECT refused");

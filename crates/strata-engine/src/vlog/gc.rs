@@ -270,7 +270,12 @@ impl DbInner {
             }
         };
         let size = self.fs.file_size(&entry.path)?;
-        let mut reader = FrameReader::new(entry.handle(&self.fs)?, &entry.path, size, 0);
+        let mut reader = FrameReader::new(
+            entry.handle(&self.fs, self.opts.direct_io)?,
+            &entry.path,
+            size,
+            0,
+        );
         let mut live = 0u64;
         let mut read = 0u64;
         loop {
@@ -342,7 +347,7 @@ impl DbInner {
         let Some(entry) = self.state.lock().vlog_files.get(&number).cloned() else {
             return Ok(());
         };
-        let handle = entry.handle(&self.fs)?;
+        let handle = entry.handle(&self.fs, self.opts.direct_io)?;
         let size = self.fs.file_size(&entry.path)?;
         let mut reader = FrameReader::new(handle, &entry.path, size, 0);
         let mut batch: Vec<Relocation> = Vec::new();
@@ -482,7 +487,7 @@ impl DbInner {
             // Readers holding an older file set read through this handle after the removal.
             for n in &ready {
                 if let Some(f) = st.vlog_files.get(n) {
-                    let _ = f.handle(&self.fs);
+                    let _ = f.handle(&self.fs, self.opts.direct_io);
                 }
             }
             let mut files = (*st.vlog_files).clone();

@@ -66,12 +66,17 @@ impl VlogFile {
         })
     }
 
-    /// The file opened for reading (opened once, on first use).
-    pub fn handle(&self, fs: &Arc<dyn Fs>) -> Result<Arc<dyn RandomAccessFile>> {
+    /// The file opened for reading (opened once, on first use), for direct reads
+    /// (`O_DIRECT`, `Options::direct_io`) when `direct`.
+    pub fn handle(&self, fs: &Arc<dyn Fs>, direct: bool) -> Result<Arc<dyn RandomAccessFile>> {
         if let Some(h) = self.handle.get() {
             return Ok(h.clone());
         }
-        let h = fs.open(&self.path)?;
+        let h = if direct {
+            fs.open_direct(&self.path)?
+        } else {
+            fs.open(&self.path)?
+        };
         Ok(self.handle.get_or_init(|| h).clone())
     }
 
@@ -102,10 +107,12 @@ pub struct Vlog {
     /// The head writer; `None` with separation off.
     pub head: Mutex<Option<VlogWriter>>,
     pub shared: Arc<HeadShared>,
+    /// Read value-log files with `O_DIRECT` (`Options::direct_io`), like tables.
+    pub direct_io: bool,
 }
 
 impl Vlog {
-    pub fn new(dir: &Path, fs: Arc<dyn Fs>) -> Vlog {
+    pub fn new(dir: &Path, fs: Arc<dyn Fs>, direct_io: bool) -> Vlog {
         let shared = Arc::new(HeadShared::default());
         shared.number.store(u64::MAX, Ordering::Release);
         Vlog {
@@ -113,6 +120,7 @@ impl Vlog {
             fs,
             head: Mutex::new(None),
             shared,
+            direct_io,
         }
     }
 
@@ -144,7 +152,8 @@ impl Vlog {
             Some(d) => d,
             None => {
                 let mut d = vec![0u8; ptr.len as usize];
-                f.handle(&self.fs)?.read_at(ptr.offset, &mut d)?;
+                f.handle(&self.fs, self.direct_io)?
+                    .read_at(ptr.offset, &mut d)?;
                 d
             }
         };
@@ -174,7 +183,7 @@ impl Vlog {
                 out.push(Some(extract(d, ptr, key, &f.path)));
                 continue;
             }
-            match f.handle(&self.fs) {
+            match f.handle(&self.fs, self.direct_io) {
                 Ok(h) => {
                     handles.push((i, h));
                     out.push(None);
