@@ -66,6 +66,7 @@ def main():
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     base = a.dir or tempfile.mkdtemp(prefix="strata-vlog-")
+    os.makedirs(base, exist_ok=True)
     rdir, sdir = os.path.join(base, "rocksdb"), os.path.join(base, "strata")
     work = a.workloads.split(",")
     cache = 64 << 20
