@@ -415,6 +415,13 @@ impl Db {
         }
     }
 
+    /// Numbers of the value-log files the database knows (the readers' set), so a test can
+    /// compare them with the files in the directory and find orphans.
+    #[doc(hidden)]
+    pub fn vlog_file_numbers(&self) -> Vec<u64> {
+        self.inner.state.lock().vlog_files.keys().copied().collect()
+    }
+
     /// Runs value-log garbage collection now and waits: every sealed value-log file whose
     /// garbage is at least `Options::gc_garbage_ratio` of its size is collected (live values
     /// rewritten to the head, then the file removed once no snapshot can read it).
