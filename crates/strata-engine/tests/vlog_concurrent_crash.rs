@@ -77,11 +77,10 @@ fn parse_key(k: &[u8]) -> Option<(usize, u32)> {
 
 /// Length of version `tag` of a key: mostly separated, some inline (below the threshold).
 fn value_len(k: &[u8], tag: u32) -> usize {
-    let h = k
-        .iter()
-        .fold(u64::from(tag).wrapping_mul(0x9E37_79B9_7F4A_7C15), |h, &b| {
-            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-        });
+    let h = k.iter().fold(
+        u64::from(tag).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3),
+    );
     if h % 5 == 0 {
         20
     } else {
@@ -214,11 +213,23 @@ fn check_read(k: &[u8], v: &[u8], issued: &Issued) -> Result<(), String> {
 
 /// Reads until `stop`; returns the first bad read. An error is bad only if the crash had not
 /// happened when it was seen.
-fn reader(db: &Db, seed: u64, crashed: &AtomicBool, stop: &AtomicBool, issued: &Issued) -> Option<String> {
+fn reader(
+    db: &Db,
+    seed: u64,
+    crashed: &AtomicBool,
+    stop: &AtomicBool,
+    issued: &Issued,
+) -> Option<String> {
     let mut rng = StdRng::seed_from_u64(seed);
     let err = |what: &str, e: strata_engine::Error| -> Option<String> {
-        (!crashed.load(Ordering::SeqCst))
-            .then(|| format!("{what} failed before the crash (false corruption): {e}"))
+        (!crashed.load(Ordering::SeqCst)).then(|| {
+            format!(
+                "{what} failed before the crash (false corruption): {e} (known value-log \
+                     files {:?}, head {})",
+                db.vlog_file_numbers(),
+                db.stats().vlog_head_file
+            )
+        })
     };
     while !stop.load(Ordering::SeqCst) {
         let t = rng.gen_range(0..WRITERS);
@@ -244,7 +255,10 @@ fn reader(db: &Db, seed: u64, crashed: &AtomicBool, stop: &AtomicBool, issued: &
                     .map(|_| wkey(t, rng.gen_range(0..KEYS_PER_WRITER)))
                     .collect();
                 let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
-                for (k, r) in keys.iter().zip(db.multi_get(&ReadOptions::default(), &refs)) {
+                for (k, r) in keys
+                    .iter()
+                    .zip(db.multi_get(&ReadOptions::default(), &refs))
+                {
                     match r {
                         Ok(Some(v)) => {
                             if let Err(e) = check_read(k, &v, issued) {
@@ -353,7 +367,8 @@ fn recovered(db: &Db, ctx: &str) -> Vec<State> {
         let tag = parse_value(k, v)
             .unwrap_or_else(|| panic!("{ctx}: wrong value for {}: {}", show(k), show(v)));
         assert_eq!(
-            db.get(k).unwrap_or_else(|e| panic!("{ctx}: get {}: {e}", show(k))),
+            db.get(k)
+                .unwrap_or_else(|e| panic!("{ctx}: get {}: {e}", show(k))),
             Some(v.clone()),
             "{ctx}: get and scan disagree on {}",
             show(k)
@@ -381,8 +396,16 @@ fn no_orphans(db: Arc<Db>, mem: &MemFs, ctx: &str) {
     }
 }
 
+/// What a run did, to show that it exercised something.
+#[derive(Default)]
+struct Figures {
+    acked: usize,
+    acked_synced: usize,
+    gc_files_collected: u64,
+}
+
 /// One seed: `rounds` crash points, each on the database recovered from the previous one.
-fn run_seed(seed: u64, rounds: usize) {
+fn run_seed(seed: u64, rounds: usize, fig: &mut Figures) {
     let mem = MemFs::with_seed(seed);
     let opts = || options(Arc::new(mem.clone()));
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5EED);
@@ -431,6 +454,11 @@ fn run_seed(seed: u64, rounds: usize) {
                 .collect();
         });
         next_tag += 10_000_000;
+        for o in ops.iter().flatten().filter(|o| o.acked) {
+            fig.acked += o.items.len();
+            fig.acked_synced += usize::from(o.sync);
+        }
+        fig.gc_files_collected += db.stats().gc_files_collected;
         assert!(bad_reads.is_empty(), "{ctx}: {}", bad_reads.join("; "));
         // The threads are joined, so this is the last handle.
         within(60, "closing the crashed database", move || drop(db));
@@ -470,10 +498,18 @@ fn run_seed(seed: u64, rounds: usize) {
 }
 
 fn run(seeds: usize, rounds: usize, first_seed: u64) {
+    let mut fig = Figures::default();
     for seed in first_seed..first_seed + seeds as u64 {
-        run_seed(seed, rounds);
+        run_seed(seed, rounds, &mut fig);
     }
-    println!("checked {} crash points", seeds * rounds);
+    println!(
+        "checked {} crash points ({} writes acknowledged, {} synced ops acknowledged, {} \
+         value-log files collected by GC before a crash)",
+        seeds * rounds,
+        fig.acked,
+        fig.acked_synced,
+        fig.gc_files_collected
+    );
 }
 
 #[test]
