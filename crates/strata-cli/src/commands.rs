@@ -18,6 +18,7 @@ pub fn run(cmd: Command) -> Result<Outcome> {
         Command::Gc(a) => gc(a),
         Command::Check(a) => check(a),
         Command::Bench(a) => crate::bench::run(*a).map(|()| Outcome::Done),
+        Command::Stress(a) => crate::stress::run(a),
     }
 }
 

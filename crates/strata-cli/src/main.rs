@@ -3,6 +3,7 @@
 mod bench;
 mod commands;
 mod opts;
+mod stress;
 mod text;
 
 use clap::{Args, Parser, Subcommand};
@@ -84,6 +85,19 @@ pub enum Command {
     /// fillseq writes increasing keys. Values: random bytes (incompressible, unlike
     /// db_bench's default half-compressible values).
     Bench(Box<bench::BenchArgs>),
+    /// Write with sync until killed, printing one "ack KEY VERSION HASH" line per
+    /// acknowledged write (for kill -9 tests).
+    ///
+    /// Each of --threads threads overwrites its own --keys keys "tT-kI" with synced puts and
+    /// prints a flushed line for each once it is acknowledged; about one write in five is an
+    /// unsynced put of a fresh key "uSEED-tT-N", which a kill may lose and which is not
+    /// printed. A value is "KEY#VERSION:" plus filler up to --value-size bytes plus the 16 hex
+    /// digits of the FNV-1a hash of what precedes them (HASH); VERSION is "SEED.N" in fixed
+    /// widths, so give each run on the same database a larger --seed. Unless --opt says
+    /// otherwise, separation is on (sep_threshold_bytes=16) with 64 KiB value-log files and
+    /// background GC every 20 ms at gc_garbage_ratio=0.2. Runs until killed, or --ops writes
+    /// per thread. Creates the database if DIR holds none.
+    Stress(stress::StressArgs),
 }
 
 /// Where the database is and how to open it.
