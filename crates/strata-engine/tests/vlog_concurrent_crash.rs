@@ -24,6 +24,7 @@
 //!
 //! Default (prints "checked N crash points"):
 //!     cargo test -p strata-engine --test vlog_concurrent_crash -- --nocapture
+//! STRATA_VLOG_CONC_NO_WAL_PERCENT sets the share of `disable_wal` writes (default 10).
 //! Long run (STRATA_VLOG_CONC_SEEDS seeds of STRATA_VLOG_CONC_ROUNDS crash points each):
 //!     STRATA_VLOG_CONC_SEEDS=2000 STRATA_VLOG_CONC_ROUNDS=10 cargo test -p strata-engine \
 //!         --test vlog_concurrent_crash -- --ignored --nocapture
@@ -101,6 +102,12 @@ fn parse_value(k: &[u8], v: &[u8]) -> Option<u32> {
     (wvalue(k, tag) == v).then_some(tag)
 }
 
+/// Percent of writes with `disable_wal` (STRATA_VLOG_CONC_NO_WAL_PERCENT, default 10; 0
+/// takes them out of the run, to tell their problems from the others).
+fn no_wal_percent() -> usize {
+    env_usize("STRATA_VLOG_CONC_NO_WAL_PERCENT", 10)
+}
+
 /// Versions issued so far, per key: a reader may see only these.
 type Issued = Mutex<HashMap<Vec<u8>, BTreeSet<u32>>>;
 
@@ -154,7 +161,7 @@ fn writer(
             let v = (!rng.gen_bool(0.1)).then_some(tag);
             items.push((i, v));
         }
-        let disable_wal = rng.gen_bool(0.1);
+        let disable_wal = rng.gen_range(0..100) < no_wal_percent();
         let sync = !disable_wal && rng.gen_bool(0.3);
         let mut batch = WriteBatch::new();
         {
@@ -384,16 +391,35 @@ fn no_orphans(db: Arc<Db>, mem: &MemFs, ctx: &str) {
     let d = db.clone();
     within(60, "gc_opt(0.0)", move || d.gc_opt(0.0).map(|_| ()))
         .unwrap_or_else(|e| panic!("{ctx}: gc after reopen: {e}"));
-    let known: BTreeSet<u64> = db.vlog_file_numbers().into_iter().collect();
-    for name in mem.list(&mem_dir()).unwrap() {
-        if let Some(n) = name.strip_suffix(".vlog") {
-            let n: u64 = n.parse().unwrap();
-            assert!(
-                known.contains(&n),
-                "{ctx}: orphan value-log file {name} (known: {known:?})"
-            );
-        }
-    }
+    let (known, on_disk) = vlog_files(&db, mem);
+    let orphans: Vec<&u64> = on_disk.difference(&known).collect();
+    assert!(
+        orphans.is_empty(),
+        "{ctx}: orphan value-log files {orphans:?} (known: {known:?})"
+    );
+    no_missing(&db, mem, ctx);
+}
+
+/// The value-log files the database knows, and those in the directory.
+fn vlog_files(db: &Db, mem: &MemFs) -> (BTreeSet<u64>, BTreeSet<u64>) {
+    let known = db.vlog_file_numbers().into_iter().collect();
+    let on_disk = mem
+        .list(&mem_dir())
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.strip_suffix(".vlog")?.parse().ok())
+        .collect();
+    (known, on_disk)
+}
+
+/// Checks that every value-log file the database knows is in the directory.
+fn no_missing(db: &Db, mem: &MemFs, ctx: &str) {
+    let (known, on_disk) = vlog_files(db, mem);
+    let missing: Vec<&u64> = known.difference(&on_disk).collect();
+    assert!(
+        missing.is_empty(),
+        "{ctx}: value-log files {missing:?} are known but not in the directory"
+    );
 }
 
 /// What a run did, to show that it exercised something.
@@ -465,6 +491,7 @@ fn run_seed(seed: u64, rounds: usize, fig: &mut Figures) {
         let report = Db::check(mem_dir(), opts()).unwrap_or_else(|e| panic!("{ctx}: check: {e}"));
         assert!(report.is_ok(), "{ctx}: check after the crash:\n{report}");
         db = Arc::new(Db::open(mem_dir(), opts()).unwrap_or_else(|e| panic!("{ctx}: open: {e}")));
+        no_missing(&db, &mem, &format!("{ctx}: right after open"));
         let got = recovered(&db, &ctx);
         for t in 0..WRITERS {
             let ops: &Vec<WOp> = &ops[t];
