@@ -119,9 +119,7 @@ impl DbInner {
     pub(crate) fn multi_get(&self, ro: &ReadOptions, keys: &[&[u8]]) -> Vec<KeyResult> {
         Counters::add(&self.counters.multi_gets, 1);
         Counters::add(&self.counters.multi_get_keys, keys.len() as u64);
-        // Super version before sequence number: see `vlog/mod.rs`.
-        let sv = self.super_version.read().clone();
-        let seq = self.read_seq(ro);
+        let (sv, seq) = self.read_view(ro);
         let p = params(ro);
         let mut results: Vec<Option<KeyResult>> = vec![None; keys.len()];
         let mut pointers: Vec<(usize, Vec<u8>)> = Vec::new();

@@ -188,6 +188,9 @@ impl DbInner {
             Vec::new()
         };
         let mem = self.super_version.read().mem.clone();
+        if disable_wal {
+            mem.mark_unlogged();
+        }
         let mut seq = first_seq;
         let mut user_bytes = 0u64;
         let mut separated = 0u64;
@@ -220,8 +223,7 @@ impl DbInner {
 
     /// The relocations whose key still points at their old entry, as a batch of puts.
     fn still_current(&self, rel: Vec<Relocation>) -> Result<WriteBatch> {
-        let sv = self.super_version.read().clone();
-        let seq = self.visible_seq.load(Ordering::Acquire);
+        let (sv, seq) = self.read_view(&crate::options::ReadOptions::default());
         let params = ReadParams {
             verify_checksums: true,
             fill_cache: true,

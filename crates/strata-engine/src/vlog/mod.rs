@@ -20,9 +20,11 @@
 //!   crash could take back; a file is rotated (sealed) the same way.
 //! - Readers resolve pointers through the [`VlogFileSet`] of their super version. A file
 //!   leaves the set only when GC retires it, after which a reader still holding an older
-//!   set reads through the handle GC opened before removing the file. Readers load the super
-//!   version before the sequence number, so a reader whose sequence is older than a GC
-//!   rewrite always holds a set that still has the old file.
+//!   set reads through the handle GC opened before removing the file. A reader takes its super
+//!   version and sequence number together, under the super version's read lock
+//!   (`DbInner::read_view`): a rotation installs the new file's set before any write lands
+//!   in it, so the reader's set has every file its sequence can see a pointer into, and a
+//!   GC-retired file leaves only after every older snapshot is gone.
 //! - Garbage accounting: `live` bytes per file are persisted as deltas in the MANIFEST
 //!   (added when a flush makes pointers durable, subtracted when compaction drops a pointer);
 //!   garbage = file size - live. GC (`gc.rs`) picks the file with the most garbage.
