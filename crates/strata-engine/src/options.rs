@@ -103,7 +103,7 @@ pub struct Options {
     /// (off): separation trades range scans (0.58x RocksDB at 1 KiB) and a lag of disk space
     /// behind GC for write speed and write amplification near 1, and which side matters is
     /// the application's call. The measured choice when it is on is 1 KiB
-    /// ([`RECOMMENDED_SEP_THRESHOLD_BYTES`], `docs/benchmarks.md`, issue 4). Lower: less
+    /// ([`RECOMMENDED_SEP_THRESHOLD_BYTES`], `docs/benchmarks.md`, the key-value separation benchmarks). Lower: less
     /// write amplification, more random reads in lookups and scans.
     pub sep_threshold_bytes: usize,
     /// Size at which the head value-log file is sealed and a new one started. Default:
