@@ -1,5 +1,5 @@
-//! [`ShardedDb`]: the public database. See the crate docs for the design and `coord.rs` for
-//! the cross-shard protocol.
+//! [`ShardedDb`]: the public database. Routing, queues, direct reads and snapshots:
+//! `docs/design.md` §11; the cross-shard protocol: §12 and `coord.rs`.
 
 use crate::batch::{Op, WriteBatch};
 use crate::coord::{Coord, Cross, Part};
