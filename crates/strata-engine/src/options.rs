@@ -112,9 +112,9 @@ pub struct Options {
     /// started (the log after the durable head can be neither collected nor skipped by
     /// recovery).
     pub vlog_file_bytes: u64,
-    /// User-space buffer of the value log: handed to the OS when full, on every sync and at
-    /// each memtable switch. Default: 1 MiB. Unsynced writes in it are lost if the process
-    /// dies (synced writes never are).
+    /// User-space buffer of the value log: handed to the OS after each write group, when
+    /// full, on every sync and at each memtable switch, so an acknowledged unsynced write
+    /// survives a crash of the process (not a power loss), as with the WAL. Default: 1 MiB.
     pub vlog_buffer_bytes: usize,
     /// A sealed value-log file whose garbage is at least this fraction of its size is
     /// collected by GC. Default: 0.5 (space amplification of the value log stays below
@@ -124,7 +124,8 @@ pub struct Options {
     /// Default: 256 MiB/s.
     pub gc_bytes_per_sec: u64,
     /// Background GC checks for a file to collect this often, in milliseconds, and after
-    /// compactions (0 = no background GC; `Db::gc` still works). Default: 1000.
+    /// a flush that found value-log garbage (0 = no background GC; `Db::gc` still works).
+    /// Default: 1000.
     pub gc_interval_ms: u64,
     /// Values an iterator reads ahead, in one batch, when it is moving forward over
     /// separated values (WiscKey's parallel range-scan prefetch; 0 = off). Default: 32.
