@@ -343,7 +343,7 @@ impl<E: Engine> ShardedDb<E> {
     }
 
     /// Applies `batch` atomically. A batch whose keys span several shards gets a global
-    /// sequence number and is always synced (see the crate docs).
+    /// sequence number and is always synced (`docs/design.md` §12).
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
         self.write_opt(&WriteOptions::default(), batch)
     }
