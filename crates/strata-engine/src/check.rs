@@ -1,8 +1,8 @@
 //! `check`: verify every checksum of a database without changing it (`strata check`).
 //! Reads the MANIFEST, every live table (every block, key order across the table) and the
 //! WALs still needed and every value-log file (every frame and entry checksum); then
-//! resolves every value pointer of the tables (see [`check_pointers`]); goes on after a
-//! problem so that one run lists all of them.
+//! follows every value pointer of the tables into the value log (see [`check_pointers`]);
+//! goes on after a problem so that one run lists all of them (`docs/design.md` §7.4).
 
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};

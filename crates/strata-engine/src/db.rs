@@ -1,24 +1,11 @@
 //! [`Db`]: one LSM-tree instance.
 //!
-//! Concurrency protocol:
-//! - `state` (a mutex) owns the version set, the memtables and the bookkeeping of background
-//!   work. It is held only for short decisions and MANIFEST edits, never for table I/O.
-//! - Writers go through the group-commit queue (`write.rs`): the writer at the front is the
-//!   leader; it alone appends to the WAL (`wal` mutex, uncontended) and inserts into the
-//!   memtable, then publishes the group's last sequence number in `visible_seq`.
-//! - Readers take `super_version` (memtable, immutable memtables, version), an `Arc` snapshot
-//!   swapped under a read-write lock whenever one of the three changes, and read
-//!   `visible_seq`; they never take `state`.
-//! - Background threads (`background_threads` of them) wait on `bg_cv` for a flush (always
-//!   first) or a compaction; whoever waits for progress (stalled writers, `flush`,
-//!   `wait_idle`) waits on `done_cv`, which every finished job notifies.
-//! - An I/O error in the WAL, a flush or a compaction is stored in `bg_error`: from then on
-//!   every write fails with [`Error::Poisoned`] until the database is reopened.
-//! - With key-value separation the value log replaces the WAL (`vlog/mod.rs` describes its
-//!   protocol); one GC thread (`vlog/gc.rs`) waits on `gc_cv` for its period or a
-//!   compaction, and `gc_lock` keeps background and manual GC (`Db::gc`) from overlapping.
-//!   A failed GC is reported in the stats but does not poison the database, unless the
-//!   write it submitted failed (that error is sticky like any write's).
+//! Concurrency (`docs/design.md` §3): `state` (a mutex) owns the version set, the memtables
+//! and the background bookkeeping and is never held for table I/O; writers go through the
+//! group-commit queue (`write.rs`); readers take the super version and the sequence number
+//! together (`docs/design.md` §5.1) and never take `state`; background threads flush and
+//! compact, one GC thread collects the value log (`vlog/gc.rs`); an I/O error in a log, a
+//! flush or a compaction poisons every later write until reopen.
 
 use crate::batch::WriteBatch;
 use crate::compaction::{self, Busy, CompactionPlan, JobEnv, Shape};
@@ -780,7 +767,7 @@ impl DbInner {
         Ok(())
     }
 
-    /// Value-log garbage that flushing `mem` reveals (`vlog/mod.rs`, "garbage accounting"):
+    /// Value-log garbage that flushing `mem` reveals (`docs/design.md` §6.2):
     /// every separated value that a newer version of its key in `mem` shadows, whether that
     /// value is in `mem` itself or is the key's newest entry in the tables of `version`.
     /// A value that a live snapshot can still see is not counted (GC's verification scans

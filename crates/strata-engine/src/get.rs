@@ -1,5 +1,6 @@
 //! Point lookups: memtable → immutable memtables (newest first) → L0 tables (newest first) →
-//! one table per deeper level; filter before index before data block.
+//! one table per deeper level; filter before index before data block. How a reader pairs its
+//! super version with its sequence number: `docs/design.md` §5.1, §5.2.
 
 use crate::db::{DbInner, SuperVersion};
 use crate::error::{Error, Result};

@@ -2,7 +2,8 @@
 //!
 //! Writers insert under the group-commit leader (one thread at a time); readers look up
 //! concurrently without locks. A memtable is frozen (made immutable) when it reaches
-//! `write_buffer_bytes` and flushed to an L0 table by a background thread.
+//! `write_buffer_bytes` and flushed to an L0 table by a background thread (`docs/design.md`
+//! §4.4, §6.1).
 
 use crate::iter::InternalIterator;
 use crate::key::{self, compare_internal, SeqNo, ValueKind};

@@ -103,7 +103,7 @@ pub struct Options {
     /// (off): separation trades range scans (0.58x RocksDB at 1 KiB) and a lag of disk space
     /// behind GC for write speed and write amplification near 1, and which side matters is
     /// the application's call. The measured choice when it is on is 1 KiB
-    /// ([`RECOMMENDED_SEP_THRESHOLD_BYTES`], `docs/benchmarks.md`, issue 4). Lower: less
+    /// ([`RECOMMENDED_SEP_THRESHOLD_BYTES`], `docs/benchmarks.md`, the key-value separation benchmarks). Lower: less
     /// write amplification, more random reads in lookups and scans.
     pub sep_threshold_bytes: usize,
     /// Size at which the head value-log file is sealed and a new one started. Default:
@@ -126,7 +126,8 @@ pub struct Options {
     /// Default: 256 MiB/s.
     pub gc_bytes_per_sec: u64,
     /// Background GC checks for a file to collect this often, in milliseconds, and after
-    /// compactions (0 = no background GC; `Db::gc` still works). Default: 1000.
+    /// a flush that found value-log garbage (0 = no background GC; `Db::gc` still works).
+    /// Default: 1000.
     pub gc_interval_ms: u64,
     /// Values an iterator reads ahead, in one batch, when it is moving forward over
     /// separated values (WiscKey's parallel range-scan prefetch; 0 = off). Default: 32.

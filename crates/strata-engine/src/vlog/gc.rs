@@ -1,20 +1,7 @@
-//! Value-log garbage collection: a pure picker over per-file figures, and the job.
-//!
-//! Steps for one file F (each safe to crash after, see `docs/format/vlog.md`):
-//! 1. **Copy.** Read F's frames in order; for every separated entry whose key's newest entry
-//!    still points at exactly that entry, submit a conditional rewrite through the write
-//!    queue (`write.rs`): the leader re-checks at apply time and appends the survivors at the
-//!    head like any write, with pointers to their new place.
-//! 2. **Pointer update is durable** once the log is synced: the rewrites sit after the
-//!    durable head, so recovery replays them.
-//! 3. **MANIFEST**: F is recorded obsolete (from then on an open removes it).
-//! 4. **Delete**, once no snapshot older than the rewrites exists: F leaves the readers' file
-//!    set (a reader holding an older set keeps the handle GC opened), is removed from the
-//!    directory, and the MANIFEST forgets it.
-//!
-//! A crash before 3 leaves F with its garbage figures (only ever growing), so the next GC
-//! picks it again and finds nothing current to copy. Only files below the durable head's
-//! file are picked: recovery never reads them.
+//! Value-log garbage collection: a pure picker over per-file figures ([`pick`]), and the job
+//! (copy the current entries through the write queue, sync, record the file obsolete, retire it
+//! once no snapshot needs it). Steps, what a crash after each leaves, snapshots, verification
+//! scans and lock order: `docs/design.md` §9; MANIFEST fields: `docs/format/vlog.md` §5, §7.
 
 use super::format::EntryKind;
 use super::FrameReader;
@@ -367,7 +354,7 @@ impl DbInner {
         Ok(())
     }
 
-    /// Collects one file (steps 1-3 of the module docs).
+    /// Collects one file (steps 1-3 of `docs/design.md` §9.2).
     fn gc_file(&self, number: u64, pace: &mut Pace, report: &mut GcReport) -> Result<()> {
         let Some(entry) = self.state.lock().vlog_files.get(&number).cloned() else {
             return Ok(());
