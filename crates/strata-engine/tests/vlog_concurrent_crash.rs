@@ -557,3 +557,139 @@ fn concurrent_crash_points_long() {
         100_000,
     );
 }
+
+/// A file system that holds the first `open` of one path until that path is removed (or a
+/// time limit passes): it stretches the moment between a reader finding a value-log file
+/// without an open handle and its own `open`, so GC can collect and remove the file there.
+#[derive(Clone)]
+struct GateFs {
+    inner: MemFs,
+    gate: Arc<Gate>,
+}
+
+#[derive(Default)]
+struct Gate {
+    /// (path to hold the first open of, an open of it was held, it was removed)
+    state: Mutex<(Option<std::path::PathBuf>, bool, bool)>,
+    cv: std::sync::Condvar,
+}
+
+impl Fs for GateFs {
+    fn create(
+        &self,
+        p: &std::path::Path,
+    ) -> strata_engine::Result<Box<dyn strata_engine::io::WritableFile>> {
+        self.inner.create(p)
+    }
+    fn open(
+        &self,
+        p: &std::path::Path,
+    ) -> strata_engine::Result<Arc<dyn strata_engine::io::RandomAccessFile>> {
+        let mut st = self.gate.state.lock().unwrap();
+        if st.0.as_deref() == Some(p) && !st.1 {
+            st.1 = true;
+            self.gate.cv.notify_all();
+            st = self
+                .gate
+                .cv
+                .wait_timeout_while(st, Duration::from_secs(5), |s| !s.2)
+                .unwrap()
+                .0;
+        }
+        drop(st);
+        self.inner.open(p)
+    }
+    fn rename(&self, a: &std::path::Path, b: &std::path::Path) -> strata_engine::Result<()> {
+        self.inner.rename(a, b)
+    }
+    fn remove(&self, p: &std::path::Path) -> strata_engine::Result<()> {
+        let r = self.inner.remove(p);
+        let mut st = self.gate.state.lock().unwrap();
+        st.2 |= st.0.as_deref() == Some(p);
+        self.gate.cv.notify_all();
+        r
+    }
+    fn list(&self, d: &std::path::Path) -> strata_engine::Result<Vec<String>> {
+        self.inner.list(d)
+    }
+    fn exists(&self, p: &std::path::Path) -> strata_engine::Result<bool> {
+        self.inner.exists(p)
+    }
+    fn create_dir_all(&self, d: &std::path::Path) -> strata_engine::Result<()> {
+        self.inner.create_dir_all(d)
+    }
+    fn sync_dir(&self, d: &std::path::Path) -> strata_engine::Result<()> {
+        self.inner.sync_dir(d)
+    }
+    fn sync_file(&self, p: &std::path::Path) -> strata_engine::Result<()> {
+        self.inner.sync_file(p)
+    }
+    fn file_size(&self, p: &std::path::Path) -> strata_engine::Result<u64> {
+        self.inner.file_size(p)
+    }
+    fn lock(
+        &self,
+        p: &std::path::Path,
+    ) -> strata_engine::Result<Box<dyn strata_engine::io::FileLock>> {
+        self.inner.lock(p)
+    }
+}
+
+/// Found by `concurrent_crash_points` (a read failing before any crash): a reader that finds
+/// a value-log file without an open handle opens it by path; if GC collects the file in
+/// between (opening its own handle, relocating the values, removing the file), the reader's
+/// open fails with "no such file" although GC's handle, which the design says readers of an
+/// older file set read through, is right there.
+#[test]
+fn regression_reader_opening_a_file_that_gc_removes_meanwhile() {
+    let gfs = GateFs {
+        inner: MemFs::new(),
+        gate: Arc::new(Gate::default()),
+    };
+    let opts = Options {
+        gc_interval_ms: 3_600_000,
+        ..options(Arc::new(gfs.clone()))
+    };
+    let db = Db::open(mem_dir(), opts).unwrap();
+    let keys: Vec<Vec<u8>> = (0..40).map(|i| wkey(0, i)).collect();
+    for (i, k) in keys.iter().enumerate() {
+        db.put(k, &wvalue(k, i as u32 + 1000)).unwrap();
+    }
+    db.flush().unwrap();
+    // The key whose value sits in the oldest value-log file: sealed, below the durable head.
+    let (k, file) = keys
+        .iter()
+        .filter_map(|k| Some((k, db.value_location(k).unwrap()?.file)))
+        .min_by_key(|(_, f)| *f)
+        .expect("values are separated");
+    assert!(file < db.stats().vlog_head_file);
+    gfs.gate.state.lock().unwrap().0 = Some(mem_dir().join(format!("{file:06}.vlog")));
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| db.get(k));
+        {
+            let st = gfs.gate.state.lock().unwrap();
+            let (st, _) = gfs
+                .gate
+                .cv
+                .wait_timeout_while(st, Duration::from_secs(5), |s| !s.1)
+                .unwrap();
+            assert!(
+                st.1,
+                "the reader never opened file {file}: nothing to race with"
+            );
+        }
+        db.gc_opt(0.0).unwrap();
+        assert!(
+            gfs.gate.state.lock().unwrap().2,
+            "GC did not remove file {file}: nothing to race with"
+        );
+        let got = reader.join().unwrap();
+        let want = wvalue(k, keys.iter().position(|x| x == k).unwrap() as u32 + 1000);
+        assert_eq!(
+            got.map_err(|e| e.to_string()),
+            Ok(Some(want)),
+            "get of {} while GC removed file {file}",
+            show(k)
+        );
+    });
+}
