@@ -4,7 +4,7 @@
 use super::args::BenchArgs;
 use super::catalog::Benchmark;
 use super::dist::{scan_length, KeyChooser};
-use super::engine::{Engine, EngineIter};
+use super::engine::Engine;
 use super::keys::thread_range;
 use super::worker::{put_one, Worker};
 use super::ycsb::{self, Inserts, Spec};
@@ -13,6 +13,7 @@ use anyhow::{Context, Result};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
+use strata::EngineIter;
 
 /// What each thread of a benchmark runs.
 pub(super) type Work<E> = Box<dyn Fn(&E, &mut Worker<'_>) -> Result<()> + Sync>;
