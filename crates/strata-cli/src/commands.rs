@@ -1,5 +1,6 @@
 //! The database subcommands: put, get, delete, scan, stats, gc, check.
 
+use crate::dbdir::require_existing_db;
 use crate::opts::build_options;
 use crate::text::{escape, parse_hex};
 use crate::{Command, DbArgs, DeleteArgs, GcArgs, GetArgs, Outcome, PutArgs, ScanArgs};
@@ -29,26 +30,6 @@ fn arg_bytes(what: &str, s: &str, hex: bool) -> Result<Vec<u8>> {
     } else {
         Ok(s.as_bytes().to_vec())
     }
-}
-
-/// Refuses, with a clear message, a directory that cannot hold a database. Commands that
-/// only read call this before opening, so that they never create anything.
-pub fn require_existing_db(dir: &Path) -> Result<()> {
-    let shown = dir.display();
-    match std::fs::metadata(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            bail!("no database exists at {shown}: the directory does not exist")
-        }
-        Err(e) => bail!("cannot access {shown}: {e}"),
-        Ok(m) if !m.is_dir() => bail!("no database exists at {shown}: it is not a directory"),
-        Ok(_) => {}
-    }
-    let mut entries =
-        std::fs::read_dir(dir).with_context(|| format!("cannot read directory {shown}"))?;
-    if entries.next().is_none() {
-        bail!("no database exists at {shown}: the directory is empty");
-    }
-    Ok(())
 }
 
 /// Opens an existing database; never creates one.
@@ -294,28 +275,6 @@ pub fn format_check_report(r: &CheckReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn missing_directory_is_reported_and_not_created() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("nope");
-        let e = require_existing_db(&dir).unwrap_err().to_string();
-        assert!(e.contains("no database exists at"), "{e}");
-        assert!(e.contains("does not exist"), "{e}");
-        assert!(!dir.exists());
-    }
-
-    #[test]
-    fn empty_directory_and_file_are_not_databases() {
-        let tmp = tempfile::tempdir().unwrap();
-        let e = require_existing_db(tmp.path()).unwrap_err().to_string();
-        assert!(e.contains("the directory is empty"), "{e}");
-        let f = tmp.path().join("file");
-        std::fs::write(&f, b"x").unwrap();
-        let e = require_existing_db(&f).unwrap_err().to_string();
-        assert!(e.contains("not a directory"), "{e}");
-        assert!(require_existing_db(tmp.path()).is_ok());
-    }
 
     #[test]
     fn hex_arguments() {

@@ -2,6 +2,7 @@
 
 mod bench;
 mod commands;
+mod dbdir;
 mod opts;
 mod stress;
 mod text;
