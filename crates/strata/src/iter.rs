@@ -247,3 +247,38 @@ impl<I: EngineIter + ?Sized> EngineIter for &mut I {
         (**self).status()
     }
 }
+
+/// The merged iterator is itself an ordered cursor, so code written against [`EngineIter`]
+/// (tools that print a range) walks one engine instance or a whole sharded database alike.
+impl<I: EngineIter> EngineIter for DbIter<'_, I> {
+    fn valid(&self) -> bool {
+        DbIter::valid(self)
+    }
+    fn seek_to_first(&mut self) {
+        DbIter::seek_to_first(self)
+    }
+    fn seek_to_last(&mut self) {
+        DbIter::seek_to_last(self)
+    }
+    fn seek(&mut self, key: &[u8]) {
+        DbIter::seek(self, key)
+    }
+    fn seek_for_prev(&mut self, key: &[u8]) {
+        DbIter::seek_for_prev(self, key)
+    }
+    fn next(&mut self) {
+        DbIter::next(self)
+    }
+    fn prev(&mut self) {
+        DbIter::prev(self)
+    }
+    fn key(&self) -> &[u8] {
+        DbIter::key(self)
+    }
+    fn value(&self) -> &[u8] {
+        DbIter::value(self)
+    }
+    fn status(&self) -> Result<()> {
+        DbIter::status(self)
+    }
+}

@@ -36,8 +36,8 @@ mod sysstat;
 mod timeline;
 mod ycsb;
 
-use crate::commands::require_existing_db;
 use crate::opts::{parse_opt, OPT_HELP};
+use crate::store::{inspect, require_bench_db, Found, Kind};
 use crate::text::human_bytes;
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -629,6 +629,23 @@ pub fn run(args: BenchArgs) -> Result<()> {
     execute(&args).map(|_| ())
 }
 
+/// With --use-existing-db and one of Strata's engines alone, benchmarks the database in --db
+/// through the API of its kind: `sharded` for a sharded database, `strata` for a single
+/// engine instance, whichever of the two --engine named.
+fn fit_existing_db(args: &BenchArgs) -> BenchArgs {
+    let mut a = args.clone();
+    if let (true, Some(d), [k @ (EngineKind::Strata | EngineKind::Sharded)]) =
+        (a.use_existing_db, &a.db, a.engines.as_mut_slice())
+    {
+        match inspect(d) {
+            Ok(Found::Db(Kind::Sharded)) => *k = EngineKind::Sharded,
+            Ok(Found::Db(Kind::Engine)) => *k = EngineKind::Strata,
+            _ => {}
+        }
+    }
+    a
+}
+
 /// Everything a run measured (read by the tests; the command prints it).
 #[cfg_attr(not(test), allow(dead_code))]
 pub struct RunOutcome {
@@ -637,6 +654,7 @@ pub struct RunOutcome {
 }
 
 fn execute(args: &BenchArgs) -> Result<RunOutcome> {
+    let args = &fit_existing_db(args);
     args.validate()?;
     let infos = args
         .engines
@@ -655,7 +673,12 @@ fn execute(args: &BenchArgs) -> Result<RunOutcome> {
     let (root, temp) = match &args.db {
         Some(d) if args.use_existing_db => {
             for &k in &args.engines {
-                require_existing_db(&engine_dir(d, k))?;
+                let want = match k {
+                    EngineKind::Strata => Some(Kind::Engine),
+                    EngineKind::Sharded => Some(Kind::Sharded),
+                    _ => None,
+                };
+                require_bench_db(&engine_dir(d, k), want, k.name())?;
             }
             (d.clone(), None)
         }

@@ -98,7 +98,13 @@ impl<E: Front> Engine for Sharded<E> {
         let n = shards(cfg);
         let (engine, _) = E::config(cfg, n)?;
         let opts = Options {
-            shards: Some(n),
+            // An existing database keeps its persisted count unless --shards names one
+            // (which must then match).
+            shards: if cfg.create_if_missing {
+                Some(n)
+            } else {
+                cfg.shards
+            },
             max_batch: cfg.max_batch,
             direct_reads: cfg.direct_reads,
             ..Options::with_engine(engine)
