@@ -283,6 +283,26 @@ mod tests {
     }
 
     #[test]
+    fn engine_only_and_shards_choose_the_kind_and_exclude_each_other() {
+        let Command::Put(p) = parse(&["put", "--db", "d", "--shards", "4", "k", "v"])
+            .unwrap()
+            .command
+        else {
+            panic!("not put")
+        };
+        assert_eq!((p.db.shards, p.db.engine_only), (Some(4), false));
+        let Command::Stats(a) = parse(&["stats", "--db", "d", "--engine-only"])
+            .unwrap()
+            .command
+        else {
+            panic!("not stats")
+        };
+        assert!(a.engine_only && a.shards.is_none());
+        let e = parse(&["get", "--db", "d", "--engine-only", "--shards", "2", "k"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict);
+    }
+
+    #[test]
     fn db_is_required() {
         let e = parse(&["get", "k"]).unwrap_err();
         assert_eq!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument);
