@@ -59,7 +59,10 @@ pub fn inspect(dir: &Path) -> Result<Found> {
     match (sharded, engine) {
         (true, true) => bail!(
             "{shown} holds both a sharded database (SHARDS) and a single-engine database \
-             (CURRENT) at its top level: refusing to guess which one to use"
+             (CURRENT) at its top level: refusing to guess which one to use. Earlier \
+             versions of this command wrote a single engine into a sharded database; \
+             moving CURRENT, MANIFEST-*, *.log, *.sst and *.vlog out of the top level \
+             leaves the sharded one"
         ),
         (true, false) => return Ok(Found::Db(Kind::Sharded)),
         (false, true) => return Ok(Found::Db(Kind::Engine)),
@@ -136,7 +139,7 @@ pub fn check_shards_flag(a: &DbArgs) -> Result<()> {
 
 /// Checks that the database of kind `kind` at `a.db` is what `--engine-only` and `--shards`
 /// ask for.
-fn require_flags_fit(a: &DbArgs, kind: Kind, fs: &dyn strata_engine::io::Fs) -> Result<()> {
+pub fn require_flags_fit(a: &DbArgs, kind: Kind, fs: &dyn strata_engine::io::Fs) -> Result<()> {
     let shown = a.db.display();
     match kind {
         Kind::Sharded if a.engine_only => bail!(

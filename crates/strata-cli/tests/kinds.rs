@@ -341,3 +341,38 @@ fn what_is_not_the_expected_database_is_refused_and_left_alone() {
     assert!(err.contains("which --engine strata does not open"), "{err}");
     assert_eq!(listing(&both), before);
 }
+
+#[test]
+fn check_reports_a_damaged_sharded_database_with_exit_code_2() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("db");
+    for i in 0..10 {
+        ok(&["put", "--db", s(&d), "--shards", "2", &format!("k{i}"), "v"]);
+    }
+    // A flipped byte in the transaction log's header, then a missing shard.
+    let log = d.join("TXLOG");
+    let mut bytes = std::fs::read(&log).unwrap();
+    bytes[3] ^= 0x20;
+    std::fs::write(&log, bytes).unwrap();
+    std::fs::remove_dir_all(d.join("shard-001")).unwrap();
+    let (code, out, err) = run(&["check", "--db", s(&d)]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(out.contains("problem: corruption in "), "{out}");
+    assert!(out.contains("transaction log header"), "{out}");
+    assert!(
+        out.contains("shard directory (or its CURRENT file) is missing"),
+        "{out}"
+    );
+    assert!(out.contains("== total (2 shards) ==\n"), "{out}");
+    assert!(out.contains("problems:         2\n"), "{out}");
+    assert!(out.trim_end().ends_with("CORRUPT"), "{out}");
+    assert!(err.contains("2 problem(s)"), "{err}");
+    // A damaged SHARDS file is a problem check reports, too.
+    let shards = d.join("SHARDS");
+    let mut bytes = std::fs::read(&shards).unwrap();
+    bytes[13] ^= 1;
+    std::fs::write(&shards, bytes).unwrap();
+    let (code, out, _) = run(&["check", "--db", s(&d)]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("SHARDS"), "{out}");
+}

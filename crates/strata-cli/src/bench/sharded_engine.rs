@@ -80,8 +80,13 @@ impl<E: Front> Engine for Sharded<E> {
     fn describe(cfg: &EngineConfig) -> Result<String> {
         let n = shards(cfg);
         let (_, d) = E::config(cfg, n)?;
+        // An existing database keeps its persisted count (see `open`).
+        let count = match cfg.shards {
+            None if !cfg.create_if_missing => "as persisted".to_string(),
+            _ => n.to_string(),
+        };
         Ok(format!(
-            "shards={n} max_batch={} direct_reads={}; {d}",
+            "shards={count} max_batch={} direct_reads={}; {d}",
             cfg.max_batch, cfg.direct_reads
         ))
     }
