@@ -288,8 +288,10 @@ fn checked_in_databases_open_verify_and_check() {
         copy_dir(&src, &dir);
         assert!(check(name, &dir, o.clone()) > 0, "{name}: no table entries");
         // Opened with default options: what a database was written with is on disk.
-        let mut plain = Options::default();
-        plain.gc_interval_ms = 0;
+        let plain = Options {
+            gc_interval_ms: 0,
+            ..Options::default()
+        };
         let db = Store::open(name, &dir, plain.clone());
         verify(name, &db);
         db.close();
