@@ -393,3 +393,42 @@ impl fmt::Display for Stats {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sum_adds_counts_and_recomputes_the_amplifications() {
+        let a = Stats {
+            user_bytes_written: 100,
+            wal_bytes_written: 100,
+            flush_bytes_written: 100,
+            levels: vec![(1, 100), (0, 0)],
+            vlog_bytes: 100,
+            vlog_garbage_bytes: 50,
+            last_sequence: 7,
+            ..Stats::default()
+        };
+        let b = Stats {
+            user_bytes_written: 300,
+            wal_bytes_written: 300,
+            levels: vec![(2, 300), (1, 200), (1, 10)],
+            last_sequence: 5,
+            gc_last_error: Some("disk full".to_string()),
+            ..Stats::default()
+        };
+        let t = Stats::sum(&[a.clone(), b]);
+        assert_eq!(t.user_bytes_written, 400);
+        assert_eq!(t.levels, vec![(3, 400), (1, 200), (1, 10)]);
+        assert_eq!(t.last_sequence, 7);
+        assert_eq!(t.gc_last_error.as_deref(), Some("disk full"));
+        assert!((t.write_amplification - 500.0 / 400.0).abs() < 1e-9);
+        // (610 table bytes + 100 value-log bytes) / (710 - 50 garbage).
+        assert!((t.space_amplification - 710.0 / 660.0).abs() < 1e-9);
+        let one = Stats::sum(std::slice::from_ref(&a));
+        assert_eq!(one.levels, a.levels);
+        assert!((one.write_amplification - 2.0).abs() < 1e-9);
+        assert_eq!(Stats::sum(&[]).levels, Vec::new());
+    }
+}
