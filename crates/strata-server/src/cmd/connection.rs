@@ -197,7 +197,7 @@ fn hello(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     if ctx.auth_required() {
         return Err(CmdError::reply(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
-             HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client \
+             HELLO AUTH <user> <pass> option can be used to authenticate the client \
              and select the RESP protocol version at the same time",
         ));
     }

@@ -278,30 +278,25 @@ fn config_set(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 }
 
 /// ACL categories of a command, from its flags and group (Redis keeps them in the JSON
-/// files; these follow the same rules for the commands we have).
+/// files; these follow the same rules for the commands we have), in the order of Redis's
+/// category table, which is the order COMMAND INFO lists them in.
 fn acl_categories(s: &Spec) -> Vec<&'static str> {
-    let mut v = Vec::new();
-    match s.group {
-        "string" => v.push("@string"),
-        "generic" => v.push("@keyspace"),
-        "connection" => v.push("@connection"),
-        _ => {}
-    }
-    if s.flags & WRITE != 0 {
-        v.push("@write");
-    }
-    if s.flags & READONLY != 0 {
-        v.push("@read");
-    }
-    if s.flags & ADMIN != 0 {
-        v.extend(["@admin", "@dangerous"]);
-    }
-    if s.flags & FAST != 0 {
-        v.push("@fast");
-    } else {
-        v.push("@slow");
-    }
-    v
+    let has = |f: u32| s.flags & f != 0;
+    [
+        ("@keyspace", s.group == "generic"),
+        ("@read", has(READONLY)),
+        ("@write", has(WRITE)),
+        ("@string", s.group == "string"),
+        ("@admin", has(ADMIN)),
+        ("@fast", has(FAST)),
+        ("@slow", !has(FAST)),
+        ("@dangerous", has(ADMIN)),
+        ("@connection", s.group == "connection"),
+    ]
+    .into_iter()
+    .filter(|(_, on)| *on)
+    .map(|(c, _)| c)
+    .collect()
 }
 
 /// One COMMAND INFO entry: name, arity, flags, first key, last key, step, ACL categories,
