@@ -36,9 +36,32 @@ pub mod store;
 pub use config::{AppendFsync, Config, ConfigError};
 pub use server::{start, ServerError, ServerHandle, StartOptions, REDIS_VERSION};
 
+const USAGE: &str = "usage: strata serve [CONFIG-FILE] [--DIRECTIVE VALUE ...]
+
+Serves the Redis protocol over a Strata database. The config file uses redis.conf syntax;
+flags name the same directives and are applied after it, later ones winning.
+
+Directives (Redis's names and defaults unless noted):
+  bind ADDR...                    127.0.0.1
+  port N                          6379 (0: any free port)
+  dir PATH                        ./strata-data
+  requirepass PASSWORD            none
+  protected-mode yes|no           yes
+  maxclients N                    10000
+  timeout SECONDS                 0 (never close idle clients)
+  databases N                     16 (at most 254)
+  proto-max-bulk-len BYTES        512mb
+  client-query-buffer-limit BYTES 1gb
+  appendfsync always|everysec|no  everysec
+  shards N                        one per core (Strata; fixed when the database is created)";
+
 /// `strata serve [config-file] [--directive value ...]`: starts the server, prints the
 /// start-up banner, serves until SHUTDOWN, SIGINT or SIGTERM, and closes the database.
 pub fn serve_main(args: &[String]) -> Result<(), ServerError> {
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return Ok(());
+    }
     let cfg = Config::from_args(args)?;
     let (dir, fsync) = (cfg.dir.clone(), cfg.appendfsync);
     let handle = start(

@@ -253,7 +253,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
     let shards = db.shard_count();
     let (stop, _) = watch::channel(false);
     let shared = Arc::new(Shared {
-        store: Store::new(db, config.appendfsync == AppendFsync::Always),
+        store: Store::open(db, config.appendfsync == AppendFsync::Always)?,
         config: RwLock::new(config),
         stats: Stats::default(),
         started: Instant::now(),
@@ -298,11 +298,10 @@ fn run(
     shared.request_shutdown();
     let _ = fsync.join();
     served?;
-    match Arc::try_unwrap(shared) {
-        Ok(s) => s.store.into_db().close()?,
-        // A connection outlived the runtime's shutdown: the database is dropped with the
-        // last reference (its workers stop; writes are in the logs).
-        Err(_) => {}
+    // If a connection outlived the runtime's shutdown, the database is dropped with the
+    // last reference instead (its workers stop; acknowledged writes are in the logs).
+    if let Ok(s) = Arc::try_unwrap(shared) {
+        s.store.into_db().close()?;
     }
     Ok(())
 }

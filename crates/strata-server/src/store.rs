@@ -20,6 +20,8 @@ use strata_engine::Result;
 use xxhash_rust::xxh3::xxh3_64;
 
 const STRIPES: usize = 1024;
+/// Version of the record layout in `docs/format/redis-keys.md`.
+const FORMAT_VERSION: u8 = 1;
 /// Fixed part of a metadata value: type, expiry, version, size.
 const META_HEADER_BYTES: usize = 1 + 8 + 8 + 8;
 
@@ -138,15 +140,28 @@ pub struct KeyGuard<'a> {
 }
 
 impl Store {
-    pub fn new(db: Db, sync_writes: bool) -> Store {
-        Store {
+    /// The keyspace over `db`: checks (or, in a new database, writes) the format record.
+    pub fn open(db: Db, sync_writes: bool) -> Result<Store> {
+        let mut key = vec![SERVER_PREFIX];
+        key.extend_from_slice(b"redis-format");
+        match db.get(&key)? {
+            None => db.put_opt(&WriteOptions { sync: true }, &key, &[FORMAT_VERSION])?,
+            Some(v) if v == [FORMAT_VERSION] => {}
+            Some(v) => {
+                return Err(strata_engine::Error::InvalidArgument(format!(
+                    "this database holds Redis keys in format {v:?}; this server reads \
+                     format {FORMAT_VERSION} (docs/format/redis-keys.md)"
+                )))
+            }
+        }
+        Ok(Store {
             db,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             version: AtomicU64::new(0),
             sync_writes: AtomicBool::new(sync_writes),
             dirty: AtomicBool::new(false),
             stats: KeyStats::default(),
-        }
+        })
     }
 
     pub fn db(&self) -> &Db {
@@ -382,7 +397,7 @@ mod tests {
             },
         )
         .unwrap();
-        let s = Store::new(db, false);
+        let s = Store::open(db, false).unwrap();
         let (a, b) = (s.next_version(), s.next_version());
         assert!(b > a);
         let m = Meta {

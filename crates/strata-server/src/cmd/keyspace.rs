@@ -217,7 +217,7 @@ fn expire_generic(
         .ok_or_else(|| CmdError::reply(super::args::ERR_NOT_INT))?;
     let invalid = || CmdError::reply(format!("ERR invalid expire time in '{cmd}' command"));
     if seconds {
-        if when > i64::MAX / 1000 || when < i64::MIN / 1000 {
+        if !(i64::MIN / 1000..=i64::MAX / 1000).contains(&when) {
             return Err(invalid());
         }
         when *= 1000;

@@ -174,7 +174,7 @@ fn dbsize(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
 
 /// `[ASYNC|SYNC]`: both flush synchronously here.
 fn flush_mode(args: &mut Args) -> CmdResult {
-    if args.eat("ASYNC") || args.eat("SYNC") {}
+    let _either = args.eat("ASYNC") || args.eat("SYNC");
     args.finish()
 }
 
@@ -252,7 +252,7 @@ fn config_get(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 
 fn config_set(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let rest = args.rest();
-    if rest.len() % 2 != 0 {
+    if !rest.len().is_multiple_of(2) {
         return Err(CmdError::reply(
             "ERR wrong number of arguments for 'config|set' command",
         ));

@@ -280,7 +280,7 @@ fn mget(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 
 fn mset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let rest = args.rest();
-    if rest.len() % 2 != 0 {
+    if !rest.len().is_multiple_of(2) {
         return Err(CmdError::reply(
             "ERR wrong number of arguments for 'mset' command",
         ));
