@@ -825,3 +825,18 @@ fn shutdown_command_stops_the_server() {
     assert_eq!(c.q(&["GET", "k"]), V::bulk("v"));
     s.shutdown().unwrap();
 }
+
+#[test]
+fn idle_clients_are_closed_after_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &["--timeout", "1"]);
+    let mut idle = Client::connect(s.local_addr());
+    let mut busy = Client::connect(s.local_addr());
+    for _ in 0..6 {
+        std::thread::sleep(Duration::from_millis(250));
+        assert_eq!(busy.q(&["PING"]), V::Simple("PONG".into()));
+    }
+    assert!(idle.closed(), "idle for 1.5 s with timeout 1");
+    assert_eq!(busy.q(&["CONFIG", "SET", "timeout", "0"]), V::ok());
+    s.shutdown().unwrap();
+}
