@@ -23,15 +23,15 @@
 
 #![forbid(unsafe_code)]
 
-pub mod cmd;
+mod cmd;
 pub mod config;
 mod conn;
-pub mod glob;
+mod glob;
 mod info;
 pub mod keys;
 pub mod protocol;
 mod server;
-pub mod store;
+mod store;
 
 pub use config::{AppendFsync, Config, ConfigError};
 pub use server::{start, ServerError, ServerHandle, StartOptions, REDIS_VERSION};

@@ -22,11 +22,6 @@ impl Args {
         Args { argv, pos: skip }
     }
 
-    /// Every argument of the request, the command name included.
-    pub fn all(&self) -> &[Bytes] {
-        &self.argv
-    }
-
     /// Arguments not read yet.
     pub fn remaining(&self) -> usize {
         self.argv.len().saturating_sub(self.pos)
@@ -52,11 +47,6 @@ impl Args {
             .ok_or_else(|| CmdError::reply(ERR_SYNTAX))?;
         self.pos += 1;
         Ok(a)
-    }
-
-    /// The next argument as (lossy) text.
-    pub fn next_str(&mut self) -> Result<String, CmdError> {
-        Ok(String::from_utf8_lossy(&self.next_bytes()?).into_owned())
     }
 
     /// The next argument as an integer (Redis's `getLongLongFromObject`).

@@ -76,6 +76,8 @@ pub struct Spec {
 /// Per-connection state commands may read and change.
 pub struct ConnState {
     pub id: u64,
+    /// The client's address (for CLIENT LIST and CLIENT KILL, not implemented yet).
+    #[allow(dead_code)]
     pub addr: SocketAddr,
     /// Selected database.
     pub db: u8,
