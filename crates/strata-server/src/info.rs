@@ -78,10 +78,15 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
             let up = shared.started.elapsed().as_secs();
             kv("redis_version", REDIS_VERSION.to_string());
             kv("redis_mode", "standalone".to_string());
-            kv(
-                "os",
-                format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
-            );
+            // Redis prints `uname -s -r -m`.
+            let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|r| format!(" {}", r.trim()))
+                .unwrap_or_default();
+            let os = match std::env::consts::OS {
+                "linux" => "Linux",
+                other => other,
+            };
+            kv("os", format!("{os}{release} {}", std::env::consts::ARCH));
             kv("arch_bits", (usize::BITS).to_string());
             kv("process_id", std::process::id().to_string());
             kv("run_id", shared.run_id.clone());
