@@ -19,6 +19,9 @@ pub fn run(cmd: Command) -> Result<Outcome> {
         Command::Gc(a) => gc(a),
         Command::Check(a) => check(a),
         Command::Bench(a) => crate::bench::run(*a).map(|()| Outcome::Done),
+        Command::Serve(a) => strata_server::serve_main(&a.args)
+            .map(|()| Outcome::Done)
+            .map_err(Into::into),
     }
 }
 

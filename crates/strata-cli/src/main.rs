@@ -97,6 +97,26 @@ pub enum Command {
     /// fillseq writes increasing keys. Values: random bytes (incompressible, unlike
     /// db_bench's default half-compressible values).
     Bench(Box<bench::BenchArgs>),
+    /// Run the Redis-compatible server (work in progress) on a database directory.
+    ///
+    /// Without arguments: serves ./strata-data on 127.0.0.1:6379. Takes an optional config
+    /// file in redis.conf syntax, then directives as flags, later ones winning:
+    /// `strata serve strata.conf --port 6380 --dir /data --requirepass s3cret`. Directives:
+    /// bind, port, dir, requirepass, protected-mode, maxclients, timeout, databases,
+    /// proto-max-bulk-len, client-query-buffer-limit, appendfsync, shards. Stops on SHUTDOWN,
+    /// SIGINT or SIGTERM.
+    Serve(ServeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// [CONFIG-FILE] [--DIRECTIVE VALUE ...]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGS"
+    )]
+    pub args: Vec<String>,
 }
 
 /// Where the database is and how to open it.
