@@ -15,7 +15,7 @@ use crate::keys::{db_range, meta_key, user_key_of_meta, SERVER_PREFIX};
 use parking_lot::{Mutex, MutexGuard};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
-use strata::{Db, IterOptions, WriteBatch, WriteOptions};
+use strata::{Db, EngineIter, IterOptions, WriteBatch, WriteOptions};
 use strata_engine::Result;
 use xxhash_rust::xxh3::xxh3_64;
 
