@@ -17,7 +17,8 @@ use super::runner::Runner;
 use super::sharded_engine::Sharded;
 use super::summary::{summarize, SummaryRow};
 use super::{env, json, latency_plot, plot};
-use crate::dbdir::{require_existing_db, require_new_or_empty};
+use crate::dbdir::require_new_or_empty;
+use crate::store::{inspect, require_bench_db, Found, Kind};
 #[cfg(not(feature = "rocksdb"))]
 use anyhow::bail;
 use anyhow::{Context, Result};
@@ -92,7 +93,25 @@ pub struct RunOutcome {
     pub summary: Vec<SummaryRow>,
 }
 
+/// With --use-existing-db and one of Strata's engines alone, benchmarks the database in --db
+/// through the API of its kind: `sharded` for a sharded database, `strata` for a single
+/// engine instance, whichever of the two --engine named.
+fn fit_existing_db(args: &BenchArgs) -> BenchArgs {
+    let mut a = args.clone();
+    if let (true, Some(d), [k @ (EngineKind::Strata | EngineKind::Sharded)]) =
+        (a.use_existing_db, &a.db, a.engines.as_mut_slice())
+    {
+        match inspect(d) {
+            Ok(Found::Db(Kind::Sharded)) => *k = EngineKind::Sharded,
+            Ok(Found::Db(Kind::Engine)) => *k = EngineKind::Strata,
+            _ => {}
+        }
+    }
+    a
+}
+
 pub(super) fn execute(args: &BenchArgs) -> Result<RunOutcome> {
+    let args = &fit_existing_db(args);
     args.validate()?;
     let infos = args
         .engines
@@ -111,7 +130,12 @@ pub(super) fn execute(args: &BenchArgs) -> Result<RunOutcome> {
     let (root, temp) = match &args.db {
         Some(d) if args.use_existing_db => {
             for &k in &args.engines {
-                require_existing_db(&engine_dir(d, k))?;
+                let want = match k {
+                    EngineKind::Strata => Some(Kind::Engine),
+                    EngineKind::Sharded => Some(Kind::Sharded),
+                    _ => None,
+                };
+                require_bench_db(&engine_dir(d, k), want, k.name())?;
             }
             (d.clone(), None)
         }

@@ -80,8 +80,13 @@ impl<E: Front> Engine for Sharded<E> {
     fn describe(cfg: &EngineConfig) -> Result<String> {
         let n = shards(cfg);
         let (_, d) = E::config(cfg, n)?;
+        // An existing database keeps its persisted count (see `open`).
+        let count = match cfg.shards {
+            None if !cfg.create_if_missing => "as persisted".to_string(),
+            _ => n.to_string(),
+        };
         Ok(format!(
-            "shards={n} max_batch={} direct_reads={}; {d}",
+            "shards={count} max_batch={} direct_reads={}; {d}",
             cfg.max_batch, cfg.direct_reads
         ))
     }
@@ -98,7 +103,13 @@ impl<E: Front> Engine for Sharded<E> {
         let n = shards(cfg);
         let (engine, _) = E::config(cfg, n)?;
         let opts = Options {
-            shards: Some(n),
+            // An existing database keeps its persisted count unless --shards names one
+            // (which must then match).
+            shards: if cfg.create_if_missing {
+                Some(n)
+            } else {
+                cfg.shards
+            },
             max_batch: cfg.max_batch,
             direct_reads: cfg.direct_reads,
             ..Options::with_engine(engine)
