@@ -30,7 +30,7 @@ mod uring;
 
 pub use batch::{backend_status, read_batch, uring_status, IoBackend};
 pub use fault::{FaultFs, FaultKind, FaultOp, FaultRule};
-pub use mem::MemFs;
+pub use mem::{CrashMode, MemFs, UnsyncedWrites};
 pub use real::{direct_io_refusals, RealFs};
 
 use crate::error::Result;

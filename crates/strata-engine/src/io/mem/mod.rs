@@ -8,15 +8,18 @@
 //! - A directory maps names to inodes and has two views: the *live* view, changed by `create`,
 //!   `rename`, `remove` (and `lock`, which may create its file), and the *durable* view, which
 //!   [`Fs::sync_dir`] sets to a copy of the live view.
-//! - Directories themselves are created durably by [`Fs::create_dir_all`] (no `sync_dir` of
-//!   the parent needed) and are never removed. `""` (parent of relative names) and `"/"`
-//!   always exist.
+//! - Directories made by [`Fs::create_dir_all`] are never removed by the program. Their own
+//!   entry in the parent is durable only after `sync_dir` of the parent, but a crash drops an
+//!   unsynced directory only in a [`CrashMode`] that asks for it (the default keeps it).
+//!   `""` (parent of relative names) and `"/"` always exist.
 //! - `create` of an existing file truncates that inode in place, and the truncation is
 //!   treated as durable at once (`synced_len` drops to 0): the worst case for a program that
 //!   overwrites a file instead of writing a new one and renaming it.
 //! - [`MemFs::crash`] (power loss): every directory's live view becomes its durable view;
 //!   every inode still named by some directory loses the bytes after `synced_len` (see
-//!   [`MemFs::crash`] for the torn-write variant); every lock is released; every handle opened
+//!   [`MemFs::crash`] for the torn-write variant, and [`MemFs::crash_with`] for unsynced
+//!   appends that survive out of order and for new directories that vanish; the rules are
+//!   in `crash.rs`); every lock is released; every handle opened
 //!   before the crash (writable or readable) fails from then on with an I/O error, so that
 //!   threads of the "dead" process cannot change the disk the next process recovers from.
 //!
@@ -31,22 +34,38 @@ use std::io::{self, ErrorKind};
 use std::path::Component;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+mod crash;
+pub use crash::{CrashMode, UnsyncedWrites};
+
 /// One file's contents.
 #[derive(Default)]
 struct FileData {
     data: Vec<u8>,
     /// Bytes guaranteed to survive a crash.
     synced_len: usize,
-    /// Offset and length of the last append since the last sync, for torn writes.
-    last_unsynced_append: Option<(usize, usize)>,
+    /// Offset and length of each append since the last sync, oldest first (see `crash.rs`).
+    unsynced: Vec<(usize, usize)>,
 }
 
 type Inode = Arc<Mutex<FileData>>;
 
-#[derive(Default, Clone)]
+#[derive(Clone)]
 struct Dir {
     live: BTreeMap<String, Inode>,
     durable: BTreeMap<String, Inode>,
+    /// Whether this directory's own name in its parent is durable (parent synced since it
+    /// was created, or it survived a crash).
+    entry_durable: bool,
+}
+
+impl Dir {
+    fn new(entry_durable: bool) -> Self {
+        Dir {
+            live: BTreeMap::new(),
+            durable: BTreeMap::new(),
+            entry_durable,
+        }
+    }
 }
 
 struct State {
@@ -161,8 +180,8 @@ impl MemFs {
     /// An empty file system whose torn-write lengths derive from `seed`.
     pub fn with_seed(seed: u64) -> Self {
         let mut dirs = BTreeMap::new();
-        dirs.insert(PathBuf::new(), Dir::default());
-        dirs.insert(PathBuf::from("/"), Dir::default());
+        dirs.insert(PathBuf::new(), Dir::new(true));
+        dirs.insert(PathBuf::from("/"), Dir::new(true));
         MemFs {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
@@ -176,7 +195,8 @@ impl MemFs {
         }
     }
 
-    /// Simulates a power loss followed by a reboot.
+    /// Simulates a power loss followed by a reboot:
+    /// `crash_with(CrashMode::tear_last(tear_last_write))`.
     ///
     /// - Every directory's live view becomes its durable view (creates, renames and removes
     ///   not followed by `sync_dir` of their directory are undone).
@@ -190,35 +210,46 @@ impl MemFs {
     /// - Every lock is released, and every handle opened before the crash fails with an I/O
     ///   error from now on (reads included).
     pub fn crash(&self, tear_last_write: bool) {
+        self.crash_with(CrashMode::tear_last(tear_last_write));
+    }
+
+    /// Simulates a power loss in the given mode (see [`CrashMode`]). As [`MemFs::crash`], but
+    /// unsynced appends follow `mode.unsynced_writes`, and with
+    /// `mode.new_dirs_need_parent_sync` every directory whose entry is not durable vanishes
+    /// first, with everything below it. Every choice derives from the seed, the crash number
+    /// and the file's path.
+    pub fn crash_with(&self, mode: CrashMode) {
         let mut state = self.shared.state.lock();
         // Kill old handles first: a writer checks the epoch while holding its inode's lock, so
         // an append either lands before this crash truncates the inode or fails.
         let epoch = self.shared.epoch.fetch_add(1, Ordering::SeqCst) + 1;
         state.locks.clear();
+        if mode.new_dirs_need_parent_sync {
+            let lost: Vec<PathBuf> = state
+                .dirs
+                .iter()
+                .filter(|(_, d)| !d.entry_durable)
+                .map(|(p, _)| p.clone())
+                .collect();
+            state
+                .dirs
+                .retain(|p, _| !lost.iter().any(|l| p.starts_with(l)));
+        }
         let mut seen: HashSet<*const Mutex<FileData>> = HashSet::new();
         for (dir_path, dir) in state.dirs.iter_mut() {
+            // What survived a crash is on the disk.
+            dir.entry_durable = true;
             dir.live = dir.durable.clone();
             for (name, inode) in &dir.durable {
                 if !seen.insert(Arc::as_ptr(inode)) {
                     continue; // Named twice (e.g. by a half-durable rename); cut once.
                 }
-                let mut f = inode.lock();
-                let mut keep = f.synced_len;
-                if let (true, Some((start, len))) = (tear_last_write, f.last_unsynced_append) {
-                    if len >= 2 {
-                        let mut h = self.shared.seed ^ epoch.wrapping_mul(0xA24B_AED4_963E_E407);
-                        for b in dir_path.join(name).as_os_str().as_encoded_bytes() {
-                            let mut s = h ^ u64::from(*b);
-                            h = splitmix64(&mut s);
-                        }
-                        let k = 1 + (splitmix64(&mut h) % (len as u64 - 1)) as usize;
-                        keep = keep.max(start + k);
-                    }
+                let mut h = self.shared.seed ^ epoch.wrapping_mul(0xA24B_AED4_963E_E407);
+                for b in dir_path.join(name).as_os_str().as_encoded_bytes() {
+                    let mut s = h ^ u64::from(*b);
+                    h = splitmix64(&mut s);
                 }
-                let keep = keep.min(f.data.len());
-                f.data.truncate(keep);
-                f.synced_len = keep;
-                f.last_unsynced_append = None;
+                crash::crash_file(&mut inode.lock(), mode.unsynced_writes, h);
             }
         }
     }
@@ -276,13 +307,7 @@ impl MemFs {
         }
         f.data.truncate(len);
         f.synced_len = f.synced_len.min(len);
-        if let Some((start, n)) = f.last_unsynced_append {
-            f.last_unsynced_append = if start >= len {
-                None
-            } else {
-                Some((start, n.min(len - start)))
-            };
-        }
+        crash::truncate_appends(&mut f, len);
         Ok(())
     }
 
@@ -314,9 +339,7 @@ impl WritableFile for MemWritableFile {
         }
         let start = f.data.len();
         f.data.extend_from_slice(data);
-        if !data.is_empty() {
-            f.last_unsynced_append = Some((start, data.len()));
-        }
+        crash::note_append(&mut f, start, data.len());
         self.size += data.len() as u64;
         Ok(())
     }
@@ -335,7 +358,7 @@ impl WritableFile for MemWritableFile {
             return Err(dead_handle("sync", &self.path));
         }
         f.synced_len = f.data.len();
-        f.last_unsynced_append = None;
+        f.unsynced.clear();
         Ok(())
     }
 
@@ -431,7 +454,7 @@ impl Fs for MemFs {
                 let mut f = inode.lock();
                 f.data.clear();
                 f.synced_len = 0;
-                f.last_unsynced_append = None;
+                f.unsynced.clear();
                 drop(f);
                 inode.clone()
             }
@@ -555,7 +578,7 @@ impl Fs for MemFs {
                     ),
                 ));
             }
-            state.dirs.insert(p, Dir::default());
+            state.dirs.insert(p, Dir::new(false));
         }
         Ok(())
     }
@@ -565,6 +588,11 @@ impl Fs for MemFs {
         let mut state = self.shared.state.lock();
         let d = state.dir_mut("sync_dir", &norm, dir)?;
         d.durable = d.live.clone();
+        for (p, sub) in state.dirs.iter_mut() {
+            if p != &norm && p.parent() == Some(norm.as_path()) {
+                sub.entry_durable = true;
+            }
+        }
         Ok(())
     }
 
@@ -572,7 +600,7 @@ impl Fs for MemFs {
         let inode = self.shared.state.lock().file("sync", path)?;
         let mut f = inode.lock();
         f.synced_len = f.data.len();
-        f.last_unsynced_append = None;
+        f.unsynced.clear();
         Ok(())
     }
 
