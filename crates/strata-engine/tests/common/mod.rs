@@ -35,6 +35,63 @@ pub fn tiny_opts(fs: Arc<dyn Fs>) -> Options {
     }
 }
 
+/// The engine configurations the crash, fault and corruption scenarios run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// A plain LSM with a write-ahead log.
+    Plain,
+    /// Key-value separation: values of 8 bytes or more go to the value log (which is then
+    /// also the log), whose files rotate every 4 KiB; GC runs only when called.
+    Separated,
+}
+
+impl Engine {
+    pub const ALL: [Engine; 2] = [Engine::Plain, Engine::Separated];
+
+    /// `base` as this engine: unchanged for `Plain`.
+    pub fn options(self, base: Options) -> Options {
+        match self {
+            Engine::Plain => base,
+            Engine::Separated => Options {
+                sep_threshold_bytes: 8,
+                vlog_file_bytes: 4 << 10,
+                vlog_buffer_bytes: 1 << 10,
+                gc_garbage_ratio: 0.25,
+                gc_interval_ms: 0,
+                ..base
+            },
+        }
+    }
+
+    /// What the name of each file of the commit log contains: the WAL or the value log.
+    pub fn log_suffix(self) -> &'static str {
+        match self {
+            Engine::Plain => ".log",
+            Engine::Separated => ".vlog",
+        }
+    }
+}
+
+/// Runs each listed `fn name(engine: Engine)` as two tests, `plain::name` and
+/// `separated::name` (so a failure names its engine and either set can be filtered).
+#[allow(unused_macros)]
+macro_rules! on_each_engine {
+    ($($name:ident),* $(,)?) => {
+        mod plain {
+            $(#[test]
+            fn $name() {
+                super::$name(super::common::Engine::Plain)
+            })*
+        }
+        mod separated {
+            $(#[test]
+            fn $name() {
+                super::$name(super::common::Engine::Separated)
+            })*
+        }
+    };
+}
+
 /// `tiny_opts` on a shared `MemFs`.
 pub fn mem_opts(mem: &MemFs) -> Options {
     tiny_opts(Arc::new(mem.clone()))
