@@ -136,7 +136,7 @@ fn scatter(f: &mut FileData, synced: usize, appends: &[(usize, usize)], mut h: u
                 1 => 0,
                 _ => ((r >> 8) % len as u64) as usize,
             };
-            (kept, (r >> 40) % 4 == 0)
+            (kept, (r >> 40).is_multiple_of(4))
         })
         .collect();
     let end = appends
