@@ -37,6 +37,11 @@ use strata_engine::{Db, Options, WriteBatch, WriteOptions};
 
 type Map = BTreeMap<Vec<u8>, Vec<u8>>;
 
+const SYNC: WriteOptions = WriteOptions {
+    sync: true,
+    disable_wal: false,
+};
+
 /// The crash at point `k`: every third one loses unsynced writes, tears the last one, or
 /// scatters them (each survives, is lost or is torn; holes read as zeros or garbage).
 fn crash_mode(k: u64) -> CrashMode {
@@ -517,15 +522,7 @@ fn crash_after_each_synced_put_keeps_it() {
             for i in 0..5u32 {
                 let k = key(round * 3 + i);
                 let v = value(&k, round, 200);
-                db.put_opt(
-                    &WriteOptions {
-                        sync: true,
-                        ..Default::default()
-                    },
-                    &k,
-                    &v,
-                )
-                .unwrap();
+                db.put_opt(&SYNC, &k, &v).unwrap();
                 want.insert(k, v);
             }
             // An unsynced write after the last synced one may be lost (or kept).
@@ -771,15 +768,7 @@ fn new_database_directory_survives_a_crash() {
         for i in 0..20u32 {
             let k = key(i);
             let v = value(&k, 1, 100);
-            db.put_opt(
-                &WriteOptions {
-                    sync: true,
-                    ..Default::default()
-                },
-                &k,
-                &v,
-            )
-            .unwrap();
+            db.put_opt(&SYNC, &k, &v).unwrap();
             want.insert(k, v);
         }
         mem.crash_with(CrashMode::adversarial());

@@ -226,6 +226,10 @@ pub fn restore_files(files: &[(PathBuf, Vec<u8>)]) -> MemFs {
     }
     for d in &dirs {
         mem.sync_dir(d).unwrap();
+        // The directory's own entry too (a crash may drop unsynced new directories).
+        if let Some(parent) = d.parent() {
+            mem.sync_dir(parent).unwrap();
+        }
     }
     mem
 }
