@@ -1,17 +1,24 @@
 //! `check`: verify every checksum of a database without changing it (`strata check`).
 //! Reads the MANIFEST, every live table (every block, key order across the table) and the
-//! WALs still needed and every value-log file (every frame and entry checksum); goes on
-//! after a problem so that one run lists all of them.
+//! WALs still needed and every value-log file (every frame and entry checksum); then
+//! follows every value pointer of the tables into the value log (see [`check_pointers`]);
+//! goes on after a problem so that one run lists all of them (`docs/design.md` §7.4).
 
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
+use crate::io::{Fs, RandomAccessFile};
+use crate::iter::{InternalIterator, LevelIterator, MergingIterator};
+use crate::key::{self, ValueKind};
 use crate::log::LogReader;
 use crate::options::Options;
-use crate::sst::Table;
+use crate::sst::{ReadParams, Table};
+use crate::table_cache::TableCache;
 use crate::version::VersionSet;
-use crate::vlog::FrameReader;
+use crate::vlog::{FrameReader, ValuePointer};
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::sync::Arc;
 
 /// What `check` found.
 #[derive(Clone, Debug, Default)]
@@ -24,6 +31,8 @@ pub struct CheckReport {
     pub vlog_files: u64,
     pub vlog_frames: u64,
     pub manifest_records: u64,
+    /// Value pointers of the tables followed into the value log and verified.
+    pub pointers: u64,
     /// Every problem found (check goes on after the first).
     pub problems: Vec<Error>,
     /// Facts worth knowing that are not damage (e.g. a torn WAL tail that recovery drops).
@@ -40,7 +49,7 @@ impl std::fmt::Display for CheckReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "checked {} tables ({} blocks, {} entries), {} MANIFEST records, {} WAL files ({} records), {} value-log files ({} frames)",
+            "checked {} tables ({} blocks, {} entries), {} MANIFEST records, {} WAL files ({} records), {} value-log files ({} frames), {} value pointers",
             self.tables,
             self.blocks,
             self.entries,
@@ -48,7 +57,8 @@ impl std::fmt::Display for CheckReport {
             self.wal_files,
             self.wal_records,
             self.vlog_files,
-            self.vlog_frames
+            self.vlog_frames,
+            self.pointers
         )?;
         for n in &self.notes {
             writeln!(f, "note: {n}")?;
@@ -105,6 +115,9 @@ pub(crate) fn check(dir: &Path, opts: Options) -> Result<CheckReport> {
             Err(e) => report.problems.push(e),
         }
     }
+    let tables_ok = report.problems.is_empty();
+    // Keys written by log records that recovery replays: newer than anything in the tables.
+    let mut replayed: HashSet<Vec<u8>> = HashSet::new();
     let mut wals: Vec<u64> = fs
         .list(dir)?
         .iter()
@@ -126,7 +139,10 @@ pub(crate) fn check(dir: &Path, opts: Options) -> Result<CheckReport> {
         loop {
             match reader.read_record() {
                 Ok(Some((offset, rec))) => match WriteBatch::from_data(rec, &path, offset) {
-                    Ok(_) => report.wal_records += 1,
+                    Ok(b) => {
+                        report.wal_records += 1;
+                        replayed.extend(b.iter().flatten().map(|r| r.key.to_vec()));
+                    }
                     Err(e) => {
                         report.problems.push(e);
                         break;
@@ -146,14 +162,141 @@ pub(crate) fn check(dir: &Path, opts: Options) -> Result<CheckReport> {
             ));
         }
     }
-    check_vlog(dir, &fs, &versions, &mut report)?;
+    check_vlog(dir, &fs, &versions, &mut replayed, &mut report)?;
+    if tables_ok {
+        check_pointers(dir, &fs, &versions, &replayed, &mut report)?;
+    } else {
+        report
+            .notes
+            .push("value pointers not followed: a table is damaged".into());
+    }
     Ok(report)
+}
+
+/// Follows every value pointer in the tables into the value log and verifies the entry it
+/// names (checksum, kind, key). The newest table entry of a key must resolve unless a log
+/// record that recovery replays writes the key again (GC may then have collected its file:
+/// that record supersedes it); a pointer into a file that is gone, or that GC recorded
+/// obsolete, is then a **dangling pointer**: the key would read as corrupt. Older entries
+/// (kept for snapshots that an offline check cannot see, or not yet compacted away) are
+/// verified where their file still exists.
+fn check_pointers(
+    dir: &Path,
+    fs: &Arc<dyn Fs>,
+    versions: &VersionSet,
+    replayed: &HashSet<Vec<u8>>,
+    report: &mut CheckReport,
+) -> Result<()> {
+    let version = versions.current();
+    if version.levels.iter().all(|l| l.is_empty()) {
+        return Ok(());
+    }
+    let present: HashSet<u64> = fs
+        .list(dir)?
+        .iter()
+        .filter_map(|n| filename::parse(n))
+        .filter(|(k, n)| *k == FileKind::Vlog && !versions.vlog.obsolete.contains(n))
+        .map(|(_, n)| n)
+        .collect();
+    let tables = Arc::new(TableCache::new(dir.to_path_buf(), fs.clone(), 64, None));
+    let params = ReadParams {
+        verify_checksums: true,
+        fill_cache: false,
+        readahead: 2 << 20,
+    };
+    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    for f in &version.levels[0] {
+        children.push(Box::new(tables.get(f.number)?.iter(params)));
+    }
+    for files in version.levels.iter().skip(1).filter(|l| !l.is_empty()) {
+        children.push(Box::new(LevelIterator::new(
+            files.clone(),
+            tables.clone(),
+            params,
+        )));
+    }
+    let mut it = MergingIterator::new(children);
+    let mut handles: HashMap<u64, Arc<dyn RandomAccessFile>> = HashMap::new();
+    let mut last_key: Option<Vec<u8>> = None;
+    it.seek_to_first();
+    while it.valid() {
+        let Some(p) = key::parse_internal_key(it.key()) else {
+            report.problems.push(Error::corruption(
+                dir,
+                0,
+                "malformed internal key while following value pointers",
+            ));
+            return Ok(());
+        };
+        let newest = last_key.as_deref() != Some(p.user_key);
+        if newest {
+            last_key = Some(p.user_key.to_vec());
+        }
+        if p.kind == ValueKind::Pointer {
+            if let Err(e) = check_pointer(
+                dir,
+                fs,
+                &present,
+                &mut handles,
+                p.user_key,
+                it.value(),
+                newest && !replayed.contains(p.user_key),
+            ) {
+                report.problems.push(e);
+            }
+            report.pointers += 1;
+        }
+        it.next();
+    }
+    if let Err(e) = it.status() {
+        report.problems.push(e);
+    }
+    Ok(())
+}
+
+/// Verifies one pointer of `user_key`; `must_resolve`: the pointer is what reads return.
+fn check_pointer(
+    dir: &Path,
+    fs: &Arc<dyn Fs>,
+    present: &HashSet<u64>,
+    handles: &mut HashMap<u64, Arc<dyn RandomAccessFile>>,
+    user_key: &[u8],
+    raw: &[u8],
+    must_resolve: bool,
+) -> Result<()> {
+    let ptr = ValuePointer::decode_or_corrupt(raw, "<lsm value pointer>")?;
+    let path = filename::vlog(dir, ptr.file);
+    if !present.contains(&ptr.file) {
+        if !must_resolve {
+            return Ok(());
+        }
+        return Err(Error::corruption(
+            &path,
+            ptr.offset,
+            format!(
+                "dangling value pointer: key {} points into a value-log file that does not exist",
+                show_key(user_key)
+            ),
+        ));
+    }
+    let h = match handles.get(&ptr.file) {
+        Some(h) => h.clone(),
+        None => {
+            let h = fs.open(&path)?;
+            handles.insert(ptr.file, h.clone());
+            h
+        }
+    };
+    let mut data = vec![0u8; ptr.len as usize];
+    h.read_at(ptr.offset, &mut data)?;
+    crate::vlog::format::verify_pointed_entry(&data, &ptr, user_key, &path).map(|_| ())
 }
 
 fn check_vlog(
     dir: &Path,
     fs: &std::sync::Arc<dyn crate::io::Fs>,
     versions: &VersionSet,
+    replayed: &mut HashSet<Vec<u8>>,
     report: &mut CheckReport,
 ) -> Result<()> {
     let mut files: Vec<u64> = fs
@@ -164,7 +307,8 @@ fn check_vlog(
         .map(|(_, n)| n)
         .collect();
     files.sort_unstable();
-    let head_file = versions.vlog.head.map_or(0, |h| h.0);
+    let head = versions.vlog.head.unwrap_or((0, 0));
+    let head_file = head.0;
     for n in files {
         let path = filename::vlog(dir, n);
         if versions.vlog.obsolete.contains(&n) {
@@ -177,8 +321,12 @@ fn check_vlog(
         report.vlog_files += 1;
         let r = fs.file_size(&path).and_then(|size| {
             let mut reader = FrameReader::new(fs.open(&path)?, &path, size, 0);
-            while reader.next_frame()?.is_some() {
+            while let Some(frame) = reader.next_frame()? {
                 report.vlog_frames += 1;
+                let from_head = n > head.0 || (n == head.0 && frame.offset >= head.1);
+                if from_head && frame.header.kind == crate::vlog::format::FRAME_REPLAY {
+                    replayed.extend(frame.entries().map(|(_, e)| e.key.to_vec()));
+                }
             }
             Ok((reader.position(), size))
         });
@@ -207,4 +355,20 @@ fn check_vlog(
         }
     }
     Ok(())
+}
+
+/// A key for a message: printable ASCII as is, other bytes as `\xNN`, at most 64 bytes.
+fn show_key(k: &[u8]) -> String {
+    let mut s: String = k
+        .iter()
+        .take(64)
+        .map(|&b| match b {
+            b' '..=b'~' if b != b'\\' => (b as char).to_string(),
+            _ => format!("\\x{b:02x}"),
+        })
+        .collect();
+    if k.len() > 64 {
+        s.push_str("...");
+    }
+    format!("\"{s}\"")
 }

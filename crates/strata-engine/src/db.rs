@@ -1,24 +1,11 @@
 //! [`Db`]: one LSM-tree instance.
 //!
-//! Concurrency protocol:
-//! - `state` (a mutex) owns the version set, the memtables and the bookkeeping of background
-//!   work. It is held only for short decisions and MANIFEST edits, never for table I/O.
-//! - Writers go through the group-commit queue (`write.rs`): the writer at the front is the
-//!   leader; it alone appends to the WAL (`wal` mutex, uncontended) and inserts into the
-//!   memtable, then publishes the group's last sequence number in `visible_seq`.
-//! - Readers take `super_version` (memtable, immutable memtables, version), an `Arc` snapshot
-//!   swapped under a read-write lock whenever one of the three changes, and read
-//!   `visible_seq`; they never take `state`.
-//! - Background threads (`background_threads` of them) wait on `bg_cv` for a flush (always
-//!   first) or a compaction; whoever waits for progress (stalled writers, `flush`,
-//!   `wait_idle`) waits on `done_cv`, which every finished job notifies.
-//! - An I/O error in the WAL, a flush or a compaction is stored in `bg_error`: from then on
-//!   every write fails with [`Error::Poisoned`] until the database is reopened.
-//! - With key-value separation the value log replaces the WAL (`vlog/mod.rs` describes its
-//!   protocol); one GC thread (`vlog/gc.rs`) waits on `gc_cv` for its period or a
-//!   compaction, and `gc_lock` keeps background and manual GC (`Db::gc`) from overlapping.
-//!   A failed GC is reported in the stats but does not poison the database, unless the
-//!   write it submitted failed (that error is sticky like any write's).
+//! Concurrency (`docs/design.md` §3): `state` (a mutex) owns the version set, the memtables
+//! and the background bookkeeping and is never held for table I/O; writers go through the
+//! group-commit queue (`write.rs`); readers take the super version and the sequence number
+//! together (`docs/design.md` §5.1) and never take `state`; background threads flush and
+//! compact, one GC thread collects the value log (`vlog/gc.rs`); an I/O error in a log, a
+//! flush or a compaction poisons every later write until reopen.
 
 use crate::batch::WriteBatch;
 use crate::compaction::{self, Busy, CompactionPlan, JobEnv, Shape};
@@ -152,7 +139,7 @@ impl Db {
                     dir.display()
                 )));
             }
-            fs.create_dir_all(&dir)?;
+            create_dir_durably(&fs, &dir)?;
         }
         let lock = fs.lock(&filename::lock(&dir))?;
         if fs.exists(&filename::current(&dir))? {
@@ -317,9 +304,7 @@ impl Db {
 
     /// An iterator over the database as of `ro.snapshot` (or now).
     pub fn iter(&self, ro: &ReadOptions) -> Result<DbIterator> {
-        // Super version before sequence number: see `vlog/mod.rs`.
-        let sv = self.inner.super_version.read().clone();
-        let seq = self.inner.read_seq(ro);
+        let (sv, seq) = self.inner.read_view(ro);
         let params = crate::sst::ReadParams {
             verify_checksums: ro.verify_checksums,
             fill_cache: ro.fill_cache,
@@ -359,15 +344,7 @@ impl Db {
 
     /// Turns the memtable into a table and waits for it.
     pub fn flush(&self) -> Result<()> {
-        self.inner.write(&WriteOptions::default(), None, true)?;
-        let mut st = self.inner.state.lock();
-        loop {
-            self.inner.check_bg_error()?;
-            if st.imms.is_empty() {
-                return Ok(());
-            }
-            self.inner.done_cv.wait(&mut st);
-        }
+        self.inner.flush_and_wait()
     }
 
     /// Compacts every table overlapping `[start, end]` (None = unbounded) level by level
@@ -404,8 +381,7 @@ impl Db {
     /// Where the newest value of `key` lives in the value log; `None` if the key is absent,
     /// deleted, or its value is stored inline in the tree.
     pub fn value_location(&self, key: &[u8]) -> Result<Option<crate::vlog::ValuePointer>> {
-        let sv = self.inner.super_version.read().clone();
-        let seq = self.inner.visible_seq.load(Ordering::Acquire);
+        let (sv, seq) = self.inner.read_view(&ReadOptions::default());
         let p = crate::get::params(&ReadOptions::default());
         match self.inner.get_entry(&sv, key, seq, p)? {
             Some(crate::get::Found::Pointer(raw)) => {
@@ -449,6 +425,15 @@ impl Db {
     }
 
     fn shutdown(&self) -> Result<()> {
+        // Writes made without the log live only in memtables: flush them, so that a clean
+        // close keeps them (a crash does not). A failure is reported after the shutdown.
+        let flushed = if self.inner.shutting_down.load(Ordering::Acquire)
+            || self.inner.has_bg_error.load(Ordering::Acquire)
+        {
+            Ok(())
+        } else {
+            self.inner.flush_unlogged()
+        };
         self.inner.shutting_down.store(true, Ordering::Release);
         {
             let _st = self.inner.state.lock();
@@ -470,7 +455,7 @@ impl Db {
         if let Some(e) = self.inner.bg_error.lock().as_ref() {
             return Err(Error::Poisoned(e.to_string()));
         }
-        synced
+        flushed.and(synced)
     }
 }
 
@@ -481,6 +466,49 @@ impl Drop for Db {
 }
 
 impl DbInner {
+    /// Freezes the memtable and waits until every frozen memtable is flushed.
+    pub(crate) fn flush_and_wait(&self) -> Result<()> {
+        self.write(&WriteOptions::default(), None, true)?;
+        let mut st = self.state.lock();
+        loop {
+            self.check_bg_error()?;
+            if st.imms.is_empty() {
+                return Ok(());
+            }
+            self.done_cv.wait(&mut st);
+        }
+    }
+
+    /// Makes the writes no log replays (`WriteOptions::disable_wal`) durable by flushing
+    /// the memtables that hold them, and waits. Called before GC records a file obsolete
+    /// (GC let such a write decide that an older value was garbage, so the write must
+    /// outlive a crash), and by a clean close.
+    pub(crate) fn flush_unlogged(&self) -> Result<()> {
+        let sv = self.super_version.read().clone();
+        let targets: Vec<Arc<MemTable>> = std::iter::once(&sv.mem)
+            .chain(sv.imms.iter())
+            .filter(|m| m.has_unlogged())
+            .cloned()
+            .collect();
+        if targets.is_empty() {
+            return Ok(());
+        }
+        if sv.mem.has_unlogged() {
+            self.write(&WriteOptions::default(), None, true)?;
+        }
+        let mut st = self.state.lock();
+        loop {
+            self.check_bg_error()?;
+            let pending = std::iter::once(&st.mem)
+                .chain(st.imms.iter())
+                .any(|m| targets.iter().any(|t| Arc::ptr_eq(m, t)));
+            if !pending {
+                return Ok(());
+            }
+            self.done_cv.wait(&mut st);
+        }
+    }
+
     pub(crate) fn check_bg_error(&self) -> Result<()> {
         if self.has_bg_error.load(Ordering::Acquire) {
             if let Some(e) = &*self.bg_error.lock() {
@@ -501,6 +529,23 @@ impl DbInner {
         }
         self.has_bg_error.store(true, Ordering::Release);
         self.done_cv.notify_all();
+    }
+
+    /// A reader's view: the super version and the sequence number to read at, taken together
+    /// under the super version's read lock. A new super version (a new memtable, a new
+    /// value-log file) is installed under the write lock before any write that depends on it
+    /// is applied, so every write at or below the sequence taken here is reachable through
+    /// the super version taken with it: its memtable is listed and the value-log file its
+    /// pointer names is in the file set. Taken apart, a reader could hold the file set of
+    /// before a rotation and a sequence of after it, and see a pointer into a file its set
+    /// lacks. A file leaves the set only when GC retires it, which waits for every snapshot
+    /// older than the rewrites, so a snapshot's sequence is covered too.
+    pub(crate) fn read_view(&self, ro: &ReadOptions) -> (Arc<SuperVersion>, SeqNo) {
+        let sv = self.super_version.read();
+        #[cfg(test)]
+        read_view_tests::pause();
+        let seq = self.read_seq(ro);
+        (sv.clone(), seq)
     }
 
     pub(crate) fn read_seq(&self, ro: &ReadOptions) -> SeqNo {
@@ -722,7 +767,7 @@ impl DbInner {
         Ok(())
     }
 
-    /// Value-log garbage that flushing `mem` reveals (`vlog/mod.rs`, "garbage accounting"):
+    /// Value-log garbage that flushing `mem` reveals (`docs/design.md` §6.2):
     /// every separated value that a newer version of its key in `mem` shadows, whether that
     /// value is in `mem` itself or is the key's newest entry in the tables of `version`.
     /// A value that a live snapshot can still see is not counted (GC's verification scans
@@ -924,6 +969,30 @@ impl DbInner {
 }
 
 /// A merged iterator over every memtable and table of `sv`.
+/// Creates `dir` and its missing ancestors, then syncs the parent of each one created: a new
+/// directory's entry is durable only once its parent is synced, and a database whose
+/// directory vanishes in a crash loses every write it acknowledged as synced.
+fn create_dir_durably(fs: &Arc<dyn crate::io::Fs>, dir: &Path) -> Result<()> {
+    let mut created = Vec::new();
+    let mut p = Some(dir);
+    while let Some(d) = p.filter(|d| !d.as_os_str().is_empty()) {
+        if fs.exists(d)? {
+            break;
+        }
+        created.push(d.to_path_buf());
+        p = d.parent();
+    }
+    fs.create_dir_all(dir)?;
+    for d in &created {
+        let parent = d
+            .parent()
+            .filter(|q| !q.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        fs.sync_dir(parent)?;
+    }
+    Ok(())
+}
+
 fn merged_iter(
     tables: &Arc<TableCache>,
     sv: &SuperVersion,
@@ -946,4 +1015,68 @@ fn merged_iter(
         }
     }
     Ok(Box::new(MergingIterator::new(children)))
+}
+
+#[cfg(test)]
+mod read_view_tests {
+    //! A reader paused between taking its super version and its sequence number (the
+    //! window widened on purpose) must still never meet a pointer into a value-log file its
+    //! view lacks, while writers rotate 1 KiB value-log files under it.
+    use super::*;
+    use crate::io::MemFs;
+    use std::sync::atomic::AtomicU64;
+
+    static PAUSE_MICROS: AtomicU64 = AtomicU64::new(0);
+
+    pub(super) fn pause() {
+        let us = PAUSE_MICROS.load(Ordering::Relaxed);
+        if us > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(us));
+        }
+    }
+
+    #[test]
+    fn a_paused_reader_keeps_a_consistent_view_across_rotations() {
+        let opts = Options {
+            fs: Arc::new(MemFs::new()),
+            sep_threshold_bytes: 16,
+            vlog_file_bytes: 1 << 10,
+            gc_interval_ms: 0,
+            ..Options::default()
+        };
+        let db = Arc::new(Db::open("/db", opts).unwrap());
+        for i in 0..4u8 {
+            db.put(&[i], &[0u8; 100]).unwrap();
+        }
+        PAUSE_MICROS.store(200, Ordering::Relaxed);
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    db.put(&[(n % 4) as u8], &[n as u8; 100]).unwrap();
+                    n += 1;
+                }
+                n
+            })
+        };
+        let start = std::time::Instant::now();
+        let mut reads = 0u32;
+        while start.elapsed() < std::time::Duration::from_secs(1) {
+            for i in 0..4u8 {
+                let v = db.get(&[i]);
+                assert!(matches!(&v, Ok(Some(v)) if v.len() == 100), "{v:?}");
+                reads += 1;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        PAUSE_MICROS.store(0, Ordering::Relaxed);
+        let writes = writer.join().unwrap();
+        assert!(
+            writes > 100 && reads > 100,
+            "{writes} writes, {reads} reads"
+        );
+        assert!(db.stats().vlog_files > 3);
+    }
 }

@@ -1,4 +1,4 @@
-//! File names inside a database directory:
+//! File names inside a database directory (lifetimes of each kind: `docs/design.md` §2):
 //!
 //! | name | what |
 //! |---|---|

@@ -1,5 +1,6 @@
 //! Point lookups: memtable → immutable memtables (newest first) → L0 tables (newest first) →
-//! one table per deeper level; filter before index before data block.
+//! one table per deeper level; filter before index before data block. How a reader pairs its
+//! super version with its sequence number: `docs/design.md` §5.1, §5.2.
 
 use crate::db::{DbInner, SuperVersion};
 use crate::error::{Error, Result};
@@ -55,10 +56,7 @@ pub(crate) fn entry_for(
 
 impl DbInner {
     pub(crate) fn get(&self, ro: &ReadOptions, user_key: &[u8]) -> Result<Option<Vec<u8>>> {
-        // The super version before the sequence number: see `vlog/mod.rs` (a reader whose
-        // sequence predates a GC rewrite must hold the value-log files of that time).
-        let sv = self.super_version.read().clone();
-        let seq = self.read_seq(ro);
+        let (sv, seq) = self.read_view(ro);
         match self.get_entry(&sv, user_key, seq, params(ro))? {
             Some(Found::Value(v)) => Ok(Some(v)),
             Some(Found::Pointer(p)) => {

@@ -6,7 +6,8 @@
 //! Recovery: `recovery.rs`, `version/`. All file I/O goes through [`io::Fs`].
 //! Key-value separation (WiscKey): `vlog/` — values at or above
 //! `Options::sep_threshold_bytes` live in the value log, which is then also the WAL; GC in
-//! `vlog/gc.rs`.
+//! `vlog/gc.rs`. Protocols and invariants (files and their lifetimes, group commit,
+//! recovery, compaction, value-log GC, io_uring): `docs/design.md`.
 //!
 //! ```no_run
 //! use strata_engine::{Db, Options, ReadOptions};

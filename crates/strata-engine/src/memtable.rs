@@ -2,7 +2,8 @@
 //!
 //! Writers insert under the group-commit leader (one thread at a time); readers look up
 //! concurrently without locks. A memtable is frozen (made immutable) when it reaches
-//! `write_buffer_bytes` and flushed to an L0 table by a background thread.
+//! `write_buffer_bytes` and flushed to an L0 table by a background thread (`docs/design.md`
+//! §4.4, §6.1).
 
 use crate::iter::InternalIterator;
 use crate::key::{self, compare_internal, SeqNo, ValueKind};
@@ -51,6 +52,9 @@ pub struct MemTable {
     vlog_start: Option<(u64, u64)>,
     /// Bytes of separated entries per value-log file that this memtable points at.
     vlog_refs: parking_lot::Mutex<std::collections::BTreeMap<u64, u64>>,
+    /// Holds writes made with `WriteOptions::disable_wal`: no log replays them, so they are
+    /// durable only once this memtable is flushed.
+    unlogged: std::sync::atomic::AtomicBool,
 }
 
 impl MemTable {
@@ -66,7 +70,18 @@ impl MemTable {
             wal_number,
             vlog_start,
             vlog_refs: Default::default(),
+            unlogged: Default::default(),
         }
+    }
+
+    /// Notes that this memtable holds a write no log replays.
+    pub fn mark_unlogged(&self) {
+        self.unlogged.store(true, AtomicOrdering::Release);
+    }
+
+    /// Whether this memtable holds a write no log replays (`WriteOptions::disable_wal`).
+    pub fn has_unlogged(&self) -> bool {
+        self.unlogged.load(AtomicOrdering::Acquire)
     }
 
     pub fn wal_number(&self) -> u64 {

@@ -1,22 +1,13 @@
-//! Batched point lookups, run stage by stage over the whole batch (ToplingDB's MultiGet).
-//!
-//! Stages: memtables; then every L0 table (newest first); then each deeper level. In a table
-//! stage every pending key goes through file selection, the filter and the in-memory index;
-//! blocks found in the block cache are searched at once, and every block that missed the
-//! cache is gathered (one read per distinct block) and submitted together through
-//! [`DbInner::read_batch`] — io_uring or a thread pool overlaps them on the device
-//! (`Options::io_backend`, see `io/batch.rs`) — before the batch resumes. A key whose read
-//! fails gets that error; the others go on. When everything is cached no read is submitted,
-//! so a cached batch costs about as much as a loop of `get`.
+//! Batched point lookups, run stage by stage over the whole batch (ToplingDB's MultiGet):
+//! memtables, every L0 table newest first, each deeper level, then the value log. Every block
+//! (and value-log record) that missed the cache is gathered and submitted together through
+//! [`DbInner::read_batch`] (`Options::io_backend`, see `io/batch.rs`); a key whose read fails
+//! gets that error, the others go on; a fully cached batch submits nothing. See
+//! `docs/design.md` §5.4 and `docs/batched-reads.md`.
 //!
 //! Index and filter blocks are held in memory by each open table (`Table::open`), so they
 //! cost a read only when the table cache misses; those opens happen one by one inside a stage
 //! (with `max_open_files` above the number of tables they do not recur).
-//!
-//! Value-log stage (key-value separation): once the tables have answered, the keys whose
-//! value is a pointer into the value log gather their `(file, offset, len)` records into one
-//! list of [`ReadRequest`]s and call [`DbInner::read_batch`], exactly like the block stages;
-//! each record's result goes to the keys that needed it.
 
 use crate::db::{DbInner, SuperVersion};
 use crate::error::Result;
@@ -119,9 +110,7 @@ impl DbInner {
     pub(crate) fn multi_get(&self, ro: &ReadOptions, keys: &[&[u8]]) -> Vec<KeyResult> {
         Counters::add(&self.counters.multi_gets, 1);
         Counters::add(&self.counters.multi_get_keys, keys.len() as u64);
-        // Super version before sequence number: see `vlog/mod.rs`.
-        let sv = self.super_version.read().clone();
-        let seq = self.read_seq(ro);
+        let (sv, seq) = self.read_view(ro);
         let p = params(ro);
         let mut results: Vec<Option<KeyResult>> = vec![None; keys.len()];
         let mut pointers: Vec<(usize, Vec<u8>)> = Vec::new();

@@ -103,7 +103,7 @@ pub struct Options {
     /// (off): separation trades range scans (0.58x RocksDB at 1 KiB) and a lag of disk space
     /// behind GC for write speed and write amplification near 1, and which side matters is
     /// the application's call. The measured choice when it is on is 1 KiB
-    /// ([`RECOMMENDED_SEP_THRESHOLD_BYTES`], `docs/benchmarks.md`, issue 4). Lower: less
+    /// ([`RECOMMENDED_SEP_THRESHOLD_BYTES`], `docs/benchmarks.md`, the key-value separation benchmarks). Lower: less
     /// write amplification, more random reads in lookups and scans.
     pub sep_threshold_bytes: usize,
     /// Size at which the head value-log file is sealed and a new one started. Default:
@@ -113,8 +113,10 @@ pub struct Options {
     /// recovery).
     pub vlog_file_bytes: u64,
     /// User-space buffer of the value log: handed to the OS when full, on every sync and at
-    /// each memtable switch. Default: 1 MiB. Unsynced writes in it are lost if the process
-    /// dies (synced writes never are).
+    /// each memtable switch. Default: 0 (each commit group reaches the OS as it is written,
+    /// so an unsynced write survives a process crash, as with the WAL). Larger values save
+    /// a `write` call per group, at a price: unsynced writes still in the buffer are lost
+    /// if the process dies (synced writes never are).
     pub vlog_buffer_bytes: usize,
     /// A sealed value-log file whose garbage is at least this fraction of its size is
     /// collected by GC. Default: 0.5 (space amplification of the value log stays below
@@ -124,7 +126,8 @@ pub struct Options {
     /// Default: 256 MiB/s.
     pub gc_bytes_per_sec: u64,
     /// Background GC checks for a file to collect this often, in milliseconds, and after
-    /// compactions (0 = no background GC; `Db::gc` still works). Default: 1000.
+    /// a flush that found value-log garbage (0 = no background GC; `Db::gc` still works).
+    /// Default: 1000.
     pub gc_interval_ms: u64,
     /// Values an iterator reads ahead, in one batch, when it is moving forward over
     /// separated values (WiscKey's parallel range-scan prefetch; 0 = off). Default: 32.
@@ -163,7 +166,7 @@ impl Default for Options {
             direct_io: false,
             sep_threshold_bytes: usize::MAX,
             vlog_file_bytes: 64 << 20,
-            vlog_buffer_bytes: 1 << 20,
+            vlog_buffer_bytes: 0,
             gc_garbage_ratio: 0.5,
             gc_bytes_per_sec: 256 << 20,
             gc_interval_ms: 1000,
@@ -303,11 +306,16 @@ impl Options {
 /// Options of one write.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct WriteOptions {
-    /// fsync the WAL before acknowledging. Writes that share a commit group share the fsync.
-    /// Default: false (the write survives a process crash, not a power loss).
+    /// fsync the WAL (or, with key-value separation, the value log) before acknowledging.
+    /// Writes that share a commit group share the fsync. Default: false: the write reaches
+    /// the operating system before it is acknowledged, so it survives a process crash but
+    /// not a power loss (with separation only while `Options::vlog_buffer_bytes` is 0, its
+    /// default).
     pub sync: bool,
-    /// Skip the WAL (the write is lost on any crash before its memtable is flushed).
-    /// Default: false.
+    /// Skip the WAL (with separation: write no frame that recovery replays). Such a write
+    /// survives a clean `Db::close` (which flushes the memtables holding one) but not a
+    /// crash before its memtable is flushed; writes logged after it still survive. Value-log
+    /// GC flushes such writes before it relies on them. Default: false.
     pub disable_wal: bool,
 }
 

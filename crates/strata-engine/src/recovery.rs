@@ -1,21 +1,8 @@
-//! Opening a database: replay the logs the MANIFEST does not cover, flush what they held to
-//! L0, start a fresh log and a fresh MANIFEST. Rules in `docs/format/wal.md` and
-//! `docs/format/vlog.md`:
-//! - WALs numbered at or above the MANIFEST's log number are replayed in number order;
-//! - the value log is replayed from the durable head the MANIFEST records, file after file;
-//!   separated values come back as pointers to the entries being replayed, and the replayed
-//!   files are synced before anything that points into them is committed (a crash of the
-//!   process may have left them in the page cache only);
-//! - a torn tail (a damaged last record or frame with nothing valid after it) is the end of
-//!   the log: those writes were never acknowledged as synced; it is reported in
-//!   [`RecoveryInfo`]. In the value log, valid frames in a later file after a torn tail are
-//!   corruption;
-//! - a damaged record followed by valid ones is corruption: open fails rather than silently
-//!   dropping acknowledged writes;
-//! - sequence numbers resume after the largest one found.
-//!
-//! The new log is a value-log file with separation on, a WAL with it off. Either way the
-//! other kind's files are fully reflected in tables once the recovery edit commits.
+//! Opening a database: replay the logs the MANIFEST does not cover (WALs at or above its log
+//! number, then the value log from its durable head), sync what was replayed, flush it to L0,
+//! start a fresh log and a fresh MANIFEST. Protocol, the torn-tail rule and why each step is
+//! there: `docs/design.md` §7 (bytes and rules per log: `docs/format/wal.md`,
+//! `docs/format/vlog.md`).
 
 use crate::batch::WriteBatch;
 use crate::compaction::job::{JobEnv, OutputWriter};

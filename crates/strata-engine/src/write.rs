@@ -1,21 +1,10 @@
-//! The write path: group commit (LevelDB's writer queue).
+//! The write path: group commit (LevelDB's writer queue), memtable switches, stalls and
+//! value-log rotation. Protocol and invariants: `docs/design.md` §4.
 //!
-//! Protocol: a writer enqueues its batch and waits until it is either done (a leader wrote it)
-//! or at the front of the queue (it is now the leader). The leader makes room in the memtable
-//! (possibly stalling on a deep L0 or too many immutable memtables), takes every queued batch
-//! behind it up to `MAX_GROUP_BYTES` (never a sync batch into a non-sync leader's group, never
-//! mixing WAL and no-WAL), appends them to the WAL as ONE record, flushes it to the OS, syncs
-//! once if any member asked for sync, inserts into the memtable, publishes the last sequence
-//! number, and wakes the members. Any WAL error is sticky (`DbInner::set_bg_error`).
-//!
-//! With key-value separation on, the leader appends the group to the head value-log file as
-//! one frame instead (`vlog/`): separated values enter the memtable as pointers to their
-//! entries. Syncs fsync the value log; a memtable switch flushes and syncs it and notes where
-//! the new memtable's records start; a full head file is sealed and a new one started.
-//!
-//! GC rewrites are conditional writes: a relocation writer forms a group of its own, and the
-//! leader keeps only the relocations whose key still points at the old entry at that moment,
-//! so a rewrite is never ordered after a newer user write of the same key.
+//! The leader of the queue writes its group as ONE log record (WAL) or ONE frame (value log),
+//! syncs once if any member asked for sync, inserts into the memtable, then publishes the
+//! last sequence number. GC relocations form groups of their own and are re-checked by the
+//! leader (`docs/design.md` §4.3).
 
 use crate::batch::WriteBatch;
 use crate::db::DbInner;
@@ -188,6 +177,9 @@ impl DbInner {
             Vec::new()
         };
         let mem = self.super_version.read().mem.clone();
+        if disable_wal {
+            mem.mark_unlogged();
+        }
         let mut seq = first_seq;
         let mut user_bytes = 0u64;
         let mut separated = 0u64;
@@ -220,8 +212,7 @@ impl DbInner {
 
     /// The relocations whose key still points at their old entry, as a batch of puts.
     fn still_current(&self, rel: Vec<Relocation>) -> Result<WriteBatch> {
-        let sv = self.super_version.read().clone();
-        let seq = self.visible_seq.load(Ordering::Acquire);
+        let (sv, seq) = self.read_view(&crate::options::ReadOptions::default());
         let params = ReadParams {
             verify_checksums: true,
             fill_cache: true,

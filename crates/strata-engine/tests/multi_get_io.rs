@@ -1,4 +1,4 @@
-//! Batched reads (issue 6): `get`, and `multi_get` over io_uring, the thread pool and the
+//! Batched reads: `get`, and `multi_get` over io_uring, the thread pool and the
 //! sync backend, with direct I/O on and off, must give identical results; a failed or
 //! corrupt block must fail exactly the keys that needed it.
 //!

@@ -1,24 +1,12 @@
 //! Coordination shared by the user threads and the workers: health, the snapshot gate, the
 //! write epoch, the transaction log, and the bookkeeping of cross-shard batches.
 //!
-//! Protocol of a cross-shard batch with GSN `g` (see also `txlog.rs` and `worker.rs`):
-//! 1. The caller enters the [`Gate`] (waits while a snapshot is being taken), takes the
-//!    enqueue lock, gets `g` from the transaction log and puts one [`Part`] on each shard's
-//!    queue, in GSN order on every queue (the enqueue lock), then returns (async) or waits.
-//! 2. Each worker applies its part in one synced engine write together with the part's undo
-//!    record, then calls [`finish_part`]. The part that finishes last leaves the gate (every
-//!    part is now visible) and writes the commit record (`TxLog::commit`), or aborts the GSN
-//!    if any part failed; then it answers the caller.
-//! 3. Every worker that applied a part waits until `g` is committed before it takes another
-//!    request: a later write to the shard must never sit behind an uncommitted part, or rolling
-//!    the part back after a crash would undo it too. Parts reach every queue in GSN order, so
-//!    the smallest uncommitted GSN never waits behind a larger one: no deadlock.
-//!
-//! Snapshots ([`Coord::snapshot_barrier`]) close the gate, wait until no cross-shard batch is
-//! between its first enqueue and its last applied part, and take the epoch lock in write mode;
-//! workers hold it in read mode around each engine write. The shards' snapshots are thus one
-//! cut: every write applied before it on any shard, none after it, and each cross-shard batch
-//! whole or not at all.
+//! A cross-shard batch gets its GSN and is enqueued on every shard in GSN order (the enqueue
+//! lock); the part that finishes last commits or aborts the GSN ([`Part::finish`]) and answers
+//! the caller; every worker that applied a part waits for the commit before its next request.
+//! A snapshot ([`Coord::snapshot_barrier`]) closes the gate, waits for cross-shard batches in
+//! flight, and takes the epoch lock in write mode, so the shards' snapshots are one cut. The
+//! protocol, why it cannot deadlock, and what a crash leaves: `docs/design.md` §11.5, §12.
 
 use crate::batch::Op;
 use crate::reply::Reply;

@@ -1,5 +1,5 @@
-//! [`ShardedDb`]: the public database. See the crate docs for the design and `coord.rs` for
-//! the cross-shard protocol.
+//! [`ShardedDb`]: the public database. Routing, queues, direct reads and snapshots:
+//! `docs/design.md` §11; the cross-shard protocol: §12 and `coord.rs`.
 
 use crate::batch::{Op, WriteBatch};
 use crate::coord::{Coord, Cross, Part};
@@ -343,7 +343,7 @@ impl<E: Engine> ShardedDb<E> {
     }
 
     /// Applies `batch` atomically. A batch whose keys span several shards gets a global
-    /// sequence number and is always synced (see the crate docs).
+    /// sequence number and is always synced (`docs/design.md` §12).
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
         self.write_opt(&WriteOptions::default(), batch)
     }

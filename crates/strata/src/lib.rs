@@ -2,23 +2,23 @@
 //!
 //! **Horizontal dimension.** The key space is hash-partitioned (`routing.rs`:
 //! `xxh3_64(key) mod shards`, persisted with the shard count in the `SHARDS` file) over
-//! `shards` independent engine instances, each in its own subdirectory with its own WAL,
-//! memtables and LSM tree, each written only by its own worker thread (optionally pinned to a
-//! core). No two writers ever contend on one WAL or memtable.
+//! `shards` independent engine instances, each written only by its own worker thread.
 //!
-//! **Vertical dimension.** User threads only route and enqueue (`db.rs`) on the owning shard's
-//! bounded queue, then wait (sync API) or go on (async API: [`Pending`] futures and callbacks).
-//! A worker (`worker.rs`) drains its queue with opportunistic batching: consecutive writes
-//! become one engine write batch, consecutive reads one `multi_get`, up to `max_batch`
-//! requests, without ever waiting for more to arrive.
+//! **Vertical dimension.** User threads only route and enqueue on the owning shard's bounded
+//! queue, then wait (sync API) or go on (async API: [`Pending`] futures and callbacks). A
+//! worker (`worker.rs`) batches opportunistically: consecutive writes become one engine
+//! write, consecutive reads one `multi_get`, without ever waiting for more to arrive.
 //!
 //! **Cross-shard atomicity.** A [`WriteBatch`] spanning shards gets a global sequence number;
-//! each shard applies its part together with an undo record; a commit record is then made
-//! durable in the transaction log (`txlog.rs`); recovery (`recovery.rs`) rolls back every part
-//! above the last committed GSN. Snapshots are cuts across all shards (`coord.rs`).
+//! each shard applies its part with an undo record; a commit record is made durable in the
+//! transaction log (`txlog.rs`); recovery (`recovery.rs`) rolls back every part above the
+//! last committed GSN. Snapshots are cuts across all shards (`coord.rs`).
 //!
 //! **Portability.** The front is generic over [`Engine`]: [`StrataEngine`] (the default,
 //! [`Db`]) and RocksDB (`rocks::RocksEngine`, cargo feature `rocksdb`).
+//!
+//! The protocols and their invariants: `docs/design.md` §11 (shards, workers, batching,
+//! async API, direct reads, snapshots) and §12 (cross-shard transactions).
 //!
 //! ```no_run
 //! use strata::{Db, Options, ScanMode, WriteBatch};

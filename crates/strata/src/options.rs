@@ -32,7 +32,7 @@ pub struct Options<C> {
     /// read goes through the worker and is batched, as in p2KVS; but the hand-off costs two
     /// thread switches per read, and with more client threads than cores that dominates:
     /// on 2 cores, 8 threads, readrandom ran 125k reads/s through the workers against 644k
-    /// direct, and YCSB A 103k against 143k ops/s (`docs/benchmarks.md`, issue 5). Reads
+    /// direct, and YCSB A 103k against 143k ops/s (`docs/benchmarks.md`, the sharded-front benchmarks). Reads
     /// issued while the shard is writing still go through the worker and are batched.
     pub direct_reads: bool,
     /// Options of each engine instance.

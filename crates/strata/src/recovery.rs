@@ -1,12 +1,8 @@
-//! Recovery of cross-shard batches at open (p2KVS §Crash Consistency).
-//!
-//! Each engine instance first recovers by itself (WAL replay). Then, for every shard, the undo
-//! records (`undo.rs`) are read: a record whose GSN is above the last committed GSN of the
-//! transaction log belongs to a batch that was never acknowledged; its part is rolled back by
-//! writing the before-images, newest GSN first, each together with the deletion of its undo
-//! record in one synced engine write (so a crash during recovery leaves either the record or
-//! its effect, and the next open finishes the job). Records at or below the committed GSN are
-//! just deleted.
+//! Recovery of cross-shard batches at open (p2KVS §Crash Consistency): after every engine
+//! instance has recovered by itself, each undo record above the transaction log's committed GSN
+//! is rolled back, newest GSN first, in one synced engine write with the deletion of the record;
+//! records at or below it are deleted. Why this restores the committed prefix and survives a
+//! crash during recovery: `docs/design.md` §12.3.
 
 use crate::engine::{Engine, EngineBatch, EngineIter};
 use crate::undo::{parse_undo_key, undo_key, UndoRecord, UNDO_END, UNDO_PREFIX};

@@ -1,10 +1,9 @@
 //! How a worker hands a result back: a one-shot slot that a user thread waits on (sync API) or
 //! polls as a future ([`Pending`]), or a callback run on the worker thread (async API).
 //!
-//! Protocol: the user thread creates the slot and puts a [`Reply`] in the request; the worker
-//! calls [`Reply::send`] exactly once. A `Reply` dropped without a result (the worker died,
-//! the queue was closed, the request was never sent) sends an error instead, so no caller ever
-//! waits forever.
+//! The worker calls [`Reply::send`] exactly once; a `Reply` dropped without a result (the
+//! worker died, the queue was closed, the request was never sent) sends an error instead, so
+//! no caller ever waits forever (`docs/design.md` §11.3).
 
 use parking_lot::{Condvar, Mutex};
 use std::future::Future;

@@ -9,16 +9,11 @@
 //! Only the last record may be torn or fail its checksum (it was being written when the crash
 //! came, so nobody was told it committed); a bad record followed by more bytes is corruption.
 //!
-//! Protocol (group commit in GSN order): GSNs are handed out by [`TxLog::assign`]; when every
-//! part of batch `g` is applied, [`TxLog::commit`] marks `g` ready. A thread that finds the
-//! next GSN to commit (`durable + 1`) ready and nobody writing becomes the writer: it takes
-//! every consecutive ready GSN, appends ONE record with the highest, syncs, publishes
-//! `durable` and wakes everyone. Commits are thus durable in GSN order, which keeps recovery's
-//! rule simple: roll back every part whose GSN is above the last record. An aborted GSN (a part
-//! failed) makes the log fail: no later GSN can commit until the database is reopened.
-//!
-//! The file is rewritten (temporary file, sync, rename, directory sync) at every open and when
-//! it passes [`ROTATE_BYTES`]; the file system offers no append-to-existing-file.
+//! GSNs are handed out by [`TxLog::assign`]; [`TxLog::commit`] marks a GSN ready and returns
+//! once a record covering it is durable: group commit in GSN order, so commits are durable in
+//! GSN order. An aborted GSN makes the log fail until reopen. The file is rewritten
+//! (temporary file, sync, rename, directory sync) at every open and when it passes
+//! [`ROTATE_BYTES`]. Protocol: `docs/design.md` §12.2.
 
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeSet;
@@ -119,7 +114,7 @@ struct TxState {
     file: Option<Box<dyn WritableFile>>,
 }
 
-/// The live transaction log (see the module docs for the protocol).
+/// The live transaction log (protocol: `docs/design.md` §12.2).
 pub struct TxLog {
     fs: Arc<dyn Fs>,
     dir: PathBuf,

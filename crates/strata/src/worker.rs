@@ -1,16 +1,11 @@
 //! The shard worker: the only thread that writes its engine instance.
 //!
-//! Loop (p2KVS Algorithm 1, opportunistic batching): take the next request (blocking only when
-//! the queue is empty); if it is a write, keep taking requests while the next one is also a
-//! write, up to `max_batch`, and apply them as ONE engine write batch (synced if any of them
-//! asked for sync); reads likewise become one `multi_get`. The first request of another type
-//! ends the batch and is carried over to start the next one, so requests run in queue order
-//! and the per-key order of every caller is kept. The worker never waits for more requests to
-//! arrive. Cross-shard parts and jobs (ranges, scans, flushes) run alone.
-//!
-//! Failure: an engine write error or a panic marks the database failed (`Health`); from then
-//! on the worker answers every request with that error instead of running it, until the queue
-//! is closed, so no caller waits forever.
+//! Opportunistic batching (p2KVS Algorithm 1): consecutive writes become one engine write
+//! batch (synced if any asked for sync), consecutive reads one `multi_get`, up to `max_batch`;
+//! the first request of another type is carried over, so requests run in queue order; the
+//! worker never waits for more to arrive. Cross-shard parts and jobs (ranges, scans, flushes)
+//! run alone. An engine write error or a panic marks the database failed, after which every
+//! request is answered with that error. See `docs/design.md` §11.2 and, for parts, §12.1.
 
 use crate::coord::{Coord, Part};
 use crate::engine::{Engine, EngineBatch};
@@ -232,7 +227,7 @@ impl<E: Engine> Worker<E> {
     }
 
     /// Applies one part of a cross-shard batch with its undo record, then waits for the batch
-    /// to commit (see `coord.rs` for why).
+    /// to commit (why: `docs/design.md` §12.1, rule 4).
     fn part(&mut self, mut p: Part) {
         self.stats.record_cross_part();
         let gsn = p.cross.gsn;

@@ -1,15 +1,10 @@
 //! One compaction: merge the plan's input tables, drop what no reader can see, and write new
-//! tables of about `target_file_size` bytes into the output level.
-//!
-//! An entry is dropped when a newer entry of the same user key is visible to every snapshot
-//! (its sequence is at or below the smallest live snapshot), and a tombstone is dropped when,
-//! in addition, no deeper level can hold its key. Output files are cut only between user
-//! keys, so all versions of a key stay in one table of the level. The job only writes new
+//! tables of about `target_file_size` bytes into the output level. The job only writes new
 //! files; installing them (and deleting the inputs) is the caller's MANIFEST edit.
 //!
-//! A value pointer dropped here was counted as value-log garbage when the memtable holding
-//! the newer version of its key was flushed (`DbInner::flush_garbage`), so the job counts
-//! nothing: counting again would make GC copy files that hold less garbage than it thinks.
+//! Which entries are dropped, why outputs are cut only between user keys, and why the job
+//! counts no value-log garbage (the flush that shadowed a pointer counted it):
+//! `docs/design.md` §6.2, §6.3.
 
 use super::CompactionPlan;
 use crate::error::{Error, Result};

@@ -1,13 +1,6 @@
 //! Compaction picking: a pure function from a [`Version`] and the set of tables already being
-//! compacted to a [`CompactionPlan`], unit-tested without I/O.
-//!
-//! Scores: L0 = file count / `l0_compaction_trigger`; Ln = bytes / target, where L1's target
-//! is `max_bytes_for_level_base` and each deeper level's is `level_size_multiplier` times the
-//! previous (size ratio 10). The level with the highest score >= 1 is compacted first. L0
-//! compactions take every L0 table (they overlap); Ln compactions take one table, chosen round
-//! robin after the level's compact pointer, plus every overlapping table of Ln+1. Plans never
-//! share a table with a running compaction, and never write into a key range of a level that
-//! a running compaction is writing into.
+//! compacted to a [`CompactionPlan`], unit-tested without I/O. Scores, the round-robin compact
+//! pointer, and the rules that keep concurrent compactions apart: `docs/design.md` §6.3.
 
 use crate::key::user_key;
 use crate::version::{key_range, FileMeta, Version};

@@ -18,7 +18,7 @@
 //! job's slot and decrements the count. Every job completes its slot exactly once: when a
 //! read panics, the job's `Drop` stores an error instead, so the caller never waits forever;
 //! the worker survives (`catch_unwind`). The caller returns only when the count is zero, so
-//! no read of a batch is still running when `read_batch` returns.
+//! no read of a batch is still running when `read_batch` returns (`docs/design.md` §10.2).
 
 use super::{RandomAccessFile, ReadRequest};
 use crate::error::{Error, Result};

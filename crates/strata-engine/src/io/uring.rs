@@ -2,32 +2,14 @@
 //! device works on them together (queue depth = batch size, up to [`RING_ENTRIES`]).
 //!
 //! This is the crate's only module with `unsafe` code: handing a buffer to the kernel is
-//! `unsafe` because the compiler cannot see the kernel writing into it later.
-//!
-//! Rules that keep it sound:
-//! - **One ring per thread** (`thread_local!`), created lazily on the thread's first batch,
-//!   never shared or sent: no locking, and the ring can be set up `SINGLE_ISSUER`.
-//! - **Each read owns its buffer until its completion is reaped.** A read uses one of the
-//!   ring's registered buffers ([`FIXED_BUFFERS`] of [`FIXED_BUFFER_BYTES`], pinned once when
-//!   the ring is made, so the kernel does not pin pages per read and nothing is allocated or
-//!   zeroed per read), or a heap buffer when none is free or the read is larger. A registered
-//!   buffer is handed to another read only after the completion of the previous one was
-//!   reaped and its bytes copied out. [`read_batch`] returns only after the completion of
-//!   every read it submitted has been reaped.
-//! - **Failure leaks rather than frees.** A read whose completion never came (the ring
-//!   failed, or a panic unwound through the loop) has its heap buffer leaked, and the ring is
-//!   marked poisoned: the next batch on the thread replaces it, leaking the old ring's
-//!   registered memory, so neither the kernel's late writes nor stale completions can reach
-//!   memory or batches that are in use.
-//! - **The files outlive their reads**: requests borrow their file for the whole call. A read
-//!   submitted holds the kernel's own reference to the file; an entry queued but never
-//!   submitted is discarded with its poisoned ring before any later submission.
-//!
-//! Completions: a short read is resubmitted for the rest (direct reads restart at the last
-//! aligned boundary); EINTR and EAGAIN resubmit the same read (at most [`MAX_RETRIES`]
-//! times); any other error, or end of file before the wanted bytes, fails that request only.
-//! The thread waits for every read in flight in one `io_uring_enter` (the batch needs them
-//! all before it can go on), which is one wake-up per round instead of one per read.
+//! `unsafe` because the compiler cannot see the kernel writing into it later. The rules that
+//! keep it sound, explained in `docs/design.md` §10.1: one ring per thread, never shared; each
+//! read owns its buffer ([`FIXED_BUFFERS`] registered buffers of [`FIXED_BUFFER_BYTES`], or a
+//! heap buffer) until its completion is reaped, and [`read_batch`] returns only after every
+//! submitted read's completion was reaped; failure leaks (buffers, and the poisoned ring) rather
+//! than frees; requests borrow their files for the whole call. Completions: short reads are
+//! resubmitted for the rest, EINTR and EAGAIN retried (at most [`MAX_RETRIES`] times), any
+//! other error fails that request only.
 
 use super::aligned::{AlignedBuf, AlignedRange, DIRECT_IO_ALIGN};
 use io_uring::{opcode, types, IoUring, Probe};
@@ -215,7 +197,7 @@ struct Slot {
     result: Option<io::Result<Vec<u8>>>,
 }
 
-/// The reads of one batch and their buffers (see the module docs for the ownership rules).
+/// The reads of one batch and their buffers (ownership rules: `docs/design.md` §10.1).
 struct InFlight<'r> {
     slots: Vec<Slot>,
     in_flight: usize,

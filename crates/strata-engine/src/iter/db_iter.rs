@@ -7,8 +7,9 @@
 //! called, and cached for the position. When a forward scan reads values (the values of the
 //! last two entries were read), `next()` prefetches (WiscKey 3.3.1): it copies the following
 //! entries into a look-ahead buffer, up to `prefetch` separated values, and reads those
-//! values in one [`crate::io::Fs::read_batch`], so the device serves them in parallel. The
-//! merged iterator then sits after the buffer; the current entry is the buffer's front.
+//! values in one batched read on the configured backend ([`crate::io::read_batch`],
+//! `Options::io_backend`), so the device serves them in parallel. The merged iterator then
+//! sits after the buffer; the current entry is the buffer's front. See `docs/design.md` §5.3.
 
 use super::InternalIterator;
 use crate::error::{Error, Result};

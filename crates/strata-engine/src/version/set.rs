@@ -1,12 +1,11 @@
 //! [`VersionSet`]: the current [`Version`], the MANIFEST that persists it, and the file
 //! number and sequence counters. Format: `docs/format/manifest.md`.
 //!
-//! Protocol: every change is a [`VersionEdit`] appended to the MANIFEST and synced before the
-//! new version is installed ([`VersionSet::log_and_apply`]). The first edit of a MANIFEST is a
-//! snapshot of the whole version; a new MANIFEST becomes live when `CURRENT` is replaced by
-//! atomic rename and the directory is synced. Every open starts a new MANIFEST, so a torn
-//! tail of the old one never matters after it is recovered. The caller serializes calls (the
-//! set lives inside the database's state lock).
+//! Every change is a [`VersionEdit`] appended to the MANIFEST and synced before the new
+//! version is installed ([`VersionSet::log_and_apply`]); a new MANIFEST (every open, and past
+//! 64 MiB) starts with a snapshot and becomes live by an atomic rename of `CURRENT`. Why, and
+//! what it means for deleting files: `docs/design.md` §2.3, §2.4, §7.1. The caller serializes
+//! calls (the set lives inside the database's state lock).
 
 use super::{Version, VersionEdit};
 use crate::error::{Error, Result};

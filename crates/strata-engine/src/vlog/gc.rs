@@ -1,20 +1,7 @@
-//! Value-log garbage collection: a pure picker over per-file figures, and the job.
-//!
-//! Steps for one file F (each safe to crash after, see `docs/format/vlog.md`):
-//! 1. **Copy.** Read F's frames in order; for every separated entry whose key's newest entry
-//!    still points at exactly that entry, submit a conditional rewrite through the write
-//!    queue (`write.rs`): the leader re-checks at apply time and appends the survivors at the
-//!    head like any write, with pointers to their new place.
-//! 2. **Pointer update is durable** once the log is synced: the rewrites sit after the
-//!    durable head, so recovery replays them.
-//! 3. **MANIFEST**: F is recorded obsolete (from then on an open removes it).
-//! 4. **Delete**, once no snapshot older than the rewrites exists: F leaves the readers' file
-//!    set (a reader holding an older set keeps the handle GC opened), is removed from the
-//!    directory, and the MANIFEST forgets it.
-//!
-//! A crash before 3 leaves F with its garbage figures (only ever growing), so the next GC
-//! picks it again and finds nothing current to copy. Only files below the durable head's
-//! file are picked: recovery never reads them.
+//! Value-log garbage collection: a pure picker over per-file figures ([`pick`]), and the job
+//! (copy the current entries through the write queue, sync, record the file obsolete, retire it
+//! once no snapshot needs it). Steps, what a crash after each leaves, snapshots, verification
+//! scans and lock order: `docs/design.md` §9; MANIFEST fields: `docs/format/vlog.md` §5, §7.
 
 use super::format::EntryKind;
 use super::FrameReader;
@@ -174,16 +161,28 @@ impl DbInner {
         self.check_bg_error()?;
         let mut report = GcReport::default();
         let mut pace = Pace::new(0);
+        let start = self.sealed_files();
         self.gc_pass(min_ratio, false, &mut pace, &mut report)?;
-        // Then measure every other file: what the figures missed is collected too.
-        if let Some((files, head_file)) = self.gc_candidates() {
-            for f in files.iter().filter(|f| f.number < head_file) {
-                self.verify_file(f.number, min_ratio, &mut pace, &mut report)?;
-            }
+        // Then measure every other file of those the call started with (not the files its
+        // own rewrites filled): what the figures missed is collected too.
+        for n in start.intersection(&self.sealed_files()) {
+            self.verify_file(*n, min_ratio, &mut pace, &mut report)?;
         }
         self.retire_pending(&mut report)?;
         report.files_pending = self.state.lock().gc.pending.len() as u64;
         Ok(report)
+    }
+
+    /// The files GC may collect now: those below the durable head's file.
+    fn sealed_files(&self) -> BTreeSet<u64> {
+        match self.gc_candidates() {
+            Some((files, head_file)) => files
+                .iter()
+                .filter(|f| f.number < head_file)
+                .map(|f| f.number)
+                .collect(),
+            None => BTreeSet::new(),
+        }
     }
 
     /// The picker's view of the value-log files; `None` if there is no durable head.
@@ -208,7 +207,10 @@ impl DbInner {
     }
 
     /// Collects files while one qualifies by its figures; then, with `verify_one`, measures
-    /// one more file.
+    /// one more file. A pass collects only files that qualified when it started: GC's own
+    /// rewrites fill new files that the moving durable head soon puts below it, and with a
+    /// low ratio they would qualify in turn, so an unbounded pass chases its own output
+    /// for ever.
     fn gc_pass(
         &self,
         min_ratio: f64,
@@ -216,11 +218,16 @@ impl DbInner {
         pace: &mut Pace,
         report: &mut GcReport,
     ) -> Result<()> {
+        let mut eligible = self.sealed_files();
         loop {
             let Some((files, head_file)) = self.gc_candidates() else {
                 return Ok(());
             };
             Counters::add(&self.counters.gc_runs, 1);
+            let files: Vec<FileGarbage> = files
+                .into_iter()
+                .filter(|f| eligible.contains(&f.number))
+                .collect();
             let Some(number) = pick(&files, head_file, min_ratio) else {
                 if verify_one {
                     // Nothing by the figures: if they may understate garbage, measure one
@@ -247,6 +254,7 @@ impl DbInner {
                 }
                 return Ok(());
             };
+            eligible.remove(&number);
             self.gc_file(number, pace, report)?;
             // Retire as we go: under a steady stream of overwrites a pass can run for as long
             // as the writes last, and files collected early must not wait for its end (they
@@ -346,7 +354,7 @@ impl DbInner {
         Ok(())
     }
 
-    /// Collects one file (steps 1-3 of the module docs).
+    /// Collects one file (steps 1-3 of `docs/design.md` §9.2).
     fn gc_file(&self, number: u64, pace: &mut Pace, report: &mut GcReport) -> Result<()> {
         let Some(entry) = self.state.lock().vlog_files.get(&number).cloned() else {
             return Ok(());
@@ -412,6 +420,10 @@ impl DbInner {
         self.relocate(batch, pace, report)?;
         // Step 2: the rewrites are durable once the log is.
         self.sync_log()?;
+        // A value skipped because a newer write of its key exists is garbage only if that
+        // write outlives a crash: one made without the log (`disable_wal`) must reach a table
+        // first, or a crash would bring back the old pointer into a deleted file.
+        self.flush_unlogged()?;
         // Step 3.
         let mut st = self.state.lock();
         let seq = self.visible_seq.load(Ordering::Acquire);
@@ -441,8 +453,7 @@ impl DbInner {
             return Ok(());
         }
         // A first filter outside the write queue, so the leader re-checks only survivors.
-        let sv = self.super_version.read().clone();
-        let seq = self.visible_seq.load(Ordering::Acquire);
+        let (sv, seq) = self.read_view(&crate::options::ReadOptions::default());
         let params = ReadParams {
             verify_checksums: true,
             fill_cache: false,
@@ -476,23 +487,30 @@ impl DbInner {
     /// Step 4 for every pending file no snapshot can read any more.
     fn retire_pending(&self, report: &mut GcReport) -> Result<()> {
         let min_snapshot = self.smallest_snapshot();
+        let mut unopened = None;
         let ready: Vec<u64> = {
             let mut st = self.state.lock();
-            let ready: Vec<u64> = st
+            let mut ready: Vec<u64> = st
                 .gc
                 .pending
                 .iter()
                 .filter(|(_, seq)| *seq <= min_snapshot)
                 .map(|(n, _)| *n)
                 .collect();
+            // Readers holding an older file set read through this handle after the removal:
+            // a file whose handle cannot be opened stays (pending, in the set) until it can.
+            ready.retain(|n| match st.vlog_files.get(n) {
+                Some(f) => match f.handle(&self.fs, self.opts.direct_io) {
+                    Ok(_) => true,
+                    Err(e) => {
+                        unopened.get_or_insert(e);
+                        false
+                    }
+                },
+                None => true,
+            });
             if ready.is_empty() {
-                return Ok(());
-            }
-            // Readers holding an older file set read through this handle after the removal.
-            for n in &ready {
-                if let Some(f) = st.vlog_files.get(n) {
-                    let _ = f.handle(&self.fs, self.opts.direct_io);
-                }
+                return unopened.map_or(Ok(()), Err);
             }
             let mut files = (*st.vlog_files).clone();
             for n in &ready {
@@ -503,21 +521,23 @@ impl DbInner {
             self.install_super_version(&mut st);
             ready
         };
+        // A file that cannot be removed stays obsolete in the MANIFEST (only the removed ones
+        // are recorded deleted): the next open removes it.
+        let mut removed = Vec::with_capacity(ready.len());
         for n in &ready {
-            // A file that cannot be removed stays obsolete in the MANIFEST: the next open
-            // removes it.
             if self
                 .fs
                 .remove(&crate::filename::vlog(&self.dir, *n))
                 .is_ok()
             {
                 report.files_deleted += 1;
+                removed.push(*n);
             }
         }
         self.fs.sync_dir(&self.dir)?;
         let mut st = self.state.lock();
         let edit = VersionEdit {
-            vlog_deleted: ready,
+            vlog_deleted: removed,
             ..VersionEdit::default()
         };
         st.versions.last_sequence = st
@@ -528,7 +548,7 @@ impl DbInner {
             self.set_bg_error(&e);
             return Err(e);
         }
-        Ok(())
+        unopened.map_or(Ok(()), Err)
     }
 }
 

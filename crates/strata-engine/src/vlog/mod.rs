@@ -1,31 +1,12 @@
-//! Key-value separation (WiscKey): the value log.
+//! Key-value separation (WiscKey): the value log, which is then also the write-ahead log.
 //!
-//! With separation on (`Options::sep_threshold_bytes` finite), the group-commit leader
-//! appends each group to the head value-log file as one frame instead of writing the WAL:
-//! the value log *is* the write-ahead log (WiscKey 3.4.2). Puts whose value has at least
-//! `sep_threshold_bytes` bytes enter the memtable as [`crate::key::ValueKind::Pointer`]
-//! entries naming `(file, offset, len)` of their log entry; smaller values and deletes enter
-//! inline and their log entries are garbage once the memtable is flushed. Format:
+//! Values of at least `Options::sep_threshold_bytes` enter the memtable as
+//! [`crate::key::ValueKind::Pointer`] entries naming `(file, offset, len)` of their log entry;
+//! smaller values and deletes enter inline. The head writer ([`VlogWriter`]) sits in
+//! [`Vlog::head`] (lock order: `DbState` before `head`); readers resolve pointers through the
+//! [`VlogFileSet`] of their super version. The durable head, the sync-before-freeze rule,
+//! garbage accounting and how files are retired: `docs/design.md` §8 and §9. Format:
 //! `docs/format/vlog.md`.
-//!
-//! Protocol (who does what, under which lock):
-//! - The head file's [`VlogWriter`] sits in [`Vlog::head`]; only the write leader appends
-//!   (the mutex is uncontended except by readers of still-buffered values). Lock order:
-//!   `DbState` before `head`.
-//! - Each memtable remembers where its first record went (`MemTable::vlog_start`). When a
-//!   flush commits, the MANIFEST records the start of the oldest memtable still unflushed:
-//!   the **durable head**. Recovery replays the log from there, across files, with the
-//!   WAL's torn-tail rule, then syncs what it replayed and flushes it.
-//! - Before a memtable is frozen the log is synced, so a table never points at bytes that a
-//!   crash could take back; a file is rotated (sealed) the same way.
-//! - Readers resolve pointers through the [`VlogFileSet`] of their super version. A file
-//!   leaves the set only when GC retires it, after which a reader still holding an older
-//!   set reads through the handle GC opened before removing the file. Readers load the super
-//!   version before the sequence number, so a reader whose sequence is older than a GC
-//!   rewrite always holds a set that still has the old file.
-//! - Garbage accounting: `live` bytes per file are persisted as deltas in the MANIFEST
-//!   (added when a flush makes pointers durable, subtracted when compaction drops a pointer);
-//!   garbage = file size - live. GC (`gc.rs`) picks the file with the most garbage.
 
 pub mod format;
 pub mod gc;

@@ -9,7 +9,8 @@ pub struct VlogManifest {
     /// The durable head: every log record before `(file, offset)` is reflected in tables.
     /// `None` if the value log was never used.
     pub head: Option<(u64, u64)>,
-    /// Per file: bytes of entries that tables point at (dropped pointers subtracted).
+    /// Per file: bytes of entries that tables point at (garbage found by flushes and GC
+    /// verification scans subtracted).
     pub live: BTreeMap<u64, u64>,
     /// Files GC emptied: no reader can need them; removed from disk when seen.
     pub obsolete: BTreeSet<u64>,

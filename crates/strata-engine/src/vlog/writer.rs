@@ -1,13 +1,7 @@
 //! [`VlogWriter`]: appends commit groups to the head value-log file through a user-space
-//! buffer (WiscKey 3.4.1).
-//!
-//! The buffer holds the bytes `[buf_start, position)` of the file; it is handed to the
-//! operating system when it reaches `buffer_bytes`, on every sync, and before the memtable
-//! is switched. Readers of a value whose entry still sits in the buffer copy it from here
-//! (under the head mutex); `flushed` (an atomic in [`super::HeadShared`]) tells them when
-//! the file itself has the bytes. After a failed append, flush or sync the writer refuses
-//! all further work and repeats the first error (how much of the failed write reached the
-//! file is unknown).
+//! buffer (WiscKey 3.4.1) holding the bytes `[buf_start, position)` of the file. When the buffer
+//! reaches the OS, how readers read still-buffered entries, and why a failed write stops the
+//! writer: `docs/design.md` §8.2.
 
 use super::format::{
     encode_entry, file_header, EntryKind, FrameHeader, ValuePointer, FRAME_HEADER_LEN,
