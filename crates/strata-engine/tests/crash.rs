@@ -43,15 +43,13 @@ const SYNC: WriteOptions = WriteOptions {
 };
 
 /// The crash at point `k`: every third one loses unsynced writes, tears the last one, or
-/// scatters them (each survives, is lost or is torn; holes read as zeros or garbage).
+/// scatters them (each survives, is lost or is torn; holes read as zeros or garbage) and
+/// drops every directory whose parent was not synced since it was created.
 fn crash_mode(k: u64) -> CrashMode {
-    CrashMode {
-        unsynced_writes: match k % 3 {
-            0 => UnsyncedWrites::Lost,
-            1 => UnsyncedWrites::TearLast,
-            _ => UnsyncedWrites::Scattered,
-        },
-        ..CrashMode::default()
+    match k % 3 {
+        0 => CrashMode::tear_last(false),
+        1 => CrashMode::tear_last(true),
+        _ => CrashMode::adversarial(),
     }
 }
 
@@ -184,7 +182,14 @@ fn crash_opts(fs: Arc<dyn Fs>, engine: Engine) -> Options {
         level_size_multiplier: 2,
         ..common::tiny_opts(fs)
     };
-    engine.options(plain)
+    match engine {
+        Engine::Plain => plain,
+        // A user-space log buffer too: unsynced writes in it may be lost, synced ones never.
+        Engine::Separated => Options {
+            vlog_buffer_bytes: 1 << 10,
+            ..engine.options(plain)
+        },
+    }
 }
 
 /// What one replay under a crash point did.

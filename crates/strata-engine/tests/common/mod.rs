@@ -41,7 +41,8 @@ pub enum Engine {
     /// A plain LSM with a write-ahead log.
     Plain,
     /// Key-value separation: values of 8 bytes or more go to the value log (which is then
-    /// also the log), whose files rotate every 4 KiB; GC runs only when called.
+    /// also the log), whose files rotate every 4 KiB; GC runs only when called; no
+    /// user-space log buffer (the default).
     Separated,
 }
 
@@ -55,7 +56,6 @@ impl Engine {
             Engine::Separated => Options {
                 sep_threshold_bytes: 8,
                 vlog_file_bytes: 4 << 10,
-                vlog_buffer_bytes: 1 << 10,
                 gc_garbage_ratio: 0.25,
                 gc_interval_ms: 0,
                 ..base
