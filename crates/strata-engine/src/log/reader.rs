@@ -29,7 +29,9 @@ enum State {
 /// checksum exists anywhere after the damage: [`LogReader::read_record`] then returns
 /// `Ok(None)` and [`LogReader::truncated_tail`] tells where and why. If such a fragment does
 /// exist, the damage is mid-log corruption and `read_record` returns
-/// [`Error::Corruption`]. A zero-filled tail (preallocation, padding) is a clean end.
+/// [`Error::Corruption`]. A zero-filled tail (preallocation, padding) is a clean end; a
+/// zero-filled header followed by non-zero bytes is a hole left by out-of-order writeback of
+/// unsynced pages, and ends the log like a torn tail.
 pub struct LogReader {
     file: Arc<dyn RandomAccessFile>,
     file_len: u64,
@@ -176,10 +178,14 @@ impl LogReader {
                         }
                     };
                 }
-                return self.damage(
+                // The writer never writes a zero header outside a block trailer: this is a
+                // hole, bytes that never reached the disk while later ones did (the page
+                // cache writes unsynced pages back in any order). Everything from here on
+                // was unsynced (a sync covers every earlier byte), so the log ends here.
+                return self.torn(
                     rec_start,
-                    frag + 1,
-                    "zero-filled fragment header followed by non-zero bytes",
+                    "zero-filled hole where a fragment header belongs, followed by unsynced \
+                     writes that reached the disk out of order",
                 );
             }
             if avail < HEADER_SIZE {

@@ -410,12 +410,23 @@ fn flip_in_last_record_is_a_torn_tail() {
     }
 }
 
+/// A zeroed record between two intact ones is a hole that out-of-order writeback of unsynced
+/// pages leaves: the log ends at the hole (what follows was unsynced too). The same bytes
+/// made non-zero garbage are damage followed by a valid record: corruption.
 #[test]
-fn zeroed_region_mid_log_is_corruption_at_tail_is_torn() {
+fn zeroed_region_mid_log_is_a_hole_at_tail_is_torn() {
     let records = vec![payload(40, 1), payload(40, 2), payload(40, 3)];
     let (data, spans) = write_log(&records);
     let mut d = data.clone();
     d[spans[1].0 as usize..spans[1].1 as usize].fill(0);
+    let (got, res, tail, _) = read_all(d);
+    res.unwrap();
+    assert_eq!(got.len(), 1);
+    let (at, reason) = tail.unwrap();
+    assert_eq!(at, spans[1].0);
+    assert!(reason.contains("hole"), "{reason}");
+    let mut d = data.clone();
+    d[spans[1].0 as usize..spans[1].1 as usize].fill(0x5a);
     assert!(read_all(d).1.unwrap_err().is_corruption());
     // The last record's payload never reached the disk (size persisted, data did not).
     let mut d = data.clone();

@@ -3,6 +3,8 @@
 //! frames in `docs/format/vlog.md`):
 //!
 //! - a zero-filled tail or the end of the file at a frame boundary is a clean end;
+//! - a zero-filled frame header followed by non-zero bytes is a **hole** (unsynced writes
+//!   that reached the disk out of order) and ends the log like a torn tail;
 //! - a damaged frame (bad header, cut-off body, any bad entry, wrong entry count) with no
 //!   valid frame anywhere after it is a **torn tail**: the frames before it are the log,
 //!   [`FrameReader::truncated_tail`] reports where it was cut;
@@ -194,6 +196,12 @@ impl FrameReader {
         Ok(true)
     }
 
+    /// Whether the frame header at `at` is all zeros (and whole).
+    fn zero_header_at(&mut self, at: u64) -> Result<bool> {
+        Ok(self.fill(at, FRAME_HEADER_LEN)?
+            && self.slice(at, FRAME_HEADER_LEN).iter().all(|b| *b == 0))
+    }
+
     /// Whether a valid frame starts anywhere after `at`.
     fn valid_frame_after(&mut self, at: u64) -> Result<bool> {
         let mut p = at + 1;
@@ -252,6 +260,18 @@ impl FrameReader {
             Err(reason) => {
                 self.done = true;
                 if self.zero_from(at)? {
+                    return Ok(None);
+                }
+                if self.zero_header_at(at)? {
+                    // The writer never writes a zero frame header: a hole, bytes that never
+                    // reached the disk while later ones did (unsynced pages are written back
+                    // in any order). Everything from here on was unsynced, so the log ends.
+                    self.torn = Some((
+                        at,
+                        "zero-filled hole where a frame header belongs, followed by unsynced \
+                         writes that reached the disk out of order"
+                            .to_string(),
+                    ));
                     return Ok(None);
                 }
                 if self.valid_frame_after(at)? {
@@ -340,6 +360,15 @@ mod tests {
         let n = d.len();
         d[n - 1] ^= 1;
         assert_eq!(read_all(&d).unwrap().0, vec![1, 3]);
+        // A zero-filled frame followed by a valid one: a hole left by out-of-order writeback
+        // of unsynced pages; the log ends at it.
+        let mut hole = file.clone();
+        hole[f2_at..f2_at + f2.len()].fill(0);
+        let (seqs, torn) = read_all(&hole).unwrap();
+        assert_eq!(seqs, vec![1]);
+        let (at, reason) = torn.unwrap();
+        assert_eq!(at, f2_at as u64);
+        assert!(reason.contains("hole"), "{reason}");
         // A bad file header on a file with data is corruption; an empty file is an empty log.
         let mut h = file.clone();
         h[0] ^= 1;
