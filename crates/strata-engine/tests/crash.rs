@@ -26,7 +26,9 @@
 
 mod common;
 
-use common::{diff, env_usize, key, mem_dir, show, value, Engine};
+use common::{
+    crash_mode, diff, env_usize, key, mem_dir, refusal_tag, show, value, Engine, REFUSED_HOLE,
+};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -41,17 +43,6 @@ const SYNC: WriteOptions = WriteOptions {
     sync: true,
     disable_wal: false,
 };
-
-/// The crash at point `k`: every third one loses unsynced writes, tears the last one, or
-/// scatters them (each survives, is lost or is torn; holes read as zeros or garbage) and
-/// drops every directory whose parent was not synced since it was created.
-fn crash_mode(k: u64) -> CrashMode {
-    match k % 3 {
-        0 => CrashMode::tear_last(false),
-        1 => CrashMode::tear_last(true),
-        _ => CrashMode::adversarial(),
-    }
-}
 
 #[derive(Clone, Debug)]
 enum WOp {
@@ -339,26 +330,6 @@ fn check_point(
         }
     }
     Ok(())
-}
-
-/// Marks an open that refused a log whose unsynced tail has a hole below a valid record.
-const REFUSED_HOLE: &str = "[open refuses a hole in the unsynced log tail]";
-
-/// `REFUSED_HOLE` (and a space) if `e` is that refusal after a crash in `mode`, else "".
-///
-/// Recovery cannot tell a hole in the unsynced tail from damage to synced data, so it fails
-/// the open with `Corruption` rather than drop records (`docs/format/wal.md`, "Known
-/// consequences"; the value log follows the same rule). Only a scattered crash leaves such
-/// holes, so only there is the refusal expected; the crash tests count it apart, and
-/// `unsynced_log_writes_reaching_disk_out_of_order_do_not_block_open` holds the case.
-fn refusal_tag(e: &strata_engine::Error, mode: CrashMode) -> String {
-    let m = e.to_string();
-    let hole = m.contains("so this is not a torn tail") || m.contains("followed by valid frames");
-    if hole && e.is_corruption() && mode.unsynced_writes == UnsyncedWrites::Scattered {
-        format!("{REFUSED_HOLE} ")
-    } else {
-        String::new()
-    }
 }
 
 fn diff_count(a: &Map, b: &Map) -> usize {

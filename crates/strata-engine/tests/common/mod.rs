@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use strata_engine::io::{Fs, MemFs};
+use strata_engine::io::{CrashMode, Fs, MemFs, UnsyncedWrites};
 use strata_engine::{Db, Options, ReadOptions, Result};
 
 /// The database directory used on a `MemFs`.
@@ -90,6 +90,38 @@ macro_rules! on_each_engine {
             })*
         }
     };
+}
+
+/// The crash at point `k`: every third one loses unsynced writes, tears the last one, or
+/// scatters them (each survives, is lost or is torn; holes read as zeros or garbage) and
+/// drops every directory whose parent was not synced since it was created.
+pub fn crash_mode(k: u64) -> CrashMode {
+    match k % 3 {
+        0 => CrashMode::tear_last(false),
+        1 => CrashMode::tear_last(true),
+        _ => CrashMode::adversarial(),
+    }
+}
+
+/// Marks an open that refused a log whose unsynced tail has a hole below a valid record.
+pub const REFUSED_HOLE: &str = "[open refuses a hole in the unsynced log tail]";
+
+/// `REFUSED_HOLE` (and a space) if `e` is that refusal after a crash in `mode`, else "".
+///
+/// A zero-filled hole ends the log like a torn tail, but a torn record with a non-zero
+/// header, or garbage, followed by a valid record is taken for damage to synced data, and
+/// recovery fails the open with `Corruption` rather than drop records (`docs/format/wal.md`;
+/// the value log follows the same rule). Only a scattered crash leaves such holes, so only
+/// there is the refusal expected; the crash tests count it apart, and
+/// `crash::unsynced_log_writes_reaching_disk_out_of_order_do_not_block_open` holds the case.
+pub fn refusal_tag(e: &strata_engine::Error, mode: CrashMode) -> String {
+    let m = e.to_string();
+    let hole = m.contains("so this is not a torn tail") || m.contains("followed by valid frames");
+    if hole && e.is_corruption() && mode.unsynced_writes == UnsyncedWrites::Scattered {
+        format!("{REFUSED_HOLE} ")
+    } else {
+        String::new()
+    }
 }
 
 /// `tiny_opts` on a shared `MemFs`.
