@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The batched-read benchmarks: batched point reads with direct I/O, against RocksDB and fio, one run.
+"""Batched point reads (MultiGet) with direct I/O, against RocksDB and fio, in one run.
 
 Loads (with --load) --num keys of 1 KiB values into Strata and RocksDB (fillrandom, then a
 full compaction), then alternates for --rounds rounds, with an 8 MiB block cache and O_DIRECT:
@@ -10,7 +10,9 @@ full compaction), then alternates for --rounds rounds, with an 8 MiB block cache
   rocksdb readrandom --use_direct_reads=true
   fio 4 KiB random reads, O_DIRECT: io_uring at queue depth 32, psync at depth 1
 
-and prints medians, spreads and the ratios against the targets. With --cached it measures
+and prints medians, spreads and the ratios: multireadrandom on io_uring against strata
+readrandom and against RocksDB's batched MultiGet, and strata's device reads per second
+as a share of fio's at queue depth 32. With --cached it measures
 instead the fully cached case: a --num key set smaller than the block cache, readrandom and
 multireadrandom alternating 14 times in one process (the first 2 pairs warm the cache and
 are dropped), and prints the pairwise multireadrandom/readrandom ratios. Strata's reads per second are

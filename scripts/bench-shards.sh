@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The sharded-front benchmarks (p2KVS), with `strata bench`, in one run on one
+# The sharded front's benchmarks (p2KVS: load, reads, async puts, YCSB, sensitivity to
+# shards and batching, latency against offered load), with `strata bench`, in one run on one
 # machine: each part alternates its engines over $ROUNDS rounds and prints a median table.
 #
-#   scripts/bench-shards.sh                 # the full sizes: about 40 minutes on 2 cores
+#   scripts/bench-shards.sh                 # full sizes: about 40 minutes on 2 cores
 #   NUM=1000000 ROUNDS=1 scripts/bench-shards.sh   # a quick look
 #   ONLY="load async" scripts/bench-shards.sh      # a subset
 #

@@ -1,12 +1,13 @@
 //! The database subcommands: put, get, delete, scan, stats, gc, check.
 
 use crate::opts::build_options;
+use crate::store::{check_shards_flag, require_existing_db, require_flags_fit, Kind, Store};
 use crate::text::{escape, parse_hex};
 use crate::{Command, DbArgs, DeleteArgs, GcArgs, GetArgs, Outcome, PutArgs, ScanArgs};
 use anyhow::{bail, Context, Result};
 use std::io::{BufWriter, Write};
-use std::path::Path;
-use strata_engine::{CheckReport, Db, ReadOptions, WriteOptions};
+use strata::EngineIter;
+use strata_engine::{CheckReport, GcReport, ReadOptions, Stats};
 
 pub fn run(cmd: Command) -> Result<Outcome> {
     match cmd {
@@ -18,6 +19,9 @@ pub fn run(cmd: Command) -> Result<Outcome> {
         Command::Gc(a) => gc(a),
         Command::Check(a) => check(a),
         Command::Bench(a) => crate::bench::run(*a).map(|()| Outcome::Done),
+        Command::Serve(a) => strata_server::serve_main(&a.args)
+            .map(|()| Outcome::Done)
+            .map_err(Into::into),
     }
 }
 
@@ -30,70 +34,23 @@ fn arg_bytes(what: &str, s: &str, hex: bool) -> Result<Vec<u8>> {
     }
 }
 
-/// Refuses, with a clear message, a directory that cannot hold a database. Commands that
-/// only read call this before opening, so that they never create anything.
-pub fn require_existing_db(dir: &Path) -> Result<()> {
-    let shown = dir.display();
-    match std::fs::metadata(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            bail!("no database exists at {shown}: the directory does not exist")
-        }
-        Err(e) => bail!("cannot access {shown}: {e}"),
-        Ok(m) if !m.is_dir() => bail!("no database exists at {shown}: it is not a directory"),
-        Ok(_) => {}
-    }
-    let mut entries =
-        std::fs::read_dir(dir).with_context(|| format!("cannot read directory {shown}"))?;
-    if entries.next().is_none() {
-        bail!("no database exists at {shown}: the directory is empty");
-    }
-    Ok(())
-}
-
-/// Opens an existing database; never creates one.
-fn open_existing(a: &DbArgs) -> Result<Db> {
-    let mut o = build_options(&a.opts)?;
-    require_existing_db(&a.db)?;
-    o.create_if_missing = false;
-    Db::open(&a.db, o).with_context(|| format!("cannot open database at {}", a.db.display()))
-}
-
-/// Opens the database, creating it (and its directory) unless an --opt says otherwise.
-fn open_or_create(a: &DbArgs) -> Result<Db> {
-    let o = build_options(&a.opts)?;
-    if o.create_if_missing {
-        std::fs::create_dir_all(&a.db)
-            .with_context(|| format!("cannot create directory {}", a.db.display()))?;
-    }
-    Db::open(&a.db, o).with_context(|| format!("cannot open database at {}", a.db.display()))
-}
-
-fn close(db: Db, dir: &Path) -> Result<()> {
-    db.close()
-        .with_context(|| format!("cannot close database at {} cleanly", dir.display()))
-}
-
 fn put(a: PutArgs) -> Result<Outcome> {
     let key = arg_bytes("KEY", &a.key, a.hex)?;
     let value = arg_bytes("VALUE", &a.value, a.hex)?;
-    let db = open_or_create(&a.db)?;
-    let wo = WriteOptions {
-        sync: a.sync,
-        ..WriteOptions::default()
-    };
-    db.put_opt(&wo, &key, &value)
+    let db = Store::open(&a.db, true)?;
+    db.put(&key, &value, a.sync)
         .with_context(|| format!("cannot put key {}", escape(&key)))?;
-    close(db, &a.db.db)?;
+    db.close(&a.db.db)?;
     Ok(Outcome::Done)
 }
 
 fn get(a: GetArgs) -> Result<Outcome> {
     let key = arg_bytes("KEY", &a.key, a.hex)?;
-    let db = open_existing(&a.db)?;
+    let db = Store::open(&a.db, false)?;
     let value = db
         .get(&key)
         .with_context(|| format!("cannot get key {}", escape(&key)))?;
-    close(db, &a.db.db)?;
+    db.close(&a.db.db)?;
     let Some(value) = value else {
         return Ok(Outcome::NotFound);
     };
@@ -109,14 +66,10 @@ fn get(a: GetArgs) -> Result<Outcome> {
 
 fn delete(a: DeleteArgs) -> Result<Outcome> {
     let key = arg_bytes("KEY", &a.key, a.hex)?;
-    let db = open_or_create(&a.db)?;
-    let wo = WriteOptions {
-        sync: a.sync,
-        ..WriteOptions::default()
-    };
-    db.delete_opt(&wo, &key)
+    let db = Store::open(&a.db, true)?;
+    db.delete(&key, a.sync)
         .with_context(|| format!("cannot delete key {}", escape(&key)))?;
-    close(db, &a.db.db)?;
+    db.close(&a.db.db)?;
     Ok(Outcome::Done)
 }
 
@@ -131,7 +84,7 @@ fn scan(a: ScanArgs) -> Result<Outcome> {
         .as_deref()
         .map(|s| arg_bytes("--end", s, a.hex))
         .transpose()?;
-    let db = open_existing(&a.db)?;
+    let db = Store::open(&a.db, false)?;
     let range = ScanRange {
         start,
         end,
@@ -139,9 +92,38 @@ fn scan(a: ScanArgs) -> Result<Outcome> {
         reverse: a.reverse,
     };
     let mut out = BufWriter::new(std::io::stdout().lock());
-    print_range(&db, &range, &mut out)?;
+    // The bounds let the engine skip tables outside the range. A reverse scan starts with
+    // seek_for_prev(end), and a target at the upper bound is outside the iterator's range,
+    // so a reverse scan passes only the lower bound and finds its start itself.
+    let lower = range.start.clone();
+    let upper = if range.reverse {
+        None
+    } else {
+        range.end.clone()
+    };
+    // Each iterator lives only in its arm, so it is gone before the database is closed.
+    match &db {
+        Store::Engine(e) => {
+            let ro = ReadOptions {
+                fill_cache: false,
+                lower_bound: lower,
+                upper_bound: upper,
+                ..ReadOptions::default()
+            };
+            let it = e.iter(&ro).context("cannot create an iterator")?;
+            print_range(it, &range, &mut out)?;
+        }
+        Store::Sharded(s) => {
+            let io = strata::IterOptions {
+                lower_bound: lower,
+                upper_bound: upper,
+            };
+            let it = s.iter_opt(&io).context("cannot create an iterator")?;
+            print_range(it, &range, &mut out)?;
+        }
+    }
     out.flush()?;
-    close(db, &a.db.db)?;
+    db.close(&a.db.db)?;
     Ok(Outcome::Done)
 }
 
@@ -155,19 +137,9 @@ struct ScanRange {
     reverse: bool,
 }
 
-/// Writes one `KEY<TAB>VALUE` line per entry of `r`. The iterator lives only in here, so it
-/// is gone before the database is closed.
-fn print_range(db: &Db, r: &ScanRange, out: &mut impl Write) -> Result<()> {
-    // The bounds let the engine skip tables outside the range. A reverse scan starts with
-    // seek_for_prev(end), and a target at the upper bound is outside the iterator's range,
-    // so a reverse scan passes only the lower bound and finds its start itself.
-    let ro = ReadOptions {
-        fill_cache: false,
-        lower_bound: r.start.clone(),
-        upper_bound: if r.reverse { None } else { r.end.clone() },
-        ..ReadOptions::default()
-    };
-    let mut it = db.iter(&ro).context("cannot create an iterator")?;
+/// Writes one `KEY<TAB>VALUE` line per entry of `r`, read from `it` (one engine instance or
+/// the merged iterator of a sharded database).
+fn print_range(mut it: impl EngineIter, r: &ScanRange, out: &mut impl Write) -> Result<()> {
     // The bounds are also checked here, so the output is right whatever the iterator does
     // with them.
     let in_range = |k: &[u8]| {
@@ -202,12 +174,60 @@ fn print_range(db: &Db, r: &ScanRange, out: &mut impl Write) -> Result<()> {
     it.status().context("scan failed")
 }
 
+/// Each shard's engine statistics, in shard order.
+fn shard_stats(db: &strata::Db) -> Vec<Stats> {
+    (0..db.shard_count())
+        .map(|i| db.engine(i).db().stats())
+        .collect()
+}
+
 fn stats(a: DbArgs) -> Result<Outcome> {
-    let db = open_existing(&a)?;
-    let s = db.stats();
-    println!("{s}");
-    close(db, &a.db)?;
+    let db = Store::open(&a, false)?;
+    match &db {
+        Store::Engine(e) => println!("{}", e.stats()),
+        Store::Sharded(s) => {
+            let per = shard_stats(s);
+            println!("Sharded database: {} shards", per.len());
+            for (i, st) in per.iter().enumerate() {
+                println!("== shard {i} ({}) ==", shard_name(i));
+                println!("{st}");
+            }
+            println!("== total ({} shards) ==", per.len());
+            println!("{}", Stats::sum(&per));
+            println!("Batching (since this open):\n{}", s.batch_stats());
+        }
+    }
+    db.close(&a.db)?;
     Ok(Outcome::Done)
+}
+
+/// The directory name of shard `i` (docs/format/shards.md).
+fn shard_name(i: usize) -> String {
+    format!("shard-{i:03}")
+}
+
+/// The value-log line `gc` prints after a report.
+fn vlog_line(s: &Stats) -> String {
+    format!(
+        "value log: {} files, {:.1} MiB, {:.1} MiB garbage; space amplification {:.2}",
+        s.vlog_files,
+        s.vlog_bytes as f64 / (1 << 20) as f64,
+        s.vlog_garbage_bytes as f64 / (1 << 20) as f64,
+        s.space_amplification
+    )
+}
+
+fn sum_gc(reports: &[GcReport]) -> GcReport {
+    let mut t = GcReport::default();
+    for r in reports {
+        t.files_collected += r.files_collected;
+        t.files_pending += r.files_pending;
+        t.files_deleted += r.files_deleted;
+        t.bytes_read += r.bytes_read;
+        t.bytes_written += r.bytes_written;
+        t.values_relocated += r.values_relocated;
+    }
+    t
 }
 
 fn gc(a: GcArgs) -> Result<Outcome> {
@@ -216,46 +236,114 @@ fn gc(a: GcArgs) -> Result<Outcome> {
             bail!("--ratio must be between 0 and 1, got {r}");
         }
     }
-    let db = open_existing(&a.db)?;
-    let report = match a.ratio {
-        Some(r) => db.gc_opt(r),
-        None => db.gc(),
+    let db = Store::open(&a.db, false)?;
+    match &db {
+        Store::Engine(e) => {
+            let report = match a.ratio {
+                Some(r) => e.gc_opt(r),
+                None => e.gc(),
+            }
+            .context("garbage collection failed")?;
+            println!("{report}");
+            println!("{}", vlog_line(&e.stats()));
+        }
+        Store::Sharded(s) => {
+            let reports = match a.ratio {
+                Some(r) => s.gc_opt(r),
+                None => s.gc(),
+            }
+            .context("garbage collection failed")?;
+            let per = shard_stats(s);
+            for (i, (r, st)) in reports.iter().zip(&per).enumerate() {
+                println!("shard {i}: {r}");
+                println!("shard {i}: {}", vlog_line(st));
+            }
+            println!("total: {}", sum_gc(&reports));
+            println!("total: {}", vlog_line(&Stats::sum(&per)));
+        }
     }
-    .context("garbage collection failed")?;
-    println!("{report}");
-    let s = db.stats();
-    println!(
-        "value log: {} files, {:.1} MiB, {:.1} MiB garbage; space amplification {:.2}",
-        s.vlog_files,
-        s.vlog_bytes as f64 / (1 << 20) as f64,
-        s.vlog_garbage_bytes as f64 / (1 << 20) as f64,
-        s.space_amplification
-    );
-    close(db, &a.db.db)?;
+    db.close(&a.db.db)?;
     Ok(Outcome::Done)
 }
 
 fn check(a: DbArgs) -> Result<Outcome> {
     let mut o = build_options(&a.opts)?;
-    require_existing_db(&a.db)?;
+    check_shards_flag(&a)?;
+    let kind = require_existing_db(&a.db)?;
+    // Without flags to fit, a damaged SHARDS file is for check to report, not to refuse.
+    if a.engine_only || a.shards.is_some() {
+        require_flags_fit(&a, kind, &*o.fs)?;
+    }
     o.create_if_missing = false;
-    let report = Db::check(&a.db, o)
-        .with_context(|| format!("cannot check database at {}", a.db.display()))?;
-    print!("{}", format_check_report(&report));
-    if report.problems.is_empty() {
+    let shown = a.db.display();
+    let problems = match kind {
+        Kind::Engine => {
+            let report = strata_engine::Db::check(&a.db, o)
+                .with_context(|| format!("cannot check database at {shown}"))?;
+            print!("{}", format_check_report(&report));
+            report.problems.len()
+        }
+        Kind::Sharded => {
+            let opts = strata::DbOptions::with_engine(o);
+            let report = strata::Db::check(&a.db, opts)
+                .with_context(|| format!("cannot check sharded database at {shown}"))?;
+            print!("{}", format_sharded_check_report(&report));
+            report.problem_count()
+        }
+    };
+    if problems == 0 {
         Ok(Outcome::Done)
     } else {
-        eprintln!(
-            "error: database at {} has {} problem(s)",
-            a.db.display(),
-            report.problems.len()
-        );
+        eprintln!("error: database at {shown} has {problems} problem(s)");
         Ok(Outcome::Problems)
     }
 }
 
+/// The report of a sharded database as printed by `strata check`: each shard's report, the
+/// transaction log, then the totals in the single-engine layout.
+pub fn format_sharded_check_report(r: &strata::ShardedCheckReport) -> String {
+    let mut s = format!("shards:           {}\n", r.shard_count);
+    for (i, shard) in r.shards.iter().enumerate() {
+        s.push_str(&format!("== shard {i} ({}) ==\n", shard_name(i)));
+        s.push_str(&format_check_report(shard));
+    }
+    s.push_str("== transaction log (TXLOG) ==\n");
+    s.push_str(&format!(
+        "txlog records:    {}\ncommitted gsn:    {}\n",
+        r.txlog_records, r.committed_gsn
+    ));
+    let mut total = CheckReport::default();
+    for shard in &r.shards {
+        total.tables += shard.tables;
+        total.blocks += shard.blocks;
+        total.entries += shard.entries;
+        total.wal_files += shard.wal_files;
+        total.wal_records += shard.wal_records;
+        total.vlog_files += shard.vlog_files;
+        total.vlog_frames += shard.vlog_frames;
+        total.manifest_records += shard.manifest_records;
+    }
+    // The front's own problems and notes are listed with the totals; the shards' problems
+    // were listed under each shard and are only counted here.
+    let t = format_report(&total, r.problem_count(), &r.notes, &r.problems);
+    s.push_str(&format!("== total ({} shards) ==\n", r.shard_count));
+    s.push_str(&t);
+    s
+}
+
 /// The report as printed by `strata check`.
 pub fn format_check_report(r: &CheckReport) -> String {
+    format_report(r, r.problems.len(), &r.notes, &r.problems)
+}
+
+/// The figures of `r`, `problem_count` and the given notes and problems, ending in OK or
+/// CORRUPT by `problem_count`.
+fn format_report(
+    r: &CheckReport,
+    problem_count: usize,
+    notes: &[String],
+    problems: &[strata_engine::Error],
+) -> String {
     let mut s = format!(
         "tables:           {}\n\
          blocks:           {}\n\
@@ -274,15 +362,15 @@ pub fn format_check_report(r: &CheckReport) -> String {
         r.vlog_files,
         r.vlog_frames,
         r.manifest_records,
-        r.problems.len()
+        problem_count
     );
-    for n in &r.notes {
+    for n in notes {
         s.push_str(&format!("note: {n}\n"));
     }
-    for p in &r.problems {
+    for p in problems {
         s.push_str(&format!("problem: {p}\n"));
     }
-    s.push_str(if r.problems.is_empty() {
+    s.push_str(if problem_count == 0 {
         "OK\n"
     } else {
         "CORRUPT\n"
@@ -293,28 +381,6 @@ pub fn format_check_report(r: &CheckReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn missing_directory_is_reported_and_not_created() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("nope");
-        let e = require_existing_db(&dir).unwrap_err().to_string();
-        assert!(e.contains("no database exists at"), "{e}");
-        assert!(e.contains("does not exist"), "{e}");
-        assert!(!dir.exists());
-    }
-
-    #[test]
-    fn empty_directory_and_file_are_not_databases() {
-        let tmp = tempfile::tempdir().unwrap();
-        let e = require_existing_db(tmp.path()).unwrap_err().to_string();
-        assert!(e.contains("the directory is empty"), "{e}");
-        let f = tmp.path().join("file");
-        std::fs::write(&f, b"x").unwrap();
-        let e = require_existing_db(&f).unwrap_err().to_string();
-        assert!(e.contains("not a directory"), "{e}");
-        assert!(require_existing_db(tmp.path()).is_ok());
-    }
 
     #[test]
     fn hex_arguments() {

@@ -2,7 +2,9 @@
 
 mod bench;
 mod commands;
+mod dbdir;
 mod opts;
+mod store;
 mod text;
 
 use clap::{Args, Parser, Subcommand};
@@ -15,8 +17,13 @@ use std::process::ExitCode;
     version,
     about = "Tools and benchmarks for Strata, an SSD-conscious LSM key-value store",
     long_about = "Tools and benchmarks for Strata, an SSD-conscious LSM key-value store.\n\n\
-        Every command that works on a database takes its directory as --db DIR. Keys and \
-        values are printed as text when they are valid UTF-8, with control characters \
+        Every command that works on a database takes its directory as --db DIR and opens \
+        what is there: a sharded database (strata::Db, a SHARDS file) or a single engine \
+        instance (strata_engine::Db, a CURRENT file). put and delete create a new database \
+        in a missing or empty directory: sharded (--shards N shards, default the number of \
+        cores) unless --engine-only. A directory holding anything else, a file, or a \
+        database that --engine-only or --shards does not fit is refused and left as it is. \
+        Keys and values are printed as text when they are valid UTF-8, with control characters \
         escaped as \\xNN and backslashes as \\\\; other values are binary and every byte \
         outside printable ASCII is escaped as \\xNN. --hex reads keys from hex instead.\n\n\
         Exit codes: 0 success, 1 error or key not found, 2 `check` found problems or the \
@@ -31,7 +38,9 @@ pub struct Cli {
 pub enum Command {
     /// Store VALUE under KEY, replacing any previous value.
     ///
-    /// Creates the database (and the directory) if DIR holds none. The write goes to the
+    /// Creates the database (and the directory) if DIR is missing or empty: a sharded
+    /// database (strata::Db) of --shards N shards, or a single engine instance with
+    /// --engine-only. Refuses a directory that holds anything else. The write goes to the
     /// write-ahead log before the command returns; add --sync to also fsync it.
     Put(PutArgs),
     /// Print the value stored under KEY.
@@ -52,20 +61,24 @@ pub enum Command {
     /// Print the engine's statistics for the database.
     ///
     /// Per-level file counts and sizes, write amplification, cache hits and misses, as the
-    /// engine reports them. Opens the database (replaying its log) and closes it again.
-    /// Never creates a database.
+    /// engine reports them; for a sharded database each shard's, then the totals. Opens the
+    /// database (replaying its log) and closes it again. Never creates a database.
     Stats(DbArgs),
     /// Run value-log garbage collection now and print what it did.
     ///
     /// Collects every sealed value-log file whose garbage is at least the gc_garbage_ratio
     /// option of its size (--ratio overrides it; 0 collects every sealed file): the values
     /// still in use are copied to the head of the log, made durable, and the file is
-    /// removed. Prints the GC report and the value-log figures. Never creates a database.
+    /// removed. Prints the GC report and the value-log figures (a sharded database: every
+    /// shard is collected, in parallel; each shard's lines, then the totals). Never creates
+    /// a database.
     Gc(GcArgs),
     /// Verify every checksum of the database: tables, log and manifest.
     ///
     /// Read-only. Prints what was checked and every problem found; exits with code 2 if
-    /// there is any problem, 0 if the database is intact.
+    /// there is any problem, 0 if the database is intact. A sharded database: the SHARDS
+    /// file, each shard (reported one by one), the cross-shard transaction log (TXLOG:
+    /// header, every commit record's checksum and order), then the totals.
     Check(DbArgs),
     /// Run db_bench and YCSB benchmarks on Strata, fjall or RocksDB and print their results.
     ///
@@ -84,6 +97,26 @@ pub enum Command {
     /// fillseq writes increasing keys. Values: random bytes (incompressible, unlike
     /// db_bench's default half-compressible values).
     Bench(Box<bench::BenchArgs>),
+    /// Run the Redis-compatible server (work in progress) on a database directory.
+    ///
+    /// Without arguments: serves ./strata-data on 127.0.0.1:6379. Takes an optional config
+    /// file in redis.conf syntax, then directives as flags, later ones winning:
+    /// `strata serve strata.conf --port 6380 --dir /data --requirepass s3cret`. Directives:
+    /// bind, port, dir, requirepass, protected-mode, maxclients, timeout, databases,
+    /// proto-max-bulk-len, client-query-buffer-limit, appendfsync, shards. Stops on SHUTDOWN,
+    /// SIGINT or SIGTERM.
+    Serve(ServeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// [CONFIG-FILE] [--DIRECTIVE VALUE ...]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGS"
+    )]
+    pub args: Vec<String>,
 }
 
 /// Where the database is and how to open it.
@@ -94,6 +127,14 @@ pub struct DbArgs {
     pub db: PathBuf,
     #[arg(long = "opt", value_name = "NAME=VALUE", value_parser = opts::parse_opt, help = opts::OPT_HELP)]
     pub opts: Vec<(String, String)>,
+    /// A new database is a single engine instance (strata_engine::Db) instead of the
+    /// sharded strata::Db; an existing one must be a single engine instance.
+    #[arg(long)]
+    pub engine_only: bool,
+    /// Shard count of a new sharded database [default: the number of cores]; an existing
+    /// database must be sharded with this count.
+    #[arg(long, value_name = "N", conflicts_with = "engine_only")]
+    pub shards: Option<usize>,
 }
 
 #[derive(Args, Debug)]
@@ -260,6 +301,26 @@ mod tests {
         };
         assert_eq!(g.ratio, Some(0.25));
         assert!(parse(&["gc", "--db", "d", "--ratio", "x"]).is_err());
+    }
+
+    #[test]
+    fn engine_only_and_shards_choose_the_kind_and_exclude_each_other() {
+        let Command::Put(p) = parse(&["put", "--db", "d", "--shards", "4", "k", "v"])
+            .unwrap()
+            .command
+        else {
+            panic!("not put")
+        };
+        assert_eq!((p.db.shards, p.db.engine_only), (Some(4), false));
+        let Command::Stats(a) = parse(&["stats", "--db", "d", "--engine-only"])
+            .unwrap()
+            .command
+        else {
+            panic!("not stats")
+        };
+        assert!(a.engine_only && a.shards.is_none());
+        let e = parse(&["get", "--db", "d", "--engine-only", "--shards", "2", "k"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict);
     }
 
     #[test]

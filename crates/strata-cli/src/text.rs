@@ -1,4 +1,5 @@
-//! How keys and values cross the command line: hex input, escaped output, byte sizes.
+//! How keys, values and figures cross the command line: hex input, escaped output, byte
+//! sizes, SI-suffixed numbers.
 
 use std::fmt::Write as _;
 
@@ -99,6 +100,23 @@ pub fn human_bytes(n: u64) -> String {
     format!("{v:.1} {}", UNITS[unit])
 }
 
+/// 1500 -> "1.5k", 2000000 -> "2M".
+pub fn si(v: f64) -> String {
+    let (d, suffix) = if v >= 1e6 {
+        (1e6, "M")
+    } else if v >= 1e3 {
+        (1e3, "k")
+    } else {
+        (1.0, "")
+    };
+    let x = v / d;
+    if (x - x.round()).abs() < 1e-9 {
+        format!("{:.0}{suffix}", x)
+    } else {
+        format!("{:.1}{suffix}", x)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,5 +186,13 @@ mod tests {
         assert_eq!(human_bytes(1024), "1.0 KiB");
         assert_eq!(human_bytes(64 << 20), "64.0 MiB");
         assert_eq!(human_bytes(3 << 30), "3.0 GiB");
+    }
+
+    #[test]
+    fn si_labels() {
+        assert_eq!(si(0.0), "0");
+        assert_eq!(si(950.0), "950");
+        assert_eq!(si(1500.0), "1.5k");
+        assert_eq!(si(2_000_000.0), "2M");
     }
 }

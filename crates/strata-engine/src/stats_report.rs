@@ -161,6 +161,88 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
     }
 }
 
+impl Stats {
+    /// The figures of several instances (the shards of a sharded database) as one: counts
+    /// and sizes added level by level, the amplifications recomputed from the sums, the
+    /// largest last sequence, the first error. Per-process facts (I/O backend, direct I/O)
+    /// are the first instance's.
+    pub fn sum(parts: &[Stats]) -> Stats {
+        let mut t = parts.first().cloned().unwrap_or_default();
+        for p in parts.iter().skip(1) {
+            t.user_bytes_written += p.user_bytes_written;
+            t.wal_bytes_written += p.wal_bytes_written;
+            t.wal_syncs += p.wal_syncs;
+            t.writes += p.writes;
+            t.write_groups += p.write_groups;
+            t.flush_bytes_written += p.flush_bytes_written;
+            t.compaction_bytes_written += p.compaction_bytes_written;
+            t.compaction_bytes_read += p.compaction_bytes_read;
+            t.stall_micros += p.stall_micros;
+            t.slowdown_count += p.slowdown_count;
+            t.stop_count += p.stop_count;
+            t.block_cache_hits += p.block_cache_hits;
+            t.block_cache_misses += p.block_cache_misses;
+            t.block_cache_usage_bytes += p.block_cache_usage_bytes;
+            t.table_cache_hits += p.table_cache_hits;
+            t.table_cache_misses += p.table_cache_misses;
+            t.filter_checks += p.filter_checks;
+            t.filter_negatives += p.filter_negatives;
+            if t.levels.len() < p.levels.len() {
+                t.levels.resize(p.levels.len(), (0, 0));
+            }
+            for (a, b) in t.levels.iter_mut().zip(&p.levels) {
+                a.0 += b.0;
+                a.1 += b.1;
+            }
+            t.memtable_bytes += p.memtable_bytes;
+            t.immutable_memtables += p.immutable_memtables;
+            t.last_sequence = t.last_sequence.max(p.last_sequence);
+            t.flushes += p.flushes;
+            t.compactions += p.compactions;
+            t.trivial_moves += p.trivial_moves;
+            t.background_error = t.background_error.or_else(|| p.background_error.clone());
+            t.direct_io_refusals += p.direct_io_refusals;
+            t.multi_gets += p.multi_gets;
+            t.multi_get_keys += p.multi_get_keys;
+            t.read_batches_uring += p.read_batches_uring;
+            t.read_batches_threads += p.read_batches_threads;
+            t.read_batches_sync += p.read_batches_sync;
+            t.batched_reads += p.batched_reads;
+            t.vlog_files += p.vlog_files;
+            t.vlog_bytes += p.vlog_bytes;
+            t.vlog_garbage_bytes += p.vlog_garbage_bytes;
+            t.vlog_head_file = t.vlog_head_file.max(p.vlog_head_file);
+            t.vlog_bytes_written += p.vlog_bytes_written;
+            t.vlog_values_written += p.vlog_values_written;
+            t.gc_runs += p.gc_runs;
+            t.gc_bytes_read += p.gc_bytes_read;
+            t.gc_bytes_written += p.gc_bytes_written;
+            t.gc_values_relocated += p.gc_values_relocated;
+            t.gc_files_collected += p.gc_files_collected;
+            t.gc_files_pending += p.gc_files_pending;
+            t.gc_last_error = t.gc_last_error.or_else(|| p.gc_last_error.clone());
+        }
+        let written = t.wal_bytes_written
+            + t.vlog_bytes_written
+            + t.flush_bytes_written
+            + t.compaction_bytes_written;
+        t.write_amplification = if t.user_bytes_written == 0 {
+            0.0
+        } else {
+            written as f64 / t.user_bytes_written as f64
+        };
+        let tables: u64 = t.levels.iter().map(|l| l.1).sum();
+        let total = tables + t.vlog_bytes;
+        let live = total.saturating_sub(t.vlog_garbage_bytes);
+        t.space_amplification = if live == 0 {
+            1.0
+        } else {
+            total as f64 / live as f64
+        };
+        t
+    }
+}
+
 /// Value-log figures gathered under the state lock.
 pub(crate) struct VlogFigures {
     pub files: u64,
@@ -309,5 +391,44 @@ impl fmt::Display for Stats {
             writeln!(f, "BACKGROUND ERROR (writes refused until reopen): {e}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sum_adds_counts_and_recomputes_the_amplifications() {
+        let a = Stats {
+            user_bytes_written: 100,
+            wal_bytes_written: 100,
+            flush_bytes_written: 100,
+            levels: vec![(1, 100), (0, 0)],
+            vlog_bytes: 100,
+            vlog_garbage_bytes: 50,
+            last_sequence: 7,
+            ..Stats::default()
+        };
+        let b = Stats {
+            user_bytes_written: 300,
+            wal_bytes_written: 300,
+            levels: vec![(2, 300), (1, 200), (1, 10)],
+            last_sequence: 5,
+            gc_last_error: Some("disk full".to_string()),
+            ..Stats::default()
+        };
+        let t = Stats::sum(&[a.clone(), b]);
+        assert_eq!(t.user_bytes_written, 400);
+        assert_eq!(t.levels, vec![(3, 400), (1, 200), (1, 10)]);
+        assert_eq!(t.last_sequence, 7);
+        assert_eq!(t.gc_last_error.as_deref(), Some("disk full"));
+        assert!((t.write_amplification - 500.0 / 400.0).abs() < 1e-9);
+        // (610 table bytes + 100 value-log bytes) / (710 - 50 garbage).
+        assert!((t.space_amplification - 710.0 / 660.0).abs() < 1e-9);
+        let one = Stats::sum(std::slice::from_ref(&a));
+        assert_eq!(one.levels, a.levels);
+        assert!((one.write_amplification - 2.0).abs() < 1e-9);
+        assert_eq!(Stats::sum(&[]).levels, Vec::new());
     }
 }

@@ -1,6 +1,6 @@
 //! The README's tour of the sharded database (kept compiling by `cargo test`).
 
-use strata::{Db, DbOptions, ScanMode, WriteBatch, WriteOptions};
+use strata::{Db, DbOptions, EngineIter, ScanMode, WriteBatch, WriteOptions};
 
 fn main() -> strata::Result<()> {
     let db = Db::open(

@@ -3,7 +3,7 @@
 
 use crate::batch::{Op, WriteBatch};
 use crate::coord::{Coord, Cross, Part};
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineIter};
 use crate::iter::{collect, DbIter};
 use crate::meta::{shard_dir, ShardMeta};
 use crate::options::{default_shards, IterOptions, Options, ScanMode, WriteOptions};

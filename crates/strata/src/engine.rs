@@ -21,8 +21,10 @@ pub trait EngineBatch: Default + Send {
     }
 }
 
-/// An ordered cursor over one instance (RocksDB's `Iterator`, Strata's `DbIterator`).
-pub trait EngineIter: Send {
+/// An ordered cursor: over one instance (RocksDB's `Iterator`, Strata's `DbIterator`), over
+/// the whole sharded database ([`crate::DbIter`]), and over every store `strata bench`
+/// measures. The one iterator trait of the workspace, so that a store's cursor is adapted once.
+pub trait EngineIter {
     fn valid(&self) -> bool;
     fn seek_to_first(&mut self);
     fn seek_to_last(&mut self);
@@ -48,7 +50,8 @@ pub trait Engine: Send + Sync + Sized + 'static {
     type Batch: EngineBatch;
     /// A consistent view of the instance; owned, so it can travel to a worker.
     type Snapshot: Clone + Send + Sync + 'static;
-    type Iter: EngineIter + 'static;
+    /// Sent to the shard's worker for `range` and parallel `scan`.
+    type Iter: EngineIter + Send + 'static;
 
     /// Persisted in the `SHARDS` file: a database is always reopened with the same engine.
     const NAME: &'static str;

@@ -38,8 +38,9 @@ enum Dir {
     Reverse,
 }
 
-/// Ordered iterator over the whole database (see [`crate::ShardedDb::iter`]). Check
-/// [`DbIter::status`] when it becomes invalid: a shard's read error ends the iteration.
+/// Ordered iterator over the whole database (see [`crate::ShardedDb::iter`]), moved with the
+/// methods of [`EngineIter`] (`use strata::EngineIter`). Check [`EngineIter::status`] when it
+/// becomes invalid: a shard's read error ends the iteration.
 pub struct DbIter<'a, I> {
     shards: Vec<ShardIter<I>>,
     cur: Option<usize>,
@@ -56,30 +57,6 @@ impl<'a, I: EngineIter> DbIter<'a, I> {
             dir: Dir::Forward,
             err: None,
             _db: PhantomData,
-        }
-    }
-
-    pub fn valid(&self) -> bool {
-        self.cur.is_some()
-    }
-
-    /// The current key. Panics when not `valid()`.
-    pub fn key(&self) -> &[u8] {
-        let i = self.cur.expect("key() on an invalid iterator");
-        self.shards[i].it.key()
-    }
-
-    /// The current value. Panics when not `valid()`.
-    pub fn value(&self) -> &[u8] {
-        let i = self.cur.expect("value() on an invalid iterator");
-        self.shards[i].it.value()
-    }
-
-    /// The first error met, if any.
-    pub fn status(&self) -> Result<()> {
-        match &self.err {
-            Some(e) => Err(e.clone()),
-            None => Ok(()),
         }
     }
 
@@ -115,8 +92,34 @@ impl<'a, I: EngineIter> DbIter<'a, I> {
         }
         self.cur = best;
     }
+}
 
-    pub fn seek_to_first(&mut self) {
+impl<I: EngineIter> EngineIter for DbIter<'_, I> {
+    fn valid(&self) -> bool {
+        self.cur.is_some()
+    }
+
+    /// The current key. Panics when not `valid()`.
+    fn key(&self) -> &[u8] {
+        let i = self.cur.expect("key() on an invalid iterator");
+        self.shards[i].it.key()
+    }
+
+    /// The current value. Panics when not `valid()`.
+    fn value(&self) -> &[u8] {
+        let i = self.cur.expect("value() on an invalid iterator");
+        self.shards[i].it.value()
+    }
+
+    /// The first error met, if any.
+    fn status(&self) -> Result<()> {
+        match &self.err {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
+    fn seek_to_first(&mut self) {
         self.dir = Dir::Forward;
         for s in &mut self.shards {
             s.it.seek_to_first();
@@ -125,7 +128,7 @@ impl<'a, I: EngineIter> DbIter<'a, I> {
         self.settle();
     }
 
-    pub fn seek_to_last(&mut self) {
+    fn seek_to_last(&mut self) {
         self.dir = Dir::Reverse;
         for s in &mut self.shards {
             s.it.seek_to_last();
@@ -135,7 +138,7 @@ impl<'a, I: EngineIter> DbIter<'a, I> {
     }
 
     /// Moves to the first key >= `key`.
-    pub fn seek(&mut self, key: &[u8]) {
+    fn seek(&mut self, key: &[u8]) {
         self.dir = Dir::Forward;
         for s in &mut self.shards {
             s.it.seek(key);
@@ -145,7 +148,7 @@ impl<'a, I: EngineIter> DbIter<'a, I> {
     }
 
     /// Moves to the last key <= `key`.
-    pub fn seek_for_prev(&mut self, key: &[u8]) {
+    fn seek_for_prev(&mut self, key: &[u8]) {
         self.dir = Dir::Reverse;
         for s in &mut self.shards {
             s.it.seek_for_prev(key);
@@ -155,7 +158,7 @@ impl<'a, I: EngineIter> DbIter<'a, I> {
     }
 
     /// Moves to the next key. Panics when not `valid()`.
-    pub fn next(&mut self) {
+    fn next(&mut self) {
         let c = self.cur.expect("next() on an invalid iterator");
         if self.dir == Dir::Reverse {
             // Every other shard sits at or before its last key < current; move each to its
@@ -176,7 +179,7 @@ impl<'a, I: EngineIter> DbIter<'a, I> {
     }
 
     /// Moves to the previous key. Panics when not `valid()`.
-    pub fn prev(&mut self) {
+    fn prev(&mut self) {
         let c = self.cur.expect("prev() on an invalid iterator");
         if self.dir == Dir::Forward {
             let key = self.key().to_vec();
@@ -198,11 +201,11 @@ impl<'a, I: EngineIter> DbIter<'a, I> {
 /// Collects `[start, end)` (or up to `limit` entries) from one shard's iterator, skipping
 /// system keys. Runs on the shard's worker for `range` and parallel `scan`.
 pub(crate) fn collect<I: EngineIter>(
-    mut it: I,
+    it: I,
     start: &[u8],
     limit: usize,
 ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let mut s = ShardIter { it: &mut it };
+    let mut s = ShardIter { it };
     s.it.seek(start);
     s.skip_forward();
     let mut out = Vec::new();
@@ -213,37 +216,4 @@ pub(crate) fn collect<I: EngineIter>(
     }
     s.it.status()?;
     Ok(out)
-}
-
-impl<I: EngineIter + ?Sized> EngineIter for &mut I {
-    fn valid(&self) -> bool {
-        (**self).valid()
-    }
-    fn seek_to_first(&mut self) {
-        (**self).seek_to_first()
-    }
-    fn seek_to_last(&mut self) {
-        (**self).seek_to_last()
-    }
-    fn seek(&mut self, key: &[u8]) {
-        (**self).seek(key)
-    }
-    fn seek_for_prev(&mut self, key: &[u8]) {
-        (**self).seek_for_prev(key)
-    }
-    fn next(&mut self) {
-        (**self).next()
-    }
-    fn prev(&mut self) {
-        (**self).prev()
-    }
-    fn key(&self) -> &[u8] {
-        (**self).key()
-    }
-    fn value(&self) -> &[u8] {
-        (**self).value()
-    }
-    fn status(&self) -> Result<()> {
-        (**self).status()
-    }
 }

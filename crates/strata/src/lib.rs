@@ -36,6 +36,9 @@
 //! # Ok::<(), strata::Error>(())
 //! ```
 //!
+//! Maintenance: [`ShardedDb::check`] verifies a closed database (every shard and the
+//! transaction log), [`ShardedDb::gc`] runs value-log garbage collection on every shard.
+//!
 //! Files in the database directory: `SHARDS` and `TXLOG` (`docs/format/shards.md`), `LOCK`,
 //! and `shard-000/`, `shard-001/`, ... each an engine instance.
 //!
@@ -46,6 +49,7 @@
 #![forbid(unsafe_code)]
 
 mod batch;
+mod check;
 mod coord;
 mod db;
 pub mod engine;
@@ -64,6 +68,7 @@ pub mod undo;
 mod worker;
 
 pub use batch::WriteBatch;
+pub use check::ShardedCheckReport;
 pub use db::{KvPairs, ShardedDb, Snapshot};
 pub use engine::{Engine, EngineBatch, EngineIter, StrataEngine};
 pub use iter::DbIter;

@@ -1,6 +1,10 @@
 //! RocksDB as a shard engine (cargo feature `rocksdb`): the same p2KVS front over RocksDB, as
 //! the paper built it. Links Debian's librocksdb (`ROCKSDB_LIB_DIR=/usr/lib/x86_64-linux-gnu`).
 //!
+//! The workspace's one RocksDB adapter: `strata bench --engine rocksdb` measures a single
+//! [`RocksEngine`] through it too (with [`RocksEngine::put`], [`RocksEngine::open_exact`] and
+//! [`RocksEngine::stall_micros`] for what db_bench does that the front does not).
+//!
 //! The front needs owned snapshots and iterators (they travel to workers and outlive the call
 //! that made them), while the `rocksdb` crate's borrow the database. `self_cell` pairs each
 //! with an `Arc` of the database it borrows, without unsafe code here.
@@ -153,7 +157,8 @@ impl EngineBatch for RocksBatch {
 /// One RocksDB instance as a shard.
 pub struct RocksEngine {
     db: Arc<DB>,
-    disable_wal: bool,
+    /// Write options without and with sync, made once: each is a C object.
+    write_options: [rocksdb::WriteOptions; 2],
 }
 
 impl RocksEngine {
@@ -161,6 +166,62 @@ impl RocksEngine {
     pub fn db(&self) -> &DB {
         &self.db
     }
+
+    /// Opens the instance in `dir` with `cfg.options` as they are, so that the caller decides
+    /// `create_if_missing` ([`Engine::open`] turns it on).
+    pub fn open_exact(dir: &Path, cfg: &RocksConfig) -> Result<Self> {
+        // Naming the default column family lets cf_handle() find it for the batched MultiGet.
+        let db = DB::open_cf(&cfg.options, dir, [DEFAULT_COLUMN_FAMILY_NAME]).map_err(rocks_err)?;
+        let write_options = [false, true].map(|sync| {
+            let mut wo = rocksdb::WriteOptions::default();
+            wo.set_sync(sync);
+            wo.disable_wal(cfg.disable_wal);
+            wo
+        });
+        Ok(RocksEngine {
+            db: Arc::new(db),
+            write_options,
+        })
+    }
+
+    fn write_options(&self, sync: bool) -> &rocksdb::WriteOptions {
+        &self.write_options[usize::from(sync)]
+    }
+
+    /// Puts one key without building a batch (db_bench's write path); durable before
+    /// returning when `sync`.
+    pub fn put(&self, key: &[u8], value: &[u8], sync: bool) -> Result<()> {
+        self.db
+            .put_opt(key, value, self.write_options(sync))
+            .map_err(rocks_err)
+    }
+
+    /// Deletes one key without building a batch; durable before returning when `sync`.
+    pub fn delete(&self, key: &[u8], sync: bool) -> Result<()> {
+        self.db
+            .delete_opt(key, self.write_options(sync))
+            .map_err(rocks_err)
+    }
+
+    /// Microseconds writers have been stalled or slowed since the database was opened (the
+    /// "Cumulative stall" of `rocksdb.dbstats`), when RocksDB reports it.
+    pub fn stall_micros(&self) -> Option<u64> {
+        let s = self.db.property_value("rocksdb.dbstats").ok()??;
+        parse_cumulative_stall(&s)
+    }
+}
+
+/// Microseconds of "Cumulative stall: 00:00:1.234 H:M:S, 0.5 percent" in `rocksdb.dbstats`.
+pub fn parse_cumulative_stall(dbstats: &str) -> Option<u64> {
+    let line = dbstats
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Cumulative stall:"))?;
+    let hms = line.split_whitespace().next()?;
+    let mut parts = hms.split(':');
+    let h: f64 = parts.next()?.parse().ok()?;
+    let m: f64 = parts.next()?.parse().ok()?;
+    let s: f64 = parts.next()?.parse().ok()?;
+    Some(((h * 3600.0 + m * 60.0 + s) * 1e6).round() as u64)
 }
 
 impl Engine for RocksEngine {
@@ -175,25 +236,24 @@ impl Engine for RocksEngine {
     }
 
     fn open(dir: &Path, cfg: &RocksConfig) -> Result<Self> {
-        let mut o = cfg.options.clone();
-        o.create_if_missing(true);
-        // Naming the default column family lets cf_handle() find it for the batched MultiGet.
-        let db = DB::open_cf(&o, dir, [DEFAULT_COLUMN_FAMILY_NAME]).map_err(rocks_err)?;
-        Ok(RocksEngine {
-            db: Arc::new(db),
-            disable_wal: cfg.disable_wal,
-        })
+        let mut cfg = cfg.clone();
+        cfg.options.create_if_missing(true);
+        Self::open_exact(dir, &cfg)
     }
 
     fn write(&self, batch: RocksBatch, sync: bool) -> Result<()> {
-        let mut wo = rocksdb::WriteOptions::default();
-        wo.set_sync(sync);
-        wo.disable_wal(self.disable_wal);
-        self.db.write_opt(batch.0, &wo).map_err(rocks_err)
+        self.db
+            .write_opt(batch.0, self.write_options(sync))
+            .map_err(rocks_err)
     }
 
     fn get(&self, snap: Option<&RocksSnapshot>, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.db.get_opt(key, &read_options(snap)).map_err(rocks_err)
+        let value = match snap {
+            // Without a snapshot, no ReadOptions to make and free for each read.
+            None => self.db.get_pinned(key),
+            Some(_) => self.db.get_pinned_opt(key, &read_options(snap)),
+        };
+        value.map(|v| v.map(|v| v.to_vec())).map_err(rocks_err)
     }
 
     fn multi_get(
@@ -256,27 +316,22 @@ impl Engine for RocksEngine {
     }
 
     fn wait_idle(&self) -> Result<()> {
-        loop {
-            let pending = self
+        let busy = |p: &str| -> Result<bool> {
+            Ok(self
                 .db
-                .property_int_value("rocksdb.compaction-pending")
+                .property_int_value(p)
                 .map_err(rocks_err)?
-                .unwrap_or(0);
-            let running = self
-                .db
-                .property_int_value("rocksdb.num-running-compactions")
-                .map_err(rocks_err)?
-                .unwrap_or(0);
-            let flushes = self
-                .db
-                .property_int_value("rocksdb.num-running-flushes")
-                .map_err(rocks_err)?
-                .unwrap_or(0);
-            if pending == 0 && running == 0 && flushes == 0 {
-                return Ok(());
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
+                .unwrap_or(0)
+                > 0)
+        };
+        while busy("rocksdb.num-running-flushes")?
+            || busy("rocksdb.num-running-compactions")?
+            || busy("rocksdb.compaction-pending")?
+            || busy("rocksdb.mem-table-flush-pending")?
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
+        Ok(())
     }
 
     fn stats(&self) -> String {
@@ -284,11 +339,25 @@ impl Engine for RocksEngine {
             .property_value("rocksdb.stats")
             .ok()
             .flatten()
-            .unwrap_or_default()
+            .unwrap_or_else(|| "(no statistics)".to_string())
     }
 
+    /// Flushes the memtables, which makes every write durable even with the WAL off.
     fn close(self) -> Result<()> {
-        self.db.flush_wal(true).map_err(rocks_err)?;
-        Ok(())
+        self.db.flush().map_err(rocks_err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_stall_line() {
+        let s = "** DB Stats **\nUptime(secs): 1.0 total\n\
+                 Cumulative stall: 00:01:2.500 H:M:S, 3.1 percent\n\
+                 Interval stall: 00:00:0.000 H:M:S, 0.0 percent\n";
+        assert_eq!(parse_cumulative_stall(s), Some(62_500_000));
+        assert_eq!(parse_cumulative_stall("nothing"), None);
     }
 }

@@ -48,8 +48,22 @@ fn record(gsn: u64) -> [u8; RECORD_LEN] {
     r
 }
 
-/// Parses a transaction log; returns the last committed GSN (0 for none).
-pub fn parse(data: &[u8], file: &Path) -> Result<u64> {
+/// What a walk over a transaction log found (see [`scan`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Scan {
+    /// Complete records whose checksum holds.
+    pub records: u64,
+    /// The last of them (0 for none): every GSN up to it is committed.
+    pub committed: u64,
+    /// Offset of a torn last record (partial, or failing its checksum), which recovery
+    /// ignores: its commit was never acknowledged.
+    pub torn_tail: Option<u64>,
+}
+
+/// Walks a transaction log, checking the header and every record's checksum and order.
+/// A torn tail is reported in [`Scan::torn_tail`], not as an error; anything else wrong is
+/// corruption.
+pub fn scan(data: &[u8], file: &Path) -> Result<Scan> {
     if data.len() < HEADER_LEN {
         return Err(Error::corruption(
             file,
@@ -64,7 +78,7 @@ pub fn parse(data: &[u8], file: &Path) -> Result<u64> {
             "bad transaction log header (magic, version or checksum)",
         ));
     }
-    let mut last = 0u64;
+    let mut s = Scan::default();
     let mut off = HEADER_LEN;
     while off + RECORD_LEN <= data.len() {
         let r = &data[off..off + RECORD_LEN];
@@ -72,7 +86,8 @@ pub fn parse(data: &[u8], file: &Path) -> Result<u64> {
         let crc = u32::from_le_bytes(r[8..].try_into().expect("4 bytes"));
         if crc32c::crc32c(&r[..8]) != crc {
             if off + RECORD_LEN == data.len() {
-                break; // Torn last record: its commit was never acknowledged.
+                s.torn_tail = Some(off as u64);
+                return Ok(s);
             }
             return Err(Error::corruption(
                 file,
@@ -80,17 +95,26 @@ pub fn parse(data: &[u8], file: &Path) -> Result<u64> {
                 "commit record checksum mismatch before the end of the log",
             ));
         }
-        if gsn <= last && last != 0 {
+        if gsn <= s.committed && s.committed != 0 {
             return Err(Error::corruption(
                 file,
                 off as u64,
-                format!("commit record {gsn} does not follow {last}"),
+                format!("commit record {gsn} does not follow {}", s.committed),
             ));
         }
-        last = gsn;
+        s.committed = gsn;
+        s.records += 1;
         off += RECORD_LEN;
     }
-    Ok(last)
+    if off < data.len() {
+        s.torn_tail = Some(off as u64);
+    }
+    Ok(s)
+}
+
+/// Parses a transaction log; returns the last committed GSN (0 for none).
+pub fn parse(data: &[u8], file: &Path) -> Result<u64> {
+    scan(data, file).map(|s| s.committed)
 }
 
 /// Reads the last committed GSN from `dir/TXLOG` (0 if the file does not exist).
@@ -294,6 +318,12 @@ mod tests {
         back.extend_from_slice(&record(11));
         assert!(parse(&back, p).is_err());
         assert!(parse(&d[..10], p).is_err());
+        let full = scan(&d, p).unwrap();
+        assert_eq!((full.records, full.committed, full.torn_tail), (2, 9, None));
+        let cut = scan(&d[..d.len() - 5], p).unwrap();
+        assert_eq!((cut.records, cut.committed), (1, 3));
+        assert_eq!(cut.torn_tail, Some((HEADER_LEN + RECORD_LEN) as u64));
+        assert_eq!(scan(&torn, p).unwrap().torn_tail, cut.torn_tail);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! End-to-end behaviour of the sharded front over Strata's engine, on an in-memory file system.
 
 use std::sync::Arc;
-use strata::{Db, DbOptions, Error, IterOptions, ScanMode, WriteBatch, WriteOptions};
+use strata::{Db, DbOptions, EngineIter, Error, IterOptions, ScanMode, WriteBatch, WriteOptions};
 use strata_engine::io::{Fs, MemFs};
 
 fn opts(fs: &Arc<dyn Fs>, shards: usize) -> DbOptions {

@@ -15,7 +15,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use strata::{Db, DbOptions, IterOptions, ScanMode, WriteBatch, WriteOptions};
+use strata::{Db, DbOptions, EngineIter, IterOptions, ScanMode, WriteBatch, WriteOptions};
 use strata_engine::io::{Fs, MemFs};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;

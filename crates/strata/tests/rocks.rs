@@ -3,7 +3,7 @@
 #![cfg(feature = "rocksdb")]
 
 use strata::rocks::{RocksConfig, RocksEngine};
-use strata::{Options, ScanMode, ShardedDb, WriteBatch};
+use strata::{EngineIter, Options, ScanMode, ShardedDb, WriteBatch};
 
 #[test]
 fn sharded_rocksdb_basics() {

@@ -6,6 +6,7 @@ use crate::opts::build_options;
 use crate::text::human_bytes;
 use anyhow::{Context, Result};
 use std::path::Path;
+use strata::EngineIter;
 use strata_engine::{Db, DbIterator, Options, ReadOptions, WriteOptions};
 
 /// Block compression requested for every engine (`--compression`).
@@ -70,23 +71,10 @@ impl Default for EngineConfig {
     }
 }
 
-/// A cursor over the store, as the benchmarks use it.
-pub trait EngineIter {
-    fn valid(&self) -> bool;
-    fn seek_to_first(&mut self);
-    fn seek_to_last(&mut self);
-    /// First key >= `key`.
-    fn seek(&mut self, key: &[u8]);
-    fn next(&mut self);
-    fn prev(&mut self);
-    fn key(&self) -> &[u8];
-    fn value(&self) -> &[u8];
-    /// The error that stopped the iteration, if any.
-    fn status(&self) -> Result<()>;
-}
-
 /// A key-value store under benchmark. Shared by the benchmark threads, hence `Sync`.
 pub trait Engine: Sized + Sync {
+    /// A cursor over the store: the `strata` crate's iterator trait, which the sharded
+    /// front's shard engines implement too.
     type Iter<'a>: EngineIter
     where
         Self: 'a;
@@ -139,7 +127,7 @@ pub struct Strata {
 }
 
 impl Engine for Strata {
-    type Iter<'a> = StrataIter;
+    type Iter<'a> = DbIterator;
     const NAME: &'static str = "strata";
 
     fn describe(cfg: &EngineConfig) -> Result<String> {
@@ -215,8 +203,8 @@ impl Engine for Strata {
             .collect()
     }
 
-    fn iter(&self) -> Result<StrataIter> {
-        Ok(StrataIter(self.db.iter(&ReadOptions::default())?))
+    fn iter(&self) -> Result<DbIterator> {
+        Ok(self.db.iter(&ReadOptions::default())?)
     }
 
     fn flush(&self) -> Result<()> {
@@ -267,38 +255,6 @@ pub fn strata_options(cfg: &EngineConfig) -> Result<Options> {
 /// Turns on the engine's direct I/O option, if it has one.
 fn direct_io_option(o: &mut Options) -> strata_engine::Result<()> {
     o.set("direct_io", "true")
-}
-
-pub struct StrataIter(DbIterator);
-
-impl EngineIter for StrataIter {
-    fn valid(&self) -> bool {
-        self.0.valid()
-    }
-    fn seek_to_first(&mut self) {
-        self.0.seek_to_first()
-    }
-    fn seek_to_last(&mut self) {
-        self.0.seek_to_last()
-    }
-    fn seek(&mut self, key: &[u8]) {
-        self.0.seek(key)
-    }
-    fn next(&mut self) {
-        self.0.next()
-    }
-    fn prev(&mut self) {
-        self.0.prev()
-    }
-    fn key(&self) -> &[u8] {
-        self.0.key()
-    }
-    fn value(&self) -> &[u8] {
-        self.0.value()
-    }
-    fn status(&self) -> Result<()> {
-        Ok(self.0.status()?)
-    }
 }
 
 #[cfg(test)]

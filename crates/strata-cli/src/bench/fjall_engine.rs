@@ -5,7 +5,7 @@
 //! when the direction changes. fjall has no MultiGet (multireadrandom loops over gets), no
 //! direct I/O, and always journals its writes.
 
-use super::engine::{Compression, Engine, EngineConfig, EngineIter};
+use super::engine::{Compression, Engine, EngineConfig};
 use crate::text::human_bytes;
 use anyhow::{anyhow, bail, Context, Result};
 use fjall::config::{BlockSizePolicy, BloomConstructionPolicy, CompressionPolicy, FilterPolicy};
@@ -13,6 +13,7 @@ use fjall::config::{FilterPolicyEntry, PinningPolicy};
 use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use std::path::Path;
 use std::time::Duration;
+use strata::EngineIter;
 
 /// `--opt fjall.NAME=VALUE` names.
 pub const FJALL_OPTS: &str = "max_memtable_size, max_journaling_size, \
@@ -305,6 +306,9 @@ impl EngineIter for FjallIter<'_> {
     fn seek(&mut self, key: &[u8]) {
         self.start(Box::new(self.ks.range(key.to_vec()..)), true);
     }
+    fn seek_for_prev(&mut self, key: &[u8]) {
+        self.start(Box::new(self.ks.range(..=key.to_vec())), false);
+    }
     fn next(&mut self) {
         match &self.inner {
             Some((_, true)) => self.pull(),
@@ -337,10 +341,14 @@ impl EngineIter for FjallIter<'_> {
     fn value(&self) -> &[u8] {
         &self.current.as_ref().expect("valid iterator").1
     }
-    fn status(&self) -> Result<()> {
+    fn status(&self) -> strata_engine::Result<()> {
         match &self.error {
             None => Ok(()),
-            Some(e) => bail!("fjall iterator failed: {e}"),
+            Some(e) => Err(strata_engine::Error::io(
+                "fjall iterator",
+                "",
+                std::io::Error::other(e.clone()),
+            )),
         }
     }
 }

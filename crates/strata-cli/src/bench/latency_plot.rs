@@ -1,7 +1,10 @@
 //! `--latency-plot FILE.png` with a `--rate` list: p50 and p99 latency against offered load,
 //! a line per engine (p2KVS Fig. 13). Log-scaled latency axis, offered load in ops/s.
 
-use super::plot::{color, nice_step, si, text, Area};
+use super::args::BenchArgs;
+use super::plot::{color, nice_step, text, Area};
+use super::summary::SummaryRow;
+use crate::text::si;
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 use std::path::Path;
@@ -15,6 +18,47 @@ pub struct Curve {
 const WIDTH: u32 = 1200;
 const PANEL_HEIGHT: u32 = 360;
 const LEGEND_HEIGHT: u32 = 40;
+
+/// For the first rated benchmark, each engine's median p50 and p99 at each offered rate.
+pub fn curves(args: &BenchArgs, labels: &[String], summary: &[SummaryRow]) -> Vec<Curve> {
+    let Some(first) = labels
+        .iter()
+        .zip(&args.benchmarks)
+        .find(|(_, b)| !b.one_shot())
+        .map(|(l, _)| l)
+    else {
+        return Vec::new();
+    };
+    args.engines
+        .iter()
+        .map(|e| {
+            let points = args
+                .rate
+                .iter()
+                .filter_map(|&rate| {
+                    let label = if args.rate.len() > 1 {
+                        format!("{first}@{rate}")
+                    } else {
+                        first.clone()
+                    };
+                    let row = summary
+                        .iter()
+                        .find(|r| r.benchmark == label && r.engine == e.name())?;
+                    let x = if rate > 0 {
+                        rate as f64
+                    } else {
+                        row.ops_per_sec
+                    };
+                    Some((x, row.p50_us?, row.p99_us?))
+                })
+                .collect();
+            Curve {
+                engine: e.name().to_string(),
+                points,
+            }
+        })
+        .collect()
+}
 
 /// Draws one panel for p50 and one for p99.
 pub fn draw(path: &Path, title: &str, curves: &[Curve]) -> Result<()> {

@@ -5,7 +5,10 @@
 //! `font8x8` crate, pixel by pixel, so the picture needs no system fonts (plotters' own text
 //! needs fontconfig or a font file).
 
+use super::record::Record;
+use super::summary::SummaryRow;
 use super::timeline::Timeline;
+use crate::text::si;
 use anyhow::{anyhow, Result};
 use font8x8::{UnicodeFonts, BASIC_FONTS};
 use plotters::coord::Shift;
@@ -38,6 +41,30 @@ const PALETTE: [RGBColor; 6] = [
 /// The color of the `i`-th engine of the run.
 pub fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
+}
+
+/// For each threaded benchmark, each engine's throughput in its median round.
+pub fn panels(records: &[Record], summary: &[SummaryRow]) -> Vec<Panel> {
+    let mut panels: Vec<Panel> = Vec::new();
+    for row in summary {
+        let Some(r) = records.iter().find(|r| {
+            r.benchmark == row.benchmark && r.engine == row.engine && r.round == row.median_round
+        }) else {
+            continue;
+        };
+        if r.timeline.ops_per_sec.is_empty() {
+            continue;
+        }
+        let series = (r.engine.clone(), r.timeline.clone());
+        match panels.iter_mut().find(|p| p.title == row.benchmark) {
+            Some(p) => p.series.push(series),
+            None => panels.push(Panel {
+                title: row.benchmark.clone(),
+                series: vec![series],
+            }),
+        }
+    }
+    panels
 }
 
 /// Draws `panels` into a PNG at `path`; `engines` fixes the colors and the legend.
@@ -203,23 +230,6 @@ pub fn nice_step(raw: f64) -> f64 {
     10.0 * p
 }
 
-/// 1500 -> "1.5k", 2000000 -> "2M".
-pub fn si(v: f64) -> String {
-    let (d, suffix) = if v >= 1e6 {
-        (1e6, "M")
-    } else if v >= 1e3 {
-        (1e3, "k")
-    } else {
-        (1.0, "")
-    };
-    let x = v / d;
-    if (x - x.round()).abs() < 1e-9 {
-        format!("{:.0}{suffix}", x)
-    } else {
-        format!("{:.1}{suffix}", x)
-    }
-}
-
 /// An axis label with as many decimals as the step needs (step 0.05 -> "0.15").
 fn secs(x: f64, step: f64) -> String {
     let decimals = if step >= 1.0 {
@@ -250,14 +260,6 @@ mod tests {
         assert_eq!(secs(0.2, 0.1), "0.2");
         assert_eq!(secs(0.15, 0.05), "0.15");
         assert_eq!(secs(40.0, 20.0), "40");
-    }
-
-    #[test]
-    fn si_labels() {
-        assert_eq!(si(0.0), "0");
-        assert_eq!(si(950.0), "950");
-        assert_eq!(si(1500.0), "1.5k");
-        assert_eq!(si(2_000_000.0), "2M");
     }
 
     #[test]

@@ -6,16 +6,16 @@
 //! db_bench also starts from) with the run-wide settings applied: an LRU block cache of
 //! `--cache-bytes`, a full bloom filter of `--bloom-bits` bits per key, `--compression`,
 //! `use_direct_reads` for `--direct-io`.
+//!
+//! The store itself is the `strata` crate's [`RocksEngine`] (the shard engine of the sharded
+//! front); this file only turns the benchmark's settings into its options.
 
-use super::engine::{Compression, Engine, EngineConfig, EngineIter};
+use super::engine::{Compression, Engine, EngineConfig};
 use crate::text::human_bytes;
-use anyhow::{anyhow, bail, Context, Result};
-use rocksdb::{
-    BlockBasedOptions, Cache, DBCompressionType, DBRawIteratorWithThreadMode, Options,
-    WriteOptions, DB,
-};
+use anyhow::{anyhow, Context, Result};
+use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options};
 use std::path::Path;
-use std::time::Duration;
+use strata::rocks::{RocksConfig, RocksEngine, RocksIter};
 
 /// `--opt rocksdb.NAME=VALUE` names set before opening; any other name is passed to
 /// `DB::set_options` after opening (RocksDB's mutable options).
@@ -28,16 +28,14 @@ use_direct_io_for_flush_and_compaction, block_size, cache_index_and_filter_block
 format_version, optimize_filters_for_hits; other names go to DB::set_options";
 
 pub struct Rocks {
-    db: DB,
-    wo: WriteOptions,
-    /// Kept alive with the database (the table factory refers to it).
-    _cache: Cache,
+    engine: RocksEngine,
+    sync: bool,
 }
 
 /// RocksDB's options for a run.
 pub(crate) struct RocksSettings {
+    /// With the block cache in its table factory (RocksDB keeps the cache alive).
     pub(crate) options: Options,
-    pub(crate) cache: Cache,
     /// `--opt`s left for `DB::set_options` after opening.
     pub(crate) later: Vec<(String, String)>,
     /// One line for the header.
@@ -121,14 +119,13 @@ pub(crate) fn options(cfg: &EngineConfig) -> Result<RocksSettings> {
     }
     Ok(RocksSettings {
         options: o,
-        cache,
         later,
         describe: desc.join(" "),
     })
 }
 
 impl Engine for Rocks {
-    type Iter<'a> = RocksIter<'a>;
+    type Iter<'a> = RocksIter;
     const NAME: &'static str = "rocksdb";
 
     fn describe(cfg: &EngineConfig) -> Result<String> {
@@ -136,162 +133,76 @@ impl Engine for Rocks {
     }
 
     fn open(dir: &Path, cfg: &EngineConfig) -> Result<Self> {
-        let RocksSettings {
-            options: o,
-            cache,
-            later,
-            ..
-        } = options(cfg)?;
-        // Opened naming the default column family, so that cf_handle() finds it for the
-        // batched MultiGet.
-        let db = DB::open_cf(&o, dir, [rocksdb::DEFAULT_COLUMN_FAMILY_NAME])
+        let RocksSettings { options, later, .. } = options(cfg)?;
+        let mut c = RocksConfig::from_options(options);
+        c.disable_wal = cfg.disable_wal;
+        let engine = RocksEngine::open_exact(dir, &c)
             .with_context(|| format!("cannot open RocksDB database at {}", dir.display()))?;
         for (n, v) in &later {
-            db.set_options(&[(n.as_str(), v.as_str())]).map_err(|e| {
-                anyhow!("bad --opt rocksdb.{n}={v}: {e} (known before open: {ROCKSDB_OPTS})")
-            })?;
+            engine
+                .db()
+                .set_options(&[(n.as_str(), v.as_str())])
+                .map_err(|e| {
+                    anyhow!("bad --opt rocksdb.{n}={v}: {e} (known before open: {ROCKSDB_OPTS})")
+                })?;
         }
-        let mut wo = WriteOptions::default();
-        wo.set_sync(cfg.sync);
-        wo.disable_wal(cfg.disable_wal);
         Ok(Rocks {
-            db,
-            wo,
-            _cache: cache,
+            engine,
+            sync: cfg.sync,
         })
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        Ok(self.db.put_opt(key, value, &self.wo)?)
+        Ok(self.engine.put(key, value, self.sync)?)
     }
 
     fn delete(&self, key: &[u8]) -> Result<()> {
-        Ok(self.db.delete_opt(key, &self.wo)?)
+        Ok(self.engine.delete(key, self.sync)?)
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self.db.get_pinned(key)?.map(|v| v.to_vec()))
+        Ok(strata::Engine::get(&self.engine, None, key)?)
     }
 
     fn multi_get(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
-        let cf = self
-            .db
-            .cf_handle(rocksdb::DEFAULT_COLUMN_FAMILY_NAME)
-            .ok_or_else(|| anyhow!("RocksDB has no default column family"))?;
-        self.db
-            .batched_multi_get_cf(&cf, keys, false)
+        strata::Engine::multi_get(&self.engine, None, keys)
             .into_iter()
-            .map(|r| Ok(r?.map(|v| v.to_vec())))
+            .map(|r| r.map_err(anyhow::Error::from))
             .collect()
     }
 
-    fn iter(&self) -> Result<RocksIter<'_>> {
-        Ok(RocksIter(self.db.raw_iterator()))
+    fn iter(&self) -> Result<RocksIter> {
+        Ok(strata::Engine::iter(&self.engine, None, None, None)?)
     }
 
     fn flush(&self) -> Result<()> {
-        Ok(self.db.flush()?)
+        Ok(strata::Engine::flush(&self.engine)?)
     }
 
     fn compact(&self) -> Result<()> {
-        self.db.compact_range::<&[u8], &[u8]>(None, None);
-        Ok(())
+        Ok(strata::Engine::compact(&self.engine)?)
     }
 
     fn wait_idle(&self) -> Result<()> {
-        let busy = |p: &str| self.db.property_int_value(p).ok().flatten().unwrap_or(0) > 0;
-        while busy("rocksdb.num-running-flushes")
-            || busy("rocksdb.num-running-compactions")
-            || busy("rocksdb.compaction-pending")
-            || busy("rocksdb.mem-table-flush-pending")
-        {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        Ok(())
+        Ok(strata::Engine::wait_idle(&self.engine)?)
     }
 
     fn stall_micros(&self) -> Option<u64> {
-        let s = self.db.property_value("rocksdb.dbstats").ok()??;
-        parse_cumulative_stall(&s)
+        self.engine.stall_micros()
     }
 
     fn stats(&self) -> String {
-        self.db
-            .property_value("rocksdb.stats")
-            .ok()
-            .flatten()
-            .unwrap_or_else(|| "(no statistics)".to_string())
+        strata::Engine::stats(&self.engine)
     }
 
     fn close(self) -> Result<()> {
-        self.db
-            .flush()
-            .context("cannot flush RocksDB before closing")?;
-        drop(self.db);
-        Ok(())
-    }
-}
-
-/// Microseconds of "Cumulative stall: 00:00:1.234 H:M:S, 0.5 percent" in `rocksdb.dbstats`.
-pub fn parse_cumulative_stall(dbstats: &str) -> Option<u64> {
-    let line = dbstats
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("Cumulative stall:"))?;
-    let hms = line.split_whitespace().next()?;
-    let mut parts = hms.split(':');
-    let h: f64 = parts.next()?.parse().ok()?;
-    let m: f64 = parts.next()?.parse().ok()?;
-    let s: f64 = parts.next()?.parse().ok()?;
-    Some(((h * 3600.0 + m * 60.0 + s) * 1e6).round() as u64)
-}
-
-pub struct RocksIter<'a>(DBRawIteratorWithThreadMode<'a, DB>);
-
-impl EngineIter for RocksIter<'_> {
-    fn valid(&self) -> bool {
-        self.0.valid()
-    }
-    fn seek_to_first(&mut self) {
-        self.0.seek_to_first()
-    }
-    fn seek_to_last(&mut self) {
-        self.0.seek_to_last()
-    }
-    fn seek(&mut self, key: &[u8]) {
-        self.0.seek(key)
-    }
-    fn next(&mut self) {
-        self.0.next()
-    }
-    fn prev(&mut self) {
-        self.0.prev()
-    }
-    fn key(&self) -> &[u8] {
-        self.0.key().expect("valid iterator")
-    }
-    fn value(&self) -> &[u8] {
-        self.0.value().expect("valid iterator")
-    }
-    fn status(&self) -> Result<()> {
-        match self.0.status() {
-            Ok(()) => Ok(()),
-            Err(e) => bail!("RocksDB iterator failed: {e}"),
-        }
+        strata::Engine::close(self.engine).context("cannot flush RocksDB before closing")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_the_stall_line() {
-        let s = "** DB Stats **\nUptime(secs): 1.0 total\n\
-                 Cumulative stall: 00:01:2.500 H:M:S, 3.1 percent\n\
-                 Interval stall: 00:00:0.000 H:M:S, 0.0 percent\n";
-        assert_eq!(parse_cumulative_stall(s), Some(62_500_000));
-        assert_eq!(parse_cumulative_stall("nothing"), None);
-    }
 
     #[test]
     fn opens_writes_reads_and_reports_stalls() {

@@ -8,7 +8,7 @@
 //! (`--cache-bytes`) is divided among the shards so that the total matches the plain engines;
 //! RocksDB's shards share one cache. Write buffers are per shard (as in p2KVS).
 
-use super::engine::{strata_options, Engine, EngineConfig, EngineIter};
+use super::engine::{strata_options, Engine, EngineConfig};
 use crate::text::human_bytes;
 use anyhow::{Context, Result};
 use std::path::Path;
@@ -74,14 +74,19 @@ fn shards(cfg: &EngineConfig) -> usize {
 }
 
 impl<E: Front> Engine for Sharded<E> {
-    type Iter<'a> = ShardedIter<'a, E>;
+    type Iter<'a> = DbIter<'a, E::Iter>;
     const NAME: &'static str = E::BENCH_NAME;
 
     fn describe(cfg: &EngineConfig) -> Result<String> {
         let n = shards(cfg);
         let (_, d) = E::config(cfg, n)?;
+        // An existing database keeps its persisted count (see `open`).
+        let count = match cfg.shards {
+            None if !cfg.create_if_missing => "as persisted".to_string(),
+            _ => n.to_string(),
+        };
         Ok(format!(
-            "shards={n} max_batch={} direct_reads={}; {d}",
+            "shards={count} max_batch={} direct_reads={}; {d}",
             cfg.max_batch, cfg.direct_reads
         ))
     }
@@ -98,7 +103,13 @@ impl<E: Front> Engine for Sharded<E> {
         let n = shards(cfg);
         let (engine, _) = E::config(cfg, n)?;
         let opts = Options {
-            shards: Some(n),
+            // An existing database keeps its persisted count unless --shards names one
+            // (which must then match).
+            shards: if cfg.create_if_missing {
+                Some(n)
+            } else {
+                cfg.shards
+            },
             max_batch: cfg.max_batch,
             direct_reads: cfg.direct_reads,
             ..Options::with_engine(engine)
@@ -141,8 +152,8 @@ impl<E: Front> Engine for Sharded<E> {
             .collect()
     }
 
-    fn iter(&self) -> Result<ShardedIter<'_, E>> {
-        Ok(ShardedIter(self.db.iter()?))
+    fn iter(&self) -> Result<DbIter<'_, E::Iter>> {
+        Ok(self.db.iter()?)
     }
 
     fn flush(&self) -> Result<()> {
@@ -171,37 +182,5 @@ impl<E: Front> Engine for Sharded<E> {
 
     fn close(self) -> Result<()> {
         Ok(self.db.close()?)
-    }
-}
-
-pub struct ShardedIter<'a, E: Front>(DbIter<'a, E::Iter>);
-
-impl<E: Front> EngineIter for ShardedIter<'_, E> {
-    fn valid(&self) -> bool {
-        self.0.valid()
-    }
-    fn seek_to_first(&mut self) {
-        self.0.seek_to_first()
-    }
-    fn seek_to_last(&mut self) {
-        self.0.seek_to_last()
-    }
-    fn seek(&mut self, key: &[u8]) {
-        self.0.seek(key)
-    }
-    fn next(&mut self) {
-        self.0.next()
-    }
-    fn prev(&mut self) {
-        self.0.prev()
-    }
-    fn key(&self) -> &[u8] {
-        self.0.key()
-    }
-    fn value(&self) -> &[u8] {
-        self.0.value()
-    }
-    fn status(&self) -> Result<()> {
-        Ok(self.0.status()?)
     }
 }

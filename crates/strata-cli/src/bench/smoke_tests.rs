@@ -2,8 +2,10 @@
 //! rocksdb with `--features rocksdb`, which `.ci/run` also tests), checking the counts and
 //! found ratios against a replay of the key generators — never timings.
 
-use super::runner::thread_rng;
-use super::*;
+use super::args::BenchArgs;
+use super::record::Record;
+use super::run::execute;
+use super::worker::thread_rng;
 use crate::{Cli, Command};
 use clap::Parser;
 use std::collections::{BTreeSet, HashMap};

@@ -148,7 +148,7 @@ pub fn sample(
                 } else {
                     "?".to_string()
                 };
-                b.set_message(format!("{}ops/s ETA {eta}", super::plot::si(rate)));
+                b.set_message(format!("{}ops/s ETA {eta}", crate::text::si(rate)));
                 last = (now, ops);
             }
             match goal {

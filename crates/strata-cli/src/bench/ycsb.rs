@@ -15,7 +15,7 @@
 //! number, growing the key space; reads only pick records whose insert has completed.
 
 use super::dist::RequestDist;
-use super::report::KINDS;
+use super::record::KINDS;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -1,0 +1,122 @@
+//! The typed argument cursor: commands read their arguments through it and get Redis's
+//! error texts for free (`next_i64` → "value is not an integer or out of range", `finish` →
+//! "syntax error").
+
+use super::CmdError;
+use crate::protocol::parse::parse_i64;
+use bytes::Bytes;
+
+pub const ERR_NOT_INT: &str = "ERR value is not an integer or out of range";
+pub const ERR_NOT_FLOAT: &str = "ERR value is not a valid float";
+pub const ERR_SYNTAX: &str = "ERR syntax error";
+
+/// A request's arguments after the command name (and subcommand).
+pub struct Args {
+    argv: Vec<Bytes>,
+    pos: usize,
+}
+
+impl Args {
+    /// `argv` is the whole request; the cursor starts after its first `skip` elements.
+    pub fn new(argv: Vec<Bytes>, skip: usize) -> Args {
+        Args { argv, pos: skip }
+    }
+
+    /// Arguments not read yet.
+    pub fn remaining(&self) -> usize {
+        self.argv.len().saturating_sub(self.pos)
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.remaining() == 0
+    }
+
+    /// The rest of the arguments, consumed.
+    pub fn rest(&mut self) -> &[Bytes] {
+        let p = self.pos.min(self.argv.len());
+        self.pos = self.argv.len();
+        &self.argv[p..]
+    }
+
+    /// The next argument; a syntax error if there is none.
+    pub fn next_bytes(&mut self) -> Result<Bytes, CmdError> {
+        let a = self
+            .argv
+            .get(self.pos)
+            .cloned()
+            .ok_or_else(|| CmdError::reply(ERR_SYNTAX))?;
+        self.pos += 1;
+        Ok(a)
+    }
+
+    /// The next argument as an integer (Redis's `getLongLongFromObject`).
+    pub fn next_i64(&mut self) -> Result<i64, CmdError> {
+        parse_i64(&self.next_bytes()?).ok_or_else(|| CmdError::reply(ERR_NOT_INT))
+    }
+
+    /// The next argument as a double (Redis's `getLongDoubleFromObject`: no spaces, no NaN).
+    pub fn next_f64(&mut self) -> Result<f64, CmdError> {
+        parse_f64(&self.next_bytes()?).ok_or_else(|| CmdError::reply(ERR_NOT_FLOAT))
+    }
+
+    /// Consumes the next argument if it is `kw` (case-insensitive).
+    pub fn eat(&mut self, kw: &str) -> bool {
+        match self.argv.get(self.pos) {
+            Some(a) if a.eq_ignore_ascii_case(kw.as_bytes()) => {
+                self.pos += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The next argument upper-cased, for option matching; `None` at the end.
+    pub fn next_keyword(&mut self) -> Option<String> {
+        let a = self.argv.get(self.pos)?;
+        self.pos += 1;
+        Some(String::from_utf8_lossy(a).to_ascii_uppercase())
+    }
+
+    /// A syntax error if arguments are left.
+    pub fn finish(&self) -> Result<(), CmdError> {
+        if self.is_done() {
+            Ok(())
+        } else {
+            Err(CmdError::reply(ERR_SYNTAX))
+        }
+    }
+}
+
+/// A double as Redis's `string2ld` reads it: the whole string, no surrounding spaces, not NaN.
+pub fn parse_f64(b: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(b).ok()?;
+    if s.is_empty() || s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {
+        return None;
+    }
+    let v: f64 = s.parse().ok()?;
+    (!v.is_nan()).then_some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Args {
+        Args::new(v.iter().map(|s| Bytes::from(s.to_string())).collect(), 1)
+    }
+
+    #[test]
+    fn cursor_reads_typed_values() {
+        let mut a = args(&["set", "12", "-3.5", "ex", "x"]);
+        assert_eq!(a.next_i64().unwrap(), 12);
+        assert_eq!(a.next_f64().unwrap(), -3.5);
+        assert!(!a.eat("px"));
+        assert!(a.eat("EX"));
+        assert_eq!(a.finish().unwrap_err().message(), ERR_SYNTAX);
+        assert_eq!(a.next_i64().unwrap_err().message(), ERR_NOT_INT);
+        assert_eq!(a.next_bytes().unwrap_err().message(), ERR_SYNTAX);
+        assert_eq!(parse_f64(b" 1"), None);
+        assert_eq!(parse_f64(b"nan"), None);
+        assert_eq!(parse_f64(b"1e3"), Some(1000.0));
+    }
+}

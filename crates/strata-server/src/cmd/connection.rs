@@ -1,0 +1,256 @@
+//! Connection commands: PING, ECHO, QUIT, HELLO, AUTH, SELECT.
+
+use super::args::{ERR_NOT_INT, ERR_SYNTAX};
+use super::flag::*;
+use super::{Args, CmdError, CmdResult, Ctx, Spec};
+use crate::protocol::reply::Proto;
+use crate::server::REDIS_VERSION;
+
+pub static COMMANDS: &[Spec] = &[
+    Spec {
+        name: "ping",
+        arity: -1,
+        flags: FAST | SENTINEL,
+        keys: (0, 0, 0),
+        group: "connection",
+        since: "1.0.0",
+        summary: "Returns the server's liveliness response.",
+        handler: ping,
+        subcommands: &[],
+    },
+    Spec {
+        name: "echo",
+        arity: 2,
+        flags: FAST,
+        keys: (0, 0, 0),
+        group: "connection",
+        since: "1.0.0",
+        summary: "Returns the given string.",
+        handler: echo,
+        subcommands: &[],
+    },
+    Spec {
+        name: "quit",
+        arity: -1,
+        flags: NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY,
+        keys: (0, 0, 0),
+        group: "connection",
+        since: "1.0.0",
+        summary: "Closes the connection.",
+        handler: quit,
+        subcommands: &[],
+    },
+    Spec {
+        name: "hello",
+        arity: -1,
+        flags: NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL | ALLOW_BUSY,
+        keys: (0, 0, 0),
+        group: "connection",
+        since: "6.0.0",
+        summary: "Handshakes with the Redis server.",
+        handler: hello,
+        subcommands: &[],
+    },
+    Spec {
+        name: "auth",
+        arity: -2,
+        flags: NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL | ALLOW_BUSY,
+        keys: (0, 0, 0),
+        group: "connection",
+        since: "1.0.0",
+        summary: "Authenticates the connection.",
+        handler: auth,
+        subcommands: &[],
+    },
+    Spec {
+        name: "select",
+        arity: 2,
+        flags: LOADING | STALE | FAST,
+        keys: (0, 0, 0),
+        group: "connection",
+        since: "1.0.0",
+        summary: "Changes the selected database.",
+        handler: select,
+        subcommands: &[],
+    },
+];
+
+fn ping(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    match args.remaining() {
+        0 => ctx.reply.simple("PONG"),
+        1 => {
+            let a = args.next_bytes()?;
+            ctx.reply.bulk(&a);
+        }
+        _ => {
+            return Err(CmdError::reply(
+                "ERR wrong number of arguments for 'ping' command",
+            ))
+        }
+    }
+    Ok(())
+}
+
+fn echo(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let a = args.next_bytes()?;
+    ctx.reply.bulk(&a);
+    Ok(())
+}
+
+fn quit(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    ctx.reply.ok();
+    ctx.conn.close_after_reply = true;
+    Ok(())
+}
+
+const ERR_WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+
+/// Checks `user`/`pass` against the default user (the only user until ACLs exist). Marks
+/// the connection authenticated on success.
+fn authenticate(ctx: &mut Ctx<'_>, user: &[u8], pass: &[u8]) -> CmdResult {
+    let ok = user == b"default"
+        && match &ctx.shared.config.read().requirepass {
+            None => true,
+            Some(p) => constant_time_eq(p.as_bytes(), pass),
+        };
+    if !ok {
+        return Err(CmdError::reply(ERR_WRONGPASS));
+    }
+    ctx.conn.authenticated = true;
+    Ok(())
+}
+
+/// Compares without an early exit (Redis's `time_independent_strcmp`).
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = a.len() ^ b.len();
+    for i in 0..a.len().max(b.len()) {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= usize::from(x ^ y);
+    }
+    diff == 0
+}
+
+fn auth(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    match args.remaining() {
+        1 => {
+            if ctx.shared.config.read().requirepass.is_none() {
+                return Err(CmdError::reply(
+                    "ERR AUTH <password> called without any password configured for the \
+                     default user. Are you sure your configuration is correct?",
+                ));
+            }
+            let pass = args.next_bytes()?;
+            authenticate(ctx, b"default", &pass)?;
+        }
+        2 => {
+            let user = args.next_bytes()?;
+            let pass = args.next_bytes()?;
+            authenticate(ctx, &user, &pass)?;
+        }
+        _ => return Err(CmdError::reply(ERR_SYNTAX)),
+    }
+    ctx.reply.ok();
+    Ok(())
+}
+
+fn valid_client_name(name: &[u8]) -> bool {
+    name.iter().all(|&c| (b'!'..=b'~').contains(&c))
+}
+
+fn hello(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let mut proto = None;
+    if !args.is_done() {
+        let v = args.next_i64().map_err(|_| {
+            CmdError::reply("ERR Protocol version is not an integer or out of range")
+        })?;
+        if !(2..=3).contains(&v) {
+            return Err(CmdError::reply("NOPROTO unsupported protocol version"));
+        }
+        proto = Some(if v == 2 { Proto::Resp2 } else { Proto::Resp3 });
+    }
+    let mut creds = None;
+    let mut name = None;
+    while !args.is_done() {
+        let opt = args.next_bytes()?;
+        let more = args.remaining();
+        if opt.eq_ignore_ascii_case(b"AUTH") && more >= 2 {
+            creds = Some((args.next_bytes()?, args.next_bytes()?));
+        } else if opt.eq_ignore_ascii_case(b"SETNAME") && more >= 1 {
+            let n = args.next_bytes()?;
+            if !valid_client_name(&n) {
+                return Err(CmdError::reply(
+                    "ERR Client names cannot contain spaces, newlines or special characters.",
+                ));
+            }
+            name = Some(n);
+        } else {
+            return Err(CmdError::reply(format!(
+                "ERR Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(&opt)
+            )));
+        }
+    }
+    if let Some((user, pass)) = creds {
+        authenticate(ctx, &user, &pass)?;
+    }
+    if ctx.auth_required() {
+        return Err(CmdError::reply(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
+             HELLO AUTH <user> <pass> option can be used to authenticate the client \
+             and select the RESP protocol version at the same time",
+        ));
+    }
+    if let Some(n) = name {
+        ctx.conn.name = (!n.is_empty()).then_some(n);
+    }
+    if let Some(p) = proto {
+        ctx.reply.proto = p;
+    }
+    let r = &mut *ctx.reply;
+    r.map(7);
+    r.bulk(b"server");
+    r.bulk(b"redis");
+    r.bulk(b"version");
+    r.bulk(REDIS_VERSION.as_bytes());
+    r.bulk(b"proto");
+    r.int(if r.proto == Proto::Resp3 { 3 } else { 2 });
+    r.bulk(b"id");
+    r.int(ctx.conn.id as i64);
+    r.bulk(b"mode");
+    r.bulk(b"standalone");
+    r.bulk(b"role");
+    r.bulk(b"master");
+    r.bulk(b"modules");
+    r.array(0);
+    Ok(())
+}
+
+fn select(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let n = args.next_i64()?;
+    if n < i64::from(i32::MIN) || n > i64::from(i32::MAX) {
+        return Err(CmdError::reply(ERR_NOT_INT));
+    }
+    let dbs = ctx.shared.config.read().databases as i64;
+    if n < 0 || n >= dbs {
+        return Err(CmdError::reply("ERR DB index is out of range"));
+    }
+    ctx.conn.db = n as u8;
+    ctx.reply.ok();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn password_comparison() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+        assert!(!constant_time_eq(b"", b"a"));
+        assert!(valid_client_name(b"my-client"));
+        assert!(!valid_client_name(b"a b"));
+    }
+}

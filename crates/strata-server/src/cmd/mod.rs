@@ -1,0 +1,285 @@
+//! Commands: the declarative command table (each family module registers its own entries)
+//! and the one dispatch function that holds the order Redis's `processCommand` (server.c)
+//! checks things in: lookup (unknown command / subcommand), arity, authentication, then the
+//! command, which parses its arguments through [`Args`] and replies through the reply
+//! builder.
+
+pub mod args;
+mod connection;
+mod keyspace;
+mod server;
+mod strings;
+
+use crate::protocol::reply::ReplyBuf;
+use crate::server::Shared;
+pub use args::Args;
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
+
+/// A command's flags (Redis's `CMD_*`), as COMMAND INFO names them.
+pub mod flag {
+    pub const WRITE: u32 = 1 << 0;
+    pub const READONLY: u32 = 1 << 1;
+    pub const DENYOOM: u32 = 1 << 2;
+    pub const ADMIN: u32 = 1 << 3;
+    pub const NOSCRIPT: u32 = 1 << 4;
+    pub const LOADING: u32 = 1 << 5;
+    pub const STALE: u32 = 1 << 6;
+    pub const FAST: u32 = 1 << 7;
+    pub const NO_AUTH: u32 = 1 << 8;
+    pub const SENTINEL: u32 = 1 << 9;
+    pub const ALLOW_BUSY: u32 = 1 << 10;
+    pub const NO_MULTI: u32 = 1 << 11;
+    pub const BLOCKING: u32 = 1 << 12;
+
+    /// Names in COMMAND INFO order.
+    pub const NAMES: &[(u32, &str)] = &[
+        (WRITE, "write"),
+        (READONLY, "readonly"),
+        (DENYOOM, "denyoom"),
+        (ADMIN, "admin"),
+        (NOSCRIPT, "noscript"),
+        (BLOCKING, "blocking"),
+        (LOADING, "loading"),
+        (STALE, "stale"),
+        (FAST, "fast"),
+        (NO_AUTH, "no_auth"),
+        (SENTINEL, "sentinel"),
+        (NO_MULTI, "no_multi"),
+        (ALLOW_BUSY, "allow_busy"),
+    ];
+}
+
+/// A command's implementation.
+pub type Handler = fn(&mut Ctx<'_>, &mut Args) -> CmdResult;
+
+/// One entry of the command table (Redis's `commands/*.json`, Kvrocks' `MakeCmdAttr`).
+pub struct Spec {
+    /// Lower-case name (subcommands: without the container's name).
+    pub name: &'static str,
+    /// Redis arity: `n` exactly n arguments (name included), `-n` at least n.
+    pub arity: i32,
+    pub flags: u32,
+    /// First key, last key (negative: from the end), step; 0, 0, 0 without keys.
+    pub keys: (i32, i32, i32),
+    /// Command group (COMMAND DOCS): "string", "generic", "connection", "server".
+    pub group: &'static str,
+    pub since: &'static str,
+    pub summary: &'static str,
+    pub handler: Handler,
+    pub subcommands: &'static [Spec],
+}
+
+/// Per-connection state commands may read and change.
+pub struct ConnState {
+    pub id: u64,
+    /// The client's address (for CLIENT LIST and CLIENT KILL, not implemented yet).
+    #[allow(dead_code)]
+    pub addr: SocketAddr,
+    /// Selected database.
+    pub db: u8,
+    pub authenticated: bool,
+    pub name: Option<Bytes>,
+    /// Close the connection once the pending replies are written (QUIT, protocol errors).
+    pub close_after_reply: bool,
+}
+
+/// What a command runs with.
+pub struct Ctx<'a> {
+    pub shared: &'a Shared,
+    pub conn: &'a mut ConnState,
+    pub reply: &'a mut ReplyBuf,
+}
+
+impl Ctx<'_> {
+    /// Redis's `authRequired`: a password is set and this client has not authenticated.
+    pub fn auth_required(&self) -> bool {
+        !self.conn.authenticated && self.shared.config.read().requirepass.is_some()
+    }
+}
+
+/// Why a command failed; written to the client as an error reply.
+#[derive(Debug)]
+pub enum CmdError {
+    /// A Redis error reply, code included (`ERR syntax error`, `WRONGTYPE ...`).
+    Reply(String),
+    /// The store failed.
+    Store(strata_engine::Error),
+}
+
+impl CmdError {
+    pub fn reply(msg: impl Into<String>) -> CmdError {
+        CmdError::Reply(msg.into())
+    }
+
+    pub fn message(&self) -> String {
+        match self {
+            CmdError::Reply(m) => m.clone(),
+            CmdError::Store(e) => format!("ERR {e}"),
+        }
+    }
+}
+
+impl From<strata_engine::Error> for CmdError {
+    fn from(e: strata_engine::Error) -> Self {
+        CmdError::Store(e)
+    }
+}
+
+pub type CmdResult = Result<(), CmdError>;
+
+pub const ERR_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// Every command, from the families' tables.
+pub fn all_commands() -> &'static [&'static Spec] {
+    static ALL: OnceLock<Vec<&'static Spec>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        let mut v: Vec<&'static Spec> = Vec::new();
+        for family in [
+            connection::COMMANDS,
+            server::COMMANDS,
+            strings::COMMANDS,
+            keyspace::COMMANDS,
+        ] {
+            v.extend(family.iter());
+        }
+        v
+    })
+}
+
+/// The command named `name` (lower case).
+pub fn lookup(name: &str) -> Option<&'static Spec> {
+    static MAP: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
+    MAP.get_or_init(|| all_commands().iter().map(|s| (s.name, *s)).collect())
+        .get(name)
+        .copied()
+}
+
+fn lossy(b: &[u8], max: usize) -> String {
+    let s = String::from_utf8_lossy(b);
+    s.chars().take(max).collect()
+}
+
+/// Redis's unknown-command error: the name and the first arguments, up to 128 bytes.
+fn unknown_command(argv: &[Bytes]) -> String {
+    let mut args = String::new();
+    for a in &argv[1..] {
+        if args.len() >= 128 {
+            break;
+        }
+        let room = 128 - args.len();
+        args.push_str(&format!("'{}' ", lossy(a, room)));
+    }
+    format!(
+        "ERR unknown command '{}', with args beginning with: {}",
+        lossy(&argv[0], 128),
+        args
+    )
+}
+
+fn arity_ok(arity: i32, argc: usize) -> bool {
+    let argc = argc as i64;
+    let arity = i64::from(arity);
+    (arity > 0 && argc == arity) || (arity < 0 && argc >= -arity)
+}
+
+/// Runs one request (`argv` is not empty) and writes its reply.
+pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
+    ctx.shared
+        .stats
+        .commands_processed
+        .fetch_add(1, Ordering::Relaxed);
+    let name = String::from_utf8_lossy(&argv[0]).to_ascii_lowercase();
+    let Some(mut spec) = lookup(&name) else {
+        return ctx.reply.error(&unknown_command(&argv));
+    };
+    let mut full_name = spec.name.to_string();
+    let mut skip = 1;
+    if !spec.subcommands.is_empty() && argv.len() >= 2 {
+        let sub = String::from_utf8_lossy(&argv[1]).to_ascii_lowercase();
+        match spec.subcommands.iter().find(|s| s.name == sub) {
+            Some(s) => {
+                full_name = format!("{}|{}", spec.name, s.name);
+                spec = s;
+                skip = 2;
+            }
+            None => {
+                return ctx.reply.error(&format!(
+                    "ERR unknown subcommand '{}'. Try {} HELP.",
+                    lossy(&argv[1], 128),
+                    spec.name.to_ascii_uppercase()
+                ));
+            }
+        }
+    }
+    if !arity_ok(spec.arity, argv.len()) {
+        return ctx.reply.error(&format!(
+            "ERR wrong number of arguments for '{full_name}' command"
+        ));
+    }
+    if spec.flags & flag::NO_AUTH == 0 && ctx.auth_required() {
+        return ctx.reply.error("NOAUTH Authentication required.");
+    }
+    let mut args = Args::new(argv, skip);
+    if let Err(e) = (spec.handler)(ctx, &mut args) {
+        ctx.reply.error(&e.message());
+    }
+}
+
+/// `HELP` subcommand replies: lines as status replies, as Redis's `addReplyHelp`.
+pub fn reply_help(ctx: &mut Ctx<'_>, container: &str, lines: &[&str]) {
+    ctx.reply.array(lines.len() + 3);
+    ctx.reply.simple(&format!(
+        "{container} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
+    ));
+    for l in lines {
+        ctx.reply.simple(l);
+    }
+    ctx.reply.simple("HELP");
+    ctx.reply.simple("    Print this help.");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_consistent() {
+        let mut seen = std::collections::HashSet::new();
+        for s in all_commands() {
+            assert!(seen.insert(s.name), "duplicate {}", s.name);
+            assert_eq!(s.name, s.name.to_ascii_lowercase());
+            assert!(s.arity != 0, "{}", s.name);
+            let (first, last, step) = s.keys;
+            assert_eq!(first == 0, step == 0, "{}", s.name);
+            assert!(first >= 0 && (first == 0 || last != 0), "{}", s.name);
+            let writes = s.flags & flag::WRITE != 0;
+            let reads = s.flags & flag::READONLY != 0;
+            assert!(!(writes && reads), "{}", s.name);
+        }
+        assert!(lookup("get").is_some());
+        assert!(lookup("GET").is_none());
+    }
+
+    #[test]
+    fn unknown_command_text() {
+        let argv: Vec<Bytes> = ["foo", "a", "b"].iter().map(|s| Bytes::from(*s)).collect();
+        assert_eq!(
+            unknown_command(&argv),
+            "ERR unknown command 'foo', with args beginning with: 'a' 'b' "
+        );
+        assert_eq!(
+            unknown_command(&argv[..1]),
+            "ERR unknown command 'foo', with args beginning with: "
+        );
+    }
+
+    #[test]
+    fn arity_rules() {
+        assert!(arity_ok(2, 2) && !arity_ok(2, 3));
+        assert!(arity_ok(-3, 3) && arity_ok(-3, 9) && !arity_ok(-3, 2));
+    }
+}

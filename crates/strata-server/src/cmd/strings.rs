@@ -1,0 +1,477 @@
+//! String commands (Redis's t_string.c): GET, SET and its variants, MGET, MSET, APPEND,
+//! STRLEN, the INCR family, GETRANGE, SETRANGE. Values live inline in the key's metadata
+//! record; read-modify-write commands hold their key's stripe lock (see `store.rs`).
+
+use super::args::{parse_f64, ERR_NOT_FLOAT, ERR_NOT_INT, ERR_SYNTAX};
+use super::flag::*;
+use super::{Args, CmdError, CmdResult, Ctx, Spec, ERR_WRONGTYPE};
+use crate::protocol::parse::parse_i64;
+use crate::store::{now_ms, Meta, RType};
+use bytes::Bytes;
+
+macro_rules! string_cmd {
+    ($name:literal, $arity:expr, $flags:expr, $keys:expr, $since:literal, $summary:literal, $h:expr) => {
+        Spec {
+            name: $name,
+            arity: $arity,
+            flags: $flags,
+            keys: $keys,
+            group: "string",
+            since: $since,
+            summary: $summary,
+            handler: $h,
+            subcommands: &[],
+        }
+    };
+}
+
+pub static COMMANDS: &[Spec] = &[
+    string_cmd!("get", 2, READONLY | FAST, (1, 1, 1), "1.0.0", "Returns the string value of a key.", get),
+    string_cmd!("set", -3, WRITE | DENYOOM, (1, 1, 1), "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", set),
+    string_cmd!("setnx", 3, WRITE | DENYOOM | FAST, (1, 1, 1), "1.0.0", "Set the string value of a key only when the key doesn't exist.", setnx),
+    string_cmd!("setex", 4, WRITE | DENYOOM, (1, 1, 1), "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", setex),
+    string_cmd!("psetex", 4, WRITE | DENYOOM, (1, 1, 1), "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.", psetex),
+    string_cmd!("getset", 3, WRITE | DENYOOM | FAST, (1, 1, 1), "1.0.0", "Returns the previous string value of a key after setting it to a new value.", getset),
+    string_cmd!("getdel", 2, WRITE | FAST, (1, 1, 1), "6.2.0", "Returns the string value of a key after deleting the key.", getdel),
+    string_cmd!("mget", -2, READONLY | FAST, (1, -1, 1), "1.0.0", "Atomically returns the string values of one or more keys.", mget),
+    string_cmd!("mset", -3, WRITE | DENYOOM, (1, -1, 2), "1.0.1", "Atomically creates or modifies the string values of one or more keys.", mset),
+    string_cmd!("append", 3, WRITE | DENYOOM | FAST, (1, 1, 1), "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist.", append),
+    string_cmd!("strlen", 2, READONLY | FAST, (1, 1, 1), "2.2.0", "Returns the length of a string value.", strlen),
+    string_cmd!("incr", 2, WRITE | DENYOOM | FAST, (1, 1, 1), "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", incr),
+    string_cmd!("decr", 2, WRITE | DENYOOM | FAST, (1, 1, 1), "1.0.0", "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", decr),
+    string_cmd!("incrby", 3, WRITE | DENYOOM | FAST, (1, 1, 1), "1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist.", incrby),
+    string_cmd!("decrby", 3, WRITE | DENYOOM | FAST, (1, 1, 1), "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.", decrby),
+    string_cmd!("incrbyfloat", 3, WRITE | DENYOOM | FAST, (1, 1, 1), "2.6.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.", incrbyfloat),
+    string_cmd!("getrange", 4, READONLY, (1, 1, 1), "2.4.0", "Returns a substring of the string stored at a key.", getrange),
+    string_cmd!("setrange", 4, WRITE | DENYOOM, (1, 1, 1), "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", setrange),
+];
+
+const ERR_TOO_BIG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+
+/// The live string at `key`: `WRONGTYPE` for other types.
+fn read_string(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Meta>, CmdError> {
+    match ctx.shared.store.lookup_read(ctx.conn.db, key)? {
+        Some(m) if m.rtype != RType::String => Err(CmdError::reply(ERR_WRONGTYPE)),
+        m => Ok(m),
+    }
+}
+
+fn new_string(ctx: &Ctx<'_>, value: Vec<u8>, expire_ms: u64) -> Meta {
+    Meta {
+        rtype: RType::String,
+        expire_ms,
+        version: ctx.shared.store.next_version(),
+        size: value.len() as u64,
+        value,
+    }
+}
+
+fn check_len(ctx: &Ctx<'_>, len: u64) -> CmdResult {
+    if len > ctx.shared.config.read().proto_max_bulk_len as u64 {
+        return Err(CmdError::reply(ERR_TOO_BIG));
+    }
+    Ok(())
+}
+
+fn get(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
+    let m = read_string(ctx, &key)?;
+    ctx.reply.opt_bulk(m.as_ref().map(|m| &m.value[..]));
+    Ok(())
+}
+
+/// How SET's value gets its expiry.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ttl {
+    /// Remove any expiry.
+    Clear,
+    /// KEEPTTL.
+    Keep,
+    /// Absolute Unix milliseconds.
+    At(i64),
+}
+
+struct SetOpts {
+    nx: bool,
+    xx: bool,
+    get: bool,
+    ttl: Ttl,
+}
+
+fn invalid_expire(cmd: &str) -> CmdError {
+    CmdError::reply(format!("ERR invalid expire time in '{cmd}' command"))
+}
+
+/// Redis's `getExpireMillisecondsOrReply`: `n` in seconds or ms, relative or absolute, to
+/// absolute ms; rejects values <= 0 and overflows.
+fn expire_at_ms(n: i64, seconds: bool, relative: bool, cmd: &str) -> Result<i64, CmdError> {
+    if n <= 0 || (seconds && n > i64::MAX / 1000) {
+        return Err(invalid_expire(cmd));
+    }
+    let ms = if seconds { n * 1000 } else { n };
+    if relative {
+        let now = now_ms() as i64;
+        if ms > i64::MAX - now {
+            return Err(invalid_expire(cmd));
+        }
+        return Ok(ms + now);
+    }
+    Ok(ms)
+}
+
+fn parse_set_opts(args: &mut Args) -> Result<SetOpts, CmdError> {
+    let mut o = SetOpts {
+        nx: false,
+        xx: false,
+        get: false,
+        ttl: Ttl::Clear,
+    };
+    // (value, seconds, relative) of an expiry option; parsed after the syntax is checked, as
+    // Redis does.
+    let mut expire: Option<(Bytes, bool, bool)> = None;
+    let mut kind: Option<String> = None;
+    while let Some(opt) = args.next_keyword() {
+        let has_next = !args.is_done();
+        match opt.as_str() {
+            "NX" if !o.xx => o.nx = true,
+            "XX" if !o.nx => o.xx = true,
+            "GET" => o.get = true,
+            "KEEPTTL" if expire.is_none() => o.ttl = Ttl::Keep,
+            "EX" | "PX" | "EXAT" | "PXAT"
+                if o.ttl != Ttl::Keep && has_next && kind.as_deref().is_none_or(|k| k == opt) =>
+            {
+                let v = args.next_bytes()?;
+                let seconds = opt.starts_with('E');
+                let relative = !opt.ends_with("AT");
+                expire = Some((v, seconds, relative));
+                kind = Some(opt);
+            }
+            _ => return Err(CmdError::reply(ERR_SYNTAX)),
+        }
+    }
+    if let Some((v, seconds, relative)) = expire {
+        let n = parse_i64(&v).ok_or_else(|| CmdError::reply(ERR_NOT_INT))?;
+        o.ttl = Ttl::At(expire_at_ms(n, seconds, relative, "set")?);
+    }
+    Ok(o)
+}
+
+/// SET and its variants. Replies OK (or the old value with GET), or null when NX/XX fails.
+fn set_generic(ctx: &mut Ctx<'_>, key: &[u8], value: Bytes, o: &SetOpts) -> CmdResult {
+    let db = ctx.conn.db;
+    let store = &ctx.shared.store;
+    let _g = store.lock(db, &[key]);
+    let old = if o.get {
+        read_string(ctx, key)?
+    } else {
+        store.get(db, key)?
+    };
+    let found = old.is_some();
+    if (o.nx && found) || (o.xx && !found) {
+        if o.get {
+            ctx.reply.opt_bulk(old.as_ref().map(|m| &m.value[..]));
+        } else {
+            ctx.reply.null();
+        }
+        return Ok(());
+    }
+    let expire_ms = match o.ttl {
+        Ttl::Clear => 0,
+        Ttl::Keep => old.as_ref().map_or(0, |m| m.expire_ms),
+        Ttl::At(ms) => ms as u64,
+    };
+    if expire_ms != 0 && expire_ms <= now_ms() {
+        // Already expired (EXAT/PXAT in the past): the key is deleted, as Redis does.
+        if found {
+            store.delete(db, key)?;
+        }
+    } else {
+        store.put(db, key, &new_string(ctx, value.to_vec(), expire_ms))?;
+    }
+    if o.get {
+        ctx.reply.opt_bulk(old.as_ref().map(|m| &m.value[..]));
+    } else {
+        ctx.reply.ok();
+    }
+    Ok(())
+}
+
+fn set(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let value = args.next_bytes()?;
+    let o = parse_set_opts(args)?;
+    set_generic(ctx, &key, value, &o)
+}
+
+fn setnx(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let value = args.next_bytes()?;
+    let db = ctx.conn.db;
+    let store = &ctx.shared.store;
+    let _g = store.lock(db, &[&key]);
+    if store.get(db, &key)?.is_some() {
+        ctx.reply.int(0);
+    } else {
+        store.put(db, &key, &new_string(ctx, value.to_vec(), 0))?;
+        ctx.reply.int(1);
+    }
+    Ok(())
+}
+
+fn setex_generic(ctx: &mut Ctx<'_>, args: &mut Args, seconds: bool, cmd: &str) -> CmdResult {
+    let key = args.next_bytes()?;
+    let n = args.next_i64()?;
+    let value = args.next_bytes()?;
+    let at = expire_at_ms(n, seconds, true, cmd)?;
+    let o = SetOpts {
+        nx: false,
+        xx: false,
+        get: false,
+        ttl: Ttl::At(at),
+    };
+    set_generic(ctx, &key, value, &o)
+}
+
+fn setex(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    setex_generic(ctx, args, true, "setex")
+}
+
+fn psetex(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    setex_generic(ctx, args, false, "psetex")
+}
+
+fn getset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let value = args.next_bytes()?;
+    let o = SetOpts {
+        nx: false,
+        xx: false,
+        get: true,
+        ttl: Ttl::Clear,
+    };
+    set_generic(ctx, &key, value, &o)
+}
+
+fn getdel(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let db = ctx.conn.db;
+    let _g = ctx.shared.store.lock(db, &[&key]);
+    let m = read_string(ctx, &key)?;
+    if m.is_some() {
+        ctx.shared.store.delete(db, &key)?;
+    }
+    ctx.reply.opt_bulk(m.as_ref().map(|m| &m.value[..]));
+    Ok(())
+}
+
+fn mget(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let keys: Vec<&[u8]> = args.rest().iter().map(|k| &k[..]).collect();
+    let metas = ctx.shared.store.multi_get(ctx.conn.db, &keys)?;
+    ctx.reply.array(metas.len());
+    for m in metas {
+        match m {
+            Some(m) if m.rtype == RType::String => ctx.reply.bulk(&m.value),
+            _ => ctx.reply.null(),
+        }
+    }
+    Ok(())
+}
+
+fn mset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let rest = args.rest();
+    if !rest.len().is_multiple_of(2) {
+        return Err(CmdError::reply(
+            "ERR wrong number of arguments for 'mset' command",
+        ));
+    }
+    // The last value of a key given twice wins.
+    let mut pairs: Vec<(&[u8], Meta)> = Vec::with_capacity(rest.len() / 2);
+    for kv in rest.chunks(2) {
+        let m = new_string(ctx, kv[1].to_vec(), 0);
+        match pairs.iter_mut().find(|(k, _)| *k == &kv[0][..]) {
+            Some(p) => p.1 = m,
+            None => pairs.push((&kv[0][..], m)),
+        }
+    }
+    let keys: Vec<&[u8]> = pairs.iter().map(|(k, _)| *k).collect();
+    let _g = ctx.shared.store.lock(ctx.conn.db, &keys);
+    let ops: Vec<(&[u8], Option<&Meta>)> = pairs.iter().map(|(k, m)| (*k, Some(m))).collect();
+    ctx.shared.store.write_many(ctx.conn.db, &ops)?;
+    ctx.reply.ok();
+    Ok(())
+}
+
+/// Read-modify-write of one string under its stripe lock: `f` gets the current string (if
+/// any) and returns the new value, or `None` to leave the key alone. Expiry and version of an
+/// existing key are kept.
+fn modify(
+    ctx: &mut Ctx<'_>,
+    key: &[u8],
+    f: impl FnOnce(&Ctx<'_>, Option<&Meta>) -> Result<Option<Vec<u8>>, CmdError>,
+) -> Result<Option<Meta>, CmdError> {
+    let db = ctx.conn.db;
+    let store = &ctx.shared.store;
+    let _g = store.lock(db, &[key]);
+    let old = read_string(ctx, key)?;
+    let Some(value) = f(ctx, old.as_ref())? else {
+        return Ok(old);
+    };
+    let m = match old {
+        Some(mut m) => {
+            m.size = value.len() as u64;
+            m.value = value;
+            m
+        }
+        None => new_string(ctx, value, 0),
+    };
+    store.put(db, key, &m)?;
+    Ok(Some(m))
+}
+
+fn append(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let tail = args.next_bytes()?;
+    let m = modify(ctx, &key, |ctx, old| {
+        let mut v = old.map(|m| m.value.clone()).unwrap_or_default();
+        check_len(ctx, (v.len() + tail.len()) as u64)?;
+        v.extend_from_slice(&tail);
+        Ok(Some(v))
+    })?;
+    ctx.reply.int(m.map_or(0, |m| m.value.len() as i64));
+    Ok(())
+}
+
+fn strlen(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
+    let m = read_string(ctx, &key)?;
+    ctx.reply.int(m.map_or(0, |m| m.value.len() as i64));
+    Ok(())
+}
+
+fn incr_by(ctx: &mut Ctx<'_>, key: &[u8], by: i64) -> CmdResult {
+    let mut result = 0;
+    modify(ctx, key, |_, old| {
+        let cur = match old {
+            Some(m) => parse_i64(&m.value).ok_or_else(|| CmdError::reply(ERR_NOT_INT))?,
+            None => 0,
+        };
+        result = cur
+            .checked_add(by)
+            .ok_or_else(|| CmdError::reply("ERR increment or decrement would overflow"))?;
+        Ok(Some(result.to_string().into_bytes()))
+    })?;
+    ctx.reply.int(result);
+    Ok(())
+}
+
+fn incr(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    incr_by(ctx, &key, 1)
+}
+
+fn decr(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    incr_by(ctx, &key, -1)
+}
+
+fn incrby(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let by = args.next_i64()?;
+    incr_by(ctx, &key, by)
+}
+
+fn decrby(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let by = args.next_i64()?;
+    if by == i64::MIN {
+        return Err(CmdError::reply("ERR decrement would overflow"));
+    }
+    incr_by(ctx, &key, -by)
+}
+
+fn incrbyfloat(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let by = args.next_f64()?;
+    let mut out = String::new();
+    modify(ctx, &key, |_, old| {
+        let cur = match old {
+            Some(m) => parse_f64(&m.value).ok_or_else(|| CmdError::reply(ERR_NOT_FLOAT))?,
+            None => 0.0,
+        };
+        let v = cur + by;
+        if v.is_nan() || v.is_infinite() {
+            return Err(CmdError::reply(
+                "ERR increment would produce NaN or Infinity",
+            ));
+        }
+        // Redis prints a long double with %.17Lf and trims zeros; the shortest decimal that
+        // reads back as the same f64 gives the same text for ordinary values (10.5 + 0.1 is
+        // "10.6" in both).
+        out = format!("{v}");
+        Ok(Some(out.clone().into_bytes()))
+    })?;
+    ctx.reply.bulk(out.as_bytes());
+    Ok(())
+}
+
+fn getrange(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let mut start = args.next_i64()?;
+    let mut end = args.next_i64()?;
+    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
+    let Some(m) = read_string(ctx, &key)? else {
+        ctx.reply.bulk(b"");
+        return Ok(());
+    };
+    let len = m.value.len() as i64;
+    if start < 0 && end < 0 && start > end {
+        ctx.reply.bulk(b"");
+        return Ok(());
+    }
+    if start < 0 {
+        start += len;
+    }
+    if end < 0 {
+        end += len;
+    }
+    start = start.max(0);
+    end = end.max(0);
+    if end >= len {
+        end = len - 1;
+    }
+    if start > end || len == 0 {
+        ctx.reply.bulk(b"");
+    } else {
+        ctx.reply.bulk(&m.value[start as usize..=end as usize]);
+    }
+    Ok(())
+}
+
+fn setrange(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let offset = args.next_i64()?;
+    let patch = args.next_bytes()?;
+    if offset < 0 {
+        return Err(CmdError::reply("ERR offset is out of range"));
+    }
+    let offset = offset as u64;
+    let m = modify(ctx, &key, |ctx, old| {
+        if patch.is_empty() {
+            return Ok(None); // nothing to write; the reply is the current length
+        }
+        let end = offset
+            .checked_add(patch.len() as u64)
+            .ok_or_else(|| CmdError::reply(ERR_TOO_BIG))?;
+        check_len(ctx, end)?;
+        let mut v = old.map(|m| m.value.clone()).unwrap_or_default();
+        if (v.len() as u64) < end {
+            v.resize(end as usize, 0);
+        }
+        v[offset as usize..end as usize].copy_from_slice(&patch);
+        Ok(Some(v))
+    })?;
+    ctx.reply.int(m.map_or(0, |m| m.value.len() as i64));
+    Ok(())
+}

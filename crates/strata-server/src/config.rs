@@ -1,0 +1,480 @@
+//! Configuration: Redis's directive names and value syntax, from a redis.conf-style file,
+//! from `--directive value` flags (later ones win), and at run time through CONFIG GET/SET.
+//! One table ([`DIRECTIVES`]) serves all three.
+
+use crate::keys::MAX_DATABASES;
+use crate::protocol::parse::split_args;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// `appendfsync`: when writes reach the disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppendFsync {
+    /// Every write is synced (the engine's synced writes) before it is acknowledged.
+    Always,
+    /// A background thread makes every shard's log durable once a second.
+    Everysec,
+    /// The operating system decides.
+    No,
+}
+
+impl AppendFsync {
+    pub fn name(self) -> &'static str {
+        match self {
+            AppendFsync::Always => "always",
+            AppendFsync::Everysec => "everysec",
+            AppendFsync::No => "no",
+        }
+    }
+}
+
+/// The server's configuration. Defaults are Redis 7.0's, except `bind` (loopback only) and
+/// `dir` (`./strata-data`, a directory of its own rather than the working directory).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Addresses to listen on. Default: `127.0.0.1`.
+    pub bind: Vec<String>,
+    /// TCP port; 0 picks a free one (tests). Default: 6379.
+    pub port: u16,
+    /// Database directory (created if missing). Default: `./strata-data`.
+    pub dir: PathBuf,
+    /// Password of the default user; `None`: no authentication.
+    pub requirepass: Option<String>,
+    /// Refuse non-loopback clients while no password is set. Default: yes.
+    pub protected_mode: bool,
+    /// Most simultaneous clients. Default: 10000.
+    pub maxclients: usize,
+    /// Close clients idle this many seconds; 0: never. Default: 0.
+    pub timeout_secs: u64,
+    /// Number of logical databases (SELECT 0..n-1), at most 254. Default: 16.
+    pub databases: usize,
+    /// Largest bulk string a client may send. Default: 512 MB.
+    pub proto_max_bulk_len: i64,
+    /// Largest unparsed input buffered for one client; beyond it the client is closed.
+    /// Default: 1 GB.
+    pub client_query_buffer_limit: usize,
+    /// Default: everysec.
+    pub appendfsync: AppendFsync,
+    /// Shards of a new database (Strata); `None`: one per core. Persisted by the database.
+    pub shards: Option<usize>,
+    /// The file the configuration was read from, if any (INFO `config_file`).
+    pub config_file: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            bind: vec!["127.0.0.1".to_string()],
+            port: 6379,
+            dir: PathBuf::from("./strata-data"),
+            requirepass: None,
+            protected_mode: true,
+            maxclients: 10000,
+            timeout_secs: 0,
+            databases: 16,
+            proto_max_bulk_len: 512 * 1024 * 1024,
+            client_query_buffer_limit: 1024 * 1024 * 1024,
+            appendfsync: AppendFsync::Everysec,
+            shards: None,
+            config_file: None,
+        }
+    }
+}
+
+/// A configuration error at start-up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+type Getter = fn(&Config) -> String;
+type Setter = fn(&mut Config, &[String]) -> Result<(), String>;
+
+/// One directive: its name, how to read and write it, and whether CONFIG SET may change it.
+pub struct Directive {
+    pub name: &'static str,
+    pub get: Getter,
+    pub set: Setter,
+    pub mutable: bool,
+}
+
+const NOT_INT: &str = "argument couldn't be parsed into an integer";
+
+fn one(v: &[String]) -> Result<&str, String> {
+    match v {
+        [s] => Ok(s),
+        _ => Err("wrong number of arguments".to_string()),
+    }
+}
+
+fn int_in(v: &[String], lo: i64, hi: i64) -> Result<i64, String> {
+    let n: i64 = one(v)?.parse().map_err(|_| NOT_INT.to_string())?;
+    if n < lo || n > hi {
+        return Err(format!("argument must be between {lo} and {hi} inclusive"));
+    }
+    Ok(n)
+}
+
+/// Redis's `memtoull`: a number with an optional unit (k=1000, kb=1024, m, mb, g, gb).
+pub fn parse_memory(s: &str) -> Option<u64> {
+    let lower = s.to_ascii_lowercase();
+    let digits_end = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
+    let (num, unit) = lower.split_at(digits_end);
+    let mul: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    num.parse::<u64>().ok()?.checked_mul(mul)
+}
+
+fn memory(v: &[String]) -> Result<u64, String> {
+    parse_memory(one(v)?).ok_or_else(|| "argument must be a memory value".to_string())
+}
+
+fn yes_no(v: &[String]) -> Result<bool, String> {
+    match one(v)?.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err("argument must be 'yes' or 'no'".to_string()),
+    }
+}
+
+fn yn(b: bool) -> String {
+    if b { "yes" } else { "no" }.to_string()
+}
+
+/// Every supported directive.
+pub static DIRECTIVES: &[Directive] = &[
+    Directive {
+        name: "bind",
+        get: |c| c.bind.join(" "),
+        set: |c, v| {
+            if v.is_empty() {
+                return Err("wrong number of arguments".to_string());
+            }
+            c.bind = v.to_vec();
+            Ok(())
+        },
+        mutable: false,
+    },
+    Directive {
+        name: "port",
+        get: |c| c.port.to_string(),
+        set: |c, v| {
+            c.port = int_in(v, 0, 65535)? as u16;
+            Ok(())
+        },
+        mutable: false,
+    },
+    Directive {
+        name: "dir",
+        get: |c| {
+            std::path::absolute(&c.dir)
+                .unwrap_or_else(|_| c.dir.clone())
+                .display()
+                .to_string()
+        },
+        set: |c, v| {
+            c.dir = PathBuf::from(one(v)?);
+            Ok(())
+        },
+        mutable: false,
+    },
+    Directive {
+        name: "requirepass",
+        get: |c| c.requirepass.clone().unwrap_or_default(),
+        set: |c, v| {
+            let p = one(v)?;
+            c.requirepass = (!p.is_empty()).then(|| p.to_string());
+            Ok(())
+        },
+        mutable: true,
+    },
+    Directive {
+        name: "protected-mode",
+        get: |c| yn(c.protected_mode),
+        set: |c, v| {
+            c.protected_mode = yes_no(v)?;
+            Ok(())
+        },
+        mutable: true,
+    },
+    Directive {
+        name: "maxclients",
+        get: |c| c.maxclients.to_string(),
+        set: |c, v| {
+            c.maxclients = int_in(v, 1, i64::from(u32::MAX))? as usize;
+            Ok(())
+        },
+        mutable: true,
+    },
+    Directive {
+        name: "timeout",
+        get: |c| c.timeout_secs.to_string(),
+        set: |c, v| {
+            c.timeout_secs = int_in(v, 0, i64::from(i32::MAX))? as u64;
+            Ok(())
+        },
+        mutable: true,
+    },
+    Directive {
+        name: "databases",
+        get: |c| c.databases.to_string(),
+        set: |c, v| {
+            c.databases = int_in(v, 1, MAX_DATABASES as i64)? as usize;
+            Ok(())
+        },
+        mutable: false,
+    },
+    Directive {
+        name: "proto-max-bulk-len",
+        get: |c| c.proto_max_bulk_len.to_string(),
+        set: |c, v| {
+            let n = memory(v)?;
+            if !(1024 * 1024..=i64::MAX as u64).contains(&n) {
+                return Err(format!(
+                    "argument must be between 1048576 and {} inclusive",
+                    i64::MAX
+                ));
+            }
+            c.proto_max_bulk_len = n as i64;
+            Ok(())
+        },
+        mutable: true,
+    },
+    Directive {
+        name: "client-query-buffer-limit",
+        get: |c| c.client_query_buffer_limit.to_string(),
+        set: |c, v| {
+            let n = memory(v)?;
+            if n < 1024 * 1024 {
+                return Err("argument must be between 1048576 and 18446744073709551615 \
+                            inclusive"
+                    .to_string());
+            }
+            c.client_query_buffer_limit = usize::try_from(n).unwrap_or(usize::MAX);
+            Ok(())
+        },
+        mutable: true,
+    },
+    Directive {
+        name: "appendfsync",
+        get: |c| c.appendfsync.name().to_string(),
+        set: |c, v| {
+            c.appendfsync = match one(v)?.to_ascii_lowercase().as_str() {
+                "always" => AppendFsync::Always,
+                "everysec" => AppendFsync::Everysec,
+                "no" => AppendFsync::No,
+                _ => {
+                    return Err(
+                        "argument(s) must be one of the following: everysec, always, no"
+                            .to_string(),
+                    )
+                }
+            };
+            Ok(())
+        },
+        mutable: true,
+    },
+    Directive {
+        name: "shards",
+        get: |c| c.shards.map(|n| n.to_string()).unwrap_or_default(),
+        set: |c, v| {
+            c.shards = Some(int_in(v, 1, strata::meta::MAX_SHARDS as i64)? as usize);
+            Ok(())
+        },
+        mutable: false,
+    },
+];
+
+/// The directive named `name` (case-insensitive).
+pub fn directive(name: &str) -> Option<&'static Directive> {
+    DIRECTIVES
+        .iter()
+        .find(|d| d.name.eq_ignore_ascii_case(name))
+}
+
+impl Config {
+    /// Applies one `name value...` line; `at` names its place for errors.
+    fn apply(&mut self, name: &str, values: &[String], at: &str) -> Result<(), ConfigError> {
+        let d = directive(name)
+            .ok_or_else(|| ConfigError(format!("{at}: unknown directive '{name}'")))?;
+        (d.set)(self, values).map_err(|e| ConfigError(format!("{at}: '{name}': {e}")))
+    }
+
+    /// Applies the lines of a redis.conf-style file (`#` comments, Redis's quoting).
+    pub fn apply_file_text(&mut self, text: &str, file: &Path) -> Result<(), ConfigError> {
+        for (i, line) in text.lines().enumerate() {
+            let at = format!("{}:{}", file.display(), i + 1);
+            let trimmed = line.trim();
+            if trimmed.is_empty() || trimmed.starts_with('#') {
+                continue;
+            }
+            let args = split_args(trimmed.as_bytes())
+                .ok_or_else(|| ConfigError(format!("{at}: unbalanced quotes")))?;
+            let args: Vec<String> = args
+                .into_iter()
+                .map(|a| String::from_utf8_lossy(&a).into_owned())
+                .collect();
+            if let Some((name, values)) = args.split_first() {
+                self.apply(name, values, &at)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Builds a configuration from `strata serve` arguments: an optional config file first,
+    /// then `--directive value...` flags, applied in order (later ones win).
+    pub fn from_args(args: &[String]) -> Result<Config, ConfigError> {
+        let mut c = Config::default();
+        let mut rest = args;
+        if let Some(first) = args.first() {
+            if !first.starts_with("--") {
+                let path = PathBuf::from(first);
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    ConfigError(format!("cannot read config file {}: {e}", path.display()))
+                })?;
+                c.apply_file_text(&text, &path)?;
+                c.config_file = Some(std::path::absolute(&path).unwrap_or(path));
+                rest = &args[1..];
+            }
+        }
+        let mut i = 0;
+        while i < rest.len() {
+            let Some(name) = rest[i].strip_prefix("--") else {
+                return Err(ConfigError(format!(
+                    "unexpected argument '{}': flags are --directive value",
+                    rest[i]
+                )));
+            };
+            let mut j = i + 1;
+            while j < rest.len() && !rest[j].starts_with("--") {
+                j += 1;
+            }
+            c.apply(name, &rest[i + 1..j], &format!("--{name}"))?;
+            i = j;
+        }
+        Ok(c)
+    }
+
+    /// `CONFIG SET name value`: the Redis error text after `ERR ` on failure.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+        let d = directive(name).ok_or_else(|| {
+            format!("Unknown option or number of arguments for CONFIG SET - '{name}'")
+        })?;
+        let fail =
+            |e: &str| format!("CONFIG SET failed (possibly related to argument '{name}') - {e}");
+        if !d.mutable {
+            return Err(fail("can't set immutable config"));
+        }
+        (d.set)(self, &[value.to_string()]).map_err(|e| fail(&e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn flags_override_defaults_in_order() {
+        let c = Config::from_args(&s(&[
+            "--port",
+            "6380",
+            "--dir",
+            "/data",
+            "--requirepass",
+            "s3cret",
+            "--port",
+            "6381",
+        ]))
+        .unwrap();
+        assert_eq!(c.port, 6381);
+        assert_eq!(c.dir, PathBuf::from("/data"));
+        assert_eq!(c.requirepass.as_deref(), Some("s3cret"));
+        let c = Config::from_args(&s(&[
+            "--bind",
+            "127.0.0.1",
+            "::1",
+            "--appendfsync",
+            "always",
+        ]))
+        .unwrap();
+        assert_eq!(c.bind, s(&["127.0.0.1", "::1"]));
+        assert_eq!(c.appendfsync, AppendFsync::Always);
+    }
+
+    #[test]
+    fn file_then_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("strata.conf");
+        std::fs::write(
+            &f,
+            "# comment\nport 7000\n\nproto-max-bulk-len 2mb\nrequirepass \"a b\"\nshards 3\n",
+        )
+        .unwrap();
+        let c =
+            Config::from_args(&[f.display().to_string(), "--port".into(), "7001".into()]).unwrap();
+        assert_eq!(c.port, 7001);
+        assert_eq!(c.proto_max_bulk_len, 2 * 1024 * 1024);
+        assert_eq!(c.requirepass.as_deref(), Some("a b"));
+        assert_eq!(c.shards, Some(3));
+    }
+
+    #[test]
+    fn unknown_directive_names_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("bad.conf");
+        std::fs::write(&f, "port 7000\nmaxmemory-fancy 1\n").unwrap();
+        let e = Config::from_args(&[f.display().to_string()]).unwrap_err();
+        assert_eq!(
+            e.0,
+            format!("{}:2: unknown directive 'maxmemory-fancy'", f.display())
+        );
+        let e = Config::from_args(&s(&["--nope", "1"])).unwrap_err();
+        assert_eq!(e.0, "--nope: unknown directive 'nope'");
+        let e = Config::from_args(&s(&["--port", "x"])).unwrap_err();
+        assert!(e.0.contains("couldn't be parsed"), "{e}");
+    }
+
+    #[test]
+    fn config_set_errors_are_redis_texts() {
+        let mut c = Config::default();
+        assert_eq!(
+            c.set("maxclients", "abc").unwrap_err(),
+            "CONFIG SET failed (possibly related to argument 'maxclients') - argument couldn't \
+             be parsed into an integer"
+        );
+        assert_eq!(
+            c.set("nosuch", "1").unwrap_err(),
+            "Unknown option or number of arguments for CONFIG SET - 'nosuch'"
+        );
+        assert_eq!(
+            c.set("appendfsync", "foo").unwrap_err(),
+            "CONFIG SET failed (possibly related to argument 'appendfsync') - argument(s) must \
+             be one of the following: everysec, always, no"
+        );
+        c.set("timeout", "5").unwrap();
+        assert_eq!(c.timeout_secs, 5);
+        assert_eq!(parse_memory("1gb"), Some(1 << 30));
+        assert_eq!(parse_memory("1k"), Some(1000));
+        assert_eq!(parse_memory("1x"), None);
+    }
+}

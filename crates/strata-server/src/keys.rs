@@ -1,0 +1,112 @@
+//! How Redis keys become keys of the ordered store: `docs/format/redis-keys.md`.
+//!
+//! ```text
+//! metadata record:  db (1) | slot (2, BE) | 0x00 | user key
+//! subkey record:    db (1) | slot (2, BE) | 0x01 | key length (4, BE) | user key
+//!                   | version (8, BE) | subkey            (collections; not written yet)
+//! server records:   0xfe | ...                           (server-internal, e.g. sync marks)
+//! ```
+
+/// Number of Redis Cluster hash slots.
+pub const SLOTS: u16 = 16384;
+/// Record kind byte after `db | slot`: on-disk, do not renumber.
+pub const KIND_META: u8 = 0x00;
+/// Record kind of collection members (reserved for the collection types).
+pub const KIND_SUBKEY: u8 = 0x01;
+/// First byte of server-internal records; database indexes stay below it.
+pub const SERVER_PREFIX: u8 = 0xfe;
+/// Most logical databases (`databases` directive): indexes 0..=253 fit in the first byte
+/// below [`SERVER_PREFIX`].
+pub const MAX_DATABASES: usize = SERVER_PREFIX as usize;
+
+/// CRC16-CCITT (XMODEM): polynomial 0x1021, initial value 0, as Redis's `crc16.c`.
+pub fn crc16(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in data {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+/// The Redis Cluster hash slot of `key` (Redis's `keyHashSlot`): the CRC16 of the key, or of
+/// the part between its first `{` and the next `}` when that part is not empty, mod 16384.
+pub fn hash_slot(key: &[u8]) -> u16 {
+    let tagged = key.iter().position(|&c| c == b'{').and_then(|open| {
+        let rest = &key[open + 1..];
+        match rest.iter().position(|&c| c == b'}') {
+            Some(0) | None => None,
+            Some(close) => Some(&rest[..close]),
+        }
+    });
+    crc16(tagged.unwrap_or(key)) & (SLOTS - 1)
+}
+
+/// The store key of the metadata record of Redis key `key` in database `db`.
+pub fn meta_key(db: u8, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(4 + key.len());
+    k.push(db);
+    k.extend_from_slice(&hash_slot(key).to_be_bytes());
+    k.push(KIND_META);
+    k.extend_from_slice(key);
+    k
+}
+
+/// The Redis key of a metadata record's store key, if `k` is one.
+pub fn user_key_of_meta(k: &[u8]) -> Option<&[u8]> {
+    if k.len() >= 4 && k[0] < SERVER_PREFIX && k[3] == KIND_META {
+        Some(&k[4..])
+    } else {
+        None
+    }
+}
+
+/// Bounds `[start, end)` of every record of database `db`.
+pub fn db_range(db: u8) -> (Vec<u8>, Vec<u8>) {
+    (vec![db], vec![db + 1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc16_check_value() {
+        // The CRC-16/XMODEM check value, and Redis's own test vector in crc16.c.
+        assert_eq!(crc16(b"123456789"), 0x31c3);
+    }
+
+    #[test]
+    fn slots_match_redis_cluster_keyslot() {
+        // CLUSTER KEYSLOT in Redis.
+        assert_eq!(hash_slot(b"foo"), 12182);
+        assert_eq!(hash_slot(b"bar"), 5061);
+        assert_eq!(hash_slot(b"hello"), 866);
+        assert_eq!(hash_slot(b""), 0);
+        assert_eq!(
+            hash_slot(b"{user1000}.following"),
+            hash_slot(b"{user1000}.followers")
+        );
+        assert_eq!(hash_slot(b"{user1000}.following"), hash_slot(b"user1000"));
+        // Empty tag: the whole key is hashed; only the first tag counts.
+        assert_eq!(hash_slot(b"foo{}{bar}"), crc16(b"foo{}{bar}") & 16383);
+        assert_eq!(hash_slot(b"foo{{bar}}zap"), hash_slot(b"{bar"));
+        assert_eq!(hash_slot(b"foo{bar}{zap}"), hash_slot(b"bar"));
+        assert_eq!(hash_slot(b"{unclosed"), crc16(b"{unclosed") & 16383);
+    }
+
+    #[test]
+    fn meta_key_layout() {
+        let k = meta_key(3, b"foo");
+        assert_eq!(k, [&[3u8, 0x2f, 0x96, 0][..], b"foo"].concat()); // 12182 = 0x2f96
+        assert_eq!(user_key_of_meta(&k), Some(&b"foo"[..]));
+        let (lo, hi) = db_range(3);
+        assert!(lo <= k && k < hi);
+    }
+}

@@ -1,0 +1,84 @@
+//! `strata-server`: a Redis-compatible server over Strata's sharded database (`strata serve`).
+//!
+//! Redis 7.0 is the specification: replies, error texts, config directives and INFO fields
+//! are Redis's. Layers, top down:
+//!
+//! - `server.rs` (listen, accept, `maxclients`, protected mode, shutdown) and `conn.rs`
+//!   (one client: read, parse, run, reply);
+//! - `protocol/`: the RESP request codec with its limits (`parse.rs`) and the reply builder
+//!   hiding RESP2 and RESP3 (`reply.rs`);
+//! - `cmd/`: the command table, the dispatch order, the argument cursor, and one module per
+//!   command family (`connection`, `server`, `strings`, `keyspace`);
+//! - `store.rs`: the types layer (metadata records over `strata::Db`, lazy expiry, the
+//!   interim stripe locks), over the key encoding of `keys.rs`
+//!   (`docs/format/redis-keys.md`).
+//!
+//! ```no_run
+//! let cfg = strata_server::Config::from_args(&["--port".into(), "6380".into()])?;
+//! let server = strata_server::start(cfg, strata_server::StartOptions::default())?;
+//! println!("listening on {}", server.local_addr());
+//! server.shutdown()?;
+//! # Ok::<(), strata_server::ServerError>(())
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod cmd;
+pub mod config;
+mod conn;
+mod glob;
+mod info;
+pub mod keys;
+pub mod protocol;
+mod server;
+mod store;
+
+pub use config::{AppendFsync, Config, ConfigError};
+pub use server::{start, ServerError, ServerHandle, StartOptions, REDIS_VERSION};
+
+const USAGE: &str = "usage: strata serve [CONFIG-FILE] [--DIRECTIVE VALUE ...]
+
+Serves the Redis protocol over a Strata database. The config file uses redis.conf syntax;
+flags name the same directives and are applied after it, later ones winning.
+
+Directives (Redis's names and defaults unless noted):
+  bind ADDR...                    127.0.0.1
+  port N                          6379 (0: any free port)
+  dir PATH                        ./strata-data
+  requirepass PASSWORD            none
+  protected-mode yes|no           yes
+  maxclients N                    10000
+  timeout SECONDS                 0 (never close idle clients)
+  databases N                     16 (at most 254)
+  proto-max-bulk-len BYTES        512mb
+  client-query-buffer-limit BYTES 1gb
+  appendfsync always|everysec|no  everysec
+  shards N                        one per core (Strata; fixed when the database is created)";
+
+/// `strata serve [config-file] [--directive value ...]`: starts the server, prints the
+/// start-up banner, serves until SHUTDOWN, SIGINT or SIGTERM, and closes the database.
+pub fn serve_main(args: &[String]) -> Result<(), ServerError> {
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return Ok(());
+    }
+    let cfg = Config::from_args(args)?;
+    let (dir, fsync) = (cfg.dir.clone(), cfg.appendfsync);
+    let handle = start(
+        cfg,
+        StartOptions {
+            handle_signals: true,
+        },
+    )?;
+    let addrs: Vec<String> = handle.local_addrs().iter().map(|a| a.to_string()).collect();
+    println!(
+        "Strata {} (Redis {} protocol) listening on {}, data in {}, {} shards, appendfsync {}",
+        env!("CARGO_PKG_VERSION"),
+        REDIS_VERSION,
+        addrs.join(", "),
+        std::path::absolute(&dir).unwrap_or(dir).display(),
+        handle.shards(),
+        fsync.name()
+    );
+    handle.wait()
+}

@@ -1,0 +1,442 @@
+//! The server: opens the database, listens, accepts clients and shuts down cleanly.
+//!
+//! **Threads and runtime.** Networking runs on a tokio *multi-thread* runtime. Commands call
+//! `strata::Db`'s blocking API and take the store's stripe locks, so a connection runs the
+//! commands of each read inside `tokio::task::block_in_place`, which hands the runtime
+//! worker's other tasks to another thread while this one blocks; that is only possible on the
+//! multi-thread runtime (a current-thread runtime would stall every client behind one cold
+//! read). When commands move onto the shards' workers as futures, a current-thread runtime
+//! per core may do. One more thread, `strata-fsync`, makes the logs durable every second
+//! under `appendfsync everysec`.
+//!
+//! **Shutdown.** SHUTDOWN, SIGINT/SIGTERM (with [`StartOptions::handle_signals`]) or
+//! [`ServerHandle::shutdown`] flip one watch channel. Accept loops stop; each connection
+//! finishes the commands it has read, writes their replies and closes; then the database is
+//! closed (every queued write applied, every shard closed).
+
+use crate::cmd::ConnState;
+use crate::config::{AppendFsync, Config, ConfigError};
+use crate::conn;
+use crate::keys::MAX_DATABASES;
+use crate::store::Store;
+use parking_lot::RwLock;
+use std::net::{SocketAddr, TcpListener as StdListener, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// The Redis version whose behaviour we implement, reported by HELLO and INFO (clients use
+/// it to pick features).
+pub const REDIS_VERSION: &str = "7.0.0";
+
+const DENIED: &str = "-DENIED Redis is running in protected mode because protected mode is \
+enabled and no password is set for the default user. In this mode connections are only \
+accepted from the loopback interface. If you want to connect from external computers to \
+Redis you may adopt one of the following solutions: 1) Just disable protected mode sending \
+the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis \
+from the same host the server is running, however MAKE SURE Redis is not publicly accessible \
+from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) \
+Alternatively you can just disable the protected mode by editing the Redis configuration \
+file, and setting the protected mode option to 'no', and then restarting the server. 3) If \
+you started the server manually just for testing, restart it with the '--protected-mode no' \
+option. 4) Setup a an authentication password for the default user. NOTE: You only need to \
+do one of the above things in order for the server to start accepting connections from the \
+outside.\r\n";
+
+/// Why the server could not start or stop cleanly.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    #[error("database: {0}")]
+    Store(#[from] strata_engine::Error),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+}
+
+/// Server-wide counters (INFO clients and stats).
+#[derive(Default)]
+pub struct Stats {
+    pub connected_clients: AtomicUsize,
+    pub connections_received: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub commands_processed: AtomicU64,
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+}
+
+/// State shared by every connection.
+pub struct Shared {
+    pub config: RwLock<Config>,
+    pub store: Store,
+    pub stats: Stats,
+    pub started: Instant,
+    pub run_id: String,
+    pub local_addrs: Vec<SocketAddr>,
+    next_client_id: AtomicU64,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Shared {
+    /// Asks the server to stop (SHUTDOWN, signals).
+    pub fn request_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    pub fn shutdown_receiver(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
+    /// Publishes a configuration changed by CONFIG SET.
+    pub fn apply_config(&self, c: Config) {
+        self.store
+            .set_sync_writes(c.appendfsync == AppendFsync::Always);
+        *self.config.write() = c;
+    }
+
+    /// State of a new client connection.
+    pub fn new_conn(&self, addr: SocketAddr) -> ConnState {
+        ConnState {
+            id: self.next_client_id.fetch_add(1, Ordering::Relaxed) + 1,
+            addr,
+            db: 0,
+            // As Redis: clients start authenticated while no password is set.
+            authenticated: self.config.read().requirepass.is_none(),
+            name: None,
+            close_after_reply: false,
+        }
+    }
+}
+
+/// How [`start`] runs the server.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StartOptions {
+    /// Shut down on SIGINT and SIGTERM (the `strata serve` process; not in tests).
+    pub handle_signals: bool,
+}
+
+/// A running server.
+pub struct ServerHandle {
+    addrs: Vec<SocketAddr>,
+    shards: usize,
+    stop: watch::Sender<bool>,
+    thread: Option<JoinHandle<Result<(), ServerError>>>,
+}
+
+impl ServerHandle {
+    /// The first address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addrs[0]
+    }
+
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    pub fn shards(&self) -> usize {
+        self.shards
+    }
+
+    /// Stops the server and waits until the database is closed.
+    pub fn shutdown(mut self) -> Result<(), ServerError> {
+        self.stop.send_replace(true);
+        self.join()
+    }
+
+    /// Waits until the server stops (SHUTDOWN or a signal).
+    pub fn wait(mut self) -> Result<(), ServerError> {
+        self.join()
+    }
+
+    fn join(&mut self) -> Result<(), ServerError> {
+        match self.thread.take() {
+            Some(t) => t.join().unwrap_or_else(|_| {
+                Err(ServerError::Io {
+                    what: "server thread".to_string(),
+                    source: std::io::Error::other("panicked"),
+                })
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            self.stop.send_replace(true);
+            let _ = self.join();
+        }
+    }
+}
+
+fn bind_all(cfg: &Config) -> Result<Vec<StdListener>, ServerError> {
+    let mut out = Vec::new();
+    for b in &cfg.bind {
+        // Redis: a leading '-' marks an address that may be unavailable.
+        let (optional, host) = match b.strip_prefix('-') {
+            Some(h) => (true, h),
+            None => (false, b.as_str()),
+        };
+        let io = |source| ServerError::Io {
+            what: format!("cannot listen on {host}:{}", cfg.port),
+            source,
+        };
+        let addrs = match (host, cfg.port).to_socket_addrs() {
+            Ok(a) => a,
+            Err(_) if optional => continue,
+            Err(e) => return Err(io(e)),
+        };
+        for a in addrs {
+            match StdListener::bind(a) {
+                Ok(l) => {
+                    l.set_nonblocking(true).map_err(io)?;
+                    out.push(l);
+                }
+                Err(_) if optional => {}
+                Err(e) => return Err(io(e)),
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(ServerError::Io {
+            what: "no address to listen on (bind)".to_string(),
+            source: std::io::Error::other("empty bind list"),
+        });
+    }
+    Ok(out)
+}
+
+/// A random-enough 40-hex-digit run id (Redis's `run_id`: differs at every start).
+fn run_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    let seed = [
+        nanos.to_le_bytes(),
+        u128::from(std::process::id()).to_le_bytes(),
+    ]
+    .concat();
+    format!(
+        "{:032x}{:08x}",
+        xxhash_rust::xxh3::xxh3_128(&seed),
+        std::process::id()
+    )
+}
+
+/// Opens the database in `config.dir`, listens, and serves on a thread of its own.
+pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerError> {
+    if config.databases > MAX_DATABASES {
+        return Err(ConfigError(format!("databases must be at most {MAX_DATABASES}")).into());
+    }
+    let listeners = bind_all(&config)?;
+    let local_addrs: Vec<SocketAddr> = listeners
+        .iter()
+        .filter_map(|l| l.local_addr().ok())
+        .collect();
+    let db = strata::Db::open(
+        &config.dir,
+        strata::DbOptions {
+            shards: config.shards,
+            ..Default::default()
+        },
+    )?;
+    let shards = db.shard_count();
+    let (stop, _) = watch::channel(false);
+    let shared = Arc::new(Shared {
+        store: Store::open(db, config.appendfsync == AppendFsync::Always)?,
+        config: RwLock::new(config),
+        stats: Stats::default(),
+        started: Instant::now(),
+        run_id: run_id(),
+        local_addrs: local_addrs.clone(),
+        next_client_id: AtomicU64::new(0),
+        shutdown: stop.clone(),
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("strata-net")
+        .enable_all()
+        .build()
+        .map_err(|source| ServerError::Io {
+            what: "cannot start the network runtime".to_string(),
+            source,
+        })?;
+    let thread = std::thread::Builder::new()
+        .name("strata-server".to_string())
+        .spawn(move || run(runtime, shared, listeners, opts))
+        .map_err(|source| ServerError::Io {
+            what: "cannot start the server thread".to_string(),
+            source,
+        })?;
+    Ok(ServerHandle {
+        addrs: local_addrs,
+        shards,
+        stop,
+        thread: Some(thread),
+    })
+}
+
+/// The server thread: serves until shutdown, then closes the database.
+fn run(
+    runtime: tokio::runtime::Runtime,
+    shared: Arc<Shared>,
+    listeners: Vec<StdListener>,
+    opts: StartOptions,
+) -> Result<(), ServerError> {
+    let fsync = spawn_fsync_thread(shared.clone());
+    let served = runtime.block_on(serve(shared.clone(), listeners, opts));
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    shared.request_shutdown();
+    let _ = fsync.join();
+    served?;
+    // If a connection outlived the runtime's shutdown, the database is dropped with the
+    // last reference instead (its workers stop; acknowledged writes are in the logs).
+    if let Ok(s) = Arc::try_unwrap(shared) {
+        s.store.into_db().close()?;
+    }
+    Ok(())
+}
+
+/// `appendfsync everysec`: once a second, make written data durable.
+fn spawn_fsync_thread(shared: Arc<Shared>) -> JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("strata-fsync".to_string())
+        .spawn(move || {
+            let rx = shared.shutdown_receiver();
+            let mut last = Instant::now();
+            while !*rx.borrow() {
+                std::thread::sleep(Duration::from_millis(50));
+                if last.elapsed() < Duration::from_secs(1) {
+                    continue;
+                }
+                last = Instant::now();
+                if shared.config.read().appendfsync == AppendFsync::Everysec {
+                    if let Err(e) = shared.store.sync_if_dirty() {
+                        eprintln!("strata-server: background sync failed: {e}");
+                    }
+                }
+            }
+            let _ = shared.store.sync_if_dirty();
+        })
+        .unwrap_or_else(|_| std::thread::spawn(|| {}))
+}
+
+async fn serve(
+    shared: Arc<Shared>,
+    listeners: Vec<StdListener>,
+    opts: StartOptions,
+) -> Result<(), ServerError> {
+    let mut accepts = Vec::new();
+    for l in listeners {
+        let l = TcpListener::from_std(l).map_err(|source| ServerError::Io {
+            what: "cannot register the listener".to_string(),
+            source,
+        })?;
+        accepts.push(tokio::spawn(accept_loop(shared.clone(), l)));
+    }
+    let mut stop = shared.shutdown_receiver();
+    if opts.handle_signals {
+        let s = shared.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            s.request_shutdown();
+        });
+    }
+    stopped(&mut stop).await;
+    for a in accepts {
+        let _ = a.await;
+    }
+    // Connections finish what they read; give them a few seconds.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while shared.stats.connected_clients.load(Ordering::Relaxed) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Ok(())
+}
+
+/// Resolves once shutdown was requested.
+pub(crate) async fn stopped(rx: &mut watch::Receiver<bool>) {
+    loop {
+        let done = *rx.borrow_and_update();
+        if done || rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(unix)]
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+#[cfg(not(unix))]
+async fn wait_for_signal() {
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+    let mut stop = shared.shutdown_receiver();
+    loop {
+        let (mut sock, addr) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(_) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+            _ = stopped(&mut stop) => return,
+        };
+        let _ = sock.set_nodelay(true);
+        let (maxclients, denied) = {
+            let c = shared.config.read();
+            let denied = c.protected_mode && c.requirepass.is_none() && !addr.ip().is_loopback();
+            (c.maxclients, denied)
+        };
+        let refusal = if shared.stats.connected_clients.load(Ordering::Relaxed) >= maxclients {
+            shared
+                .stats
+                .rejected_connections
+                .fetch_add(1, Ordering::Relaxed);
+            Some("-ERR max number of clients reached\r\n")
+        } else if denied {
+            Some(DENIED)
+        } else {
+            None
+        };
+        if let Some(msg) = refusal {
+            tokio::spawn(async move {
+                let _ = sock.write_all(msg.as_bytes()).await;
+                let _ = sock.shutdown().await;
+            });
+            continue;
+        }
+        shared
+            .stats
+            .connections_received
+            .fetch_add(1, Ordering::Relaxed);
+        shared
+            .stats
+            .connected_clients
+            .fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(conn::serve(shared.clone(), sock, addr));
+    }
+}

@@ -1,0 +1,417 @@
+//! The types layer: Redis keys as metadata records over `strata::Db`, with no protocol in it.
+//! Record layout: `docs/format/redis-keys.md` (keys in `keys.rs`, values here).
+//!
+//! **Atomicity (interim).** Redis runs one command at a time; read-modify-write commands
+//! (INCR, APPEND, SET NX/XX/GET, lazy expiry) rely on it. The target design runs each command
+//! on the worker thread of the shard owning its key, which alone writes that shard. Until the
+//! front can run a closure on a worker, a command locks the stripes of its keys in
+//! [`Store::lock`] (1024 mutexes chosen by a hash of the encoded key, taken in ascending stripe
+//! order so that multi-key commands cannot deadlock) for its whole read-modify-write. Two
+//! commands on different keys rarely share a stripe, so this serializes little; it costs a
+//! mutex per key per command, which the worker design will remove. Writes spanning keys go to
+//! the front as one `WriteBatch`, atomic across shards.
+
+use crate::keys::{db_range, meta_key, user_key_of_meta, SERVER_PREFIX};
+use parking_lot::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+use strata::{Db, EngineIter, IterOptions, WriteBatch, WriteOptions};
+use strata_engine::Result;
+use xxhash_rust::xxh3::xxh3_64;
+
+const STRIPES: usize = 1024;
+/// Version of the record layout in `docs/format/redis-keys.md`.
+const FORMAT_VERSION: u8 = 1;
+/// Fixed part of a metadata value: type, expiry, version, size.
+const META_HEADER_BYTES: usize = 1 + 8 + 8 + 8;
+
+/// A key's type. On-disk: do not renumber.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RType {
+    String = 0,
+}
+
+impl RType {
+    fn from_byte(b: u8) -> Option<RType> {
+        match b {
+            0 => Some(RType::String),
+            _ => None,
+        }
+    }
+
+    /// The name TYPE replies with.
+    pub fn name(self) -> &'static str {
+        match self {
+            RType::String => "string",
+        }
+    }
+}
+
+/// A key's metadata record (for strings, with the value inline).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Meta {
+    pub rtype: RType,
+    /// Absolute expiry in Unix milliseconds; 0: none.
+    pub expire_ms: u64,
+    /// Distinguishes this incarnation of the key from earlier ones (subkeys of collections
+    /// live under it, so deleting a collection needs only its metadata record deleted).
+    pub version: u64,
+    /// Strings: the value's length; collections: their element count.
+    pub size: u64,
+    /// Strings: the value.
+    pub value: Vec<u8>,
+}
+
+impl Meta {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(META_HEADER_BYTES + self.value.len());
+        v.push(self.rtype as u8);
+        v.extend_from_slice(&self.expire_ms.to_be_bytes());
+        v.extend_from_slice(&self.version.to_be_bytes());
+        v.extend_from_slice(&self.size.to_be_bytes());
+        v.extend_from_slice(&self.value);
+        v
+    }
+
+    /// `None` for bytes that are not a metadata record of a known type.
+    pub fn decode(b: &[u8]) -> Option<Meta> {
+        if b.len() < META_HEADER_BYTES {
+            return None;
+        }
+        let u = |i: usize| u64::from_be_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+        Some(Meta {
+            rtype: RType::from_byte(b[0])?,
+            expire_ms: u(1),
+            version: u(9),
+            size: u(17),
+            value: b[META_HEADER_BYTES..].to_vec(),
+        })
+    }
+
+    pub fn expired_at(&self, now_ms: u64) -> bool {
+        self.expire_ms != 0 && self.expire_ms <= now_ms
+    }
+}
+
+/// A metadata record that could not be decoded: data corruption, reported to the client.
+fn corrupt(key: &[u8]) -> strata_engine::Error {
+    strata_engine::Error::Corruption {
+        file: "<redis metadata record>".into(),
+        offset: 0,
+        reason: format!(
+            "the record of key {:?} does not decode",
+            String::from_utf8_lossy(key)
+        ),
+    }
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Keyspace counters (INFO stats).
+#[derive(Default)]
+pub struct KeyStats {
+    pub expired_keys: AtomicU64,
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+}
+
+/// The keyspace over a `strata::Db`.
+pub struct Store {
+    db: Db,
+    stripes: Vec<Mutex<()>>,
+    /// Last version handed out (microsecond clock, bumped to stay increasing).
+    version: AtomicU64,
+    /// `appendfsync always`: every write synced.
+    sync_writes: AtomicBool,
+    /// A write happened since the last background sync (`appendfsync everysec`).
+    dirty: AtomicBool,
+    pub stats: KeyStats,
+}
+
+/// Stripe locks held for the duration of one command.
+pub struct KeyGuard<'a> {
+    _guards: Vec<MutexGuard<'a, ()>>,
+}
+
+impl Store {
+    /// The keyspace over `db`: checks (or, in a new database, writes) the format record.
+    pub fn open(db: Db, sync_writes: bool) -> Result<Store> {
+        let mut key = vec![SERVER_PREFIX];
+        key.extend_from_slice(b"redis-format");
+        match db.get(&key)? {
+            None => db.put_opt(&WriteOptions { sync: true }, &key, &[FORMAT_VERSION])?,
+            Some(v) if v == [FORMAT_VERSION] => {}
+            Some(v) => {
+                return Err(strata_engine::Error::InvalidArgument(format!(
+                    "this database holds Redis keys in format {v:?}; this server reads \
+                     format {FORMAT_VERSION} (docs/format/redis-keys.md)"
+                )))
+            }
+        }
+        Ok(Store {
+            db,
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            version: AtomicU64::new(0),
+            sync_writes: AtomicBool::new(sync_writes),
+            dirty: AtomicBool::new(false),
+            stats: KeyStats::default(),
+        })
+    }
+
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    pub fn into_db(self) -> Db {
+        self.db
+    }
+
+    pub fn set_sync_writes(&self, on: bool) {
+        self.sync_writes.store(on, Ordering::Relaxed);
+    }
+
+    fn wo(&self) -> WriteOptions {
+        self.dirty.store(true, Ordering::Relaxed);
+        WriteOptions {
+            sync: self.sync_writes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Locks the stripes of `keys` of database `db` (see the module comment).
+    pub fn lock<K: AsRef<[u8]>>(&self, db: u8, keys: &[K]) -> KeyGuard<'_> {
+        let mut idx: Vec<usize> = keys
+            .iter()
+            .map(|k| (xxh3_64(&meta_key(db, k.as_ref())) % STRIPES as u64) as usize)
+            .collect();
+        idx.sort_unstable();
+        idx.dedup();
+        KeyGuard {
+            _guards: idx.into_iter().map(|i| self.stripes[i].lock()).collect(),
+        }
+    }
+
+    /// A fresh version for a new incarnation of a key.
+    pub fn next_version(&self) -> u64 {
+        let now_us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_micros() as u64)
+            .unwrap_or(0);
+        let mut cur = self.version.load(Ordering::Relaxed);
+        loop {
+            let next = now_us.max(cur + 1);
+            match self
+                .version
+                .compare_exchange(cur, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return next,
+                Err(c) => cur = c,
+            }
+        }
+    }
+
+    /// The live metadata of `key` (the caller holds its stripe). An expired key is deleted
+    /// and reads as absent, as Redis's lazy expiry.
+    pub fn get(&self, db: u8, key: &[u8]) -> Result<Option<Meta>> {
+        let mk = meta_key(db, key);
+        let Some(raw) = self.db.get(&mk)? else {
+            return Ok(None);
+        };
+        let meta = Meta::decode(&raw).ok_or_else(|| corrupt(key))?;
+        if meta.expired_at(now_ms()) {
+            self.db.delete_opt(&self.wo(), &mk)?;
+            self.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        }
+        Ok(Some(meta))
+    }
+
+    /// Like [`Store::get`], counting a keyspace hit or miss.
+    pub fn lookup_read(&self, db: u8, key: &[u8]) -> Result<Option<Meta>> {
+        let m = self.get(db, key)?;
+        let c = if m.is_some() {
+            &self.stats.hits
+        } else {
+            &self.stats.misses
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+        Ok(m)
+    }
+
+    /// Metadata of many keys in one batched read (MGET). Expired keys read as absent (and
+    /// are left for their next single-key access to delete).
+    pub fn multi_get(&self, db: u8, keys: &[&[u8]]) -> Result<Vec<Option<Meta>>> {
+        let mks: Vec<Vec<u8>> = keys.iter().map(|k| meta_key(db, k)).collect();
+        let now = now_ms();
+        let mut out = Vec::with_capacity(keys.len());
+        for (r, k) in self.db.multi_get(&mks).into_iter().zip(keys) {
+            let m = match r? {
+                Some(raw) => Some(Meta::decode(&raw).ok_or_else(|| corrupt(k))?),
+                None => None,
+            };
+            let m = m.filter(|m| !m.expired_at(now));
+            let c = if m.is_some() {
+                &self.stats.hits
+            } else {
+                &self.stats.misses
+            };
+            c.fetch_add(1, Ordering::Relaxed);
+            out.push(m);
+        }
+        Ok(out)
+    }
+
+    pub fn put(&self, db: u8, key: &[u8], meta: &Meta) -> Result<()> {
+        self.db
+            .put_opt(&self.wo(), &meta_key(db, key), &meta.encode())
+    }
+
+    pub fn delete(&self, db: u8, key: &[u8]) -> Result<()> {
+        self.db.delete_opt(&self.wo(), &meta_key(db, key))
+    }
+
+    /// Applies puts (`Some`) and deletes (`None`) of several keys atomically.
+    pub fn write_many(&self, db: u8, ops: &[(&[u8], Option<&Meta>)]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        for (k, m) in ops {
+            let mk = meta_key(db, k);
+            match m {
+                Some(m) => b.put(&mk, &m.encode()),
+                None => b.delete(&mk),
+            };
+        }
+        self.db.write_opt(&self.wo(), b)
+    }
+
+    /// Calls `f(user_key, meta)` for every live key of database `db`, in store order, at
+    /// one snapshot. Reads the whole database: DBSIZE, KEYS, INFO keyspace.
+    pub fn scan_db(&self, db: u8, mut f: impl FnMut(&[u8], &Meta)) -> Result<()> {
+        let (lo, hi) = db_range(db);
+        let mut it = self.db.iter_opt(&IterOptions {
+            lower_bound: Some(lo.clone()),
+            upper_bound: Some(hi),
+        })?;
+        it.seek(&lo);
+        let now = now_ms();
+        while it.valid() {
+            if let Some(k) = user_key_of_meta(it.key()) {
+                let m = Meta::decode(it.value()).ok_or_else(|| corrupt(k))?;
+                if !m.expired_at(now) {
+                    f(k, &m);
+                }
+            }
+            it.next();
+        }
+        it.status()
+    }
+
+    /// Deletes every record of database `db`, in batches of 1000. Not atomic with commands
+    /// running at the same time (a key written during the flush may survive it).
+    pub fn flush_db(&self, db: u8) -> Result<()> {
+        let (lo, hi) = db_range(db);
+        let mut it = self.db.iter_opt(&IterOptions {
+            lower_bound: Some(lo.clone()),
+            upper_bound: Some(hi),
+        })?;
+        it.seek(&lo);
+        let mut b = WriteBatch::new();
+        while it.valid() {
+            b.delete(it.key());
+            if b.len() >= 1000 {
+                self.db.write_opt(&self.wo(), std::mem::take(&mut b))?;
+            }
+            it.next();
+        }
+        it.status()?;
+        if !b.is_empty() {
+            self.db.write_opt(&self.wo(), b)?;
+        }
+        Ok(())
+    }
+
+    /// `appendfsync everysec`: if anything was written since the last call, makes every
+    /// shard's log durable by writing one synced marker record per shard (a synced write
+    /// syncs the shard's log up to it; the front has no bare sync call yet).
+    pub fn sync_if_dirty(&self) -> Result<()> {
+        if !self.dirty.swap(false, Ordering::Relaxed) {
+            return Ok(());
+        }
+        let shards = self.db.shard_count();
+        let mut covered = vec![false; shards];
+        let mut left = shards;
+        let wo = WriteOptions { sync: true };
+        for i in 0u32.. {
+            let mut k = vec![SERVER_PREFIX];
+            k.extend_from_slice(b"sync");
+            k.extend_from_slice(&i.to_be_bytes());
+            let s = self.db.shard_of(&k);
+            if !covered[s] {
+                covered[s] = true;
+                self.db.put_opt(&wo, &k, b"")?;
+                left -= 1;
+                if left == 0 {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meta_round_trip() {
+        let m = Meta {
+            rtype: RType::String,
+            expire_ms: 1_700_000_000_000,
+            version: 42,
+            size: 3,
+            value: b"abc".to_vec(),
+        };
+        let e = m.encode();
+        assert_eq!(e.len(), META_HEADER_BYTES + 3);
+        assert_eq!(e[0], 0);
+        assert_eq!(Meta::decode(&e), Some(m));
+        assert_eq!(Meta::decode(&e[..10]), None);
+        let mut bad = e.clone();
+        bad[0] = 0x7f;
+        assert_eq!(Meta::decode(&bad), None);
+    }
+
+    #[test]
+    fn expiry_and_versions() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(
+            dir.path(),
+            strata::DbOptions {
+                shards: Some(2),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let s = Store::open(db, false).unwrap();
+        let (a, b) = (s.next_version(), s.next_version());
+        assert!(b > a);
+        let m = Meta {
+            rtype: RType::String,
+            expire_ms: now_ms() - 1,
+            version: a,
+            size: 1,
+            value: b"v".to_vec(),
+        };
+        s.put(0, b"k", &m).unwrap();
+        assert_eq!(s.get(0, b"k").unwrap(), None);
+        assert_eq!(s.stats.expired_keys.load(Ordering::Relaxed), 1);
+        assert_eq!(s.db().get(&meta_key(0, b"k")).unwrap(), None);
+        s.sync_if_dirty().unwrap();
+        s.into_db().close().unwrap();
+    }
+}

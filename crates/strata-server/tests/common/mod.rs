@@ -1,0 +1,175 @@
+//! A server on an ephemeral port and a minimal RESP2/RESP3 client for the tests.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::Duration;
+use strata_server::{Config, ServerHandle, StartOptions};
+
+/// Starts a server on 127.0.0.1 with an ephemeral port over `dir` (2 shards), with `extra`
+/// directives as flags.
+pub fn start(dir: &Path, extra: &[&str]) -> ServerHandle {
+    let mut args: Vec<String> = [
+        "--port",
+        "0",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--shards",
+        "2",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let cfg = Config::from_args(&args).expect("config");
+    strata_server::start(cfg, StartOptions::default()).expect("start")
+}
+
+/// A reply, as the tests compare it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum V {
+    Simple(String),
+    Err(String),
+    Int(i64),
+    Bulk(Vec<u8>),
+    /// `$-1` (RESP2).
+    NilBulk,
+    /// `*-1` (RESP2).
+    NilArray,
+    /// `_` (RESP3).
+    Null,
+    Array(Vec<V>),
+    Map(Vec<(V, V)>),
+    Set(Vec<V>),
+    Double(String),
+    Bool(bool),
+    Verbatim(String, Vec<u8>),
+}
+
+impl V {
+    pub fn bulk(s: &str) -> V {
+        V::Bulk(s.as_bytes().to_vec())
+    }
+    pub fn ok() -> V {
+        V::Simple("OK".to_string())
+    }
+    pub fn err(s: &str) -> V {
+        V::Err(s.to_string())
+    }
+    pub fn arr(v: &[&str]) -> V {
+        V::Array(v.iter().map(|s| V::bulk(s)).collect())
+    }
+}
+
+pub struct Client {
+    w: TcpStream,
+    r: BufReader<TcpStream>,
+}
+
+pub fn encode(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        let w = TcpStream::connect(addr).expect("connect");
+        w.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let r = BufReader::new(w.try_clone().unwrap());
+        Client { w, r }
+    }
+
+    /// Sends a command of text arguments and reads its reply.
+    pub fn q(&mut self, args: &[&str]) -> V {
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        self.qb(&a)
+    }
+
+    /// Sends a command of binary arguments and reads its reply.
+    pub fn qb(&mut self, args: &[&[u8]]) -> V {
+        self.send(&encode(args));
+        self.read()
+    }
+
+    pub fn try_send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.w.write_all(bytes)
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.w.write_all(bytes).expect("write");
+    }
+
+    fn line(&mut self) -> String {
+        let mut l = String::new();
+        self.r.read_line(&mut l).expect("read line");
+        assert!(l.ends_with("\r\n"), "truncated line {l:?}");
+        l.truncate(l.len() - 2);
+        l
+    }
+
+    fn n(&mut self, s: &str) -> i64 {
+        s.parse().unwrap_or_else(|_| panic!("bad length {s:?}"))
+    }
+
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        let mut b = vec![0; n + 2];
+        self.r.read_exact(&mut b).expect("read bulk");
+        b.truncate(n);
+        b
+    }
+
+    pub fn read(&mut self) -> V {
+        let l = self.line();
+        let (t, rest) = l.split_at(1);
+        match t {
+            "+" => V::Simple(rest.to_string()),
+            "-" => V::Err(rest.to_string()),
+            ":" => V::Int(self.n(rest)),
+            "$" if rest == "-1" => V::NilBulk,
+            "$" => {
+                let n = self.n(rest) as usize;
+                V::Bulk(self.bytes(n))
+            }
+            "*" if rest == "-1" => V::NilArray,
+            "*" => {
+                let n = self.n(rest);
+                V::Array((0..n).map(|_| self.read()).collect())
+            }
+            "%" => {
+                let n = self.n(rest);
+                V::Map((0..n).map(|_| (self.read(), self.read())).collect())
+            }
+            "~" => {
+                let n = self.n(rest);
+                V::Set((0..n).map(|_| self.read()).collect())
+            }
+            "_" => V::Null,
+            "," => V::Double(rest.to_string()),
+            "#" => V::Bool(rest == "t"),
+            "=" => {
+                let n = self.n(rest) as usize;
+                let b = self.bytes(n);
+                V::Verbatim(String::from_utf8_lossy(&b[..3]).into(), b[4..].to_vec())
+            }
+            _ => panic!("unknown reply type {l:?}"),
+        }
+    }
+
+    /// True if the server closed the connection: EOF (possibly after pending bytes), or a
+    /// reset (a close with our unread bytes in its buffer); false on a read timeout.
+    pub fn closed(&mut self) -> bool {
+        use std::io::ErrorKind::{ConnectionAborted, ConnectionReset};
+        let mut rest = Vec::new();
+        match self.r.read_to_end(&mut rest) {
+            Ok(_) => true,
+            Err(e) => matches!(e.kind(), ConnectionReset | ConnectionAborted),
+        }
+    }
+}
