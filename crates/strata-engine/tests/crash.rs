@@ -4,33 +4,45 @@
 //! options so that it flushes and compacts many times) is first run without faults to count
 //! its file-system operations N. Then, for crash points k in 0..N, it is replayed on a fresh
 //! MemFs whose FaultFs fails every operation from the (k+1)-th on; the acknowledged history is
-//! recorded; the machine "loses power" (`MemFs::crash`, tearing the last unsynced write when k
-//! is odd); the database is reopened on the bare MemFs. Open must succeed and the database
+//! recorded; the machine "loses power" (`MemFs::crash_with`: by `k % 3`, every unsynced
+//! write is lost, the last one is torn, or each unsynced write independently survives, is
+//! lost or is torn, leaving holes); the database is reopened on the bare MemFs. Open must succeed and the database
 //! must hold exactly the state after some prefix P of the history, with P covering every op
 //! up to the last acknowledged sync (synced write or flush) and nothing past the op that
 //! failed.
 //!
-//! Default run (>= 2,000 crash points; prints "checked N crash points"):
+//! Every scenario runs twice: on the plain engine (WAL) and with key-value separation, where
+//! almost every value goes to the value log (which is then also the log), its files are a few
+//! KiB so they rotate often, and the workload also runs GC.
+//!
+//! Default run (8,000 plain and 4,000 separated crash points; prints "checked N crash points"):
 //!     cargo test -p strata-engine --test crash -- --nocapture
 //! `crash_points_during_recovery` also crashes inside the recovery of a sample of those points
 //! (STRATA_RECOVERY_CRASH_FIRST_POINTS first points, default 120; every recovery operation).
-//! Long run (STRATA_CRASH_POINTS points, default 30,000, over longer workloads of
+//! Long run (STRATA_CRASH_POINTS points per engine, default 30,000, over longer workloads of
 //! STRATA_CRASH_OPS ops, default 600):
 //!     STRATA_CRASH_POINTS=30000 STRATA_CRASH_OPS=600 \
 //!         cargo test -p strata-engine --test crash -- --ignored --nocapture
 
 mod common;
 
-use common::{diff, env_usize, key, mem_dir, show, value};
+use common::{
+    crash_mode, diff, env_usize, key, mem_dir, refusal_tag, show, value, Engine, REFUSED_HOLE,
+};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use strata_engine::io::{FaultFs, Fs, MemFs};
+use strata_engine::io::{CrashMode, FaultFs, Fs, MemFs, UnsyncedWrites};
 use strata_engine::{Db, Options, WriteBatch, WriteOptions};
 
 type Map = BTreeMap<Vec<u8>, Vec<u8>>;
+
+const SYNC: WriteOptions = WriteOptions {
+    sync: true,
+    disable_wal: false,
+};
 
 #[derive(Clone, Debug)]
 enum WOp {
@@ -48,6 +60,7 @@ enum WOp {
         sync: bool,
     },
     Flush,
+    Gc,
 }
 
 impl WOp {
@@ -56,6 +69,7 @@ impl WOp {
         match self {
             WOp::Put { sync, .. } | WOp::Delete { sync, .. } | WOp::Batch { sync, .. } => *sync,
             WOp::Flush => true,
+            WOp::Gc => false,
         }
     }
 
@@ -75,7 +89,7 @@ impl WOp {
                     };
                 }
             }
-            WOp::Flush => {}
+            WOp::Flush | WOp::Gc => {}
         }
     }
 
@@ -98,11 +112,12 @@ impl WOp {
                 db.write(&wo(*sync), b)
             }
             WOp::Flush => db.flush(),
+            WOp::Gc => db.gc().map(|_| ()),
         }
     }
 }
 
-fn workload(seed: u64, n: usize) -> Vec<WOp> {
+fn workload(seed: u64, n: usize, engine: Engine) -> Vec<WOp> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let keys = 60u32;
     (0..n)
@@ -130,6 +145,8 @@ fn workload(seed: u64, n: usize) -> Vec<WOp> {
                     })
                     .collect();
                 WOp::Batch { items, sync }
+            } else if engine == Engine::Separated && rng.gen_bool(0.5) {
+                WOp::Gc
             } else {
                 WOp::Flush
             }
@@ -148,13 +165,21 @@ fn prefix_models(ops: &[WOp]) -> Vec<Map> {
     out
 }
 
-fn crash_opts(fs: Arc<dyn Fs>) -> Options {
-    Options {
+fn crash_opts(fs: Arc<dyn Fs>, engine: Engine) -> Options {
+    let plain = Options {
         write_buffer_bytes: 4096,
         target_file_size_bytes: 4096,
         max_bytes_for_level_base: 8 << 10,
         level_size_multiplier: 2,
         ..common::tiny_opts(fs)
+    };
+    match engine {
+        Engine::Plain => plain,
+        // A user-space log buffer too: unsynced writes in it may be lost, synced ones never.
+        Engine::Separated => Options {
+            vlog_buffer_bytes: 1 << 10,
+            ..engine.options(plain)
+        },
     }
 }
 
@@ -170,9 +195,13 @@ struct Replay {
     clean_close: bool,
     /// Counted file-system operations the replay attempted.
     fs_ops: u64,
+    /// Value-log files collected by GC, and the number of the head value-log file, at the end
+    /// (to check that a separated workload exercises rotation and GC).
+    gc_files_collected: u64,
+    vlog_head_file: u64,
 }
 
-fn replay(mem: &MemFs, ops: &[WOp], crash_after: Option<u64>) -> Replay {
+fn replay(mem: &MemFs, ops: &[WOp], crash_after: Option<u64>, engine: Engine) -> Replay {
     let fault = FaultFs::new(Arc::new(mem.clone()));
     if let Some(k) = crash_after {
         fault.fail_after(k);
@@ -183,8 +212,10 @@ fn replay(mem: &MemFs, ops: &[WOp], crash_after: Option<u64>) -> Replay {
         failed_op: false,
         clean_close: false,
         fs_ops: 0,
+        gc_files_collected: 0,
+        vlog_head_file: 0,
     };
-    if let Ok(db) = Db::open(mem_dir(), crash_opts(Arc::new(fault.clone()))) {
+    if let Ok(db) = Db::open(mem_dir(), crash_opts(Arc::new(fault.clone()), engine)) {
         for (i, op) in ops.iter().enumerate() {
             if op.apply_db(&db).is_err() {
                 r.failed_op = true;
@@ -195,6 +226,9 @@ fn replay(mem: &MemFs, ops: &[WOp], crash_after: Option<u64>) -> Replay {
                 r.durable = i + 1;
             }
         }
+        let stats = db.stats();
+        r.gc_files_collected = stats.gc_files_collected;
+        r.vlog_head_file = stats.vlog_head_file;
         if r.failed_op {
             drop(db);
         } else {
@@ -206,19 +240,27 @@ fn replay(mem: &MemFs, ops: &[WOp], crash_after: Option<u64>) -> Replay {
 }
 
 /// Runs crash point `k` and returns a description of what went wrong, if anything.
-fn check_point(seed: u64, ops: &[WOp], models: &[Map], k: u64, deep: bool) -> Result<(), String> {
-    let tear = k % 2 == 1;
+fn check_point(
+    seed: u64,
+    ops: &[WOp],
+    models: &[Map],
+    k: u64,
+    deep: bool,
+    engine: Engine,
+) -> Result<(), String> {
+    let mode = crash_mode(k);
     let mem = MemFs::with_seed(seed * 1_000_003 + k);
-    let r = replay(&mem, ops, Some(k));
-    mem.crash(tear);
+    let r = replay(&mem, ops, Some(k), engine);
+    mem.crash_with(mode);
     let ctx = format!(
-        "seed {seed} crash point k={k} tear={tear}: acked {} ops, durable through {}, failed op: {}, clean close: {}",
-        r.acked, r.durable, r.failed_op, r.clean_close
+        "{engine:?} seed {seed} crash point k={k} {:?}: acked {} ops, durable through {}, failed op: {}, clean close: {}",
+        mode.unsynced_writes, r.acked, r.durable, r.failed_op, r.clean_close
     );
-    let opts = crash_opts(Arc::new(mem.clone()));
+    let opts = crash_opts(Arc::new(mem.clone()), engine);
     let db = Db::open(mem_dir(), opts.clone()).map_err(|e| {
         format!(
-            "{ctx}: reopen after crash failed: {e}; files {:?}",
+            "{}{ctx}: reopen after crash failed: {e}; files {:?}",
+            refusal_tag(&e, mode),
             mem.dump()
         )
     })?;
@@ -275,7 +317,7 @@ fn check_point(seed: u64, ops: &[WOp], models: &[Map], k: u64, deep: bool) -> Re
             b"1",
         )
         .map_err(|e| format!("{ctx}: write after recovery failed: {e}"))?;
-        mem.crash(false);
+        mem.crash_with(crash_mode(k + 1));
         drop(db);
         let db =
             Db::open(mem_dir(), opts).map_err(|e| format!("{ctx}: second reopen failed: {e}"))?;
@@ -296,24 +338,34 @@ fn diff_count(a: &Map, b: &Map) -> usize {
 }
 
 /// Enumerates crash points over successive seeds until `target` points are checked.
-fn crash_points(target: usize, ops_per_workload: usize) {
+fn crash_points(target: usize, ops_per_workload: usize, engine: Engine) {
     let checked = AtomicUsize::new(0);
     let failures: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let failure_count = AtomicUsize::new(0);
+    let refused = AtomicUsize::new(0);
     let kinds: Mutex<BTreeMap<String, usize>> = Mutex::new(BTreeMap::new());
     let mut seed = 1u64;
     while checked.load(Ordering::Relaxed) < target {
-        let ops = workload(seed, ops_per_workload);
+        let ops = workload(seed, ops_per_workload, engine);
         let models = prefix_models(&ops);
         // Fault-free run: count the operations and check the clean result.
         let mem = MemFs::new();
-        let r = replay(&mem, &ops, None);
+        let r = replay(&mem, &ops, None, engine);
         assert!(
             r.clean_close && r.acked == ops.len(),
             "seed {seed}: the workload fails without faults"
         );
+        if engine == Engine::Separated {
+            assert!(
+                r.gc_files_collected > 0 && r.vlog_head_file > 5,
+                "seed {seed}: the separated workload should rotate value-log files and collect \
+                 some: {} collected, head file {}",
+                r.gc_files_collected,
+                r.vlog_head_file
+            );
+        }
         let n = r.fs_ops;
-        let db = Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()))).unwrap();
+        let db = Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()), engine)).unwrap();
         let got = common::scan_all(&db).unwrap();
         assert!(
             got == models[ops.len()],
@@ -336,32 +388,38 @@ fn crash_points(target: usize, ops_per_workload: usize) {
                     let Some(&k) = points.get(i) else { return };
                     let deep = i.is_multiple_of(10);
                     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        check_point(seed, &ops, &models, k, deep)
+                        check_point(seed, &ops, &models, k, deep, engine)
                     }))
                     .unwrap_or_else(|p| {
                         Err(format!(
-                            "seed {seed} crash point k={k}: panic: {}",
+                            "{engine:?} seed {seed} crash point k={k}: panic: {}",
                             p.downcast_ref::<String>()
                                 .cloned()
                                 .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
                                 .unwrap_or_default()
                         ))
                     });
-                    if let Err(e) = res {
-                        failure_count.fetch_add(1, Ordering::Relaxed);
-                        let kind = if e.starts_with('[') {
-                            e.split(']').next().unwrap_or_default().to_string() + "]"
-                        } else {
-                            "[other]".to_string()
-                        };
-                        let mut f = failures.lock().unwrap();
-                        // Keep the first two examples of each kind.
-                        let mut k = kinds.lock().unwrap();
-                        let seen = k.entry(kind).or_default();
-                        *seen += 1;
-                        if *seen <= 2 && f.len() < 8 {
-                            f.push(e);
+                    match res {
+                        Err(e) if e.starts_with(REFUSED_HOLE) => {
+                            refused.fetch_add(1, Ordering::Relaxed);
                         }
+                        Err(e) => {
+                            failure_count.fetch_add(1, Ordering::Relaxed);
+                            let kind = if e.starts_with('[') {
+                                e.split(']').next().unwrap_or_default().to_string() + "]"
+                            } else {
+                                "[other]".to_string()
+                            };
+                            let mut f = failures.lock().unwrap();
+                            // Keep the first two examples of each kind.
+                            let mut k = kinds.lock().unwrap();
+                            let seen = k.entry(kind).or_default();
+                            *seen += 1;
+                            if *seen <= 2 && f.len() < 8 {
+                                f.push(e);
+                            }
+                        }
+                        Ok(()) => {}
                     }
                     checked.fetch_add(1, Ordering::Relaxed);
                 });
@@ -375,7 +433,11 @@ fn crash_points(target: usize, ops_per_workload: usize) {
         seed += 1;
     }
     let n = checked.load(Ordering::Relaxed);
-    eprintln!("checked {n} crash points");
+    eprintln!(
+        "{engine:?}: checked {n} crash points; {} refused to open over a hole in an unsynced \
+         log tail (expected, see `refusal_tag`)",
+        refused.load(Ordering::Relaxed)
+    );
     let f = failures.into_inner().unwrap();
     let by_kind = kinds.into_inner().unwrap();
     assert!(
@@ -388,7 +450,12 @@ fn crash_points(target: usize, ops_per_workload: usize) {
 
 #[test]
 fn crash_points_default() {
-    crash_points(8000, 250);
+    crash_points(8000, 250, Engine::Plain);
+}
+
+#[test]
+fn crash_points_separated() {
+    crash_points(4000, 250, Engine::Separated);
 }
 
 #[test]
@@ -397,6 +464,17 @@ fn crash_points_long() {
     crash_points(
         env_usize("STRATA_CRASH_POINTS", 30_000),
         env_usize("STRATA_CRASH_OPS", 600),
+        Engine::Plain,
+    );
+}
+
+#[test]
+#[ignore = "long: STRATA_CRASH_POINTS=N STRATA_CRASH_OPS=M cargo test -p strata-engine --test crash -- --ignored"]
+fn crash_points_separated_long() {
+    crash_points(
+        env_usize("STRATA_CRASH_POINTS", 30_000),
+        env_usize("STRATA_CRASH_OPS", 600),
+        Engine::Separated,
     );
 }
 
@@ -404,37 +482,30 @@ fn crash_points_long() {
 /// survives, torn tail or not.
 #[test]
 fn crash_after_each_synced_put_keeps_it() {
-    for tear in [false, true] {
-        let mem = MemFs::with_seed(tear as u64);
-        let opts = crash_opts(Arc::new(mem.clone()));
+    for (engine, m) in [Engine::Plain, Engine::Separated]
+        .into_iter()
+        .flat_map(|e| (0..3).map(move |m| (e, m)))
+    {
+        let mode = crash_mode(m);
+        let tear = format!("{engine:?} {:?}", mode.unsynced_writes);
+        let mem = MemFs::with_seed(m);
+        let opts = crash_opts(Arc::new(mem.clone()), engine);
         let mut want = Map::new();
         for round in 0..30u32 {
             let db = Db::open(mem_dir(), opts.clone()).unwrap();
             let got = common::scan_all(&db).unwrap();
-            assert!(
-                got == want,
-                "tear={tear} round {round}: {}",
-                diff(&got, &want)
-            );
+            assert!(got == want, "{tear} round {round}: {}", diff(&got, &want));
             for i in 0..5u32 {
                 let k = key(round * 3 + i);
                 let v = value(&k, round, 200);
-                db.put_opt(
-                    &WriteOptions {
-                        sync: true,
-                        ..Default::default()
-                    },
-                    &k,
-                    &v,
-                )
-                .unwrap();
+                db.put_opt(&SYNC, &k, &v).unwrap();
                 want.insert(k, v);
             }
             // An unsynced write after the last synced one may be lost (or kept).
             let extra = key(10_000 + round);
             db.put(&extra, b"unsynced").unwrap();
             // Power loss first, so that the dying instance cannot sync anything on its way out.
-            mem.crash(tear);
+            mem.crash_with(mode);
             drop(db);
             let db = Db::open(mem_dir(), opts.clone()).unwrap();
             let mut got = common::scan_all(&db).unwrap();
@@ -445,7 +516,7 @@ fn crash_after_each_synced_put_keeps_it() {
             let got_all = common::scan_all(&db).unwrap();
             assert!(
                 got_all == want,
-                "tear={tear} round {round}: {}",
+                "{tear} round {round}: {}",
                 diff(&got_all, &want)
             );
         }
@@ -457,14 +528,15 @@ fn crash_after_each_synced_put_keeps_it() {
 /// every file-system operation j of that recovery, recovery is rerun from S with a crash after
 /// j operations (torn or not), and a final clean recovery must give exactly G again: a crashed
 /// recovery neither loses nor invents data.
-fn crash_during_recovery(first_points: u64, ops_per_workload: usize) {
+fn crash_during_recovery(first_points: u64, ops_per_workload: usize, engine: Engine) {
     let seed = 7u64;
-    let ops = workload(seed, ops_per_workload);
+    let ops = workload(seed, ops_per_workload, engine);
     let mem = MemFs::new();
-    let n = replay(&mem, &ops, None).fs_ops;
+    let n = replay(&mem, &ops, None, engine).fs_ops;
     let checked = AtomicUsize::new(0);
     let failures: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let failed = AtomicUsize::new(0);
+    let refused = AtomicUsize::new(0);
     let ks: Vec<u64> = (0..first_points).map(|i| i * n / first_points).collect();
     let next = AtomicUsize::new(0);
     std::thread::scope(|s| {
@@ -473,21 +545,31 @@ fn crash_during_recovery(first_points: u64, ops_per_workload: usize) {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&k) = ks.get(i) else { return };
                 let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    recovery_crashes(seed, &ops, k, &checked)
+                    recovery_crashes(seed, &ops, k, &checked, &refused, engine)
                 }))
-                .unwrap_or_else(|_| Err(format!("first crash k={k}: panic")));
-                if let Err(e) = res {
-                    failed.fetch_add(1, Ordering::Relaxed);
-                    let mut f = failures.lock().unwrap();
-                    if f.len() < 6 {
-                        f.push(e);
+                .unwrap_or_else(|_| Err(format!("{engine:?} first crash k={k}: panic")));
+                match res {
+                    Err(e) if e.starts_with(REFUSED_HOLE) => {
+                        refused.fetch_add(1, Ordering::Relaxed);
                     }
+                    Err(e) => {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                        let mut f = failures.lock().unwrap();
+                        if f.len() < 6 {
+                            f.push(e);
+                        }
+                    }
+                    Ok(()) => {}
                 }
             });
         }
     });
     let c = checked.load(Ordering::Relaxed);
-    eprintln!("checked {c} crash points during recovery ({first_points} first crash points)");
+    eprintln!(
+        "{engine:?}: checked {c} crash points during recovery ({first_points} first crash \
+         points); {} opens refused over a hole in an unsynced log tail (expected)",
+        refused.load(Ordering::Relaxed)
+    );
     let f = failures.into_inner().unwrap();
     assert!(
         f.is_empty(),
@@ -497,16 +579,28 @@ fn crash_during_recovery(first_points: u64, ops_per_workload: usize) {
     );
 }
 
-fn recovery_crashes(seed: u64, ops: &[WOp], k: u64, checked: &AtomicUsize) -> Result<(), String> {
+fn recovery_crashes(
+    seed: u64,
+    ops: &[WOp],
+    k: u64,
+    checked: &AtomicUsize,
+    refused: &AtomicUsize,
+    engine: Engine,
+) -> Result<(), String> {
     let mem = MemFs::with_seed(seed + k);
-    replay(&mem, ops, Some(k));
-    mem.crash(k % 2 == 1);
+    replay(&mem, ops, Some(k), engine);
+    let mode = crash_mode(k);
+    mem.crash_with(mode);
     // After a crash every file is at its durable length: this copy is the durable state.
     let state = common::copy_files(&mem);
     let reference = |mem: &MemFs| -> Result<(Map, u64), String> {
         let fault = FaultFs::new(Arc::new(mem.clone()));
-        let db = Db::open(mem_dir(), crash_opts(Arc::new(fault.clone())))
-            .map_err(|e| format!("k={k}: clean recovery failed: {e}"))?;
+        let db = Db::open(mem_dir(), crash_opts(Arc::new(fault.clone()), engine)).map_err(|e| {
+            format!(
+                "{}{engine:?} k={k}: clean recovery failed: {e}",
+                refusal_tag(&e, mode)
+            )
+        })?;
         let ops = fault.op_count();
         let got = common::scan_all(&db).map_err(|e| format!("k={k}: scan: {e}"))?;
         Ok((got, ops))
@@ -516,20 +610,29 @@ fn recovery_crashes(seed: u64, ops: &[WOp], k: u64, checked: &AtomicUsize) -> Re
         let mem = common::restore_files(&state);
         let fault = FaultFs::new(Arc::new(mem.clone()));
         fault.fail_after(j);
-        let opened = Db::open(mem_dir(), crash_opts(Arc::new(fault.clone())));
+        let opened = Db::open(mem_dir(), crash_opts(Arc::new(fault.clone()), engine));
         let open_result = opened.as_ref().map(|_| ()).map_err(|e| e.to_string());
         drop(opened);
         let before = mem.dump();
-        mem.crash(j % 2 == 0);
-        let db = Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()))).map_err(|e| {
+        let mode = crash_mode(j + 1);
+        mem.crash_with(mode);
+        let db = match Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()), engine)) {
+            Err(e) if !refusal_tag(&e, mode).is_empty() => {
+                refused.fetch_add(1, Ordering::Relaxed);
+                checked.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            other => other,
+        }
+        .map_err(|e| {
             format!(
-                "k={k}, crash after {j} of {recovery_ops} recovery operations: reopen failed: {e}"
+                "{engine:?} k={k}, crash after {j} of {recovery_ops} recovery operations: reopen failed: {e}"
             )
         })?;
         let got = common::scan_all(&db).map_err(|e| format!("k={k} j={j}: scan: {e}"))?;
         if got != want {
             return Err(format!(
-                "k={k}, crash after {j} of {recovery_ops} recovery operations (open gave {open_result:?}): \
+                "{engine:?} k={k}, crash after {j} of {recovery_ops} recovery operations (open gave {open_result:?}): \
                  the next recovery differs from a clean one: {}\n  durable state before: {:?}\n  \
                  files at the second crash: {:?}\n  after it: {:?}\n  levels now: {:?}, recovery {:?}",
                 diff(&got, &want),
@@ -550,7 +653,110 @@ fn crash_points_during_recovery() {
     crash_during_recovery(
         env_usize("STRATA_RECOVERY_CRASH_FIRST_POINTS", 120) as u64,
         250,
+        Engine::Plain,
     );
+}
+
+#[test]
+fn crash_points_during_recovery_separated() {
+    crash_during_recovery(
+        env_usize("STRATA_RECOVERY_CRASH_FIRST_POINTS", 120) as u64 / 2,
+        250,
+        Engine::Separated,
+    );
+}
+
+/// Synced writes, then unsynced ones that reach the disk out of order (an earlier append lost,
+/// a later one kept: a hole below valid records), then a power loss. Nothing unsynced was
+/// promised, so open must succeed and keep every synced write and a prefix of the unsynced
+/// ones. Fails while recovery refuses a log with a hole followed by a valid record ("not a
+/// torn tail"): it cannot tell such a hole from damage to synced data, so it stops the open.
+#[test]
+#[ignore = "open refuses a log with a hole in its unsynced tail (docs/format/wal.md, \
+            known consequences); run with --ignored"]
+fn unsynced_log_writes_reaching_disk_out_of_order_do_not_block_open() {
+    let scattered = CrashMode {
+        unsynced_writes: UnsyncedWrites::Scattered,
+        ..CrashMode::default()
+    };
+    let mut refused = Vec::new();
+    for engine in [Engine::Plain, Engine::Separated] {
+        for seed in 0..20u64 {
+            let mem = MemFs::with_seed(seed);
+            let opts = Options {
+                write_buffer_bytes: 1 << 20,
+                ..crash_opts(Arc::new(mem.clone()), engine)
+            };
+            let db = Db::open(mem_dir(), opts.clone()).unwrap();
+            let mut history = Vec::new();
+            for i in 0..16u32 {
+                let k = key(i);
+                let v = value(&k, 1, 300);
+                let sync = i == 3;
+                db.put_opt(
+                    &WriteOptions {
+                        sync,
+                        ..Default::default()
+                    },
+                    &k,
+                    &v,
+                )
+                .unwrap();
+                history.push((k, v));
+            }
+            mem.crash_with(scattered);
+            drop(db);
+            let db = match Db::open(mem_dir(), opts) {
+                Ok(db) => db,
+                Err(e) => {
+                    refused.push(format!("{engine:?} seed {seed}: {e}"));
+                    continue;
+                }
+            };
+            let got = common::scan_all(&db).unwrap();
+            assert!(
+                (4..=history.len()).any(|p| history[..p].iter().cloned().collect::<Map>() == got),
+                "{engine:?} seed {seed}: not the state after a prefix covering the synced write: {:?}",
+                got.keys().map(|k| show(k)).collect::<Vec<_>>()
+            );
+        }
+    }
+    assert!(
+        refused.is_empty(),
+        "{} of 40 opens refused after unsynced writes reached the disk out of order:\n{}",
+        refused.len(),
+        refused.join("\n")
+    );
+}
+
+/// A database created on a fresh file system, written with synced writes, then crashed in a
+/// mode where a new directory vanishes unless its parent was synced: the database directory
+/// must have been made durable by the open, so reopening finds every synced write. Fails
+/// while `Db::open` does not sync the parent of a directory it creates (the whole database
+/// vanishes).
+#[test]
+fn new_database_directory_survives_a_crash() {
+    for engine in [Engine::Plain, Engine::Separated] {
+        let mem = MemFs::new();
+        let opts = crash_opts(Arc::new(mem.clone()), engine);
+        let db = Db::open(mem_dir(), opts.clone()).unwrap();
+        let mut want = Map::new();
+        for i in 0..20u32 {
+            let k = key(i);
+            let v = value(&k, 1, 100);
+            db.put_opt(&SYNC, &k, &v).unwrap();
+            want.insert(k, v);
+        }
+        mem.crash_with(CrashMode::adversarial());
+        drop(db);
+        let db = Db::open(mem_dir(), opts).unwrap();
+        let got = common::scan_all(&db).unwrap();
+        assert!(
+            got == want,
+            "{engine:?}: synced writes to a new database lost in a crash: {}",
+            diff(&got, &want)
+        );
+    }
 }
 
 /// BUG: the number of a WAL created at a memtable switch comes from `new_file_number()` but
@@ -573,7 +779,7 @@ fn regression_recovery_reuses_a_live_wal_number_and_a_crash_loses_synced_writes(
         ..Default::default()
     };
     let mem = MemFs::new();
-    let db = Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()))).unwrap();
+    let db = Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()), Engine::Plain)).unwrap();
     let mut want = Map::new();
     for i in 0..8u32 {
         let k = key(i);
@@ -611,7 +817,7 @@ fn regression_recovery_reuses_a_live_wal_number_and_a_crash_loses_synced_writes(
         // A clean recovery of that state is fine...
         {
             let mem = common::restore_files(&state);
-            let db = Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()))).unwrap();
+            let db = Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()), Engine::Plain)).unwrap();
             let got = common::scan_all(&db).unwrap();
             assert!(got == want, "clean recovery: {}", diff(&got, &want));
         }
@@ -620,10 +826,13 @@ fn regression_recovery_reuses_a_live_wal_number_and_a_crash_loses_synced_writes(
             let mem = common::restore_files(&state);
             let fault = FaultFs::new(Arc::new(mem.clone()));
             fault.fail_after(j);
-            drop(Db::open(mem_dir(), crash_opts(Arc::new(fault.clone()))));
+            drop(Db::open(
+                mem_dir(),
+                crash_opts(Arc::new(fault.clone()), Engine::Plain),
+            ));
             let files_at_crash = mem.dump();
             mem.crash(false);
-            let db = Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()))).unwrap();
+            let db = Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()), Engine::Plain)).unwrap();
             let got = common::scan_all(&db).unwrap();
             if got != want {
                 lost.push(format!(

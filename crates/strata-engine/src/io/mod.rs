@@ -4,7 +4,9 @@
 //! - [`RealFs`]: the operating system's files.
 //! - [`MemFs`]: in memory, with crash simulation: [`MemFs::crash`] drops every byte that was
 //!   not synced and every create/rename/remove that was not followed by a sync of its
-//!   directory, optionally tearing the last unsynced write.
+//!   directory, optionally tearing the last unsynced write; [`MemFs::crash_with`] can also
+//!   let unsynced writes survive out of order (holes below surviving writes) and drop new
+//!   directories whose parent was not synced ([`CrashMode`]).
 //! - [`FaultFs`]: wraps another `Fs` and injects errors (EIO, ENOSPC, short writes) on the
 //!   n-th operation of a kind, for fault-injection tests.
 //!
@@ -30,7 +32,7 @@ mod uring;
 
 pub use batch::{backend_status, read_batch, uring_status, IoBackend};
 pub use fault::{FaultFs, FaultKind, FaultOp, FaultRule};
-pub use mem::MemFs;
+pub use mem::{CrashMode, MemFs, UnsyncedWrites};
 pub use real::{direct_io_refusals, RealFs};
 
 use crate::error::Result;

@@ -53,12 +53,17 @@ impl VlogFile {
         if let Some(h) = self.handle.get() {
             return Ok(h.clone());
         }
-        let h = if direct {
-            fs.open_direct(&self.path)?
+        let opened = if direct {
+            fs.open_direct(&self.path)
         } else {
-            fs.open(&self.path)?
+            fs.open(&self.path)
         };
-        Ok(self.handle.get_or_init(|| h).clone())
+        match opened {
+            Ok(h) => Ok(self.handle.get_or_init(|| h).clone()),
+            // GC opens the handle before it removes a retired file: if the file is gone, GC
+            // may have done both between our look and our open, and its handle serves.
+            Err(e) => self.handle.get().cloned().ok_or(e),
+        }
     }
 
     pub fn size(&self) -> u64 {
@@ -117,13 +122,29 @@ impl Vlog {
     }
 
     fn file<'a>(&self, files: &'a VlogFileSet, ptr: &ValuePointer) -> Result<&'a Arc<VlogFile>> {
-        files.get(&ptr.file).ok_or_else(|| {
+        let f = files.get(&ptr.file).ok_or_else(|| {
             Error::corruption(
                 filename::vlog(&self.dir, ptr.file),
                 ptr.offset,
                 "pointer into a value-log file that does not exist",
             )
-        })
+        })?;
+        // A pointer past the end names bytes the file never had (a damaged table, or a file
+        // cut short): corruption, not an I/O error.
+        let end = ptr.offset + u64::from(ptr.len);
+        if end > f.size() {
+            return Err(Error::corruption(
+                &f.path,
+                ptr.offset,
+                format!(
+                    "pointer to {} bytes at offset {} goes past the end of the value-log file ({} bytes)",
+                    ptr.len,
+                    ptr.offset,
+                    f.size()
+                ),
+            ));
+        }
+        Ok(f)
     }
 
     /// Reads and verifies the value `ptr` points at for `key`.

@@ -8,15 +8,18 @@
 //! - A directory maps names to inodes and has two views: the *live* view, changed by `create`,
 //!   `rename`, `remove` (and `lock`, which may create its file), and the *durable* view, which
 //!   [`Fs::sync_dir`] sets to a copy of the live view.
-//! - Directories themselves are created durably by [`Fs::create_dir_all`] (no `sync_dir` of
-//!   the parent needed) and are never removed. `""` (parent of relative names) and `"/"`
-//!   always exist.
+//! - Directories made by [`Fs::create_dir_all`] are never removed by the program. Their own
+//!   entry in the parent is durable only after `sync_dir` of the parent, but a crash drops an
+//!   unsynced directory only in a [`CrashMode`] that asks for it (the default keeps it).
+//!   `""` (parent of relative names) and `"/"` always exist.
 //! - `create` of an existing file truncates that inode in place, and the truncation is
 //!   treated as durable at once (`synced_len` drops to 0): the worst case for a program that
 //!   overwrites a file instead of writing a new one and renaming it.
 //! - [`MemFs::crash`] (power loss): every directory's live view becomes its durable view;
 //!   every inode still named by some directory loses the bytes after `synced_len` (see
-//!   [`MemFs::crash`] for the torn-write variant); every lock is released; every handle opened
+//!   [`MemFs::crash`] for the torn-write variant, and [`MemFs::crash_with`] for unsynced
+//!   appends that survive out of order and for new directories that vanish; the rules are
+//!   in `crash.rs`); every lock is released; every handle opened
 //!   before the crash (writable or readable) fails from then on with an I/O error, so that
 //!   threads of the "dead" process cannot change the disk the next process recovers from.
 //!
@@ -31,22 +34,38 @@ use std::io::{self, ErrorKind};
 use std::path::Component;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+mod crash;
+pub use crash::{CrashMode, UnsyncedWrites};
+
 /// One file's contents.
 #[derive(Default)]
 struct FileData {
     data: Vec<u8>,
     /// Bytes guaranteed to survive a crash.
     synced_len: usize,
-    /// Offset and length of the last append since the last sync, for torn writes.
-    last_unsynced_append: Option<(usize, usize)>,
+    /// Offset and length of each append since the last sync, oldest first (see `crash.rs`).
+    unsynced: Vec<(usize, usize)>,
 }
 
 type Inode = Arc<Mutex<FileData>>;
 
-#[derive(Default, Clone)]
+#[derive(Clone)]
 struct Dir {
     live: BTreeMap<String, Inode>,
     durable: BTreeMap<String, Inode>,
+    /// Whether this directory's own name in its parent is durable (parent synced since it
+    /// was created, or it survived a crash).
+    entry_durable: bool,
+}
+
+impl Dir {
+    fn new(entry_durable: bool) -> Self {
+        Dir {
+            live: BTreeMap::new(),
+            durable: BTreeMap::new(),
+            entry_durable,
+        }
+    }
 }
 
 struct State {
@@ -161,8 +180,8 @@ impl MemFs {
     /// An empty file system whose torn-write lengths derive from `seed`.
     pub fn with_seed(seed: u64) -> Self {
         let mut dirs = BTreeMap::new();
-        dirs.insert(PathBuf::new(), Dir::default());
-        dirs.insert(PathBuf::from("/"), Dir::default());
+        dirs.insert(PathBuf::new(), Dir::new(true));
+        dirs.insert(PathBuf::from("/"), Dir::new(true));
         MemFs {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
@@ -176,7 +195,8 @@ impl MemFs {
         }
     }
 
-    /// Simulates a power loss followed by a reboot.
+    /// Simulates a power loss followed by a reboot:
+    /// `crash_with(CrashMode::tear_last(tear_last_write))`.
     ///
     /// - Every directory's live view becomes its durable view (creates, renames and removes
     ///   not followed by `sync_dir` of their directory are undone).
@@ -190,35 +210,46 @@ impl MemFs {
     /// - Every lock is released, and every handle opened before the crash fails with an I/O
     ///   error from now on (reads included).
     pub fn crash(&self, tear_last_write: bool) {
+        self.crash_with(CrashMode::tear_last(tear_last_write));
+    }
+
+    /// Simulates a power loss in the given mode (see [`CrashMode`]). As [`MemFs::crash`], but
+    /// unsynced appends follow `mode.unsynced_writes`, and with
+    /// `mode.new_dirs_need_parent_sync` every directory whose entry is not durable vanishes
+    /// first, with everything below it. Every choice derives from the seed, the crash number
+    /// and the file's path.
+    pub fn crash_with(&self, mode: CrashMode) {
         let mut state = self.shared.state.lock();
         // Kill old handles first: a writer checks the epoch while holding its inode's lock, so
         // an append either lands before this crash truncates the inode or fails.
         let epoch = self.shared.epoch.fetch_add(1, Ordering::SeqCst) + 1;
         state.locks.clear();
+        if mode.new_dirs_need_parent_sync {
+            let lost: Vec<PathBuf> = state
+                .dirs
+                .iter()
+                .filter(|(_, d)| !d.entry_durable)
+                .map(|(p, _)| p.clone())
+                .collect();
+            state
+                .dirs
+                .retain(|p, _| !lost.iter().any(|l| p.starts_with(l)));
+        }
         let mut seen: HashSet<*const Mutex<FileData>> = HashSet::new();
         for (dir_path, dir) in state.dirs.iter_mut() {
+            // What survived a crash is on the disk.
+            dir.entry_durable = true;
             dir.live = dir.durable.clone();
             for (name, inode) in &dir.durable {
                 if !seen.insert(Arc::as_ptr(inode)) {
                     continue; // Named twice (e.g. by a half-durable rename); cut once.
                 }
-                let mut f = inode.lock();
-                let mut keep = f.synced_len;
-                if let (true, Some((start, len))) = (tear_last_write, f.last_unsynced_append) {
-                    if len >= 2 {
-                        let mut h = self.shared.seed ^ epoch.wrapping_mul(0xA24B_AED4_963E_E407);
-                        for b in dir_path.join(name).as_os_str().as_encoded_bytes() {
-                            let mut s = h ^ u64::from(*b);
-                            h = splitmix64(&mut s);
-                        }
-                        let k = 1 + (splitmix64(&mut h) % (len as u64 - 1)) as usize;
-                        keep = keep.max(start + k);
-                    }
+                let mut h = self.shared.seed ^ epoch.wrapping_mul(0xA24B_AED4_963E_E407);
+                for b in dir_path.join(name).as_os_str().as_encoded_bytes() {
+                    let mut s = h ^ u64::from(*b);
+                    h = splitmix64(&mut s);
                 }
-                let keep = keep.min(f.data.len());
-                f.data.truncate(keep);
-                f.synced_len = keep;
-                f.last_unsynced_append = None;
+                crash::crash_file(&mut inode.lock(), mode.unsynced_writes, h);
             }
         }
     }
@@ -276,13 +307,7 @@ impl MemFs {
         }
         f.data.truncate(len);
         f.synced_len = f.synced_len.min(len);
-        if let Some((start, n)) = f.last_unsynced_append {
-            f.last_unsynced_append = if start >= len {
-                None
-            } else {
-                Some((start, n.min(len - start)))
-            };
-        }
+        crash::truncate_appends(&mut f, len);
         Ok(())
     }
 
@@ -314,9 +339,7 @@ impl WritableFile for MemWritableFile {
         }
         let start = f.data.len();
         f.data.extend_from_slice(data);
-        if !data.is_empty() {
-            f.last_unsynced_append = Some((start, data.len()));
-        }
+        crash::note_append(&mut f, start, data.len());
         self.size += data.len() as u64;
         Ok(())
     }
@@ -335,7 +358,7 @@ impl WritableFile for MemWritableFile {
             return Err(dead_handle("sync", &self.path));
         }
         f.synced_len = f.data.len();
-        f.last_unsynced_append = None;
+        f.unsynced.clear();
         Ok(())
     }
 
@@ -431,7 +454,7 @@ impl Fs for MemFs {
                 let mut f = inode.lock();
                 f.data.clear();
                 f.synced_len = 0;
-                f.last_unsynced_append = None;
+                f.unsynced.clear();
                 drop(f);
                 inode.clone()
             }
@@ -555,7 +578,7 @@ impl Fs for MemFs {
                     ),
                 ));
             }
-            state.dirs.insert(p, Dir::default());
+            state.dirs.insert(p, Dir::new(false));
         }
         Ok(())
     }
@@ -565,6 +588,11 @@ impl Fs for MemFs {
         let mut state = self.shared.state.lock();
         let d = state.dir_mut("sync_dir", &norm, dir)?;
         d.durable = d.live.clone();
+        for (p, sub) in state.dirs.iter_mut() {
+            if p != &norm && p.parent() == Some(norm.as_path()) {
+                sub.entry_durable = true;
+            }
+        }
         Ok(())
     }
 
@@ -572,7 +600,7 @@ impl Fs for MemFs {
         let inode = self.shared.state.lock().file("sync", path)?;
         let mut f = inode.lock();
         f.synced_len = f.data.len();
-        f.last_unsynced_append = None;
+        f.unsynced.clear();
         Ok(())
     }
 
@@ -606,276 +634,4 @@ impl Fs for MemFs {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn setup() -> (MemFs, Arc<dyn Fs>, PathBuf) {
-        let mem = MemFs::new();
-        let fs: Arc<dyn Fs> = Arc::new(mem.clone());
-        let dir = PathBuf::from("/db");
-        fs.create_dir_all(&dir).unwrap();
-        (mem, fs, dir)
-    }
-
-    fn io_kind(e: &Error) -> ErrorKind {
-        match e {
-            Error::Io { source, .. } => source.kind(),
-            other => panic!("not an I/O error: {other:?}"),
-        }
-    }
-
-    #[test]
-    fn round_trip_and_live_metadata() {
-        let (mem, fs, dir) = setup();
-        let p = dir.join("a");
-        let mut w = fs.create(&p).unwrap();
-        w.append(b"hello").unwrap();
-        w.append(b" world").unwrap();
-        assert_eq!(w.size(), 11);
-        assert_eq!(fs.file_size(&p).unwrap(), 11);
-        assert!(fs.exists(&p).unwrap());
-        assert!(fs.exists(&dir).unwrap());
-        let r = fs.open(&p).unwrap();
-        let mut buf = [0u8; 5];
-        r.read_at(6, &mut buf).unwrap();
-        assert_eq!(&buf, b"world");
-        assert_eq!(fs.list(&dir).unwrap(), vec!["a".to_string()]);
-        assert_eq!(fs.list(Path::new("/")).unwrap(), vec!["db".to_string()]);
-        assert_eq!(mem.dump(), vec![(p.clone(), 11)]);
-        // Same file through a non-normalized path.
-        assert_eq!(fs.file_size(Path::new("/db/./a")).unwrap(), 11);
-    }
-
-    #[test]
-    fn missing_things_are_not_found() {
-        let (_mem, fs, dir) = setup();
-        assert_eq!(
-            io_kind(&fs.open(&dir.join("x")).err().unwrap()),
-            ErrorKind::NotFound
-        );
-        assert_eq!(
-            io_kind(&fs.create(Path::new("/nodir/x")).err().unwrap()),
-            ErrorKind::NotFound
-        );
-        assert_eq!(
-            io_kind(&fs.remove(&dir.join("x")).unwrap_err()),
-            ErrorKind::NotFound
-        );
-        assert_eq!(
-            io_kind(&fs.list(Path::new("/nodir")).unwrap_err()),
-            ErrorKind::NotFound
-        );
-        assert!(!fs.exists(&dir.join("x")).unwrap());
-    }
-
-    #[test]
-    fn read_past_end_is_unexpected_eof() {
-        let (_mem, fs, dir) = setup();
-        let p = dir.join("f");
-        fs.write_all_synced(&p, b"0123456789").unwrap();
-        let r = fs.open(&p).unwrap();
-        let mut buf = [0u8; 4];
-        let e = r.read_at(8, &mut buf).unwrap_err();
-        assert_eq!(io_kind(&e), ErrorKind::UnexpectedEof);
-        assert!(e.to_string().contains("/db/f"));
-        assert_eq!(
-            io_kind(&r.read_at(u64::MAX, &mut buf).unwrap_err()),
-            ErrorKind::UnexpectedEof
-        );
-    }
-
-    #[test]
-    fn crash_drops_unsynced_bytes_and_keeps_synced() {
-        let (mem, fs, dir) = setup();
-        let p = dir.join("wal");
-        let mut w = fs.create(&p).unwrap();
-        fs.sync_dir(&dir).unwrap();
-        w.append(b"synced").unwrap();
-        w.sync().unwrap();
-        w.append(b"lost").unwrap();
-        w.flush().unwrap();
-        mem.crash(false);
-        assert_eq!(fs.read_all(&p).unwrap(), b"synced");
-        // The old handle belongs to the dead process.
-        assert!(w.append(b"x").is_err());
-        assert!(w.sync().is_err());
-        assert_eq!(fs.read_all(&p).unwrap(), b"synced");
-    }
-
-    #[test]
-    fn old_read_handles_fail_after_crash() {
-        let (mem, fs, dir) = setup();
-        let p = dir.join("t");
-        fs.write_all_synced(&p, b"abc").unwrap();
-        fs.sync_dir(&dir).unwrap();
-        let r = fs.open(&p).unwrap();
-        mem.crash(false);
-        let mut buf = [0u8; 3];
-        assert!(r.read_at(0, &mut buf).is_err());
-        fs.open(&p).unwrap().read_at(0, &mut buf).unwrap();
-        assert_eq!(&buf, b"abc");
-    }
-
-    #[test]
-    fn create_without_sync_dir_vanishes() {
-        let (mem, fs, dir) = setup();
-        let p = dir.join("new");
-        // Even with its data synced.
-        fs.write_all_synced(&p, b"data").unwrap();
-        mem.crash(false);
-        assert!(!fs.exists(&p).unwrap());
-        assert!(fs.list(&dir).unwrap().is_empty());
-        // The directory itself was created durably.
-        assert!(fs.exists(&dir).unwrap());
-    }
-
-    #[test]
-    fn rename_without_sync_dir_reverts() {
-        let (mem, fs, dir) = setup();
-        let cur = dir.join("CURRENT");
-        let tmp = dir.join("CURRENT.tmp");
-        fs.write_all_synced(&cur, b"old").unwrap();
-        fs.sync_dir(&dir).unwrap();
-        fs.write_all_synced(&tmp, b"new").unwrap();
-        fs.rename(&tmp, &cur).unwrap();
-        assert_eq!(fs.read_all(&cur).unwrap(), b"new");
-        mem.crash(false);
-        assert_eq!(fs.read_all(&cur).unwrap(), b"old");
-        assert!(!fs.exists(&tmp).unwrap());
-
-        // With the sync the rename sticks.
-        fs.write_all_synced(&tmp, b"new").unwrap();
-        fs.rename(&tmp, &cur).unwrap();
-        fs.sync_dir(&dir).unwrap();
-        mem.crash(false);
-        assert_eq!(fs.read_all(&cur).unwrap(), b"new");
-        assert!(!fs.exists(&tmp).unwrap());
-    }
-
-    #[test]
-    fn remove_without_sync_dir_reverts() {
-        let (mem, fs, dir) = setup();
-        let p = dir.join("000001.sst");
-        fs.write_all_synced(&p, b"table").unwrap();
-        fs.sync_dir(&dir).unwrap();
-        fs.remove(&p).unwrap();
-        assert!(!fs.exists(&p).unwrap());
-        mem.crash(false);
-        assert_eq!(fs.read_all(&p).unwrap(), b"table");
-        fs.remove(&p).unwrap();
-        fs.sync_dir(&dir).unwrap();
-        mem.crash(false);
-        assert!(!fs.exists(&p).unwrap());
-    }
-
-    #[test]
-    fn tear_keeps_a_strict_prefix_of_the_last_append() {
-        let mut lens = HashSet::new();
-        for seed in 0..50u64 {
-            let mem = MemFs::with_seed(seed);
-            let fs: Arc<dyn Fs> = Arc::new(mem.clone());
-            let p = Path::new("/wal");
-            let mut w = fs.create(p).unwrap();
-            fs.sync_dir(Path::new("/")).unwrap();
-            w.append(b"AAAA").unwrap();
-            w.sync().unwrap();
-            w.append(b"BBBB").unwrap();
-            let last: Vec<u8> = (0..100u8).collect();
-            w.append(&last).unwrap();
-            mem.crash(true);
-            let got = fs.read_all(p).unwrap();
-            assert!(got.len() > 8 && got.len() < 108, "len {}", got.len());
-            assert_eq!(&got[..8], b"AAAABBBB");
-            assert_eq!(&got[8..], &last[..got.len() - 8]);
-            lens.insert(got.len());
-        }
-        assert!(lens.len() > 10, "the seed should vary the tear: {lens:?}");
-        // Deterministic: same seed and operations, same result.
-        let run = || {
-            let mem = MemFs::with_seed(7);
-            let mut w = mem.create(Path::new("/f")).unwrap();
-            mem.sync_dir(Path::new("/")).unwrap();
-            w.append(&[1u8; 1000]).unwrap();
-            mem.crash(true);
-            mem.file_size(Path::new("/f")).unwrap()
-        };
-        assert_eq!(run(), run());
-        // Nothing unsynced: nothing to tear.
-        let mem = MemFs::new();
-        let mut w = mem.create(Path::new("/g")).unwrap();
-        mem.sync_dir(Path::new("/")).unwrap();
-        w.append(b"xyz").unwrap();
-        w.sync().unwrap();
-        mem.crash(true);
-        assert_eq!(mem.read_all(Path::new("/g")).unwrap(), b"xyz");
-    }
-
-    #[test]
-    fn create_over_existing_truncates_durably() {
-        let (mem, fs, dir) = setup();
-        let p = dir.join("CURRENT");
-        fs.write_all_synced(&p, b"old contents").unwrap();
-        fs.sync_dir(&dir).unwrap();
-        let mut w = fs.create(&p).unwrap();
-        w.append(b"new").unwrap();
-        mem.crash(false);
-        assert_eq!(fs.read_all(&p).unwrap(), b"");
-    }
-
-    #[test]
-    fn lock_conflicts_and_releases() {
-        let (mem, fs, dir) = setup();
-        let p = dir.join("LOCK");
-        let l1 = fs.lock(&p).unwrap();
-        assert!(fs.exists(&p).unwrap());
-        assert!(matches!(fs.lock(&p).err().unwrap(), Error::Locked(q) if q == p));
-        drop(l1);
-        let l2 = fs.lock(&p).unwrap();
-        // A crash kills the holder; its late drop must not free the new holder's lock.
-        mem.crash(false);
-        let _l3 = fs.lock(&p).unwrap();
-        drop(l2);
-        assert!(matches!(fs.lock(&p).err().unwrap(), Error::Locked(_)));
-    }
-
-    #[test]
-    fn corruption_helpers() {
-        let (mem, fs, dir) = setup();
-        let p = dir.join("t");
-        fs.write_all_synced(&p, b"abcdef").unwrap();
-        fs.sync_dir(&dir).unwrap();
-        mem.corrupt_byte(&p, 1, 0x20).unwrap();
-        assert_eq!(fs.read_all(&p).unwrap(), b"aBcdef");
-        assert!(mem.corrupt_byte(&p, 6, 1).is_err());
-        mem.truncate(&p, 4).unwrap();
-        assert!(mem.truncate(&p, 5).is_err());
-        mem.crash(false);
-        assert_eq!(fs.read_all(&p).unwrap(), b"aBcd");
-    }
-
-    #[test]
-    fn concurrent_writers_and_readers() {
-        let (_mem, fs, dir) = setup();
-        let handles: Vec<_> = (0..4)
-            .map(|t| {
-                let fs = fs.clone();
-                let p = dir.join(format!("f{t}"));
-                std::thread::spawn(move || {
-                    let mut w = fs.create(&p).unwrap();
-                    for i in 0..200u32 {
-                        w.append(&i.to_le_bytes()).unwrap();
-                    }
-                    w.sync().unwrap();
-                    let r = fs.open(&p).unwrap();
-                    let mut b = [0u8; 4];
-                    r.read_at(4 * 199, &mut b).unwrap();
-                    assert_eq!(u32::from_le_bytes(b), 199);
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join().unwrap();
-        }
-        assert_eq!(fs.list(&dir).unwrap().len(), 4);
-    }
-}
+mod tests;
