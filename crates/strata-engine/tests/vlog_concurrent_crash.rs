@@ -638,8 +638,7 @@ impl Fs for GateFs {
 /// Found by `concurrent_crash_points` (a read failing before any crash): a reader that finds
 /// a value-log file without an open handle opens it by path; if GC collects the file in
 /// between (opening its own handle, relocating the values, removing the file), the reader's
-/// open fails with "no such file" although GC's handle, which the design says readers of an
-/// older file set read through, is right there.
+/// open used to fail with "no such file". It must read through the handle GC opened.
 #[test]
 fn regression_reader_opening_a_file_that_gc_removes_meanwhile() {
     let gfs = GateFs {
