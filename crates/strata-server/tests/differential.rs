@@ -18,5 +18,34 @@ fn select_out_of_int_range_names_the_range() {
         c.q(&["SELECT", "9223372036854775808"]),
         V::err("ERR value is not an integer or out of range")
     );
-    assert_eq!(c.q(&["SELECT", "2147483647"]), V::err("ERR DB index is out of range"));
+    assert_eq!(
+        c.q(&["SELECT", "2147483647"]),
+        V::err("ERR DB index is out of range")
+    );
+}
+
+#[test]
+fn incrbyfloat_computes_in_long_double_as_redis() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut c = Client::connect(s.local_addr());
+    // MSET 'a b' 9223372036854775806, INCRBYFLOAT 'a b' -0: f64 printed 9223372036854776000.
+    assert_eq!(c.q(&["SET", "k", "9223372036854775806"]), V::ok());
+    assert_eq!(
+        c.q(&["INCRBYFLOAT", "k", "-0"]),
+        V::bulk("9223372036854775806")
+    );
+    assert_eq!(c.q(&["SET", "k", "0.1"]), V::ok());
+    assert_eq!(c.q(&["INCRBYFLOAT", "k", "0.2"]), V::bulk("0.3"));
+    assert_eq!(c.q(&["INCRBYFLOAT", "k", "0x10"]), V::bulk("16.3"));
+    assert_eq!(c.q(&["INCRBYFLOAT", "k", "1e-2"]), V::bulk("16.31"));
+    assert_eq!(c.q(&["GET", "k"]), V::bulk("16.31"));
+    assert_eq!(
+        c.q(&["INCRBYFLOAT", "k", "inf"]),
+        V::err("ERR increment would produce NaN or Infinity")
+    );
+    assert_eq!(
+        c.q(&["INCRBYFLOAT", "k", "1 "]),
+        V::err("ERR value is not a valid float")
+    );
 }
