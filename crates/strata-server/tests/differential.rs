@@ -49,3 +49,42 @@ fn incrbyfloat_computes_in_long_double_as_redis() {
         V::err("ERR value is not a valid float")
     );
 }
+
+/// Sends `args` and returns the reply line as bytes.
+fn raw(c: &mut Client, args: &[&[u8]]) -> Vec<u8> {
+    c.send(&common::encode(args));
+    c.raw_line()
+}
+
+#[test]
+fn error_texts_quote_arguments_as_bytes_like_c_strings() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut c = Client::connect(s.local_addr());
+    // Bytes that are not UTF-8 are quoted as sent; a NUL ends an argument, as C's %s does.
+    assert_eq!(
+        raw(&mut c, &[b"nosuch\xffcmd", b"a\x00b", b"\xfe"]),
+        b"-ERR unknown command 'nosuch\xffcmd', with args beginning with: 'a' '\xfe' "
+    );
+    assert_eq!(
+        raw(&mut c, &[b"no\r\nsuch"]),
+        b"-ERR unknown command 'no  such', with args beginning with: "
+    );
+    // Newlines at the end are removed, the others become spaces.
+    assert_eq!(
+        raw(&mut c, &[b"EXPIRE", b"k", b"10", b"x\xff\r\n"]),
+        b"-ERR Unsupported option x\xff"
+    );
+    assert_eq!(
+        raw(&mut c, &[b"EXPIRE", b"k", b"10", b"a\x00b"]),
+        b"-ERR Unsupported option a"
+    );
+    assert_eq!(
+        raw(&mut c, &[b"HELLO", b"3", b"\xffopt\n"]),
+        b"-ERR Syntax error in HELLO option '\xffopt '"
+    );
+    assert_eq!(
+        raw(&mut c, &[b"CONFIG", b"n\xffo\x00x"]),
+        b"-ERR unknown subcommand 'n\xffo'. Try CONFIG HELP."
+    );
+}

@@ -185,10 +185,10 @@ fn hello(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             }
             name = Some(n);
         } else {
-            return Err(CmdError::reply(format!(
-                "ERR Syntax error in HELLO option '{}'",
-                String::from_utf8_lossy(&opt)
-            )));
+            let mut msg = b"ERR Syntax error in HELLO option '".to_vec();
+            msg.extend_from_slice(super::cstr(&opt, usize::MAX));
+            msg.push(b'\'');
+            return Err(CmdError::reply_bytes(msg));
         }
     }
     if let Some((user, pass)) = creds {
