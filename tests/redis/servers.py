@@ -75,7 +75,7 @@ def start_strata(extra=()):
 
 
 class Error:
-    """An error reply, compared by its text."""
+    """An error reply, compared by its bytes (Redis may send bytes that are not UTF-8)."""
 
     def __init__(self, text):
         self.text = text
@@ -165,7 +165,7 @@ class Client:
         if t == b"+":
             return ("+", rest.decode())
         if t == b"-":
-            return Error(rest.decode(errors="replace"))
+            return Error(rest)
         if t == b":":
             return int(rest)
         if t == b"$":

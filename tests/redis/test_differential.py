@@ -9,8 +9,6 @@ and that is printed.
 The generator covers every command Strata implements over a small key space (so commands
 collide), binary keys and values, boundary integers, bad numbers, wrong arity, and expiry.
 Known, accepted differences are left out of the generation on purpose:
-- INCRBYFLOAT beyond the f64 range: Redis computes in long double, so 1e308 + 1e308 is a
-  number there and "would produce Infinity" here. Increments and stored values stay small.
 - The server version, CONFIG SET port, COMMAND DOCS / COMMAND INFO details: not generated
   (nor INFO, HELLO, TIME: their replies hold versions, ids and clocks).
 - KEYS order: compared as a multiset.
@@ -44,12 +42,16 @@ INT_ARGS = [
 NUM_VALUES = [
     b"0", b"1", b"-1", b"10", b"9223372036854775807", b"-9223372036854775808",
     b"9223372036854775806", b"-9223372036854775807", b"1.5", b"3.0", b"-0.5", b"2.25",
-    b" 1", b"1 ", b"01", b"+1", b"-0", b"1e3", b"abc", b"0.1",
+    b" 1", b"1 ", b"01", b"+1", b"-0", b"1e3", b"abc", b"0.1", b"1e400", b"0x1A", b"-1e-5",
 ]
-# Increments for INCRBYFLOAT: small, so both servers stay far from the f64 limits.
+# Increments for INCRBYFLOAT, which Strata computes in long double as Redis does: beyond
+# the f64 range too (1e400), hex floats, subnormals, inexact decimals.
 FLOAT_ARGS = [
     b"1", b"-1", b"0.5", b"-0.25", b"2.5", b"10", b"1e2", b"abc", b"inf", b"-inf", b"nan",
-    b" 1", b"1 ", b"", b"0", b"-0", b"1.5e1", b"+3", b"3.0", b".5", b"5.", b"1e-2",
+    b" 1", b"1 ", b"", b"0", b"-0", b"1.5e1", b"+3", b"3.0", b".5", b"5.", b"1e-2", b"0.1",
+    b"0.2", b"-0.3", b"1e308", b"1e400", b"-1e400", b"1.1e4932", b"0x1p3", b"0x.8", b"0x10",
+    b"1e-4940", b"123456789.123456789", b"1e30", b"3.14159", b"1e-20", b"9.999999999999999e22",
+    b"Infinity", b"1e", b"0x", b"1e99999",
 ]
 GLOBS = [
     b"*", b"k*", b"k?", b"*[0-1]", b"[^k]*", b"h\\?llo", b"h?llo", b"*\x00*", b"[a-", b"k[",
@@ -174,6 +176,8 @@ class Gen:
                 soon = None
         opts = [self.name(r.choice(["NX", "XX", "GT", "LT", "NX", "XX", "GT", "LT", "BAD"]))
                 for _ in range(r.choice([0, 0, 0, 1, 1, 2]))]
+        if r.random() < 0.02:
+            opts.append(r.choice([b"x\xff\r\n", b"a\x00b", b"\n"]))
         return Op([self.name(cmd), key, when] + opts, soon and (key, soon))
 
     def op(self):
@@ -182,9 +186,9 @@ class Gen:
             "GET", "SET", "SETNX", "SETEX", "PSETEX", "GETSET", "GETDEL", "MGET", "MSET",
             "APPEND", "STRLEN", "INCR", "DECR", "INCRBY", "DECRBY", "INCRBYFLOAT", "GETRANGE",
             "SETRANGE", "DEL", "UNLINK", "EXISTS", "TYPE", "EXPIRE", "TTL", "PTTL", "PERSIST",
-            "KEYS", "PING", "ECHO", "SELECT", "DBSIZE", "FLUSHDB"]
+            "KEYS", "PING", "ECHO", "SELECT", "DBSIZE", "FLUSHDB", "UNKNOWN"]
         weights = [8, 14, 3, 3, 3, 3, 3, 3, 3, 4, 3, 4, 3, 4, 3, 4, 4, 4, 4, 2, 4, 3, 8, 4, 3,
-                   3, 3, 1, 1, 2, 3, 0.3]
+                   3, 3, 1, 1, 2, 3, 0.3, 0.3]
         weights = [0 if n in SKIP else w for n, w in zip(names, weights)]
         c = r.choices(names, weights=weights)[0]
         k = self.key()
@@ -233,6 +237,12 @@ class Gen:
                               b"2147483648", b"01", b"-2147483649", b"9223372036854775808"])]
         elif c == "DBSIZE":
             args = []
+        elif c == "UNKNOWN":
+            # A command no version of Redis has; the error quotes the first arguments.
+            name = r.choice([b"NOSUCHCMD", b"nosuch\xffcmd", b"x" * 200, b"a\r\nb"])
+            args = [bytes(r.randrange(256) for _ in range(r.randrange(80)))
+                    for _ in range(r.randrange(5))]
+            return Op([name] + args)
         else:  # FLUSHDB
             args = r.choice([[], [], [b"ASYNC"], [b"sync"], [b"bad"]])
         return self.mutate(Op([self.name(c)] + args, settle))
