@@ -88,3 +88,28 @@ fn error_texts_quote_arguments_as_bytes_like_c_strings() {
         b"-ERR unknown subcommand 'n\xffo'. Try CONFIG HELP."
     );
 }
+
+#[test]
+fn nul_in_an_inline_request_neither_hangs_nor_is_answered() {
+    // 'ECHO a\0b\r\n' made the inline splitter loop forever, holding a worker thread and
+    // growing memory, so SHUTDOWN could not finish. Redis's strchr stops at the NUL: no
+    // newline yet, no reply, until the request is too big.
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut c = Client::connect(s.local_addr());
+    c.send(b"ECHO a\0b\r\nPING\r\n");
+    let mut other = Client::connect(s.local_addr());
+    assert_eq!(other.q(&["PING"]), V::Simple("PONG".into()));
+    c.send(&vec![b'x'; 70 * 1024]);
+    assert_eq!(
+        c.raw_line(),
+        b"-ERR Protocol error: too big inline request".to_vec()
+    );
+    // The server still stops (with a worker spinning, it did not).
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(s.shutdown().is_ok()));
+    assert_eq!(
+        rx.recv_timeout(std::time::Duration::from_secs(30)),
+        Ok(true)
+    );
+}
