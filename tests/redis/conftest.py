@@ -30,4 +30,5 @@ def strata_server():
     try:
         yield s
     finally:
-        s.stop()
+        # A server that does not stop on SIGTERM has a stuck worker: that is a failure.
+        assert s.stop(), "strata serve did not stop within 10 s of SIGTERM"

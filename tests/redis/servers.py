@@ -46,6 +46,9 @@ class Server:
                 time.sleep(0.05)
 
     def stop(self):
+        """Stops the server with SIGTERM (SIGKILL after 10 s); False if it had to be
+        killed or had already exited with an error."""
+        clean = True
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -53,9 +56,13 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+                clean = False
+        else:
+            clean = self.proc.returncode == 0
         self.log.close()
         if self.tmpdir:
             shutil.rmtree(self.tmpdir, ignore_errors=True)
+        return clean
 
 
 def start_redis(extra=()):
