@@ -66,6 +66,10 @@ GLOBS = [
 PAST, SHORT = "past", "short"
 
 
+GLOB_PARTS = [b"*", b"?", b"[", b"]", b"^", b"-", b"\\", b"k", b"0", b"1", b"3", b"h", b"a",
+              b"b", b"l", b"\x00", b"\xff", b" ", b"\r", b"n"]
+
+
 class Op:
     """One command; `settle` is (key, PAST or SHORT) when the key may have just got an
     expiry that fires at once or within milliseconds."""
@@ -228,7 +232,10 @@ class Gen:
             op = self.expire_cmd()
             return self.mutate(op)
         elif c == "KEYS":
-            args = [r.choice(GLOBS)]
+            if r.random() < 0.5:
+                args = [r.choice(GLOBS)]
+            else:  # random patterns: classes, ranges, escapes, unbalanced brackets
+                args = [b"".join(r.choice(GLOB_PARTS) for _ in range(r.randrange(8)))]
         elif c == "PING":
             args = r.choice([[], [self.value()]])
         elif c == "ECHO":
