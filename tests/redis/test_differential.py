@@ -25,7 +25,7 @@ import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from servers import Client, Error
+from servers import Client, Error, start_redis, start_strata
 
 SEED = int(os.environ.get("STRATA_DIFF_SEED", "20260523"))
 COMMANDS = int(os.environ.get("STRATA_DIFF_COMMANDS", "20000"))
@@ -474,3 +474,49 @@ def test_differential_raw_protocol(redis_server, strata_server):
         diffs = [f"{data!r}\n  redis:  {a.result()!r}\n  strata: {b.result()!r}"
                  for data, (a, b) in runs if a.result() != b.result()]
     assert not diffs, "\n".join(diffs)
+
+
+# Sequences on one fresh connection each, against servers with --requirepass: what an
+# unauthenticated client may do and the texts it gets. (HELLO's reply holds the version.)
+AUTH_SEQUENCES = [
+    [[b"GET", b"k"]], [[b"PING"]], [[b"AUTH", b"wrong"]], [[b"AUTH", b"default", b"wrong"]],
+    [[b"AUTH", b"s3cret"], [b"SET", b"k", b"v"], [b"GET", b"k"]],
+    [[b"AUTH", b"nobody", b"s3cret"], [b"GET", b"k"]], [[b"AUTH"]],
+    [[b"AUTH", b"a", b"b", b"c"]], [[b"NOSUCH"]], [[b"SELECT", b"1"]], [[b"HELLO", b"9"]],
+    [[b"HELLO", b"3", b"AUTH", b"default", b"wrong"]], [[b"HELLO", b"2", b"SETNAME"]],
+    [[b"QUIT"]], [[b"ECHO"]], [[b"GET"]],
+    [[b"AUTH", b"default", b"s3cret"], [b"DBSIZE"], [b"AUTH", b"wrong"], [b"DBSIZE"]],
+]
+AUTH_RAW = [
+    b"*11\r\n", b"*10\r\n" + b"$1\r\nx\r\n" * 10, b"*1\r\n$16385\r\n", b"*1\r\n$16384\r\n",
+    b"GET k\r\n", b"AUTH s3cret\r\n*11\r\n$3\r\nDEL\r\n" + b"$1\r\nx\r\n" * 10,
+]
+
+
+def test_differential_auth(redis_server):
+    # (The fixture's server is not used: it only makes the test skip without redis-server.)
+    redis_s = start_redis(["--requirepass", "s3cret"])
+    try:
+        strata_s = start_strata(["--requirepass", "s3cret"])
+        try:
+            diffs = []
+            for seq in AUTH_SEQUENCES:
+                a, b = Client(redis_s.port), Client(strata_s.port)
+                try:
+                    for args in seq:
+                        ra, rb = a.call(*args), b.call(*args)
+                        if ra != rb:
+                            diffs.append(f"{seq!r} at {args!r}\n  redis:  {ra!r}\n  strata: {rb!r}")
+                            break
+                finally:
+                    a.close()
+                    b.close()
+            for data in AUTH_RAW:
+                ra, rb = drain(redis_s.port, data), drain(strata_s.port, data)
+                if ra != rb:
+                    diffs.append(f"{data[:60]!r}\n  redis:  {ra!r}\n  strata: {rb!r}")
+            assert not diffs, "\n".join(diffs)
+        finally:
+            assert strata_s.stop(), "strata serve did not stop within 10 s of SIGTERM"
+    finally:
+        redis_s.stop()
