@@ -12,6 +12,8 @@ import time
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from servers import start_strata
 
@@ -170,14 +172,19 @@ def test_auth():
     s = start_strata(["--requirepass", "s3cret"])
     try:
         for proto in (2, 3):
-            bad = redis.Redis(host="127.0.0.1", port=s.port, protocol=2)
+            # No retries: redis-py retries a refused connection with backoff (seconds).
+            bad = redis.Redis(host="127.0.0.1", port=s.port, protocol=proto,
+                              retry=Retry(NoBackoff(), 0))
             try:
-                with pytest.raises(redis.AuthenticationError):
+                with pytest.raises(redis.AuthenticationError) as e:
                     bad.get("k")
+                assert str(e.value).startswith(
+                    "Authentication required." if proto == 2
+                    else "HELLO must be called with the client already authenticated")
             finally:
                 bad.close()
             wrong = redis.Redis(host="127.0.0.1", port=s.port, password="nope",
-                                protocol=proto)
+                                protocol=proto, retry=Retry(NoBackoff(), 0))
             try:
                 with pytest.raises(redis.AuthenticationError):
                     wrong.ping()
@@ -190,7 +197,7 @@ def test_auth():
             finally:
                 ok.close()
     finally:
-        s.stop()
+        assert s.stop(), "strata serve did not stop within 10 s of SIGTERM"
 
 
 def resp(*args):
