@@ -29,6 +29,7 @@ mod conn;
 mod glob;
 mod info;
 pub mod keys;
+mod long_double;
 pub mod protocol;
 mod server;
 mod store;

@@ -54,11 +54,6 @@ impl Args {
         parse_i64(&self.next_bytes()?).ok_or_else(|| CmdError::reply(ERR_NOT_INT))
     }
 
-    /// The next argument as a double (Redis's `getLongDoubleFromObject`: no spaces, no NaN).
-    pub fn next_f64(&mut self) -> Result<f64, CmdError> {
-        parse_f64(&self.next_bytes()?).ok_or_else(|| CmdError::reply(ERR_NOT_FLOAT))
-    }
-
     /// Consumes the next argument if it is `kw` (case-insensitive).
     pub fn eat(&mut self, kw: &str) -> bool {
         match self.argv.get(self.pos) {
@@ -87,16 +82,6 @@ impl Args {
     }
 }
 
-/// A double as Redis's `string2ld` reads it: the whole string, no surrounding spaces, not NaN.
-pub fn parse_f64(b: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(b).ok()?;
-    if s.is_empty() || s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {
-        return None;
-    }
-    let v: f64 = s.parse().ok()?;
-    (!v.is_nan()).then_some(v)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,16 +92,12 @@ mod tests {
 
     #[test]
     fn cursor_reads_typed_values() {
-        let mut a = args(&["set", "12", "-3.5", "ex", "x"]);
+        let mut a = args(&["set", "12", "ex", "x"]);
         assert_eq!(a.next_i64().unwrap(), 12);
-        assert_eq!(a.next_f64().unwrap(), -3.5);
         assert!(!a.eat("px"));
         assert!(a.eat("EX"));
         assert_eq!(a.finish().unwrap_err().message(), ERR_SYNTAX);
         assert_eq!(a.next_i64().unwrap_err().message(), ERR_NOT_INT);
         assert_eq!(a.next_bytes().unwrap_err().message(), ERR_SYNTAX);
-        assert_eq!(parse_f64(b" 1"), None);
-        assert_eq!(parse_f64(b"nan"), None);
-        assert_eq!(parse_f64(b"1e3"), Some(1000.0));
     }
 }

@@ -1,6 +1,6 @@
 //! Connection commands: PING, ECHO, QUIT, HELLO, AUTH, SELECT.
 
-use super::args::{ERR_NOT_INT, ERR_SYNTAX};
+use super::args::ERR_SYNTAX;
 use super::flag::*;
 use super::{Args, CmdError, CmdResult, Ctx, Spec};
 use crate::protocol::reply::Proto;
@@ -185,10 +185,10 @@ fn hello(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             }
             name = Some(n);
         } else {
-            return Err(CmdError::reply(format!(
-                "ERR Syntax error in HELLO option '{}'",
-                String::from_utf8_lossy(&opt)
-            )));
+            let mut msg = b"ERR Syntax error in HELLO option '".to_vec();
+            msg.extend_from_slice(super::cstr(&opt, usize::MAX));
+            msg.push(b'\'');
+            return Err(CmdError::reply_bytes(msg));
         }
     }
     if let Some((user, pass)) = creds {
@@ -229,7 +229,10 @@ fn hello(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn select(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let n = args.next_i64()?;
     if n < i64::from(i32::MIN) || n > i64::from(i32::MAX) {
-        return Err(CmdError::reply(ERR_NOT_INT));
+        // Redis's getIntFromObjectOrReply (through getRangeLongFromObjectOrReply).
+        return Err(CmdError::reply(
+            "ERR value is out of range, value must between -2147483648 and 2147483647",
+        ));
     }
     let dbs = ctx.shared.config.read().databases as i64;
     if n < 0 || n >= dbs {

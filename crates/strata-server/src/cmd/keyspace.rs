@@ -196,10 +196,9 @@ fn expire_generic(
             b"GT" => gt = true,
             b"LT" => lt = true,
             _ => {
-                return Err(CmdError::reply(format!(
-                    "ERR Unsupported option {}",
-                    String::from_utf8_lossy(&opt)
-                )))
+                let mut msg = b"ERR Unsupported option ".to_vec();
+                msg.extend_from_slice(super::cstr(&opt, usize::MAX));
+                return Err(CmdError::reply_bytes(msg));
             }
         }
     }

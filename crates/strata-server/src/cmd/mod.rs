@@ -104,20 +104,26 @@ impl Ctx<'_> {
 /// Why a command failed; written to the client as an error reply.
 #[derive(Debug)]
 pub enum CmdError {
-    /// A Redis error reply, code included (`ERR syntax error`, `WRONGTYPE ...`).
-    Reply(String),
+    /// A Redis error reply, code included (`ERR syntax error`, `WRONGTYPE ...`); bytes, as
+    /// texts that quote arguments hold them as sent.
+    Reply(Vec<u8>),
     /// The store failed.
     Store(strata_engine::Error),
 }
 
 impl CmdError {
     pub fn reply(msg: impl Into<String>) -> CmdError {
-        CmdError::Reply(msg.into())
+        CmdError::Reply(msg.into().into_bytes())
+    }
+
+    /// An error text that quotes arguments (which need not be UTF-8).
+    pub fn reply_bytes(msg: Vec<u8>) -> CmdError {
+        CmdError::Reply(msg)
     }
 
     pub fn message(&self) -> String {
         match self {
-            CmdError::Reply(m) => m.clone(),
+            CmdError::Reply(m) => String::from_utf8_lossy(m).into_owned(),
             CmdError::Store(e) => format!("ERR {e}"),
         }
     }
@@ -158,26 +164,30 @@ pub fn lookup(name: &str) -> Option<&'static Spec> {
         .copied()
 }
 
-fn lossy(b: &[u8], max: usize) -> String {
-    let s = String::from_utf8_lossy(b);
-    s.chars().take(max).collect()
+/// An argument as C's `%.*s` prints it (Redis formats its errors with it): up to the first
+/// NUL byte and at most `max` bytes.
+pub fn cstr(b: &[u8], max: usize) -> &[u8] {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len()).min(max);
+    &b[..end]
 }
 
 /// Redis's unknown-command error: the name and the first arguments, up to 128 bytes.
-fn unknown_command(argv: &[Bytes]) -> String {
-    let mut args = String::new();
+fn unknown_command(argv: &[Bytes]) -> Vec<u8> {
+    let mut args = Vec::new();
     for a in &argv[1..] {
         if args.len() >= 128 {
             break;
         }
         let room = 128 - args.len();
-        args.push_str(&format!("'{}' ", lossy(a, room)));
+        args.push(b'\'');
+        args.extend_from_slice(cstr(a, room));
+        args.extend_from_slice(b"' ");
     }
-    format!(
-        "ERR unknown command '{}', with args beginning with: {}",
-        lossy(&argv[0], 128),
-        args
-    )
+    let mut msg = b"ERR unknown command '".to_vec();
+    msg.extend_from_slice(cstr(&argv[0], 128));
+    msg.extend_from_slice(b"', with args beginning with: ");
+    msg.extend_from_slice(&args);
+    msg
 }
 
 fn arity_ok(arity: i32, argc: usize) -> bool {
@@ -194,7 +204,7 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
         .fetch_add(1, Ordering::Relaxed);
     let name = String::from_utf8_lossy(&argv[0]).to_ascii_lowercase();
     let Some(mut spec) = lookup(&name) else {
-        return ctx.reply.error(&unknown_command(&argv));
+        return ctx.reply.error_bytes(&unknown_command(&argv));
     };
     let mut full_name = spec.name.to_string();
     let mut skip = 1;
@@ -207,11 +217,12 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
                 skip = 2;
             }
             None => {
-                return ctx.reply.error(&format!(
-                    "ERR unknown subcommand '{}'. Try {} HELP.",
-                    lossy(&argv[1], 128),
-                    spec.name.to_ascii_uppercase()
-                ));
+                let mut msg = b"ERR unknown subcommand '".to_vec();
+                msg.extend_from_slice(cstr(&argv[1], 128));
+                msg.extend_from_slice(
+                    format!("'. Try {} HELP.", spec.name.to_ascii_uppercase()).as_bytes(),
+                );
+                return ctx.reply.error_bytes(&msg);
             }
         }
     }
@@ -225,7 +236,10 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
     }
     let mut args = Args::new(argv, skip);
     if let Err(e) = (spec.handler)(ctx, &mut args) {
-        ctx.reply.error(&e.message());
+        match e {
+            CmdError::Reply(m) => ctx.reply.error_bytes(&m),
+            CmdError::Store(_) => ctx.reply.error(&e.message()),
+        }
     }
 }
 
@@ -269,12 +283,14 @@ mod tests {
         let argv: Vec<Bytes> = ["foo", "a", "b"].iter().map(|s| Bytes::from(*s)).collect();
         assert_eq!(
             unknown_command(&argv),
-            "ERR unknown command 'foo', with args beginning with: 'a' 'b' "
+            b"ERR unknown command 'foo', with args beginning with: 'a' 'b' "
         );
         assert_eq!(
             unknown_command(&argv[..1]),
-            "ERR unknown command 'foo', with args beginning with: "
+            b"ERR unknown command 'foo', with args beginning with: "
         );
+        assert_eq!(cstr(b"ab\0cd", 128), b"ab");
+        assert_eq!(cstr(b"abcd", 2), b"ab");
     }
 
     #[test]

@@ -2,9 +2,10 @@
 //! STRLEN, the INCR family, GETRANGE, SETRANGE. Values live inline in the key's metadata
 //! record; read-modify-write commands hold their key's stripe lock (see `store.rs`).
 
-use super::args::{parse_f64, ERR_NOT_FLOAT, ERR_NOT_INT, ERR_SYNTAX};
+use super::args::{ERR_NOT_FLOAT, ERR_NOT_INT, ERR_SYNTAX};
 use super::flag::*;
 use super::{Args, CmdError, CmdResult, Ctx, Spec, ERR_WRONGTYPE};
+use crate::long_double::{self, Parsed};
 use crate::protocol::parse::parse_i64;
 use crate::store::{now_ms, Meta, RType};
 use bytes::Bytes;
@@ -391,25 +392,29 @@ fn decrby(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     incr_by(ctx, &key, -by)
 }
 
+/// INCRBYFLOAT computes in long double as Redis does (see `long_double.rs`); the order of
+/// checks is Redis's: the key's type, its value, then the increment.
 fn incrbyfloat(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
-    let by = args.next_f64()?;
+    let by = args.next_bytes()?;
     let mut out = String::new();
     modify(ctx, &key, |_, old| {
+        let not_float = || CmdError::reply(ERR_NOT_FLOAT);
         let cur = match old {
-            Some(m) => parse_f64(&m.value).ok_or_else(|| CmdError::reply(ERR_NOT_FLOAT))?,
-            None => 0.0,
+            Some(m) => long_double::parse(&m.value).ok_or_else(not_float)?,
+            None => long_double::parse(b"0").ok_or_else(not_float)?,
         };
-        let v = cur + by;
-        if v.is_nan() || v.is_infinite() {
+        let by = long_double::parse(&by).ok_or_else(not_float)?;
+        let sum = match (cur, by) {
+            (Parsed::Finite(a), Parsed::Finite(b)) => a.add(b),
+            _ => None,
+        };
+        let Some(sum) = sum else {
             return Err(CmdError::reply(
                 "ERR increment would produce NaN or Infinity",
             ));
-        }
-        // Redis prints a long double with %.17Lf and trims zeros; the shortest decimal that
-        // reads back as the same f64 gives the same text for ordinary values (10.5 + 0.1 is
-        // "10.6" in both).
-        out = format!("{v}");
+        };
+        out = sum.to_human();
         Ok(Some(out.clone().into_bytes()))
     })?;
     ctx.reply.bulk(out.as_bytes());

@@ -209,7 +209,10 @@ impl Parser {
 
     /// An inline command: one line, split by Redis's `sdssplitargs` rules.
     fn inline(&mut self, buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
-        let Some(nl) = find(buf, b'\n') else {
+        // Redis finds the newline with strchr, which stops at a NUL byte: a NUL before the
+        // newline leaves the request incomplete until it is too big.
+        let upto = find(buf, 0).unwrap_or(buf.len());
+        let Some(nl) = find(&buf[..upto], b'\n') else {
             if buf.len() > INLINE_MAX_BYTES {
                 return Err(ProtocolError::new("too big inline request"));
             }
@@ -243,6 +246,8 @@ fn hex_val(c: u8) -> Option<u8> {
 /// `\n \r \t \b \a` and `\<c>` escapes; 'single quotes' with `\'`; a closing quote must be
 /// followed by whitespace or the end. `None` on unbalanced quotes.
 pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    // A C string: a NUL byte ends the line (and must not start an empty argument forever).
+    let line = &line[..find(line, 0).unwrap_or(line.len())];
     let mut out = Vec::new();
     let mut i = 0;
     let n = line.len();
@@ -429,6 +434,23 @@ mod tests {
         assert_eq!(split_args(b"\"abc"), None);
         assert_eq!(split_args(b"'abc"), None);
         assert_eq!(split_args(b"").unwrap(), Vec::<Vec<u8>>::new());
+        // A NUL ends the line, as in C (this used to loop forever).
+        assert_eq!(split_args(b"ECHO a\0b").unwrap(), args(&["ECHO", "a"]));
+        assert_eq!(split_args(b"\"a\0b\""), None);
+    }
+
+    #[test]
+    fn nul_before_the_newline_leaves_an_inline_request_incomplete() {
+        // Redis looks for the newline with strchr, which stops at the NUL.
+        assert_eq!(parse_all(b"ECHO a\0b\r\nPING\r\n", OPEN), (vec![], None));
+        let (reqs, err) = parse_all(b"PING\r\nECHO a\0b\r\n", OPEN);
+        assert_eq!((reqs.len(), err), (1, None));
+        let mut big = b"ECHO a\0b\r\n".to_vec();
+        big.resize(INLINE_MAX_BYTES + 100, b'x');
+        assert_eq!(
+            parse_all(&big, OPEN).1.as_deref(),
+            Some("Protocol error: too big inline request")
+        );
     }
 
     #[test]

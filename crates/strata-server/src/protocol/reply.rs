@@ -60,11 +60,23 @@ impl ReplyBuf {
         self.line(b'+', clean.as_bytes());
     }
 
-    /// An error reply; `msg` starts with its code (`ERR ...`, `WRONGTYPE ...`). As Redis's
-    /// `addReplyErrorLength`, newlines become spaces.
+    /// An error reply; `msg` starts with its code (`ERR ...`, `WRONGTYPE ...`).
     pub fn error(&mut self, msg: &str) {
-        let clean = msg.replace(['\r', '\n'], " ");
-        self.line(b'-', clean.as_bytes());
+        self.error_bytes(msg.as_bytes());
+    }
+
+    /// An error reply of any bytes (texts quoting a client's arguments), cleaned as Redis's
+    /// `addReplyErrorFormat` does: newlines at the end removed, the others made spaces.
+    pub fn error_bytes(&mut self, msg: &[u8]) {
+        let end = msg
+            .iter()
+            .rposition(|&b| b != b'\r' && b != b'\n')
+            .map_or(0, |i| i + 1);
+        let clean: Vec<u8> = msg[..end]
+            .iter()
+            .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b })
+            .collect();
+        self.line(b'-', &clean);
     }
 
     pub fn int(&mut self, n: i64) {

@@ -114,6 +114,15 @@ impl Client {
         l
     }
 
+    /// One reply line as raw bytes, `\r\n` removed (error texts need not be UTF-8).
+    pub fn raw_line(&mut self) -> Vec<u8> {
+        let mut l = Vec::new();
+        self.r.read_until(b'\n', &mut l).expect("read line");
+        assert!(l.ends_with(b"\r\n"), "truncated line {l:?}");
+        l.truncate(l.len() - 2);
+        l
+    }
+
     fn n(&mut self, s: &str) -> i64 {
         s.parse().unwrap_or_else(|_| panic!("bad length {s:?}"))
     }
