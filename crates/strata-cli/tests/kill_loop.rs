@@ -122,33 +122,28 @@ fn run_and_kill(dir: &Path, seed: u64, delay: Duration) -> Vec<(String, String, 
     acks
 }
 
-/// `check`, then a full scan; returns the scanned key/value pairs.
-fn check_and_scan(dir: &Path, ctx: &str) -> HashMap<String, String> {
+/// Runs `strata COMMAND --db DIR` with the stress options; fails the test unless it exits 0.
+fn run_ok(command: &str, dir: &Path, ctx: &str) -> std::process::Output {
     let o = strata()
-        .args(["check", "--db"])
+        .args([command, "--db"])
         .arg(dir)
         .args(OPTS)
         .output()
         .unwrap();
     assert!(
         o.status.success(),
-        "{ctx}: strata check failed ({}):\n{}{}",
+        "{ctx}: strata {command} failed ({}):\n{}{}",
         o.status,
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
-    let o = strata()
-        .args(["scan", "--db"])
-        .arg(dir)
-        .args(OPTS)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{ctx}: strata scan failed ({}):\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
+    o
+}
+
+/// `check`, then a full scan; returns the scanned key/value pairs.
+fn check_and_scan(dir: &Path, ctx: &str) -> HashMap<String, String> {
+    run_ok("check", dir, ctx);
+    let o = run_ok("scan", dir, ctx);
     String::from_utf8(o.stdout)
         .expect("stress writes text")
         .lines()

@@ -8,7 +8,7 @@ use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::io::{Fs, RandomAccessFile};
-use crate::iter::{InternalIterator, LevelIterator, MergingIterator};
+use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, ValueKind};
 use crate::log::LogReader;
 use crate::options::Options;
@@ -204,18 +204,7 @@ fn check_pointers(
         fill_cache: false,
         readahead: 2 << 20,
     };
-    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-    for f in &version.levels[0] {
-        children.push(Box::new(tables.get(f.number)?.iter(params)));
-    }
-    for files in version.levels.iter().skip(1).filter(|l| !l.is_empty()) {
-        children.push(Box::new(LevelIterator::new(
-            files.clone(),
-            tables.clone(),
-            params,
-        )));
-    }
-    let mut it = MergingIterator::new(children);
+    let mut it = MergingIterator::new(crate::db::table_iters(&tables, &version, params)?);
     let mut handles: HashMap<u64, Arc<dyn RandomAccessFile>> = HashMap::new();
     let mut last_key: Option<Vec<u8>> = None;
     it.seek_to_first();

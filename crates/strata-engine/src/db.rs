@@ -1009,10 +1009,22 @@ fn merged_iter(
     for m in &sv.imms {
         children.push(Box::new(m.iter()));
     }
-    for f in &sv.version.levels[0] {
+    children.extend(table_iters(tables, &sv.version, params)?);
+    Ok(Box::new(MergingIterator::new(children)))
+}
+
+/// One iterator per L0 table and one per deeper non-empty level of `version`, newest first:
+/// the tables' part of a merged view.
+pub(crate) fn table_iters(
+    tables: &Arc<TableCache>,
+    version: &Version,
+    params: crate::sst::ReadParams,
+) -> Result<Vec<Box<dyn InternalIterator>>> {
+    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    for f in &version.levels[0] {
         children.push(Box::new(tables.get(f.number)?.iter(params)));
     }
-    for files in sv.version.levels.iter().skip(1) {
+    for files in version.levels.iter().skip(1) {
         if !files.is_empty() {
             children.push(Box::new(crate::iter::LevelIterator::new(
                 files.clone(),
@@ -1021,7 +1033,7 @@ fn merged_iter(
             )));
         }
     }
-    Ok(Box::new(MergingIterator::new(children)))
+    Ok(children)
 }
 
 #[cfg(test)]
