@@ -66,6 +66,7 @@ impl<E: Engine> ShardedDb<E> {
         opts.validate()?;
         let root = path.as_ref().to_path_buf();
         let fs = E::fs(&opts.engine);
+        refuse_foreign_dir(&*fs, &root)?;
         fs.create_dir_all(&root)?;
         let lock = fs.lock(&root.join("LOCK"))?;
         let meta = match ShardMeta::load(&*fs, &root)? {
@@ -773,4 +774,35 @@ impl<'db, E: Engine> Snapshot<'db, E> {
             }
         }
     }
+}
+
+/// A new sharded database is created only in a missing or empty directory: never inside a
+/// single engine instance (a `CURRENT` file) or among files that are not a database's, which
+/// it would mix its own with. Checked before anything is written (the lock file included).
+fn refuse_foreign_dir(fs: &dyn strata_engine::io::Fs, root: &Path) -> Result<()> {
+    if !fs.exists(root)? || fs.exists(&root.join(crate::meta::FILE))? {
+        return Ok(());
+    }
+    let mut foreign: Vec<String> = fs.list(root)?.into_iter().filter(|n| n != "LOCK").collect();
+    if foreign.is_empty() {
+        return Ok(());
+    }
+    foreign.sort();
+    let what = if foreign.iter().any(|n| n == "CURRENT") {
+        "a single engine instance (a CURRENT file; open it with strata_engine::Db)"
+    } else {
+        "files that are not a Strata database"
+    };
+    Err(Error::InvalidArgument(format!(
+        "{} holds {what}, not a sharded database ({}{}); a new sharded database needs a \
+         missing or empty directory",
+        root.display(),
+        foreign
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", "),
+        if foreign.len() > 5 { ", ..." } else { "" }
+    )))
 }

@@ -300,3 +300,51 @@ fn direct_reads_keep_per_key_order_with_async_writes() {
         p.wait().unwrap();
     }
 }
+
+/// A sharded database is never created inside a single engine instance or among foreign
+/// files (it once wrote SHARDS, TXLOG and shard directories into either): the open fails and
+/// the directory is left exactly as it was.
+#[test]
+fn never_creates_a_database_inside_something_else() {
+    let tmp = tempfile::tempdir().unwrap();
+    let listing = |d: &std::path::Path| {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let engine_dir = tmp.path().join("engine");
+    let e = strata_engine::Db::open(&engine_dir, strata_engine::Options::default()).unwrap();
+    e.put(b"k", b"v").unwrap();
+    e.close().unwrap();
+    let foreign_dir = tmp.path().join("foreign");
+    std::fs::create_dir(&foreign_dir).unwrap();
+    std::fs::write(foreign_dir.join("precious.txt"), b"x").unwrap();
+    for (dir, says) in [
+        (&engine_dir, "single engine"),
+        (&foreign_dir, "not a Strata"),
+    ] {
+        let before = listing(dir);
+        let r = Db::open(dir, DbOptions::default());
+        let msg = match r {
+            Err(Error::InvalidArgument(m)) => m,
+            Err(e) => panic!("{}: wrong error {e}", dir.display()),
+            Ok(_) => panic!("{}: opened", dir.display()),
+        };
+        assert!(msg.contains(says), "{msg}");
+        assert_eq!(listing(dir), before, "{}", dir.display());
+    }
+    // A missing or empty directory is where a new one goes.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    Db::open(&empty, DbOptions::default())
+        .unwrap()
+        .close()
+        .unwrap();
+    Db::open(tmp.path().join("new"), DbOptions::default())
+        .unwrap()
+        .close()
+        .unwrap();
+}
