@@ -9,6 +9,7 @@
 
 use crate::coord::{Coord, Part};
 use crate::engine::{Engine, EngineBatch};
+use crate::exec::ShardTxn;
 use crate::reply::Reply;
 use crate::request::{Class, Request, Values};
 use crate::stats::ShardCounters;
@@ -117,6 +118,7 @@ impl<E: Engine> Worker<E> {
         match first.class() {
             Class::Write => self.write_group(first),
             Class::Read => self.read_group(first),
+            Class::Exec => self.exec_group(first),
             Class::Alone => match first {
                 Request::Part(p) => self.part(p),
                 Request::Job(f) => {
@@ -172,6 +174,40 @@ impl<E: Engine> Worker<E> {
         self.stats.record_write(replies.len());
         let r = r.map_err(|e| self.fail(&e));
         for reply in replies {
+            reply.send(r.clone());
+        }
+    }
+
+    /// Runs consecutive executions against one transaction, applies their writes as one
+    /// engine write, then runs their completions (`exec.rs`).
+    fn exec_group(&mut self, first: Request<E>) {
+        let mut txn = ShardTxn::new(self.id, self.engine.clone());
+        // Replies, not bare callbacks: a completion dropped by a panic still hears an error.
+        let mut done: Vec<Reply<()>> = Vec::new();
+        let mut count = 0;
+        let mut next = Some(first);
+        while let Some(req) = next.take() {
+            if let Request::Exec(f) = req {
+                count += 1;
+                if let Some(cb) = f(Ok(&mut txn)) {
+                    done.push(Reply::callback(cb));
+                }
+            }
+            if count < self.max_batch {
+                next = self.next_of(Class::Exec);
+            }
+        }
+        let r = if txn.has_writes() {
+            let (batch, sync) = txn.into_batch(std::mem::take(&mut self.gc));
+            let _epoch = self.coord.epoch.read();
+            self.engine.write(batch, sync)
+        } else {
+            Ok(())
+        };
+        self.pending_writes.fetch_sub(count, Ordering::Release);
+        self.stats.record_write(count);
+        let r = r.map_err(|e| self.fail(&e));
+        for reply in done {
             reply.send(r.clone());
         }
     }
