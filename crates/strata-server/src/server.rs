@@ -247,6 +247,8 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
         &config.dir,
         strata::DbOptions {
             shards: config.shards,
+            // Shards own slot ranges: a key's records share its slot, so they share a shard.
+            routing: Some(strata::Routing::Slot),
             ..Default::default()
         },
     )?;
