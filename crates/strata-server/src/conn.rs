@@ -164,7 +164,11 @@ async fn run_buffered(
         };
         match parser.next(buf, limits) {
             Ok(Some(argv)) => match exec::route(shared, conn, &argv) {
-                Route::Shard { shard, write } => {
+                Route::Shard {
+                    shard,
+                    write,
+                    reads,
+                } => {
                     let guard = if write {
                         let store = &shared.store;
                         let keys = exec::command_keys(
@@ -185,7 +189,7 @@ async fn run_buffered(
                         None
                     };
                     let proto = reply.proto;
-                    queued.push_back(exec::submit(shared, conn, proto, argv, shard, guard));
+                    queued.push_back(exec::submit(shared, conn, proto, argv, shard, reads, guard));
                 }
                 Route::Inline => {
                     drain(queued, reply).await;

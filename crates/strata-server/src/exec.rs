@@ -30,13 +30,22 @@ pub enum Route {
     /// On the connection's thread.
     Inline,
     /// On the worker of `shard`; `write`: the command may write (its keys' stripes are held
-    /// while it is in flight).
-    Shard { shard: usize, write: bool },
+    /// while it is in flight); `reads`: the records the worker fetches for it, batched with
+    /// the other commands of its group.
+    Shard {
+        shard: usize,
+        write: bool,
+        reads: Vec<Vec<u8>>,
+    },
 }
 
 /// Commands with keys that still run inline: their meaning reaches beyond the keys the
 /// command table names (COPY and MOVE name a destination database).
 const INLINE_ONLY: &[&str] = &["copy", "move"];
+
+/// Commands that usually write without reading their keys first: their records are not
+/// fetched ahead (a read they do need, for an option such as SET's NX or GET, is made then).
+const BLIND_WRITES: &[&str] = &["set", "setex", "psetex", "mset"];
 
 /// Decides where `argv` runs for a client in `conn`'s state.
 pub fn route(shared: &Shared, conn: &ConnState, argv: &[Bytes]) -> Route {
@@ -55,18 +64,25 @@ pub fn route(shared: &Shared, conn: &ConnState, argv: &[Bytes]) -> Route {
     let keys = command_keys(spec.keys, argv);
     let db = shared.store.db();
     let mut shard = None;
+    let mut reads = Vec::with_capacity(keys.len());
     for k in &keys {
-        let s = db.shard_of(&meta_key(conn.db, k));
+        let mk = meta_key(conn.db, k);
+        let s = db.shard_of(&mk);
         match shard {
             None => shard = Some(s),
             Some(first) if first != s => return Route::Inline,
             Some(_) => {}
         }
+        reads.push(mk);
+    }
+    if BLIND_WRITES.contains(&spec.name) {
+        reads.clear();
     }
     match shard {
         Some(shard) => Route::Shard {
             shard,
             write: spec.flags & flag::WRITE != 0,
+            reads,
         },
         None => Route::Inline,
     }
@@ -93,7 +109,7 @@ pub fn command_keys(keys: (i32, i32, i32), argv: &[Bytes]) -> Vec<&[u8]> {
     out
 }
 
-/// Queues `argv` to `shard`'s worker. The reply (in `proto`) arrives on the returned channel
+/// Queues `argv` to `shard`'s worker, which fetches `reads` ahead. The reply (in `proto`) arrives on the returned channel
 /// once the command's group is written; `guard` (the stripes of a writing command's keys) is
 /// released then.
 pub fn submit(
@@ -102,12 +118,13 @@ pub fn submit(
     proto: Proto,
     argv: Vec<Bytes>,
     shard: usize,
+    reads: Vec<Vec<u8>>,
     guard: Option<OwnedKeyGuard>,
 ) -> oneshot::Receiver<BytesMut> {
     let (tx, rx) = oneshot::channel();
     let run_shared = shared.clone();
     let mut conn = conn.clone();
-    shared.store.db().exec(shard, move |txn| {
+    shared.store.db().exec_reading(shard, reads, move |txn| {
         let txn = match txn {
             Ok(t) => t,
             Err(e) => {

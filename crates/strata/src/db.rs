@@ -4,7 +4,7 @@
 use crate::batch::{Op, WriteBatch};
 use crate::coord::{Coord, Cross, Part};
 use crate::engine::{Engine, EngineIter};
-use crate::exec::ShardTxn;
+use crate::exec::{Exec, ShardTxn};
 use crate::iter::{collect, DbIter};
 use crate::meta::{shard_dir, ShardMeta};
 use crate::options::{default_shards, IterOptions, Options, ScanMode, WriteOptions};
@@ -462,6 +462,18 @@ impl<E: Engine> ShardedDb<E> {
         shard: usize,
         f: impl FnOnce(Result<&mut ShardTxn<E>>) -> Option<Callback<()>> + Send + 'static,
     ) {
+        self.exec_reading(shard, Vec::new(), f)
+    }
+
+    /// [`ShardedDb::exec`] for a closure that will read `reads`: the worker fetches the
+    /// declared reads of a whole group of executions with one engine `multi_get` before
+    /// running them, so many callers' point reads become one batched read.
+    pub fn exec_reading(
+        &self,
+        shard: usize,
+        reads: Vec<Vec<u8>>,
+        f: impl FnOnce(Result<&mut ShardTxn<E>>) -> Option<Callback<()>> + Send + 'static,
+    ) {
         if shard >= self.shards.len() {
             let e = Error::InvalidArgument(format!(
                 "shard {shard} does not exist (the database has {})",
@@ -472,7 +484,13 @@ impl<E: Engine> ShardedDb<E> {
             }
             return;
         }
-        self.enqueue(shard, Request::Exec(Box::new(f)));
+        self.enqueue(
+            shard,
+            Request::Exec(Exec {
+                f: Box::new(f),
+                reads,
+            }),
+        );
     }
 
     fn submit_get(&self, key: &[u8], reply: Reply<Option<Vec<u8>>>) {

@@ -8,7 +8,10 @@
 //! buffered; then it applies the group's writes as one engine write batch (synced once if any
 //! closure asked for sync), and only then runs the closures' completions with the outcome of
 //! that write. A closure therefore never waits on I/O of other closures' writes, and no
-//! completion reports success for a write that did not happen. See `docs/design.md` §11.2.
+//! completion reports success for a write that did not happen. The keys the closures declare
+//! they will read are fetched first, for the whole group, with one engine `multi_get` (so
+//! consecutive point reads of many callers become one batched read, with real I/O
+//! concurrency when they miss the caches). See `docs/design.md` §11.2.
 
 use crate::batch::Op;
 use crate::engine::{Engine, EngineBatch};
@@ -24,6 +27,9 @@ pub struct ShardTxn<E: Engine> {
     engine: Arc<E>,
     /// The latest buffered write of each key this group wrote (`None`: deleted).
     overlay: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Values read for the group before its closures ran (their declared reads, fetched with
+    /// one engine `multi_get`); below the overlay.
+    prefetched: HashMap<Vec<u8>, Option<Vec<u8>>>,
     /// The group's writes, in order.
     ops: Vec<Op>,
     sync: bool,
@@ -35,6 +41,7 @@ impl<E: Engine> ShardTxn<E> {
             shard,
             engine,
             overlay: HashMap::new(),
+            prefetched: HashMap::new(),
             ops: Vec::new(),
             sync: false,
         }
@@ -47,9 +54,31 @@ impl<E: Engine> ShardTxn<E> {
 
     /// The value of `key`: this group's latest write of it, else the engine's.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        match self.overlay.get(key) {
+        match self.known(key) {
             Some(v) => Ok(v.clone()),
             None => self.engine.get(None, key),
+        }
+    }
+
+    /// What the group already knows of `key`: its own write, else a prefetched value.
+    fn known(&self, key: &[u8]) -> Option<&Option<Vec<u8>>> {
+        self.overlay.get(key).or_else(|| self.prefetched.get(key))
+    }
+
+    /// Reads `keys` with one engine `multi_get` (io_uring on Strata's engine when they are
+    /// not cached), before any closure of the group runs and writes. A key whose read failed
+    /// is not kept: the closure's own read reports the error.
+    pub(crate) fn prefetch(&mut self, keys: Vec<Vec<u8>>) {
+        let mut keys = keys;
+        keys.sort_unstable();
+        keys.dedup();
+        let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+        let values = self.engine.multi_get(None, &refs);
+        drop(refs);
+        for (k, v) in keys.into_iter().zip(values) {
+            if let Ok(v) = v {
+                self.prefetched.insert(k, v);
+            }
         }
     }
 
@@ -59,11 +88,11 @@ impl<E: Engine> ShardTxn<E> {
         let missing: Vec<&[u8]> = keys
             .iter()
             .map(|k| k.as_ref())
-            .filter(|k| !self.overlay.contains_key(*k))
+            .filter(|k| self.known(k).is_none())
             .collect();
         let mut from_engine = self.engine.multi_get(None, &missing).into_iter();
         keys.iter()
-            .map(|k| match self.overlay.get(k.as_ref()) {
+            .map(|k| match self.known(k.as_ref()) {
                 Some(v) => Ok(v.clone()),
                 None => from_engine.next().unwrap_or_else(|| {
                     Err(strata_engine::Error::Poisoned(
@@ -122,6 +151,13 @@ impl<E: Engine> ShardTxn<E> {
         }
         (b, self.sync)
     }
+}
+
+/// An execution as queued: the closure and the keys it will read (fetched for the whole
+/// group with one `multi_get` before the group's closures run).
+pub(crate) struct Exec<E: Engine> {
+    pub f: ExecFn<E>,
+    pub reads: Vec<Vec<u8>>,
 }
 
 /// A closure run on a worker with the group's transaction (or, without running anything,

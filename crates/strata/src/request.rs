@@ -3,7 +3,7 @@
 use crate::batch::Op;
 use crate::coord::Part;
 use crate::engine::{Engine, EngineBatch};
-use crate::exec::ExecFn;
+use crate::exec::Exec;
 use crate::reply::Reply;
 use strata_engine::{Error, Result};
 
@@ -71,7 +71,7 @@ pub(crate) enum Request<E: Engine> {
     },
     /// Exec-type: a closure run on the worker, merged with the following queued executions
     /// into one group with one engine write (`exec.rs`).
-    Exec(ExecFn<E>),
+    Exec(Exec<E>),
     /// A part of a cross-shard batch: never merged.
     Part(Part),
     /// Anything else (range and scan jobs, flush, compaction): run alone.
@@ -113,8 +113,8 @@ impl<E: Engine> Request<E> {
             Request::MultiGet { reply, .. } => reply.send(Err(e)),
             Request::Part(mut p) => p.finish(Err(e)),
             Request::Job(f) => f(Err(e)),
-            Request::Exec(f) => {
-                if let Some(done) = f(Err(e.clone())) {
+            Request::Exec(x) => {
+                if let Some(done) = (x.f)(Err(e.clone())) {
                     done(Err(e))
                 }
             }

@@ -181,20 +181,31 @@ impl<E: Engine> Worker<E> {
     /// Runs consecutive executions against one transaction, applies their writes as one
     /// engine write, then runs their completions (`exec.rs`).
     fn exec_group(&mut self, first: Request<E>) {
-        let mut txn = ShardTxn::new(self.id, self.engine.clone());
-        // Replies, not bare callbacks: a completion dropped by a panic still hears an error.
-        let mut done: Vec<Reply<()>> = Vec::new();
-        let mut count = 0;
+        let mut group = Vec::new();
         let mut next = Some(first);
         while let Some(req) = next.take() {
-            if let Request::Exec(f) = req {
-                count += 1;
-                if let Some(cb) = f(Ok(&mut txn)) {
-                    done.push(Reply::callback(cb));
-                }
+            if let Request::Exec(x) = req {
+                group.push(x);
             }
-            if count < self.max_batch {
+            if group.len() < self.max_batch {
                 next = self.next_of(Class::Exec);
+            }
+        }
+        let count = group.len();
+        let mut txn = ShardTxn::new(self.id, self.engine.clone());
+        let reads: Vec<Vec<u8>> = group
+            .iter_mut()
+            .flat_map(|x| std::mem::take(&mut x.reads))
+            .collect();
+        if !reads.is_empty() {
+            self.stats.record_read(count, reads.len());
+            txn.prefetch(reads);
+        }
+        // Replies, not bare callbacks: a completion dropped by a panic still hears an error.
+        let mut done: Vec<Reply<()>> = Vec::new();
+        for x in group {
+            if let Some(cb) = (x.f)(Ok(&mut txn)) {
+                done.push(Reply::callback(cb));
             }
         }
         let r = if txn.has_writes() {

@@ -84,30 +84,48 @@ fn read_modify_writes_on_workers_are_atomic_and_merged() {
 fn executions_in_one_group_see_each_others_writes() {
     let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
     let db = Db::open("/db", opts(&fs, 1, None)).unwrap();
+    db.put(b"k", b"zero").unwrap();
     // A slow first execution lets the next ones queue up behind it, so they share a group.
     let (tx, rx) = mpsc::channel();
     let (go_tx, go_rx) = mpsc::channel::<()>();
     db.exec(0, move |txn: Result<&mut ShardTxn<StrataEngine>, Error>| {
-        let txn = txn.unwrap();
+        txn.unwrap();
         go_rx.recv().unwrap();
-        txn.put(b"k", b"first").unwrap();
         None
     });
+    let reads = vec![b"k".to_vec()];
+    db.exec_reading(
+        0,
+        reads,
+        |txn: Result<&mut ShardTxn<StrataEngine>, Error>| {
+            let txn = txn.unwrap();
+            assert_eq!(txn.get(b"k").unwrap(), Some(b"zero".to_vec()));
+            txn.put(b"k", b"first").unwrap();
+            None
+        },
+    );
     for _ in 0..10 {
         let tx = tx.clone();
-        db.exec(0, move |txn: Result<&mut ShardTxn<StrataEngine>, Error>| {
-            let txn = txn.unwrap();
-            let v = txn.get(b"k").unwrap().unwrap();
-            let mut next = v.clone();
-            next.push(b'+');
-            txn.put(b"k", &next).unwrap();
-            let got = txn.multi_get(&[&b"k"[..], b"absent"]);
-            assert_eq!(got[0].as_ref().unwrap().as_deref(), Some(&next[..]));
-            assert_eq!(got[1].as_ref().unwrap(), &None);
-            Some(Box::new(move |r: Result<(), Error>| {
-                tx.send((v, r.is_ok())).unwrap();
-            }))
-        });
+        // Declared reads are fetched before the group's first execution writes: what the
+        // group wrote must still win over them.
+        let reads = vec![b"k".to_vec(), b"absent".to_vec()];
+        db.exec_reading(
+            0,
+            reads,
+            move |txn: Result<&mut ShardTxn<StrataEngine>, Error>| {
+                let txn = txn.unwrap();
+                let v = txn.get(b"k").unwrap().unwrap();
+                let mut next = v.clone();
+                next.push(b'+');
+                txn.put(b"k", &next).unwrap();
+                let got = txn.multi_get(&[&b"k"[..], b"absent"]);
+                assert_eq!(got[0].as_ref().unwrap().as_deref(), Some(&next[..]));
+                assert_eq!(got[1].as_ref().unwrap(), &None);
+                Some(Box::new(move |r: Result<(), Error>| {
+                    tx.send((v, r.is_ok())).unwrap();
+                }))
+            },
+        );
     }
     go_tx.send(()).unwrap();
     drop(tx);
