@@ -8,23 +8,33 @@
 //! whenever it passes [`REPLY_FLUSH_BYTES`], so a deep pipeline of large replies costs a
 //! bounded amount of memory. After a protocol error the error is replied and the connection
 //! closed.
+//!
+//! **Output limits.** Replies the socket has not taken are the client's pending output
+//! (CLIENT LIST `omem`). While a write is blocked, the connection checks the normal class of
+//! `client-output-buffer-limit` every [`LIMIT_CHECK`]: past the hard limit, or above the soft
+//! limit for longer than its seconds, the client is closed (Redis's
+//! `checkClientOutputBufferLimits`). A client that never reads thus costs at most a reply
+//! batch plus the socket buffers, and is dropped once its limit says so.
+//!
+//! **Kill.** The task also waits on its registry entry's kill notification (CLIENT KILL)
+//! wherever it awaits the socket.
 
+use crate::clients::{ClientInfo, READ_BYTES};
 use crate::cmd::{dispatch, ConnState, Ctx};
+use crate::config::OutputLimit;
 use crate::protocol::parse::{Limits, Parser};
 use crate::protocol::reply::{Proto, ReplyBuf};
 use crate::server::Shared;
 use bytes::BytesMut;
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-/// Bytes asked of the socket per read (Redis's `PROTO_IOBUF_LEN`).
-const READ_BYTES: usize = 16 * 1024;
 /// Replies are written out once this many bytes are pending.
 const REPLY_FLUSH_BYTES: usize = 1024 * 1024;
+/// How often a blocked write re-checks the output limits.
+const LIMIT_CHECK: Duration = Duration::from_millis(50);
 
 /// What processing the query buffer ended with.
 enum Step {
@@ -36,11 +46,13 @@ enum Step {
     Close,
 }
 
-/// Decrements the connected-clients count however the connection ends.
-struct ClientSlot(Arc<Shared>);
+/// Decrements the connected-clients count and leaves the registry however the connection
+/// ends.
+struct ClientSlot(Arc<Shared>, u64);
 
 impl Drop for ClientSlot {
     fn drop(&mut self) {
+        self.0.clients.remove(self.1);
         self.0
             .stats
             .connected_clients
@@ -48,10 +60,70 @@ impl Drop for ClientSlot {
     }
 }
 
-/// Serves one accepted client (already counted in `connected_clients`) until it leaves.
-pub async fn serve(shared: Arc<Shared>, mut sock: TcpStream, addr: SocketAddr) {
-    let _slot = ClientSlot(shared.clone());
-    let mut conn = shared.new_conn(addr);
+/// How a turn of writing replies ended.
+enum WriteEnd {
+    /// Everything was written.
+    Done,
+    /// The socket took nothing for [`LIMIT_CHECK`]; the limits allowed waiting on.
+    Blocked,
+    /// The socket failed, the client was killed, or its output limit was passed.
+    Close,
+}
+
+/// Writes `out[*off..]`, enforcing the output limit and observing CLIENT KILL while it
+/// waits; `soft_since` is when the pending output first passed the soft limit.
+async fn write_some<S: AsyncWrite + Unpin>(
+    sock: &mut S,
+    out: &[u8],
+    off: &mut usize,
+    info: &ClientInfo,
+    limit: OutputLimit,
+    soft_since: &mut Option<Instant>,
+) -> WriteEnd {
+    while *off < out.len() {
+        let pending = out.len() - *off;
+        info.omem.store(pending, Ordering::Relaxed);
+        if limit.hard_bytes > 0 && pending as u64 > limit.hard_bytes {
+            return WriteEnd::Close;
+        }
+        if limit.soft_bytes > 0 && pending as u64 > limit.soft_bytes {
+            let since = *soft_since.get_or_insert_with(Instant::now);
+            if since.elapsed() > Duration::from_secs(limit.soft_secs) {
+                return WriteEnd::Close;
+            }
+        } else {
+            *soft_since = None;
+        }
+        let r = tokio::select! {
+            r = sock.write(&out[*off..]) => r,
+            _ = tokio::time::sleep(LIMIT_CHECK) => return WriteEnd::Blocked,
+            _ = info.kill.notified() => return WriteEnd::Close,
+        };
+        match r {
+            Ok(0) | Err(_) => return WriteEnd::Close,
+            Ok(n) => *off += n,
+        }
+    }
+    info.omem.store(0, Ordering::Relaxed);
+    WriteEnd::Done
+}
+
+/// Whether a blocked client's pipeline may add to its pending output: only under a limit
+/// that will close it, and only up to that limit (without one, it waits for the client).
+fn may_grow(limit: OutputLimit, pending: usize) -> bool {
+    let p = pending as u64;
+    (limit.hard_bytes > 0 && p <= limit.hard_bytes)
+        || (limit.soft_bytes > 0 && p <= limit.soft_bytes)
+}
+
+/// Serves one accepted client (already counted in `connected_clients` and registered as
+/// `info`) until it leaves.
+pub async fn serve<S>(shared: Arc<Shared>, mut sock: S, info: Arc<ClientInfo>)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let _slot = ClientSlot(shared.clone(), info.id);
+    let mut conn = shared.new_conn(info.clone());
     let mut parser = Parser::new();
     let mut buf = BytesMut::with_capacity(READ_BYTES);
     let mut reply = ReplyBuf::new(Proto::Resp2);
@@ -61,6 +133,9 @@ pub async fn serve(shared: Arc<Shared>, mut sock: TcpStream, addr: SocketAddr) {
             let c = shared.config.read();
             (c.timeout_secs, c.client_query_buffer_limit)
         };
+        if info.is_killed() {
+            return;
+        }
         buf.reserve(READ_BYTES);
         let read = async {
             if idle == 0 {
@@ -75,6 +150,7 @@ pub async fn serve(shared: Arc<Shared>, mut sock: TcpStream, addr: SocketAddr) {
         let n = tokio::select! {
             n = read => n,
             _ = crate::server::stopped(&mut stop) => None,
+            _ = info.kill.notified() => None,
         };
         let Some(n) = n.filter(|&n| n > 0) else {
             return; // closed, failed, idle too long, or the server is stopping
@@ -87,13 +163,39 @@ pub async fn serve(shared: Arc<Shared>, mut sock: TcpStream, addr: SocketAddr) {
             return; // "Closing client that reached max query buffer length"
         }
         loop {
+            info.qbuf.store(buf.len(), Ordering::Relaxed);
+            info.qbuf_cap.store(buf.capacity(), Ordering::Relaxed);
             let step = tokio::task::block_in_place(|| {
                 run_buffered(&shared, &mut conn, &mut parser, &mut buf, &mut reply)
             });
-            let out = reply.take();
+            info.qbuf.store(buf.len(), Ordering::Relaxed);
+            let mut step = step;
+            let mut out = reply.take();
             if !out.is_empty() {
-                if sock.write_all(&out).await.is_err() {
-                    return;
+                let limit = shared.config.read().output_limits[0];
+                let (mut off, mut soft_since) = (0, None);
+                loop {
+                    match write_some(&mut sock, &out, &mut off, &info, limit, &mut soft_since).await
+                    {
+                        WriteEnd::Done => break,
+                        WriteEnd::Close => return,
+                        // The client is not reading: as Redis, keep running the requests it
+                        // has sent, so that its limit sees the output it asked for.
+                        WriteEnd::Blocked => {
+                            if matches!(step, Step::Flush) && may_grow(limit, out.len() - off) {
+                                step = tokio::task::block_in_place(|| {
+                                    run_buffered(
+                                        &shared,
+                                        &mut conn,
+                                        &mut parser,
+                                        &mut buf,
+                                        &mut reply,
+                                    )
+                                });
+                                out.extend_from_slice(&reply.take());
+                            }
+                        }
+                    }
                 }
                 shared
                     .stats
@@ -133,12 +235,20 @@ fn run_buffered(
         };
         match parser.next(buf, limits) {
             Ok(Some(argv)) => {
+                // CLIENT REPLY: a command's reply is dropped while replies are off or
+                // skipped (Redis's CLIENT_REPLY_OFF / CLIENT_REPLY_SKIP).
+                let skip = std::mem::take(&mut conn.skip_next);
+                let before = reply.len();
                 let mut ctx = Ctx {
                     shared,
                     conn: &mut *conn,
                     reply: &mut *reply,
                 };
                 dispatch(&mut ctx, argv);
+                if skip || conn.reply_off {
+                    reply.truncate(before);
+                }
+                conn.info.obl.store(reply.len(), Ordering::Relaxed);
                 if conn.close_after_reply {
                     return Step::Close;
                 }
