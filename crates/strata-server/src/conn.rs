@@ -153,8 +153,13 @@ where
             _ = info.kill.notified() => None,
         };
         let Some(n) = n.filter(|&n| n > 0) else {
-            return; // closed, failed, idle too long, or the server is stopping
+            return; // closed, failed, idle too long, killed, or the server is stopping
         };
+        if info.is_killed() {
+            // Killed while the request was arriving: CLIENT KILL has replied, so nothing
+            // this client sends afterwards runs.
+            return;
+        }
         shared
             .stats
             .net_input_bytes
@@ -223,6 +228,9 @@ fn run_buffered(
     reply: &mut ReplyBuf,
 ) -> Step {
     loop {
+        if conn.info.is_killed() {
+            return Step::Close; // CLIENT KILL from another client, mid-pipeline
+        }
         if reply.len() >= REPLY_FLUSH_BYTES {
             return Step::Flush;
         }
