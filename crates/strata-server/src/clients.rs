@@ -31,6 +31,9 @@ pub struct Published {
     pub resp: u8,
     pub lib_name: Option<Bytes>,
     pub lib_ver: Option<Bytes>,
+    /// CLIENT NO-EVICT ON (flag `e`) and NO-TOUCH ON (flag `T`, Redis 7.2).
+    pub no_evict: bool,
+    pub no_touch: bool,
 }
 
 /// One connected client.
@@ -119,6 +122,19 @@ impl ClientInfo {
             .as_deref()
             .map(String::from_utf8_lossy)
             .unwrap_or_default();
+        let mut flags = String::new();
+        if self.unix {
+            flags.push('U');
+        }
+        if p.no_evict {
+            flags.push('e');
+        }
+        if p.no_touch {
+            flags.push('T');
+        }
+        if flags.is_empty() {
+            flags.push('N');
+        }
         let _ = write!(
             s,
             "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 \
@@ -131,7 +147,7 @@ impl ClientInfo {
             name,
             self.created.elapsed().as_secs(),
             self.idle_secs(),
-            if self.unix { "U" } else { "N" },
+            flags,
             p.db,
             qbuf,
             qcap - qbuf,

@@ -92,7 +92,16 @@ fn client_id_names_list_and_info() {
         V::err("ERR Unrecognized option 'foo'")
     );
     assert_eq!(a.q(&["CLIENT", "NO-EVICT", "on"]), V::ok());
+    assert_eq!(
+        field(text(a.q(&["CLIENT", "INFO"])).trim_end(), "flags"),
+        "e"
+    );
+    assert_eq!(a.q(&["CLIENT", "NO-EVICT", "off"]), V::ok());
     assert_eq!(a.q(&["CLIENT", "NO-TOUCH", "OFF"]), V::ok());
+    assert_eq!(
+        field(text(a.q(&["CLIENT", "INFO"])).trim_end(), "flags"),
+        "N"
+    );
     assert_eq!(
         a.q(&["CLIENT", "NO-EVICT", "maybe"]),
         V::err("ERR syntax error")

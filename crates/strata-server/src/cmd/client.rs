@@ -88,7 +88,7 @@ static CLIENT_SUBCOMMANDS: &[Spec] = &[
         ADMIN | NOSCRIPT | LOADING | STALE,
         "7.0.0",
         "Sets the client eviction mode of the connection.",
-        client_on_off
+        client_no_evict
     ),
     client_cmd!(
         "no-touch",
@@ -96,7 +96,7 @@ static CLIENT_SUBCOMMANDS: &[Spec] = &[
         NOSCRIPT | LOADING | STALE,
         "7.2.0",
         "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.",
-        client_on_off
+        client_no_touch
     ),
     client_cmd!(
         "reply",
@@ -372,15 +372,29 @@ fn client_setinfo(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     Ok(())
 }
 
-/// NO-EVICT and NO-TOUCH: accepted; nothing is evicted and no access times are kept here.
-fn client_on_off(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+/// `ON` or `OFF`, else Redis's syntax error.
+fn on_off(args: &mut Args) -> Result<bool, CmdError> {
     match args.next_keyword().as_deref() {
-        Some("ON") | Some("OFF") => {
-            ctx.reply.ok();
-            Ok(())
-        }
+        Some("ON") => Ok(true),
+        Some("OFF") => Ok(false),
         _ => Err(CmdError::reply(ERR_SYNTAX)),
     }
+}
+
+/// NO-EVICT: recorded and shown in CLIENT LIST's flags; no client is evicted here.
+fn client_no_evict(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let on = on_off(args)?;
+    ctx.conn.info.published.lock().no_evict = on;
+    ctx.reply.ok();
+    Ok(())
+}
+
+/// NO-TOUCH: recorded and shown in CLIENT LIST's flags; no access times are kept here.
+fn client_no_touch(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let on = on_off(args)?;
+    ctx.conn.info.published.lock().no_touch = on;
+    ctx.reply.ok();
+    Ok(())
 }
 
 fn client_reply(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
@@ -454,6 +468,11 @@ fn reset(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     ctx.conn.name = None;
     ctx.conn.reply_off = false;
     ctx.conn.skip_next = false;
+    {
+        let mut p = ctx.conn.info.published.lock();
+        p.no_evict = false;
+        p.no_touch = false;
+    }
     ctx.conn.authenticated = ctx.shared.config.read().requirepass.is_none();
     ctx.reply.proto = Proto::Resp2;
     ctx.reply.simple("RESET");
