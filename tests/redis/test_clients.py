@@ -298,3 +298,78 @@ def test_redis_benchmark(strata_server):
         capture_output=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert b"SET:" in out.stdout and b"GET:" in out.stdout, out.stdout
+
+
+def test_client_list_and_setname(r):
+    assert r.client_setname("py-client") is True
+    assert r.client_getname() in (b"py-client", "py-client")
+    me = r.client_id()
+    clients = r.client_list()
+    mine = [c for c in clients if int(c["id"]) == me]
+    assert len(mine) == 1
+    assert mine[0]["name"] == "py-client"
+    assert mine[0]["cmd"] == "client|list"
+    assert mine[0]["user"] == "default"
+    with pytest.raises(redis.ResponseError, match="^Client names cannot contain spaces"):
+        r.client_setname("a b")
+    assert int(r.client_info()["id"]) == me
+
+
+def test_client_kill_by_id(strata_server):
+    victim = redis.Redis(host="127.0.0.1", port=strata_server.port)
+    killer = redis.Redis(host="127.0.0.1", port=strata_server.port)
+    try:
+        victim_id = victim.client_id()
+        assert killer.client_kill_filter(_id=victim_id) == 1
+        deadline = time.time() + 5
+        while any(int(c["id"]) == victim_id for c in killer.client_list()):
+            assert time.time() < deadline, "the killed client is still listed"
+            time.sleep(0.02)
+        # redis-py reconnects, as it does against Redis: a new connection, a new id.
+        assert victim.client_id() != victim_id
+    finally:
+        victim.close()
+        killer.close()
+
+
+def test_slowlog_get(r):
+    r.config_set("slowlog-log-slower-than", 0)
+    try:
+        r.slowlog_reset()
+        r.set("slow", "x" * 200)
+        entries = r.slowlog_get(2)
+        assert len(entries) == 2
+        e = next(e for e in entries if e["command"].startswith(b"SET slow"))
+        assert e["command"].endswith(b"... (72 more bytes)")
+        assert e["duration"] >= 0 and e["start_time"] > 1_600_000_000
+        assert r.slowlog_len() >= 2
+    finally:
+        r.config_set("slowlog-log-slower-than", 10000)
+
+
+def test_config_set_get(r):
+    assert r.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
+    assert r.config_set("maxmemory-policy", "allkeys-lru") is True
+    try:
+        assert r.config_get("maxmemory-policy") == {"maxmemory-policy": "allkeys-lru"}
+        assert r.config_set("hash-max-ziplist-entries", 100) is True
+        assert r.config_get("hash-max-listpack-entries") == {"hash-max-listpack-entries": "100"}
+        with pytest.raises(redis.ResponseError, match="must be one of the following"):
+            r.config_set("maxmemory-policy", "sometimes")
+    finally:
+        r.config_set("maxmemory-policy", "noeviction")
+        r.config_set("hash-max-ziplist-entries", 512)
+    assert r.config_resetstat() is True
+
+
+def test_object_encoding_and_memory_usage(r):
+    r.set("n", 123)
+    r.set("s", "short")
+    r.set("l", "x" * 100)
+    assert r.object("encoding", "n") in (b"int", "int")
+    assert r.object("encoding", "s") in (b"embstr", "embstr")
+    assert r.object("encoding", "l") in (b"raw", "raw")
+    assert r.object("encoding", "missing") is None
+    assert r.memory_usage("l") > r.memory_usage("s") > 0
+    assert r.memory_usage("missing") is None
+    assert r.lastsave() is not None

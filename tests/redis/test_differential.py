@@ -57,6 +57,21 @@ FLOAT_ARGS = [
     b"1e-4940", b"123456789.123456789", b"1e30", b"3.14159", b"1e-20", b"9.999999999999999e22",
     b"Infinity", b"1e", b"0x", b"1e99999",
 ]
+# Keys only ever written by SET (OBJSET), so that OBJECT ENCODING is deterministic: APPEND,
+# SETRANGE, MSET and INCRBYFLOAT give encodings that depend on how a value was made.
+ENC_KEYS = [b"enc0", b"enc1", b"enc2"]
+ENC_VALUES = [b"123", b"-5", b"0", b"9999", b"10000", b"01", b"-0", b"+1", b"1.5",
+              b"9223372036854775807", b"9223372036854775808", b"x" * 44, b"x" * 45, b"", b"hi"]
+# Tuning directives whose defaults both servers share (the test's redis-server flags aside).
+CONFIG_NAMES = [
+    b"hash-max-listpack-entries", b"hash-max-ziplist-value", b"zset-max-listpack-entries",
+    b"list-max-listpack-size", b"set-max-intset-entries", b"maxmemory", b"maxmemory-policy",
+    b"hz", b"activerehashing", b"lazyfree-lazy-user-del", b"notify-keyspace-events",
+    b"latency-tracking", b"slowlog-max-len", b"slowlog-log-slower-than", b"tcp-keepalive",
+    b"client-output-buffer-limit", b"lfu-log-factor", b"stream-node-max-bytes",
+    b"maxmemory-samples", b"timeout", b"databases", b"no-such-directive",
+]
+CLIENT_NAMES = [b"app", b"a b", b"", b"x\n", b"worker-1", b"\xff"]
 GLOBS = [
     b"*", b"k*", b"k?", b"*[0-1]", b"[^k]*", b"h\\?llo", b"h?llo", b"*\x00*", b"[a-", b"k[",
     b"\\", b"*b*", b"", b"[k]0", b"[]", b"a b", b"[a-z]?", b"*\\", b"k[0-9", b"[^a-k]*",
@@ -201,9 +216,10 @@ class Gen:
             "APPEND", "STRLEN", "INCR", "DECR", "INCRBY", "DECRBY", "INCRBYFLOAT", "GETRANGE",
             "SETRANGE", "DEL", "UNLINK", "EXISTS", "TYPE", "EXPIRE", "TTL", "PTTL", "PERSIST",
             "KEYS", "PING", "ECHO", "SELECT", "DBSIZE", "FLUSHDB", "UNKNOWN", "GETEX", "MSETNX",
-            "SUBSTR", "LCS", "SETBIT", "GETBIT", "BITCOUNT", "BITPOS"]
+            "SUBSTR", "LCS", "SETBIT", "GETBIT", "BITCOUNT", "BITPOS", "OBJSET", "OBJECT",
+            "CLIENT", "CONFIG", "MEMORY"]
         weights = [8, 14, 3, 3, 3, 3, 3, 3, 3, 4, 3, 4, 3, 4, 3, 4, 4, 4, 4, 2, 4, 3, 8, 4, 3,
-                   3, 3, 1, 1, 2, 3, 0.3, 0.3, 5, 3, 2, 4, 6, 4, 5, 6]
+                   3, 3, 1, 1, 2, 3, 0.3, 0.3, 5, 3, 2, 4, 6, 4, 5, 6, 2, 2, 1, 1, 1]
         weights = [0 if n in SKIP else w for n, w in zip(names, weights)]
         c = r.choices(names, weights=weights)[0]
         k = self.key()
@@ -275,6 +291,21 @@ class Gen:
                               b"2147483648", b"01", b"-2147483649", b"9223372036854775808"])]
         elif c == "DBSIZE":
             args = []
+        elif c == "OBJSET":
+            return Op([b"SET", r.choice(ENC_KEYS), r.choice(ENC_VALUES)])
+        elif c == "OBJECT":
+            sub = self.name(r.choice(["ENCODING", "ENCODING", "REFCOUNT", "FREQ", "NOSUCH"]))
+            return self.mutate(Op([self.name("OBJECT"), sub, r.choice(ENC_KEYS + [b"nokey"])]))
+        elif c == "CLIENT":
+            if r.random() < 0.5:
+                return Op([self.name("CLIENT"), self.name("GETNAME")])
+            return self.mutate(Op([self.name("CLIENT"), self.name("SETNAME"),
+                                   r.choice(CLIENT_NAMES)]))
+        elif c == "CONFIG":
+            return Op([self.name("CONFIG"), self.name("GET"), r.choice(CONFIG_NAMES)])
+        elif c == "MEMORY":
+            # The sizes are estimates; `same` compares only whether the key was there.
+            return Op([self.name("MEMORY"), self.name("USAGE"), r.choice(KEYS + ENC_KEYS)])
         elif c == "UNKNOWN":
             # A command no version of Redis has; the error quotes the first arguments.
             name = r.choice([b"NOSUCHCMD", b"nosuch\xffcmd", b"x" * 200, b"a\r\nb"])
@@ -363,6 +394,8 @@ def same(op, a, b):
     name = op.args[0].upper()
     if name == b"KEYS" and isinstance(a, list) and isinstance(b, list):
         return sorted(a) == sorted(b)
+    if name == b"MEMORY" and isinstance(a, int) and isinstance(b, int):
+        return True
     if name in (b"TTL", b"PTTL") and isinstance(a, int) and isinstance(b, int) \
             and a >= 0 and b >= 0:
         return abs(a - b) <= (1 if name == b"TTL" else 50)

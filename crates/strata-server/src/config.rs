@@ -57,8 +57,104 @@ pub struct Config {
     pub appendfsync: AppendFsync,
     /// Shards of a new database (Strata); `None`: one per core. Persisted by the database.
     pub shards: Option<usize>,
-    /// The file the configuration was read from, if any (INFO `config_file`).
+    /// The file the configuration was read from, if any (INFO `config_file`, CONFIG
+    /// REWRITE).
     pub config_file: Option<PathBuf>,
+    /// Also serve on this Unix socket. Default: none.
+    pub unixsocket: Option<PathBuf>,
+    /// Permissions of the Unix socket (octal, as Redis); 0: the umask's. Default: 0.
+    pub unixsocketperm: u32,
+    /// `SO_KEEPALIVE` with this interval on accepted TCP sockets; 0: off. Default: 300.
+    pub tcp_keepalive_secs: u64,
+    /// Output buffer limits of the normal, replica and pubsub classes (only the normal
+    /// class has clients here).
+    pub output_limits: [OutputLimit; 3],
+    /// Commands slower than this many microseconds are logged; negative: none; 0: all.
+    /// Default: 10000.
+    pub slowlog_log_slower_than: i64,
+    /// Entries the slow log keeps. Default: 128.
+    pub slowlog_max_len: u64,
+    /// Memory budget of the hot tier (Strata; stored and shown, used by the hot tier).
+    /// Default: 256 MB.
+    pub hot_memory_bytes: u64,
+    /// Options of each shard's engine (`engine-*` directives; fixed at start).
+    pub engine: EngineConfig,
+    /// Redis tuning directives with no effect here (`tuning.rs`), by canonical name.
+    pub tuning: std::collections::BTreeMap<&'static str, String>,
+}
+
+/// One class of `client-output-buffer-limit`: the client is closed when its pending output
+/// passes `hard_bytes`, or stays above `soft_bytes` for `soft_secs` seconds; 0 disables each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OutputLimit {
+    pub hard_bytes: u64,
+    pub soft_bytes: u64,
+    pub soft_secs: u64,
+}
+
+/// Output-limit classes in Redis's order and CONFIG GET names.
+pub const OUTPUT_CLASSES: [&str; 3] = ["normal", "slave", "pubsub"];
+
+/// The `engine-*` directives: options of every shard's engine instance (so the memory
+/// budgets are per shard). Defaults are `strata_engine::Options`'s.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// `engine-write-buffer-size`: memtable bytes before a flush.
+    pub write_buffer_bytes: u64,
+    /// `engine-block-cache-size`: block cache bytes.
+    pub block_cache_bytes: u64,
+    /// `engine-value-separation-threshold`: values of at least this many bytes go to the
+    /// value log; `off` (read back as 0) keeps every value in the tree.
+    pub sep_threshold_bytes: Option<u64>,
+    /// `engine-target-file-size`.
+    pub target_file_size_bytes: u64,
+    /// `engine-block-size`.
+    pub block_size_bytes: u64,
+    /// `engine-max-open-files`.
+    pub max_open_files: u64,
+    /// `engine-background-threads`.
+    pub background_threads: u64,
+    /// `engine-compression`: `none` or `lz4`.
+    pub lz4: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        let o = strata_engine::Options::default();
+        EngineConfig {
+            write_buffer_bytes: o.write_buffer_bytes as u64,
+            block_cache_bytes: o.block_cache_bytes as u64,
+            sep_threshold_bytes: (o.sep_threshold_bytes != usize::MAX)
+                .then_some(o.sep_threshold_bytes as u64),
+            target_file_size_bytes: o.target_file_size_bytes,
+            block_size_bytes: o.block_size_bytes as u64,
+            max_open_files: o.max_open_files as u64,
+            background_threads: o.background_threads as u64,
+            lz4: o.compression != strata_engine::Compression::None,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// The engine options these directives describe.
+    pub fn options(&self) -> strata_engine::Options {
+        let sz = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        strata_engine::Options {
+            write_buffer_bytes: sz(self.write_buffer_bytes),
+            block_cache_bytes: sz(self.block_cache_bytes),
+            sep_threshold_bytes: self.sep_threshold_bytes.map_or(usize::MAX, sz),
+            target_file_size_bytes: self.target_file_size_bytes,
+            block_size_bytes: sz(self.block_size_bytes),
+            max_open_files: sz(self.max_open_files),
+            background_threads: sz(self.background_threads),
+            compression: if self.lz4 {
+                strata_engine::Compression::Lz4
+            } else {
+                strata_engine::Compression::None
+            },
+            ..Default::default()
+        }
+    }
 }
 
 impl Default for Config {
@@ -77,6 +173,30 @@ impl Default for Config {
             appendfsync: AppendFsync::Everysec,
             shards: None,
             config_file: None,
+            unixsocket: None,
+            unixsocketperm: 0,
+            tcp_keepalive_secs: 300,
+            output_limits: [
+                OutputLimit::default(),
+                OutputLimit {
+                    hard_bytes: 256 << 20,
+                    soft_bytes: 64 << 20,
+                    soft_secs: 60,
+                },
+                OutputLimit {
+                    hard_bytes: 32 << 20,
+                    soft_bytes: 8 << 20,
+                    soft_secs: 60,
+                },
+            ],
+            slowlog_log_slower_than: 10000,
+            slowlog_max_len: 128,
+            hot_memory_bytes: 256 << 20,
+            engine: EngineConfig::default(),
+            tuning: crate::tuning::TUNING
+                .iter()
+                .map(|t| (t.name, t.default.to_string()))
+                .collect(),
         }
     }
 }
@@ -299,7 +419,214 @@ pub static DIRECTIVES: &[Directive] = &[
         },
         mutable: false,
     },
+    Directive {
+        name: "unixsocket",
+        get: |c| {
+            c.unixsocket
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        },
+        set: |c, v| {
+            let p = one(v)?;
+            c.unixsocket = (!p.is_empty()).then(|| PathBuf::from(p));
+            Ok(())
+        },
+        mutable: false,
+    },
+    Directive {
+        name: "unixsocketperm",
+        get: |c| format!("{:o}", c.unixsocketperm),
+        set: |c, v| {
+            let n = u32::from_str_radix(one(v)?, 8).map_err(|_| NOT_INT.to_string())?;
+            if n > 0o777 {
+                return Err("argument must be between 0 and 777 inclusive".to_string());
+            }
+            c.unixsocketperm = n;
+            Ok(())
+        },
+        mutable: false,
+    },
+    Directive {
+        name: "tcp-keepalive",
+        get: |c| c.tcp_keepalive_secs.to_string(),
+        set: |c, v| {
+            c.tcp_keepalive_secs = int_in(v, 0, i64::from(i32::MAX))? as u64;
+            Ok(())
+        },
+        mutable: true,
+    },
+    Directive {
+        name: "client-output-buffer-limit",
+        get: |c| {
+            let parts: Vec<String> = OUTPUT_CLASSES
+                .iter()
+                .zip(c.output_limits.iter())
+                .map(|(n, l)| format!("{n} {} {} {}", l.hard_bytes, l.soft_bytes, l.soft_secs))
+                .collect();
+            parts.join(" ")
+        },
+        set: |c, v| {
+            c.output_limits = parse_output_limits(v, c.output_limits)?;
+            Ok(())
+        },
+        mutable: true,
+    },
+    Directive {
+        name: "slowlog-log-slower-than",
+        get: |c| c.slowlog_log_slower_than.to_string(),
+        set: |c, v| {
+            c.slowlog_log_slower_than = int_in(v, -1, i64::MAX)?;
+            Ok(())
+        },
+        mutable: true,
+    },
+    Directive {
+        name: "slowlog-max-len",
+        get: |c| c.slowlog_max_len.to_string(),
+        set: |c, v| {
+            c.slowlog_max_len = int_in(v, 0, i64::MAX)? as u64;
+            Ok(())
+        },
+        mutable: true,
+    },
+    Directive {
+        name: "hot-memory",
+        get: |c| c.hot_memory_bytes.to_string(),
+        set: |c, v| {
+            c.hot_memory_bytes = memory(v)?;
+            Ok(())
+        },
+        mutable: true,
+    },
+    Directive {
+        name: "engine-write-buffer-size",
+        get: |c| c.engine.write_buffer_bytes.to_string(),
+        set: |c, v| {
+            c.engine.write_buffer_bytes = memory_at_least(v, 64 * 1024)?;
+            Ok(())
+        },
+        mutable: false,
+    },
+    Directive {
+        name: "engine-block-cache-size",
+        get: |c| c.engine.block_cache_bytes.to_string(),
+        set: |c, v| {
+            c.engine.block_cache_bytes = memory(v)?;
+            Ok(())
+        },
+        mutable: false,
+    },
+    Directive {
+        name: "engine-value-separation-threshold",
+        get: |c| c.engine.sep_threshold_bytes.unwrap_or(0).to_string(),
+        set: |c, v| {
+            c.engine.sep_threshold_bytes = match one(v)? {
+                s if s.eq_ignore_ascii_case("off") || s == "0" => None,
+                _ => Some(memory(v)?),
+            };
+            Ok(())
+        },
+        mutable: false,
+    },
+    Directive {
+        name: "engine-target-file-size",
+        get: |c| c.engine.target_file_size_bytes.to_string(),
+        set: |c, v| {
+            c.engine.target_file_size_bytes = memory_at_least(v, 64 * 1024)?;
+            Ok(())
+        },
+        mutable: false,
+    },
+    Directive {
+        name: "engine-block-size",
+        get: |c| c.engine.block_size_bytes.to_string(),
+        set: |c, v| {
+            c.engine.block_size_bytes = memory_at_least(v, 512)?;
+            Ok(())
+        },
+        mutable: false,
+    },
+    Directive {
+        name: "engine-max-open-files",
+        get: |c| c.engine.max_open_files.to_string(),
+        set: |c, v| {
+            c.engine.max_open_files = int_in(v, 16, i64::from(i32::MAX))? as u64;
+            Ok(())
+        },
+        mutable: false,
+    },
+    Directive {
+        name: "engine-background-threads",
+        get: |c| c.engine.background_threads.to_string(),
+        set: |c, v| {
+            c.engine.background_threads = int_in(v, 1, 256)? as u64;
+            Ok(())
+        },
+        mutable: false,
+    },
+    Directive {
+        name: "engine-compression",
+        get: |c| if c.engine.lz4 { "lz4" } else { "none" }.to_string(),
+        set: |c, v| {
+            c.engine.lz4 = match one(v)?.to_ascii_lowercase().as_str() {
+                "lz4" => true,
+                "none" => false,
+                _ => return Err("argument(s) must be one of the following: none, lz4".to_string()),
+            };
+            Ok(())
+        },
+        mutable: false,
+    },
 ];
+
+fn memory_at_least(v: &[String], lo: u64) -> Result<u64, String> {
+    let n = memory(v)?;
+    if n < lo {
+        return Err(format!("argument must be at least {lo} bytes"));
+    }
+    Ok(n)
+}
+
+/// Redis's `client-output-buffer-limit <class> <hard> <soft> <soft-seconds> ...`: any number
+/// of classes (one CONFIG SET value holds them all, separated by spaces); classes not named
+/// keep their limits. `replica` and `slave` are the same class.
+fn parse_output_limits(
+    v: &[String],
+    mut cur: [OutputLimit; 3],
+) -> Result<[OutputLimit; 3], String> {
+    let words: Vec<&str> = v.iter().flat_map(|s| s.split_whitespace()).collect();
+    if words.is_empty() || !words.len().is_multiple_of(4) {
+        return Err("Wrong number of arguments in buffer limit configuration.".to_string());
+    }
+    for w in words.chunks(4) {
+        let class = match w[0].to_ascii_lowercase().as_str() {
+            "normal" => 0,
+            "replica" | "slave" => 1,
+            "pubsub" => 2,
+            _ => {
+                return Err(
+                    "Invalid client class specified in buffer limit configuration.".to_string(),
+                )
+            }
+        };
+        let hard = parse_memory(w[1]);
+        let soft = parse_memory(w[2]);
+        let secs = w[3].parse::<u64>().ok();
+        let (Some(hard_bytes), Some(soft_bytes), Some(soft_secs)) = (hard, soft, secs) else {
+            return Err(
+                "Error in hard, soft or soft_seconds setting in buffer limit configuration."
+                    .to_string(),
+            );
+        };
+        cur[class] = OutputLimit {
+            hard_bytes,
+            soft_bytes,
+            soft_secs,
+        };
+    }
+    Ok(cur)
+}
 
 /// The directive named `name` (case-insensitive).
 pub fn directive(name: &str) -> Option<&'static Directive> {
@@ -308,12 +635,38 @@ pub fn directive(name: &str) -> Option<&'static Directive> {
         .find(|d| d.name.eq_ignore_ascii_case(name))
 }
 
+/// Every name CONFIG GET knows, with the canonical name it reads: our directives, the
+/// tuning directives and their aliases.
+pub fn all_names() -> impl Iterator<Item = (&'static str, &'static str)> {
+    DIRECTIVES.iter().map(|d| (d.name, d.name)).chain(
+        crate::tuning::TUNING
+            .iter()
+            .flat_map(|t| std::iter::once((t.name, t.name)).chain(t.alias.map(|a| (a, t.name)))),
+    )
+}
+
 impl Config {
     /// Applies one `name value...` line; `at` names its place for errors.
     fn apply(&mut self, name: &str, values: &[String], at: &str) -> Result<(), ConfigError> {
+        let fail = |e: String| ConfigError(format!("{at}: '{name}': {e}"));
+        if let Some(t) = crate::tuning::find(name) {
+            let v = values.join(" ");
+            self.tuning
+                .insert(t.name, crate::tuning::normalize(t, &v).map_err(fail)?);
+            return Ok(());
+        }
         let d = directive(name)
             .ok_or_else(|| ConfigError(format!("{at}: unknown directive '{name}'")))?;
-        (d.set)(self, values).map_err(|e| ConfigError(format!("{at}: '{name}': {e}")))
+        (d.set)(self, values).map_err(fail)
+    }
+
+    /// The value CONFIG GET shows for `name` (a directive, a tuning directive or an alias).
+    pub fn get(&self, name: &str) -> Option<String> {
+        if let Some(d) = directive(name) {
+            return Some((d.get)(self));
+        }
+        let t = crate::tuning::find(name)?;
+        Some(self.tuning.get(t.name).cloned().unwrap_or_default())
     }
 
     /// Applies the lines of a redis.conf-style file (`#` comments, Redis's quoting).
@@ -373,11 +726,16 @@ impl Config {
 
     /// `CONFIG SET name value`: the Redis error text after `ERR ` on failure.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+        let fail =
+            |e: &str| format!("CONFIG SET failed (possibly related to argument '{name}') - {e}");
+        if let Some(t) = crate::tuning::find(name) {
+            let v = crate::tuning::normalize(t, value).map_err(|e| fail(&e))?;
+            self.tuning.insert(t.name, v);
+            return Ok(());
+        }
         let d = directive(name).ok_or_else(|| {
             format!("Unknown option or number of arguments for CONFIG SET - '{name}'")
         })?;
-        let fail =
-            |e: &str| format!("CONFIG SET failed (possibly related to argument '{name}') - {e}");
         if !d.mutable {
             return Err(fail("can't set immutable config"));
         }

@@ -8,26 +8,36 @@
 //! whenever it passes [`REPLY_FLUSH_BYTES`], so a deep pipeline of large replies costs a
 //! bounded amount of memory. After a protocol error the error is replied and the connection
 //! closed.
+//!
+//! **Output limits.** Replies the socket has not taken are the client's pending output
+//! (CLIENT LIST `omem`). While a write is blocked, the connection checks the normal class of
+//! `client-output-buffer-limit` every [`LIMIT_CHECK`]: past the hard limit, or above the soft
+//! limit for longer than its seconds, the client is closed (Redis's
+//! `checkClientOutputBufferLimits`). A client that never reads thus costs at most a reply
+//! batch plus the socket buffers, and is dropped once its limit says so.
+//!
+//! **Kill.** The task also waits on its registry entry's kill notification (CLIENT KILL)
+//! wherever it awaits the socket.
 
+use crate::clients::{ClientInfo, READ_BYTES};
 use crate::cmd::{dispatch, ConnState, Ctx};
+use crate::config::OutputLimit;
 use crate::exec::{self, Route};
 use crate::protocol::parse::{Limits, Parser};
 use crate::protocol::reply::{Proto, ReplyBuf};
 use crate::server::Shared;
 use bytes::BytesMut;
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 
-/// Bytes asked of the socket per read (Redis's `PROTO_IOBUF_LEN`).
-const READ_BYTES: usize = 16 * 1024;
 /// Replies are written out once this many bytes are pending.
 const REPLY_FLUSH_BYTES: usize = 1024 * 1024;
+/// How often a blocked write re-checks the output limits.
+const LIMIT_CHECK: Duration = Duration::from_millis(50);
 /// Commands of one connection queued to workers before it waits for their replies (bounds
 /// the memory of a deep pipeline).
 const MAX_QUEUED: usize = 1024;
@@ -42,11 +52,13 @@ enum Step {
     Close,
 }
 
-/// Decrements the connected-clients count however the connection ends.
-struct ClientSlot(Arc<Shared>);
+/// Decrements the connected-clients count and leaves the registry however the connection
+/// ends.
+struct ClientSlot(Arc<Shared>, u64);
 
 impl Drop for ClientSlot {
     fn drop(&mut self) {
+        self.0.clients.remove(self.1);
         self.0
             .stats
             .connected_clients
@@ -54,10 +66,70 @@ impl Drop for ClientSlot {
     }
 }
 
-/// Serves one accepted client (already counted in `connected_clients`) until it leaves.
-pub async fn serve(shared: Arc<Shared>, mut sock: TcpStream, addr: SocketAddr) {
-    let _slot = ClientSlot(shared.clone());
-    let mut conn = shared.new_conn(addr);
+/// How a turn of writing replies ended.
+enum WriteEnd {
+    /// Everything was written.
+    Done,
+    /// The socket took nothing for [`LIMIT_CHECK`]; the limits allowed waiting on.
+    Blocked,
+    /// The socket failed, the client was killed, or its output limit was passed.
+    Close,
+}
+
+/// Writes `out[*off..]`, enforcing the output limit and observing CLIENT KILL while it
+/// waits; `soft_since` is when the pending output first passed the soft limit.
+async fn write_some<S: AsyncWrite + Unpin>(
+    sock: &mut S,
+    out: &[u8],
+    off: &mut usize,
+    info: &ClientInfo,
+    limit: OutputLimit,
+    soft_since: &mut Option<Instant>,
+) -> WriteEnd {
+    while *off < out.len() {
+        let pending = out.len() - *off;
+        info.omem.store(pending, Ordering::Relaxed);
+        if limit.hard_bytes > 0 && pending as u64 > limit.hard_bytes {
+            return WriteEnd::Close;
+        }
+        if limit.soft_bytes > 0 && pending as u64 > limit.soft_bytes {
+            let since = *soft_since.get_or_insert_with(Instant::now);
+            if since.elapsed() > Duration::from_secs(limit.soft_secs) {
+                return WriteEnd::Close;
+            }
+        } else {
+            *soft_since = None;
+        }
+        let r = tokio::select! {
+            r = sock.write(&out[*off..]) => r,
+            _ = tokio::time::sleep(LIMIT_CHECK) => return WriteEnd::Blocked,
+            _ = info.kill.notified() => return WriteEnd::Close,
+        };
+        match r {
+            Ok(0) | Err(_) => return WriteEnd::Close,
+            Ok(n) => *off += n,
+        }
+    }
+    info.omem.store(0, Ordering::Relaxed);
+    WriteEnd::Done
+}
+
+/// Whether a blocked client's pipeline may add to its pending output: only under a limit
+/// that will close it, and only up to that limit (without one, it waits for the client).
+fn may_grow(limit: OutputLimit, pending: usize) -> bool {
+    let p = pending as u64;
+    (limit.hard_bytes > 0 && p <= limit.hard_bytes)
+        || (limit.soft_bytes > 0 && p <= limit.soft_bytes)
+}
+
+/// Serves one accepted client (already counted in `connected_clients` and registered as
+/// `info`) until it leaves.
+pub async fn serve<S>(shared: Arc<Shared>, mut sock: S, info: Arc<ClientInfo>)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let _slot = ClientSlot(shared.clone(), info.id);
+    let mut conn = shared.new_conn(info.clone());
     let mut parser = Parser::new();
     let mut buf = BytesMut::with_capacity(READ_BYTES);
     let mut reply = ReplyBuf::new(Proto::Resp2);
@@ -68,6 +140,9 @@ pub async fn serve(shared: Arc<Shared>, mut sock: TcpStream, addr: SocketAddr) {
             let c = shared.config.read();
             (c.timeout_secs, c.client_query_buffer_limit)
         };
+        if info.is_killed() {
+            return;
+        }
         buf.reserve(READ_BYTES);
         let read = async {
             if idle == 0 {
@@ -82,10 +157,16 @@ pub async fn serve(shared: Arc<Shared>, mut sock: TcpStream, addr: SocketAddr) {
         let n = tokio::select! {
             n = read => n,
             _ = crate::server::stopped(&mut stop) => None,
+            _ = info.kill.notified() => None,
         };
         let Some(n) = n.filter(|&n| n > 0) else {
-            return; // closed, failed, idle too long, or the server is stopping
+            return; // closed, failed, idle too long, killed, or the server is stopping
         };
+        if info.is_killed() {
+            // Killed while the request was arriving: CLIENT KILL has replied, so nothing
+            // this client sends afterwards runs.
+            return;
+        }
         shared
             .stats
             .net_input_bytes
@@ -94,6 +175,8 @@ pub async fn serve(shared: Arc<Shared>, mut sock: TcpStream, addr: SocketAddr) {
             return; // "Closing client that reached max query buffer length"
         }
         loop {
+            info.qbuf.store(buf.len(), Ordering::Relaxed);
+            info.qbuf_cap.store(buf.capacity(), Ordering::Relaxed);
             let step = run_buffered(
                 &shared,
                 &mut conn,
@@ -103,10 +186,34 @@ pub async fn serve(shared: Arc<Shared>, mut sock: TcpStream, addr: SocketAddr) {
                 &mut queued,
             )
             .await;
-            let out = reply.take();
+            info.qbuf.store(buf.len(), Ordering::Relaxed);
+            let mut step = step;
+            let mut out = reply.take();
             if !out.is_empty() {
-                if sock.write_all(&out).await.is_err() {
-                    return;
+                let limit = shared.config.read().output_limits[0];
+                let (mut off, mut soft_since) = (0, None);
+                loop {
+                    match write_some(&mut sock, &out, &mut off, &info, limit, &mut soft_since).await
+                    {
+                        WriteEnd::Done => break,
+                        WriteEnd::Close => return,
+                        // The client is not reading: as Redis, keep running the requests it
+                        // has sent, so that its limit sees the output it asked for.
+                        WriteEnd::Blocked => {
+                            if matches!(step, Step::Flush) && may_grow(limit, out.len() - off) {
+                                step = run_buffered(
+                                    &shared,
+                                    &mut conn,
+                                    &mut parser,
+                                    &mut buf,
+                                    &mut reply,
+                                    &mut queued,
+                                )
+                                .await;
+                                out.extend_from_slice(&reply.take());
+                            }
+                        }
+                    }
                 }
                 shared
                     .stats
@@ -125,13 +232,18 @@ pub async fn serve(shared: Arc<Shared>, mut sock: TcpStream, addr: SocketAddr) {
     }
 }
 
-/// Replies of commands queued to shard workers, in request order.
-type Queued = VecDeque<oneshot::Receiver<BytesMut>>;
+/// Replies of commands queued to shard workers, in request order, each with whether CLIENT
+/// REPLY drops it.
+type Queued = VecDeque<(oneshot::Receiver<BytesMut>, bool)>;
 
 /// Waits for the queued commands' replies and appends them, in order.
 async fn drain(queued: &mut Queued, reply: &mut ReplyBuf) {
-    while let Some(rx) = queued.pop_front() {
-        match rx.await {
+    while let Some((rx, dropped)) = queued.pop_front() {
+        let bytes = rx.await;
+        if dropped {
+            continue;
+        }
+        match bytes {
             Ok(bytes) => reply.raw(&bytes),
             Err(_) => reply.error("ERR the shard worker stopped before the command answered"),
         }
@@ -152,6 +264,9 @@ async fn run_buffered(
         if queued.len() >= MAX_QUEUED {
             drain(queued, reply).await;
         }
+        if conn.info.is_killed() {
+            return Step::Close; // CLIENT KILL from another client, mid-pipeline
+        }
         if reply.len() >= REPLY_FLUSH_BYTES {
             return Step::Flush;
         }
@@ -163,51 +278,63 @@ async fn run_buffered(
             }
         };
         match parser.next(buf, limits) {
-            Ok(Some(argv)) => match exec::route(shared, conn, &argv) {
-                Route::Shard {
-                    shard,
-                    write,
-                    reads,
-                } => {
-                    let guard = if write {
-                        let store = &shared.store;
-                        let keys = exec::command_keys(
-                            crate::cmd::lookup_argv(&argv).map_or((0, 0, 0), |s| s.keys),
-                            &argv,
-                        );
-                        match store.try_lock_owned(conn.db, &keys) {
-                            Some(g) => Some(g),
-                            None => {
-                                // A command in flight holds a stripe; it may be our own.
-                                drain(queued, reply).await;
-                                Some(tokio::task::block_in_place(|| {
-                                    store.lock_owned_blocking(conn.db, &keys)
-                                }))
+            Ok(Some(argv)) => {
+                // CLIENT REPLY: a command's reply is dropped while replies are off or
+                // skipped (Redis's CLIENT_REPLY_OFF / CLIENT_REPLY_SKIP).
+                let skip = std::mem::take(&mut conn.skip_next);
+                match exec::route(shared, conn, &argv) {
+                    Route::Shard {
+                        shard,
+                        write,
+                        reads,
+                    } => {
+                        let guard = if write {
+                            let store = &shared.store;
+                            let keys = exec::command_keys(
+                                crate::cmd::lookup_argv(&argv).map_or((0, 0, 0), |s| s.keys),
+                                &argv,
+                            );
+                            match store.try_lock_owned(conn.db, &keys) {
+                                Some(g) => Some(g),
+                                None => {
+                                    // A command in flight holds a stripe; it may be ours.
+                                    drain(queued, reply).await;
+                                    Some(tokio::task::block_in_place(|| {
+                                        store.lock_owned_blocking(conn.db, &keys)
+                                    }))
+                                }
                             }
-                        }
-                    } else {
-                        None
-                    };
-                    let proto = reply.proto;
-                    queued.push_back(exec::submit(shared, conn, proto, argv, shard, reads, guard));
-                }
-                Route::Inline => {
-                    drain(queued, reply).await;
-                    tokio::task::block_in_place(|| {
-                        let mut ctx = Ctx {
-                            shared,
-                            conn: &mut *conn,
-                            reply: &mut *reply,
+                        } else {
+                            None
                         };
-                        dispatch(&mut ctx, argv);
-                    });
-                    if conn.close_after_reply {
-                        return Step::Close;
+                        let proto = reply.proto;
+                        let rx = exec::submit(shared, conn, proto, argv, shard, reads, guard);
+                        queued.push_back((rx, skip || conn.reply_off));
+                    }
+                    Route::Inline => {
+                        drain(queued, reply).await;
+                        let before = reply.len();
+                        tokio::task::block_in_place(|| {
+                            let mut ctx = Ctx {
+                                shared,
+                                conn: &mut *conn,
+                                reply: &mut *reply,
+                            };
+                            dispatch(&mut ctx, argv);
+                        });
+                        if skip || conn.reply_off {
+                            reply.truncate(before);
+                        }
+                        conn.info.obl.store(reply.len(), Ordering::Relaxed);
+                        if conn.close_after_reply {
+                            return Step::Close;
+                        }
                     }
                 }
-            },
+            }
             Ok(None) => {
                 drain(queued, reply).await;
+                conn.info.obl.store(reply.len(), Ordering::Relaxed);
                 return Step::NeedInput;
             }
             Err(e) => {

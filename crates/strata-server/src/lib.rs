@@ -8,7 +8,10 @@
 //! - `protocol/`: the RESP request codec with its limits (`parse.rs`) and the reply builder
 //!   hiding RESP2 and RESP3 (`reply.rs`);
 //! - `cmd/`: the command table, the dispatch order, the argument cursor, and one module per
-//!   command family (`connection`, `server`, `strings`, `keyspace`);
+//!   command family (`connection`, `client`, `server`, `admin`, `strings`, `keyspace`);
+//! - `clients.rs` (the registry CLIENT LIST/KILL read), `slowlog.rs`, and the configuration:
+//!   `config.rs` (directives), `tuning.rs` (Redis's tuning directives, stored only),
+//!   `config_rewrite.rs` (CONFIG REWRITE);
 //! - `store.rs`: the types layer (metadata records over `strata::Db`, lazy expiry, the
 //!   interim stripe locks), over the key encoding of `keys.rs`
 //!   (`docs/format/redis-keys.md`).
@@ -23,8 +26,10 @@
 
 #![forbid(unsafe_code)]
 
+mod clients;
 mod cmd;
 pub mod config;
+mod config_rewrite;
 mod conn;
 mod exec;
 mod glob;
@@ -33,7 +38,9 @@ pub mod keys;
 mod long_double;
 pub mod protocol;
 mod server;
+mod slowlog;
 mod store;
+mod tuning;
 
 pub use config::{AppendFsync, Config, ConfigError};
 pub use server::{start, ServerError, ServerHandle, StartOptions, REDIS_VERSION};
@@ -55,7 +62,21 @@ Directives (Redis's names and defaults unless noted):
   proto-max-bulk-len BYTES        512mb
   client-query-buffer-limit BYTES 1gb
   appendfsync always|everysec|no  everysec
-  shards N                        one per core (Strata; fixed when the database is created)";
+  unixsocket PATH                 none (also serve on this Unix socket)
+  unixsocketperm OCTAL            0 (the umask's)
+  tcp-keepalive SECONDS           300 (0: off)
+  client-output-buffer-limit CLASS HARD SOFT SECONDS...
+                                  normal 0 0 0 (only the normal class has clients)
+  slowlog-log-slower-than MICROS  10000 (negative: off, 0: every command)
+  slowlog-max-len N               128
+  shards N                        one per core (Strata; fixed when the database is created)
+  hot-memory BYTES                256mb (Strata: the hot tier's budget)
+  engine-write-buffer-size BYTES  64mb per shard (Strata engine options, fixed at start;
+  engine-block-cache-size BYTES   64mb per shard  see docs/design.md for the others)
+  engine-value-separation-threshold BYTES|off   off
+
+Redis tuning directives with no effect here (maxmemory, maxmemory-policy, save, appendonly,
+hz, *-max-listpack-*, lazyfree-lazy-*, ...) are accepted and read back with CONFIG GET.";
 
 /// `strata serve [config-file] [--directive value ...]`: starts the server, prints the
 /// start-up banner, serves until SHUTDOWN, SIGINT or SIGTERM, and closes the database.
@@ -66,6 +87,7 @@ pub fn serve_main(args: &[String]) -> Result<(), ServerError> {
     }
     let cfg = Config::from_args(args)?;
     let (dir, fsync) = (cfg.dir.clone(), cfg.appendfsync);
+    let (hot, engine) = (cfg.hot_memory_bytes, cfg.engine.clone());
     let handle = start(
         cfg,
         StartOptions {
@@ -81,6 +103,20 @@ pub fn serve_main(args: &[String]) -> Result<(), ServerError> {
         std::path::absolute(&dir).unwrap_or(dir).display(),
         handle.shards(),
         fsync.name()
+    );
+    if let Some(p) = handle.unix_path() {
+        println!("Also listening on unix socket {}", p.display());
+    }
+    let mb = |b: u64| format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0));
+    let shards = handle.shards() as u64;
+    println!(
+        "Memory budgets: hot tier {}, write buffers {} ({} per shard), block cache {} ({} per \
+         shard)",
+        mb(hot),
+        mb(engine.write_buffer_bytes * shards),
+        mb(engine.write_buffer_bytes),
+        mb(engine.block_cache_bytes * shards),
+        mb(engine.block_cache_bytes),
     );
     handle.wait()
 }

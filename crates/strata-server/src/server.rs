@@ -14,13 +14,16 @@
 //! finishes the commands it has read, writes their replies and closes; then the database is
 //! closed (every queued write applied, every shard closed).
 
+use crate::clients::{ClientInfo, Registry};
 use crate::cmd::ConnState;
 use crate::config::{AppendFsync, Config, ConfigError};
 use crate::conn;
 use crate::keys::MAX_DATABASES;
+use crate::slowlog::SlowLog;
 use crate::store::Store;
 use parking_lot::RwLock;
 use std::net::{SocketAddr, TcpListener as StdListener, ToSocketAddrs};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -73,6 +76,21 @@ pub struct Stats {
     pub net_output_bytes: AtomicU64,
 }
 
+impl Stats {
+    /// CONFIG RESETSTAT: the counters INFO stats shows go back to zero.
+    pub fn reset(&self) {
+        for c in [
+            &self.connections_received,
+            &self.rejected_connections,
+            &self.commands_processed,
+            &self.net_input_bytes,
+            &self.net_output_bytes,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
 /// State shared by every connection.
 pub struct Shared {
     pub config: RwLock<Config>,
@@ -81,6 +99,12 @@ pub struct Shared {
     pub started: Instant,
     pub run_id: String,
     pub local_addrs: Vec<SocketAddr>,
+    /// The Unix socket served, if any.
+    pub unix_path: Option<PathBuf>,
+    pub clients: Registry,
+    pub slowlog: SlowLog,
+    /// Unix seconds of the last successful save: the start (LASTSAVE).
+    pub last_save: AtomicU64,
     next_client_id: AtomicU64,
     shutdown: watch::Sender<bool>,
 }
@@ -99,19 +123,36 @@ impl Shared {
     pub fn apply_config(&self, c: Config) {
         self.store
             .set_sync_writes(c.appendfsync == AppendFsync::Always);
+        self.slowlog.trim(c.slowlog_max_len);
         *self.config.write() = c;
     }
 
+    /// Registers a new client: `addr` and `laddr` in CLIENT LIST's form.
+    pub fn register_client(
+        &self,
+        addr: String,
+        laddr: String,
+        fd: i64,
+        unix: bool,
+    ) -> Arc<ClientInfo> {
+        let id = self.next_client_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let info = Arc::new(ClientInfo::new(id, addr, laddr, fd, unix));
+        self.clients.add(info.clone());
+        info
+    }
+
     /// State of a new client connection.
-    pub fn new_conn(&self, addr: SocketAddr) -> ConnState {
+    pub fn new_conn(&self, info: Arc<ClientInfo>) -> ConnState {
         ConnState {
-            id: self.next_client_id.fetch_add(1, Ordering::Relaxed) + 1,
-            addr,
+            id: info.id,
+            info,
             db: 0,
             // As Redis: clients start authenticated while no password is set.
             authenticated: self.config.read().requirepass.is_none(),
             name: None,
             close_after_reply: false,
+            reply_off: false,
+            skip_next: false,
         }
     }
 }
@@ -126,6 +167,7 @@ pub struct StartOptions {
 /// A running server.
 pub struct ServerHandle {
     addrs: Vec<SocketAddr>,
+    unix_path: Option<PathBuf>,
     shards: usize,
     stop: watch::Sender<bool>,
     thread: Option<JoinHandle<Result<(), ServerError>>>,
@@ -143,6 +185,11 @@ impl ServerHandle {
 
     pub fn shards(&self) -> usize {
         self.shards
+    }
+
+    /// The Unix socket the server also serves on, if any.
+    pub fn unix_path(&self) -> Option<&std::path::Path> {
+        self.unix_path.as_deref()
     }
 
     /// Stops the server and waits until the database is closed.
@@ -249,10 +296,15 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
             shards: config.shards,
             // Shards own slot ranges: a key's records share its slot, so they share a shard.
             routing: Some(strata::Routing::Slot),
-            ..Default::default()
+            ..strata::DbOptions::with_engine(config.engine.options())
         },
     )?;
     let shards = db.shard_count();
+    let unix = match &config.unixsocket {
+        Some(path) => Some(bind_unix(path, config.unixsocketperm)?),
+        None => None,
+    };
+    let unix_path = config.unixsocket.clone();
     let (stop, _) = watch::channel(false);
     let shared = Arc::new(Shared {
         store: Store::open(db, config.appendfsync == AppendFsync::Always)?,
@@ -261,6 +313,10 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
         started: Instant::now(),
         run_id: run_id(),
         local_addrs: local_addrs.clone(),
+        unix_path: unix_path.clone(),
+        clients: Registry::default(),
+        slowlog: SlowLog::default(),
+        last_save: AtomicU64::new(unix_now()),
         next_client_id: AtomicU64::new(0),
         shutdown: stop.clone(),
     });
@@ -274,12 +330,13 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
         })?;
     let thread = std::thread::Builder::new()
         .name("strata-server".to_string())
-        .spawn(move || run(runtime, shared, listeners, opts))
+        .spawn(move || run(runtime, shared, listeners, unix, opts))
         .map_err(|source| ServerError::Io {
             what: "cannot start the server thread".to_string(),
             source,
         })?;
     Ok(ServerHandle {
+        unix_path,
         addrs: local_addrs,
         shards,
         stop,
@@ -292,10 +349,14 @@ fn run(
     runtime: tokio::runtime::Runtime,
     shared: Arc<Shared>,
     listeners: Vec<StdListener>,
+    unix: Option<UnixStdListener>,
     opts: StartOptions,
 ) -> Result<(), ServerError> {
     let fsync = spawn_fsync_thread(shared.clone());
-    let served = runtime.block_on(serve(shared.clone(), listeners, opts));
+    let served = runtime.block_on(serve(shared.clone(), listeners, unix, opts));
+    if let Some(p) = &shared.unix_path {
+        let _ = std::fs::remove_file(p);
+    }
     runtime.shutdown_timeout(Duration::from_secs(5));
     shared.request_shutdown();
     let _ = fsync.join();
@@ -335,9 +396,20 @@ fn spawn_fsync_thread(shared: Arc<Shared>) -> JoinHandle<()> {
 async fn serve(
     shared: Arc<Shared>,
     listeners: Vec<StdListener>,
+    unix: Option<UnixStdListener>,
     opts: StartOptions,
 ) -> Result<(), ServerError> {
     let mut accepts = Vec::new();
+    #[cfg(unix)]
+    if let Some(u) = unix {
+        let u = tokio::net::UnixListener::from_std(u).map_err(|source| ServerError::Io {
+            what: "cannot register the unix socket".to_string(),
+            source,
+        })?;
+        accepts.push(tokio::spawn(unix_accept_loop(shared.clone(), u)));
+    }
+    #[cfg(not(unix))]
+    let _ = unix;
     for l in listeners {
         let l = TcpListener::from_std(l).map_err(|source| ServerError::Io {
             what: "cannot register the listener".to_string(),
@@ -408,11 +480,14 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             _ = stopped(&mut stop) => return,
         };
         let _ = sock.set_nodelay(true);
-        let (maxclients, denied) = {
+        let (maxclients, denied, keepalive) = {
             let c = shared.config.read();
             let denied = c.protected_mode && c.requirepass.is_none() && !addr.ip().is_loopback();
-            (c.maxclients, denied)
+            (c.maxclients, denied, c.tcp_keepalive_secs)
         };
+        if keepalive > 0 {
+            set_keepalive(&sock, keepalive);
+        }
         let refusal = if shared.stats.connected_clients.load(Ordering::Relaxed) >= maxclients {
             shared
                 .stats
@@ -439,6 +514,112 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             .stats
             .connected_clients
             .fetch_add(1, Ordering::Relaxed);
-        tokio::spawn(conn::serve(shared.clone(), sock, addr));
+        let laddr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        let info = shared.register_client(addr.to_string(), laddr, raw_fd(&sock), false);
+        tokio::spawn(conn::serve(shared.clone(), sock, info));
+    }
+}
+
+/// Redis's `anetKeepAlive`: probes after `secs` idle, then every `secs / 3`, 3 of them.
+fn set_keepalive(sock: &tokio::net::TcpStream, secs: u64) {
+    let ka = socket2::TcpKeepalive::new().with_time(Duration::from_secs(secs));
+    #[cfg(any(target_os = "linux", target_os = "macos", target_os = "freebsd"))]
+    let ka = ka
+        .with_interval(Duration::from_secs((secs / 3).max(1)))
+        .with_retries(3);
+    let _ = socket2::SockRef::from(sock).set_tcp_keepalive(&ka);
+}
+
+#[cfg(unix)]
+fn raw_fd<T: std::os::fd::AsRawFd>(s: &T) -> i64 {
+    i64::from(s.as_raw_fd())
+}
+
+#[cfg(not(unix))]
+fn raw_fd<T>(_: &T) -> i64 {
+    -1
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(unix)]
+type UnixStdListener = std::os::unix::net::UnixListener;
+#[cfg(not(unix))]
+type UnixStdListener = ();
+
+/// Listens on `path` (a stale socket file is removed first, as Redis does), with `perm`
+/// (octal; 0 leaves the umask's).
+#[cfg(unix)]
+fn bind_unix(path: &std::path::Path, perm: u32) -> Result<UnixStdListener, ServerError> {
+    use std::os::unix::fs::PermissionsExt;
+    let io = |source| ServerError::Io {
+        what: format!("cannot listen on unix socket {}", path.display()),
+        source,
+    };
+    let _ = std::fs::remove_file(path);
+    let l = UnixStdListener::bind(path).map_err(io)?;
+    if perm != 0 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(perm)).map_err(io)?;
+    }
+    l.set_nonblocking(true).map_err(io)?;
+    Ok(l)
+}
+
+#[cfg(not(unix))]
+fn bind_unix(path: &std::path::Path, _perm: u32) -> Result<UnixStdListener, ServerError> {
+    Err(ConfigError(format!(
+        "unixsocket {}: no Unix sockets on this platform",
+        path.display()
+    ))
+    .into())
+}
+
+#[cfg(unix)]
+async fn unix_accept_loop(shared: Arc<Shared>, listener: tokio::net::UnixListener) {
+    let mut stop = shared.shutdown_receiver();
+    let path = shared
+        .unix_path
+        .as_ref()
+        .map(|p| format!("{}:0", p.display()))
+        .unwrap_or_default();
+    loop {
+        let mut sock = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+            _ = stopped(&mut stop) => return,
+        };
+        let maxclients = shared.config.read().maxclients;
+        if shared.stats.connected_clients.load(Ordering::Relaxed) >= maxclients {
+            shared
+                .stats
+                .rejected_connections
+                .fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(async move {
+                let _ = sock
+                    .write_all(b"-ERR max number of clients reached\r\n")
+                    .await;
+                let _ = sock.shutdown().await;
+            });
+            continue;
+        }
+        shared
+            .stats
+            .connections_received
+            .fetch_add(1, Ordering::Relaxed);
+        shared
+            .stats
+            .connected_clients
+            .fetch_add(1, Ordering::Relaxed);
+        let info = shared.register_client(path.clone(), path.clone(), raw_fd(&sock), true);
+        tokio::spawn(conn::serve(shared.clone(), sock, info));
     }
 }

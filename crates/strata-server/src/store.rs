@@ -158,6 +158,15 @@ pub struct KeyStats {
     pub misses: AtomicU64,
 }
 
+impl KeyStats {
+    /// CONFIG RESETSTAT.
+    pub fn reset(&self) {
+        for c in [&self.expired_keys, &self.hits, &self.misses] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
 /// The keyspace over a `strata::Db`.
 pub struct Store {
     db: Db,

@@ -4,21 +4,24 @@
 //! command, which parses its arguments through [`Args`] and replies through the reply
 //! builder.
 
+mod admin;
 pub mod args;
 mod bits;
+mod client;
 mod connection;
 mod keyspace;
 mod server;
 mod strings;
 
+use crate::clients::ClientInfo;
 use crate::protocol::reply::ReplyBuf;
 use crate::server::Shared;
 pub use args::Args;
 use bytes::Bytes;
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 /// A command's flags (Redis's `CMD_*`), as COMMAND INFO names them.
 pub mod flag {
@@ -78,15 +81,18 @@ pub struct Spec {
 #[derive(Clone)]
 pub struct ConnState {
     pub id: u64,
-    /// The client's address (for CLIENT LIST and CLIENT KILL, not implemented yet).
-    #[allow(dead_code)]
-    pub addr: SocketAddr,
+    /// This client's registry entry (what CLIENT LIST shows of it).
+    pub info: Arc<ClientInfo>,
     /// Selected database.
     pub db: u8,
     pub authenticated: bool,
     pub name: Option<Bytes>,
     /// Close the connection once the pending replies are written (QUIT, protocol errors).
     pub close_after_reply: bool,
+    /// CLIENT REPLY OFF: replies are dropped until CLIENT REPLY ON.
+    pub reply_off: bool,
+    /// CLIENT REPLY SKIP: the next command's reply is dropped.
+    pub skip_next: bool,
 }
 
 /// What a command runs with.
@@ -148,7 +154,9 @@ pub fn all_commands() -> &'static [&'static Spec] {
         let mut v: Vec<&'static Spec> = Vec::new();
         for family in [
             connection::COMMANDS,
+            client::COMMANDS,
             server::COMMANDS,
+            admin::COMMANDS,
             strings::COMMANDS,
             bits::COMMANDS,
             keyspace::COMMANDS,
@@ -248,11 +256,44 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
     if spec.flags & flag::NO_AUTH == 0 && ctx.auth_required() {
         return ctx.reply.error("NOAUTH Authentication required.");
     }
+    let info = ctx.conn.info.clone();
+    info.touch();
+    info.published.lock().cmd = full_name;
+    info.argv_mem
+        .store(argv.iter().map(|a| a.len()).sum(), Ordering::Relaxed);
+    // Kept for the slow log; cheap (reference-counted arguments).
+    let logged = (!name.eq("auth") && !name.eq("hello")).then(|| argv.clone());
     let mut args = Args::new(argv, skip);
-    if let Err(e) = (spec.handler)(ctx, &mut args) {
+    let started = Instant::now();
+    let result = (spec.handler)(ctx, &mut args);
+    let micros = started.elapsed().as_micros() as u64;
+    if let Err(e) = result {
         match e {
             CmdError::Reply(m) => ctx.reply.error_bytes(&m),
             CmdError::Store(_) => ctx.reply.error(&e.message()),
+        }
+    }
+    {
+        let mut p = info.published.lock();
+        p.db = ctx.conn.db;
+        p.name.clone_from(&ctx.conn.name);
+        p.resp = if ctx.reply.proto == crate::protocol::reply::Proto::Resp3 {
+            3
+        } else {
+            2
+        };
+    }
+    info.argv_mem.store(0, Ordering::Relaxed);
+    if let Some(argv) = logged {
+        let (threshold, max_len) = {
+            let c = ctx.shared.config.read();
+            (c.slowlog_log_slower_than, c.slowlog_max_len)
+        };
+        if threshold >= 0 && micros >= threshold as u64 {
+            let name = ctx.conn.name.clone().unwrap_or_default();
+            ctx.shared
+                .slowlog
+                .push(&argv, micros, info.addr.clone(), name, max_len);
         }
     }
 }

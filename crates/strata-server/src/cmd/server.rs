@@ -44,6 +44,22 @@ static CONFIG_SUBCOMMANDS: &[Spec] = &[
         config_set
     ),
     server_cmd!(
+        "resetstat",
+        2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "2.0.0",
+        "Resets the server's statistics.",
+        config_resetstat
+    ),
+    server_cmd!(
+        "rewrite",
+        2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "2.8.0",
+        "Persists the effective configuration to file.",
+        config_rewrite
+    ),
+    server_cmd!(
         "help",
         2,
         LOADING | STALE,
@@ -225,6 +241,10 @@ fn config_help(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
             "    Return parameters matching the glob-like <pattern> and their values.",
             "SET <directive> <value>",
             "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+            "REWRITE",
+            "    Rewrite the configuration file.",
         ],
     );
     Ok(())
@@ -233,14 +253,13 @@ fn config_help(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
 fn config_get(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let patterns: Vec<Vec<u8>> = args.rest().iter().map(|p| p.to_vec()).collect();
     let cfg = ctx.shared.config.read().clone();
-    let hits: Vec<(&str, String)> = crate::config::DIRECTIVES
-        .iter()
-        .filter(|d| {
+    let hits: Vec<(&str, String)> = crate::config::all_names()
+        .filter(|(name, _)| {
             patterns
                 .iter()
-                .any(|p| glob::matches(p, d.name.as_bytes(), true))
+                .any(|p| glob::matches(p, name.as_bytes(), true))
         })
-        .map(|d| (d.name, (d.get)(&cfg)))
+        .map(|(name, canonical)| (name, cfg.get(canonical).unwrap_or_default()))
         .collect();
     ctx.reply.map(hits.len());
     for (name, value) in hits {
@@ -273,6 +292,27 @@ fn config_set(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         seen.push(name);
     }
     ctx.shared.apply_config(next);
+    ctx.reply.ok();
+    Ok(())
+}
+
+fn config_resetstat(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    // As Redis's configResetStatCommand: INFO's counters, not the slow log.
+    ctx.shared.stats.reset();
+    ctx.shared.store.stats.reset();
+    ctx.reply.ok();
+    Ok(())
+}
+
+fn config_rewrite(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    let cfg = ctx.shared.config.read().clone();
+    let Some(path) = cfg.config_file.clone() else {
+        return Err(CmdError::reply(
+            "ERR The server is running without a config file",
+        ));
+    };
+    crate::config_rewrite::rewrite(&cfg, &path)
+        .map_err(|e| CmdError::reply(format!("ERR Rewriting config file: {e}")))?;
     ctx.reply.ok();
     Ok(())
 }

@@ -48,6 +48,11 @@ impl ReplyBuf {
         self.out.len()
     }
 
+    /// Drops what was written after the first `len` bytes (CLIENT REPLY OFF / SKIP).
+    pub fn truncate(&mut self, len: usize) {
+        self.out.truncate(len);
+    }
+
     pub fn is_empty(&self) -> bool {
         self.out.is_empty()
     }

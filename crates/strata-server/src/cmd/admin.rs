@@ -1,0 +1,464 @@
+//! Introspection commands: SLOWLOG, MEMORY, OBJECT, LASTSAVE.
+
+use super::args::ERR_SYNTAX;
+use super::flag::*;
+use super::{reply_help, Args, CmdError, CmdResult, Ctx, Spec};
+use crate::protocol::parse::parse_i64;
+use crate::store::Meta;
+use std::sync::atomic::Ordering;
+
+macro_rules! admin_cmd {
+    ($name:literal, $arity:expr, $flags:expr, $keys:expr, $group:literal, $since:literal,
+     $summary:literal, $h:expr, $subs:expr) => {
+        Spec {
+            name: $name,
+            arity: $arity,
+            flags: $flags,
+            keys: $keys,
+            group: $group,
+            since: $since,
+            summary: $summary,
+            handler: $h,
+            subcommands: $subs,
+        }
+    };
+}
+
+const NO_KEYS: (i32, i32, i32) = (0, 0, 0);
+const KEY2: (i32, i32, i32) = (2, 2, 1);
+
+static SLOWLOG_SUBCOMMANDS: &[Spec] = &[
+    admin_cmd!(
+        "get",
+        -2,
+        ADMIN | LOADING | STALE,
+        NO_KEYS,
+        "server",
+        "2.2.12",
+        "Returns the slow log's entries.",
+        slowlog_get,
+        &[]
+    ),
+    admin_cmd!(
+        "len",
+        2,
+        ADMIN | LOADING | STALE,
+        NO_KEYS,
+        "server",
+        "2.2.12",
+        "Returns the number of entries in the slow log.",
+        slowlog_len,
+        &[]
+    ),
+    admin_cmd!(
+        "reset",
+        2,
+        ADMIN | LOADING | STALE,
+        NO_KEYS,
+        "server",
+        "2.2.12",
+        "Clears all entries from the slow log.",
+        slowlog_reset,
+        &[]
+    ),
+    admin_cmd!(
+        "help",
+        2,
+        LOADING | STALE,
+        NO_KEYS,
+        "server",
+        "6.2.0",
+        "Show helpful text about the different subcommands",
+        slowlog_help,
+        &[]
+    ),
+];
+
+static MEMORY_SUBCOMMANDS: &[Spec] = &[
+    admin_cmd!(
+        "usage",
+        -3,
+        READONLY,
+        KEY2,
+        "server",
+        "4.0.0",
+        "Estimates the memory usage of a key.",
+        memory_usage,
+        &[]
+    ),
+    admin_cmd!(
+        "help",
+        2,
+        LOADING | STALE,
+        NO_KEYS,
+        "server",
+        "4.0.0",
+        "Outputs helpful text about memory commands.",
+        memory_help,
+        &[]
+    ),
+];
+
+static OBJECT_SUBCOMMANDS: &[Spec] = &[
+    admin_cmd!(
+        "encoding",
+        3,
+        READONLY,
+        KEY2,
+        "generic",
+        "2.2.3",
+        "Returns the internal encoding of a Redis object.",
+        object_encoding,
+        &[]
+    ),
+    admin_cmd!(
+        "freq",
+        3,
+        READONLY,
+        KEY2,
+        "generic",
+        "4.0.0",
+        "Returns the logarithmic access frequency counter of a Redis object.",
+        object_freq,
+        &[]
+    ),
+    admin_cmd!(
+        "idletime",
+        3,
+        READONLY,
+        KEY2,
+        "generic",
+        "2.2.3",
+        "Returns the time since the last access to a Redis object.",
+        object_idletime,
+        &[]
+    ),
+    admin_cmd!(
+        "refcount",
+        3,
+        READONLY,
+        KEY2,
+        "generic",
+        "2.2.3",
+        "Returns the reference count of a value of a key.",
+        object_refcount,
+        &[]
+    ),
+    admin_cmd!(
+        "help",
+        2,
+        LOADING | STALE,
+        NO_KEYS,
+        "generic",
+        "6.2.0",
+        "Returns helpful text about the different subcommands.",
+        object_help,
+        &[]
+    ),
+];
+
+pub static COMMANDS: &[Spec] = &[
+    admin_cmd!(
+        "slowlog",
+        -2,
+        0,
+        NO_KEYS,
+        "server",
+        "2.2.12",
+        "A container for slow log commands.",
+        slowlog_help,
+        SLOWLOG_SUBCOMMANDS
+    ),
+    admin_cmd!(
+        "memory",
+        -2,
+        0,
+        NO_KEYS,
+        "server",
+        "4.0.0",
+        "A container for memory diagnostics commands.",
+        memory_help,
+        MEMORY_SUBCOMMANDS
+    ),
+    admin_cmd!(
+        "object",
+        -2,
+        0,
+        NO_KEYS,
+        "generic",
+        "2.2.3",
+        "A container for object introspection commands.",
+        object_help,
+        OBJECT_SUBCOMMANDS
+    ),
+    admin_cmd!(
+        "lastsave",
+        1,
+        LOADING | STALE | FAST,
+        NO_KEYS,
+        "server",
+        "1.0.0",
+        "Returns the Unix timestamp of the last successful save to disk.",
+        lastsave,
+        &[]
+    ),
+];
+
+fn slowlog_get(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    const ERR_COUNT: &str = "ERR count should be greater than or equal to -1";
+    let count = match args.remaining() {
+        0 => Some(10),
+        1 => match parse_i64(&args.next_bytes()?) {
+            Some(-1) => None,
+            Some(n) if n >= 0 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+            _ => return Err(CmdError::reply(ERR_COUNT)),
+        },
+        _ => {
+            return Err(CmdError::reply(
+                "ERR unknown subcommand or wrong number of arguments for 'get'. Try SLOWLOG \
+                 HELP.",
+            ))
+        }
+    };
+    let entries = ctx.shared.slowlog.get(count);
+    let r = &mut *ctx.reply;
+    r.array(entries.len());
+    for e in entries {
+        r.array(6);
+        r.int(e.id as i64);
+        r.int(e.time as i64);
+        r.int(e.micros as i64);
+        r.array(e.argv.len());
+        for a in &e.argv {
+            r.bulk(a);
+        }
+        r.bulk(e.addr.as_bytes());
+        r.bulk(&e.name);
+    }
+    Ok(())
+}
+
+fn slowlog_len(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    ctx.reply.int(ctx.shared.slowlog.len() as i64);
+    Ok(())
+}
+
+fn slowlog_reset(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    ctx.shared.slowlog.reset();
+    ctx.reply.ok();
+    Ok(())
+}
+
+fn slowlog_help(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    reply_help(
+        ctx,
+        "SLOWLOG",
+        &[
+            "GET [<count>]",
+            "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+            "    Entries are made of:",
+            "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+            "    client name",
+            "LEN",
+            "    Return the length of the slowlog.",
+            "RESET",
+            "    Reset the slowlog.",
+        ],
+    );
+    Ok(())
+}
+
+/// Bytes a string key costs beyond its key and value: Redis counts a dict entry, the key's
+/// and value's object headers and allocator rounding; for the record here it is the
+/// metadata header and the engine's per-entry overhead. An estimate, as Redis's is.
+const KEY_OVERHEAD_BYTES: u64 = 48;
+
+/// Estimated bytes `key` and its value take.
+fn usage_of(key: &[u8], m: &Meta) -> u64 {
+    KEY_OVERHEAD_BYTES + key.len() as u64 + m.value.len() as u64
+}
+
+fn memory_usage(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    while !args.is_done() {
+        if args.eat("SAMPLES") && !args.is_done() {
+            // Collections are not sampled yet (strings have nothing to sample).
+            args.next_i64()?;
+        } else {
+            return Err(CmdError::reply(ERR_SYNTAX));
+        }
+    }
+    let (db, store) = (ctx.conn.db, &ctx.shared.store);
+    let _g = store.lock(db, &[&key]);
+    match store.get(db, &key)? {
+        Some(m) => ctx.reply.int(usage_of(&key, &m) as i64),
+        None => ctx.reply.null(),
+    }
+    Ok(())
+}
+
+fn memory_help(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    reply_help(
+        ctx,
+        "MEMORY",
+        &[
+            "USAGE <key> [SAMPLES <count>]",
+            "    Return memory in bytes used by <key> and its value. Nested values are",
+            "    sampled up to <count> times (default: 5, 0 means sample all).",
+        ],
+    );
+    Ok(())
+}
+
+/// Redis's `tryObjectEncoding` test: at most 20 bytes, and the canonical decimal form of
+/// an i64 (`string2l`: no sign but '-', no leading zeros, no "-0").
+fn is_int_encoded(v: &[u8]) -> Option<i64> {
+    if v.len() > 20 {
+        return None;
+    }
+    let n = parse_i64(v)?;
+    (n.to_string().as_bytes() == v).then_some(n)
+}
+
+/// Redis's `OBJ_ENCODING_EMBSTR_SIZE_LIMIT`.
+const EMBSTR_MAX_BYTES: usize = 44;
+
+/// The encoding Redis would give a string value set by SET.
+pub fn string_encoding(v: &[u8]) -> &'static str {
+    if is_int_encoded(v).is_some() {
+        "int"
+    } else if v.len() <= EMBSTR_MAX_BYTES {
+        "embstr"
+    } else {
+        "raw"
+    }
+}
+
+/// The key's metadata, or a null reply (Redis's `objectCommandLookupOrReply`).
+fn object_lookup(ctx: &mut Ctx<'_>, args: &mut Args) -> Result<Option<Meta>, CmdError> {
+    let key = args.next_bytes()?;
+    let (db, store) = (ctx.conn.db, &ctx.shared.store);
+    let _g = store.lock(db, &[&key]);
+    let m = store.get(db, &key)?;
+    if m.is_none() {
+        ctx.reply.null();
+    }
+    Ok(m)
+}
+
+fn object_encoding(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    if let Some(m) = object_lookup(ctx, args)? {
+        ctx.reply.bulk(string_encoding(&m.value).as_bytes());
+    }
+    Ok(())
+}
+
+fn maxmemory_policy(ctx: &Ctx<'_>) -> String {
+    ctx.shared
+        .config
+        .read()
+        .get("maxmemory-policy")
+        .unwrap_or_default()
+}
+
+/// OBJECT FREQ: Redis's error unless an LFU policy is set; with one, 0 (access frequency is
+/// not tracked here yet).
+fn object_freq(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    if object_lookup(ctx, args)?.is_some() {
+        if !maxmemory_policy(ctx).ends_with("-lfu") {
+            return Err(CmdError::reply(
+                "ERR An LFU maxmemory policy is not selected, access frequency not tracked. \
+                 Please note that when switching between policies at runtime LRU and LFU data \
+                 will take some time to adjust.",
+            ));
+        }
+        ctx.reply.int(0);
+    }
+    Ok(())
+}
+
+/// OBJECT IDLETIME: 0 (access times are not tracked here yet); Redis's error under an LFU
+/// policy.
+fn object_idletime(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    if object_lookup(ctx, args)?.is_some() {
+        if maxmemory_policy(ctx).ends_with("-lfu") {
+            return Err(CmdError::reply(
+                "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note \
+                 that when switching between policies at runtime LRU and LFU data will take \
+                 some time to adjust.",
+            ));
+        }
+        ctx.reply.int(0);
+    }
+    Ok(())
+}
+
+/// OBJECT REFCOUNT as Redis reports it: its shared integers 0..9999 (used while no LRU/LFU
+/// policy with a maxmemory is set) report `INT_MAX`, other values 1.
+fn object_refcount(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    if let Some(m) = object_lookup(ctx, args)? {
+        let (maxmemory, policy) = {
+            let c = ctx.shared.config.read();
+            (
+                c.get("maxmemory").unwrap_or_default(),
+                c.get("maxmemory-policy").unwrap_or_default(),
+            )
+        };
+        let shares = maxmemory == "0" || !(policy.contains("lru") || policy.contains("lfu"));
+        let shared_int = is_int_encoded(&m.value).is_some_and(|n| (0..10000).contains(&n));
+        ctx.reply.int(if shares && shared_int {
+            i64::from(i32::MAX)
+        } else {
+            1
+        });
+    }
+    Ok(())
+}
+
+fn object_help(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    reply_help(
+        ctx,
+        "OBJECT",
+        &[
+            "ENCODING <key>",
+            "    Return the kind of internal representation used in order to store the value",
+            "    associated with a <key>.",
+            "FREQ <key>",
+            "    Return the access frequency index of the <key>. The returned integer is",
+            "    proportional to the logarithm of the recent access frequency of the key.",
+            "IDLETIME <key>",
+            "    Return the idle time of the <key>, that is the approximated number of",
+            "    seconds elapsed since the last access to the key.",
+            "REFCOUNT <key>",
+            "    Return the number of references of the value associated with the specified",
+            "    <key>.",
+        ],
+    );
+    Ok(())
+}
+
+fn lastsave(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    ctx.reply
+        .int(ctx.shared.last_save.load(Ordering::Relaxed) as i64);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodings_follow_try_object_encoding() {
+        assert_eq!(string_encoding(b"123"), "int");
+        assert_eq!(string_encoding(b"-5"), "int");
+        assert_eq!(string_encoding(b"9223372036854775807"), "int");
+        assert_eq!(string_encoding(b"9223372036854775808"), "embstr");
+        assert_eq!(string_encoding(b"0123"), "embstr");
+        assert_eq!(string_encoding(b"-0"), "embstr");
+        assert_eq!(string_encoding(b"+1"), "embstr");
+        assert_eq!(string_encoding(b" 1"), "embstr");
+        assert_eq!(string_encoding(&[b'a'; 44]), "embstr");
+        assert_eq!(string_encoding(&[b'a'; 45]), "raw");
+        assert_eq!(string_encoding(b""), "embstr");
+    }
+}

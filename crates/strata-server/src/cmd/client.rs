@@ -1,0 +1,480 @@
+//! CLIENT (ID, SETNAME, GETNAME, LIST, INFO, KILL, SETINFO, NO-EVICT, NO-TOUCH, REPLY, HELP)
+//! and RESET, over the client registry (`clients.rs`).
+
+use super::args::ERR_SYNTAX;
+use super::flag::*;
+use super::{reply_help, Args, CmdError, CmdResult, Ctx, Spec};
+use crate::clients::ClientInfo;
+use crate::protocol::parse::parse_i64;
+use crate::protocol::reply::Proto;
+use std::sync::Arc;
+
+macro_rules! client_cmd {
+    ($name:literal, $arity:expr, $flags:expr, $since:literal, $summary:literal, $h:expr) => {
+        Spec {
+            name: $name,
+            arity: $arity,
+            flags: $flags,
+            keys: (0, 0, 0),
+            group: "connection",
+            since: $since,
+            summary: $summary,
+            handler: $h,
+            subcommands: &[],
+        }
+    };
+}
+
+static CLIENT_SUBCOMMANDS: &[Spec] = &[
+    client_cmd!(
+        "id",
+        2,
+        NOSCRIPT | LOADING | STALE,
+        "5.0.0",
+        "Returns the unique client ID of the connection.",
+        client_id
+    ),
+    client_cmd!(
+        "setname",
+        3,
+        NOSCRIPT | LOADING | STALE,
+        "2.6.9",
+        "Sets the connection name.",
+        client_setname
+    ),
+    client_cmd!(
+        "getname",
+        2,
+        NOSCRIPT | LOADING | STALE,
+        "2.6.9",
+        "Returns the name of the connection.",
+        client_getname
+    ),
+    client_cmd!(
+        "list",
+        -2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "2.4.0",
+        "Lists open connections.",
+        client_list
+    ),
+    client_cmd!(
+        "info",
+        2,
+        NOSCRIPT | LOADING | STALE,
+        "6.2.0",
+        "Returns information about the connection.",
+        client_info
+    ),
+    client_cmd!(
+        "kill",
+        -3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "2.4.0",
+        "Terminates open connections.",
+        client_kill
+    ),
+    client_cmd!(
+        "setinfo",
+        4,
+        NOSCRIPT | LOADING | STALE,
+        "7.2.0",
+        "Sets information specific to the client or connection.",
+        client_setinfo
+    ),
+    client_cmd!(
+        "no-evict",
+        3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "7.0.0",
+        "Sets the client eviction mode of the connection.",
+        client_no_evict
+    ),
+    client_cmd!(
+        "no-touch",
+        3,
+        NOSCRIPT | LOADING | STALE,
+        "7.2.0",
+        "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.",
+        client_no_touch
+    ),
+    client_cmd!(
+        "reply",
+        3,
+        NOSCRIPT | LOADING | STALE,
+        "3.2.0",
+        "Instructs the server whether to reply to commands.",
+        client_reply
+    ),
+    client_cmd!(
+        "help",
+        2,
+        LOADING | STALE,
+        "5.0.0",
+        "Returns helpful text about the different subcommands.",
+        client_help
+    ),
+];
+
+pub static COMMANDS: &[Spec] = &[
+    Spec {
+        name: "client",
+        arity: -2,
+        flags: 0,
+        keys: (0, 0, 0),
+        group: "connection",
+        since: "2.4.0",
+        summary: "A container for client connection commands.",
+        handler: client_help,
+        subcommands: CLIENT_SUBCOMMANDS,
+    },
+    client_cmd!(
+        "reset",
+        1,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY,
+        "6.2.0",
+        "Resets the connection.",
+        reset
+    ),
+];
+
+const ERR_NAME: &str = "ERR Client names cannot contain spaces, newlines or special characters.";
+
+/// Redis's `validateClientName`: printable ASCII without spaces.
+pub fn valid_name(name: &[u8]) -> bool {
+    name.iter().all(|&c| (b'!'..=b'~').contains(&c))
+}
+
+fn client_id(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    ctx.reply.int(ctx.conn.id as i64);
+    Ok(())
+}
+
+fn client_setname(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let name = args.next_bytes()?;
+    if !valid_name(&name) {
+        return Err(CmdError::reply(ERR_NAME));
+    }
+    ctx.conn.name = (!name.is_empty()).then_some(name);
+    ctx.reply.ok();
+    Ok(())
+}
+
+fn client_getname(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    let name = ctx.conn.name.clone();
+    ctx.reply.opt_bulk(name.as_deref());
+    Ok(())
+}
+
+/// This client's line as others would see it now (its name and database may have changed
+/// in this very pipeline).
+fn own_line(ctx: &Ctx<'_>) -> String {
+    {
+        let mut p = ctx.conn.info.published.lock();
+        p.db = ctx.conn.db;
+        p.name.clone_from(&ctx.conn.name);
+        p.resp = if ctx.reply.proto == Proto::Resp3 {
+            3
+        } else {
+            2
+        };
+    }
+    ctx.conn.info.line()
+}
+
+fn client_list(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let mut ids: Option<Vec<u64>> = None;
+    while let Some(opt) = args.next_keyword() {
+        match opt.as_str() {
+            "TYPE" => {
+                let t = args.next_bytes()?;
+                match String::from_utf8_lossy(&t).to_ascii_lowercase().as_str() {
+                    "normal" => {}
+                    // No replicas, masters or subscribers here.
+                    "master" | "replica" | "slave" | "pubsub" => ids = Some(Vec::new()),
+                    _ => {
+                        let mut msg = b"ERR Unknown client type '".to_vec();
+                        msg.extend_from_slice(&t);
+                        msg.push(b'\'');
+                        return Err(CmdError::reply_bytes(msg));
+                    }
+                }
+            }
+            "ID" => {
+                let rest = args.rest();
+                if rest.is_empty() {
+                    return Err(CmdError::reply(ERR_SYNTAX));
+                }
+                let mut v = Vec::new();
+                for a in rest {
+                    match parse_i64(a) {
+                        Some(n) if n > 0 => v.push(n as u64),
+                        Some(_) => {}
+                        None => return Err(CmdError::reply("ERR Invalid client ID")),
+                    }
+                }
+                ids = Some(v);
+            }
+            _ => return Err(CmdError::reply(ERR_SYNTAX)),
+        }
+    }
+    let me = own_line(ctx);
+    let mut text = String::new();
+    for c in ctx.shared.clients.all() {
+        if ids.as_ref().is_some_and(|v| !v.contains(&c.id)) {
+            continue;
+        }
+        if c.id == ctx.conn.id {
+            text.push_str(&me);
+        } else {
+            text.push_str(&c.line());
+        }
+        text.push('\n');
+    }
+    ctx.reply.verbatim(text.as_bytes());
+    Ok(())
+}
+
+fn client_info(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    let mut line = own_line(ctx);
+    line.push('\n');
+    ctx.reply.verbatim(line.as_bytes());
+    Ok(())
+}
+
+/// CLIENT KILL's filters (Redis's `clientKillCommand`).
+#[derive(Default)]
+struct KillFilter {
+    id: Option<u64>,
+    addr: Option<Vec<u8>>,
+    laddr: Option<Vec<u8>>,
+    /// A type no client here has (master, replica, pubsub).
+    no_type_match: bool,
+    skipme: bool,
+}
+
+impl KillFilter {
+    fn matches(&self, c: &ClientInfo, me: u64) -> bool {
+        !(self.no_type_match
+            || self.id.is_some_and(|id| id != c.id)
+            || self.addr.as_ref().is_some_and(|a| a != c.addr.as_bytes())
+            || self.laddr.as_ref().is_some_and(|a| a != c.laddr.as_bytes())
+            || (self.skipme && c.id == me))
+    }
+}
+
+fn client_kill(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let rest = args.rest().to_vec();
+    let old_form = rest.len() == 1;
+    let f = if old_form {
+        KillFilter {
+            addr: Some(rest[0].to_vec()),
+            ..Default::default()
+        }
+    } else {
+        if !rest.len().is_multiple_of(2) {
+            return Err(CmdError::reply(ERR_SYNTAX));
+        }
+        let mut f = KillFilter {
+            skipme: true,
+            ..Default::default()
+        };
+        for pair in rest.chunks(2) {
+            let (opt, val) = (&pair[0], &pair[1]);
+            match String::from_utf8_lossy(opt).to_ascii_uppercase().as_str() {
+                "ID" => match parse_i64(val) {
+                    Some(n) if n > 0 => f.id = Some(n as u64),
+                    _ => return Err(CmdError::reply("ERR client-id should be greater than 0")),
+                },
+                "TYPE" => match String::from_utf8_lossy(val).to_ascii_lowercase().as_str() {
+                    "normal" => {}
+                    "master" | "replica" | "slave" | "pubsub" => f.no_type_match = true,
+                    _ => {
+                        let mut msg = b"ERR Unknown client type '".to_vec();
+                        msg.extend_from_slice(val);
+                        msg.push(b'\'');
+                        return Err(CmdError::reply_bytes(msg));
+                    }
+                },
+                "ADDR" => f.addr = Some(val.to_vec()),
+                "LADDR" => f.laddr = Some(val.to_vec()),
+                "USER" => {
+                    if &val[..] != b"default" {
+                        let mut msg = b"ERR No such user '".to_vec();
+                        msg.extend_from_slice(val);
+                        msg.push(b'\'');
+                        return Err(CmdError::reply_bytes(msg));
+                    }
+                }
+                "SKIPME" => {
+                    f.skipme = match String::from_utf8_lossy(val).to_ascii_lowercase().as_str() {
+                        "yes" => true,
+                        "no" => false,
+                        _ => return Err(CmdError::reply(ERR_SYNTAX)),
+                    }
+                }
+                _ => return Err(CmdError::reply(ERR_SYNTAX)),
+            }
+        }
+        f
+    };
+    let victims: Vec<Arc<ClientInfo>> = ctx
+        .shared
+        .clients
+        .all()
+        .into_iter()
+        .filter(|c| !c.is_killed() && f.matches(c, ctx.conn.id))
+        .collect();
+    for c in &victims {
+        if c.id == ctx.conn.id {
+            // As Redis: the caller gets its reply first.
+            ctx.conn.close_after_reply = true;
+        } else {
+            c.request_kill();
+        }
+    }
+    if old_form {
+        if victims.is_empty() {
+            return Err(CmdError::reply("ERR No such client"));
+        }
+        ctx.reply.ok();
+    } else {
+        ctx.reply.int(victims.len() as i64);
+    }
+    Ok(())
+}
+
+fn client_setinfo(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let attr = args.next_bytes()?;
+    let val = args.next_bytes()?;
+    let attr_name = String::from_utf8_lossy(&attr).to_ascii_lowercase();
+    if attr_name != "lib-name" && attr_name != "lib-ver" {
+        let mut msg = b"ERR Unrecognized option '".to_vec();
+        msg.extend_from_slice(&attr);
+        msg.push(b'\'');
+        return Err(CmdError::reply_bytes(msg));
+    }
+    // Redis 7.2's `validateClientAttr`: printable ASCII without spaces.
+    if !valid_name(&val) {
+        return Err(CmdError::reply(format!(
+            "ERR {attr_name} cannot contain spaces, newlines or special characters."
+        )));
+    }
+    let v = (!val.is_empty()).then_some(val);
+    let mut p = ctx.conn.info.published.lock();
+    if attr_name == "lib-name" {
+        p.lib_name = v;
+    } else {
+        p.lib_ver = v;
+    }
+    drop(p);
+    ctx.reply.ok();
+    Ok(())
+}
+
+/// `ON` or `OFF`, else Redis's syntax error.
+fn on_off(args: &mut Args) -> Result<bool, CmdError> {
+    match args.next_keyword().as_deref() {
+        Some("ON") => Ok(true),
+        Some("OFF") => Ok(false),
+        _ => Err(CmdError::reply(ERR_SYNTAX)),
+    }
+}
+
+/// NO-EVICT: recorded and shown in CLIENT LIST's flags; no client is evicted here.
+fn client_no_evict(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let on = on_off(args)?;
+    ctx.conn.info.published.lock().no_evict = on;
+    ctx.reply.ok();
+    Ok(())
+}
+
+/// NO-TOUCH: recorded and shown in CLIENT LIST's flags; no access times are kept here.
+fn client_no_touch(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let on = on_off(args)?;
+    ctx.conn.info.published.lock().no_touch = on;
+    ctx.reply.ok();
+    Ok(())
+}
+
+fn client_reply(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    match args.next_keyword().as_deref() {
+        Some("ON") => {
+            ctx.conn.reply_off = false;
+            ctx.conn.skip_next = false;
+            ctx.reply.ok();
+        }
+        Some("OFF") => ctx.conn.reply_off = true,
+        Some("SKIP") => {
+            if !ctx.conn.reply_off {
+                ctx.conn.skip_next = true;
+            }
+        }
+        _ => return Err(CmdError::reply(ERR_SYNTAX)),
+    }
+    Ok(())
+}
+
+fn client_help(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    reply_help(
+        ctx,
+        "CLIENT",
+        &[
+            "GETNAME",
+            "    Return the name of the current connection.",
+            "ID",
+            "    Return the ID of the current connection.",
+            "INFO",
+            "    Return information about the current client connection.",
+            "KILL <ip:port>",
+            "    Kill connection made from <ip:port>.",
+            "KILL <option> <value> [<option> <value> [...]]",
+            "    Kill connections. Options are:",
+            "    * ADDR (<ip:port>|<unixsocket>:0)",
+            "      Kill connections made from the specified address",
+            "    * LADDR (<ip:port>|<unixsocket>:0)",
+            "      Kill connections made to specified local address",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+            "      Kill connections by type.",
+            "    * USER <username>",
+            "      Kill connections authenticated by <username>.",
+            "    * SKIPME (YES|NO)",
+            "      Skip killing current connection (default: yes).",
+            "LIST [options ...]",
+            "    Return information about client connections. Options:",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+            "      Return clients of specified type.",
+            "REPLY (ON|OFF|SKIP)",
+            "    Control the replies sent to the current connection.",
+            "SETNAME <name>",
+            "    Assign the name <name> to the current connection.",
+            "SETINFO <option> <value>",
+            "    Set client meta attr. Options are:",
+            "    * LIB-NAME: the client lib name.",
+            "    * LIB-VER: the client lib version.",
+            "NO-EVICT (ON|OFF)",
+            "    Protect current client connection from eviction.",
+            "NO-TOUCH (ON|OFF)",
+            "    Will not touch LRU/LFU stats when this mode is on.",
+        ],
+    );
+    Ok(())
+}
+
+/// RESET (Redis's `resetCommand`): the connection's state back to a new connection's:
+/// database 0, no name, RESP2, replies on, and not authenticated while a password is set.
+fn reset(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    ctx.conn.db = 0;
+    ctx.conn.name = None;
+    ctx.conn.reply_off = false;
+    ctx.conn.skip_next = false;
+    {
+        let mut p = ctx.conn.info.published.lock();
+        p.no_evict = false;
+        p.no_touch = false;
+    }
+    ctx.conn.authenticated = ctx.shared.config.read().requirepass.is_none();
+    ctx.reply.proto = Proto::Resp2;
+    ctx.reply.simple("RESET");
+    Ok(())
+}

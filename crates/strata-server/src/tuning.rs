@@ -1,0 +1,228 @@
+//! Redis directives that tune what Strata does not have (encodings, eviction, RDB/AOF files,
+//! defragmentation, lazy freeing, the event loop's `hz`, keyspace notifications...). Clients
+//! and deployment tools set and read them (`CONFIG SET maxmemory-policy ...`, a redis.conf
+//! copied over), so they are accepted, validated as Redis validates their type, stored and
+//! read back as set, with Redis 7.0's defaults (from a real `redis-server`'s
+//! `CONFIG GET *`); nothing else reads them.
+
+use crate::config::parse_memory;
+
+/// How a value is checked and normalized.
+#[derive(Clone, Copy)]
+pub enum Kind {
+    /// An integer, read back as given.
+    Int,
+    /// A memory size with an optional unit, read back in bytes.
+    Mem,
+    /// `yes` or `no`.
+    Bool,
+    /// One of the listed words (case-insensitive, read back in lower case).
+    Enum(&'static [&'static str]),
+    /// Any string.
+    Str,
+}
+
+/// One tuning directive: name, Redis's default, kind, and an older name Redis still accepts
+/// for it (`hash-max-ziplist-entries` for `hash-max-listpack-entries`).
+pub struct Tuning {
+    pub name: &'static str,
+    pub default: &'static str,
+    pub kind: Kind,
+    pub alias: Option<&'static str>,
+}
+
+const fn t(name: &'static str, default: &'static str, kind: Kind) -> Tuning {
+    Tuning {
+        name,
+        default,
+        kind,
+        alias: None,
+    }
+}
+
+const fn a(name: &'static str, alias: &'static str, default: &'static str, kind: Kind) -> Tuning {
+    Tuning {
+        name,
+        default,
+        kind,
+        alias: Some(alias),
+    }
+}
+
+use Kind::*;
+
+const POLICIES: &[&str] = &[
+    "volatile-lru",
+    "volatile-lfu",
+    "volatile-random",
+    "volatile-ttl",
+    "allkeys-lru",
+    "allkeys-lfu",
+    "allkeys-random",
+    "noeviction",
+];
+
+/// Every tuning directive, by name.
+pub static TUNING: &[Tuning] = &[
+    t("acllog-max-len", "128", Int),
+    t("active-defrag-cycle-max", "25", Int),
+    t("active-defrag-cycle-min", "1", Int),
+    t("active-defrag-ignore-bytes", "104857600", Mem),
+    t("active-defrag-max-scan-fields", "1000", Int),
+    t("active-defrag-threshold-lower", "10", Int),
+    t("active-defrag-threshold-upper", "100", Int),
+    t("active-expire-effort", "1", Int),
+    t("activedefrag", "no", Bool),
+    t("activerehashing", "yes", Bool),
+    t("always-show-logo", "no", Bool),
+    t("aof-load-truncated", "yes", Bool),
+    t("aof-rewrite-incremental-fsync", "yes", Bool),
+    t("aof-timestamp-enabled", "no", Bool),
+    t("aof-use-rdb-preamble", "yes", Bool),
+    t("appenddirname", "appendonlydir", Str),
+    t("appendfilename", "appendonly.aof", Str),
+    t("appendonly", "no", Bool),
+    t("auto-aof-rewrite-min-size", "67108864", Mem),
+    t("auto-aof-rewrite-percentage", "100", Int),
+    a("busy-reply-threshold", "lua-time-limit", "5000", Int),
+    t("dbfilename", "dump.rdb", Str),
+    t("dynamic-hz", "yes", Bool),
+    a(
+        "hash-max-listpack-entries",
+        "hash-max-ziplist-entries",
+        "512",
+        Int,
+    ),
+    a(
+        "hash-max-listpack-value",
+        "hash-max-ziplist-value",
+        "64",
+        Int,
+    ),
+    t("hll-sparse-max-bytes", "3000", Mem),
+    t("hz", "10", Int),
+    t("io-threads", "1", Int),
+    t("io-threads-do-reads", "no", Bool),
+    t("jemalloc-bg-thread", "yes", Bool),
+    t("latency-monitor-threshold", "0", Int),
+    t("latency-tracking", "yes", Bool),
+    t("latency-tracking-info-percentiles", "50 99 99.9", Str),
+    t("lazyfree-lazy-eviction", "no", Bool),
+    t("lazyfree-lazy-expire", "no", Bool),
+    t("lazyfree-lazy-server-del", "no", Bool),
+    t("lazyfree-lazy-user-del", "no", Bool),
+    t("lazyfree-lazy-user-flush", "no", Bool),
+    t("lfu-decay-time", "1", Int),
+    t("lfu-log-factor", "10", Int),
+    t("list-compress-depth", "0", Int),
+    a("list-max-listpack-size", "list-max-ziplist-size", "-2", Int),
+    t("logfile", "", Str),
+    t(
+        "loglevel",
+        "notice",
+        Enum(&["debug", "verbose", "notice", "warning"]),
+    ),
+    t("maxmemory", "0", Mem),
+    t("maxmemory-clients", "0", Mem),
+    t("maxmemory-eviction-tenacity", "10", Int),
+    t("maxmemory-policy", "noeviction", Enum(POLICIES)),
+    t("maxmemory-samples", "5", Int),
+    t("no-appendfsync-on-rewrite", "no", Bool),
+    t("notify-keyspace-events", "", Str),
+    t(
+        "oom-score-adj",
+        "no",
+        Enum(&["no", "yes", "relative", "absolute"]),
+    ),
+    t("oom-score-adj-values", "0 200 800", Str),
+    t("rdb-del-sync-files", "no", Bool),
+    t("rdb-save-incremental-fsync", "yes", Bool),
+    t("rdbchecksum", "yes", Bool),
+    t("rdbcompression", "yes", Bool),
+    a("replica-lazy-flush", "slave-lazy-flush", "no", Bool),
+    t("save", "3600 1 300 100 60 10000", Str),
+    t("set-max-intset-entries", "512", Int),
+    t("shutdown-timeout", "10", Int),
+    t("stop-writes-on-bgsave-error", "yes", Bool),
+    t("stream-node-max-bytes", "4096", Mem),
+    t("stream-node-max-entries", "100", Int),
+    t("tcp-backlog", "511", Int),
+    t("tracking-table-max-keys", "1000000", Int),
+    a(
+        "zset-max-listpack-entries",
+        "zset-max-ziplist-entries",
+        "128",
+        Int,
+    ),
+    a(
+        "zset-max-listpack-value",
+        "zset-max-ziplist-value",
+        "64",
+        Int,
+    ),
+];
+
+/// The tuning directive called `name` (or by its alias), case-insensitive.
+pub fn find(name: &str) -> Option<&'static Tuning> {
+    TUNING.iter().find(|t| {
+        t.name.eq_ignore_ascii_case(name) || t.alias.is_some_and(|a| a.eq_ignore_ascii_case(name))
+    })
+}
+
+/// Checks `value` for `t` and returns the form read back; the error is Redis's text.
+pub fn normalize(t: &Tuning, value: &str) -> Result<String, String> {
+    match t.kind {
+        Int => value
+            .parse::<i64>()
+            .map(|n| n.to_string())
+            .map_err(|_| "argument couldn't be parsed into an integer".to_string()),
+        Mem => parse_memory(value)
+            .map(|n| n.to_string())
+            .ok_or_else(|| "argument must be a memory value".to_string()),
+        Bool => match value.to_ascii_lowercase().as_str() {
+            "yes" => Ok("yes".to_string()),
+            "no" => Ok("no".to_string()),
+            _ => Err("argument must be 'yes' or 'no'".to_string()),
+        },
+        Enum(words) => {
+            let v = value.to_ascii_lowercase();
+            if words.contains(&v.as_str()) {
+                Ok(v)
+            } else {
+                Err(format!(
+                    "argument(s) must be one of the following: {}",
+                    words.join(", ")
+                ))
+            }
+        }
+        Str => Ok(value.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_names_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for t in TUNING {
+            assert!(seen.insert(t.name), "{}", t.name);
+            if let Some(a) = t.alias {
+                assert!(seen.insert(a), "{a}");
+            }
+            assert_eq!(normalize(t, t.default).unwrap(), t.default, "{}", t.name);
+        }
+        let m = find("MAXMEMORY").unwrap();
+        assert_eq!(normalize(m, "1mb").unwrap(), "1048576");
+        assert_eq!(
+            find("hash-max-ziplist-entries").unwrap().name,
+            "hash-max-listpack-entries"
+        );
+        assert_eq!(
+            normalize(find("maxmemory-policy").unwrap(), "foo").unwrap_err(),
+            "argument(s) must be one of the following: volatile-lru, volatile-lfu, \
+             volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction"
+        );
+    }
+}
