@@ -11,7 +11,8 @@
 //!   command family (`connection`, `server`, `strings`, `keyspace`);
 //! - `store.rs`: the types layer (metadata records over `strata::Db`, lazy expiry, the
 //!   interim stripe locks), over the key encoding of `keys.rs`
-//!   (`docs/format/redis-keys.md`).
+//!   (`docs/format/redis-keys.md`); `expire.rs`: the index of keys with a TTL and the
+//!   active expiry cycle.
 //!
 //! ```no_run
 //! let cfg = strata_server::Config::from_args(&["--port".into(), "6380".into()])?;
@@ -26,6 +27,7 @@
 mod cmd;
 pub mod config;
 mod conn;
+mod expire;
 mod glob;
 mod info;
 pub mod keys;

@@ -7,7 +7,8 @@
 //! multi-thread runtime (a current-thread runtime would stall every client behind one cold
 //! read). When commands move onto the shards' workers as futures, a current-thread runtime
 //! per core may do. One more thread, `strata-fsync`, makes the logs durable every second
-//! under `appendfsync everysec`.
+//! under `appendfsync everysec`, and another, `strata-expire`, runs the active expiry cycle
+//! ten times a second (`expire.rs`).
 //!
 //! **Shutdown.** SHUTDOWN, SIGINT/SIGTERM (with [`StartOptions::handle_signals`]) or
 //! [`ServerHandle::shutdown`] flip one watch channel. Accept loops stop; each connection
@@ -293,10 +294,12 @@ fn run(
     opts: StartOptions,
 ) -> Result<(), ServerError> {
     let fsync = spawn_fsync_thread(shared.clone());
+    let expire = spawn_expire_thread(shared.clone());
     let served = runtime.block_on(serve(shared.clone(), listeners, opts));
     runtime.shutdown_timeout(Duration::from_secs(5));
     shared.request_shutdown();
     let _ = fsync.join();
+    let _ = expire.join();
     served?;
     // If a connection outlived the runtime's shutdown, the database is dropped with the
     // last reference instead (its workers stop; acknowledged writes are in the logs).
@@ -326,6 +329,24 @@ fn spawn_fsync_thread(shared: Arc<Shared>) -> JoinHandle<()> {
                 }
             }
             let _ = shared.store.sync_if_dirty();
+        })
+        .unwrap_or_else(|_| std::thread::spawn(|| {}))
+}
+
+/// Active expiry (`expire.rs`): one cycle every 100 ms until shutdown.
+fn spawn_expire_thread(shared: Arc<Shared>) -> JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("strata-expire".to_string())
+        .spawn(move || {
+            let rx = shared.shutdown_receiver();
+            while !*rx.borrow() {
+                std::thread::sleep(crate::expire::PERIOD);
+                if let Err(e) =
+                    crate::expire::active_expire_cycle(&shared.store, crate::expire::CYCLE_BUDGET)
+                {
+                    eprintln!("strata-server: active expiry failed: {e}");
+                }
+            }
         })
         .unwrap_or_else(|_| std::thread::spawn(|| {}))
 }

@@ -10,7 +10,12 @@
 //! commands on different keys rarely share a stripe, so this serializes little; it costs a
 //! mutex per key per command, which the worker design will remove. Writes spanning keys go to
 //! the front as one `WriteBatch`, atomic across shards.
+//!
+//! **Expiry index.** Every write through the store updates the in-memory index of keys with
+//! a TTL that active expiry samples (`expire.rs`), after the write succeeded and while the
+//! writer holds the key's stripe.
 
+use crate::expire::{Due, ExpiryIndex};
 use crate::keys::{db_range, meta_key, user_key_of_meta, SERVER_PREFIX};
 use parking_lot::{Mutex, MutexGuard};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -132,6 +137,8 @@ pub struct Store {
     /// A write happened since the last background sync (`appendfsync everysec`).
     dirty: AtomicBool,
     pub stats: KeyStats,
+    /// Keys with a TTL, for active expiry (`expire.rs`).
+    expires: ExpiryIndex,
 }
 
 /// Stripe locks held for the duration of one command.
@@ -154,14 +161,71 @@ impl Store {
                 )))
             }
         }
-        Ok(Store {
+        let store = Store {
             db,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             version: AtomicU64::new(0),
             sync_writes: AtomicBool::new(sync_writes),
             dirty: AtomicBool::new(false),
             stats: KeyStats::default(),
-        })
+            expires: ExpiryIndex::default(),
+        };
+        store.rebuild_expiry_index()?;
+        Ok(store)
+    }
+
+    /// Fills the expiry index from the metadata records of every database (one scan, at
+    /// open, before any command runs). Keys already expired are indexed too: the first
+    /// expiry cycle deletes them.
+    fn rebuild_expiry_index(&self) -> Result<()> {
+        let mut it = self.db.iter_opt(&IterOptions {
+            lower_bound: None,
+            upper_bound: Some(vec![SERVER_PREFIX]),
+        })?;
+        it.seek_to_first();
+        while it.valid() {
+            if let Some(k) = user_key_of_meta(it.key()) {
+                let m = Meta::decode(it.value()).ok_or_else(|| corrupt(k))?;
+                if m.expire_ms != 0 {
+                    self.expires.set(it.key()[0], k, m.expire_ms);
+                }
+            }
+            it.next();
+        }
+        it.status()
+    }
+
+    pub(crate) fn expiry_index(&self) -> &ExpiryIndex {
+        &self.expires
+    }
+
+    /// Updates the expiry index after a successful write of `key` (`None`: deleted).
+    fn note_write(&self, db: u8, key: &[u8], meta: Option<&Meta>) {
+        match meta {
+            Some(m) => self.expires.set(db, key, m.expire_ms),
+            None => self.expires.remove(db, key),
+        }
+    }
+
+    /// Active expiry of one indexed key: under the key's stripe, deletes it if its record
+    /// is expired now (not merely its index entry: a concurrent write may have replaced it),
+    /// and fixes a stale index entry.
+    pub(crate) fn expire_if_due(&self, db: u8, key: &[u8]) -> Result<Due> {
+        let _g = self.lock(db, &[key]);
+        let mk = meta_key(db, key);
+        let Some(raw) = self.db.get(&mk)? else {
+            self.expires.remove(db, key);
+            return Ok(Due::Stale);
+        };
+        let m = Meta::decode(&raw).ok_or_else(|| corrupt(key))?;
+        if m.expired_at(now_ms()) {
+            self.db.delete_opt(&self.wo(), &mk)?;
+            self.expires.remove(db, key);
+            self.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
+            return Ok(Due::Deleted);
+        }
+        self.note_write(db, key, Some(&m));
+        Ok(Due::Stale)
     }
 
     pub fn db(&self) -> &Db {
@@ -185,9 +249,16 @@ impl Store {
 
     /// Locks the stripes of `keys` of database `db` (see the module comment).
     pub fn lock<K: AsRef<[u8]>>(&self, db: u8, keys: &[K]) -> KeyGuard<'_> {
+        let keys: Vec<(u8, &[u8])> = keys.iter().map(|k| (db, k.as_ref())).collect();
+        self.lock_in(&keys)
+    }
+
+    /// Locks the stripes of keys of several databases (COPY ... DB), in the same order as
+    /// [`Store::lock`].
+    pub fn lock_in(&self, keys: &[(u8, &[u8])]) -> KeyGuard<'_> {
         let mut idx: Vec<usize> = keys
             .iter()
-            .map(|k| (xxh3_64(&meta_key(db, k.as_ref())) % STRIPES as u64) as usize)
+            .map(|(db, k)| (xxh3_64(&meta_key(*db, k)) % STRIPES as u64) as usize)
             .collect();
         idx.sort_unstable();
         idx.dedup();
@@ -225,6 +296,7 @@ impl Store {
         let meta = Meta::decode(&raw).ok_or_else(|| corrupt(key))?;
         if meta.expired_at(now_ms()) {
             self.db.delete_opt(&self.wo(), &mk)?;
+            self.note_write(db, key, None);
             self.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
             return Ok(None);
         }
@@ -268,11 +340,15 @@ impl Store {
 
     pub fn put(&self, db: u8, key: &[u8], meta: &Meta) -> Result<()> {
         self.db
-            .put_opt(&self.wo(), &meta_key(db, key), &meta.encode())
+            .put_opt(&self.wo(), &meta_key(db, key), &meta.encode())?;
+        self.note_write(db, key, Some(meta));
+        Ok(())
     }
 
     pub fn delete(&self, db: u8, key: &[u8]) -> Result<()> {
-        self.db.delete_opt(&self.wo(), &meta_key(db, key))
+        self.db.delete_opt(&self.wo(), &meta_key(db, key))?;
+        self.note_write(db, key, None);
+        Ok(())
     }
 
     /// Applies puts (`Some`) and deletes (`None`) of several keys atomically.
@@ -285,7 +361,70 @@ impl Store {
                 None => b.delete(&mk),
             };
         }
-        self.db.write_opt(&self.wo(), b)
+        self.db.write_opt(&self.wo(), b)?;
+        for (k, m) in ops {
+            self.note_write(db, k, *m);
+        }
+        Ok(())
+    }
+
+    /// Calls `f(slot, user_key, meta)` for the metadata records of database `db` from the
+    /// first key of hash slot `slot` that is not below `from` onwards, in store order (slot,
+    /// then key bytes), until `f` returns false. Expired keys are passed as `None` (and not
+    /// deleted). SCAN and RANDOMKEY.
+    pub fn scan_from(
+        &self,
+        db: u8,
+        slot: u16,
+        from: &[u8],
+        mut f: impl FnMut(u16, &[u8], Option<&Meta>) -> bool,
+    ) -> Result<()> {
+        let mut lo = vec![db];
+        lo.extend_from_slice(&slot.to_be_bytes());
+        lo.push(crate::keys::KIND_META);
+        lo.extend_from_slice(from);
+        let (_, hi) = db_range(db);
+        let mut it = self.db.iter_opt(&IterOptions {
+            lower_bound: Some(lo.clone()),
+            upper_bound: Some(hi),
+        })?;
+        it.seek(&lo);
+        let now = now_ms();
+        while it.valid() {
+            let sk = it.key();
+            if let Some(k) = user_key_of_meta(sk) {
+                let m = Meta::decode(it.value()).ok_or_else(|| corrupt(k))?;
+                let slot = u16::from_be_bytes([sk[1], sk[2]]);
+                if !f(slot, k, (!m.expired_at(now)).then_some(&m)) {
+                    break;
+                }
+            }
+            it.next();
+        }
+        it.status()
+    }
+
+    /// A live key of `db` chosen at random (RANDOMKEY): the first live key at or after a
+    /// random hash slot, wrapping around once. Keys in sparsely filled slots are likelier
+    /// than others (Redis's choice is not uniform either: it picks a random bucket).
+    pub fn random_key(&self, db: u8) -> Result<Option<Vec<u8>>> {
+        let start = (self.expires.random() % u64::from(crate::keys::SLOTS)) as u16;
+        let mut found = None;
+        for (from, below) in [(start, u32::MAX), (0, u32::from(start))] {
+            self.scan_from(db, from, b"", |s, k, m| {
+                if u32::from(s) >= below {
+                    return false;
+                }
+                if m.is_some() {
+                    found = Some(k.to_vec());
+                }
+                found.is_none()
+            })?;
+            if found.is_some() {
+                break;
+            }
+        }
+        Ok(found)
     }
 
     /// Calls `f(user_key, meta)` for every live key of database `db`, in store order, at
@@ -320,16 +459,31 @@ impl Store {
         })?;
         it.seek(&lo);
         let mut b = WriteBatch::new();
+        let mut metas: Vec<Vec<u8>> = Vec::new();
         while it.valid() {
             b.delete(it.key());
+            if let Some(k) = user_key_of_meta(it.key()) {
+                metas.push(k.to_vec());
+            }
             if b.len() >= 1000 {
-                self.db.write_opt(&self.wo(), std::mem::take(&mut b))?;
+                self.flush_batch(db, std::mem::take(&mut b), std::mem::take(&mut metas))?;
             }
             it.next();
         }
         it.status()?;
         if !b.is_empty() {
-            self.db.write_opt(&self.wo(), b)?;
+            self.flush_batch(db, b, metas)?;
+        }
+        Ok(())
+    }
+
+    /// One batch of FLUSHDB: the deletes and the expiry index entries of the deleted keys,
+    /// under their stripes so that a key rewritten concurrently keeps its index entry.
+    fn flush_batch(&self, db: u8, b: WriteBatch, keys: Vec<Vec<u8>>) -> Result<()> {
+        let _g = self.lock(db, &keys);
+        self.db.write_opt(&self.wo(), b)?;
+        for k in &keys {
+            self.expires.remove(db, k);
         }
         Ok(())
     }
