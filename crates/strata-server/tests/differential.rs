@@ -113,3 +113,19 @@ fn nul_in_an_inline_request_neither_hangs_nor_is_answered() {
         Ok(true)
     );
 }
+
+#[test]
+fn copy_db_out_of_int_range_names_the_range() {
+    // COPY '\x00\xff\r\nbin' k2 DB 2147483648: Redis reads the index as a C int.
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut c = Client::connect(s.local_addr());
+    assert_eq!(
+        c.q(&["COPY", "a", "b", "DB", "2147483648"]),
+        V::err("ERR value is out of range, value must between -2147483648 and 2147483647")
+    );
+    assert_eq!(
+        c.q(&["COPY", "a", "b", "DB", "2", "DB", "-2147483649"]),
+        V::err("ERR value is out of range, value must between -2147483648 and 2147483647")
+    );
+}

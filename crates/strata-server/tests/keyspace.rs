@@ -144,6 +144,10 @@ fn copy_with_db_and_replace() {
     );
     assert_eq!(
         c.q(&["COPY", "a", "b", "DB", "4294967296"]),
+        err("ERR value is out of range, value must between -2147483648 and 2147483647")
+    );
+    assert_eq!(
+        c.q(&["COPY", "a", "b", "DB", "9223372036854775808"]),
         err("ERR value is not an integer or out of range")
     );
     assert_eq!(c.q(&["COPY", "a", "b", "DB"]), err("ERR syntax error"));

@@ -495,10 +495,7 @@ fn copy(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         if args.eat("REPLACE") {
             replace = true;
         } else if args.remaining() >= 2 && args.eat("DB") {
-            let n = args.next_i64()?;
-            if !(i64::from(i32::MIN)..=i64::from(i32::MAX)).contains(&n) {
-                return Err(CmdError::reply(super::args::ERR_NOT_INT));
-            }
+            let n = args.next_i32()?;
             if n < 0 || n as usize >= ctx.shared.config.read().databases {
                 return Err(CmdError::reply("ERR DB index is out of range"));
             }
