@@ -82,6 +82,8 @@ pub struct Shared {
     pub started: Instant,
     pub run_id: String,
     pub local_addrs: Vec<SocketAddr>,
+    /// SCAN positions too long for a cursor (`cursor.rs`).
+    pub scan_bounds: crate::cursor::ScanBounds,
     next_client_id: AtomicU64,
     shutdown: watch::Sender<bool>,
 }
@@ -260,6 +262,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
         started: Instant::now(),
         run_id: run_id(),
         local_addrs: local_addrs.clone(),
+        scan_bounds: Default::default(),
         next_client_id: AtomicU64::new(0),
         shutdown: stop.clone(),
     });

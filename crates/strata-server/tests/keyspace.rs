@@ -211,8 +211,7 @@ fn scan_arguments_and_filters() {
         assert_eq!(c.q(&["SET", &k, "v"]), V::ok());
         want.insert(k);
     }
-    // Many keys of one slot sharing a long prefix: cursors cannot split between them, but
-    // nothing is lost.
+    // Many keys of one slot sharing a long prefix: their cursors are kept by the server.
     for i in 0..50 {
         let k = format!("{{tag}}:common-prefix:{i}");
         assert_eq!(c.q(&["SET", &k, "v"]), V::ok());
@@ -235,6 +234,17 @@ fn scan_arguments_and_filters() {
     assert_eq!(scan_all(&mut c, &["TYPE", "STRING"]).0, want);
     assert_eq!(scan_all(&mut c, &["TYPE", "hash"]).0, BTreeSet::new());
     assert_eq!(scan_all(&mut c, &["TYPE", "nosuchtype"]).0, BTreeSet::new());
+    let (mut cursor, mut tagged) = ("0".to_string(), BTreeSet::new());
+    loop {
+        let (next, keys) = scan_once(&mut c, &cursor, &["COUNT", "3", "MATCH", "{tag}*"]);
+        assert!(keys.len() <= 3, "COUNT 3 gave {keys:?}");
+        tagged.extend(keys);
+        if next == "0" {
+            break;
+        }
+        cursor = next;
+    }
+    assert_eq!(tagged.len(), 50);
     // Options may repeat; the last one wins.
     let (all, _) = scan_all(
         &mut c,
@@ -268,6 +278,12 @@ fn scan_under_concurrent_writes_returns_every_stable_key() {
         assert_eq!(c.q(&["SET", &k, "v"]), V::ok());
         stable.insert(k);
     }
+    // One slot with many keys sharing a long prefix: cursors from the server's table.
+    for i in 0..500 {
+        let k = format!("{{one-slot}}:stable:{i}");
+        assert_eq!(c.q(&["SET", &k, "v"]), V::ok());
+        stable.insert(k);
+    }
     for i in 0..500 {
         assert_eq!(c.q(&["SET", &format!("doomed:{i}"), "v"]), V::ok());
     }
@@ -280,6 +296,11 @@ fn scan_under_concurrent_writes_returns_every_stable_key() {
             while !stop.load(Ordering::Relaxed) {
                 // Inserts spread over every slot, deletes, and rewrites of stable keys.
                 assert_eq!(w.q(&["SET", &format!("churn:{i}"), "v"]), V::ok());
+                let k = format!("{{one-slot}}:stable:{}x{i}", i % 500);
+                assert_eq!(w.q(&["SET", &k, "v"]), V::ok());
+                if i.is_multiple_of(3) {
+                    w.q(&["DEL", &format!("{{one-slot}}:stable:{}x{}", i % 500, i / 3)]);
+                }
                 if i.is_multiple_of(2) {
                     w.q(&["DEL", &format!("churn:{}", i / 2)]);
                 }

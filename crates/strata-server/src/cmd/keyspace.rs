@@ -5,8 +5,8 @@
 use super::args::ERR_SYNTAX;
 use super::flag::*;
 use super::{Args, CmdError, CmdResult, Ctx, Spec};
+use crate::cursor;
 use crate::glob;
-use crate::keys::SLOTS;
 use crate::store::{now_ms, Meta};
 
 macro_rules! key_cmd {
@@ -525,72 +525,12 @@ fn copy(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     Ok(())
 }
 
-/// Longest resume bound a SCAN cursor holds, in bytes of the user key.
-const CURSOR_BOUND_BYTES: usize = 5;
-
-/// A SCAN cursor: resume at the first key of hash slot `slot` that is not below `bound`
-/// (`docs/design.md`, "SCAN cursors"). Bits, high to low: slot (14), bound length (3),
-/// bound bytes (40, zero-padded), zero (7). Cursor 0 is slot 0 with an empty bound: the
-/// start of the database.
-fn encode_cursor(slot: u16, bound: &[u8]) -> u64 {
-    debug_assert!(slot < SLOTS && bound.len() <= CURSOR_BOUND_BYTES);
-    let mut bytes = [0u8; 8];
-    bytes[3..3 + bound.len()].copy_from_slice(bound);
-    (u64::from(slot) << 50) | ((bound.len() as u64) << 47) | (u64::from_be_bytes(bytes) << 7)
-}
-
-/// Any 64-bit value is a cursor (as in Redis, an unknown cursor resumes somewhere); a bound
-/// length above 5 reads as 5.
-fn decode_cursor(c: u64) -> (u16, Vec<u8>) {
-    let slot = (c >> 50) as u16;
-    let len = (((c >> 47) & 7) as usize).min(CURSOR_BOUND_BYTES);
-    let bytes = ((c >> 7) & ((1 << 40) - 1)).to_be_bytes();
-    (slot, bytes[3..3 + len].to_vec())
-}
-
-/// The shortest bound `b` with `prev < b <= next` (keys ordered by slot, then bytes) that a
-/// cursor can hold, if any.
-fn cursor_between(prev: (u16, &[u8]), next: (u16, &[u8])) -> Option<(u16, Vec<u8>)> {
-    if next.0 > prev.0 {
-        return Some((next.0, Vec::new()));
-    }
-    let common = prev
-        .1
-        .iter()
-        .zip(next.1)
-        .take_while(|(a, b)| a == b)
-        .count();
-    (common < CURSOR_BOUND_BYTES && common < next.1.len())
-        .then(|| (next.0, next.1[..=common].to_vec()))
-}
-
-/// Redis's `parseScanCursorOrReply`: C's `strtoul` over the whole argument (an optional
-/// sign, a negative value wrapping around; the empty string is 0), no leading space.
-fn parse_cursor(b: &[u8]) -> Option<u64> {
-    if b.is_empty() {
-        return Some(0);
-    }
-    let (neg, digits) = match b[0] {
-        b'-' => (true, &b[1..]),
-        b'+' => (false, &b[1..]),
-        _ => (false, b),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let mut n: u64 = 0;
-    for &d in digits {
-        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-    }
-    Some(if neg { n.wrapping_neg() } else { n })
-}
-
-/// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]. COUNT bounds the keys examined
-/// (expired and filtered ones included), as in Redis; a reply may hold more when no cursor
-/// fits between two keys (see [`cursor_between`]).
+/// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]. COUNT keys are examined per
+/// call (expired and filtered ones included: Redis too counts work, not results); the reply's
+/// cursor is the position of the next key (`cursor.rs`).
 fn scan(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let cursor =
-        parse_cursor(&args.next_bytes()?).ok_or_else(|| CmdError::reply("ERR invalid cursor"))?;
+        cursor::parse(&args.next_bytes()?).ok_or_else(|| CmdError::reply("ERR invalid cursor"))?;
     let mut count: usize = 10;
     let mut pattern: Option<bytes::Bytes> = None;
     let mut type_name: Option<bytes::Bytes> = None;
@@ -611,34 +551,32 @@ fn scan(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             return Err(CmdError::reply(ERR_SYNTAX));
         }
     }
-    let (slot, bound) = decode_cursor(cursor);
+    let db = ctx.conn.db;
+    let (slot, bound) = ctx.shared.scan_bounds.resolve(db, cursor);
     let mut examined = 0usize;
     let mut prev: (u16, Vec<u8>) = (0, Vec::new());
-    let mut next = 0u64;
+    let mut next: Option<(u16, Vec<u8>)> = None;
     let mut out: Vec<Vec<u8>> = Vec::new();
-    ctx.shared
-        .store
-        .scan_from(ctx.conn.db, slot, &bound, |s, k, m| {
-            if examined >= count {
-                if let Some((ns, nb)) = cursor_between((prev.0, &prev.1), (s, k)) {
-                    next = encode_cursor(ns, &nb);
-                    return false;
-                }
-            }
-            examined += 1;
-            prev.0 = s;
-            prev.1.clear();
-            prev.1.extend_from_slice(k);
-            let Some(m) = m else { return true };
-            let type_ok = type_name
-                .as_ref()
-                .is_none_or(|t| t.eq_ignore_ascii_case(m.rtype.name().as_bytes()));
-            let match_ok = pattern.as_ref().is_none_or(|p| glob::matches(p, k, false));
-            if type_ok && match_ok {
-                out.push(k.to_vec());
-            }
-            true
-        })?;
+    ctx.shared.store.scan_from(db, slot, &bound, |s, k, m| {
+        if examined >= count {
+            next = Some(cursor::between((prev.0, &prev.1), (s, k)));
+            return false;
+        }
+        examined += 1;
+        prev.0 = s;
+        prev.1.clear();
+        prev.1.extend_from_slice(k);
+        let Some(m) = m else { return true };
+        let type_ok = type_name
+            .as_ref()
+            .is_none_or(|t| t.eq_ignore_ascii_case(m.rtype.name().as_bytes()));
+        let match_ok = pattern.as_ref().is_none_or(|p| glob::matches(p, k, false));
+        if type_ok && match_ok {
+            out.push(k.to_vec());
+        }
+        true
+    })?;
+    let next = next.map_or(0, |(s, b)| ctx.shared.scan_bounds.cursor(db, s, b));
     ctx.reply.array(2);
     ctx.reply.bulk(next.to_string().as_bytes());
     ctx.reply.array(out.len());
@@ -646,76 +584,4 @@ fn scan(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         ctx.reply.bulk(&k);
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cursors_round_trip() {
-        assert_eq!(encode_cursor(0, b""), 0);
-        assert_eq!(decode_cursor(0), (0, Vec::new()));
-        for (slot, bound) in [
-            (0u16, &b"a"[..]),
-            (1, b""),
-            (16383, b"\xff\xff\xff\xff\xff"),
-            (866, b"ab\0"),
-            (12182, b"user:"),
-        ] {
-            let c = encode_cursor(slot, bound);
-            assert_ne!(c, 0);
-            assert_eq!(decode_cursor(c), (slot, bound.to_vec()));
-        }
-        // Any integer is a cursor.
-        assert_eq!(decode_cursor(u64::MAX), (16383, vec![0xff; 5]));
-    }
-
-    #[test]
-    fn cursor_bounds_separate_keys() {
-        assert_eq!(cursor_between((3, b"zzz"), (4, b"a")), Some((4, vec![])));
-        assert_eq!(
-            cursor_between((3, b"abc"), (3, b"abd")),
-            Some((3, b"abd".to_vec()))
-        );
-        assert_eq!(
-            cursor_between((3, b"ab"), (3, b"abcdefg")),
-            Some((3, b"abc".to_vec()))
-        );
-        assert_eq!(
-            cursor_between((3, b""), (3, b"x")),
-            Some((3, b"x".to_vec()))
-        );
-        assert_eq!(cursor_between((3, b"user:1"), (3, b"user:2")), None);
-        assert_eq!(
-            cursor_between((3, b"abcd"), (3, b"abcdz")),
-            Some((3, b"abcdz".to_vec()))
-        );
-        assert_eq!(cursor_between((3, b"abcde"), (3, b"abcdez")), None);
-        // The bound is above prev and not above next.
-        let (p, n) = (&b"ab\xff"[..], &b"ac"[..]);
-        let (_, b) = cursor_between((0, p), (0, n)).unwrap();
-        assert!(p < &b[..] && &b[..] <= n);
-    }
-
-    #[test]
-    fn cursor_parsing_is_strtoul() {
-        assert_eq!(parse_cursor(b"0"), Some(0));
-        assert_eq!(parse_cursor(b""), Some(0));
-        assert_eq!(parse_cursor(b"+7"), Some(7));
-        assert_eq!(parse_cursor(b"007"), Some(7));
-        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
-        assert_eq!(parse_cursor(b"18446744073709551615"), Some(u64::MAX));
-        for bad in [
-            &b"18446744073709551616"[..],
-            b"+",
-            b"-",
-            b" 1",
-            b"1 ",
-            b"x",
-            b"1.0",
-        ] {
-            assert_eq!(parse_cursor(bad), None, "{:?}", bad);
-        }
-    }
 }
