@@ -568,4 +568,59 @@ mod tests {
         s.sync_if_dirty().unwrap();
         s.into_db().close().unwrap();
     }
+
+    fn string(expire_ms: u64, v: &[u8]) -> Meta {
+        Meta {
+            rtype: RType::String,
+            expire_ms,
+            version: 1,
+            size: v.len() as u64,
+            value: v.to_vec(),
+        }
+    }
+
+    #[test]
+    fn active_expiry_rechecks_the_record_and_survives_reopen() {
+        use crate::expire::active_expire_cycle;
+        use std::time::Duration;
+        let dir = tempfile::tempdir().unwrap();
+        let opts = || strata::DbOptions {
+            shards: Some(2),
+            ..Default::default()
+        };
+        let s = Store::open(Db::open(dir.path(), opts()).unwrap(), false).unwrap();
+        let past = now_ms() - 1;
+        s.put(0, b"due", &string(past, b"v")).unwrap();
+        s.put(0, b"replaced", &string(past, b"v")).unwrap();
+        s.put(1, b"later", &string(now_ms() + 3_600_000, b"v"))
+            .unwrap();
+        s.put(0, b"cleared", &string(now_ms() + 3_600_000, b"v"))
+            .unwrap();
+        s.put(0, b"cleared", &string(0, b"v")).unwrap();
+        // A write the index does not see (as a SET racing with the cycle): the cycle must
+        // read the record, not trust the index.
+        s.db.put(&meta_key(0, b"replaced"), &string(0, b"new").encode())
+            .unwrap();
+        assert_eq!(s.expires.len(0), 2);
+        assert_eq!(active_expire_cycle(&s, Duration::from_secs(1)).unwrap(), 1);
+        assert_eq!(s.stats.expired_keys.load(Ordering::Relaxed), 1);
+        assert_eq!(s.db().get(&meta_key(0, b"due")).unwrap(), None);
+        assert_eq!(s.get(0, b"replaced").unwrap(), Some(string(0, b"new")));
+        assert_eq!((s.expires.len(0), s.expires.len(1)), (0, 1));
+
+        // Reopen: the index is rebuilt from the records, expired keys included.
+        s.put(2, b"due2", &string(now_ms() + 50, b"v")).unwrap();
+        s.into_db().close().unwrap();
+        std::thread::sleep(Duration::from_millis(60));
+        let s = Store::open(Db::open(dir.path(), opts()).unwrap(), false).unwrap();
+        assert_eq!(
+            (s.expires.len(0), s.expires.len(1), s.expires.len(2)),
+            (0, 1, 1)
+        );
+        assert_eq!(active_expire_cycle(&s, Duration::from_secs(1)).unwrap(), 1);
+        assert_eq!(s.db().get(&meta_key(2, b"due2")).unwrap(), None);
+        s.flush_db(1).unwrap();
+        assert_eq!(s.expires.len(1), 0, "FLUSHDB empties the index");
+        s.into_db().close().unwrap();
+    }
 }
