@@ -144,12 +144,28 @@ pub fn active_expire_cycle(store: &Store, budget: Duration) -> strata_engine::Re
     let start = Instant::now();
     let index = store.expiry_index();
     let first = index.next_db.load(Ordering::Relaxed);
-    let mut deleted = 0;
+    let (mut deleted, mut sampled, mut hit_total) = (0, 0, 0);
+    let stats = &store.stats;
+    // Redis's estimate: 95% the old value, 5% this cycle's share of expired samples.
+    let update_stale = |sampled: usize, hits: usize| {
+        if sampled > 0 {
+            let cur = hits as f64 * 100.0 / sampled as f64;
+            let old = f64::from_bits(stats.expired_stale_perc.load(Ordering::Relaxed));
+            let new = cur * 0.05 + old * 0.95;
+            stats
+                .expired_stale_perc
+                .store(new.to_bits(), Ordering::Relaxed);
+        }
+    };
     for i in 0..MAX_DATABASES {
         let db = ((first + i) % MAX_DATABASES) as u8;
         loop {
             if start.elapsed() >= budget {
                 index.next_db.store(db as usize, Ordering::Relaxed);
+                stats
+                    .expired_time_cap_reached
+                    .fetch_add(1, Ordering::Relaxed);
+                update_stale(sampled, hit_total);
                 return Ok(deleted);
             }
             let sample = index.sample(db, KEYS_PER_LOOP);
@@ -170,12 +186,15 @@ pub fn active_expire_cycle(store: &Store, budget: Duration) -> strata_engine::Re
                     Due::Stale => hits += 1,
                 }
             }
+            sampled += sample.len();
+            hit_total += hits;
             if hits * 4 <= sample.len() {
                 break;
             }
         }
     }
     index.next_db.store(first, Ordering::Relaxed);
+    update_stale(sampled, hit_total);
     Ok(deleted)
 }
 

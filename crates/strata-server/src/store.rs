@@ -122,6 +122,11 @@ pub fn now_ms() -> u64 {
 #[derive(Default)]
 pub struct KeyStats {
     pub expired_keys: AtomicU64,
+    /// Active expiry's running estimate of the share of expired keys among keys with a
+    /// TTL, in percent, as `f64` bits (Redis's `expired_stale_perc`).
+    pub expired_stale_perc: AtomicU64,
+    /// Active expiry cycles that ran out of time (Redis's `expired_time_cap_reached_count`).
+    pub expired_time_cap_reached: AtomicU64,
     pub hits: AtomicU64,
     pub misses: AtomicU64,
 }

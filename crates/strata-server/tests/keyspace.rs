@@ -423,6 +423,21 @@ fn active_expiry_deletes_keys_nobody_reads() {
     assert_eq!(c.q(&["GET", "persisted"]), V::bulk("v"));
     assert_eq!(c.q(&["GET", "overwritten"]), V::bulk("v"));
     assert_eq!(expired_keys(&mut c), 201, "each key counted once");
+    let V::Bulk(info) = c.q(&["INFO", "stats"]) else {
+        panic!()
+    };
+    let info = String::from_utf8(info).unwrap();
+    let stale: f64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("expired_stale_perc:"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(stale > 0.0 && stale <= 100.0, "{info}");
+    assert!(
+        info.contains("\r\nexpired_time_cap_reached_count:"),
+        "{info}"
+    );
     s.shutdown().unwrap();
 }
 
