@@ -22,7 +22,9 @@
 //! for each database with indexed keys it samples up to 20 entries, deletes those that are
 //! due, and samples again while more than a quarter of the sample was expired (Redis up to
 //! 5.0; 6.0 made the threshold tunable). A cycle stops after [`CYCLE_BUDGET`] (a quarter of
-//! the 100 ms period, Redis's 25% CPU limit), resuming at the next database next time.
+//! the 100 ms period, Redis's 25% CPU limit); the next cycle starts at the database it
+//! stopped in. INFO reports `expired_keys`, `expired_stale_perc` (a running estimate of the
+//! share of due keys among those sampled) and `expired_time_cap_reached_count`.
 
 use crate::keys::MAX_DATABASES;
 use crate::store::{now_ms, Store};
