@@ -174,6 +174,53 @@ def test_keyspace(r):
     assert r.exists("gone") == 0
 
 
+def test_scan_rename_copy(r):
+    keys = {b"user:%d" % i for i in range(500)} | {b"{tag}:%d" % i for i in range(50)}
+    with r.pipeline(transaction=False) as p:
+        for k in keys:
+            p.set(k, "v")
+        p.execute()
+    assert set(r.scan_iter()) == keys
+    assert set(r.scan_iter(match="user:1*", count=7)) == {k for k in keys if k.startswith(b"user:1")}
+    assert set(r.scan_iter(_type="string", count=1000)) == keys
+    assert list(r.scan_iter(_type="hash")) == []
+    cursor, page = r.scan(0, count=5)
+    assert cursor != 0 and 1 <= len(page) <= 60
+    with pytest.raises(redis.ResponseError, match="^invalid cursor$"):
+        r.scan("x")
+    with pytest.raises(redis.ResponseError, match="^syntax error$"):
+        r.scan(0, count=0)
+
+    r.set("src", "v", ex=100)
+    assert r.rename("src", "dst") is True
+    assert r.get("src") is None and 99 <= r.ttl("dst") <= 100
+    with pytest.raises(redis.ResponseError, match="^no such key$"):
+        r.rename("src", "x")
+    assert r.renamenx("dst", "user:1") is False
+    assert r.renamenx("dst", "moved") is True
+    assert r.copy("moved", "copied") is True
+    assert r.copy("moved", "copied") is False
+    assert 99 <= r.ttl("copied") <= 100
+    r.set("moved", "new")
+    assert r.copy("moved", "copied", replace=True) is True
+    assert r.get("copied") == b"new" and r.ttl("copied") == -1
+    assert r.copy("moved", "moved", destination_db=3) is True
+    with pytest.raises(redis.ResponseError, match="^source and destination objects are the same$"):
+        r.copy("moved", "moved")
+    with pytest.raises(redis.ResponseError, match="^DB index is out of range$"):
+        r.copy("moved", "x", destination_db=16)
+    r.execute_command("SELECT", 3)
+    assert r.get("moved") == b"new"
+    assert r.randomkey() == b"moved"
+    r.execute_command("SELECT", 0)
+    assert r.randomkey() in keys | {b"moved", b"copied"}
+    assert r.touch("moved", "nokey", "copied") == 2
+    r.set("t", "v", pxat=99999999999500)
+    assert r.pexpiretime("t") == 99999999999500
+    assert r.expiretime("t") == 100000000000
+    assert r.expiretime("nokey") == -2 and r.pexpiretime("moved") == -1
+
+
 def test_binary_data(r):
     key = bytes(range(256))
     value = bytes(range(255, -1, -1)) * 1000

@@ -178,6 +178,12 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
             kv("total_net_output_bytes", load(&st.net_output_bytes));
             kv("rejected_connections", load(&st.rejected_connections));
             kv("expired_keys", load(&ks.expired_keys));
+            let stale = f64::from_bits(ks.expired_stale_perc.load(Ordering::Relaxed));
+            kv("expired_stale_perc", format!("{stale:.2}"));
+            kv(
+                "expired_time_cap_reached_count",
+                load(&ks.expired_time_cap_reached),
+            );
             kv("evicted_keys", "0".to_string());
             kv("keyspace_hits", load(&ks.hits));
             kv("keyspace_misses", load(&ks.misses));

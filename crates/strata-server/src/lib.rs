@@ -14,7 +14,8 @@
 //!   `config_rewrite.rs` (CONFIG REWRITE);
 //! - `store.rs`: the types layer (metadata records over `strata::Db`, lazy expiry, the
 //!   interim stripe locks), over the key encoding of `keys.rs`
-//!   (`docs/format/redis-keys.md`).
+//!   (`docs/format/redis-keys.md`); `expire.rs`: the index of keys with a TTL and the
+//!   active expiry cycle; `cursor.rs`: SCAN cursors as positions in the key order.
 //!
 //! ```no_run
 //! let cfg = strata_server::Config::from_args(&["--port".into(), "6380".into()])?;
@@ -31,7 +32,9 @@ mod cmd;
 pub mod config;
 mod config_rewrite;
 mod conn;
+mod cursor;
 mod exec;
+mod expire;
 mod glob;
 mod info;
 pub mod keys;

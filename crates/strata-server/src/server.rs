@@ -7,7 +7,8 @@
 //! thread while this one blocks; that is only possible on the multi-thread runtime (a
 //! current-thread runtime would stall every client behind one cold multi-shard read). One
 //! more thread, `strata-fsync`, makes the logs durable every second under
-//! `appendfsync everysec`.
+//! `appendfsync everysec`, and another, `strata-expire`, runs the active expiry cycle
+//! ten times a second (`expire.rs`).
 //!
 //! **Shutdown.** SHUTDOWN, SIGINT/SIGTERM (with [`StartOptions::handle_signals`]) or
 //! [`ServerHandle::shutdown`] flip one watch channel. Accept loops stop; each connection
@@ -105,6 +106,8 @@ pub struct Shared {
     pub slowlog: SlowLog,
     /// Unix seconds of the last successful save: the start (LASTSAVE).
     pub last_save: AtomicU64,
+    /// SCAN positions too long for a cursor (`cursor.rs`).
+    pub scan_bounds: crate::cursor::ScanBounds,
     next_client_id: AtomicU64,
     shutdown: watch::Sender<bool>,
 }
@@ -317,6 +320,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
         clients: Registry::default(),
         slowlog: SlowLog::default(),
         last_save: AtomicU64::new(unix_now()),
+        scan_bounds: Default::default(),
         next_client_id: AtomicU64::new(0),
         shutdown: stop.clone(),
     });
@@ -353,6 +357,7 @@ fn run(
     opts: StartOptions,
 ) -> Result<(), ServerError> {
     let fsync = spawn_fsync_thread(shared.clone());
+    let expire = spawn_expire_thread(shared.clone());
     let served = runtime.block_on(serve(shared.clone(), listeners, unix, opts));
     if let Some(p) = &shared.unix_path {
         let _ = std::fs::remove_file(p);
@@ -360,6 +365,7 @@ fn run(
     runtime.shutdown_timeout(Duration::from_secs(5));
     shared.request_shutdown();
     let _ = fsync.join();
+    let _ = expire.join();
     served?;
     // If a connection outlived the runtime's shutdown, the database is dropped with the
     // last reference instead (its workers stop; acknowledged writes are in the logs).
@@ -389,6 +395,24 @@ fn spawn_fsync_thread(shared: Arc<Shared>) -> JoinHandle<()> {
                 }
             }
             let _ = shared.store.sync_if_dirty();
+        })
+        .unwrap_or_else(|_| std::thread::spawn(|| {}))
+}
+
+/// Active expiry (`expire.rs`): one cycle every 100 ms until shutdown.
+fn spawn_expire_thread(shared: Arc<Shared>) -> JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("strata-expire".to_string())
+        .spawn(move || {
+            let rx = shared.shutdown_receiver();
+            while !*rx.borrow() {
+                std::thread::sleep(crate::expire::PERIOD);
+                if let Err(e) =
+                    crate::expire::active_expire_cycle(&shared.store, crate::expire::CYCLE_BUDGET)
+                {
+                    eprintln!("strata-server: active expiry failed: {e}");
+                }
+            }
         })
         .unwrap_or_else(|_| std::thread::spawn(|| {}))
 }

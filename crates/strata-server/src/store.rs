@@ -14,7 +14,14 @@
 //! before it is queued and releases them when its group's write is done, so the two kinds
 //! exclude each other. Workers never wait for a stripe, so this cannot deadlock. Writes
 //! spanning shards go to the front as one `WriteBatch`, atomic across shards.
+//!
+//! **Expiry index.** Every write through the store updates the in-memory index of keys with
+//! a TTL that active expiry samples (`expire.rs`), once the write is applied (on a worker:
+//! buffered in the group; if the group's write then fails, the index holds a stale entry,
+//! which is harmless: the cycle re-reads a record before it deletes it), while the writer
+//! holds the key's stripe or runs on the key's worker.
 
+use crate::expire::{Due, ExpiryIndex};
 use crate::keys::{db_range, meta_key, user_key_of_meta, SERVER_PREFIX};
 use parking_lot::{Mutex, MutexGuard};
 use std::cell::RefCell;
@@ -154,6 +161,11 @@ pub fn now_ms() -> u64 {
 #[derive(Default)]
 pub struct KeyStats {
     pub expired_keys: AtomicU64,
+    /// Active expiry's running estimate of the share of expired keys among keys with a
+    /// TTL, in percent, as `f64` bits (Redis's `expired_stale_perc`).
+    pub expired_stale_perc: AtomicU64,
+    /// Active expiry cycles that ran out of time (Redis's `expired_time_cap_reached_count`).
+    pub expired_time_cap_reached: AtomicU64,
     pub hits: AtomicU64,
     pub misses: AtomicU64,
 }
@@ -178,6 +190,8 @@ pub struct Store {
     /// A write happened since the last background sync (`appendfsync everysec`).
     dirty: AtomicBool,
     pub stats: KeyStats,
+    /// Keys with a TTL, for active expiry (`expire.rs`).
+    expires: ExpiryIndex,
 }
 
 /// Stripe locks held for the duration of one command.
@@ -190,12 +204,14 @@ pub struct OwnedKeyGuard {
     _guards: Vec<parking_lot::ArcMutexGuard<parking_lot::RawMutex, ()>>,
 }
 
+/// The stripe of `key` in database `db`.
+fn stripe_of(db: u8, key: &[u8]) -> usize {
+    (xxh3_64(&meta_key(db, key)) % STRIPES as u64) as usize
+}
+
 /// The stripes of `keys` in database `db`, ascending, without repeats.
 fn stripes_of<K: AsRef<[u8]>>(db: u8, keys: &[K]) -> Vec<usize> {
-    let mut idx: Vec<usize> = keys
-        .iter()
-        .map(|k| (xxh3_64(&meta_key(db, k.as_ref())) % STRIPES as u64) as usize)
-        .collect();
+    let mut idx: Vec<usize> = keys.iter().map(|k| stripe_of(db, k.as_ref())).collect();
     idx.sort_unstable();
     idx.dedup();
     idx
@@ -224,14 +240,71 @@ impl Store {
                 )))
             }
         }
-        Ok(Store {
+        let store = Store {
             db,
             stripes: (0..STRIPES).map(|_| Arc::new(Mutex::new(()))).collect(),
             version: AtomicU64::new(0),
             sync_writes: AtomicBool::new(sync_writes),
             dirty: AtomicBool::new(false),
             stats: KeyStats::default(),
-        })
+            expires: ExpiryIndex::default(),
+        };
+        store.rebuild_expiry_index()?;
+        Ok(store)
+    }
+
+    /// Fills the expiry index from the metadata records of every database (one scan, at
+    /// open, before any command runs). Keys already expired are indexed too: the first
+    /// expiry cycle deletes them.
+    fn rebuild_expiry_index(&self) -> Result<()> {
+        let mut it = self.db.iter_opt(&IterOptions {
+            lower_bound: None,
+            upper_bound: Some(vec![SERVER_PREFIX]),
+        })?;
+        it.seek_to_first();
+        while it.valid() {
+            if let Some(k) = user_key_of_meta(it.key()) {
+                let m = Meta::decode(it.value()).ok_or_else(|| corrupt(k))?;
+                if m.expire_ms != 0 {
+                    self.expires.set(it.key()[0], k, m.expire_ms);
+                }
+            }
+            it.next();
+        }
+        it.status()
+    }
+
+    pub(crate) fn expiry_index(&self) -> &ExpiryIndex {
+        &self.expires
+    }
+
+    /// Updates the expiry index after a successful write of `key` (`None`: deleted).
+    fn note_write(&self, db: u8, key: &[u8], meta: Option<&Meta>) {
+        match meta {
+            Some(m) => self.expires.set(db, key, m.expire_ms),
+            None => self.expires.remove(db, key),
+        }
+    }
+
+    /// Active expiry of one indexed key: under the key's stripe, deletes it if its record
+    /// is expired now (not merely its index entry: a concurrent write may have replaced it),
+    /// and fixes a stale index entry.
+    pub(crate) fn expire_if_due(&self, db: u8, key: &[u8]) -> Result<Due> {
+        let _g = self.lock(db, &[key]);
+        let mk = meta_key(db, key);
+        let Some(raw) = self.db.get(&mk)? else {
+            self.expires.remove(db, key);
+            return Ok(Due::Stale);
+        };
+        let m = Meta::decode(&raw).ok_or_else(|| corrupt(key))?;
+        if m.expired_at(now_ms()) {
+            self.db.delete_opt(&self.wo(), &mk)?;
+            self.expires.remove(db, key);
+            self.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
+            return Ok(Due::Deleted);
+        }
+        self.note_write(db, key, Some(&m));
+        Ok(Due::Stale)
     }
 
     pub fn db(&self) -> &Db {
@@ -297,16 +370,23 @@ impl Store {
     /// Locks the stripes of `keys` of database `db` (see the module comment).
     /// On a worker, the stripes are already held for the command: nothing to take.
     pub fn lock<K: AsRef<[u8]>>(&self, db: u8, keys: &[K]) -> KeyGuard<'_> {
+        let keys: Vec<(u8, &[u8])> = keys.iter().map(|k| (db, k.as_ref())).collect();
+        self.lock_in(&keys)
+    }
+
+    /// Locks the stripes of keys of several databases (COPY ... DB), in the same order as
+    /// [`Store::lock`]. On a worker, nothing to take (as [`Store::lock`]).
+    pub fn lock_in(&self, keys: &[(u8, &[u8])]) -> KeyGuard<'_> {
         if on_worker() {
             return KeyGuard {
                 _guards: Vec::new(),
             };
         }
+        let mut idx: Vec<usize> = keys.iter().map(|(db, k)| stripe_of(*db, k)).collect();
+        idx.sort_unstable();
+        idx.dedup();
         KeyGuard {
-            _guards: stripes_of(db, keys)
-                .into_iter()
-                .map(|i| self.stripes[i].lock())
-                .collect(),
+            _guards: idx.into_iter().map(|i| self.stripes[i].lock()).collect(),
         }
     }
 
@@ -360,6 +440,7 @@ impl Store {
         let meta = Meta::decode(&raw).ok_or_else(|| corrupt(key))?;
         if meta.expired_at(now_ms()) {
             self.raw_delete(&mk)?;
+            self.note_write(db, key, None);
             self.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
             return Ok(None);
         }
@@ -402,11 +483,15 @@ impl Store {
     }
 
     pub fn put(&self, db: u8, key: &[u8], meta: &Meta) -> Result<()> {
-        self.raw_put(&meta_key(db, key), &meta.encode())
+        self.raw_put(&meta_key(db, key), &meta.encode())?;
+        self.note_write(db, key, Some(meta));
+        Ok(())
     }
 
     pub fn delete(&self, db: u8, key: &[u8]) -> Result<()> {
-        self.raw_delete(&meta_key(db, key))
+        self.raw_delete(&meta_key(db, key))?;
+        self.note_write(db, key, None);
+        Ok(())
     }
 
     /// Applies puts (`Some`) and deletes (`None`) of several keys atomically.
@@ -419,7 +504,70 @@ impl Store {
                 None => b.delete(&mk),
             };
         }
-        self.raw_write(b)
+        self.raw_write(b)?;
+        for (k, m) in ops {
+            self.note_write(db, k, *m);
+        }
+        Ok(())
+    }
+
+    /// Calls `f(slot, user_key, meta)` for the metadata records of database `db` from the
+    /// first key of hash slot `slot` that is not below `from` onwards, in store order (slot,
+    /// then key bytes), until `f` returns false. Expired keys are passed as `None` (and not
+    /// deleted). SCAN and RANDOMKEY.
+    pub fn scan_from(
+        &self,
+        db: u8,
+        slot: u16,
+        from: &[u8],
+        mut f: impl FnMut(u16, &[u8], Option<&Meta>) -> bool,
+    ) -> Result<()> {
+        let mut lo = vec![db];
+        lo.extend_from_slice(&slot.to_be_bytes());
+        lo.push(crate::keys::KIND_META);
+        lo.extend_from_slice(from);
+        let (_, hi) = db_range(db);
+        let mut it = self.db.iter_opt(&IterOptions {
+            lower_bound: Some(lo.clone()),
+            upper_bound: Some(hi),
+        })?;
+        it.seek(&lo);
+        let now = now_ms();
+        while it.valid() {
+            let sk = it.key();
+            if let Some(k) = user_key_of_meta(sk) {
+                let m = Meta::decode(it.value()).ok_or_else(|| corrupt(k))?;
+                let slot = u16::from_be_bytes([sk[1], sk[2]]);
+                if !f(slot, k, (!m.expired_at(now)).then_some(&m)) {
+                    break;
+                }
+            }
+            it.next();
+        }
+        it.status()
+    }
+
+    /// A live key of `db` chosen at random (RANDOMKEY): the first live key at or after a
+    /// random hash slot, wrapping around once. Keys in sparsely filled slots are likelier
+    /// than others (Redis's choice is not uniform either: it picks a random bucket).
+    pub fn random_key(&self, db: u8) -> Result<Option<Vec<u8>>> {
+        let start = (self.expires.random() % u64::from(crate::keys::SLOTS)) as u16;
+        let mut found = None;
+        for (from, below) in [(start, u32::MAX), (0, u32::from(start))] {
+            self.scan_from(db, from, b"", |s, k, m| {
+                if u32::from(s) >= below {
+                    return false;
+                }
+                if m.is_some() {
+                    found = Some(k.to_vec());
+                }
+                found.is_none()
+            })?;
+            if found.is_some() {
+                break;
+            }
+        }
+        Ok(found)
     }
 
     /// Calls `f(user_key, meta)` for every live key of database `db`, in store order, at
@@ -454,16 +602,31 @@ impl Store {
         })?;
         it.seek(&lo);
         let mut b = WriteBatch::new();
+        let mut metas: Vec<Vec<u8>> = Vec::new();
         while it.valid() {
             b.delete(it.key());
+            if let Some(k) = user_key_of_meta(it.key()) {
+                metas.push(k.to_vec());
+            }
             if b.len() >= 1000 {
-                self.db.write_opt(&self.wo(), std::mem::take(&mut b))?;
+                self.flush_batch(db, std::mem::take(&mut b), std::mem::take(&mut metas))?;
             }
             it.next();
         }
         it.status()?;
         if !b.is_empty() {
-            self.db.write_opt(&self.wo(), b)?;
+            self.flush_batch(db, b, metas)?;
+        }
+        Ok(())
+    }
+
+    /// One batch of FLUSHDB: the deletes and the expiry index entries of the deleted keys,
+    /// under their stripes so that a key rewritten concurrently keeps its index entry.
+    fn flush_batch(&self, db: u8, b: WriteBatch, keys: Vec<Vec<u8>>) -> Result<()> {
+        let _g = self.lock(db, &keys);
+        self.db.write_opt(&self.wo(), b)?;
+        for k in &keys {
+            self.expires.remove(db, k);
         }
         Ok(())
     }
@@ -573,6 +736,62 @@ mod tests {
         assert_eq!(s.stats.expired_keys.load(Ordering::Relaxed), 1);
         assert_eq!(s.db().get(&meta_key(0, b"k")).unwrap(), None);
         s.sync_if_dirty().unwrap();
+        s.into_db().close().unwrap();
+    }
+
+    fn string(expire_ms: u64, v: &[u8]) -> Meta {
+        Meta {
+            rtype: RType::String,
+            expire_ms,
+            version: 1,
+            size: v.len() as u64,
+            value: v.to_vec(),
+        }
+    }
+
+    #[test]
+    fn active_expiry_rechecks_the_record_and_survives_reopen() {
+        use crate::expire::active_expire_cycle;
+        use std::time::Duration;
+        let dir = tempfile::tempdir().unwrap();
+        let opts = || strata::DbOptions {
+            shards: Some(2),
+            routing: Some(strata::Routing::Slot),
+            ..Default::default()
+        };
+        let s = Store::open(Db::open(dir.path(), opts()).unwrap(), false).unwrap();
+        let past = now_ms() - 1;
+        s.put(0, b"due", &string(past, b"v")).unwrap();
+        s.put(0, b"replaced", &string(past, b"v")).unwrap();
+        s.put(1, b"later", &string(now_ms() + 3_600_000, b"v"))
+            .unwrap();
+        s.put(0, b"cleared", &string(now_ms() + 3_600_000, b"v"))
+            .unwrap();
+        s.put(0, b"cleared", &string(0, b"v")).unwrap();
+        // A write the index does not see (as a SET racing with the cycle): the cycle must
+        // read the record, not trust the index.
+        s.db.put(&meta_key(0, b"replaced"), &string(0, b"new").encode())
+            .unwrap();
+        assert_eq!(s.expires.len(0), 2);
+        assert_eq!(active_expire_cycle(&s, Duration::from_secs(1)).unwrap(), 1);
+        assert_eq!(s.stats.expired_keys.load(Ordering::Relaxed), 1);
+        assert_eq!(s.db().get(&meta_key(0, b"due")).unwrap(), None);
+        assert_eq!(s.get(0, b"replaced").unwrap(), Some(string(0, b"new")));
+        assert_eq!((s.expires.len(0), s.expires.len(1)), (0, 1));
+
+        // Reopen: the index is rebuilt from the records, expired keys included.
+        s.put(2, b"due2", &string(now_ms() + 50, b"v")).unwrap();
+        s.into_db().close().unwrap();
+        std::thread::sleep(Duration::from_millis(60));
+        let s = Store::open(Db::open(dir.path(), opts()).unwrap(), false).unwrap();
+        assert_eq!(
+            (s.expires.len(0), s.expires.len(1), s.expires.len(2)),
+            (0, 1, 1)
+        );
+        assert_eq!(active_expire_cycle(&s, Duration::from_secs(1)).unwrap(), 1);
+        assert_eq!(s.db().get(&meta_key(2, b"due2")).unwrap(), None);
+        s.flush_db(1).unwrap();
+        assert_eq!(s.expires.len(1), 0, "FLUSHDB empties the index");
         s.into_db().close().unwrap();
     }
 }

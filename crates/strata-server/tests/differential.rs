@@ -130,3 +130,19 @@ fn bitcount_reads_its_unit_after_the_range() {
     assert_eq!(c.q(&["BITCOUNT", "k2", "-5", "-25", "bits"]), V::Int(0));
     s.shutdown().unwrap();
 }
+
+#[test]
+fn copy_db_out_of_int_range_names_the_range() {
+    // COPY '\x00\xff\r\nbin' k2 DB 2147483648: Redis reads the index as a C int.
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut c = Client::connect(s.local_addr());
+    assert_eq!(
+        c.q(&["COPY", "a", "b", "DB", "2147483648"]),
+        V::err("ERR value is out of range, value must between -2147483648 and 2147483647")
+    );
+    assert_eq!(
+        c.q(&["COPY", "a", "b", "DB", "2", "DB", "-2147483649"]),
+        V::err("ERR value is out of range, value must between -2147483648 and 2147483647")
+    );
+}

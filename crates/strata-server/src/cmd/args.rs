@@ -9,6 +9,8 @@ use bytes::Bytes;
 pub const ERR_NOT_INT: &str = "ERR value is not an integer or out of range";
 pub const ERR_NOT_FLOAT: &str = "ERR value is not a valid float";
 pub const ERR_SYNTAX: &str = "ERR syntax error";
+pub const ERR_NOT_I32: &str =
+    "ERR value is out of range, value must between -2147483648 and 2147483647";
 
 /// A request's arguments after the command name (and subcommand).
 pub struct Args {
@@ -52,6 +54,13 @@ impl Args {
     /// The next argument as an integer (Redis's `getLongLongFromObject`).
     pub fn next_i64(&mut self) -> Result<i64, CmdError> {
         parse_i64(&self.next_bytes()?).ok_or_else(|| CmdError::reply(ERR_NOT_INT))
+    }
+
+    /// The next argument as a C `int` (Redis's `getIntFromObjectOrReply`: an integer out of
+    /// the `int` range has an error of its own).
+    pub fn next_i32(&mut self) -> Result<i32, CmdError> {
+        let n = self.next_i64()?;
+        i32::try_from(n).map_err(|_| CmdError::reply(ERR_NOT_I32))
     }
 
     /// Consumes the next argument if it is `kw` (case-insensitive).
@@ -99,5 +108,9 @@ mod tests {
         assert_eq!(a.finish().unwrap_err().message(), ERR_SYNTAX);
         assert_eq!(a.next_i64().unwrap_err().message(), ERR_NOT_INT);
         assert_eq!(a.next_bytes().unwrap_err().message(), ERR_SYNTAX);
+        let mut a = args(&["x", "-2147483648", "2147483648", "9223372036854775808"]);
+        assert_eq!(a.next_i32().unwrap(), i32::MIN);
+        assert_eq!(a.next_i32().unwrap_err().message(), ERR_NOT_I32);
+        assert_eq!(a.next_i32().unwrap_err().message(), ERR_NOT_INT);
     }
 }

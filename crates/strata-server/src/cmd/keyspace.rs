@@ -1,8 +1,11 @@
 //! Keyspace commands (Redis's db.c and expire.c): DEL, UNLINK, EXISTS, TYPE, the EXPIRE
-//! family, TTL, PTTL, PERSIST, KEYS.
+//! family, TTL, PTTL, EXPIRETIME, PEXPIRETIME, PERSIST, KEYS, SCAN, RANDOMKEY, TOUCH,
+//! RENAME, RENAMENX, COPY.
 
+use super::args::ERR_SYNTAX;
 use super::flag::*;
 use super::{Args, CmdError, CmdResult, Ctx, Spec};
+use crate::cursor;
 use crate::glob;
 use crate::store::{now_ms, Meta};
 
@@ -130,6 +133,78 @@ pub static COMMANDS: &[Spec] = &[
         "1.0.0",
         "Returns all key names that match a pattern.",
         keys
+    ),
+    key_cmd!(
+        "expiretime",
+        2,
+        READONLY | FAST,
+        (1, 1, 1),
+        "7.0.0",
+        "Get the expiration Unix timestamp for a key",
+        expiretime
+    ),
+    key_cmd!(
+        "pexpiretime",
+        2,
+        READONLY | FAST,
+        (1, 1, 1),
+        "7.0.0",
+        "Get the expiration Unix timestamp for a key in milliseconds",
+        pexpiretime
+    ),
+    key_cmd!(
+        "touch",
+        -2,
+        READONLY | FAST,
+        (1, -1, 1),
+        "3.2.1",
+        "Alters the last access time of a key(s). Returns the number of existing keys specified.",
+        touch
+    ),
+    key_cmd!(
+        "randomkey",
+        1,
+        READONLY,
+        (0, 0, 0),
+        "1.0.0",
+        "Return a random key from the keyspace",
+        randomkey
+    ),
+    key_cmd!(
+        "scan",
+        -2,
+        READONLY,
+        (0, 0, 0),
+        "2.8.0",
+        "Incrementally iterate the keys space",
+        scan
+    ),
+    key_cmd!(
+        "rename",
+        3,
+        WRITE,
+        (1, 2, 1),
+        "1.0.0",
+        "Rename a key",
+        rename
+    ),
+    key_cmd!(
+        "renamenx",
+        3,
+        WRITE | FAST,
+        (1, 2, 1),
+        "1.0.0",
+        "Rename a key, only if the new key does not exist",
+        renamenx
+    ),
+    key_cmd!(
+        "copy",
+        -3,
+        WRITE | DENYOOM,
+        (1, 2, 1),
+        "6.2.0",
+        "Copy a key",
+        copy
     ),
 ];
 
@@ -324,6 +399,186 @@ fn keys(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             out.push(k.to_vec());
         }
     })?;
+    ctx.reply.array(out.len());
+    for k in out {
+        ctx.reply.bulk(&k);
+    }
+    Ok(())
+}
+
+/// EXPIRETIME and PEXPIRETIME (Redis's `ttlGenericCommand` with `output_abs`): -2 for a
+/// missing key, -1 without expiry, else the absolute expiry (seconds rounded to nearest).
+fn expiretime_generic(ctx: &mut Ctx<'_>, args: &mut Args, ms: bool) -> CmdResult {
+    let key = args.next_bytes()?;
+    let (db, store) = (ctx.conn.db, &ctx.shared.store);
+    let _g = store.lock(db, &[&key]);
+    let out = match store.lookup_read(db, &key)? {
+        None => -2,
+        Some(m) if m.expire_ms == 0 => -1,
+        Some(m) if ms => m.expire_ms as i64,
+        Some(m) => (m.expire_ms as i64 + 500) / 1000,
+    };
+    ctx.reply.int(out);
+    Ok(())
+}
+
+fn expiretime(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    expiretime_generic(ctx, args, false)
+}
+
+fn pexpiretime(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    expiretime_generic(ctx, args, true)
+}
+
+/// TOUCH: the number of the given keys that exist (repeats counted, as Redis). There is no
+/// access time to update: no eviction policy reads one.
+fn touch(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    exists(ctx, args)
+}
+
+fn randomkey(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    let k = ctx.shared.store.random_key(ctx.conn.db)?;
+    ctx.reply.opt_bulk(k.as_deref());
+    Ok(())
+}
+
+fn rename(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    rename_generic(ctx, args, false)
+}
+
+fn renamenx(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    rename_generic(ctx, args, true)
+}
+
+/// RENAME and RENAMENX (Redis's `renameGenericCommand`): the value moves with its expiry;
+/// the delete of the source and the write of the destination are one atomic batch, under
+/// the stripes of both keys. Strings only exist yet; collections will also have to move
+/// their subkeys, which are stored under the key's name.
+fn rename_generic(ctx: &mut Ctx<'_>, args: &mut Args, nx: bool) -> CmdResult {
+    let src = args.next_bytes()?;
+    let dst = args.next_bytes()?;
+    let (db, store) = (ctx.conn.db, &ctx.shared.store);
+    let _g = store.lock(db, &[&src, &dst]);
+    let Some(m) = store.get(db, &src)? else {
+        return Err(CmdError::reply("ERR no such key"));
+    };
+    if src == dst {
+        if nx {
+            ctx.reply.int(0);
+        } else {
+            ctx.reply.ok();
+        }
+        return Ok(());
+    }
+    if nx && store.get(db, &dst)?.is_some() {
+        ctx.reply.int(0);
+        return Ok(());
+    }
+    store.write_many(db, &[(&src[..], None), (&dst[..], Some(&m))])?;
+    if nx {
+        ctx.reply.int(1);
+    } else {
+        ctx.reply.ok();
+    }
+    Ok(())
+}
+
+/// COPY source destination [DB destination-db] [REPLACE] (Redis's `copyCommand`): the copy
+/// is a new incarnation (a new version) with the source's value and expiry.
+fn copy(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let src = args.next_bytes()?;
+    let dst = args.next_bytes()?;
+    let src_db = ctx.conn.db;
+    let mut dst_db = src_db;
+    let mut replace = false;
+    while !args.is_done() {
+        if args.eat("REPLACE") {
+            replace = true;
+        } else if args.remaining() >= 2 && args.eat("DB") {
+            let n = args.next_i32()?;
+            if n < 0 || n as usize >= ctx.shared.config.read().databases {
+                return Err(CmdError::reply("ERR DB index is out of range"));
+            }
+            dst_db = n as u8;
+        } else {
+            return Err(CmdError::reply(ERR_SYNTAX));
+        }
+    }
+    if src_db == dst_db && src == dst {
+        return Err(CmdError::reply(
+            "ERR source and destination objects are the same",
+        ));
+    }
+    let store = &ctx.shared.store;
+    let _g = store.lock_in(&[(src_db, &src[..]), (dst_db, &dst[..])]);
+    let Some(mut m) = store.get(src_db, &src)? else {
+        ctx.reply.int(0);
+        return Ok(());
+    };
+    if !replace && store.get(dst_db, &dst)?.is_some() {
+        ctx.reply.int(0);
+        return Ok(());
+    }
+    m.version = store.next_version();
+    store.put(dst_db, &dst, &m)?;
+    ctx.reply.int(1);
+    Ok(())
+}
+
+/// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]. COUNT keys are examined per
+/// call (expired and filtered ones included: Redis too counts work, not results); the reply's
+/// cursor is the position of the next key (`cursor.rs`).
+fn scan(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let cursor =
+        cursor::parse(&args.next_bytes()?).ok_or_else(|| CmdError::reply("ERR invalid cursor"))?;
+    let mut count: usize = 10;
+    let mut pattern: Option<bytes::Bytes> = None;
+    let mut type_name: Option<bytes::Bytes> = None;
+    while !args.is_done() {
+        let more = args.remaining() >= 2;
+        if more && args.eat("COUNT") {
+            let n = args.next_i64()?;
+            if n < 1 {
+                return Err(CmdError::reply(ERR_SYNTAX));
+            }
+            count = usize::try_from(n).unwrap_or(usize::MAX);
+        } else if more && args.eat("MATCH") {
+            let p = args.next_bytes()?;
+            pattern = (&p[..] != b"*").then_some(p);
+        } else if more && args.eat("TYPE") {
+            type_name = Some(args.next_bytes()?);
+        } else {
+            return Err(CmdError::reply(ERR_SYNTAX));
+        }
+    }
+    let db = ctx.conn.db;
+    let (slot, bound) = ctx.shared.scan_bounds.resolve(db, cursor);
+    let mut examined = 0usize;
+    let mut prev: (u16, Vec<u8>) = (0, Vec::new());
+    let mut next: Option<(u16, Vec<u8>)> = None;
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    ctx.shared.store.scan_from(db, slot, &bound, |s, k, m| {
+        if examined >= count {
+            next = Some(cursor::between((prev.0, &prev.1), (s, k)));
+            return false;
+        }
+        examined += 1;
+        prev.0 = s;
+        prev.1.clear();
+        prev.1.extend_from_slice(k);
+        let Some(m) = m else { return true };
+        let type_ok = type_name
+            .as_ref()
+            .is_none_or(|t| t.eq_ignore_ascii_case(m.rtype.name().as_bytes()));
+        let match_ok = pattern.as_ref().is_none_or(|p| glob::matches(p, k, false));
+        if type_ok && match_ok {
+            out.push(k.to_vec());
+        }
+        true
+    })?;
+    let next = next.map_or(0, |(s, b)| ctx.shared.scan_bounds.cursor(db, s, b));
+    ctx.reply.array(2);
+    ctx.reply.bulk(next.to_string().as_bytes());
     ctx.reply.array(out.len());
     for k in out {
         ctx.reply.bulk(&k);
