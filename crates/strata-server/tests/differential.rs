@@ -146,3 +146,17 @@ fn copy_db_out_of_int_range_names_the_range() {
         V::err("ERR value is out of range, value must between -2147483648 and 2147483647")
     );
 }
+
+#[test]
+fn expiretime_at_the_largest_expiry_rounds_without_overflow() {
+    // PSETEX k 334262157 W, PEXPIREAT k 9223372036854775807, EXPIRETIME k: Redis replies
+    // 9223372036854776 (its +500 rounding taken as unsigned), not a negative number.
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut c = Client::connect(s.local_addr());
+    assert_eq!(c.q(&["PSETEX", "k", "334262157", "W"]), V::ok());
+    assert_eq!(c.q(&["PEXPIREAT", "k", "9223372036854775807"]), V::Int(1));
+    assert_eq!(c.q(&["EXPIRETIME", "k"]), V::Int(9223372036854776));
+    assert_eq!(c.q(&["PEXPIRETIME", "k"]), V::Int(9223372036854775807));
+    s.shutdown().unwrap();
+}

@@ -416,7 +416,9 @@ fn expiretime_generic(ctx: &mut Ctx<'_>, args: &mut Args, ms: bool) -> CmdResult
         None => -2,
         Some(m) if m.expire_ms == 0 => -1,
         Some(m) if ms => m.expire_ms as i64,
-        Some(m) => (m.expire_ms as i64 + 500) / 1000,
+        // Redis adds 500 to a long long, which overflows near i64::MAX; the build of Redis
+        // that is the specification replies as if it did not (the sum taken as unsigned).
+        Some(m) => (m.expire_ms.saturating_add(500) / 1000) as i64,
     };
     ctx.reply.int(out);
     Ok(())
