@@ -23,6 +23,7 @@ use crate::server::Shared;
 use crate::store::{with_txn, OwnedKeyGuard};
 use bytes::{Bytes, BytesMut};
 use std::sync::Arc;
+use strata::{ShardTxn, StrataEngine};
 use tokio::sync::oneshot;
 
 /// Where one request runs.
@@ -124,7 +125,7 @@ pub fn submit(
     let (tx, rx) = oneshot::channel();
     let run_shared = shared.clone();
     let mut conn = conn.clone();
-    shared.store.db().exec_reading(shard, reads, move |txn| {
+    let run = move |txn: strata::Result<&mut ShardTxn<StrataEngine>>| {
         let txn = match txn {
             Ok(t) => t,
             Err(e) => {
@@ -149,8 +150,17 @@ pub fn submit(
                 Err(e) => error_reply(proto, &e),
             };
             let _ = tx.send(out);
-        }))
-    });
+        }) as Box<dyn FnOnce(strata::Result<()>) + Send>)
+    };
+    let db = shared.store.db();
+    if shared.store.sync_writes() {
+        // Synced writes queue, so that one sync covers a whole group.
+        db.exec_reading(shard, reads, run);
+    } else {
+        // On an idle shard the command runs right here, without the two thread switches of
+        // a hand-off; on a busy one it queues and merges with the others.
+        db.exec_here_or_queued(shard, reads, run);
+    }
     rx
 }
 

@@ -315,6 +315,11 @@ impl Store {
         self.db
     }
 
+    /// Whether every write is synced (`appendfsync always`).
+    pub fn sync_writes(&self) -> bool {
+        self.sync_writes.load(Ordering::Relaxed)
+    }
+
     pub fn set_sync_writes(&self, on: bool) {
         self.sync_writes.store(on, Ordering::Relaxed);
     }

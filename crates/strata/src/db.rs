@@ -17,6 +17,7 @@ use crate::txlog::{self, TxLog};
 use crate::undo::{check_user_key, check_value};
 use crate::worker::{in_worker, Worker};
 use crossbeam_channel::{bounded, Sender};
+use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -32,6 +33,8 @@ struct ShardHandle<E: Engine> {
     thread: Option<JoinHandle<()>>,
     /// Write requests queued or being applied (see `Options::direct_reads`).
     pending_writes: Arc<AtomicUsize>,
+    /// Held by the worker while it handles a request (see `exec_here_or_queued`).
+    shard_lock: Arc<Mutex<()>>,
 }
 
 /// A database partitioned over `shards` engine instances by key hash, each owned by one
@@ -139,6 +142,7 @@ impl<E: Engine> ShardedDb<E> {
             let (tx, rx) = bounded(opts.queue_depth);
             let stats = Arc::new(ShardCounters::new(opts.max_batch));
             let pending_writes = Arc::new(AtomicUsize::new(0));
+            let shard_lock = Arc::new(Mutex::new(()));
             counters.push(stats.clone());
             let worker = Worker {
                 id,
@@ -151,6 +155,7 @@ impl<E: Engine> ShardedDb<E> {
                 carry: None,
                 gc: Vec::new(),
                 pending_writes: pending_writes.clone(),
+                shard_lock: shard_lock.clone(),
             };
             let thread = std::thread::Builder::new()
                 .name(format!("strata-shard-{id}"))
@@ -160,6 +165,7 @@ impl<E: Engine> ShardedDb<E> {
                 tx: Some(tx),
                 thread: Some(thread),
                 pending_writes,
+                shard_lock,
             });
         }
         Ok(ShardedDb {
@@ -463,6 +469,47 @@ impl<E: Engine> ShardedDb<E> {
         f: impl FnOnce(Result<&mut ShardTxn<E>>) -> Option<Callback<()>> + Send + 'static,
     ) {
         self.exec_reading(shard, Vec::new(), f)
+    }
+
+    /// [`ShardedDb::exec_reading`], run on the calling thread when the shard is idle: no
+    /// write queued or being applied, and its worker not handling a request (the caller then
+    /// holds the worker's lock, so nothing else touches the shard while `f` runs, as on the
+    /// worker). `f`'s writes are applied with one engine write on this thread (synced if `f`
+    /// asked: that blocks the caller for the sync, so callers that sync should queue), then
+    /// its completion runs here too. This saves the two thread switches of a hand-off when
+    /// there is nothing to batch with (p2KVS's direct path, as `direct_reads` for reads);
+    /// under load the shard is busy and executions queue and merge as usual.
+    pub fn exec_here_or_queued(
+        &self,
+        shard: usize,
+        reads: Vec<Vec<u8>>,
+        f: impl FnOnce(Result<&mut ShardTxn<E>>) -> Option<Callback<()>> + Send + 'static,
+    ) {
+        if shard < self.shards.len() && !in_worker() && self.coord.health.check().is_ok() {
+            let held = self.shards[shard].shard_lock.try_lock();
+            let idle = self.shards[shard].pending_writes.load(Ordering::Acquire) == 0;
+            if let (Some(held), true) = (held, idle) {
+                let mut txn = ShardTxn::new(shard, self.engines[shard].clone());
+                let done = f(Ok(&mut txn));
+                let r = if txn.has_writes() {
+                    let (batch, sync) = txn.into_batch(Vec::new());
+                    let _epoch = self.coord.epoch.read();
+                    self.engines[shard].write(batch, sync).map_err(|e| {
+                        let e = Error::Poisoned(format!("shard {shard} failed: {e}"));
+                        self.coord.health.fail(e.clone());
+                        e
+                    })
+                } else {
+                    Ok(())
+                };
+                drop(held);
+                if let Some(done) = done {
+                    done(r);
+                }
+                return;
+            }
+        }
+        self.exec_reading(shard, reads, f)
     }
 
     /// [`ShardedDb::exec`] for a closure that will read `reads`: the worker fetches the

@@ -15,6 +15,7 @@ use crate::request::{Class, Request, Values};
 use crate::stats::ShardCounters;
 use crate::undo::{undo_key, UndoRecord};
 use crossbeam_channel::Receiver;
+use parking_lot::Mutex;
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -60,6 +61,9 @@ pub(crate) struct Worker<E: Engine> {
     pub gc: Vec<Vec<u8>>,
     /// Write requests queued or being applied; decremented once a write is visible.
     pub pending_writes: Arc<AtomicUsize>,
+    /// Held while the worker handles a request; a caller holding it may run an execution on
+    /// its own thread ([`crate::ShardedDb::exec_here_or_queued`]).
+    pub shard_lock: Arc<Mutex<()>>,
 }
 
 impl<E: Engine> Worker<E> {
@@ -77,7 +81,11 @@ impl<E: Engine> Worker<E> {
                     Err(_) => break, // Closed and drained.
                 },
             };
-            let r = catch_unwind(AssertUnwindSafe(|| self.handle(req)));
+            let lock = self.shard_lock.clone();
+            let r = {
+                let _held = lock.lock();
+                catch_unwind(AssertUnwindSafe(|| self.handle(req)))
+            };
             if let Err(panic) = r {
                 let what = panic
                     .downcast_ref::<&str>()

@@ -204,3 +204,100 @@ fn slot_routing_is_persisted_and_checked() {
         Ok(_) => panic!("opened with another routing"),
     }
 }
+
+#[test]
+fn idle_shards_run_executions_on_the_calling_thread_busy_ones_queue() {
+    let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+    let db = Arc::new(Db::open("/db", opts(&fs, 1, None)).unwrap());
+    let here = std::thread::current().id();
+    let (tx, rx) = mpsc::channel();
+    let t = tx.clone();
+    db.exec_here_or_queued(
+        0,
+        vec![],
+        move |txn: Result<&mut ShardTxn<StrataEngine>, Error>| {
+            txn.unwrap().put(b"k", b"1").unwrap();
+            let ran = std::thread::current().id();
+            Some(Box::new(move |r: Result<(), Error>| {
+                t.send((ran, r.is_ok())).unwrap();
+            }))
+        },
+    );
+    assert_eq!(
+        rx.recv().unwrap(),
+        (here, true),
+        "an idle shard runs it here"
+    );
+    assert_eq!(db.get(b"k").unwrap(), Some(b"1".to_vec()));
+    // While the worker handles a request, the shard is busy: the execution queues behind it.
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    db.exec(0, move |txn: Result<&mut ShardTxn<StrataEngine>, Error>| {
+        txn.unwrap();
+        go_rx.recv().unwrap();
+        None
+    });
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let t = tx.clone();
+    db.exec_here_or_queued(
+        0,
+        vec![],
+        move |txn: Result<&mut ShardTxn<StrataEngine>, Error>| {
+            let txn = txn.unwrap();
+            assert_eq!(txn.get(b"k").unwrap(), Some(b"1".to_vec()));
+            txn.put(b"k", b"2").unwrap();
+            let ran = std::thread::current().id();
+            Some(Box::new(move |r: Result<(), Error>| {
+                t.send((ran, r.is_ok())).unwrap();
+            }))
+        },
+    );
+    go_tx.send(()).unwrap();
+    let (ran, ok) = rx.recv().unwrap();
+    assert!(ok);
+    assert_ne!(ran, here, "a busy shard runs it on its worker");
+    assert_eq!(db.get(b"k").unwrap(), Some(b"2".to_vec()));
+}
+
+#[test]
+fn direct_and_queued_executions_together_lose_no_update() {
+    let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+    let db = Arc::new(Db::open("/db", opts(&fs, 2, None)).unwrap());
+    let (tx, rx) = mpsc::channel();
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            let db = db.clone();
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for _ in 0..500 {
+                    let key: &'static [u8] = b"counter";
+                    let tx = tx.clone();
+                    let f = move |txn: Result<&mut ShardTxn<StrataEngine>, Error>| {
+                        let txn = txn.unwrap();
+                        let cur = txn
+                            .get(key)
+                            .unwrap()
+                            .map(|v| String::from_utf8(v).unwrap().parse::<u64>().unwrap())
+                            .unwrap_or(0);
+                        txn.put(key, (cur + 1).to_string().as_bytes()).unwrap();
+                        Some(Box::new(move |r: Result<(), Error>| {
+                            tx.send(r.map(|()| cur + 1)).unwrap();
+                        }) as strata::Callback<()>)
+                    };
+                    if i % 2 == 0 {
+                        db.exec_here_or_queued(db.shard_of(key), vec![key.to_vec()], f);
+                    } else {
+                        db.exec(db.shard_of(key), f);
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    drop(tx);
+    let mut seen: Vec<u64> = rx.iter().map(|r| r.unwrap()).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (1..=2000).collect::<Vec<u64>>());
+    assert_eq!(db.get(b"counter").unwrap(), Some(b"2000".to_vec()));
+}
