@@ -168,10 +168,15 @@ fn set_generic(ctx: &mut Ctx<'_>, key: &[u8], value: Bytes, o: &SetOpts) -> CmdR
     let db = ctx.conn.db;
     let store = &ctx.shared.store;
     let _g = store.lock(db, &[key]);
+    // A plain SET (no NX, XX, GET or KEEPTTL) is a blind write: reading the old record would
+    // cost a lookup, on SSD possibly a random read, for nothing (Redis's lookup is in RAM).
+    let needs_old = o.get || o.nx || o.xx || matches!(o.ttl, Ttl::Keep);
     let old = if o.get {
         read_string(ctx, key)?
-    } else {
+    } else if needs_old {
         store.get(db, key)?
+    } else {
+        None
     };
     let found = old.is_some();
     if (o.nx && found) || (o.xx && !found) {
@@ -189,7 +194,7 @@ fn set_generic(ctx: &mut Ctx<'_>, key: &[u8], value: Bytes, o: &SetOpts) -> CmdR
     };
     if expire_ms != 0 && expire_ms <= now_ms() {
         // Already expired (EXAT/PXAT in the past): the key is deleted, as Redis does.
-        if found {
+        if found || !needs_old {
             store.delete(db, key)?;
         }
     } else {
@@ -284,6 +289,25 @@ fn mget(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     Ok(())
 }
 
+/// MSET's and MSETNX's key-value pairs as new strings, in first-appearance order; the last
+/// value of a key given twice wins. Found through a map: an MSET may carry half a million
+/// pairs, and a linear search per pair would be quadratic.
+fn string_pairs<'a>(ctx: &Ctx<'_>, rest: &'a [Bytes]) -> Vec<(&'a [u8], Meta)> {
+    let mut pairs: Vec<(&[u8], Meta)> = Vec::with_capacity(rest.len() / 2);
+    let mut at: std::collections::HashMap<&[u8], usize> = std::collections::HashMap::new();
+    for kv in rest.chunks(2) {
+        let m = new_string(ctx, kv[1].to_vec(), 0);
+        match at.get(&kv[0][..]) {
+            Some(&i) => pairs[i].1 = m,
+            None => {
+                at.insert(&kv[0][..], pairs.len());
+                pairs.push((&kv[0][..], m));
+            }
+        }
+    }
+    pairs
+}
+
 fn mset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let rest = args.rest();
     if !rest.len().is_multiple_of(2) {
@@ -291,15 +315,7 @@ fn mset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             "ERR wrong number of arguments for 'mset' command",
         ));
     }
-    // The last value of a key given twice wins.
-    let mut pairs: Vec<(&[u8], Meta)> = Vec::with_capacity(rest.len() / 2);
-    for kv in rest.chunks(2) {
-        let m = new_string(ctx, kv[1].to_vec(), 0);
-        match pairs.iter_mut().find(|(k, _)| *k == &kv[0][..]) {
-            Some(p) => p.1 = m,
-            None => pairs.push((&kv[0][..], m)),
-        }
-    }
+    let pairs = string_pairs(ctx, rest);
     let keys: Vec<&[u8]> = pairs.iter().map(|(k, _)| *k).collect();
     let _g = ctx.shared.store.lock(ctx.conn.db, &keys);
     let ops: Vec<(&[u8], Option<&Meta>)> = pairs.iter().map(|(k, m)| (*k, Some(m))).collect();
@@ -547,14 +563,7 @@ fn msetnx(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             "ERR wrong number of arguments for 'msetnx' command",
         ));
     }
-    let mut pairs: Vec<(&[u8], Meta)> = Vec::with_capacity(rest.len() / 2);
-    for kv in rest.chunks(2) {
-        let m = new_string(ctx, kv[1].to_vec(), 0);
-        match pairs.iter_mut().find(|(k, _)| *k == &kv[0][..]) {
-            Some(p) => p.1 = m,
-            None => pairs.push((&kv[0][..], m)),
-        }
-    }
+    let pairs = string_pairs(ctx, rest);
     let keys: Vec<&[u8]> = pairs.iter().map(|(k, _)| *k).collect();
     let db = ctx.conn.db;
     let store = &ctx.shared.store;
