@@ -26,6 +26,7 @@ use crate::exec::{self, Route};
 use crate::protocol::parse::{Limits, Parser};
 use crate::protocol::reply::{Proto, ReplyBuf};
 use crate::server::Shared;
+use crate::store::with_txn;
 use bytes::BytesMut;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -307,6 +308,38 @@ async fn run_buffered(
                         } else {
                             None
                         };
+                        // Nothing of this connection is in flight and the shard is idle: run
+                        // it right here, replying straight into the buffer (no hand-off, no
+                        // channel). Synced writes queue, so that one sync covers a group.
+                        let mut argv = Some(argv);
+                        if queued.is_empty() && !shared.store.sync_writes() {
+                            let before = reply.len();
+                            let ran = shared.store.db().try_exec_here(shard, |txn| {
+                                with_txn(txn, || {
+                                    let mut ctx = Ctx {
+                                        shared,
+                                        conn: &mut *conn,
+                                        reply: &mut *reply,
+                                    };
+                                    if let Some(argv) = argv.take() {
+                                        dispatch(&mut ctx, argv);
+                                    }
+                                })
+                            });
+                            if let Some(((), written)) = ran {
+                                drop(guard);
+                                if let Err(e) = written {
+                                    reply.truncate(before);
+                                    reply.raw(&exec::error_reply(reply.proto, &e));
+                                }
+                                if skip || conn.reply_off {
+                                    reply.truncate(before);
+                                }
+                                conn.info.obl.store(reply.len(), Ordering::Relaxed);
+                                continue;
+                            }
+                        }
+                        let Some(argv) = argv else { continue };
                         let proto = reply.proto;
                         let rx = exec::submit(shared, conn, proto, argv, shard, reads, guard);
                         queued.push_back((rx, skip || conn.reply_off));

@@ -9,6 +9,11 @@
 //! `exec.rs`); each reply comes back through a one-shot channel and the connection writes the
 //! replies in request order. Reads on the worker see every earlier write of the shard, so a
 //! connection's pipelined `SET k v` then `GET k` read their own write, with no locks.
+//! When the connection has nothing in flight and the shard is idle (and writes are not
+//! synced one by one), the command runs on the connection's own thread under the worker's
+//! lock instead (`strata::Db::try_exec_here`, called from `conn.rs`): the same exclusion,
+//! without the two thread switches of a hand-off, which on few cores cost more than the
+//! command.
 //!
 //! Everything else (keys in several shards, commands without keys, commands that change the
 //! connection, errors found before running: unknown command, arity, authentication) runs on
@@ -152,15 +157,7 @@ pub fn submit(
             let _ = tx.send(out);
         }) as Box<dyn FnOnce(strata::Result<()>) + Send>)
     };
-    let db = shared.store.db();
-    if shared.store.sync_writes() {
-        // Synced writes queue, so that one sync covers a whole group.
-        db.exec_reading(shard, reads, run);
-    } else {
-        // On an idle shard the command runs right here, without the two thread switches of
-        // a hand-off; on a busy one it queues and merges with the others.
-        db.exec_here_or_queued(shard, reads, run);
-    }
+    shared.store.db().exec_reading(shard, reads, run);
     rx
 }
 

@@ -485,31 +485,57 @@ impl<E: Engine> ShardedDb<E> {
         reads: Vec<Vec<u8>>,
         f: impl FnOnce(Result<&mut ShardTxn<E>>) -> Option<Callback<()>> + Send + 'static,
     ) {
-        if shard < self.shards.len() && !in_worker() && self.coord.health.check().is_ok() {
-            let held = self.shards[shard].shard_lock.try_lock();
-            let idle = self.shards[shard].pending_writes.load(Ordering::Acquire) == 0;
-            if let (Some(held), true) = (held, idle) {
-                let mut txn = ShardTxn::new(shard, self.engines[shard].clone());
-                let done = f(Ok(&mut txn));
-                let r = if txn.has_writes() {
-                    let (batch, sync) = txn.into_batch(Vec::new());
-                    let _epoch = self.coord.epoch.read();
-                    self.engines[shard].write(batch, sync).map_err(|e| {
-                        let e = Error::Poisoned(format!("shard {shard} failed: {e}"));
-                        self.coord.health.fail(e.clone());
-                        e
-                    })
-                } else {
-                    Ok(())
-                };
-                drop(held);
+        let mut f = Some(f);
+        let ran = self.try_exec_here(shard, |txn| match f.take() {
+            Some(f) => f(Ok(txn)),
+            None => None,
+        });
+        match ran {
+            Some((done, r)) => {
                 if let Some(done) = done {
                     done(r);
                 }
-                return;
+            }
+            None => {
+                if let Some(f) = f {
+                    self.exec_reading(shard, reads, f);
+                }
             }
         }
-        self.exec_reading(shard, reads, f)
+    }
+
+    /// Runs `f` on the calling thread if shard `shard` is idle (the conditions of
+    /// [`ShardedDb::exec_here_or_queued`]) and returns what it returned with the outcome of
+    /// its writes (applied with one engine write before this returns); `None`, without
+    /// running `f`, if the shard is busy, the database failed, or this is a worker thread.
+    /// `f` need not be `'static`: nothing is queued.
+    pub fn try_exec_here<R>(
+        &self,
+        shard: usize,
+        f: impl FnOnce(&mut ShardTxn<E>) -> R,
+    ) -> Option<(R, Result<()>)> {
+        if shard >= self.shards.len() || in_worker() || self.coord.health.check().is_err() {
+            return None;
+        }
+        let held = self.shards[shard].shard_lock.try_lock()?;
+        if self.shards[shard].pending_writes.load(Ordering::Acquire) != 0 {
+            return None;
+        }
+        let mut txn = ShardTxn::new(shard, self.engines[shard].clone());
+        let out = f(&mut txn);
+        let r = if txn.has_writes() {
+            let (batch, sync) = txn.into_batch(Vec::new());
+            let _epoch = self.coord.epoch.read();
+            self.engines[shard].write(batch, sync).map_err(|e| {
+                let e = Error::Poisoned(format!("shard {shard} failed: {e}"));
+                self.coord.health.fail(e.clone());
+                e
+            })
+        } else {
+            Ok(())
+        };
+        drop(held);
+        Some((out, r))
     }
 
     /// [`ShardedDb::exec`] for a closure that will read `reads`: the worker fetches the
