@@ -11,6 +11,7 @@ pub(crate) struct ShardCounters {
     read_sizes: Vec<AtomicU64>,
     read_keys: AtomicU64,
     cross_parts: AtomicU64,
+    cross_part_writes: AtomicU64,
     scans: AtomicU64,
 }
 
@@ -22,6 +23,7 @@ impl ShardCounters {
             read_sizes: v(),
             read_keys: AtomicU64::new(0),
             cross_parts: AtomicU64::new(0),
+            cross_part_writes: AtomicU64::new(0),
             scans: AtomicU64::new(0),
         }
     }
@@ -34,8 +36,10 @@ impl ShardCounters {
         self.read_sizes[i].fetch_add(1, Ordering::Relaxed);
         self.read_keys.fetch_add(keys as u64, Ordering::Relaxed);
     }
-    pub(crate) fn record_cross_part(&self) {
-        self.cross_parts.fetch_add(1, Ordering::Relaxed);
+    /// One engine write that applied `parts` parts of cross-shard batches.
+    pub(crate) fn record_cross_parts(&self, parts: usize) {
+        self.cross_part_writes.fetch_add(1, Ordering::Relaxed);
+        self.cross_parts.fetch_add(parts as u64, Ordering::Relaxed);
     }
     pub(crate) fn record_scan(&self) {
         self.scans.fetch_add(1, Ordering::Relaxed);
@@ -47,6 +51,7 @@ impl ShardCounters {
             read_sizes: load(&self.read_sizes),
             read_keys: self.read_keys.load(Ordering::Relaxed),
             cross_shard_parts: self.cross_parts.load(Ordering::Relaxed),
+            cross_shard_part_writes: self.cross_part_writes.load(Ordering::Relaxed),
             scans: self.scans.load(Ordering::Relaxed),
         }
     }
@@ -61,8 +66,10 @@ pub struct BatchStats {
     pub read_sizes: Vec<u64>,
     /// Keys looked up by those reads.
     pub read_keys: u64,
-    /// Parts of cross-shard batches applied (never merged).
+    /// Parts of cross-shard batches applied.
     pub cross_shard_parts: u64,
+    /// Engine writes that applied them (consecutive queued parts share one).
+    pub cross_shard_part_writes: u64,
     /// Range and parallel-scan jobs run on workers.
     pub scans: u64,
 }
@@ -122,6 +129,7 @@ impl BatchStats {
         grow(&mut self.read_sizes, &other.read_sizes);
         self.read_keys += other.read_keys;
         self.cross_shard_parts += other.cross_shard_parts;
+        self.cross_shard_part_writes += other.cross_shard_part_writes;
         self.scans += other.scans;
     }
 }
@@ -145,8 +153,8 @@ impl fmt::Display for BatchStats {
         )?;
         write!(
             f,
-            "cross-shard parts: {}, range/scan jobs: {}",
-            self.cross_shard_parts, self.scans
+            "cross-shard parts: {} in {} writes, range/scan jobs: {}",
+            self.cross_shard_parts, self.cross_shard_part_writes, self.scans
         )
     }
 }

@@ -17,7 +17,7 @@ use crate::undo::{undo_key, UndoRecord};
 use crossbeam_channel::Receiver;
 use parking_lot::Mutex;
 use std::cell::{Cell, RefCell};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -281,50 +281,95 @@ impl<E: Engine> Worker<E> {
         }
     }
 
-    /// Applies one part of a cross-shard batch with its undo record, then waits for the batch
-    /// to commit (why: `docs/design.md` §12.1, rule 4).
-    fn part(&mut self, mut p: Part) {
-        self.stats.record_cross_part();
-        let gsn = p.cross.gsn;
-        let r = self.apply_part(&p);
-        self.pending_writes.fetch_sub(1, Ordering::Release);
+    /// Applies one part of a cross-shard batch with its undo record, merged with the parts
+    /// queued right behind it into one synced engine write, then waits until the last of
+    /// them commits (why: `docs/design.md` §12.1, rule 4).
+    fn part(&mut self, first: Part) {
+        let mut parts = vec![first];
+        while parts.len() < self.max_batch {
+            match self.rx.try_recv() {
+                Ok(Request::Part(p)) => parts.push(p),
+                Ok(other) => {
+                    self.carry = Some(other);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        let r = self.apply_parts(&parts);
+        self.pending_writes
+            .fetch_sub(parts.len(), Ordering::Release);
         let ok = r.is_ok();
-        p.finish(r.map_err(|e| self.fail(&e)));
+        let r = r.map_err(|e| self.fail(&e));
+        // Parts reach every queue in GSN order, so the last one has the highest GSN; commits
+        // are durable in GSN order, so once it commits they all have.
+        let last = parts.last().map_or(0, |p| p.cross.gsn);
+        let gsns: Vec<u64> = parts.iter().map(|p| p.cross.gsn).collect();
+        self.stats.record_cross_parts(parts.len());
+        for mut p in parts {
+            p.finish(r.clone());
+        }
         if !ok {
             return;
         }
-        match self.coord.txlog.wait_committed(gsn) {
-            Ok(()) => self.gc.push(undo_key(gsn)),
+        match self.coord.txlog.wait_committed(last) {
+            Ok(()) => self.gc.extend(gsns.into_iter().map(undo_key)),
             Err(e) => {
                 self.fail(&e);
             }
         }
     }
 
-    fn apply_part(&mut self, p: &Part) -> Result<()> {
-        let mut seen = HashSet::new();
-        let keys: Vec<&[u8]> = p
-            .ops
-            .iter()
-            .map(|op| op.key())
-            .filter(|k| seen.insert(*k))
-            .collect();
-        let before = self.engine.multi_get(None, &keys);
-        let mut undo = UndoRecord {
-            gsn: p.cross.gsn,
-            before: Vec::with_capacity(keys.len()),
-        };
-        for (k, v) in keys.iter().zip(before) {
-            undo.before.push((k.to_vec(), v?));
-        }
+    /// Applies `parts` (ascending GSNs) with their undo records in one synced engine write.
+    /// Each undo record holds the before-image of its part's keys as the parts before it in
+    /// the group left them, so that rolling back newest first restores the state before the
+    /// oldest (§12.3).
+    fn apply_parts(&mut self, parts: &[Part]) -> Result<()> {
+        let mut overlay: HashMap<Vec<u8>, Option<Vec<u8>>> = HashMap::new();
         let mut batch = E::Batch::default();
-        for op in &p.ops {
-            match op {
-                crate::batch::Op::Put(k, v) => batch.put(k, v),
-                crate::batch::Op::Delete(k) => batch.delete(k),
+        for p in parts {
+            let mut seen = HashSet::new();
+            let keys: Vec<&[u8]> = p
+                .ops
+                .iter()
+                .map(|op| op.key())
+                .filter(|k| seen.insert(*k))
+                .collect();
+            let unknown: Vec<&[u8]> = keys
+                .iter()
+                .copied()
+                .filter(|k| !overlay.contains_key(*k))
+                .collect();
+            let mut read = self.engine.multi_get(None, &unknown).into_iter();
+            let mut undo = UndoRecord {
+                gsn: p.cross.gsn,
+                before: Vec::with_capacity(keys.len()),
+            };
+            for k in &keys {
+                let v = match overlay.get(*k) {
+                    Some(v) => v.clone(),
+                    None => read.next().ok_or_else(|| {
+                        Error::Poisoned(
+                            "engine multi_get returned fewer results than keys".to_string(),
+                        )
+                    })??,
+                };
+                undo.before.push((k.to_vec(), v));
             }
+            for op in &p.ops {
+                match op {
+                    crate::batch::Op::Put(k, v) => {
+                        batch.put(k, v);
+                        overlay.insert(k.clone(), Some(v.clone()));
+                    }
+                    crate::batch::Op::Delete(k) => {
+                        batch.delete(k);
+                        overlay.insert(k.clone(), None);
+                    }
+                }
+            }
+            batch.put(&undo_key(p.cross.gsn), &undo.encode());
         }
-        batch.put(&undo_key(p.cross.gsn), &undo.encode());
         for k in self.gc.drain(..) {
             batch.delete(&k);
         }

@@ -209,3 +209,150 @@ fn cross_shard_batches_survive_every_crash_point_long() {
         assert!(reached >= 2000, "seed {seed}: {reached} crash points");
     }
 }
+
+/// Concurrent transfers: `THREADS` threads each run `per_thread` cross-shard batches that move
+/// one unit between two of 8 accounts and write the batch's marker key; parts of different
+/// threads' batches queue behind each other, so workers apply several in one engine write.
+/// The file system dies after `k` mutating operations and loses power. After recovery every
+/// acknowledged batch is present, each thread's batches are a prefix of its sequence, and the
+/// balances are exactly what the present batches made them (no batch half applied).
+fn concurrent_transfers_crash_once(k: u64, tear: bool, per_thread: usize) -> bool {
+    const THREADS: usize = 6;
+    const ACCOUNTS: usize = 8;
+    let transfer = |t: usize, i: usize| {
+        let from = (t * 7 + i * 3) % ACCOUNTS;
+        let to = (from + 1 + (t + i) % (ACCOUNTS - 1)) % ACCOUNTS;
+        (from, to)
+    };
+    let account = |a: usize| format!("acct{a}").into_bytes();
+    let marker = |t: usize, i: usize| format!("m{t}-{i:04}").into_bytes();
+    let mem = MemFs::with_seed(k.wrapping_mul(31) ^ u64::from(tear));
+    let fault = FaultFs::new(Arc::new(mem.clone()));
+    let db = Db::open("/db", opts(Arc::new(fault.clone()))).expect("first open");
+    let mut b = WriteBatch::new();
+    for a in 0..ACCOUNTS {
+        b.put(&account(a), b"1000");
+    }
+    db.write_opt(&WriteOptions { sync: true }, b)
+        .expect("setup");
+    fault.fail_after(k);
+    let db = Arc::new(db);
+    let acked: Vec<usize> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let db = db.clone();
+                s.spawn(move || {
+                    for i in 0..per_thread {
+                        let (from, to) = transfer(t, i);
+                        // Balances are read and written blindly as deltas in the marker:
+                        // the check recomputes them from the markers present.
+                        let mut b = WriteBatch::new();
+                        b.put(&marker(t, i), format!("{from}>{to}").as_bytes());
+                        b.put(&account(from), format!("-{t}-{i}").as_bytes());
+                        b.put(&account(to), format!("+{t}-{i}").as_bytes());
+                        if db.write_opt(&WriteOptions { sync: true }, b).is_err() {
+                            return i;
+                        }
+                    }
+                    per_thread
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    drop(db);
+    let reached = fault.is_dead();
+    mem.crash(tear);
+    let db = Db::open("/db", opts(Arc::new(mem.clone())))
+        .unwrap_or_else(|e| panic!("reopen after crash point {k} (tear {tear}): {e}"));
+    let got = contents(&db);
+    // Each thread's batches: a prefix covering every acknowledged one.
+    let mut present = Vec::new();
+    for (t, &acked) in acked.iter().enumerate() {
+        let n = (0..per_thread)
+            .take_while(|&i| got.contains_key(&marker(t, i)))
+            .count();
+        assert!(
+            n >= acked,
+            "crash point {k} (tear {tear}): thread {t} acknowledged {acked} batches, {n} survived"
+        );
+        for i in n..per_thread {
+            assert!(
+                !got.contains_key(&marker(t, i)),
+                "crash point {k} (tear {tear}): thread {t} has a hole before batch {i}"
+            );
+        }
+        present.extend((0..n).map(|i| (t, i)));
+    }
+    // Every account holds the value its last present writer put; a batch that is present
+    // must have left both its accounts (unless a later present batch overwrote them), and
+    // an absent batch none.
+    for a in 0..ACCOUNTS {
+        let v = got.get(&account(a)).expect("account survives");
+        if v.as_slice() == b"1000" {
+            continue;
+        }
+        let s = String::from_utf8(v.clone()).unwrap();
+        let (t, i) = {
+            let mut it = s[1..].split('-');
+            let t: usize = it.next().unwrap().parse().unwrap();
+            let i: usize = it.next().unwrap().parse().unwrap();
+            (t, i)
+        };
+        assert!(
+            present.contains(&(t, i)),
+            "crash point {k} (tear {tear}): account {a} holds {s} from a batch that is not \
+             present: a torn batch"
+        );
+    }
+    for &(t, i) in &present {
+        let (from, to) = transfer(t, i);
+        for (a, sign) in [(from, '-'), (to, '+')] {
+            // The account shows this batch or a later present batch touching it.
+            let v = String::from_utf8(got[&account(a)].clone()).unwrap();
+            assert!(
+                v != "1000",
+                "crash point {k} (tear {tear}): batch {t}-{i} present but account {a} ({sign}) \
+                 was never written"
+            );
+        }
+    }
+    db.close().expect("close after recovery");
+    reached
+}
+
+#[test]
+fn concurrent_cross_shard_batches_merged_by_workers_survive_crashes() {
+    // Without faults: the workers do merge parts (fewer part writes than parts).
+    let db = Arc::new(Db::open("/db", opts(Arc::new(MemFs::new()))).unwrap());
+    std::thread::scope(|s| {
+        for t in 0..6 {
+            let db = db.clone();
+            s.spawn(move || {
+                for i in 0..100 {
+                    let mut b = WriteBatch::new();
+                    for k in 0..4 {
+                        b.put(format!("t{t}-{i}-{k}").as_bytes(), b"v");
+                    }
+                    db.write_opt(&WriteOptions { sync: true }, b).unwrap();
+                }
+            });
+        }
+    });
+    let st = db.batch_stats();
+    assert!(
+        st.cross_shard_part_writes < st.cross_shard_parts,
+        "no parts were merged: {} parts in {} writes",
+        st.cross_shard_parts,
+        st.cross_shard_part_writes
+    );
+    let mut reached = 0;
+    for k in (0..400).step_by(7) {
+        for tear in [false, true] {
+            if concurrent_transfers_crash_once(k, tear, 40) {
+                reached += 1;
+            }
+        }
+    }
+    assert!(reached >= 50, "only {reached} crash points reached");
+}
