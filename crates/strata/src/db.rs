@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use strata_engine::io::FileLock;
+use strata_engine::io::{FileLock, Fs};
 use strata_engine::{Error, Result};
 
 /// Entries returned by `range` and `scan`.
@@ -48,6 +48,8 @@ pub struct ShardedDb<E: Engine> {
     coord: Arc<Coord>,
     recovery: RecoveryReport,
     direct_reads: bool,
+    /// The file system of the front's own files (`SHARDS`, `TXLOG`).
+    fs: Arc<dyn Fs>,
     _lock: Box<dyn FileLock>,
 }
 
@@ -153,6 +155,7 @@ impl<E: Engine> ShardedDb<E> {
             coord,
             recovery,
             direct_reads: opts.direct_reads,
+            fs,
             _lock: lock,
         })
     }
@@ -560,6 +563,57 @@ impl<E: Engine> ShardedDb<E> {
     }
 
     // ---- maintenance ------------------------------------------------------------------
+
+    /// Writes a copy of the database as of one moment into the new directory `dest` (which
+    /// must not exist): a backup that opens as a sharded database of its own. It holds every
+    /// write acknowledged before the call, and each cross-shard batch entirely or not at all.
+    /// Writes wait while the shards capture their state (`docs/design.md` §12.5).
+    pub fn checkpoint(&self, dest: impl AsRef<Path>) -> Result<()> {
+        if in_worker() {
+            return Err(from_worker());
+        }
+        self.coord.health.check()?;
+        let dest = dest.as_ref();
+        if self.fs.exists(dest)? {
+            return Err(Error::InvalidArgument(format!(
+                "checkpoint directory {} already exists",
+                dest.display()
+            )));
+        }
+        let meta = ShardMeta::load(&*self.fs, &self.root)?.ok_or_else(|| {
+            Error::corruption(self.root.join(crate::meta::FILE), 0, "SHARDS file is gone")
+        })?;
+        self.fs.create_dir_all(dest)?;
+        meta.store(&*self.fs, dest)?;
+        let committed = {
+            // The cut of `snapshot`: no shard applies a write, no cross-shard batch is half
+            // applied; a batch whose parts are all in but whose commit record is not yet
+            // durable is rolled back when the checkpoint opens (its shards hold nothing
+            // written after its parts, rule 4 of §12.1).
+            let _barrier = self.coord.snapshot_barrier();
+            let committed = self.coord.txlog.committed();
+            std::thread::scope(|s| {
+                let jobs: Vec<_> = self
+                    .engines
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| s.spawn(move || e.checkpoint(&shard_dir(dest, i))))
+                    .collect();
+                jobs.into_iter().try_for_each(|j| {
+                    j.join().unwrap_or_else(|_| {
+                        Err(Error::Poisoned("shard checkpoint panicked".to_string()))
+                    })
+                })
+            })?;
+            committed
+        };
+        drop(TxLog::create(self.fs.clone(), dest, committed)?);
+        self.fs.sync_dir(dest)?;
+        if let Some(parent) = dest.parent().filter(|p| !p.as_os_str().is_empty()) {
+            self.fs.sync_dir(parent)?;
+        }
+        Ok(())
+    }
 
     /// Runs `f` on every shard's worker, in parallel, and waits for all.
     fn on_all_workers(&self, f: fn(&E) -> Result<()>) -> Result<()> {
