@@ -64,10 +64,27 @@ fn checkpoints_while_writing(opts: Options, fs: &Arc<dyn Fs>, root: &Path, after
     after();
     for (dir, before, after) in &taken {
         let report = Db::check(dir, opts.clone()).unwrap();
-        assert!(report.problems.is_empty(), "{}: {:?}", dir.display(), report.problems);
-        let cp = Db::open(dir, Options { create_if_missing: false, ..opts.clone() }).unwrap();
+        assert!(
+            report.problems.is_empty(),
+            "{}: {:?}",
+            dir.display(),
+            report.problems
+        );
+        let cp = Db::open(
+            dir,
+            Options {
+                create_if_missing: false,
+                ..opts.clone()
+            },
+        )
+        .unwrap();
         let (c, m) = (read_u64(&cp, COUNTER), read_u64(&cp, MARKER));
-        assert_eq!(c, m, "{}: counter and marker written together", dir.display());
+        assert_eq!(
+            c,
+            m,
+            "{}: counter and marker written together",
+            dir.display()
+        );
         // The writer stores its count after `write` returns: the write in flight when the
         // call returned may be in the checkpoint and not yet counted.
         assert!(
@@ -114,7 +131,8 @@ fn checkpoint_links_immutable_files_on_real_files() {
     let fs: Arc<dyn Fs> = Arc::new(RealFs::default());
     let db = Db::open(tmp.path().join("db"), tiny_opts(fs)).unwrap();
     for i in 0..2000u32 {
-        db.put(format!("key-{i:05}").as_bytes(), &[b'v'; 64]).unwrap();
+        db.put(format!("key-{i:05}").as_bytes(), &[b'v'; 64])
+            .unwrap();
     }
     db.flush().unwrap();
     // No compaction may delete a source table between the checkpoint and the count.
@@ -127,9 +145,18 @@ fn checkpoint_links_immutable_files_on_real_files() {
         .collect();
     assert!(!tables.is_empty());
     for t in &tables {
-        assert_eq!(std::fs::metadata(t).unwrap().nlink(), 2, "{} is a link", t.display());
+        assert_eq!(
+            std::fs::metadata(t).unwrap().nlink(),
+            2,
+            "{} is a link",
+            t.display()
+        );
     }
     drop(db);
-    let cp = Db::open(tmp.path().join("cp"), tiny_opts(Arc::new(RealFs::default()))).unwrap();
+    let cp = Db::open(
+        tmp.path().join("cp"),
+        tiny_opts(Arc::new(RealFs::default())),
+    )
+    .unwrap();
     assert_eq!(cp.get(b"key-01999").unwrap(), Some(vec![b'v'; 64]));
 }

@@ -31,6 +31,7 @@ mod info;
 pub mod keys;
 mod long_double;
 pub mod protocol;
+mod save;
 mod server;
 mod store;
 
@@ -54,6 +55,7 @@ Directives (Redis's names and defaults unless noted):
   proto-max-bulk-len BYTES        512mb
   client-query-buffer-limit BYTES 1gb
   appendfsync always|everysec|no  everysec
+  dbfilename NAME                 checkpoint (Strata: SAVE/BGSAVE write dir/NAME, a directory)
   shards N                        one per core (Strata; fixed when the database is created)";
 
 /// `strata serve [config-file] [--directive value ...]`: starts the server, prints the

@@ -81,6 +81,10 @@ pub struct Shared {
     pub started: Instant,
     pub run_id: String,
     pub local_addrs: Vec<SocketAddr>,
+    /// SAVE and BGSAVE state; LASTSAVE reads `saves.last_save_unix()`.
+    pub saves: crate::save::Saves,
+    /// This value's own `Arc`, for work that outlives a command (BGSAVE's thread).
+    pub me: std::sync::Weak<Shared>,
     next_client_id: AtomicU64,
     shutdown: watch::Sender<bool>,
 }
@@ -252,8 +256,11 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
     )?;
     let shards = db.shard_count();
     let (stop, _) = watch::channel(false);
-    let shared = Arc::new(Shared {
-        store: Store::open(db, config.appendfsync == AppendFsync::Always)?,
+    let store = Store::open(db, config.appendfsync == AppendFsync::Always)?;
+    let shared = Arc::new_cyclic(|me| Shared {
+        store,
+        saves: crate::save::Saves::default(),
+        me: me.clone(),
         config: RwLock::new(config),
         stats: Stats::default(),
         started: Instant::now(),
@@ -297,6 +304,7 @@ fn run(
     runtime.shutdown_timeout(Duration::from_secs(5));
     shared.request_shutdown();
     let _ = fsync.join();
+    shared.saves.join();
     served?;
     // If a connection outlived the runtime's shutdown, the database is dropped with the
     // last reference instead (its workers stop; acknowledged writes are in the logs).

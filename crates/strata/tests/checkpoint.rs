@@ -72,7 +72,12 @@ fn checkpoints_while_writing(fs: Arc<dyn Fs>, root: &Path, after: impl Fn()) {
     for k in 0..5 {
         std::thread::sleep(std::time::Duration::from_millis(20));
         let dir = root.join(format!("cp-{k}"));
-        let load = || acked.iter().map(|a| a.load(Ordering::Acquire)).collect::<Vec<_>>();
+        let load = || {
+            acked
+                .iter()
+                .map(|a| a.load(Ordering::Acquire))
+                .collect::<Vec<_>>()
+        };
         let before = load();
         db.checkpoint(&dir).unwrap();
         taken.push((dir, before, load()));
@@ -91,7 +96,12 @@ fn checkpoints_while_writing(fs: Arc<dyn Fs>, root: &Path, after: impl Fn()) {
         let cp = Db::open(dir, opts(&fs)).unwrap();
         for w in 0..WRITERS {
             let (c, m) = (read_u64(&cp, &counter(w)), read_u64(&cp, &markers[w]));
-            assert_eq!(c, m, "{}: writer {w}'s cross-shard batch split", dir.display());
+            assert_eq!(
+                c,
+                m,
+                "{}: writer {w}'s cross-shard batch split",
+                dir.display()
+            );
             assert!(
                 before[w] <= c && c <= after[w] + 1,
                 "{}: writer {w} holds {c}, acknowledged {}..={}",
@@ -113,5 +123,7 @@ fn checkpoint_is_one_cut_across_shards_on_real_files() {
 #[test]
 fn checkpoint_survives_a_power_loss_right_after() {
     let mem = MemFs::new();
-    checkpoints_while_writing(Arc::new(mem.clone()), Path::new("/root"), || mem.crash(false));
+    checkpoints_while_writing(Arc::new(mem.clone()), Path::new("/root"), || {
+        mem.crash(false)
+    });
 }

@@ -7,6 +7,7 @@
 pub mod args;
 mod connection;
 mod keyspace;
+mod save;
 mod server;
 mod strings;
 
@@ -34,6 +35,7 @@ pub mod flag {
     pub const ALLOW_BUSY: u32 = 1 << 10;
     pub const NO_MULTI: u32 = 1 << 11;
     pub const BLOCKING: u32 = 1 << 12;
+    pub const NO_ASYNC_LOADING: u32 = 1 << 13;
 
     /// Names in COMMAND INFO order.
     pub const NAMES: &[(u32, &str)] = &[
@@ -48,6 +50,7 @@ pub mod flag {
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
         (SENTINEL, "sentinel"),
+        (NO_ASYNC_LOADING, "no_async_loading"),
         (NO_MULTI, "no_multi"),
         (ALLOW_BUSY, "allow_busy"),
     ];
@@ -149,6 +152,7 @@ pub fn all_commands() -> &'static [&'static Spec] {
             server::COMMANDS,
             strings::COMMANDS,
             keyspace::COMMANDS,
+            save::COMMANDS,
         ] {
             v.extend(family.iter());
         }
