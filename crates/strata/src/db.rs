@@ -187,7 +187,9 @@ impl<E: Engine> ShardedDb<E> {
     }
 
     /// `Ok` while every worker is healthy; after a worker failure (write error, panic, failed
-    /// commit) the error that stopped the database: every request fails until it is reopened.
+    /// commit) the error that stopped the database: every write fails until it is reopened.
+    /// After a failed engine write or commit, reads go on; after a panic or an aborted
+    /// cross-shard batch they fail too (`coord.rs`, `Health`).
     pub fn health(&self) -> Result<()> {
         self.coord.health.check()
     }
@@ -226,7 +228,12 @@ impl<E: Engine> ShardedDb<E> {
         if in_worker() {
             return failed(req, from_worker());
         }
-        if let Err(e) = self.coord.health.check() {
+        let healthy = if write {
+            self.coord.health.check()
+        } else {
+            self.coord.health.check_reads()
+        };
+        if let Err(e) = healthy {
             return failed(req, e);
         }
         match self.shards[shard].tx.as_ref() {
@@ -533,7 +540,7 @@ impl<E: Engine> ShardedDb<E> {
         if in_worker() {
             return Err(from_worker());
         }
-        self.coord.health.check()?;
+        self.coord.health.check_reads()?;
         let _barrier = self.coord.snapshot_barrier();
         let snaps = self.engines.iter().map(|e| e.snapshot()).collect();
         Ok(Snapshot { db: self, snaps })

@@ -102,12 +102,17 @@ impl<E: Engine> Worker<E> {
 
     fn fail(&self, e: &Error) -> Error {
         let e = Error::Poisoned(format!("shard {} failed: {e}", self.id));
-        self.coord.health.fail(e.clone());
+        self.coord.health.fail_writes(e.clone());
         e
     }
 
     fn handle(&mut self, first: Request<E>) {
-        if let Err(e) = self.coord.health.check() {
+        let healthy = if first.is_write() {
+            self.coord.health.check()
+        } else {
+            self.coord.health.check_reads()
+        };
+        if let Err(e) = healthy {
             if first.is_write() {
                 self.pending_writes.fetch_sub(1, Ordering::Release);
             }
