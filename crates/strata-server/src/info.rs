@@ -139,7 +139,11 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
             }
             kv("aof_enabled", "1".to_string());
             kv("aof_rewrite_in_progress", "0".to_string());
-            kv("aof_last_write_status", "ok".to_string());
+            let ok = shared.store.db().health().is_ok();
+            kv(
+                "aof_last_write_status",
+                if ok { "ok" } else { "err" }.to_string(),
+            );
         }
         "stats" => {
             kv("total_connections_received", load(&st.connections_received));

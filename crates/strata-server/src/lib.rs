@@ -71,6 +71,7 @@ pub fn serve_main(args: &[String]) -> Result<(), ServerError> {
         cfg,
         StartOptions {
             handle_signals: true,
+            ..StartOptions::default()
         },
     )?;
     let addrs: Vec<String> = handle.local_addrs().iter().map(|a| a.to_string()).collect();

@@ -121,10 +121,22 @@ impl Shared {
 }
 
 /// How [`start`] runs the server.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct StartOptions {
     /// Shut down on SIGINT and SIGTERM (the `strata serve` process; not in tests).
     pub handle_signals: bool,
+    /// The file system the database's files go through; `None`: the real one. Tests pass a
+    /// fault-injecting file system here (`strata_engine::io::FaultFs`) to fail syncs.
+    pub fs: Option<Arc<dyn strata_engine::io::Fs>>,
+}
+
+impl std::fmt::Debug for StartOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StartOptions")
+            .field("handle_signals", &self.handle_signals)
+            .field("fs", &self.fs.as_ref().map(|_| "custom"))
+            .finish()
+    }
 }
 
 /// A running server.
@@ -247,13 +259,14 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
         .iter()
         .filter_map(|l| l.local_addr().ok())
         .collect();
-    let db = strata::Db::open(
-        &config.dir,
-        strata::DbOptions {
-            shards: config.shards,
-            ..Default::default()
-        },
-    )?;
+    let mut db_opts = strata::DbOptions {
+        shards: config.shards,
+        ..Default::default()
+    };
+    if let Some(fs) = &opts.fs {
+        db_opts.engine.fs = fs.clone();
+    }
+    let db = strata::Db::open(&config.dir, db_opts)?;
     let shards = db.shard_count();
     let (stop, _) = watch::channel(false);
     let store = Store::open(db, config.appendfsync == AppendFsync::Always)?;

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use strata_engine::io::{FaultKind, FaultOp, FaultRule};
+use strata_server::{Config, ServerHandle, StartOptions};
 
 fn info_field(c: &mut Client, field: &str) -> String {
     let V::Bulk(text) = c.q(&["INFO", "persistence"]) else {
@@ -218,4 +220,112 @@ fn checkpoints_taken_while_writing_hold_one_moment() {
     writer.join().unwrap();
     drop(c);
     server.shutdown().unwrap();
+}
+
+/// Starts a server whose database files go through `fs`.
+fn start_over(dir: &Path, fs: strata_engine::io::FaultFs, extra: &[&str]) -> ServerHandle {
+    let mut args: Vec<String> = [
+        "--port",
+        "0",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--shards",
+        "2",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let cfg = Config::from_args(&args).unwrap();
+    strata_server::start(
+        cfg,
+        StartOptions {
+            fs: Some(Arc::new(fs)),
+            ..StartOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+fn fault_fs() -> strata_engine::io::FaultFs {
+    strata_engine::io::FaultFs::new(Arc::new(strata_engine::io::RealFs::default()))
+}
+
+fn sync_fails() -> FaultRule {
+    FaultRule::new(FaultOp::Sync, 1, FaultKind::Eio).persistent()
+}
+
+const MISCONF: &str = "MISCONF Errors writing to the AOF file: Input/output error";
+
+/// `appendfsync always`: the write whose sync fails and every later write are refused with
+/// Redis's MISCONF text; reads go on; nothing acknowledged is lost after a restart.
+#[test]
+fn failed_sync_refuses_writes_with_misconf_and_keeps_reads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fs = fault_fs();
+    let server = start_over(tmp.path(), fs.clone(), &["--appendfsync", "always"]);
+    let mut c = Client::connect(server.local_addr());
+    for i in 0..50 {
+        assert_eq!(c.q(&["SET", &format!("k{i}"), &i.to_string()]), V::ok());
+    }
+    assert_eq!(info_field(&mut c, "aof_last_write_status"), "ok");
+    fs.add_rule(sync_fails());
+    assert_eq!(c.q(&["SET", "after", "x"]), V::err(MISCONF));
+    assert_eq!(c.q(&["MSET", "a", "1", "b", "2"]), V::err(MISCONF));
+    assert_eq!(c.q(&["INCR", "k1"]), V::err(MISCONF));
+    assert_eq!(c.q(&["DEL", "k2"]), V::err(MISCONF));
+    // Redis refuses PING too while writes are refused.
+    assert_eq!(c.q(&["PING"]), V::err(MISCONF));
+    // Reads are served.
+    assert_eq!(c.q(&["GET", "k7"]), V::bulk("7"));
+    assert_eq!(
+        c.q(&["MGET", "k1", "k2", "after"]),
+        V::Array(vec![V::bulk("1"), V::bulk("2"), V::NilBulk])
+    );
+    assert_eq!(c.q(&["EXISTS", "k3"]), V::Int(1));
+    assert_eq!(info_field(&mut c, "aof_last_write_status"), "err");
+    drop(c);
+    // The close may report the failure; what matters is the data.
+    let _ = server.shutdown();
+    fs.clear();
+    let server = common::start(tmp.path(), &[]);
+    let mut c = Client::connect(server.local_addr());
+    for i in 0..50 {
+        assert_eq!(c.q(&["GET", &format!("k{i}")]), V::bulk(&i.to_string()));
+    }
+    assert_eq!(c.q(&["SET", "after", "x"]), V::ok());
+    drop(c);
+    server.shutdown().unwrap();
+}
+
+/// `appendfsync everysec`: the background sync fails; the next writes get MISCONF.
+#[test]
+fn failed_background_sync_refuses_later_writes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fs = fault_fs();
+    let server = start_over(tmp.path(), fs.clone(), &["--appendfsync", "everysec"]);
+    let mut c = Client::connect(server.local_addr());
+    assert_eq!(c.q(&["SET", "k", "v"]), V::ok());
+    // Appends still succeed (no sync asked); the once-a-second sync is what fails.
+    fs.add_rule(sync_fails());
+    assert_eq!(c.q(&["SET", "k2", "v2"]), V::ok());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match c.q(&["SET", "k3", "v3"]) {
+            V::Err(e) => {
+                assert_eq!(e, MISCONF);
+                break;
+            }
+            r => assert_eq!(r, V::ok()),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the failed background sync never surfaced"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(c.q(&["GET", "k"]), V::bulk("v"));
+    assert_eq!(info_field(&mut c, "aof_last_write_status"), "err");
+    drop(c);
+    let _ = server.shutdown();
 }

@@ -238,12 +238,53 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
     if spec.flags & flag::NO_AUTH == 0 && ctx.auth_required() {
         return ctx.reply.error("NOAUTH Authentication required.");
     }
+    // Redis's processCommand: no writes (nor PING) while the log cannot be written.
+    let refuses_when_misconf = spec.flags & flag::WRITE != 0 || spec.name == "ping";
+    if refuses_when_misconf {
+        if let Some(m) = misconf(ctx.shared) {
+            return ctx.reply.error(&m);
+        }
+    }
     let mut args = Args::new(argv, skip);
     if let Err(e) = (spec.handler)(ctx, &mut args) {
         match e {
             CmdError::Reply(m) => ctx.reply.error_bytes(&m),
+            // The write that found the log failing gets the same answer as the ones after it.
+            CmdError::Store(_) if refuses_when_misconf && misconf(ctx.shared).is_some() => {
+                ctx.reply.error(&misconf(ctx.shared).unwrap_or_default())
+            }
             CmdError::Store(_) => ctx.reply.error(&e.message()),
         }
+    }
+}
+
+/// Redis's `-MISCONF` error for a database whose log failed (a failed append or sync, in a
+/// write or in the background sync of `appendfsync everysec`): writes are refused until
+/// restart, reads go on (`strata::Db::health`). `None` while the database is healthy.
+pub fn misconf(shared: &Shared) -> Option<String> {
+    let e = shared.store.db().health().err()?;
+    Some(format!(
+        "MISCONF Errors writing to the AOF file: {}",
+        strerror_of(&e.to_string())
+    ))
+}
+
+/// The operating system's text for the error at the end of `msg` (`strerror`, as Redis
+/// prints it: "Input/output error"), or `msg` itself if it names no OS error.
+fn strerror_of(msg: &str) -> String {
+    let code = msg
+        .rsplit_once("(os error ")
+        .and_then(|(_, rest)| rest.split(')').next())
+        .and_then(|n| n.parse::<i32>().ok());
+    match code {
+        Some(n) => {
+            let text = std::io::Error::from_raw_os_error(n).to_string();
+            match text.rsplit_once(" (os error ") {
+                Some((t, _)) => t.to_string(),
+                None => text,
+            }
+        }
+        None => msg.to_string(),
     }
 }
 
