@@ -11,11 +11,13 @@
 //!     STRATA_SERVER_CRASH_KILLS=300 cargo test --release -p strata-server --test crash \
 //!         -- --ignored --nocapture
 
+mod common;
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 const THREADS: u64 = 3;
@@ -36,27 +38,9 @@ fn next(x: &mut u64) -> u64 {
     *x
 }
 
-/// Starts the server over `dir`; returns it and its address (from the start-up banner).
+/// Starts the server over `dir` with `appendfsync always`.
 fn spawn_server(dir: &Path) -> (Child, SocketAddr) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strata-server"))
-        .args(["--port", "0", "--appendfsync", "always", "--shards", "4"])
-        .arg("--dir")
-        .arg(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn strata-server");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("banner");
-    let addr = line
-        .split("listening on ")
-        .nth(1)
-        .and_then(|r| r.split([',', ' ']).next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no address in the banner {line:?}"));
-    (child, addr)
+    common::spawn_binary(dir, &["--appendfsync", "always", "--shards", "4"])
 }
 
 /// A RESP client that reports a dead server as an error instead of panicking.
@@ -147,7 +131,7 @@ fn write_until_killed(addr: SocketAddr, t: u64, seed: u64, ledger: &mut Ledger) 
                     Ok(r) if r.starts_with(':') => {
                         let e = ledger.incr.get_mut(&key).expect("entry");
                         let n: u64 = r[1..].parse().expect("INCR reply");
-                        assert!(n >= e.0 + 1, "{key}: INCR replied {n} after {}", e.0);
+                        assert!(n > e.0, "{key}: INCR replied {n} after {}", e.0);
                         e.0 += 1;
                     }
                     Ok(r) => panic!("INCR {key}: {r}"),
@@ -236,7 +220,11 @@ fn settle(addr: SocketAddr, ledgers: &mut [Ledger]) {
     for l in ledgers.iter_mut() {
         for (key, e) in l.incr.iter_mut() {
             let got = c.q(&["GET", key]).expect("GET");
-            let n = if got == "(nil)" { 0 } else { got.parse().expect("counter") };
+            let n = if got == "(nil)" {
+                0
+            } else {
+                got.parse().expect("counter")
+            };
             *e = (n, n);
         }
     }
@@ -281,7 +269,11 @@ fn kill_loop(kills: u64, seed: u64) {
     let acked: u64 = ledgers
         .iter()
         .map(|l| {
-            l.set.values().chain(l.mset.values()).filter(|e| e.0 > 0).count() as u64
+            l.set
+                .values()
+                .chain(l.mset.values())
+                .filter(|e| e.0 > 0)
+                .count() as u64
                 + l.incr.values().map(|e| e.0).sum::<u64>()
         })
         .sum();
