@@ -191,9 +191,9 @@ class Gen:
             "GET", "SET", "SETNX", "SETEX", "PSETEX", "GETSET", "GETDEL", "MGET", "MSET",
             "APPEND", "STRLEN", "INCR", "DECR", "INCRBY", "DECRBY", "INCRBYFLOAT", "GETRANGE",
             "SETRANGE", "DEL", "UNLINK", "EXISTS", "TYPE", "EXPIRE", "TTL", "PTTL", "PERSIST",
-            "KEYS", "PING", "ECHO", "SELECT", "DBSIZE", "FLUSHDB", "UNKNOWN"]
+            "KEYS", "PING", "ECHO", "SELECT", "DBSIZE", "FLUSHDB", "UNKNOWN", "SAVE", "BGSAVE"]
         weights = [8, 14, 3, 3, 3, 3, 3, 3, 3, 4, 3, 4, 3, 4, 3, 4, 4, 4, 4, 2, 4, 3, 8, 4, 3,
-                   3, 3, 1, 1, 2, 3, 0.3, 0.3]
+                   3, 3, 1, 1, 2, 3, 0.3, 0.3, 0.2, 0.2]
         weights = [0 if n in SKIP else w for n, w in zip(names, weights)]
         c = r.choices(names, weights=weights)[0]
         k = self.key()
@@ -245,6 +245,12 @@ class Gen:
                               b"2147483648", b"01", b"-2147483649", b"9223372036854775808"])]
         elif c == "DBSIZE":
             args = []
+        elif c == "SAVE":
+            args = r.choice([[], [], [], [b"x"]])
+        elif c == "BGSAVE":
+            # Only refusals: a started BGSAVE ends at different moments on the two servers
+            # (Redis notices its child's exit up to 100 ms later), so what follows would race.
+            args = r.choice([[b"bad"], [b"SCHEDULE", b"x"], [b"schedulex"]])
         elif c == "UNKNOWN":
             # A command no version of Redis has; the error quotes the first arguments.
             name = r.choice([b"NOSUCHCMD", b"nosuch\xffcmd", b"x" * 200, b"a\r\nb"])

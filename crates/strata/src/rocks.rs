@@ -336,7 +336,7 @@ impl Engine for RocksEngine {
 
     fn checkpoint(&self, dir: &Path) -> Result<()> {
         // RocksDB's own checkpoint: links the SST files, copies the rest, flushes first.
-        rocksdb::checkpoint::Checkpoint::new(&self.db)
+        rocksdb::checkpoint::Checkpoint::new(&*self.db)
             .and_then(|c| c.create_checkpoint(dir))
             .map_err(rocks_err)
     }
