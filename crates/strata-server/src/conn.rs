@@ -10,21 +10,27 @@
 //! closed.
 
 use crate::cmd::{dispatch, ConnState, Ctx};
+use crate::exec::{self, Route};
 use crate::protocol::parse::{Limits, Parser};
 use crate::protocol::reply::{Proto, ReplyBuf};
 use crate::server::Shared;
 use bytes::BytesMut;
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::oneshot;
 
 /// Bytes asked of the socket per read (Redis's `PROTO_IOBUF_LEN`).
 const READ_BYTES: usize = 16 * 1024;
 /// Replies are written out once this many bytes are pending.
 const REPLY_FLUSH_BYTES: usize = 1024 * 1024;
+/// Commands of one connection queued to workers before it waits for their replies (bounds
+/// the memory of a deep pipeline).
+const MAX_QUEUED: usize = 1024;
 
 /// What processing the query buffer ended with.
 enum Step {
@@ -55,6 +61,7 @@ pub async fn serve(shared: Arc<Shared>, mut sock: TcpStream, addr: SocketAddr) {
     let mut parser = Parser::new();
     let mut buf = BytesMut::with_capacity(READ_BYTES);
     let mut reply = ReplyBuf::new(Proto::Resp2);
+    let mut queued = Queued::new();
     let mut stop = shared.shutdown_receiver();
     loop {
         let (idle, query_limit) = {
@@ -87,9 +94,15 @@ pub async fn serve(shared: Arc<Shared>, mut sock: TcpStream, addr: SocketAddr) {
             return; // "Closing client that reached max query buffer length"
         }
         loop {
-            let step = tokio::task::block_in_place(|| {
-                run_buffered(&shared, &mut conn, &mut parser, &mut buf, &mut reply)
-            });
+            let step = run_buffered(
+                &shared,
+                &mut conn,
+                &mut parser,
+                &mut buf,
+                &mut reply,
+                &mut queued,
+            )
+            .await;
             let out = reply.take();
             if !out.is_empty() {
                 if sock.write_all(&out).await.is_err() {
@@ -112,15 +125,33 @@ pub async fn serve(shared: Arc<Shared>, mut sock: TcpStream, addr: SocketAddr) {
     }
 }
 
-/// Runs every complete request in `buf` (blocking: commands call the database).
-fn run_buffered(
-    shared: &Shared,
+/// Replies of commands queued to shard workers, in request order.
+type Queued = VecDeque<oneshot::Receiver<BytesMut>>;
+
+/// Waits for the queued commands' replies and appends them, in order.
+async fn drain(queued: &mut Queued, reply: &mut ReplyBuf) {
+    while let Some(rx) = queued.pop_front() {
+        match rx.await {
+            Ok(bytes) => reply.raw(&bytes),
+            Err(_) => reply.error("ERR the shard worker stopped before the command answered"),
+        }
+    }
+}
+
+/// Runs every complete request in `buf`: commands of one shard are queued to its worker
+/// (`exec.rs`), the others run here once the queued ones have answered.
+async fn run_buffered(
+    shared: &Arc<Shared>,
     conn: &mut ConnState,
     parser: &mut Parser,
     buf: &mut BytesMut,
     reply: &mut ReplyBuf,
+    queued: &mut Queued,
 ) -> Step {
     loop {
+        if queued.len() >= MAX_QUEUED {
+            drain(queued, reply).await;
+        }
         if reply.len() >= REPLY_FLUSH_BYTES {
             return Step::Flush;
         }
@@ -132,19 +163,55 @@ fn run_buffered(
             }
         };
         match parser.next(buf, limits) {
-            Ok(Some(argv)) => {
-                let mut ctx = Ctx {
-                    shared,
-                    conn: &mut *conn,
-                    reply: &mut *reply,
-                };
-                dispatch(&mut ctx, argv);
-                if conn.close_after_reply {
-                    return Step::Close;
+            Ok(Some(argv)) => match exec::route(shared, conn, &argv) {
+                Route::Shard {
+                    shard,
+                    write,
+                    reads,
+                } => {
+                    let guard = if write {
+                        let store = &shared.store;
+                        let keys = exec::command_keys(
+                            crate::cmd::lookup_argv(&argv).map_or((0, 0, 0), |s| s.keys),
+                            &argv,
+                        );
+                        match store.try_lock_owned(conn.db, &keys) {
+                            Some(g) => Some(g),
+                            None => {
+                                // A command in flight holds a stripe; it may be our own.
+                                drain(queued, reply).await;
+                                Some(tokio::task::block_in_place(|| {
+                                    store.lock_owned_blocking(conn.db, &keys)
+                                }))
+                            }
+                        }
+                    } else {
+                        None
+                    };
+                    let proto = reply.proto;
+                    queued.push_back(exec::submit(shared, conn, proto, argv, shard, reads, guard));
                 }
+                Route::Inline => {
+                    drain(queued, reply).await;
+                    tokio::task::block_in_place(|| {
+                        let mut ctx = Ctx {
+                            shared,
+                            conn: &mut *conn,
+                            reply: &mut *reply,
+                        };
+                        dispatch(&mut ctx, argv);
+                    });
+                    if conn.close_after_reply {
+                        return Step::Close;
+                    }
+                }
+            },
+            Ok(None) => {
+                drain(queued, reply).await;
+                return Step::NeedInput;
             }
-            Ok(None) => return Step::NeedInput,
             Err(e) => {
+                drain(queued, reply).await;
                 reply.error(&format!("ERR {}", e.0));
                 return Step::Close;
             }

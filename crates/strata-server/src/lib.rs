@@ -26,6 +26,7 @@
 mod cmd;
 pub mod config;
 mod conn;
+mod exec;
 mod glob;
 mod info;
 pub mod keys;

@@ -1,13 +1,13 @@
 //! The server: opens the database, listens, accepts clients and shuts down cleanly.
 //!
-//! **Threads and runtime.** Networking runs on a tokio *multi-thread* runtime. Commands call
-//! `strata::Db`'s blocking API and take the store's stripe locks, so a connection runs the
-//! commands of each read inside `tokio::task::block_in_place`, which hands the runtime
-//! worker's other tasks to another thread while this one blocks; that is only possible on the
-//! multi-thread runtime (a current-thread runtime would stall every client behind one cold
-//! read). When commands move onto the shards' workers as futures, a current-thread runtime
-//! per core may do. One more thread, `strata-fsync`, makes the logs durable every second
-//! under `appendfsync everysec`.
+//! **Threads and runtime.** Networking runs on a tokio *multi-thread* runtime. A command whose
+//! keys share a shard is queued to that shard's worker and awaited as a future (`exec.rs`);
+//! the others call `strata::Db`'s blocking API and take the store's stripe locks, inside
+//! `tokio::task::block_in_place`, which hands the runtime worker's other tasks to another
+//! thread while this one blocks; that is only possible on the multi-thread runtime (a
+//! current-thread runtime would stall every client behind one cold multi-shard read). One
+//! more thread, `strata-fsync`, makes the logs durable every second under
+//! `appendfsync everysec`.
 //!
 //! **Shutdown.** SHUTDOWN, SIGINT/SIGTERM (with [`StartOptions::handle_signals`]) or
 //! [`ServerHandle::shutdown`] flip one watch channel. Accept loops stop; each connection
@@ -261,6 +261,8 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
         .collect();
     let mut db_opts = strata::DbOptions {
         shards: config.shards,
+        // Shards own slot ranges: a key's records share its slot, so they share a shard.
+        routing: Some(strata::Routing::Slot),
         ..Default::default()
     };
     if let Some(fs) = &opts.fs {

@@ -1,25 +1,62 @@
 //! The types layer: Redis keys as metadata records over `strata::Db`, with no protocol in it.
 //! Record layout: `docs/format/redis-keys.md` (keys in `keys.rs`, values here).
 //!
-//! **Atomicity (interim).** Redis runs one command at a time; read-modify-write commands
-//! (INCR, APPEND, SET NX/XX/GET, lazy expiry) rely on it. The target design runs each command
-//! on the worker thread of the shard owning its key, which alone writes that shard. Until the
-//! front can run a closure on a worker, a command locks the stripes of its keys in
-//! [`Store::lock`] (1024 mutexes chosen by a hash of the encoded key, taken in ascending stripe
-//! order so that multi-key commands cannot deadlock) for its whole read-modify-write. Two
-//! commands on different keys rarely share a stripe, so this serializes little; it costs a
-//! mutex per key per command, which the worker design will remove. Writes spanning keys go to
-//! the front as one `WriteBatch`, atomic across shards.
+//! **Where a command runs, and atomicity.** Redis runs one command at a time; read-modify-write
+//! commands (INCR, APPEND, SET NX/XX/GET, lazy expiry) rely on it. A command whose keys all
+//! live in one shard runs on that shard's worker (`strata::Db::exec`, see `exec.rs` in the
+//! server): while it runs nothing else reads or writes the shard, and its reads and writes go
+//! through the worker's [`ShardTxn`], installed in a thread-local for the command's duration
+//! ([`with_txn`]), so the same `Store` methods serve both places. Other commands (keys in
+//! several shards, whole-database commands) run on the connection's thread through the
+//! front, and lock the stripes of their keys ([`Store::lock`]: 1024 mutexes chosen by a hash
+//! of the encoded key, taken in ascending order so that multi-key commands cannot deadlock)
+//! for their whole read-modify-write; a single-shard *write* command takes the same stripes
+//! before it is queued and releases them when its group's write is done, so the two kinds
+//! exclude each other. Workers never wait for a stripe, so this cannot deadlock. Writes
+//! spanning shards go to the front as one `WriteBatch`, atomic across shards.
 
 use crate::keys::{db_range, meta_key, user_key_of_meta, SERVER_PREFIX};
 use parking_lot::{Mutex, MutexGuard};
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
-use strata::{Db, EngineIter, IterOptions, WriteBatch, WriteOptions};
+use strata::{Db, EngineIter, IterOptions, ShardTxn, StrataEngine, WriteBatch, WriteOptions};
 use strata_engine::Result;
 use xxhash_rust::xxh3::xxh3_64;
 
 const STRIPES: usize = 1024;
+
+thread_local! {
+    /// The shard transaction of the command running on this worker thread, if any.
+    static TXN: RefCell<Option<ShardTxn<StrataEngine>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with `txn` as the current thread's shard transaction: `Store` methods called by
+/// `f` read and write through it. The transaction is put back even if `f` panics.
+pub fn with_txn<R>(txn: &mut ShardTxn<StrataEngine>, f: impl FnOnce() -> R) -> R {
+    struct Restore<'a>(&'a mut ShardTxn<StrataEngine>);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            if let Some(t) = TXN.with(|c| c.borrow_mut().take()) {
+                *self.0 = t;
+            }
+        }
+    }
+    TXN.with(|c| *c.borrow_mut() = Some(txn.take()));
+    let _restore = Restore(txn);
+    f()
+}
+
+/// Runs `f` on the current shard transaction, if a command is running on a worker.
+fn in_txn<R>(f: impl FnOnce(&mut ShardTxn<StrataEngine>) -> R) -> Option<R> {
+    TXN.with(|c| c.borrow_mut().as_mut().map(f))
+}
+
+/// Whether a command is running on a worker (its keys' stripes are held for it).
+fn on_worker() -> bool {
+    TXN.with(|c| c.borrow().is_some())
+}
 /// Version of the record layout in `docs/format/redis-keys.md`.
 const FORMAT_VERSION: u8 = 1;
 /// Fixed part of a metadata value: type, expiry, version, size.
@@ -124,7 +161,7 @@ pub struct KeyStats {
 /// The keyspace over a `strata::Db`.
 pub struct Store {
     db: Db,
-    stripes: Vec<Mutex<()>>,
+    stripes: Vec<Arc<Mutex<()>>>,
     /// Last version handed out (microsecond clock, bumped to stay increasing).
     version: AtomicU64,
     /// `appendfsync always`: every write synced.
@@ -139,9 +176,33 @@ pub struct KeyGuard<'a> {
     _guards: Vec<MutexGuard<'a, ()>>,
 }
 
+/// Stripe locks held for a command queued to a worker, released when it is dropped there.
+pub struct OwnedKeyGuard {
+    _guards: Vec<parking_lot::ArcMutexGuard<parking_lot::RawMutex, ()>>,
+}
+
+/// The stripes of `keys` in database `db`, ascending, without repeats.
+fn stripes_of<K: AsRef<[u8]>>(db: u8, keys: &[K]) -> Vec<usize> {
+    let mut idx: Vec<usize> = keys
+        .iter()
+        .map(|k| (xxh3_64(&meta_key(db, k.as_ref())) % STRIPES as u64) as usize)
+        .collect();
+    idx.sort_unstable();
+    idx.dedup();
+    idx
+}
+
 impl Store {
     /// The keyspace over `db`: checks (or, in a new database, writes) the format record.
     pub fn open(db: Db, sync_writes: bool) -> Result<Store> {
+        if db.routing() != strata::Routing::Slot {
+            return Err(strata_engine::Error::InvalidArgument(format!(
+                "{} routes keys by {:?}; the Redis server's databases route them by hash \
+                 slot (created by `strata serve`)",
+                db.path().display(),
+                db.routing()
+            )));
+        }
         let mut key = vec![SERVER_PREFIX];
         key.extend_from_slice(b"redis-format");
         match db.get(&key)? {
@@ -156,7 +217,7 @@ impl Store {
         }
         Ok(Store {
             db,
-            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            stripes: (0..STRIPES).map(|_| Arc::new(Mutex::new(()))).collect(),
             version: AtomicU64::new(0),
             sync_writes: AtomicBool::new(sync_writes),
             dirty: AtomicBool::new(false),
@@ -183,16 +244,81 @@ impl Store {
         }
     }
 
+    // ---- the store's reads and writes: through the worker's transaction when a command
+    // runs on a worker, through the front otherwise -------------------------------------
+
+    fn raw_get(&self, k: &[u8]) -> Result<Option<Vec<u8>>> {
+        in_txn(|t| t.get(k)).unwrap_or_else(|| self.db.get(k))
+    }
+
+    fn raw_multi_get(&self, ks: &[Vec<u8>]) -> Vec<Result<Option<Vec<u8>>>> {
+        in_txn(|t| t.multi_get(ks)).unwrap_or_else(|| self.db.multi_get(ks))
+    }
+
+    /// Applies `b` atomically (one engine write on a worker; the front's batch otherwise).
+    fn raw_write(&self, b: WriteBatch) -> Result<()> {
+        let wo = self.wo();
+        let on = in_txn(|t| {
+            if wo.sync {
+                t.sync();
+            }
+            b.ops().try_for_each(|(k, v)| match v {
+                Some(v) => t.put(k, v),
+                None => t.delete(k),
+            })
+        });
+        match on {
+            Some(r) => r,
+            None => self.db.write_opt(&wo, b),
+        }
+    }
+
+    fn raw_put(&self, k: &[u8], v: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put(k, v);
+        self.raw_write(b)
+    }
+
+    fn raw_delete(&self, k: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete(k);
+        self.raw_write(b)
+    }
+
     /// Locks the stripes of `keys` of database `db` (see the module comment).
+    /// On a worker, the stripes are already held for the command: nothing to take.
     pub fn lock<K: AsRef<[u8]>>(&self, db: u8, keys: &[K]) -> KeyGuard<'_> {
-        let mut idx: Vec<usize> = keys
-            .iter()
-            .map(|k| (xxh3_64(&meta_key(db, k.as_ref())) % STRIPES as u64) as usize)
-            .collect();
-        idx.sort_unstable();
-        idx.dedup();
+        if on_worker() {
+            return KeyGuard {
+                _guards: Vec::new(),
+            };
+        }
         KeyGuard {
-            _guards: idx.into_iter().map(|i| self.stripes[i].lock()).collect(),
+            _guards: stripes_of(db, keys)
+                .into_iter()
+                .map(|i| self.stripes[i].lock())
+                .collect(),
+        }
+    }
+
+    /// Takes the stripes of `keys` for a command queued to a worker, as a guard that may move
+    /// to the worker. `None` if one is held (by a command in flight): the caller waits for its
+    /// own earlier commands, then calls [`Store::lock_owned_blocking`].
+    pub fn try_lock_owned<K: AsRef<[u8]>>(&self, db: u8, keys: &[K]) -> Option<OwnedKeyGuard> {
+        let mut guards = Vec::new();
+        for i in stripes_of(db, keys) {
+            guards.push(self.stripes[i].try_lock_arc()?);
+        }
+        Some(OwnedKeyGuard { _guards: guards })
+    }
+
+    /// [`Store::try_lock_owned`], waiting for held stripes.
+    pub fn lock_owned_blocking<K: AsRef<[u8]>>(&self, db: u8, keys: &[K]) -> OwnedKeyGuard {
+        OwnedKeyGuard {
+            _guards: stripes_of(db, keys)
+                .into_iter()
+                .map(|i| self.stripes[i].lock_arc())
+                .collect(),
         }
     }
 
@@ -219,12 +345,12 @@ impl Store {
     /// and reads as absent, as Redis's lazy expiry.
     pub fn get(&self, db: u8, key: &[u8]) -> Result<Option<Meta>> {
         let mk = meta_key(db, key);
-        let Some(raw) = self.db.get(&mk)? else {
+        let Some(raw) = self.raw_get(&mk)? else {
             return Ok(None);
         };
         let meta = Meta::decode(&raw).ok_or_else(|| corrupt(key))?;
         if meta.expired_at(now_ms()) {
-            self.db.delete_opt(&self.wo(), &mk)?;
+            self.raw_delete(&mk)?;
             self.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
             return Ok(None);
         }
@@ -249,7 +375,7 @@ impl Store {
         let mks: Vec<Vec<u8>> = keys.iter().map(|k| meta_key(db, k)).collect();
         let now = now_ms();
         let mut out = Vec::with_capacity(keys.len());
-        for (r, k) in self.db.multi_get(&mks).into_iter().zip(keys) {
+        for (r, k) in self.raw_multi_get(&mks).into_iter().zip(keys) {
             let m = match r? {
                 Some(raw) => Some(Meta::decode(&raw).ok_or_else(|| corrupt(k))?),
                 None => None,
@@ -267,12 +393,11 @@ impl Store {
     }
 
     pub fn put(&self, db: u8, key: &[u8], meta: &Meta) -> Result<()> {
-        self.db
-            .put_opt(&self.wo(), &meta_key(db, key), &meta.encode())
+        self.raw_put(&meta_key(db, key), &meta.encode())
     }
 
     pub fn delete(&self, db: u8, key: &[u8]) -> Result<()> {
-        self.db.delete_opt(&self.wo(), &meta_key(db, key))
+        self.raw_delete(&meta_key(db, key))
     }
 
     /// Applies puts (`Some`) and deletes (`None`) of several keys atomically.
@@ -285,7 +410,7 @@ impl Store {
                 None => b.delete(&mk),
             };
         }
-        self.db.write_opt(&self.wo(), b)
+        self.raw_write(b)
     }
 
     /// Calls `f(user_key, meta)` for every live key of database `db`, in store order, at
@@ -335,31 +460,57 @@ impl Store {
     }
 
     /// `appendfsync everysec`: if anything was written since the last call, makes every
-    /// shard's log durable by writing one synced marker record per shard (a synced write
-    /// syncs the shard's log up to it; the front has no bare sync call yet).
+    /// shard's log durable by running, on each shard's worker, a synced write of one marker
+    /// record (a synced write syncs the shard's log up to it; the front has no bare sync).
     pub fn sync_if_dirty(&self) -> Result<()> {
         if !self.dirty.swap(false, Ordering::Relaxed) {
             return Ok(());
         }
+        let (tx, rx) = std::sync::mpsc::channel();
         let shards = self.db.shard_count();
-        let mut covered = vec![false; shards];
-        let mut left = shards;
-        let wo = WriteOptions { sync: true };
-        for i in 0u32.. {
-            let mut k = vec![SERVER_PREFIX];
-            k.extend_from_slice(b"sync");
-            k.extend_from_slice(&i.to_be_bytes());
-            let s = self.db.shard_of(&k);
-            if !covered[s] {
-                covered[s] = true;
-                self.db.put_opt(&wo, &k, b"")?;
-                left -= 1;
-                if left == 0 {
-                    break;
+        for s in 0..shards {
+            let key = self.marker_key(s);
+            let tx = tx.clone();
+            self.db.exec(s, move |txn| {
+                let r = txn.and_then(|t| {
+                    t.sync();
+                    t.put(&key, b"")
+                });
+                match r {
+                    Ok(()) => Some(Box::new(move |r| {
+                        let _ = tx.send(r);
+                    })),
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        None
+                    }
                 }
-            }
+            });
+        }
+        drop(tx);
+        let mut done = 0;
+        for r in rx {
+            r?;
+            done += 1;
+        }
+        if done != shards {
+            return Err(strata_engine::Error::Poisoned(
+                "a shard worker dropped a sync without answering".to_string(),
+            ));
         }
         Ok(())
+    }
+
+    /// A server record that shard `s` owns, for its sync marker: `0xfe | slot | "sync"` with
+    /// the first slot of the shard's range.
+    fn marker_key(&self, s: usize) -> Vec<u8> {
+        let n = self.db.shard_count();
+        let slot = (s * crate::keys::SLOTS as usize).div_ceil(n) as u16;
+        let mut k = vec![SERVER_PREFIX];
+        k.extend_from_slice(&slot.to_be_bytes());
+        k.extend_from_slice(b"sync");
+        debug_assert_eq!(self.db.shard_of(&k), s);
+        k
     }
 }
 
@@ -393,6 +544,7 @@ mod tests {
             dir.path(),
             strata::DbOptions {
                 shards: Some(2),
+                routing: Some(strata::Routing::Slot),
                 ..Default::default()
             },
         )

@@ -36,6 +36,14 @@ impl WriteBatch {
         self
     }
     /// Number of writes.
+    /// The batch's writes in order: `(key, Some(value))` for a put, `(key, None)` for a delete.
+    pub fn ops(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
+        self.ops.iter().map(|op| match op {
+            Op::Put(k, v) => (&k[..], Some(&v[..])),
+            Op::Delete(k) => (&k[..], None),
+        })
+    }
+
     pub fn len(&self) -> usize {
         self.ops.len()
     }

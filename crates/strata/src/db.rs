@@ -4,13 +4,14 @@
 use crate::batch::{Op, WriteBatch};
 use crate::coord::{Coord, Cross, Part};
 use crate::engine::{Engine, EngineIter};
+use crate::exec::{Exec, ShardTxn};
 use crate::iter::{collect, DbIter};
 use crate::meta::{shard_dir, ShardMeta};
 use crate::options::{default_shards, IterOptions, Options, ScanMode, WriteOptions};
 use crate::recovery::RecoveryReport;
 use crate::reply::{Callback, Pending, Reply};
 use crate::request::{Request, Values, WriteOps};
-use crate::routing::{shard_of, split_by_shard};
+use crate::routing::Routing;
 use crate::stats::{BatchStats, ShardCounters};
 use crate::txlog::{self, TxLog};
 use crate::undo::{check_user_key, check_value};
@@ -47,6 +48,7 @@ pub struct ShardedDb<E: Engine> {
     counters: Vec<Arc<ShardCounters>>,
     coord: Arc<Coord>,
     recovery: RecoveryReport,
+    routing: Routing,
     direct_reads: bool,
     /// The file system of the front's own files (`SHARDS`, `TXLOG`).
     fs: Arc<dyn Fs>,
@@ -81,6 +83,17 @@ impl<E: Engine> ShardedDb<E> {
                         E::NAME
                     )));
                 }
+                if let Some(r) = opts.routing {
+                    if r != m.routing {
+                        return Err(Error::InvalidArgument(format!(
+                            "{} was created with routing {:?} (persisted in its SHARDS file) \
+                             but the options ask for {r:?}: keys would be routed to the wrong \
+                             shards. Open with that routing or leave it unset",
+                            root.display(),
+                            m.routing
+                        )));
+                    }
+                }
                 if let Some(n) = opts.shards {
                     if n != m.shards {
                         return Err(Error::InvalidArgument(format!(
@@ -103,7 +116,11 @@ impl<E: Engine> ShardedDb<E> {
                         "shard directories exist but the SHARDS file is missing",
                     ));
                 }
-                let m = ShardMeta::new(opts.shards.unwrap_or_else(default_shards), E::NAME);
+                let m = ShardMeta::new(
+                    opts.shards.unwrap_or_else(default_shards),
+                    opts.routing.unwrap_or_default(),
+                    E::NAME,
+                );
                 m.store(&*fs, &root)?;
                 m
             }
@@ -154,6 +171,7 @@ impl<E: Engine> ShardedDb<E> {
             counters,
             coord,
             recovery,
+            routing: meta.routing,
             direct_reads: opts.direct_reads,
             fs,
             _lock: lock,
@@ -167,7 +185,12 @@ impl<E: Engine> ShardedDb<E> {
 
     /// The shard that owns `key` (see `routing.rs`).
     pub fn shard_of(&self, key: &[u8]) -> usize {
-        shard_of(key, self.engines.len())
+        self.routing.shard_of(key, self.engines.len())
+    }
+
+    /// How this database routes keys (persisted when it was created).
+    pub fn routing(&self) -> Routing {
+        self.routing
     }
 
     /// The engine instance of shard `i` (for statistics and tools; writing to it directly
@@ -300,7 +323,7 @@ impl<E: Engine> ShardedDb<E> {
         let n = self.engines.len();
         let mut parts: Vec<Vec<Op>> = vec![Vec::new(); n];
         for op in batch.ops {
-            parts[shard_of(op.key(), n)].push(op);
+            parts[self.routing.shard_of(op.key(), n)].push(op);
         }
         let touched: Vec<usize> = (0..n).filter(|&s| !parts[s].is_empty()).collect();
         if touched.len() == 1 {
@@ -435,6 +458,51 @@ impl<E: Engine> ShardedDb<E> {
 
     // ---- point reads ------------------------------------------------------------------
 
+    /// Runs `f` on the worker of shard `shard` (see [`ShardedDb::shard_of`]) with the shard as
+    /// a [`ShardTxn`]: its reads see the shard plus the writes of the executions merged into
+    /// the same group before it, and its writes are applied with the group's one engine write
+    /// (synced if any execution of the group called [`ShardTxn::sync`]). The completion `f`
+    /// returns runs on the worker once that write is done, with its outcome. Executions queue
+    /// in order with the shard's other requests, so while `f` runs nothing else reads or writes
+    /// the shard: a read-modify-write in `f` is atomic. If the database failed or closed, `f`
+    /// runs with the error instead (and so does its completion). `f` and its completion run
+    /// on the worker: they must not block or call this database (see `docs/design.md` §11.2).
+    pub fn exec(
+        &self,
+        shard: usize,
+        f: impl FnOnce(Result<&mut ShardTxn<E>>) -> Option<Callback<()>> + Send + 'static,
+    ) {
+        self.exec_reading(shard, Vec::new(), f)
+    }
+
+    /// [`ShardedDb::exec`] for a closure that will read `reads`: the worker fetches the
+    /// declared reads of a whole group of executions with one engine `multi_get` before
+    /// running them, so many callers' point reads become one batched read.
+    pub fn exec_reading(
+        &self,
+        shard: usize,
+        reads: Vec<Vec<u8>>,
+        f: impl FnOnce(Result<&mut ShardTxn<E>>) -> Option<Callback<()>> + Send + 'static,
+    ) {
+        if shard >= self.shards.len() {
+            let e = Error::InvalidArgument(format!(
+                "shard {shard} does not exist (the database has {})",
+                self.shards.len()
+            ));
+            if let Some(done) = f(Err(e.clone())) {
+                done(Err(e));
+            }
+            return;
+        }
+        self.enqueue(
+            shard,
+            Request::Exec(Exec {
+                f: Box::new(f),
+                reads,
+            }),
+        );
+    }
+
     fn submit_get(&self, key: &[u8], reply: Reply<Option<Vec<u8>>>) {
         if let Err(e) = check_user_key(key) {
             return reply.send(Err(e));
@@ -483,7 +551,7 @@ impl<E: Engine> ShardedDb<E> {
     /// read, all shards in parallel. Results in request order.
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<Result<Option<Vec<u8>>>> {
         let mut out: Vec<Result<Option<Vec<u8>>>> = (0..keys.len()).map(|_| Ok(None)).collect();
-        let plan = split_by_shard(keys, self.engines.len());
+        let plan = self.routing.split(keys, self.engines.len());
         let mut waits: Vec<(Vec<usize>, Pending<Values>)> = Vec::new();
         for (s, idx) in plan.into_iter().enumerate() {
             if idx.is_empty() {
@@ -735,7 +803,10 @@ impl<'db, E: Engine> Snapshot<'db, E> {
     /// Many keys in this view, in request order.
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<Result<Option<Vec<u8>>>> {
         let mut out: Vec<Result<Option<Vec<u8>>>> = (0..keys.len()).map(|_| Ok(None)).collect();
-        for (s, idx) in split_by_shard(keys, self.db.engines.len())
+        for (s, idx) in self
+            .db
+            .routing
+            .split(keys, self.db.engines.len())
             .into_iter()
             .enumerate()
         {

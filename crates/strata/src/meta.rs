@@ -6,7 +6,7 @@
 //!      0     8  magic "STRSHARD"
 //!      8     4  format version, u32 LE (1)
 //!     12     4  shard count, u32 LE (1..=1024)
-//!     16     4  hash function id, u32 LE (1 = xxh3_64 mod count, see routing.rs)
+//!     16     4  routing id, u32 LE (1 = xxh3_64 mod count, 2 = slot ranges; routing.rs)
 //!     20     1  engine name length n (1..=32)
 //!     21     n  engine name, ASCII ("strata", "rocksdb")
 //!   21+n     4  crc32c of bytes [0, 21+n), u32 LE
@@ -15,7 +15,7 @@
 //! Written once, when the database is created, through a temporary file, a sync, a rename and a
 //! sync of the directory: it is either absent or whole.
 
-use crate::routing::HASH_XXH3_MOD;
+use crate::routing::Routing;
 use std::path::{Path, PathBuf};
 use strata_engine::io::Fs;
 use strata_engine::{Error, Result};
@@ -32,15 +32,15 @@ pub const FILE: &str = "SHARDS";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShardMeta {
     pub shards: usize,
-    pub hash: u32,
+    pub routing: Routing,
     pub engine: String,
 }
 
 impl ShardMeta {
-    pub fn new(shards: usize, engine: &str) -> Self {
+    pub fn new(shards: usize, routing: Routing, engine: &str) -> Self {
         ShardMeta {
             shards,
-            hash: HASH_XXH3_MOD,
+            routing,
             engine: engine.to_string(),
         }
     }
@@ -50,7 +50,7 @@ impl ShardMeta {
         b.extend_from_slice(MAGIC);
         b.extend_from_slice(&VERSION.to_le_bytes());
         b.extend_from_slice(&(self.shards as u32).to_le_bytes());
-        b.extend_from_slice(&self.hash.to_le_bytes());
+        b.extend_from_slice(&self.routing.id().to_le_bytes());
         b.push(self.engine.len() as u8);
         b.extend_from_slice(self.engine.as_bytes());
         let crc = crc32c::crc32c(&b);
@@ -89,16 +89,16 @@ impl ShardMeta {
         if !(1..=MAX_SHARDS).contains(&shards) {
             return Err(bad(12, &format!("impossible shard count {shards}")));
         }
-        let hash = u32_at(16);
-        if hash != HASH_XXH3_MOD {
-            return Err(bad(16, &format!("unknown hash function id {hash}")));
-        }
+        let id = u32_at(16);
+        let Some(routing) = Routing::from_id(id) else {
+            return Err(bad(16, &format!("unknown routing id {id}")));
+        };
         let engine = std::str::from_utf8(&data[21..21 + n])
             .map_err(|_| bad(21, "engine name is not UTF-8"))?
             .to_string();
         Ok(ShardMeta {
             shards,
-            hash,
+            routing,
             engine,
         })
     }
@@ -132,8 +132,9 @@ mod tests {
 
     #[test]
     fn round_trip_and_corruption() {
-        let m = ShardMeta::new(8, "strata");
+        let m = ShardMeta::new(8, Routing::Slot, "strata");
         let e = m.encode();
+        assert_eq!(e[16], 2);
         assert_eq!(e.len(), 25 + 6);
         let p = Path::new("SHARDS");
         assert_eq!(ShardMeta::decode(&e, p).unwrap(), m);

@@ -2,6 +2,7 @@
 //! the engine's name) is persisted, in the `SHARDS` file; everything else may change between
 //! opens.
 
+use crate::routing::Routing;
 use strata_engine::{Error, Result};
 
 /// How a [`crate::ShardedDb`] is opened. `C` is the engine's own options, applied to every
@@ -15,6 +16,10 @@ pub struct Options<C> {
     /// let writes use more cores; each shard costs a thread, a WAL, memtables and background
     /// threads.
     pub shards: Option<usize>,
+    /// How keys map to shards (`routing.rs`). `None` (default): the persisted routing when the
+    /// database exists, else [`Routing::Hash`]. Persisted with the shard count; reopening with
+    /// a different routing fails with [`Error::InvalidArgument`].
+    pub routing: Option<Routing>,
     /// Opportunistic batching: a worker merges up to this many consecutive queued requests of
     /// the same type (writes into one engine write batch, reads into one `multi_get`).
     /// Default: 32 (p2KVS). 1 turns batching off. Larger batches amortize more per-request
@@ -43,6 +48,7 @@ impl<C: Default> Default for Options<C> {
     fn default() -> Self {
         Options {
             shards: None,
+            routing: None,
             max_batch: 32,
             queue_depth: 1024,
             pin_workers: false,
@@ -57,6 +63,7 @@ impl<C> Options<C> {
     pub fn with_engine(engine: C) -> Self {
         Options {
             shards: None,
+            routing: None,
             max_batch: 32,
             queue_depth: 1024,
             pin_workers: false,

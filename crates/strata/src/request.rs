@@ -3,6 +3,7 @@
 use crate::batch::Op;
 use crate::coord::Part;
 use crate::engine::{Engine, EngineBatch};
+use crate::exec::Exec;
 use crate::reply::Reply;
 use strata_engine::{Error, Result};
 
@@ -68,6 +69,9 @@ pub(crate) enum Request<E: Engine> {
         keys: Vec<Vec<u8>>,
         reply: Reply<Values>,
     },
+    /// Exec-type: a closure run on the worker, merged with the following queued executions
+    /// into one group with one engine write (`exec.rs`).
+    Exec(Exec<E>),
     /// A part of a cross-shard batch: never merged.
     Part(Part),
     /// Anything else (range and scan jobs, flush, compaction): run alone.
@@ -79,6 +83,7 @@ pub(crate) enum Request<E: Engine> {
 pub(crate) enum Class {
     Write,
     Read,
+    Exec,
     Alone,
 }
 
@@ -87,13 +92,17 @@ impl<E: Engine> Request<E> {
         match self {
             Request::Write { .. } => Class::Write,
             Request::Get { .. } | Request::MultiGet { .. } => Class::Read,
+            Request::Exec(_) => Class::Exec,
             Request::Part(_) | Request::Job(_) => Class::Alone,
         }
     }
 
     /// Whether the request changes the shard (counted in the shard's pending writes).
     pub(crate) fn is_write(&self) -> bool {
-        matches!(self, Request::Write { .. } | Request::Part(_))
+        matches!(
+            self,
+            Request::Write { .. } | Request::Part(_) | Request::Exec(_)
+        )
     }
 
     /// Answers the request with `e` without running it.
@@ -104,6 +113,11 @@ impl<E: Engine> Request<E> {
             Request::MultiGet { reply, .. } => reply.send(Err(e)),
             Request::Part(mut p) => p.finish(Err(e)),
             Request::Job(f) => f(Err(e)),
+            Request::Exec(x) => {
+                if let Some(done) = (x.f)(Err(e.clone())) {
+                    done(Err(e))
+                }
+            }
         }
     }
 }

@@ -9,6 +9,7 @@
 
 use crate::coord::{Coord, Part};
 use crate::engine::{Engine, EngineBatch};
+use crate::exec::ShardTxn;
 use crate::reply::Reply;
 use crate::request::{Class, Request, Values};
 use crate::stats::ShardCounters;
@@ -107,7 +108,9 @@ impl<E: Engine> Worker<E> {
     }
 
     fn handle(&mut self, first: Request<E>) {
-        let healthy = if first.is_write() {
+        // An execution may only read: it runs while reads are healthy, and `exec_group`
+        // refuses its writes if writes are not.
+        let healthy = if first.is_write() && !matches!(first, Request::Exec(_)) {
             self.coord.health.check()
         } else {
             self.coord.health.check_reads()
@@ -122,6 +125,7 @@ impl<E: Engine> Worker<E> {
         match first.class() {
             Class::Write => self.write_group(first),
             Class::Read => self.read_group(first),
+            Class::Exec => self.exec_group(first),
             Class::Alone => match first {
                 Request::Part(p) => self.part(p),
                 Request::Job(f) => {
@@ -177,6 +181,55 @@ impl<E: Engine> Worker<E> {
         self.stats.record_write(replies.len());
         let r = r.map_err(|e| self.fail(&e));
         for reply in replies {
+            reply.send(r.clone());
+        }
+    }
+
+    /// Runs consecutive executions against one transaction, applies their writes as one
+    /// engine write, then runs their completions (`exec.rs`).
+    fn exec_group(&mut self, first: Request<E>) {
+        let mut group = Vec::new();
+        let mut next = Some(first);
+        while let Some(req) = next.take() {
+            if let Request::Exec(x) = req {
+                group.push(x);
+            }
+            // Once writes fail, each execution runs alone: a reading one must not share a
+            // group (and its outcome) with a writing one that is refused.
+            if group.len() < self.max_batch && self.coord.health.check().is_ok() {
+                next = self.next_of(Class::Exec);
+            }
+        }
+        let count = group.len();
+        let mut txn = ShardTxn::new(self.id, self.engine.clone());
+        let reads: Vec<Vec<u8>> = group
+            .iter_mut()
+            .flat_map(|x| std::mem::take(&mut x.reads))
+            .collect();
+        if !reads.is_empty() {
+            self.stats.record_read(count, reads.len());
+            txn.prefetch(reads);
+        }
+        // Replies, not bare callbacks: a completion dropped by a panic still hears an error.
+        let mut done: Vec<Reply<()>> = Vec::new();
+        for x in group {
+            if let Some(cb) = (x.f)(Ok(&mut txn)) {
+                done.push(Reply::callback(cb));
+            }
+        }
+        let r = if !txn.has_writes() {
+            Ok(())
+        } else if let Err(e) = self.coord.health.check() {
+            // Writes failed earlier: this group's writes are not applied.
+            Err(e)
+        } else {
+            let (batch, sync) = txn.into_batch(std::mem::take(&mut self.gc));
+            let _epoch = self.coord.epoch.read();
+            self.engine.write(batch, sync).map_err(|e| self.fail(&e))
+        };
+        self.pending_writes.fetch_sub(count, Ordering::Release);
+        self.stats.record_write(count);
+        for reply in done {
             reply.send(r.clone());
         }
     }

@@ -77,6 +77,7 @@ pub struct Spec {
 }
 
 /// Per-connection state commands may read and change.
+#[derive(Clone)]
 pub struct ConnState {
     pub id: u64,
     /// The client's address (for CLIENT LIST and CLIENT KILL, not implemented yet).
@@ -166,6 +167,17 @@ pub fn lookup(name: &str) -> Option<&'static Spec> {
     MAP.get_or_init(|| all_commands().iter().map(|s| (s.name, *s)).collect())
         .get(name)
         .copied()
+}
+
+/// The table entry (subcommand resolved) `argv` runs, if it names one and has its arity.
+pub fn lookup_argv(argv: &[Bytes]) -> Option<&'static Spec> {
+    let name = String::from_utf8_lossy(argv.first()?).to_ascii_lowercase();
+    let mut spec = lookup(&name)?;
+    if !spec.subcommands.is_empty() && argv.len() >= 2 {
+        let sub = String::from_utf8_lossy(&argv[1]).to_ascii_lowercase();
+        spec = spec.subcommands.iter().find(|s| s.name == sub)?;
+    }
+    arity_ok(spec.arity, argv.len()).then_some(spec)
 }
 
 /// An argument as C's `%.*s` prints it (Redis formats its errors with it): up to the first

@@ -26,6 +26,19 @@ impl ReplyBuf {
         }
     }
 
+    /// A builder whose buffer starts at `capacity` bytes (a single command's reply).
+    pub fn with_capacity(proto: Proto, capacity: usize) -> Self {
+        ReplyBuf {
+            proto,
+            out: BytesMut::with_capacity(capacity),
+        }
+    }
+
+    /// Appends replies built elsewhere (by a command run on a shard worker).
+    pub fn raw(&mut self, bytes: &[u8]) {
+        self.out.put_slice(bytes);
+    }
+
     /// The bytes written so far (taken by the connection to send).
     pub fn take(&mut self) -> BytesMut {
         self.out.split()

@@ -1,0 +1,166 @@
+//! Code run on a shard's worker ([`crate::ShardedDb::exec`]): the p2KVS worker executing a
+//! caller's read-modify-write instead of a plain put or get, so that the worker alone reads
+//! and writes its shard while it runs, and consecutive executions share one engine write.
+//!
+//! A worker merges consecutive queued executions into a *group* (up to `max_batch`, as it
+//! merges writes): it runs each closure in queue order against one [`ShardTxn`], whose reads
+//! see the engine plus the writes of the earlier closures of the group, and whose writes are
+//! buffered; then it applies the group's writes as one engine write batch (synced once if any
+//! closure asked for sync), and only then runs the closures' completions with the outcome of
+//! that write. A closure therefore never waits on I/O of other closures' writes, and no
+//! completion reports success for a write that did not happen. The keys the closures declare
+//! they will read are fetched first, for the whole group, with one engine `multi_get` (so
+//! consecutive point reads of many callers become one batched read, with real I/O
+//! concurrency when they miss the caches). See `docs/design.md` §11.2.
+
+use crate::batch::Op;
+use crate::engine::{Engine, EngineBatch};
+use crate::reply::Callback;
+use crate::undo::{check_user_key, check_value};
+use std::collections::HashMap;
+use std::sync::Arc;
+use strata_engine::Result;
+
+/// The shard as a closure run by [`crate::ShardedDb::exec`] sees it.
+pub struct ShardTxn<E: Engine> {
+    shard: usize,
+    engine: Arc<E>,
+    /// The latest buffered write of each key this group wrote (`None`: deleted).
+    overlay: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Values read for the group before its closures ran (their declared reads, fetched with
+    /// one engine `multi_get`); below the overlay.
+    prefetched: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    /// The group's writes, in order.
+    ops: Vec<Op>,
+    sync: bool,
+}
+
+impl<E: Engine> ShardTxn<E> {
+    pub(crate) fn new(shard: usize, engine: Arc<E>) -> Self {
+        ShardTxn {
+            shard,
+            engine,
+            overlay: HashMap::new(),
+            prefetched: HashMap::new(),
+            ops: Vec::new(),
+            sync: false,
+        }
+    }
+
+    /// The shard this runs on.
+    pub fn shard(&self) -> usize {
+        self.shard
+    }
+
+    /// The value of `key`: this group's latest write of it, else the engine's.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        match self.known(key) {
+            Some(v) => Ok(v.clone()),
+            None => self.engine.get(None, key),
+        }
+    }
+
+    /// What the group already knows of `key`: its own write, else a prefetched value.
+    fn known(&self, key: &[u8]) -> Option<&Option<Vec<u8>>> {
+        self.overlay.get(key).or_else(|| self.prefetched.get(key))
+    }
+
+    /// Reads `keys` with one engine `multi_get` (io_uring on Strata's engine when they are
+    /// not cached), before any closure of the group runs and writes. A key whose read failed
+    /// is not kept: the closure's own read reports the error.
+    pub(crate) fn prefetch(&mut self, keys: Vec<Vec<u8>>) {
+        let mut keys = keys;
+        keys.sort_unstable();
+        keys.dedup();
+        let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+        let values = self.engine.multi_get(None, &refs);
+        drop(refs);
+        for (k, v) in keys.into_iter().zip(values) {
+            if let Ok(v) = v {
+                self.prefetched.insert(k, v);
+            }
+        }
+    }
+
+    /// Values of `keys`, in order; keys this group did not write are read with one engine
+    /// `multi_get`.
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<Result<Option<Vec<u8>>>> {
+        let missing: Vec<&[u8]> = keys
+            .iter()
+            .map(|k| k.as_ref())
+            .filter(|k| self.known(k).is_none())
+            .collect();
+        let mut from_engine = self.engine.multi_get(None, &missing).into_iter();
+        keys.iter()
+            .map(|k| match self.known(k.as_ref()) {
+                Some(v) => Ok(v.clone()),
+                None => from_engine.next().unwrap_or_else(|| {
+                    Err(strata_engine::Error::Poisoned(
+                        "engine multi_get returned fewer results than keys".to_string(),
+                    ))
+                }),
+            })
+            .collect()
+    }
+
+    /// Buffers a put; it reaches the engine with the group's write batch.
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        check_user_key(key)?;
+        check_value(value)?;
+        self.overlay.insert(key.to_vec(), Some(value.to_vec()));
+        self.ops.push(Op::Put(key.to_vec(), value.to_vec()));
+        Ok(())
+    }
+
+    /// Buffers a delete.
+    pub fn delete(&mut self, key: &[u8]) -> Result<()> {
+        check_user_key(key)?;
+        self.overlay.insert(key.to_vec(), None);
+        self.ops.push(Op::Delete(key.to_vec()));
+        Ok(())
+    }
+
+    /// Asks for the group's write to be synced to the WAL before any completion runs.
+    pub fn sync(&mut self) {
+        self.sync = true;
+    }
+
+    /// Moves the transaction out, leaving an empty one of the same shard in its place: for a
+    /// closure that must hold it by value while it runs (in a thread-local, say). Assign it
+    /// back before the closure returns, or its writes are lost.
+    pub fn take(&mut self) -> ShardTxn<E> {
+        let empty = ShardTxn::new(self.shard, self.engine.clone());
+        std::mem::replace(self, empty)
+    }
+
+    /// Whether this group has buffered writes.
+    pub fn has_writes(&self) -> bool {
+        !self.ops.is_empty()
+    }
+
+    pub(crate) fn into_batch(self, extra_deletes: Vec<Vec<u8>>) -> (E::Batch, bool) {
+        let mut b = E::Batch::default();
+        for op in &self.ops {
+            match op {
+                Op::Put(k, v) => b.put(k, v),
+                Op::Delete(k) => b.delete(k),
+            }
+        }
+        for k in &extra_deletes {
+            b.delete(k);
+        }
+        (b, self.sync)
+    }
+}
+
+/// An execution as queued: the closure and the keys it will read (fetched for the whole
+/// group with one `multi_get` before the group's closures run).
+pub(crate) struct Exec<E: Engine> {
+    pub f: ExecFn<E>,
+    pub reads: Vec<Vec<u8>>,
+}
+
+/// A closure run on a worker with the group's transaction (or, without running anything,
+/// with the error that stopped the database). It returns the completion to run once the
+/// group's writes are applied, with the outcome of that write.
+pub type ExecFn<E> = Box<dyn FnOnce(Result<&mut ShardTxn<E>>) -> Option<Callback<()>> + Send>;

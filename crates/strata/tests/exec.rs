@@ -1,0 +1,206 @@
+//! Executions on shard workers (`ShardedDb::exec`) and slot routing.
+
+use std::sync::mpsc;
+use std::sync::Arc;
+use strata::{Db, DbOptions, Error, Routing, ShardTxn, StrataEngine};
+use strata_engine::io::{Fs, MemFs};
+
+fn opts(fs: &Arc<dyn Fs>, shards: usize, routing: Option<Routing>) -> DbOptions {
+    let mut o = DbOptions {
+        shards: Some(shards),
+        routing,
+        ..DbOptions::default()
+    };
+    o.engine.fs = fs.clone();
+    o.engine.background_threads = 1;
+    o
+}
+
+/// Increments the decimal counter at `key` on its shard's worker; the reply carries the new
+/// value once the group's write is applied.
+fn incr(db: &Db, key: &'static [u8], tx: mpsc::Sender<Result<u64, Error>>) {
+    db.exec(
+        db.shard_of(key),
+        move |txn: Result<&mut ShardTxn<StrataEngine>, Error>| {
+            let txn = match txn {
+                Ok(t) => t,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return None;
+                }
+            };
+            let cur = match txn.get(key) {
+                Ok(v) => v
+                    .map(|v| String::from_utf8(v).unwrap().parse::<u64>().unwrap())
+                    .unwrap_or(0),
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return None;
+                }
+            };
+            let next = cur + 1;
+            if let Err(e) = txn.put(key, next.to_string().as_bytes()) {
+                let _ = tx.send(Err(e));
+                return None;
+            }
+            Some(Box::new(move |r: Result<(), Error>| {
+                let _ = tx.send(r.map(|()| next));
+            }))
+        },
+    );
+}
+
+#[test]
+fn read_modify_writes_on_workers_are_atomic_and_merged() {
+    let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+    let db = Arc::new(Db::open("/db", opts(&fs, 2, None)).unwrap());
+    let (tx, rx) = mpsc::channel();
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let db = db.clone();
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for _ in 0..500 {
+                    incr(&db, b"counter", tx.clone());
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    drop(tx);
+    let mut seen: Vec<u64> = rx.iter().map(|r| r.unwrap()).collect();
+    seen.sort_unstable();
+    // Every increment saw the one before it: the values are exactly 1..=2000.
+    assert_eq!(seen, (1..=2000).collect::<Vec<u64>>());
+    assert_eq!(db.get(b"counter").unwrap(), Some(b"2000".to_vec()));
+    let stats = db.batch_stats();
+    let writes: u64 = stats.write_sizes.iter().sum();
+    assert!(writes <= 2000, "{writes} engine writes for 2000 executions");
+}
+
+#[test]
+fn executions_in_one_group_see_each_others_writes() {
+    let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+    let db = Db::open("/db", opts(&fs, 1, None)).unwrap();
+    db.put(b"k", b"zero").unwrap();
+    // A slow first execution lets the next ones queue up behind it, so they share a group.
+    let (tx, rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    db.exec(0, move |txn: Result<&mut ShardTxn<StrataEngine>, Error>| {
+        txn.unwrap();
+        go_rx.recv().unwrap();
+        None
+    });
+    let reads = vec![b"k".to_vec()];
+    db.exec_reading(
+        0,
+        reads,
+        |txn: Result<&mut ShardTxn<StrataEngine>, Error>| {
+            let txn = txn.unwrap();
+            assert_eq!(txn.get(b"k").unwrap(), Some(b"zero".to_vec()));
+            txn.put(b"k", b"first").unwrap();
+            None
+        },
+    );
+    for _ in 0..10 {
+        let tx = tx.clone();
+        // Declared reads are fetched before the group's first execution writes: what the
+        // group wrote must still win over them.
+        let reads = vec![b"k".to_vec(), b"absent".to_vec()];
+        db.exec_reading(
+            0,
+            reads,
+            move |txn: Result<&mut ShardTxn<StrataEngine>, Error>| {
+                let txn = txn.unwrap();
+                let v = txn.get(b"k").unwrap().unwrap();
+                let mut next = v.clone();
+                next.push(b'+');
+                txn.put(b"k", &next).unwrap();
+                let got = txn.multi_get(&[&b"k"[..], b"absent"]);
+                assert_eq!(got[0].as_ref().unwrap().as_deref(), Some(&next[..]));
+                assert_eq!(got[1].as_ref().unwrap(), &None);
+                Some(Box::new(move |r: Result<(), Error>| {
+                    tx.send((v, r.is_ok())).unwrap();
+                }))
+            },
+        );
+    }
+    go_tx.send(()).unwrap();
+    drop(tx);
+    let got: Vec<(Vec<u8>, bool)> = rx.iter().collect();
+    assert_eq!(got.len(), 10);
+    for (i, (v, ok)) in got.iter().enumerate() {
+        assert!(ok);
+        assert_eq!(v.len(), 5 + i, "execution {i} saw {v:?}");
+    }
+    assert_eq!(db.get(b"k").unwrap(), Some(b"first++++++++++".to_vec()));
+    let merged = db.batch_stats().write_sizes;
+    assert!(
+        merged.iter().enumerate().any(|(n, &c)| n > 1 && c > 0),
+        "no group merged more than one execution: {merged:?}"
+    );
+}
+
+#[test]
+fn executions_are_durable_after_reopen_and_fail_cleanly() {
+    let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+    {
+        let db = Db::open("/db", opts(&fs, 2, None)).unwrap();
+        let (tx, rx) = mpsc::channel();
+        for _ in 0..3 {
+            incr(&db, b"n", tx.clone());
+        }
+        assert_eq!(rx.iter().take(3).map(|r| r.unwrap()).max(), Some(3));
+        // A shard that does not exist: the closure hears the error.
+        let (etx, erx) = mpsc::channel();
+        db.exec(7, move |txn: Result<&mut ShardTxn<StrataEngine>, Error>| {
+            etx.send(txn.is_err()).unwrap();
+            None
+        });
+        assert!(erx.recv().unwrap());
+        db.close().unwrap();
+    }
+    let db = Db::open("/db", opts(&fs, 2, None)).unwrap();
+    assert_eq!(db.get(b"n").unwrap(), Some(b"3".to_vec()));
+}
+
+#[test]
+fn slot_routing_is_persisted_and_checked() {
+    let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+    let key = |slot: u16| {
+        let mut k = vec![0u8];
+        k.extend_from_slice(&slot.to_be_bytes());
+        k.extend_from_slice(b"\x00key");
+        k
+    };
+    {
+        let db = Db::open("/db", opts(&fs, 4, Some(Routing::Slot))).unwrap();
+        assert_eq!(db.routing(), Routing::Slot);
+        assert_eq!(db.shard_of(&key(0)), 0);
+        assert_eq!(db.shard_of(&key(16383)), 3);
+        for slot in (0..16384u16).step_by(97) {
+            db.put(&key(slot), &slot.to_be_bytes()).unwrap();
+        }
+        db.close().unwrap();
+    }
+    // Reopened without saying: the persisted routing.
+    let db = Db::open("/db", opts(&fs, 4, None)).unwrap();
+    assert_eq!(db.routing(), Routing::Slot);
+    for slot in (0..16384u16).step_by(97) {
+        assert_eq!(
+            db.get(&key(slot)).unwrap(),
+            Some(slot.to_be_bytes().to_vec())
+        );
+        // Each key is in the shard its slot range names, read from that engine directly.
+        let shard = usize::from(slot) * 4 / 16384;
+        assert!(db.engine(shard).db().get(&key(slot)).unwrap().is_some());
+    }
+    db.close().unwrap();
+    match Db::open("/db", opts(&fs, 4, Some(Routing::Hash))) {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("routing"), "{m}"),
+        Err(e) => panic!("wrong error {e}"),
+        Ok(_) => panic!("opened with another routing"),
+    }
+}
