@@ -90,6 +90,61 @@ def test_strings(r):
         r.incr("max")
 
 
+def test_strings_redis7(r):
+    # GETEX, MSETNX, SUBSTR and LCS through redis-py's own methods and reply parsing.
+    r.set("g", "v")
+    assert r.getex("g", ex=100) == b"v"
+    assert 99 <= r.ttl("g") <= 100
+    assert r.getex("g", persist=True) == b"v"
+    assert r.ttl("g") == -1
+    assert r.getex("g", pxat=int(time.time() * 1000) + 100000) == b"v"
+    assert 99000 <= r.pttl("g") <= 100000
+    assert r.getex("missing", ex=5) is None
+    with pytest.raises(redis.ResponseError, match="^invalid expire time in 'getex' command$"):
+        r.getex("g", ex=0)
+    assert r.msetnx({"m1": "a", "m2": "b"}) is True
+    assert r.msetnx({"m2": "x", "m3": "c"}) is False
+    assert r.exists("m3") == 0
+    assert r.substr("g", 0, 0) == b"v"
+    r.mset({"l1": "ohmytext", "l2": "mynewtext"})
+    assert r.lcs("l1", "l2") == b"mytext"
+    assert r.lcs("l1", "l2", len=True) == 6
+    res = r.lcs("l1", "l2", idx=True, minmatchlen=4, withmatchlen=True)
+    if isinstance(res, dict):  # RESP3: a map
+        matches, length = res[b"matches"], res[b"len"]
+    else:
+        assert res[0] == b"matches" and res[2] == b"len"
+        matches, length = res[1], res[3]
+    assert matches == [[[4, 7], [5, 8], 4]]
+    assert length == 6
+    with pytest.raises(redis.ResponseError, match="^If you want both the length and indexes"):
+        r.lcs("l1", "l2", len=True, idx=True)
+
+
+def test_bitmaps(r):
+    assert r.setbit("b", 7, 1) == 0
+    assert r.setbit("b", 7, 1) == 1
+    assert r.getbit("b", 7) == 1
+    assert r.getbit("b", 100) == 0
+    assert r.get("b") == b"\x01"
+    r.set("f", "foobar")
+    assert r.bitcount("f") == 26
+    assert r.bitcount("f", 1, 1) == 6
+    assert r.bitcount("f", 5, 30, "BIT") == 17
+    r.set("ones", b"\xff\xff")
+    assert r.bitpos("ones", 0) == 16
+    assert r.bitpos("ones", 0, 0, -1) == -1
+    assert r.bitpos("f", 1, 7, 15, "BIT") == 9
+    assert r.bitpos("missing", 0) == 0
+    assert r.bitpos("missing", 1) == -1
+    with pytest.raises(redis.ResponseError, match="^bit offset is not an integer or out of"):
+        r.setbit("b", 2**32, 1)
+    # (redis-py's setbit sends any true value as 1; its bitpos refuses a bit not 0 or 1.)
+    with pytest.raises(redis.ResponseError, match="^bit is not an integer or out of range$"):
+        r.execute_command("SETBIT", "b", 0, 2)
+    with pytest.raises(redis.ResponseError, match="^The bit argument must be 1 or 0.$"):
+        r.execute_command("BITPOS", "b", 2)
+
 def test_keyspace(r):
     r.mset({"a": "1", "b": "2", "c": "3"})
     assert r.exists("a", "b", "a", "zz") == 3

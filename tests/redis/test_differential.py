@@ -8,6 +8,9 @@ and that is printed.
 
 The generator covers every command Strata implements over a small key space (so commands
 collide), binary keys and values, boundary integers, bad numbers, wrong arity, and expiry.
+Bit offsets stay below 2e5 (values of at most 25 kB, so that an LCS over them is either
+quick or refused by both for its table's size, and the two servers keep pace for the TTL
+comparison), and offsets at or past 2^32 check the limit.
 Known, accepted differences are left out of the generation on purpose:
 - The server version, CONFIG SET port, COMMAND DOCS / COMMAND INFO details: not generated
   (nor INFO, HELLO, TIME: their replies hold versions, ids and clocks).
@@ -99,6 +102,12 @@ class Gen:
             return bytes(r.randrange(256) for _ in range(r.randrange(12)))
         if x < 0.6:
             return b""
+        if x < 0.68:  # small alphabet: LCS with many ties and runs
+            return bytes(r.choice(b"abc") for _ in range(r.randrange(24)))
+        if x < 0.75:  # for LCS and the bit commands
+            return r.choice([b"ohmytext", b"mynewtext", b"abcbdab", b"bdcaba", b"\xff\xff",
+                             b"\xff", b"\x00\x00", b"\xff\xf0", b"\x0f\xff\xff\x00",
+                             b"foobar", b"hello world"])
         return r.choice([b"v", b"hello", b"world", b"a\r\nb", b"\x00\x01\xff"])
 
     def int_arg(self):
@@ -191,9 +200,10 @@ class Gen:
             "GET", "SET", "SETNX", "SETEX", "PSETEX", "GETSET", "GETDEL", "MGET", "MSET",
             "APPEND", "STRLEN", "INCR", "DECR", "INCRBY", "DECRBY", "INCRBYFLOAT", "GETRANGE",
             "SETRANGE", "DEL", "UNLINK", "EXISTS", "TYPE", "EXPIRE", "TTL", "PTTL", "PERSIST",
-            "KEYS", "PING", "ECHO", "SELECT", "DBSIZE", "FLUSHDB", "UNKNOWN", "SAVE", "BGSAVE"]
+            "KEYS", "PING", "ECHO", "SELECT", "DBSIZE", "FLUSHDB", "UNKNOWN", "GETEX", "MSETNX",
+            "SUBSTR", "LCS", "SETBIT", "GETBIT", "BITCOUNT", "BITPOS", "SAVE", "BGSAVE"]
         weights = [8, 14, 3, 3, 3, 3, 3, 3, 3, 4, 3, 4, 3, 4, 3, 4, 4, 4, 4, 2, 4, 3, 8, 4, 3,
-                   3, 3, 1, 1, 2, 3, 0.3, 0.3, 0.2, 0.2]
+                   3, 3, 1, 1, 2, 3, 0.3, 0.3, 5, 3, 2, 4, 6, 4, 5, 6, 0.2, 0.2]
         weights = [0 if n in SKIP else w for n, w in zip(names, weights)]
         c = r.choices(names, weights=weights)[0]
         k = self.key()
@@ -222,8 +232,28 @@ class Gen:
             args = [k, self.int_arg()]
         elif c == "INCRBYFLOAT":
             args = [k, r.choice(FLOAT_ARGS)]
-        elif c == "GETRANGE":
+        elif c in ("GETRANGE", "SUBSTR"):
             args = [k, self.range_arg(), self.range_arg()]
+        elif c == "GETEX":
+            args, settle = self.getex_args(k)
+        elif c == "MSETNX":
+            args = []
+            for _ in range(r.randint(1, 3)):
+                args += [self.key(), self.value()]
+        elif c == "LCS":
+            args = [k, self.key()] + self.lcs_options()
+        elif c == "SETBIT":
+            bit = r.choice([b"0", b"1"]) if r.random() < 0.85 else \
+                r.choice([b"2", b"-1", b"abc", b"01", b"", b"1.0"])
+            args = [k, self.bit_offset(), bit]
+        elif c == "GETBIT":
+            args = [k, self.bit_offset() if r.random() < 0.9 else
+                    r.choice([b"4294967295", b"4294967296"])]
+        elif c == "BITCOUNT":
+            args = [k] + self.bit_range_args(bitpos=False)
+        elif c == "BITPOS":
+            bit = r.choice([b"0", b"1"]) if r.random() < 0.9 else r.choice([b"2", b"-1", b"abc"])
+            args = [k, bit] + self.bit_range_args(bitpos=True)
         elif c == "SETRANGE":
             off = r.choice([b"0", b"1", b"3", b"10", b"-1", b"abc", b"536870912",
                             b"9223372036854775807", b"2", b"5"])
@@ -260,6 +290,62 @@ class Gen:
         else:  # FLUSHDB
             args = r.choice([[], [], [b"ASYNC"], [b"sync"], [b"bad"]])
         return self.mutate(Op([self.name(c)] + args, settle))
+
+    def getex_args(self, key):
+        """GETEX's options: mostly one valid one, sometimes repeated, combined or unknown."""
+        r = self.r
+        args, settle = [key], None
+        for _ in range(r.choice([0, 1, 1, 1, 1, 1, 1, 2, 2, 3])):
+            kind = r.choice(["EX", "PX", "EXAT", "PXAT", "PERSIST", "EX", "PX", "PERSIST"]
+                            if r.random() < 0.9 else ["NX", "KEEPTTL", "FOO", "GET"])
+            args.append(self.name(kind))
+            if kind in ("EX", "PX", "EXAT", "PXAT"):
+                if r.random() < 0.05:
+                    continue  # missing value
+                v, soon = self.expiry(kind)
+                args.append(v)
+                if soon and (settle is None or soon == SHORT):
+                    settle = (key, soon)
+        return args, settle
+
+    def lcs_options(self):
+        r = self.r
+        opts = []
+        for _ in range(r.choice([0, 0, 1, 1, 2, 3, 4])):
+            kind = r.choice(["IDX", "LEN", "WITHMATCHLEN", "MINMATCHLEN", "IDX", "IDX",
+                             "WITHMATCHLEN", "FOO" if r.random() < 0.3 else "IDX"])
+            opts.append(self.name(kind))
+            if kind == "MINMATCHLEN" and r.random() < 0.95:
+                opts.append(r.choice([b"0", b"1", b"2", b"3", b"4", b"-1", b"abc", b"100",
+                                      b"9223372036854775808"]))
+        return opts
+
+    def bit_offset(self):
+        """Bit offsets: mostly within a few bytes, sometimes up to 2e5 bits (values stay
+        small), and bad ones (negative, not a number, at or past 2^32)."""
+        r = self.r
+        x = r.random()
+        if x < 0.6:
+            return str(r.randrange(64)).encode()
+        if x < 0.8:
+            return str(r.randrange(2000)).encode()
+        if x < 0.85:
+            return str(r.randrange(2 * 10**5)).encode()
+        return r.choice([b"-1", b"abc", b"", b"4294967296", b"9223372036854775807",
+                         b"-9223372036854775808", b"1.5", b" 1", b"01", b"0"])
+
+    def bit_range_args(self, bitpos):
+        """BITCOUNT's / BITPOS's [start [end [BYTE|BIT]]], with too many or bad ones."""
+        r = self.r
+        n = r.choice([0, 0, 1, 2, 2, 3, 3, 3, 3, 4])
+        out = [self.range_arg() if r.random() < 0.3 else str(r.randint(-40, 40)).encode()
+               for _ in range(min(n, 2))]
+        if n >= 3:
+            out.append(r.choice([b"BIT", b"BYTE", b"bit", b"byte", b"BIT", b"Bit", b"bits"]
+                                if r.random() < 0.95 else [b"", b"x"]))
+        if n >= 4:
+            out.append(r.choice([b"BIT", b"1", b"x"]))
+        return out
 
     def range_arg(self):
         r = self.r

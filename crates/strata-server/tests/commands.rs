@@ -598,3 +598,265 @@ fn read_modify_write_commands_are_atomic() {
     assert_eq!(c.q(&["STRLEN", "s"]), int(400));
     s.shutdown().unwrap();
 }
+
+#[test]
+fn getex_changes_or_removes_the_expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut c = Client::connect(s.local_addr());
+    assert_eq!(c.q(&["SET", "k", "v"]), V::ok());
+    assert_eq!(c.q(&["GETEX", "k"]), V::bulk("v"));
+    assert_eq!(c.q(&["TTL", "k"]), int(-1));
+    assert_eq!(c.q(&["GETEX", "k", "EX", "100"]), V::bulk("v"));
+    assert_eq!(c.q(&["TTL", "k"]), int(100));
+    assert_eq!(c.q(&["GETEX", "k"]), V::bulk("v"));
+    assert_eq!(c.q(&["TTL", "k"]), int(100), "no option keeps the expiry");
+    assert_eq!(c.q(&["GETEX", "k", "persist"]), V::bulk("v"));
+    assert_eq!(c.q(&["TTL", "k"]), int(-1));
+    assert_eq!(c.q(&["GETEX", "k", "PX", "200000"]), V::bulk("v"));
+    assert_eq!(c.q(&["TTL", "k"]), int(200));
+    // The same option twice: the last value counts.
+    assert_eq!(c.q(&["GETEX", "k", "EX", "10", "EX", "300"]), V::bulk("v"));
+    assert_eq!(c.q(&["TTL", "k"]), int(300));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let at = (now.as_secs() + 1000).to_string();
+    assert_eq!(c.q(&["GETEX", "k", "EXAT", &at]), V::bulk("v"));
+    let V::Int(t) = c.q(&["TTL", "k"]) else {
+        panic!()
+    };
+    assert!((999..=1000).contains(&t), "{t}");
+    let at_ms = (now.as_millis() as u64 + 500_000).to_string();
+    assert_eq!(c.q(&["GETEX", "k", "PXAT", &at_ms]), V::bulk("v"));
+    let V::Int(t) = c.q(&["TTL", "k"]) else {
+        panic!()
+    };
+    assert!((499..=500).contains(&t), "{t}");
+    // A time in the past: the value is returned, then the key is gone.
+    assert_eq!(c.q(&["GETEX", "k", "PXAT", "1"]), V::bulk("v"));
+    assert_eq!(c.q(&["EXISTS", "k"]), int(0));
+    assert_eq!(c.q(&["GETEX", "nokey", "EX", "10"]), V::NilBulk);
+    // Errors: the syntax first, then the key (a missing one answers null), then the time.
+    let syntax = V::err("ERR syntax error");
+    assert_eq!(c.q(&["SET", "k", "v"]), V::ok());
+    for bad in [
+        &["EX", "10", "PX", "10"][..],
+        &["PERSIST", "EX", "10"],
+        &["EX", "10", "PERSIST"],
+        &["EX"],
+        &["NX"],
+        &["KEEPTTL"],
+        &["GET"],
+        &["EXAT", "10", "PXAT", "10"],
+    ] {
+        let mut cmd = vec!["GETEX", "k"];
+        cmd.extend_from_slice(bad);
+        assert_eq!(c.q(&cmd), syntax, "{bad:?}");
+        cmd[1] = "nokey";
+        assert_eq!(c.q(&cmd), syntax, "{bad:?}");
+    }
+    assert_eq!(c.q(&["GETEX", "k", "PERSIST", "PERSIST"]), V::bulk("v"));
+    let invalid = V::err("ERR invalid expire time in 'getex' command");
+    for (opt, n) in [
+        ("EX", "0"),
+        ("EX", "-1"),
+        ("PX", "0"),
+        ("EXAT", "-5"),
+        ("PXAT", "0"),
+        ("EX", "9223372036854775"),
+        ("PX", "9223372036854775807"),
+    ] {
+        assert_eq!(c.q(&["GETEX", "k", opt, n]), invalid, "{opt} {n}");
+    }
+    assert_eq!(c.q(&["GETEX", "nokey", "EX", "0"]), V::NilBulk);
+    assert_eq!(c.q(&["GETEX", "k", "EX", "abc"]), V::err(NOT_INT));
+    assert_eq!(c.q(&["TTL", "k"]), int(-1), "failed GETEX changes nothing");
+    assert_eq!(
+        c.q(&["GETEX"]),
+        V::err("ERR wrong number of arguments for 'getex' command")
+    );
+    s.shutdown().unwrap();
+}
+
+const NOT_INT: &str = "ERR value is not an integer or out of range";
+
+#[test]
+fn msetnx_is_all_or_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut c = Client::connect(s.local_addr());
+    assert_eq!(c.q(&["MSETNX", "a", "1", "b", "2"]), int(1));
+    assert_eq!(c.q(&["MSETNX", "c", "3", "b", "x"]), int(0));
+    assert_eq!(
+        c.q(&["EXISTS", "c"]),
+        int(0),
+        "nothing is set when one key exists"
+    );
+    assert_eq!(c.q(&["MGET", "a", "b"]), V::arr(&["1", "2"]));
+    // A key given twice: the last value wins.
+    assert_eq!(c.q(&["MSETNX", "d", "1", "d", "2"]), int(1));
+    assert_eq!(c.q(&["GET", "d"]), V::bulk("2"));
+    // An expired key does not count as existing.
+    assert_eq!(c.q(&["SET", "e", "v", "PX", "1"]), V::ok());
+    std::thread::sleep(Duration::from_millis(5));
+    assert_eq!(c.q(&["MSETNX", "e", "new"]), int(1));
+    assert_eq!(c.q(&["GET", "e"]), V::bulk("new"));
+    assert_eq!(c.q(&["TTL", "e"]), int(-1));
+    let arity = V::err("ERR wrong number of arguments for 'msetnx' command");
+    assert_eq!(c.q(&["MSETNX", "a"]), arity);
+    assert_eq!(c.q(&["MSETNX", "x", "1", "y"]), arity);
+    assert_eq!(c.q(&["EXISTS", "x"]), int(0));
+    s.shutdown().unwrap();
+}
+
+#[test]
+fn concurrent_msetnx_on_shared_keys_has_one_winner() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let addr = s.local_addr();
+    for round in 0..20 {
+        let keys: Vec<String> = (0..3).map(|i| format!("r{round}k{i}")).collect();
+        let wins: i64 = std::thread::scope(|sc| {
+            let hs: Vec<_> = (0..4)
+                .map(|t| {
+                    let keys = &keys;
+                    sc.spawn(move || {
+                        let mut c = Client::connect(addr);
+                        let v = t.to_string();
+                        let mut cmd = vec!["MSETNX"];
+                        // Each client names the keys in another order.
+                        for i in 0..3 {
+                            cmd.push(&keys[(i + t) % 3]);
+                            cmd.push(&v);
+                        }
+                        match c.q(&cmd) {
+                            V::Int(n) => n,
+                            other => panic!("{other:?}"),
+                        }
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(wins, 1);
+        let mut c = Client::connect(addr);
+        let V::Array(vals) = c.q(&["MGET", &keys[0], &keys[1], &keys[2]]) else {
+            panic!()
+        };
+        assert!(vals.iter().all(|v| *v == vals[0]), "one writer's values");
+    }
+    s.shutdown().unwrap();
+}
+
+#[test]
+fn substr_is_getrange() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut c = Client::connect(s.local_addr());
+    assert_eq!(c.q(&["SET", "k", "This is a string"]), V::ok());
+    for (a, b) in [
+        ("0", "3"),
+        ("-3", "-1"),
+        ("0", "-1"),
+        ("10", "100"),
+        ("5", "2"),
+    ] {
+        assert_eq!(
+            c.q(&["SUBSTR", "k", a, b]),
+            c.q(&["GETRANGE", "k", a, b]),
+            "{a} {b}"
+        );
+    }
+    assert_eq!(c.q(&["SUBSTR", "k", "0", "3"]), V::bulk("This"));
+    assert_eq!(c.q(&["SUBSTR", "nokey", "0", "3"]), V::bulk(""));
+    assert_eq!(c.q(&["SUBSTR", "k", "x", "3"]), V::err(NOT_INT));
+    assert_eq!(
+        c.q(&["SUBSTR", "k", "0"]),
+        V::err("ERR wrong number of arguments for 'substr' command")
+    );
+    s.shutdown().unwrap();
+}
+
+#[test]
+fn lcs_replies_in_both_protocols() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut c = Client::connect(s.local_addr());
+    assert_eq!(c.q(&["MSET", "a", "ohmytext", "b", "mynewtext"]), V::ok());
+    assert_eq!(c.q(&["LCS", "a", "b"]), V::bulk("mytext"));
+    assert_eq!(c.q(&["LCS", "a", "b", "LEN"]), int(6));
+    assert_eq!(c.q(&["LCS", "a", "nokey"]), V::bulk(""));
+    assert_eq!(c.q(&["LCS", "nokey", "a", "len"]), int(0));
+    let range = |x: i64, y: i64| V::Array(vec![int(x), int(y)]);
+    let m1 = || vec![range(4, 7), range(5, 8)];
+    let m2 = || vec![range(2, 3), range(0, 1)];
+    assert_eq!(
+        c.q(&["LCS", "a", "b", "IDX"]),
+        V::Array(vec![
+            V::bulk("matches"),
+            V::Array(vec![V::Array(m1()), V::Array(m2())]),
+            V::bulk("len"),
+            int(6),
+        ])
+    );
+    let with_len = |mut m: Vec<V>, n| {
+        m.push(int(n));
+        V::Array(m)
+    };
+    assert_eq!(
+        c.q(&["LCS", "a", "b", "IDX", "MINMATCHLEN", "4", "WITHMATCHLEN"]),
+        V::Array(vec![
+            V::bulk("matches"),
+            V::Array(vec![with_len(m1(), 4)]),
+            V::bulk("len"),
+            int(6),
+        ])
+    );
+    // A negative MINMATCHLEN is 0.
+    assert_eq!(
+        c.q(&["LCS", "a", "b", "IDX", "MINMATCHLEN", "-3"]),
+        c.q(&["LCS", "a", "b", "IDX"])
+    );
+    assert_eq!(
+        c.q(&["LCS", "a", "b", "LEN", "IDX"]),
+        V::err("ERR If you want both the length and indexes, please just use IDX.")
+    );
+    let syntax = V::err("ERR syntax error");
+    assert_eq!(c.q(&["LCS", "a", "b", "FOO"]), syntax);
+    assert_eq!(c.q(&["LCS", "a", "b", "MINMATCHLEN"]), syntax);
+    assert_eq!(c.q(&["LCS", "a", "b", "MINMATCHLEN", "x"]), V::err(NOT_INT));
+    assert_eq!(
+        c.q(&["LCS", "a"]),
+        V::err("ERR wrong number of arguments for 'lcs' command")
+    );
+    // RESP3: IDX replies with a map.
+    let V::Map(_) = c.q(&["HELLO", "3"]) else {
+        panic!()
+    };
+    assert_eq!(
+        c.q(&["LCS", "a", "b", "IDX", "WITHMATCHLEN"]),
+        V::Map(vec![
+            (
+                V::bulk("matches"),
+                V::Array(vec![with_len(m1(), 4), with_len(m2(), 2)])
+            ),
+            (V::bulk("len"), int(6)),
+        ])
+    );
+    assert_eq!(c.q(&["LCS", "a", "b"]), V::bulk("mytext"));
+    // The table's size is bounded by proto-max-bulk-len, as Redis bounds it.
+    assert_eq!(
+        c.q(&["CONFIG", "SET", "proto-max-bulk-len", "1mb"]),
+        V::ok()
+    );
+    let long_a = "a".repeat(1000);
+    let long_b = "b".repeat(1000);
+    assert_eq!(c.q(&["MSET", "x", &long_a, "y", &long_b]), V::ok());
+    assert_eq!(
+        c.q(&["LCS", "x", "y", "LEN"]),
+        V::err("ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len")
+    );
+    assert_eq!(c.q(&["LCS", "x", "b", "LEN"]), int(0));
+    s.shutdown().unwrap();
+}

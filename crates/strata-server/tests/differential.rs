@@ -113,3 +113,20 @@ fn nul_in_an_inline_request_neither_hangs_nor_is_answered() {
         Ok(true)
     );
 }
+
+#[test]
+fn bitcount_reads_its_unit_after_the_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut c = Client::connect(s.local_addr());
+    // SETNX k3 'a\r\nb', BITCOUNT k3 27 abc bits: the bad end is reported, not the unit.
+    assert_eq!(c.q(&["SETNX", "k3", "a\r\nb"]), V::Int(1));
+    assert_eq!(
+        c.q(&["BITCOUNT", "k3", "27", "abc", "bits"]),
+        V::err("ERR value is not an integer or out of range")
+    );
+    // SET k2 '', BITCOUNT k2 -5 -25 bits: a negative empty range is 0 before the unit.
+    assert_eq!(c.q(&["SET", "k2", ""]), V::ok());
+    assert_eq!(c.q(&["BITCOUNT", "k2", "-5", "-25", "bits"]), V::Int(0));
+    s.shutdown().unwrap();
+}

@@ -5,6 +5,7 @@
 //! builder.
 
 pub mod args;
+mod bits;
 mod connection;
 mod keyspace;
 mod save;
@@ -68,7 +69,7 @@ pub struct Spec {
     pub flags: u32,
     /// First key, last key (negative: from the end), step; 0, 0, 0 without keys.
     pub keys: (i32, i32, i32),
-    /// Command group (COMMAND DOCS): "string", "generic", "connection", "server".
+    /// Command group (COMMAND DOCS): "string", "bitmap", "generic", "connection", "server".
     pub group: &'static str,
     pub since: &'static str,
     pub summary: &'static str,
@@ -152,6 +153,7 @@ pub fn all_commands() -> &'static [&'static Spec] {
             connection::COMMANDS,
             server::COMMANDS,
             strings::COMMANDS,
+            bits::COMMANDS,
             keyspace::COMMANDS,
             save::COMMANDS,
         ] {

@@ -287,6 +287,7 @@ fn acl_categories(s: &Spec) -> Vec<&'static str> {
         ("@read", has(READONLY)),
         ("@write", has(WRITE)),
         ("@string", s.group == "string"),
+        ("@bitmap", s.group == "bitmap"),
         ("@admin", has(ADMIN)),
         ("@fast", has(FAST)),
         ("@slow", !has(FAST)),

@@ -1,5 +1,6 @@
-//! String commands (Redis's t_string.c): GET, SET and its variants, MGET, MSET, APPEND,
-//! STRLEN, the INCR family, GETRANGE, SETRANGE. Values live inline in the key's metadata
+//! String commands (Redis's t_string.c): GET, SET and its variants, GETEX, MGET, MSET,
+//! MSETNX, APPEND, STRLEN, the INCR family, GETRANGE (and its old name SUBSTR), SETRANGE,
+//! LCS. Values live inline in the key's metadata
 //! record; read-modify-write commands hold their key's stripe lock (see `store.rs`).
 
 use super::args::{ERR_NOT_FLOAT, ERR_NOT_INT, ERR_SYNTAX};
@@ -34,8 +35,10 @@ pub static COMMANDS: &[Spec] = &[
     string_cmd!("psetex", 4, WRITE | DENYOOM, (1, 1, 1), "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.", psetex),
     string_cmd!("getset", 3, WRITE | DENYOOM | FAST, (1, 1, 1), "1.0.0", "Returns the previous string value of a key after setting it to a new value.", getset),
     string_cmd!("getdel", 2, WRITE | FAST, (1, 1, 1), "6.2.0", "Returns the string value of a key after deleting the key.", getdel),
+    string_cmd!("getex", -2, WRITE | FAST, (1, 1, 1), "6.2.0", "Returns the string value of a key after setting its expiration time.", getex),
     string_cmd!("mget", -2, READONLY | FAST, (1, -1, 1), "1.0.0", "Atomically returns the string values of one or more keys.", mget),
     string_cmd!("mset", -3, WRITE | DENYOOM, (1, -1, 2), "1.0.1", "Atomically creates or modifies the string values of one or more keys.", mset),
+    string_cmd!("msetnx", -3, WRITE | DENYOOM, (1, -1, 2), "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist.", msetnx),
     string_cmd!("append", 3, WRITE | DENYOOM | FAST, (1, 1, 1), "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist.", append),
     string_cmd!("strlen", 2, READONLY | FAST, (1, 1, 1), "2.2.0", "Returns the length of a string value.", strlen),
     string_cmd!("incr", 2, WRITE | DENYOOM | FAST, (1, 1, 1), "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", incr),
@@ -44,13 +47,15 @@ pub static COMMANDS: &[Spec] = &[
     string_cmd!("decrby", 3, WRITE | DENYOOM | FAST, (1, 1, 1), "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.", decrby),
     string_cmd!("incrbyfloat", 3, WRITE | DENYOOM | FAST, (1, 1, 1), "2.6.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.", incrbyfloat),
     string_cmd!("getrange", 4, READONLY, (1, 1, 1), "2.4.0", "Returns a substring of the string stored at a key.", getrange),
+    string_cmd!("substr", 4, READONLY, (1, 1, 1), "1.0.0", "Returns a substring from a string value.", getrange),
     string_cmd!("setrange", 4, WRITE | DENYOOM, (1, 1, 1), "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", setrange),
+    string_cmd!("lcs", -3, READONLY, (1, 2, 1), "7.0.0", "Finds the longest common substring.", lcs),
 ];
 
 const ERR_TOO_BIG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
 
 /// The live string at `key`: `WRONGTYPE` for other types.
-fn read_string(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Meta>, CmdError> {
+pub(super) fn read_string(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Meta>, CmdError> {
     match ctx.shared.store.lookup_read(ctx.conn.db, key)? {
         Some(m) if m.rtype != RType::String => Err(CmdError::reply(ERR_WRONGTYPE)),
         m => Ok(m),
@@ -67,7 +72,7 @@ fn new_string(ctx: &Ctx<'_>, value: Vec<u8>, expire_ms: u64) -> Meta {
     }
 }
 
-fn check_len(ctx: &Ctx<'_>, len: u64) -> CmdResult {
+pub(super) fn check_len(ctx: &Ctx<'_>, len: u64) -> CmdResult {
     if len > ctx.shared.config.read().proto_max_bulk_len as u64 {
         return Err(CmdError::reply(ERR_TOO_BIG));
     }
@@ -306,7 +311,7 @@ fn mset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 /// Read-modify-write of one string under its stripe lock: `f` gets the current string (if
 /// any) and returns the new value, or `None` to leave the key alone. Expiry and version of an
 /// existing key are kept.
-fn modify(
+pub(super) fn modify(
     ctx: &mut Ctx<'_>,
     key: &[u8],
     f: impl FnOnce(&Ctx<'_>, Option<&Meta>) -> Result<Option<Vec<u8>>, CmdError>,
@@ -479,4 +484,263 @@ fn setrange(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     })?;
     ctx.reply.int(m.map_or(0, |m| m.value.len() as i64));
     Ok(())
+}
+
+/// GETEX: the value, and the key's expiry changed (EX/PX/EXAT/PXAT) or removed (PERSIST).
+/// The order of checks is Redis's: the options' syntax, the key (null when missing, its
+/// type), then the expiry value.
+fn getex(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let mut persist = false;
+    // (option, value): the same option again replaces the value, another one is an error.
+    let mut expire: Option<(String, Bytes)> = None;
+    while let Some(opt) = args.next_keyword() {
+        let has_next = !args.is_done();
+        match opt.as_str() {
+            "PERSIST" if expire.is_none() => persist = true,
+            "EX" | "PX" | "EXAT" | "PXAT"
+                if !persist && has_next && expire.as_ref().is_none_or(|(k, _)| *k == opt) =>
+            {
+                expire = Some((opt, args.next_bytes()?));
+            }
+            _ => return Err(CmdError::reply(ERR_SYNTAX)),
+        }
+    }
+    let db = ctx.conn.db;
+    let store = &ctx.shared.store;
+    let _g = store.lock(db, &[&key]);
+    let Some(mut m) = read_string(ctx, &key)? else {
+        ctx.reply.null();
+        return Ok(());
+    };
+    let expire = match &expire {
+        Some((opt, v)) => {
+            let n = parse_i64(v).ok_or_else(|| CmdError::reply(ERR_NOT_INT))?;
+            let at = expire_at_ms(n, opt.starts_with('E'), !opt.ends_with("AT"), "getex")?;
+            Some(at as u64)
+        }
+        None => None,
+    };
+    match expire {
+        // EXAT/PXAT in the past: the key is deleted, after its value is read.
+        Some(at) if at <= now_ms() => store.delete(db, &key)?,
+        Some(at) => {
+            m.expire_ms = at;
+            store.put(db, &key, &m)?;
+        }
+        None if persist && m.expire_ms != 0 => {
+            m.expire_ms = 0;
+            store.put(db, &key, &m)?;
+        }
+        None => {}
+    }
+    ctx.reply.bulk(&m.value);
+    Ok(())
+}
+
+/// MSETNX: sets all the keys, or none when any of them exists (1 or 0). The check and the
+/// writes happen under the stripe locks of all the keys, so they are one atomic step.
+fn msetnx(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let rest = args.rest();
+    if !rest.len().is_multiple_of(2) {
+        return Err(CmdError::reply(
+            "ERR wrong number of arguments for 'msetnx' command",
+        ));
+    }
+    let mut pairs: Vec<(&[u8], Meta)> = Vec::with_capacity(rest.len() / 2);
+    for kv in rest.chunks(2) {
+        let m = new_string(ctx, kv[1].to_vec(), 0);
+        match pairs.iter_mut().find(|(k, _)| *k == &kv[0][..]) {
+            Some(p) => p.1 = m,
+            None => pairs.push((&kv[0][..], m)),
+        }
+    }
+    let keys: Vec<&[u8]> = pairs.iter().map(|(k, _)| *k).collect();
+    let db = ctx.conn.db;
+    let store = &ctx.shared.store;
+    let _g = store.lock(db, &keys);
+    for k in &keys {
+        if store.get(db, k)?.is_some() {
+            ctx.reply.int(0);
+            return Ok(());
+        }
+    }
+    let ops: Vec<(&[u8], Option<&Meta>)> = pairs.iter().map(|(k, m)| (*k, Some(m))).collect();
+    store.write_many(db, &ops)?;
+    ctx.reply.int(1);
+    Ok(())
+}
+
+/// LCS's options.
+struct LcsOpts {
+    len: bool,
+    idx: bool,
+    with_match_len: bool,
+    min_match_len: u64,
+}
+
+/// One run of matching bytes: `a[a0..=a1]` equals `b[b0..=b1]`.
+#[derive(Debug, PartialEq, Eq)]
+struct Match {
+    a0: usize,
+    a1: usize,
+    b0: usize,
+    b1: usize,
+}
+
+/// The longest common subsequence of `a` and `b` by Redis's dynamic programme (a table of
+/// (|a|+1)·(|b|+1) lengths, walked back from the end, preferring to step in `b` on ties),
+/// so that the string and the ranges are the ones Redis picks: the subsequence and its
+/// contiguous runs, last run first.
+fn lcs_table(a: &[u8], b: &[u8]) -> (Vec<u8>, Vec<Match>) {
+    let w = b.len() + 1;
+    let mut t = vec![0u32; (a.len() + 1) * w];
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            t[i * w + j] = if a[i - 1] == b[j - 1] {
+                t[(i - 1) * w + j - 1] + 1
+            } else {
+                t[(i - 1) * w + j].max(t[i * w + j - 1])
+            };
+        }
+    }
+    let mut seq = Vec::with_capacity(t[a.len() * w + b.len()] as usize);
+    let mut runs = Vec::new();
+    let mut cur: Option<Match> = None;
+    let (mut i, mut j) = (a.len(), b.len());
+    while i > 0 && j > 0 {
+        let mut emit = false;
+        if a[i - 1] == b[j - 1] {
+            seq.push(a[i - 1]);
+            match &mut cur {
+                None => {
+                    cur = Some(Match {
+                        a0: i - 1,
+                        a1: i - 1,
+                        b0: j - 1,
+                        b1: j - 1,
+                    })
+                }
+                Some(r) if r.a0 == i && r.b0 == j => {
+                    r.a0 -= 1;
+                    r.b0 -= 1;
+                }
+                Some(_) => emit = true,
+            }
+            if cur.as_ref().is_some_and(|r| r.a0 == 0 || r.b0 == 0) {
+                emit = true;
+            }
+            i -= 1;
+            j -= 1;
+        } else {
+            if t[(i - 1) * w + j] > t[i * w + j - 1] {
+                i -= 1;
+            } else {
+                j -= 1;
+            }
+            emit = cur.is_some();
+        }
+        if emit {
+            runs.extend(cur.take());
+        }
+    }
+    seq.reverse();
+    (seq, runs)
+}
+
+fn lcs(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let ka = args.next_bytes()?;
+    let kb = args.next_bytes()?;
+    let db = ctx.conn.db;
+    let (a, b) = {
+        let store = &ctx.shared.store;
+        let _g = store.lock(db, &[&ka, &kb]);
+        let a = store.lookup_read(db, &ka)?;
+        let b = store.lookup_read(db, &kb)?;
+        if [&a, &b]
+            .iter()
+            .any(|m| m.as_ref().is_some_and(|m| m.rtype != RType::String))
+        {
+            return Err(CmdError::reply(
+                "ERR The specified keys must contain string values",
+            ));
+        }
+        (
+            a.map(|m| m.value).unwrap_or_default(),
+            b.map(|m| m.value).unwrap_or_default(),
+        )
+    };
+    let mut o = LcsOpts {
+        len: false,
+        idx: false,
+        with_match_len: false,
+        min_match_len: 0,
+    };
+    while let Some(opt) = args.next_keyword() {
+        match opt.as_str() {
+            "IDX" => o.idx = true,
+            "LEN" => o.len = true,
+            "WITHMATCHLEN" => o.with_match_len = true,
+            "MINMATCHLEN" if !args.is_done() => o.min_match_len = args.next_i64()?.max(0) as u64,
+            _ => return Err(CmdError::reply(ERR_SYNTAX)),
+        }
+    }
+    if o.idx && o.len {
+        return Err(CmdError::reply(
+            "ERR If you want both the length and indexes, please just use IDX.",
+        ));
+    }
+    if a.len() as u64 >= u64::from(u32::MAX - 1) || b.len() as u64 >= u64::from(u32::MAX - 1) {
+        return Err(CmdError::reply("ERR String too long for LCS"));
+    }
+    // The table's size, bounded as Redis bounds it.
+    let cells = (a.len() as u64 + 1) * (b.len() as u64 + 1);
+    if cells.saturating_mul(4) > ctx.shared.config.read().proto_max_bulk_len as u64 {
+        return Err(CmdError::reply(
+            "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",
+        ));
+    }
+    let (seq, runs) = lcs_table(&a, &b);
+    if o.len {
+        ctx.reply.int(seq.len() as i64);
+    } else if !o.idx {
+        ctx.reply.bulk(&seq);
+    } else {
+        let runs: Vec<&Match> = runs
+            .iter()
+            .filter(|r| (r.a1 - r.a0 + 1) as u64 >= o.min_match_len)
+            .collect();
+        ctx.reply.map(2);
+        ctx.reply.bulk(b"matches");
+        ctx.reply.array(runs.len());
+        for r in runs {
+            ctx.reply.array(if o.with_match_len { 3 } else { 2 });
+            for (lo, hi) in [(r.a0, r.a1), (r.b0, r.b1)] {
+                ctx.reply.array(2);
+                ctx.reply.int(lo as i64);
+                ctx.reply.int(hi as i64);
+            }
+            if o.with_match_len {
+                ctx.reply.int((r.a1 - r.a0 + 1) as i64);
+            }
+        }
+        ctx.reply.bulk(b"len");
+        ctx.reply.int(seq.len() as i64);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lcs_picks_redis_runs() {
+        let (seq, runs) = lcs_table(b"ohmytext", b"mynewtext");
+        assert_eq!(seq, b"mytext");
+        let m = |a0, a1, b0, b1| Match { a0, a1, b0, b1 };
+        assert_eq!(runs, vec![m(4, 7, 5, 8), m(2, 3, 0, 1)]);
+        assert_eq!(lcs_table(b"", b"abc"), (vec![], vec![]));
+        assert_eq!(lcs_table(b"abc", b"xyz").0, b"");
+    }
 }
