@@ -251,7 +251,7 @@ impl<E: Engine> ShardedDb<E> {
         if in_worker() {
             return failed(req, from_worker());
         }
-        let healthy = if write {
+        let healthy = if req.needs_writes() {
             self.coord.health.check()
         } else {
             self.coord.health.check_reads()

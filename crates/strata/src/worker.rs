@@ -108,9 +108,7 @@ impl<E: Engine> Worker<E> {
     }
 
     fn handle(&mut self, first: Request<E>) {
-        // An execution may only read: it runs while reads are healthy, and `exec_group`
-        // refuses its writes if writes are not.
-        let healthy = if first.is_write() && !matches!(first, Request::Exec(_)) {
+        let healthy = if first.needs_writes() {
             self.coord.health.check()
         } else {
             self.coord.health.check_reads()

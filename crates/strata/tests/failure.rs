@@ -72,6 +72,35 @@ fn io_error_in_one_shard_fails_every_caller_in_bounded_time() {
     let scanned = db.scan(b"", 10_000, strata::ScanMode::Parallel).unwrap();
     assert!(scanned.iter().any(|(k, _)| k == b"before"));
     assert!(scanned.iter().all(|(k, _)| db.get(k).unwrap().is_some()));
+    // An execution that only reads runs; one that writes is refused, its write not applied.
+    let shard = db.shard_of(b"before");
+    let (tx, rx) = mpsc::channel();
+    for write in [false, true] {
+        let tx = tx.clone();
+        db.exec(shard, move |txn| {
+            let txn = txn.expect("reads are healthy");
+            let seen = txn.get(b"before").unwrap();
+            if write {
+                txn.put(b"before", b"2").unwrap();
+            }
+            Some(Box::new(move |r: strata::Result<()>| {
+                tx.send((write, seen, r.is_ok())).unwrap()
+            }))
+        });
+    }
+    let mut got = vec![
+        rx.recv_timeout(BOUND).unwrap(),
+        rx.recv_timeout(BOUND).unwrap(),
+    ];
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            (false, Some(b"1".to_vec()), true),
+            (true, Some(b"1".to_vec()), false)
+        ]
+    );
+    assert_eq!(db.get(b"before").unwrap(), Some(b"1".to_vec()));
 }
 
 #[test]
