@@ -425,7 +425,7 @@ impl Db {
     /// must not exist), usable as a backup: opened, it holds every write acknowledged before
     /// the call and none made after it returned. Tables and sealed value-log files are hard
     /// links where the file system allows. Writes wait while the live log is copied
-    /// (`docs/design.md` §7.5).
+    /// (`docs/design.md` §7.5). On error `dest` may hold a partial copy: remove it.
     pub fn checkpoint(&self, dest: impl AsRef<Path>) -> Result<()> {
         self.inner.checkpoint(dest.as_ref())
     }

@@ -642,7 +642,8 @@ impl<E: Engine> ShardedDb<E> {
     /// Writes a copy of the database as of one moment into the new directory `dest` (which
     /// must not exist): a backup that opens as a sharded database of its own. It holds every
     /// write acknowledged before the call, and each cross-shard batch entirely or not at all.
-    /// Writes wait while the shards capture their state (`docs/design.md` §12.5).
+    /// Writes wait while the shards capture their state (`docs/design.md` §12.5). On error
+    /// `dest` may hold a partial copy: remove it.
     pub fn checkpoint(&self, dest: impl AsRef<Path>) -> Result<()> {
         if in_worker() {
             return Err(from_worker());

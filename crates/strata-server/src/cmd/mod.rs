@@ -320,6 +320,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn misconf_cause_is_the_os_text() {
+        assert_eq!(
+            strerror_of("shard 1 failed: I/O error in sync of /d/000004.log: Input/output error (os error 5)"),
+            "Input/output error"
+        );
+        assert_eq!(
+            strerror_of("no space (os error 28)"),
+            "No space left on device"
+        );
+        assert_eq!(strerror_of("log failed"), "log failed");
+    }
+
+    #[test]
     fn table_is_consistent() {
         let mut seen = std::collections::HashSet::new();
         for s in all_commands() {
