@@ -180,6 +180,15 @@ impl Saves {
 /// Writes a checkpoint of `db` and makes `dir/name` name it (see the module docs).
 pub fn write_checkpoint(db: &strata::Db, dir: &Path, name: &str) -> Result<(), String> {
     let link = dir.join(name);
+    // Never replace a file of the database itself (`dbfilename TXLOG`, `shard-000`, ...).
+    if let Ok(m) = std::fs::symlink_metadata(&link) {
+        if !m.file_type().is_symlink() {
+            return Err(format!(
+                "{} exists and is not a checkpoint link: choose another dbfilename",
+                link.display()
+            ));
+        }
+    }
     let previous = std::fs::read_link(&link).ok();
     remove_leftovers(dir, name, previous.as_deref());
     let ms = SystemTime::now()

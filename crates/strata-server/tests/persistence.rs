@@ -329,3 +329,29 @@ fn failed_background_sync_refuses_later_writes() {
     drop(c);
     let _ = server.shutdown();
 }
+
+/// A `dbfilename` naming a file of the database itself is refused at SAVE, and the database
+/// is untouched.
+#[test]
+fn save_never_replaces_a_file_of_the_database() {
+    let tmp = tempfile::tempdir().unwrap();
+    for name in ["TXLOG", "shard-000", "SHARDS"] {
+        let server = start(tmp.path(), &["--dbfilename", name]);
+        let mut c = Client::connect(server.local_addr());
+        assert_eq!(c.q(&["SET", "k", name]), V::ok());
+        assert_eq!(c.q(&["SAVE"]), V::err("ERR"));
+        drop(c);
+        server.shutdown().unwrap();
+        assert!(!std::fs::symlink_metadata(tmp.path().join(name))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        let server = start(tmp.path(), &[]);
+        let mut c = Client::connect(server.local_addr());
+        assert_eq!(c.q(&["GET", "k"]), V::bulk(name));
+        drop(c);
+        server.shutdown().unwrap();
+    }
+    let report = strata::Db::check(tmp.path(), strata::DbOptions::default()).unwrap();
+    assert!(report.is_ok(), "{report:?}");
+}
