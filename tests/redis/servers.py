@@ -67,11 +67,13 @@ class Server:
 
 def start_redis(extra=()):
     port = free_port()
+    # A directory of its own: a SAVE must not leave a dump.rdb that the next server loads.
+    tmp = tempfile.mkdtemp(prefix="redis-server-")
     argv = [
         "redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "",
-        "--appendonly", "no", "--daemonize", "no", "--logfile", "",
+        "--appendonly", "no", "--daemonize", "no", "--logfile", "", "--dir", tmp,
     ]
-    return Server("redis-server", argv + list(extra), port)
+    return Server("redis-server", argv + list(extra), port, tmpdir=tmp)
 
 
 def start_strata(extra=()):

@@ -421,6 +421,15 @@ impl Db {
         crate::check::check(path.as_ref(), opts)
     }
 
+    /// Writes a copy of the database as of one moment into the new directory `dest` (which
+    /// must not exist), usable as a backup: opened, it holds every write acknowledged before
+    /// the call and none made after it returned. Tables and sealed value-log files are hard
+    /// links where the file system allows. Writes wait while the live log is copied
+    /// (`docs/design.md` §7.5). On error `dest` may hold a partial copy: remove it.
+    pub fn checkpoint(&self, dest: impl AsRef<Path>) -> Result<()> {
+        self.inner.checkpoint(dest.as_ref())
+    }
+
     /// What the last open recovered from the WALs.
     pub fn recovery_info(&self) -> RecoveryInfo {
         self.inner.recovery.clone()

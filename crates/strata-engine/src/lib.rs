@@ -32,6 +32,7 @@
 pub mod batch;
 pub mod cache;
 mod check;
+mod checkpoint;
 pub mod compaction;
 mod db;
 pub mod error;

@@ -37,6 +37,9 @@ struct Writer {
     relocations: Option<Vec<Relocation>>,
     /// How many relocations were applied.
     relocated: usize,
+    /// A pause: the leader runs no group, it holds the queue while its caller works
+    /// (`DbInner::with_writes_paused`).
+    pause: bool,
     done: bool,
     result: Option<Result<()>>,
 }
@@ -70,6 +73,7 @@ impl DbInner {
             force_switch,
             relocations: None,
             relocated: 0,
+            pause: false,
             done: false,
             result: None,
         })
@@ -85,6 +89,7 @@ impl DbInner {
             force_switch: false,
             relocations: Some(relocations),
             relocated: 0,
+            pause: false,
             done: false,
             result: None,
         })
@@ -102,7 +107,41 @@ impl DbInner {
         )
     }
 
+    /// Runs `f` at the front of the write queue: no write is applied while it runs, and
+    /// every write acknowledged before it is in the memtable and handed to the log.
+    /// Lock order: take `gc_lock` (if at all) before calling this, `state` inside `f`.
+    pub(crate) fn with_writes_paused<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let mut out = None;
+        self.queue_turn(
+            Writer {
+                batch: None,
+                sync: false,
+                disable_wal: false,
+                force_switch: false,
+                relocations: None,
+                relocated: 0,
+                pause: true,
+                done: false,
+                result: None,
+            },
+            |_| {
+                out = Some(f());
+                Ok(())
+            },
+        )?;
+        out.expect("the pause ran as leader")
+    }
+
     fn write_writer(&self, writer: Writer) -> Result<usize> {
+        self.queue_turn(writer, |group| self.write_group(group))
+    }
+
+    /// Enqueues `writer`; as leader, runs `run` over the group it picks and answers the group.
+    fn queue_turn(
+        &self,
+        writer: Writer,
+        run: impl FnOnce(&[Arc<Mutex<Writer>>]) -> Result<()>,
+    ) -> Result<usize> {
         self.check_bg_error()?;
         let w = Arc::new(Mutex::new(writer));
         let mut q = self.writes.queue.lock();
@@ -120,7 +159,7 @@ impl DbInner {
         // Leader: pick the group.
         let group = pick_group(&q);
         drop(q);
-        let r = self.write_group(&group);
+        let r = run(&group);
         let mut q = self.writes.queue.lock();
         for g in &group {
             let front = q.pop_front().expect("group is at the front");
@@ -293,7 +332,7 @@ impl DbInner {
     }
 
     /// Syncs whichever log is live (a sync request without a batch).
-    fn sync_logs(&self) -> Result<()> {
+    pub(crate) fn sync_logs(&self) -> Result<()> {
         let r = if self.opts.separation() {
             self.vlog.sync()
         } else {
@@ -456,7 +495,7 @@ fn pick_group(q: &VecDeque<Arc<Mutex<Writer>>>) -> Vec<Arc<Mutex<Writer>>> {
         (
             f.sync,
             f.disable_wal,
-            f.force_switch || f.relocations.is_some(),
+            f.force_switch || f.relocations.is_some() || f.pause,
             f.batch.as_ref().map_or(0, |b| b.size_bytes()),
         )
     };
@@ -474,6 +513,7 @@ fn pick_group(q: &VecDeque<Arc<Mutex<Writer>>>) -> Vec<Arc<Mutex<Writer>>> {
         let g = w.lock();
         if g.force_switch
             || g.relocations.is_some()
+            || g.pause
             || (g.sync && !sync)
             || g.disable_wal != disable_wal
         {

@@ -55,6 +55,9 @@ pub struct Config {
     pub client_query_buffer_limit: usize,
     /// Default: everysec.
     pub appendfsync: AppendFsync,
+    /// Where SAVE and BGSAVE put the checkpoint, under `dir`: a name, not a path (Redis's
+    /// `dbfilename`; here a link to a directory, `save.rs`). Default: `checkpoint`.
+    pub dbfilename: String,
     /// Shards of a new database (Strata); `None`: one per core. Persisted by the database.
     pub shards: Option<usize>,
     /// The file the configuration was read from, if any (INFO `config_file`, CONFIG
@@ -171,6 +174,7 @@ impl Default for Config {
             proto_max_bulk_len: 512 * 1024 * 1024,
             client_query_buffer_limit: 1024 * 1024 * 1024,
             appendfsync: AppendFsync::Everysec,
+            dbfilename: "checkpoint".to_string(),
             shards: None,
             config_file: None,
             unixsocket: None,
@@ -409,6 +413,21 @@ pub static DIRECTIVES: &[Directive] = &[
             Ok(())
         },
         mutable: true,
+    },
+    Directive {
+        name: "dbfilename",
+        get: |c| c.dbfilename.clone(),
+        set: |c, v| {
+            let n = one(v)?;
+            // Redis's isValidDBfilename (plus the names a save uses for itself).
+            if n.is_empty() || n.contains('/') || n == "." || n == ".." {
+                return Err("dbfilename can't be a path, just a filename".to_string());
+            }
+            c.dbfilename = n.to_string();
+            Ok(())
+        },
+        // Redis: a protected config, not settable at run time.
+        mutable: false,
     },
     Directive {
         name: "shards",

@@ -330,7 +330,7 @@ async fn run_buffered(
                                 drop(guard);
                                 if let Err(e) = written {
                                     reply.truncate(before);
-                                    reply.raw(&exec::error_reply(reply.proto, &e));
+                                    reply.raw(&exec::failed_reply(shared, reply.proto, &e));
                                 }
                                 if skip || conn.reply_off {
                                     reply.truncate(before);

@@ -134,7 +134,7 @@ pub fn submit(
         let txn = match txn {
             Ok(t) => t,
             Err(e) => {
-                let _ = tx.send(error_reply(proto, &e));
+                let _ = tx.send(failed_reply(&run_shared, proto, &e));
                 drop(guard);
                 return None;
             }
@@ -152,13 +152,26 @@ pub fn submit(
             drop(guard);
             let out = match written {
                 Ok(()) => reply.take(),
-                Err(e) => error_reply(proto, &e),
+                Err(e) => failed_reply(&run_shared, proto, &e),
             };
             let _ = tx.send(out);
         }) as Box<dyn FnOnce(strata::Result<()>) + Send>)
     };
     shared.store.db().exec_reading(shard, reads, run);
     rx
+}
+
+/// The reply to a command whose write failed (or that could not run): Redis's MISCONF once
+/// the database refuses writes (`cmd::misconf`), else the error.
+pub fn failed_reply(shared: &Shared, proto: Proto, e: &strata::Error) -> BytesMut {
+    match crate::cmd::misconf(shared) {
+        Some(m) => {
+            let mut r = ReplyBuf::with_capacity(proto, 64);
+            r.error(&m);
+            r.take()
+        }
+        None => error_reply(proto, e),
+    }
 }
 
 /// The reply to a command whose write failed (or that could not run).

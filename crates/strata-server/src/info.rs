@@ -164,12 +164,16 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
             // Every write goes to the shards' logs: the log is always on, snapshots never.
             kv("loading", "0".to_string());
             kv("async_loading", "0".to_string());
-            kv("rdb_changes_since_last_save", "0".to_string());
-            kv("rdb_bgsave_in_progress", "0".to_string());
-            kv("rdb_last_bgsave_status", "ok".to_string());
+            for (k, v) in shared.saves.info_fields() {
+                kv(k, v);
+            }
             kv("aof_enabled", "1".to_string());
             kv("aof_rewrite_in_progress", "0".to_string());
-            kv("aof_last_write_status", "ok".to_string());
+            let ok = shared.store.db().health().is_ok();
+            kv(
+                "aof_last_write_status",
+                if ok { "ok" } else { "err" }.to_string(),
+            );
         }
         "stats" => {
             kv("total_connections_received", load(&st.connections_received));

@@ -40,6 +40,7 @@ mod info;
 pub mod keys;
 mod long_double;
 pub mod protocol;
+mod save;
 mod server;
 mod slowlog;
 mod store;
@@ -72,6 +73,7 @@ Directives (Redis's names and defaults unless noted):
                                   normal 0 0 0 (only the normal class has clients)
   slowlog-log-slower-than MICROS  10000 (negative: off, 0: every command)
   slowlog-max-len N               128
+  dbfilename NAME                 checkpoint (Strata: SAVE/BGSAVE write dir/NAME, a directory)
   shards N                        one per core (Strata; fixed when the database is created)
   hot-memory BYTES                256mb (Strata: the hot tier's budget)
   engine-write-buffer-size BYTES  64mb per shard (Strata engine options, fixed at start;
@@ -95,6 +97,7 @@ pub fn serve_main(args: &[String]) -> Result<(), ServerError> {
         cfg,
         StartOptions {
             handle_signals: true,
+            ..StartOptions::default()
         },
     )?;
     let addrs: Vec<String> = handle.local_addrs().iter().map(|a| a.to_string()).collect();

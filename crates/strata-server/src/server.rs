@@ -104,10 +104,12 @@ pub struct Shared {
     pub unix_path: Option<PathBuf>,
     pub clients: Registry,
     pub slowlog: SlowLog,
-    /// Unix seconds of the last successful save: the start (LASTSAVE).
-    pub last_save: AtomicU64,
     /// SCAN positions too long for a cursor (`cursor.rs`).
     pub scan_bounds: crate::cursor::ScanBounds,
+    /// SAVE and BGSAVE state; LASTSAVE reads `saves.last_save_unix()`.
+    pub saves: crate::save::Saves,
+    /// This value's own `Arc`, for work that outlives a command (BGSAVE's thread).
+    pub me: std::sync::Weak<Shared>,
     next_client_id: AtomicU64,
     shutdown: watch::Sender<bool>,
 }
@@ -161,10 +163,22 @@ impl Shared {
 }
 
 /// How [`start`] runs the server.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct StartOptions {
     /// Shut down on SIGINT and SIGTERM (the `strata serve` process; not in tests).
     pub handle_signals: bool,
+    /// The file system the database's files go through; `None`: the real one. Tests pass a
+    /// fault-injecting file system here (`strata_engine::io::FaultFs`) to fail syncs.
+    pub fs: Option<Arc<dyn strata_engine::io::Fs>>,
+}
+
+impl std::fmt::Debug for StartOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StartOptions")
+            .field("handle_signals", &self.handle_signals)
+            .field("fs", &self.fs.as_ref().map(|_| "custom"))
+            .finish()
+    }
 }
 
 /// A running server.
@@ -293,15 +307,16 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
         .iter()
         .filter_map(|l| l.local_addr().ok())
         .collect();
-    let db = strata::Db::open(
-        &config.dir,
-        strata::DbOptions {
-            shards: config.shards,
-            // Shards own slot ranges: a key's records share its slot, so they share a shard.
-            routing: Some(strata::Routing::Slot),
-            ..strata::DbOptions::with_engine(config.engine.options())
-        },
-    )?;
+    let mut db_opts = strata::DbOptions {
+        shards: config.shards,
+        // Shards own slot ranges: a key's records share its slot, so they share a shard.
+        routing: Some(strata::Routing::Slot),
+        ..strata::DbOptions::with_engine(config.engine.options())
+    };
+    if let Some(fs) = &opts.fs {
+        db_opts.engine.fs = fs.clone();
+    }
+    let db = strata::Db::open(&config.dir, db_opts)?;
     let shards = db.shard_count();
     let unix = match &config.unixsocket {
         Some(path) => Some(bind_unix(path, config.unixsocketperm)?),
@@ -309,8 +324,11 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
     };
     let unix_path = config.unixsocket.clone();
     let (stop, _) = watch::channel(false);
-    let shared = Arc::new(Shared {
-        store: Store::open(db, config.appendfsync == AppendFsync::Always)?,
+    let store = Store::open(db, config.appendfsync == AppendFsync::Always)?;
+    let shared = Arc::new_cyclic(|me| Shared {
+        store,
+        saves: crate::save::Saves::default(),
+        me: me.clone(),
         config: RwLock::new(config),
         stats: Stats::default(),
         started: Instant::now(),
@@ -319,7 +337,6 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
         unix_path: unix_path.clone(),
         clients: Registry::default(),
         slowlog: SlowLog::default(),
-        last_save: AtomicU64::new(unix_now()),
         scan_bounds: Default::default(),
         next_client_id: AtomicU64::new(0),
         shutdown: stop.clone(),
@@ -366,6 +383,7 @@ fn run(
     shared.request_shutdown();
     let _ = fsync.join();
     let _ = expire.join();
+    shared.saves.join();
     served?;
     // If a connection outlived the runtime's shutdown, the database is dropped with the
     // last reference instead (its workers stop; acknowledged writes are in the logs).
@@ -562,12 +580,6 @@ fn raw_fd<T: std::os::fd::AsRawFd>(s: &T) -> i64 {
 #[cfg(not(unix))]
 fn raw_fd<T>(_: &T) -> i64 {
     -1
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 #[cfg(unix)]

@@ -1,6 +1,6 @@
-//! Connections over TCP, in-process on an ephemeral port: pipelining, protocol errors and
-//! limits (the offending client closed, others unaffected), authentication, maxclients,
-//! idle timeout and SHUTDOWN.
+//! Connections over TCP, in-process on an ephemeral port: pipelining, authentication and
+//! its limits for unauthenticated clients, maxclients, idle timeout and SHUTDOWN. Protocol
+//! errors, hostile lengths and buffer limits: `abuse.rs`.
 
 mod common;
 
@@ -32,77 +32,6 @@ fn pipelining_a_thousand_commands_in_one_write() {
         assert_eq!(c.read(), int(i + 1));
     }
     assert_eq!(c.q(&["DBSIZE"]), int(1000));
-    s.shutdown().unwrap();
-}
-
-#[test]
-fn protocol_errors_close_only_that_connection() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = start(dir.path(), &[]);
-    let mut other = Client::connect(s.local_addr());
-    assert_eq!(other.q(&["SET", "k", "v"]), V::ok());
-    let cases: &[(&[u8], &str)] = &[
-        (b"*x\r\n", "ERR Protocol error: invalid multibulk length"),
-        (
-            b"*1048577\r\n",
-            "ERR Protocol error: invalid multibulk length",
-        ),
-        (b"*1\r\n$-1\r\n", "ERR Protocol error: invalid bulk length"),
-        (
-            b"*1\r\n$536870913\r\n",
-            "ERR Protocol error: invalid bulk length",
-        ),
-        (b"*1\r\nx3\r\n", "ERR Protocol error: expected '$', got 'x'"),
-        (
-            b"SET k \"v\r\n",
-            "ERR Protocol error: unbalanced quotes in request",
-        ),
-    ];
-    for (input, want) in cases {
-        let mut c = Client::connect(s.local_addr());
-        // Commands before the bad request are answered first.
-        c.send(b"PING\r\n");
-        c.send(input);
-        assert_eq!(c.read(), V::Simple("PONG".into()));
-        assert_eq!(c.read(), V::err(want), "{input:?}");
-        assert!(c.closed(), "{input:?} must close the connection");
-        assert_eq!(other.q(&["GET", "k"]), V::bulk("v"));
-    }
-    // One byte at a time is still one request.
-    let mut c = Client::connect(s.local_addr());
-    for b in encode(&[b"ECHO", b"split"]) {
-        c.send(&[b]);
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    assert_eq!(c.read(), V::bulk("split"));
-    // A long inline request without a newline.
-    let mut c = Client::connect(s.local_addr());
-    c.send(&vec![b'a'; 64 * 1024 + 1]);
-    assert_eq!(
-        c.read(),
-        V::err("ERR Protocol error: too big inline request")
-    );
-    assert!(c.closed());
-    assert_eq!(other.q(&["PING"]), V::Simple("PONG".into()));
-    s.shutdown().unwrap();
-}
-
-#[test]
-fn query_buffer_limit_closes_without_a_reply() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = start(dir.path(), &["--client-query-buffer-limit", "1mb"]);
-    let mut c = Client::connect(s.local_addr());
-    // A 2 MB argument is within proto-max-bulk-len but over the query buffer limit.
-    c.send(b"*2\r\n$4\r\nECHO\r\n$2097152\r\n");
-    let chunk = vec![b'x'; 64 * 1024];
-    for _ in 0..32 {
-        if c.try_send(&chunk).is_err() {
-            break;
-        }
-    }
-    assert!(c.closed());
-    let mut d = Client::connect(s.local_addr());
-    assert_eq!(d.q(&["PING"]), V::Simple("PONG".into()));
     s.shutdown().unwrap();
 }
 

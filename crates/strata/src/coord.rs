@@ -16,16 +16,33 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use strata_engine::{Error, Result};
 
-/// Whether the database can still serve requests. A worker failure (engine write error,
-/// panic, failed commit) is sticky: every later request fails until the database is reopened.
+/// Whether the database can still serve requests. Failures are sticky until the database is
+/// reopened, at two levels:
+///
+/// * **writes** ([`Health::fail_writes`]): an engine write failed (a log append or sync, a
+///   poisoned engine) or a commit record could not be made durable. Every later write fails;
+///   reads go on, since every shard still shows exactly the writes it applied and no
+///   cross-shard batch is half applied (a failed write is not applied; a batch whose commit
+///   failed has all of its parts applied);
+/// * **everything** ([`Health::fail`]): a worker panicked, or a cross-shard batch was
+///   aborted, which may leave some of its parts applied until recovery rolls them back:
+///   reads would see half a batch, so they fail too.
 #[derive(Default)]
 pub(crate) struct Health {
     failed: AtomicBool,
+    reads_failed: AtomicBool,
     error: Mutex<Option<Error>>,
 }
 
 impl Health {
+    /// Fails every later request, reads included.
     pub(crate) fn fail(&self, e: Error) {
+        self.fail_writes(e);
+        self.reads_failed.store(true, Ordering::Release);
+    }
+
+    /// Fails every later write; reads go on.
+    pub(crate) fn fail_writes(&self, e: Error) {
         let mut g = self.error.lock();
         if g.is_none() {
             *g = Some(match e {
@@ -36,6 +53,16 @@ impl Health {
         self.failed.store(true, Ordering::Release);
     }
 
+    /// Whether a read may run.
+    #[inline]
+    pub(crate) fn check_reads(&self) -> Result<()> {
+        if !self.reads_failed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.check()
+    }
+
+    /// Whether a write may run (any failure refuses it).
     #[inline]
     pub(crate) fn check(&self) -> Result<()> {
         if !self.failed.load(Ordering::Acquire) {
@@ -195,7 +222,7 @@ impl Part {
                 Err(e)
             }
             None => c.coord.txlog.commit(c.gsn).inspect_err(|e| {
-                c.coord.health.fail(e.clone());
+                c.coord.health.fail_writes(e.clone());
             }),
         };
         if let Some(reply) = c.reply.lock().take() {

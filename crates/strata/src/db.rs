@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use strata_engine::io::FileLock;
+use strata_engine::io::{FileLock, Fs};
 use strata_engine::{Error, Result};
 
 /// Entries returned by `range` and `scan`.
@@ -53,6 +53,8 @@ pub struct ShardedDb<E: Engine> {
     recovery: RecoveryReport,
     routing: Routing,
     direct_reads: bool,
+    /// The file system of the front's own files (`SHARDS`, `TXLOG`).
+    fs: Arc<dyn Fs>,
     _lock: Box<dyn FileLock>,
 }
 
@@ -177,6 +179,7 @@ impl<E: Engine> ShardedDb<E> {
             recovery,
             routing: meta.routing,
             direct_reads: opts.direct_reads,
+            fs,
             _lock: lock,
         })
     }
@@ -213,7 +216,9 @@ impl<E: Engine> ShardedDb<E> {
     }
 
     /// `Ok` while every worker is healthy; after a worker failure (write error, panic, failed
-    /// commit) the error that stopped the database: every request fails until it is reopened.
+    /// commit) the error that stopped the database: every write fails until it is reopened.
+    /// After a failed engine write or commit, reads go on; after a panic or an aborted
+    /// cross-shard batch they fail too (`coord.rs`, `Health`).
     pub fn health(&self) -> Result<()> {
         self.coord.health.check()
     }
@@ -252,7 +257,12 @@ impl<E: Engine> ShardedDb<E> {
         if in_worker() {
             return failed(req, from_worker());
         }
-        if let Err(e) = self.coord.health.check() {
+        let healthy = if req.needs_writes() {
+            self.coord.health.check()
+        } else {
+            self.coord.health.check_reads()
+        };
+        if let Err(e) = healthy {
             return failed(req, e);
         }
         match self.shards[shard].tx.as_ref() {
@@ -526,9 +536,10 @@ impl<E: Engine> ShardedDb<E> {
         let r = if txn.has_writes() {
             let (batch, sync) = txn.into_batch(Vec::new());
             let _epoch = self.coord.epoch.read();
+            // As a worker's failed write: later writes are refused, reads go on (§11.2).
             self.engines[shard].write(batch, sync).map_err(|e| {
                 let e = Error::Poisoned(format!("shard {shard} failed: {e}"));
-                self.coord.health.fail(e.clone());
+                self.coord.health.fail_writes(e.clone());
                 e
             })
         } else {
@@ -671,7 +682,7 @@ impl<E: Engine> ShardedDb<E> {
         if in_worker() {
             return Err(from_worker());
         }
-        self.coord.health.check()?;
+        self.coord.health.check_reads()?;
         let _barrier = self.coord.snapshot_barrier();
         let snaps = self.engines.iter().map(|e| e.snapshot()).collect();
         Ok(Snapshot { db: self, snaps })
@@ -701,6 +712,58 @@ impl<E: Engine> ShardedDb<E> {
     }
 
     // ---- maintenance ------------------------------------------------------------------
+
+    /// Writes a copy of the database as of one moment into the new directory `dest` (which
+    /// must not exist): a backup that opens as a sharded database of its own. It holds every
+    /// write acknowledged before the call, and each cross-shard batch entirely or not at all.
+    /// Writes wait while the shards capture their state (`docs/design.md` §12.5). On error
+    /// `dest` may hold a partial copy: remove it.
+    pub fn checkpoint(&self, dest: impl AsRef<Path>) -> Result<()> {
+        if in_worker() {
+            return Err(from_worker());
+        }
+        self.coord.health.check()?;
+        let dest = dest.as_ref();
+        if self.fs.exists(dest)? {
+            return Err(Error::InvalidArgument(format!(
+                "checkpoint directory {} already exists",
+                dest.display()
+            )));
+        }
+        let meta = ShardMeta::load(&*self.fs, &self.root)?.ok_or_else(|| {
+            Error::corruption(self.root.join(crate::meta::FILE), 0, "SHARDS file is gone")
+        })?;
+        self.fs.create_dir_all(dest)?;
+        meta.store(&*self.fs, dest)?;
+        let committed = {
+            // The cut of `snapshot`: no shard applies a write, no cross-shard batch is half
+            // applied; a batch whose parts are all in but whose commit record is not yet
+            // durable is rolled back when the checkpoint opens (its shards hold nothing
+            // written after its parts, rule 4 of §12.1).
+            let _barrier = self.coord.snapshot_barrier();
+            let committed = self.coord.txlog.committed();
+            std::thread::scope(|s| {
+                let jobs: Vec<_> = self
+                    .engines
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| s.spawn(move || e.checkpoint(&shard_dir(dest, i))))
+                    .collect();
+                jobs.into_iter().try_for_each(|j| {
+                    j.join().unwrap_or_else(|_| {
+                        Err(Error::Poisoned("shard checkpoint panicked".to_string()))
+                    })
+                })
+            })?;
+            committed
+        };
+        drop(TxLog::create(self.fs.clone(), dest, committed)?);
+        self.fs.sync_dir(dest)?;
+        if let Some(parent) = dest.parent().filter(|p| !p.as_os_str().is_empty()) {
+            self.fs.sync_dir(parent)?;
+        }
+        Ok(())
+    }
 
     /// Runs `f` on every shard's worker, in parallel, and waits for all.
     fn on_all_workers(&self, f: fn(&E) -> Result<()>) -> Result<()> {

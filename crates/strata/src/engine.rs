@@ -88,6 +88,10 @@ pub trait Engine: Send + Sync + Sized + 'static {
     fn wait_idle(&self) -> Result<()>;
     /// Human-readable statistics of the instance.
     fn stats(&self) -> String;
+    /// Writes a copy of the instance as of one moment into the new directory `dir`, which
+    /// then opens as an instance of its own. The sharded front calls it while no shard
+    /// applies a write (`docs/design.md` §12.5).
+    fn checkpoint(&self, dir: &Path) -> Result<()>;
     /// Makes the instance durable and releases it.
     fn close(self) -> Result<()>;
 }
@@ -224,6 +228,10 @@ impl Engine for StrataEngine {
 
     fn compact(&self) -> Result<()> {
         self.db.compact_range(None, None)
+    }
+
+    fn checkpoint(&self, dir: &Path) -> Result<()> {
+        self.db.checkpoint(dir)
     }
 
     fn wait_idle(&self) -> Result<()> {

@@ -105,6 +105,12 @@ impl<E: Engine> Request<E> {
         )
     }
 
+    /// Whether the request is refused once writes fail (`Health`): plain writes and
+    /// cross-shard parts. An execution may only read; `exec_group` refuses its writes.
+    pub(crate) fn needs_writes(&self) -> bool {
+        matches!(self, Request::Write { .. } | Request::Part(_))
+    }
+
     /// Answers the request with `e` without running it.
     pub(crate) fn fail(self, e: Error) {
         match self {

@@ -334,6 +334,13 @@ impl Engine for RocksEngine {
         Ok(())
     }
 
+    fn checkpoint(&self, dir: &Path) -> Result<()> {
+        // RocksDB's own checkpoint: links the SST files, copies the rest, flushes first.
+        rocksdb::checkpoint::Checkpoint::new(&*self.db)
+            .and_then(|c| c.create_checkpoint(dir))
+            .map_err(rocks_err)
+    }
+
     fn stats(&self) -> String {
         self.db
             .property_value("rocksdb.stats")

@@ -111,12 +111,17 @@ impl<E: Engine> Worker<E> {
 
     fn fail(&self, e: &Error) -> Error {
         let e = Error::Poisoned(format!("shard {} failed: {e}", self.id));
-        self.coord.health.fail(e.clone());
+        self.coord.health.fail_writes(e.clone());
         e
     }
 
     fn handle(&mut self, first: Request<E>) {
-        if let Err(e) = self.coord.health.check() {
+        let healthy = if first.needs_writes() {
+            self.coord.health.check()
+        } else {
+            self.coord.health.check_reads()
+        };
+        if let Err(e) = healthy {
             if first.is_write() {
                 self.pending_writes.fetch_sub(1, Ordering::Release);
             }
@@ -195,7 +200,9 @@ impl<E: Engine> Worker<E> {
             if let Request::Exec(x) = req {
                 group.push(x);
             }
-            if group.len() < self.max_batch {
+            // Once writes fail, each execution runs alone: a reading one must not share a
+            // group (and its outcome) with a writing one that is refused.
+            if group.len() < self.max_batch && self.coord.health.check().is_ok() {
                 next = self.next_of(Class::Exec);
             }
         }
@@ -216,16 +223,18 @@ impl<E: Engine> Worker<E> {
                 done.push(Reply::callback(cb));
             }
         }
-        let r = if txn.has_writes() {
+        let r = if !txn.has_writes() {
+            Ok(())
+        } else if let Err(e) = self.coord.health.check() {
+            // Writes failed earlier: this group's writes are not applied.
+            Err(e)
+        } else {
             let (batch, sync) = txn.into_batch(std::mem::take(&mut self.gc));
             let _epoch = self.coord.epoch.read();
-            self.engine.write(batch, sync)
-        } else {
-            Ok(())
+            self.engine.write(batch, sync).map_err(|e| self.fail(&e))
         };
         self.pending_writes.fetch_sub(count, Ordering::Release);
         self.stats.record_write(count);
-        let r = r.map_err(|e| self.fail(&e));
         for reply in done {
             reply.send(r.clone());
         }

@@ -56,3 +56,25 @@ fn sharded_rocksdb_basics() {
     let err = strata::Db::open(dir.path(), strata::DbOptions::default()).err();
     assert!(err.is_some());
 }
+
+#[test]
+fn sharded_rocksdb_checkpoint_opens_as_a_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || Options {
+        shards: Some(3),
+        ..Options::with_engine(RocksConfig::default())
+    };
+    let db = ShardedDb::<RocksEngine>::open(dir.path().join("db"), opts()).unwrap();
+    let mut b = WriteBatch::new();
+    for i in 0..50u32 {
+        b.put(format!("{i:05}").as_bytes(), b"v");
+    }
+    db.write(b).unwrap();
+    db.checkpoint(dir.path().join("cp")).unwrap();
+    db.put(b"00000", b"after").unwrap();
+    drop(db);
+    let cp = ShardedDb::<RocksEngine>::open(dir.path().join("cp"), opts()).unwrap();
+    assert_eq!(cp.get(b"00000").unwrap(), Some(b"v".to_vec()));
+    assert_eq!(cp.range(b"", None).unwrap().len(), 50);
+    cp.close().unwrap();
+}

@@ -117,6 +117,12 @@ pub trait Fs: Send + Sync + 'static {
     /// Makes every byte of the existing file at `path` durable (fdatasync), whoever wrote it:
     /// recovery uses it on value-log files written before a crash of the process.
     fn sync_file(&self, path: &Path) -> Result<()>;
+    /// Makes `to` a second name of the file `from` (a hard link; durable only after
+    /// `sync_dir` of `to`'s parent). Default: `NotSupported`, and callers copy instead.
+    fn hard_link(&self, from: &Path, to: &Path) -> Result<()> {
+        let _ = (from, to);
+        Err(crate::error::Error::NotSupported("hard links".into()))
+    }
     /// Size of the file at `path`.
     fn file_size(&self, path: &Path) -> Result<u64>;
     /// Takes an exclusive lock on `path` (created if missing); `Error::Locked` if held.

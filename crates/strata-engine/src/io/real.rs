@@ -326,6 +326,10 @@ impl Fs for RealFs {
             .map_err(|e| Error::io("sync", path, e))
     }
 
+    fn hard_link(&self, from: &Path, to: &Path) -> Result<()> {
+        std::fs::hard_link(from, to).map_err(|e| Error::io("hard_link", to, e))
+    }
+
     fn file_size(&self, path: &Path) -> Result<u64> {
         std::fs::metadata(path)
             .map(|m| m.len())

@@ -5,7 +5,6 @@ use super::flag::*;
 use super::{reply_help, Args, CmdError, CmdResult, Ctx, Spec};
 use crate::protocol::parse::parse_i64;
 use crate::store::Meta;
-use std::sync::atomic::Ordering;
 
 macro_rules! admin_cmd {
     ($name:literal, $arity:expr, $flags:expr, $keys:expr, $group:literal, $since:literal,
@@ -438,8 +437,7 @@ fn object_help(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
 }
 
 fn lastsave(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
-    ctx.reply
-        .int(ctx.shared.last_save.load(Ordering::Relaxed) as i64);
+    ctx.reply.int(ctx.shared.saves.last_save_unix() as i64);
     Ok(())
 }
 

@@ -10,6 +10,7 @@ mod bits;
 mod client;
 mod connection;
 mod keyspace;
+mod save;
 mod server;
 mod strings;
 
@@ -38,6 +39,7 @@ pub mod flag {
     pub const ALLOW_BUSY: u32 = 1 << 10;
     pub const NO_MULTI: u32 = 1 << 11;
     pub const BLOCKING: u32 = 1 << 12;
+    pub const NO_ASYNC_LOADING: u32 = 1 << 13;
 
     /// Names in COMMAND INFO order.
     pub const NAMES: &[(u32, &str)] = &[
@@ -52,6 +54,7 @@ pub mod flag {
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
         (SENTINEL, "sentinel"),
+        (NO_ASYNC_LOADING, "no_async_loading"),
         (NO_MULTI, "no_multi"),
         (ALLOW_BUSY, "allow_busy"),
     ];
@@ -160,6 +163,7 @@ pub fn all_commands() -> &'static [&'static Spec] {
             strings::COMMANDS,
             bits::COMMANDS,
             keyspace::COMMANDS,
+            save::COMMANDS,
         ] {
             v.extend(family.iter());
         }
@@ -263,6 +267,13 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
         .store(argv.iter().map(|a| a.len()).sum(), Ordering::Relaxed);
     // Kept for the slow log; cheap (reference-counted arguments).
     let logged = (!name.eq("auth") && !name.eq("hello")).then(|| argv.clone());
+    // Redis's processCommand: no writes (nor PING) while the log cannot be written.
+    let refuses_when_misconf = spec.flags & flag::WRITE != 0 || spec.name == "ping";
+    if refuses_when_misconf {
+        if let Some(m) = misconf(ctx.shared) {
+            return ctx.reply.error(&m);
+        }
+    }
     let mut args = Args::new(argv, skip);
     let started = Instant::now();
     let result = (spec.handler)(ctx, &mut args);
@@ -270,6 +281,10 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
     if let Err(e) = result {
         match e {
             CmdError::Reply(m) => ctx.reply.error_bytes(&m),
+            // The write that found the log failing gets the same answer as the ones after it.
+            CmdError::Store(_) if refuses_when_misconf && misconf(ctx.shared).is_some() => {
+                ctx.reply.error(&misconf(ctx.shared).unwrap_or_default())
+            }
             CmdError::Store(_) => ctx.reply.error(&e.message()),
         }
     }
@@ -298,6 +313,36 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
     }
 }
 
+/// Redis's `-MISCONF` error for a database whose log failed (a failed append or sync, in a
+/// write or in the background sync of `appendfsync everysec`): writes are refused until
+/// restart, reads go on (`strata::Db::health`). `None` while the database is healthy.
+pub fn misconf(shared: &Shared) -> Option<String> {
+    let e = shared.store.db().health().err()?;
+    Some(format!(
+        "MISCONF Errors writing to the AOF file: {}",
+        strerror_of(&e.to_string())
+    ))
+}
+
+/// The operating system's text for the error at the end of `msg` (`strerror`, as Redis
+/// prints it: "Input/output error"), or `msg` itself if it names no OS error.
+fn strerror_of(msg: &str) -> String {
+    let code = msg
+        .rsplit_once("(os error ")
+        .and_then(|(_, rest)| rest.split(')').next())
+        .and_then(|n| n.parse::<i32>().ok());
+    match code {
+        Some(n) => {
+            let text = std::io::Error::from_raw_os_error(n).to_string();
+            match text.rsplit_once(" (os error ") {
+                Some((t, _)) => t.to_string(),
+                None => text,
+            }
+        }
+        None => msg.to_string(),
+    }
+}
+
 /// `HELP` subcommand replies: lines as status replies, as Redis's `addReplyHelp`.
 pub fn reply_help(ctx: &mut Ctx<'_>, container: &str, lines: &[&str]) {
     ctx.reply.array(lines.len() + 3);
@@ -314,6 +359,19 @@ pub fn reply_help(ctx: &mut Ctx<'_>, container: &str, lines: &[&str]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn misconf_cause_is_the_os_text() {
+        assert_eq!(
+            strerror_of("shard 1 failed: I/O error in sync of /d/000004.log: Input/output error (os error 5)"),
+            "Input/output error"
+        );
+        assert_eq!(
+            strerror_of("no space (os error 28)"),
+            "No space left on device"
+        );
+        assert_eq!(strerror_of("log failed"), "log failed");
+    }
 
     #[test]
     fn table_is_consistent() {

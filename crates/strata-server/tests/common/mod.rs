@@ -182,3 +182,41 @@ impl Client {
         }
     }
 }
+
+/// Starts the `strata-server` program (the same as `strata serve`) over `dir` on an
+/// ephemeral port, with `extra` directives as flags; returns the process and the address it
+/// printed in its start-up banner.
+pub fn spawn_binary(dir: &Path, extra: &[&str]) -> (std::process::Child, SocketAddr) {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata-server"))
+        .args(["--port", "0"])
+        .arg("--dir")
+        .arg(dir)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn strata-server");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("banner");
+    let addr = line
+        .split("listening on ")
+        .nth(1)
+        .and_then(|r| r.split([',', ' ']).next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in the banner {line:?}"));
+    (child, addr)
+}
+
+/// Resident memory of process `pid` in bytes (`VmRSS` of `/proc/<pid>/status`).
+pub fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmRSS")
+        * 1024
+}

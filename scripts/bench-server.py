@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""The server benchmark (docs/benchmarks.md, "Redis-compatible server"): redis-benchmark
+against redis-server with AOF (appendfsync everysec), redis-server in memory (the ceiling) and
+`strata serve` (appendfsync everysec), one server at a time, alternating, several rounds;
+prints medians, ratios to Redis-with-AOF, and server CPU microseconds per request.
+
+    python3 scripts/bench-server.py [--rounds 3] [--n 200000] [--mset-n 20000] \
+        [--strata target/release/strata] [--json out.json]
+
+Each server starts on an empty directory for each (round, pipeline depth), so every run
+loads the same data. CPU per request is the server process's user+system time over the run
+(from /proc/<pid>/stat) divided by the requests.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+
+TESTS = ["set", "get", "incr"]
+PORT = 16510
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        rest = f.read().rsplit(")", 1)[1].split()
+    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_port(port, timeout=30):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def start(kind, strata, tmp):
+    if kind == "strata":
+        argv = [strata, "serve", "--port", str(PORT), "--dir", tmp, "--appendfsync", "everysec"]
+    else:
+        argv = ["redis-server", "--port", str(PORT), "--dir", tmp, "--save", ""]
+        if kind == "redis-aof":
+            argv += ["--appendonly", "yes", "--appendfsync", "everysec"]
+        else:
+            argv += ["--appendonly", "no"]
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(PORT)
+    return p
+
+
+def stop(p):
+    try:
+        subprocess.run(["redis-cli", "-p", str(PORT), "shutdown", "nosave"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def bench(tests, n, pipeline):
+    out = subprocess.run(
+        ["redis-benchmark", "-p", str(PORT), "-t", ",".join(tests), "-n", str(n),
+         "-r", "1000000", "-d", "128", "-c", "50", "-P", str(pipeline), "--csv"],
+        capture_output=True, text=True, check=True).stdout
+    res = {}
+    for line in out.splitlines():
+        cells = [c.strip('"') for c in line.split(",")]
+        if len(cells) >= 2 and cells[0] != "test":
+            name = re.sub(r" \(.*\)", "", cells[0]).lower()
+            res[name] = {"rps": float(cells[1]),
+                         "p50_ms": float(cells[5]) if len(cells) > 5 else None}
+    return res
+
+
+def run_one(kind, strata, pipeline, n, mset_n):
+    tmp = tempfile.mkdtemp(prefix=f"bench-{kind}-")
+    p = start(kind, strata, tmp)
+    try:
+        c0 = cpu_seconds(p.pid)
+        res = bench(TESTS, n, pipeline)
+        c1 = cpu_seconds(p.pid)
+        for t in TESTS:
+            res[t]["cpu_us_per_req"] = None
+        # CPU over the three single-key tests, per request.
+        cpu = (c1 - c0) / (n * len(TESTS)) * 1e6
+        for t in TESTS:
+            res[t]["cpu_us_per_req"] = cpu
+        c0 = cpu_seconds(p.pid)
+        m = bench(["mset"], mset_n, pipeline)
+        c1 = cpu_seconds(p.pid)
+        for k, v in m.items():
+            v["cpu_us_per_req"] = (c1 - c0) / mset_n * 1e6
+            res[k] = v
+        return res
+    finally:
+        stop(p)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--n", type=int, default=200000)
+    ap.add_argument("--mset-n", type=int, default=20000)
+    ap.add_argument("--strata", default="target/release/strata")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    kinds = ["redis-aof", "strata", "redis-mem"]
+    runs = {}  # (kind, P) -> [results]
+    for r in range(a.rounds):
+        for pipeline in (1, 16):
+            order = kinds if r % 2 == 0 else list(reversed(kinds))
+            for kind in order:
+                res = run_one(kind, a.strata, pipeline, a.n, a.mset_n)
+                runs.setdefault(f"{kind} P{pipeline}", []).append(res)
+                print(f"round {r + 1} P{pipeline} {kind}: " + ", ".join(
+                    f"{t} {v['rps']:.0f}/s" for t, v in res.items()), flush=True)
+    print()
+    print("| test | Redis + AOF | Strata | ratio | Redis in memory | CPU µs/req Redis+AOF | CPU µs/req Strata |")
+    print("|---|---|---|---|---|---|---|")
+    summary = {}
+    for pipeline in (1, 16):
+        for t in TESTS + ["mset"]:
+            med = {}
+            for kind in kinds:
+                rs = runs[f"{kind} P{pipeline}"]
+                med[kind] = (statistics.median(x[t]["rps"] for x in rs),
+                             statistics.median(x[t]["cpu_us_per_req"] for x in rs))
+            ratio = med["strata"][0] / med["redis-aof"][0]
+            summary[f"{t} P{pipeline}"] = {k: {"rps": v[0], "cpu_us": v[1]} for k, v in med.items()}
+            summary[f"{t} P{pipeline}"]["ratio"] = ratio
+            print(f"| {t.upper()}, P{pipeline} | {med['redis-aof'][0]:,.0f}/s | {med['strata'][0]:,.0f}/s "
+                  f"| {ratio:.2f}x | {med['redis-mem'][0]:,.0f}/s | {med['redis-aof'][1]:.1f} | {med['strata'][1]:.1f} |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"runs": runs, "summary": summary}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
