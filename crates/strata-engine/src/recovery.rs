@@ -68,7 +68,7 @@ impl Replay<'_> {
             self.edit.new_files.push((0, m));
             self.edit.vlog_live_added.extend(self.mem.vlog_refs());
         }
-        self.mem = Arc::new(MemTable::new(0));
+        self.mem = Arc::new(MemTable::new(0, self.opts.write_buffer_bytes));
         Ok(())
     }
 }
@@ -105,7 +105,7 @@ pub(crate) fn recover(
         tables,
         table_opts,
         edit: VersionEdit::default(),
-        mem: Arc::new(MemTable::new(0)),
+        mem: Arc::new(MemTable::new(0, opts.write_buffer_bytes)),
         max_seq: versions.last_sequence,
     };
     for &number in &wals {
@@ -168,6 +168,7 @@ pub(crate) fn recover(
         mem: Arc::new(MemTable::with_vlog_start(
             number,
             separation.then_some((number, format::FILE_HEADER_LEN as u64)),
+            opts.write_buffer_bytes,
         )),
         wal,
         vlog_head,

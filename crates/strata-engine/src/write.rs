@@ -408,7 +408,11 @@ impl DbInner {
                 let wal_number = st.mem.wal_number();
                 let old = std::mem::replace(
                     &mut st.mem,
-                    Arc::new(MemTable::with_vlog_start(wal_number, Some(start))),
+                    Arc::new(MemTable::with_vlog_start(
+                        wal_number,
+                        Some(start),
+                        self.opts.write_buffer_bytes,
+                    )),
                 );
                 st.imms.push(old);
                 st.mem_vlog_start = self.vlog.shared.appended.load(Ordering::Relaxed);
@@ -436,7 +440,10 @@ impl DbInner {
                 self.set_bg_error(&e);
                 return Err(e);
             }
-            let old = std::mem::replace(&mut st.mem, Arc::new(MemTable::new(number)));
+            let old = std::mem::replace(
+                &mut st.mem,
+                Arc::new(MemTable::new(number, self.opts.write_buffer_bytes)),
+            );
             st.imms.push(old);
             self.install_super_version(&mut st);
             self.bg_cv.notify_all();
