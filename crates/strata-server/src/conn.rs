@@ -27,7 +27,7 @@ use crate::protocol::parse::{Limits, Parser};
 use crate::protocol::reply::{Proto, ReplyBuf};
 use crate::server::Shared;
 use crate::store::with_txn;
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -251,8 +251,10 @@ async fn drain(queued: &mut Queued, reply: &mut ReplyBuf) {
     }
 }
 
-/// Runs every complete request in `buf`: commands of one shard are queued to its worker
-/// (`exec.rs`), the others run here once the queued ones have answered.
+/// Runs every complete request in `buf`: a run of consecutive commands of one shard runs in
+/// place on an idle shard (one engine write for the whole run), other shard commands are
+/// queued to their worker (`exec.rs`), and the rest run here once the queued ones have
+/// answered.
 async fn run_buffered(
     shared: &Arc<Shared>,
     conn: &mut ConnState,
@@ -261,6 +263,8 @@ async fn run_buffered(
     reply: &mut ReplyBuf,
     queued: &mut Queued,
 ) -> Step {
+    // A request parsed while gathering a run that belongs to the next step.
+    let mut carried: Option<Vec<Bytes>> = None;
     loop {
         if queued.len() >= MAX_QUEUED {
             drain(queued, reply).await;
@@ -268,113 +272,208 @@ async fn run_buffered(
         if conn.info.is_killed() {
             return Step::Close; // CLIENT KILL from another client, mid-pipeline
         }
-        if reply.len() >= REPLY_FLUSH_BYTES {
+        if carried.is_none() && reply.len() >= REPLY_FLUSH_BYTES {
             return Step::Flush;
         }
-        let limits = {
-            let c = shared.config.read();
-            Limits {
-                max_bulk_bytes: c.proto_max_bulk_len,
-                authenticated: conn.authenticated || c.requirepass.is_none(),
-            }
+        let argv = match carried.take() {
+            Some(a) => a,
+            None => match parser.next(buf, limits(shared, conn)) {
+                Ok(Some(a)) => a,
+                Ok(None) => {
+                    drain(queued, reply).await;
+                    conn.info.obl.store(reply.len(), Ordering::Relaxed);
+                    return Step::NeedInput;
+                }
+                Err(e) => {
+                    drain(queued, reply).await;
+                    reply.error(&format!("ERR {}", e.0));
+                    return Step::Close;
+                }
+            },
         };
-        match parser.next(buf, limits) {
-            Ok(Some(argv)) => {
-                // CLIENT REPLY: a command's reply is dropped while replies are off or
-                // skipped (Redis's CLIENT_REPLY_OFF / CLIENT_REPLY_SKIP).
-                let skip = std::mem::take(&mut conn.skip_next);
-                match exec::route(shared, conn, &argv) {
-                    Route::Shard {
-                        shard,
-                        write,
-                        reads,
-                    } => {
-                        let guard = if write {
-                            let store = &shared.store;
-                            let keys = exec::command_keys(
-                                crate::cmd::lookup_argv(&argv).map_or((0, 0, 0), |s| s.keys),
-                                &argv,
-                            );
-                            match store.try_lock_owned(conn.db, &keys) {
-                                Some(g) => Some(g),
-                                None => {
-                                    // A command in flight holds a stripe; it may be ours.
-                                    drain(queued, reply).await;
-                                    Some(tokio::task::block_in_place(|| {
-                                        store.lock_owned_blocking(conn.db, &keys)
-                                    }))
+        // CLIENT REPLY: a command's reply is dropped while replies are off or skipped
+        // (Redis's CLIENT_REPLY_OFF / CLIENT_REPLY_SKIP).
+        let skip = std::mem::take(&mut conn.skip_next);
+        match exec::route(shared, conn, &argv) {
+            Route::Shard { shard, write, .. } => {
+                let dropped = skip || conn.reply_off;
+                let mut argv = Some(argv);
+                if queued.is_empty() && !shared.store.sync_writes() && !dropped {
+                    // Nothing of this connection is in flight: gather the run of pipelined
+                    // commands of the same shard behind this one, and run it right here if
+                    // the shard is idle (no hand-off, no channel, one engine write).
+                    let mut run = vec![(argv.take().unwrap_or_default(), write)];
+                    let mut protocol_error = None;
+                    while run.len() < MAX_RUN {
+                        match parser.next(buf, limits(shared, conn)) {
+                            Ok(Some(a)) => match exec::route(shared, conn, &a) {
+                                Route::Shard {
+                                    shard: s, write: w, ..
+                                } if s == shard => run.push((a, w)),
+                                _ => {
+                                    carried = Some(a);
+                                    break;
                                 }
-                            }
-                        } else {
-                            None
-                        };
-                        // Nothing of this connection is in flight and the shard is idle: run
-                        // it right here, replying straight into the buffer (no hand-off, no
-                        // channel). Synced writes queue, so that one sync covers a group.
-                        let mut argv = Some(argv);
-                        if queued.is_empty() && !shared.store.sync_writes() {
-                            let before = reply.len();
-                            let ran = shared.store.db().try_exec_here(shard, |txn| {
-                                with_txn(txn, || {
-                                    let mut ctx = Ctx {
-                                        shared,
-                                        conn: &mut *conn,
-                                        reply: &mut *reply,
-                                    };
-                                    if let Some(argv) = argv.take() {
-                                        dispatch(&mut ctx, argv);
-                                    }
-                                })
-                            });
-                            if let Some(((), written)) = ran {
-                                drop(guard);
-                                if let Err(e) = written {
-                                    reply.truncate(before);
-                                    reply.raw(&exec::failed_reply(shared, reply.proto, &e));
-                                }
-                                if skip || conn.reply_off {
-                                    reply.truncate(before);
-                                }
-                                conn.info.obl.store(reply.len(), Ordering::Relaxed);
-                                continue;
+                            },
+                            Ok(None) => break,
+                            Err(e) => {
+                                protocol_error = Some(e);
+                                break;
                             }
                         }
-                        let Some(argv) = argv else { continue };
-                        let proto = reply.proto;
-                        let rx = exec::submit(shared, conn, proto, argv, shard, reads, guard);
-                        queued.push_back((rx, skip || conn.reply_off));
                     }
-                    Route::Inline => {
+                    let run = run_in_place(shared, conn, reply, shard, run);
+                    if let Some(e) = protocol_error {
+                        // Run what the shard did not take (queued), then the error.
+                        for (a, w) in run {
+                            queue_one(shared, conn, reply, queued, a, w, false).await;
+                        }
                         drain(queued, reply).await;
-                        let before = reply.len();
-                        tokio::task::block_in_place(|| {
-                            let mut ctx = Ctx {
-                                shared,
-                                conn: &mut *conn,
-                                reply: &mut *reply,
-                            };
-                            dispatch(&mut ctx, argv);
-                        });
-                        if skip || conn.reply_off {
-                            reply.truncate(before);
-                        }
-                        conn.info.obl.store(reply.len(), Ordering::Relaxed);
-                        if conn.close_after_reply {
-                            return Step::Close;
-                        }
+                        reply.error(&format!("ERR {}", e.0));
+                        return Step::Close;
                     }
+                    if run.is_empty() {
+                        conn.info.obl.store(reply.len(), Ordering::Relaxed);
+                        continue;
+                    }
+                    // The shard was busy: queue them, in order.
+                    for (a, w) in run {
+                        queue_one(shared, conn, reply, queued, a, w, false).await;
+                    }
+                    continue;
+                }
+                if let Some(a) = argv {
+                    queue_one(shared, conn, reply, queued, a, write, dropped).await;
                 }
             }
-            Ok(None) => {
+            Route::Inline => {
                 drain(queued, reply).await;
+                let before = reply.len();
+                tokio::task::block_in_place(|| {
+                    let mut ctx = Ctx {
+                        shared,
+                        conn: &mut *conn,
+                        reply: &mut *reply,
+                    };
+                    dispatch(&mut ctx, argv);
+                });
+                if skip || conn.reply_off {
+                    reply.truncate(before);
+                }
                 conn.info.obl.store(reply.len(), Ordering::Relaxed);
-                return Step::NeedInput;
-            }
-            Err(e) => {
-                drain(queued, reply).await;
-                reply.error(&format!("ERR {}", e.0));
-                return Step::Close;
+                if conn.close_after_reply {
+                    return Step::Close;
+                }
             }
         }
     }
+}
+
+/// Longest run of pipelined commands of one shard run in place with one engine write.
+const MAX_RUN: usize = 64;
+
+/// The parser's limits for this client now.
+fn limits(shared: &Shared, conn: &ConnState) -> Limits {
+    let c = shared.config.read();
+    Limits {
+        max_bulk_bytes: c.proto_max_bulk_len,
+        authenticated: conn.authenticated || c.requirepass.is_none(),
+    }
+}
+
+/// Runs `run` (commands of `shard`, `true` for those that write) on this thread if the
+/// shard is idle and their keys' stripes are free, replying into `reply`; their writes are
+/// one engine write, and if it fails every reply of the run becomes the failure. Returns the
+/// commands it did not run (all of them, or none).
+fn run_in_place(
+    shared: &Shared,
+    conn: &mut ConnState,
+    reply: &mut ReplyBuf,
+    shard: usize,
+    run: Vec<(Vec<Bytes>, bool)>,
+) -> Vec<(Vec<Bytes>, bool)> {
+    let store = &shared.store;
+    let mut keys: Vec<&[u8]> = Vec::new();
+    for (a, w) in &run {
+        if *w {
+            let spec = crate::cmd::lookup_argv(a).map_or((0, 0, 0), |s| s.keys);
+            keys.extend(exec::command_keys(spec, a));
+        }
+    }
+    let Some(guard) = store.try_lock_owned(conn.db, &keys) else {
+        return run;
+    };
+    drop(keys);
+    let before = reply.len();
+    let count = run.len();
+    let mut run = Some(run);
+    let ran = store.db().try_exec_here(shard, |txn| {
+        with_txn(txn, || {
+            for (a, _) in run.take().unwrap_or_default() {
+                let mut ctx = Ctx {
+                    shared,
+                    conn: &mut *conn,
+                    reply: &mut *reply,
+                };
+                dispatch(&mut ctx, a);
+            }
+        })
+    });
+    drop(guard);
+    match ran {
+        Some(((), Ok(()))) => Vec::new(),
+        Some(((), Err(e))) => {
+            reply.truncate(before);
+            let failed = exec::failed_reply(shared, reply.proto, &e);
+            for _ in 0..count {
+                reply.raw(&failed);
+            }
+            Vec::new()
+        }
+        None => run.unwrap_or_default(),
+    }
+}
+
+/// Queues one shard command to its worker (taking its keys' stripes if it writes).
+async fn queue_one(
+    shared: &Arc<Shared>,
+    conn: &mut ConnState,
+    reply: &mut ReplyBuf,
+    queued: &mut Queued,
+    argv: Vec<Bytes>,
+    write: bool,
+    dropped: bool,
+) {
+    let Route::Shard { shard, reads, .. } = exec::route(shared, conn, &argv) else {
+        // Unreachable in practice (the route was just computed); run it the safe way.
+        drain(queued, reply).await;
+        let mut ctx = Ctx {
+            shared,
+            conn: &mut *conn,
+            reply: &mut *reply,
+        };
+        return tokio::task::block_in_place(|| dispatch(&mut ctx, argv));
+    };
+    let guard = if write {
+        let store = &shared.store;
+        let keys = exec::command_keys(
+            crate::cmd::lookup_argv(&argv).map_or((0, 0, 0), |s| s.keys),
+            &argv,
+        );
+        match store.try_lock_owned(conn.db, &keys) {
+            Some(g) => Some(g),
+            None => {
+                // A command in flight holds a stripe; it may be ours.
+                drain(queued, reply).await;
+                Some(tokio::task::block_in_place(|| {
+                    store.lock_owned_blocking(conn.db, &keys)
+                }))
+            }
+        }
+    } else {
+        None
+    };
+    let proto = reply.proto;
+    let rx = exec::submit(shared, conn, proto, argv, shard, reads, guard);
+    queued.push_back((rx, dropped));
 }

@@ -123,3 +123,38 @@ fn cross_shard_msetnx_and_single_shard_setnx_exclude_each_other() {
     }
     s.shutdown().unwrap();
 }
+
+#[test]
+fn a_pipelined_run_of_one_shard_answers_in_order() {
+    // Keys with one hash tag share a slot, so a whole pipeline runs on one shard: in place
+    // as one run (one engine write) when the shard is idle, queued otherwise.
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut c = Client::connect(s.local_addr());
+    let mut batch = Vec::new();
+    for i in 0..500 {
+        batch.extend(encode(&[b"INCR", b"{t}n"]));
+        batch.extend(encode(&[b"APPEND", b"{t}log", b"x"]));
+        batch.extend(encode(&[b"MGET", b"{t}n", b"{t}log"]));
+        if i % 50 == 0 {
+            // An inline command in the middle ends a run; what follows starts another.
+            batch.extend(encode(&[b"DBSIZE"]));
+        }
+    }
+    c.send(&batch);
+    for i in 0..500i64 {
+        assert_eq!(c.read(), V::Int(i + 1), "INCR {i}");
+        assert_eq!(c.read(), V::Int(i + 1), "APPEND {i}");
+        match c.read() {
+            V::Array(v) => {
+                assert_eq!(v[0], V::bulk(&(i + 1).to_string()), "MGET {i}");
+                assert_eq!(v[1], V::Bulk(vec![b'x'; i as usize + 1]), "MGET {i}");
+            }
+            v => panic!("MGET replied {v:?}"),
+        }
+        if i % 50 == 0 {
+            assert_eq!(c.read(), V::Int(2), "DBSIZE {i}");
+        }
+    }
+    s.shutdown().unwrap();
+}
