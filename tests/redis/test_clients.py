@@ -336,6 +336,61 @@ def test_redis_cli_pipe(strata_server, tmp_path):
         c.close()
 
 
+def test_redis_cli_interactive(strata_server):
+    """redis-cli in its interactive mode, on a pseudo-terminal as a person would use it: it
+    connects, prints replies in its own formats, and answers `help` from COMMAND DOCS."""
+    if shutil.which("redis-cli") is None:
+        pytest.skip("redis-cli not found (apt-get install redis-tools)")
+    import pty
+    import select
+
+    pid, fd = pty.fork()
+    if pid == 0:
+        # A dumb terminal: line editing without cursor-position queries to answer.
+        os.environ["TERM"] = "dumb"
+        os.execvp("redis-cli", ["redis-cli", "-h", "127.0.0.1", "-p", str(strata_server.port)])
+    out = b""
+
+    def read_until(marker, timeout=20):
+        nonlocal out
+        end = time.time() + timeout
+        while marker not in out and time.time() < end:
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if ready:
+                try:
+                    out += os.read(fd, 65536)
+                except OSError:
+                    break
+        return marker in out
+
+    try:
+        prompt = b"127.0.0.1:%d>" % strata_server.port
+        assert read_until(prompt), out
+        for line, want in [
+            (b"set cli:k hello", b"OK"),
+            (b"get cli:k", b'"hello"'),
+            (b"incrby cli:n 41", b"(integer) 41"),
+            (b"incr cli:n", b"(integer) 42"),
+            (b"mget cli:k cli:none", b"2) (nil)"),
+            (b"select 99", b"(error) ERR DB index is out of range"),
+            (b"nosuchcommand", b"(error) ERR unknown command 'nosuchcommand'"),
+            # redis-cli's help comes from the server's COMMAND DOCS.
+            (b"help get", b"since: 1.0.0"),
+        ]:
+            out = b""
+            os.write(fd, line + b"\r")
+            assert read_until(want), (line, out)
+            assert read_until(prompt), (line, out)
+        os.write(fd, b"quit\r")
+    finally:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
+        os.close(fd)
+
+
 def test_redis_benchmark(strata_server):
     if shutil.which("redis-benchmark") is None:
         pytest.skip("redis-benchmark not found (apt-get install redis-tools)")
