@@ -148,10 +148,17 @@ pub fn submit(
             };
             dispatch(&mut ctx, argv);
         });
+        // The group writes (and, under `appendfsync always`, syncs) if anything in it wrote.
+        let synced = txn.has_writes() && run_shared.store.sync_writes();
         Some(Box::new(move |written: strata::Result<()>| {
             drop(guard);
             let out = match written {
-                Ok(()) => reply.take(),
+                Ok(()) => {
+                    if synced {
+                        run_shared.store.note_sync();
+                    }
+                    reply.take()
+                }
                 Err(e) => failed_reply(&run_shared, proto, &e),
             };
             let _ = tx.send(out);

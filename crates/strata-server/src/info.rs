@@ -169,6 +169,12 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
             }
             kv("aof_enabled", "1".to_string());
             kv("aof_rewrite_in_progress", "0".to_string());
+            // Strata's: the durability policy and when the logs were last synced.
+            kv("appendfsync", cfg.appendfsync.name().to_string());
+            kv(
+                "aof_last_sync_time",
+                (shared.store.last_sync_ms() / 1000).to_string(),
+            );
             let ok = shared.store.db().health().is_ok();
             kv(
                 "aof_last_write_status",

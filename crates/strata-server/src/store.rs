@@ -189,6 +189,8 @@ pub struct Store {
     sync_writes: AtomicBool,
     /// A write happened since the last background sync (`appendfsync everysec`).
     dirty: AtomicBool,
+    /// Unix milliseconds of the last write made durable by a log sync (0: none yet).
+    last_sync_ms: AtomicU64,
     pub stats: KeyStats,
     /// Keys with a TTL, for active expiry (`expire.rs`).
     expires: ExpiryIndex,
@@ -246,6 +248,7 @@ impl Store {
             version: AtomicU64::new(0),
             sync_writes: AtomicBool::new(sync_writes),
             dirty: AtomicBool::new(false),
+            last_sync_ms: AtomicU64::new(0),
             stats: KeyStats::default(),
             expires: ExpiryIndex::default(),
         };
@@ -315,6 +318,16 @@ impl Store {
         self.db
     }
 
+    /// Notes that the logs were just synced (INFO persistence).
+    pub fn note_sync(&self) {
+        self.last_sync_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    /// Unix milliseconds of the last sync of the logs (0: none yet).
+    pub fn last_sync_ms(&self) -> u64 {
+        self.last_sync_ms.load(Ordering::Relaxed)
+    }
+
     /// Whether every write is synced (`appendfsync always`).
     pub fn sync_writes(&self) -> bool {
         self.sync_writes.load(Ordering::Relaxed)
@@ -356,7 +369,13 @@ impl Store {
         });
         match on {
             Some(r) => r,
-            None => self.db.write_opt(&wo, b),
+            None => {
+                self.db.write_opt(&wo, b)?;
+                if wo.sync {
+                    self.note_sync();
+                }
+                Ok(())
+            }
         }
     }
 
@@ -675,6 +694,7 @@ impl Store {
                 "a shard worker dropped a sync without answering".to_string(),
             ));
         }
+        self.note_sync();
         Ok(())
     }
 

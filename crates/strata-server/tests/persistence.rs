@@ -355,3 +355,32 @@ fn save_never_replaces_a_file_of_the_database() {
     let report = strata::Db::check(tmp.path(), strata::DbOptions::default()).unwrap();
     assert!(report.is_ok(), "{report:?}");
 }
+
+/// INFO persistence names the durability policy and when the logs were last synced: after
+/// each synced write under `always`, within about a second of a write under `everysec`.
+#[test]
+fn info_persistence_reports_the_policy_and_the_last_sync() {
+    for policy in ["always", "everysec"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let server = start(tmp.path(), &["--appendfsync", policy]);
+        let mut c = Client::connect(server.local_addr());
+        assert_eq!(info_field(&mut c, "appendfsync"), policy);
+        assert_eq!(info_field(&mut c, "aof_last_sync_time"), "0");
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        assert_eq!(c.q(&["SET", "k", "v"]), V::ok());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let t: u64 = info_field(&mut c, "aof_last_sync_time").parse().unwrap();
+            if t >= before {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{policy}: no sync reported");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        drop(c);
+        server.shutdown().unwrap();
+    }
+}
