@@ -507,10 +507,45 @@ async fn wait_for_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
+/// Redis's reply to a client beyond `maxclients`.
+const MAXCLIENTS: &str = "-ERR max number of clients reached\r\n";
+
+/// Whether `maxclients` clients are connected (counting the refusal if so).
+fn full(shared: &Shared, maxclients: usize) -> bool {
+    let full = shared.stats.connected_clients.load(Ordering::Relaxed) >= maxclients;
+    if full {
+        shared
+            .stats
+            .rejected_connections
+            .fetch_add(1, Ordering::Relaxed);
+    }
+    full
+}
+
+/// Writes `msg` to a refused client and closes it, without holding up the accept loop.
+fn refuse<S: tokio::io::AsyncWrite + Unpin + Send + 'static>(mut sock: S, msg: &'static str) {
+    tokio::spawn(async move {
+        let _ = sock.write_all(msg.as_bytes()).await;
+        let _ = sock.shutdown().await;
+    });
+}
+
+/// Counts an accepted client.
+fn admit(shared: &Shared) {
+    shared
+        .stats
+        .connections_received
+        .fetch_add(1, Ordering::Relaxed);
+    shared
+        .stats
+        .connected_clients
+        .fetch_add(1, Ordering::Relaxed);
+}
+
 async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
     let mut stop = shared.shutdown_receiver();
     loop {
-        let (mut sock, addr) = tokio::select! {
+        let (sock, addr) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(x) => x,
                 Err(_) => {
@@ -530,32 +565,18 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
         if keepalive > 0 {
             set_keepalive(&sock, keepalive);
         }
-        let refusal = if shared.stats.connected_clients.load(Ordering::Relaxed) >= maxclients {
-            shared
-                .stats
-                .rejected_connections
-                .fetch_add(1, Ordering::Relaxed);
-            Some("-ERR max number of clients reached\r\n")
+        let refusal = if full(&shared, maxclients) {
+            Some(MAXCLIENTS)
         } else if denied {
             Some(DENIED)
         } else {
             None
         };
         if let Some(msg) = refusal {
-            tokio::spawn(async move {
-                let _ = sock.write_all(msg.as_bytes()).await;
-                let _ = sock.shutdown().await;
-            });
+            refuse(sock, msg);
             continue;
         }
-        shared
-            .stats
-            .connections_received
-            .fetch_add(1, Ordering::Relaxed);
-        shared
-            .stats
-            .connected_clients
-            .fetch_add(1, Ordering::Relaxed);
+        admit(&shared);
         let laddr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
         let info = shared.register_client(addr.to_string(), laddr, raw_fd(&sock), false);
         tokio::spawn(conn::serve(shared.clone(), sock, info));
@@ -623,7 +644,7 @@ async fn unix_accept_loop(shared: Arc<Shared>, listener: tokio::net::UnixListene
         .map(|p| format!("{}:0", p.display()))
         .unwrap_or_default();
     loop {
-        let mut sock = tokio::select! {
+        let sock = tokio::select! {
             r = listener.accept() => match r {
                 Ok((s, _)) => s,
                 Err(_) => {
@@ -634,27 +655,11 @@ async fn unix_accept_loop(shared: Arc<Shared>, listener: tokio::net::UnixListene
             _ = stopped(&mut stop) => return,
         };
         let maxclients = shared.config.read().maxclients;
-        if shared.stats.connected_clients.load(Ordering::Relaxed) >= maxclients {
-            shared
-                .stats
-                .rejected_connections
-                .fetch_add(1, Ordering::Relaxed);
-            tokio::spawn(async move {
-                let _ = sock
-                    .write_all(b"-ERR max number of clients reached\r\n")
-                    .await;
-                let _ = sock.shutdown().await;
-            });
+        if full(&shared, maxclients) {
+            refuse(sock, MAXCLIENTS);
             continue;
         }
-        shared
-            .stats
-            .connections_received
-            .fetch_add(1, Ordering::Relaxed);
-        shared
-            .stats
-            .connected_clients
-            .fetch_add(1, Ordering::Relaxed);
+        admit(&shared);
         let info = shared.register_client(path.clone(), path.clone(), raw_fd(&sock), true);
         tokio::spawn(conn::serve(shared.clone(), sock, info));
     }

@@ -550,12 +550,7 @@ impl Store {
         lo.extend_from_slice(&slot.to_be_bytes());
         lo.push(crate::keys::KIND_META);
         lo.extend_from_slice(from);
-        let (_, hi) = db_range(db);
-        let mut it = self.db.iter_opt(&IterOptions {
-            lower_bound: Some(lo.clone()),
-            upper_bound: Some(hi),
-        })?;
-        it.seek(&lo);
+        let mut it = self.meta_iter(db, &lo)?;
         let now = now_ms();
         while it.valid() {
             let sk = it.key();
@@ -594,15 +589,26 @@ impl Store {
         Ok(found)
     }
 
+    /// An iterator over the records of database `db` from `lo` on, positioned at `lo`.
+    fn meta_iter(
+        &self,
+        db: u8,
+        lo: &[u8],
+    ) -> Result<strata::DbIter<'_, strata_engine::DbIterator>> {
+        let (_, hi) = db_range(db);
+        let mut it = self.db.iter_opt(&IterOptions {
+            lower_bound: Some(lo.to_vec()),
+            upper_bound: Some(hi),
+        })?;
+        it.seek(lo);
+        Ok(it)
+    }
+
     /// Calls `f(user_key, meta)` for every live key of database `db`, in store order, at
     /// one snapshot. Reads the whole database: DBSIZE, KEYS, INFO keyspace.
     pub fn scan_db(&self, db: u8, mut f: impl FnMut(&[u8], &Meta)) -> Result<()> {
-        let (lo, hi) = db_range(db);
-        let mut it = self.db.iter_opt(&IterOptions {
-            lower_bound: Some(lo.clone()),
-            upper_bound: Some(hi),
-        })?;
-        it.seek(&lo);
+        let (lo, _) = db_range(db);
+        let mut it = self.meta_iter(db, &lo)?;
         let now = now_ms();
         while it.valid() {
             if let Some(k) = user_key_of_meta(it.key()) {

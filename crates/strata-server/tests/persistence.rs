@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use strata_engine::io::{FaultKind, FaultOp, FaultRule};
-use strata_server::{Config, ServerHandle, StartOptions};
+use strata_server::{ServerHandle, StartOptions};
 
 fn info_field(c: &mut Client, field: &str) -> String {
     let V::Bulk(text) = c.q(&["INFO", "persistence"]) else {
@@ -224,27 +224,14 @@ fn checkpoints_taken_while_writing_hold_one_moment() {
 
 /// Starts a server whose database files go through `fs`.
 fn start_over(dir: &Path, fs: strata_engine::io::FaultFs, extra: &[&str]) -> ServerHandle {
-    let mut args: Vec<String> = [
-        "--port",
-        "0",
-        "--dir",
-        dir.to_str().unwrap(),
-        "--shards",
-        "2",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let cfg = Config::from_args(&args).unwrap();
-    strata_server::start(
-        cfg,
+    common::start_with(
+        dir,
+        extra,
         StartOptions {
             fs: Some(Arc::new(fs)),
             ..StartOptions::default()
         },
     )
-    .unwrap()
 }
 
 fn fault_fs() -> strata_engine::io::FaultFs {

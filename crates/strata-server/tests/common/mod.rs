@@ -11,6 +11,11 @@ use strata_server::{Config, ServerHandle, StartOptions};
 /// Starts a server on 127.0.0.1 with an ephemeral port over `dir` (2 shards), with `extra`
 /// directives as flags.
 pub fn start(dir: &Path, extra: &[&str]) -> ServerHandle {
+    start_with(dir, extra, StartOptions::default())
+}
+
+/// [`start`] with `opts` (a fault-injecting file system, say).
+pub fn start_with(dir: &Path, extra: &[&str], opts: StartOptions) -> ServerHandle {
     let mut args: Vec<String> = [
         "--port",
         "0",
@@ -24,7 +29,7 @@ pub fn start(dir: &Path, extra: &[&str]) -> ServerHandle {
     .collect();
     args.extend(extra.iter().map(|s| s.to_string()));
     let cfg = Config::from_args(&args).expect("config");
-    strata_server::start(cfg, StartOptions::default()).expect("start")
+    strata_server::start(cfg, opts).expect("start")
 }
 
 /// A reply, as the tests compare it.
