@@ -101,8 +101,8 @@ pub fn serve_main(args: &[String]) -> Result<(), ServerError> {
         },
     )?;
     let addrs: Vec<String> = handle.local_addrs().iter().map(|a| a.to_string()).collect();
-    println!(
-        "Strata {} (Redis {} protocol) listening on {}, data in {}, {} shards, appendfsync {}",
+    let mut banner = format!(
+        "Strata {} (Redis {} protocol) listening on {}, data in {}, {} shards, appendfsync {}\n",
         env!("CARGO_PKG_VERSION"),
         REDIS_VERSION,
         addrs.join(", "),
@@ -111,18 +111,25 @@ pub fn serve_main(args: &[String]) -> Result<(), ServerError> {
         fsync.name()
     );
     if let Some(p) = handle.unix_path() {
-        println!("Also listening on unix socket {}", p.display());
+        banner += &format!("Also listening on unix socket {}\n", p.display());
     }
     let mb = |b: u64| format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0));
     let shards = handle.shards() as u64;
-    println!(
+    banner += &format!(
         "Memory budgets: hot tier {}, write buffers {} ({} per shard), block cache {} ({} per \
-         shard)",
+         shard)\n",
         mb(hot),
         mb(engine.write_buffer_bytes * shards),
         mb(engine.write_buffer_bytes),
         mb(engine.block_cache_bytes * shards),
         mb(engine.block_cache_bytes),
     );
+    // One write, and a closed stdout is no reason to stop serving (`println!` would panic
+    // on it: a supervisor or a test that read the first line and closed the pipe).
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
+    }
     handle.wait()
 }

@@ -203,9 +203,10 @@ pub fn spawn_binary(dir: &Path, extra: &[&str]) -> (std::process::Child, SocketA
         .spawn()
         .expect("spawn strata-server");
     let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("banner");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    out.read_line(&mut line).expect("banner");
+    // Keep reading what else the server prints, so its stdout never hits a closed pipe.
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
     let addr = line
         .split("listening on ")
         .nth(1)
