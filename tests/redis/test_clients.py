@@ -6,6 +6,7 @@ command family, pipelines, AUTH, error replies, binary data), and the redis-cli 
 """
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -352,13 +353,15 @@ def test_redis_cli_interactive(strata_server):
     out = b""
 
     def read_until(marker, timeout=20):
+        # `out` is what redis-cli printed without its colour escapes (help colours the
+        # command name and syntax even on a dumb terminal).
         nonlocal out
         end = time.time() + timeout
         while marker not in out and time.time() < end:
             ready, _, _ = select.select([fd], [], [], 0.2)
             if ready:
                 try:
-                    out += os.read(fd, 65536)
+                    out = re.sub(rb"\x1b\[[0-9;]*m", b"", out + os.read(fd, 65536))
                 except OSError:
                     break
         return marker in out
@@ -374,8 +377,16 @@ def test_redis_cli_interactive(strata_server):
             (b"mget cli:k cli:none", b"2) (nil)"),
             (b"select 99", b"(error) ERR DB index is out of range"),
             (b"nosuchcommand", b"(error) ERR unknown command 'nosuchcommand'"),
-            # redis-cli's help comes from the server's COMMAND DOCS.
+            # redis-cli's help comes from the server's COMMAND DOCS: the syntax line is
+            # built from its `arguments` (as redis-cli 7.0.15 prints it against Redis 7.0).
+            (b"help get", b"GET key\r"),
             (b"help get", b"since: 1.0.0"),
+            (b"help set", b"SET key value [NX|XX] [GET] [EX seconds|PX milliseconds|"
+                          b"EXAT unix-time-seconds|PXAT unix-time-milliseconds|KEEPTTL]\r"),
+            (b"help mset", b"MSET key value [key value ...]\r"),
+            (b"help client kill", b"CLIENT KILL ip:port|[ID client-id]|[TYPE NORMAL|MASTER|"
+                                  b"SLAVE|REPLICA|PUBSUB]|[USER username]|[ADDR ip:port]|"
+                                  b"[LADDR ip:port]|[SKIPME yes/no] [[ID client-id]|"),
         ]:
             out = b""
             os.write(fd, line + b"\r")

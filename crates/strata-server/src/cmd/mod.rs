@@ -9,6 +9,7 @@ pub mod args;
 mod bits;
 mod client;
 mod connection;
+mod docs;
 mod keyspace;
 mod save;
 mod server;

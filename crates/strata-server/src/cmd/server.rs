@@ -1,6 +1,7 @@
 //! Server commands: DBSIZE, FLUSHDB, FLUSHALL, TIME, INFO, CONFIG, COMMAND, SHUTDOWN.
 
 use super::args::ERR_SYNTAX;
+use super::docs;
 use super::flag::*;
 use super::{all_commands, lookup, reply_help, Args, CmdError, CmdResult, Ctx, Spec};
 use crate::glob;
@@ -416,13 +417,32 @@ fn command_info(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 
 fn reply_command_doc(ctx: &mut Ctx<'_>, s: &Spec, full_name: &str) {
     let has_subs = !s.subcommands.is_empty();
-    ctx.reply.map(3 + usize::from(has_subs));
+    let args = docs::arguments(full_name).unwrap_or(&[]);
+    let deprecation = docs::deprecation(full_name);
+    let fields = 3
+        + 3 * usize::from(deprecation.is_some())
+        + usize::from(!args.is_empty())
+        + usize::from(has_subs);
+    ctx.reply.map(fields);
     ctx.reply.bulk(b"summary");
     ctx.reply.bulk(s.summary.as_bytes());
     ctx.reply.bulk(b"since");
     ctx.reply.bulk(s.since.as_bytes());
     ctx.reply.bulk(b"group");
     ctx.reply.bulk(s.group.as_bytes());
+    if let Some(d) = deprecation {
+        ctx.reply.bulk(b"doc_flags");
+        ctx.reply.set(1);
+        ctx.reply.simple("deprecated");
+        ctx.reply.bulk(b"deprecated_since");
+        ctx.reply.bulk(d.since.as_bytes());
+        ctx.reply.bulk(b"replaced_by");
+        ctx.reply.bulk(d.replaced_by.as_bytes());
+    }
+    if !args.is_empty() {
+        ctx.reply.bulk(b"arguments");
+        reply_doc_args(ctx, args);
+    }
     if has_subs {
         ctx.reply.bulk(b"subcommands");
         ctx.reply.map(s.subcommands.len());
@@ -430,6 +450,52 @@ fn reply_command_doc(ctx: &mut Ctx<'_>, s: &Spec, full_name: &str) {
             let name = format!("{full_name}|{}", sub.name);
             ctx.reply.bulk(name.as_bytes());
             reply_command_doc(ctx, sub, &name);
+        }
+    }
+}
+
+/// Redis's `addReplyCommandArgList`: each argument a map, optional fields left out.
+fn reply_doc_args(ctx: &mut Ctx<'_>, args: &[docs::DocArg]) {
+    ctx.reply.array(args.len());
+    for a in args {
+        let fields = 2
+            + usize::from(a.key_spec_index.is_some())
+            + usize::from(a.token.is_some())
+            + usize::from(a.since.is_some())
+            + usize::from(a.deprecated_since.is_some())
+            + usize::from(!a.flags.is_empty())
+            + usize::from(!a.args.is_empty());
+        ctx.reply.map(fields);
+        ctx.reply.bulk(b"name");
+        ctx.reply.bulk(a.name.as_bytes());
+        ctx.reply.bulk(b"type");
+        ctx.reply.bulk(a.kind.as_bytes());
+        if let Some(i) = a.key_spec_index {
+            ctx.reply.bulk(b"key_spec_index");
+            ctx.reply.int(i64::from(i));
+        }
+        if let Some(t) = a.token {
+            ctx.reply.bulk(b"token");
+            ctx.reply.bulk(t.as_bytes());
+        }
+        if let Some(v) = a.since {
+            ctx.reply.bulk(b"since");
+            ctx.reply.bulk(v.as_bytes());
+        }
+        if let Some(v) = a.deprecated_since {
+            ctx.reply.bulk(b"deprecated_since");
+            ctx.reply.bulk(v.as_bytes());
+        }
+        if !a.flags.is_empty() {
+            ctx.reply.bulk(b"flags");
+            ctx.reply.set(a.flags.len());
+            for f in &a.flags {
+                ctx.reply.simple(f);
+            }
+        }
+        if !a.args.is_empty() {
+            ctx.reply.bulk(b"arguments");
+            reply_doc_args(ctx, &a.args);
         }
     }
 }
