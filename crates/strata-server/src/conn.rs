@@ -263,8 +263,8 @@ async fn run_buffered(
     reply: &mut ReplyBuf,
     queued: &mut Queued,
 ) -> Step {
-    // A request parsed while gathering a run that belongs to the next step.
-    let mut carried: Option<Vec<Bytes>> = None;
+    // A request (routed) parsed while gathering a run that belongs to the next step.
+    let mut carried: Option<(Vec<Bytes>, Route)> = None;
     loop {
         if queued.len() >= MAX_QUEUED {
             drain(queued, reply).await;
@@ -275,10 +275,13 @@ async fn run_buffered(
         if carried.is_none() && reply.len() >= REPLY_FLUSH_BYTES {
             return Step::Flush;
         }
-        let argv = match carried.take() {
-            Some(a) => a,
+        let (argv, route) = match carried.take() {
+            Some(x) => x,
             None => match parser.next(buf, limits(shared, conn)) {
-                Ok(Some(a)) => a,
+                Ok(Some(a)) => {
+                    let r = exec::route(shared, conn, &a);
+                    (a, r)
+                }
                 Ok(None) => {
                     drain(queued, reply).await;
                     conn.info.obl.store(reply.len(), Ordering::Relaxed);
@@ -294,24 +297,40 @@ async fn run_buffered(
         // CLIENT REPLY: a command's reply is dropped while replies are off or skipped
         // (Redis's CLIENT_REPLY_OFF / CLIENT_REPLY_SKIP).
         let skip = std::mem::take(&mut conn.skip_next);
-        match exec::route(shared, conn, &argv) {
-            Route::Shard { shard, write, .. } => {
+        match route {
+            Route::Shard {
+                shard,
+                write,
+                reads,
+            } => {
                 let dropped = skip || conn.reply_off;
-                let mut argv = Some(argv);
+                let first = Routed {
+                    argv,
+                    shard,
+                    write,
+                    reads,
+                };
                 if queued.is_empty() && !shared.store.sync_writes() && !dropped {
                     // Nothing of this connection is in flight: gather the run of pipelined
                     // commands of the same shard behind this one, and run it right here if
                     // the shard is idle (no hand-off, no channel, one engine write).
-                    let mut run = vec![(argv.take().unwrap_or_default(), write)];
+                    let mut run = vec![first];
                     let mut protocol_error = None;
                     while run.len() < MAX_RUN {
                         match parser.next(buf, limits(shared, conn)) {
                             Ok(Some(a)) => match exec::route(shared, conn, &a) {
                                 Route::Shard {
-                                    shard: s, write: w, ..
-                                } if s == shard => run.push((a, w)),
-                                _ => {
-                                    carried = Some(a);
+                                    shard: s,
+                                    write,
+                                    reads,
+                                } if s == shard => run.push(Routed {
+                                    argv: a,
+                                    shard,
+                                    write,
+                                    reads,
+                                }),
+                                other => {
+                                    carried = Some((a, other));
                                     break;
                                 }
                             },
@@ -325,8 +344,8 @@ async fn run_buffered(
                     let run = run_in_place(shared, conn, reply, shard, run);
                     if let Some(e) = protocol_error {
                         // Run what the shard did not take (queued), then the error.
-                        for (a, w) in run {
-                            queue_one(shared, conn, reply, queued, a, w, false).await;
+                        for r in run {
+                            queue_one(shared, conn, reply, queued, r, false).await;
                         }
                         drain(queued, reply).await;
                         reply.error(&format!("ERR {}", e.0));
@@ -337,14 +356,12 @@ async fn run_buffered(
                         continue;
                     }
                     // The shard was busy: queue them, in order.
-                    for (a, w) in run {
-                        queue_one(shared, conn, reply, queued, a, w, false).await;
+                    for r in run {
+                        queue_one(shared, conn, reply, queued, r, false).await;
                     }
                     continue;
                 }
-                if let Some(a) = argv {
-                    queue_one(shared, conn, reply, queued, a, write, dropped).await;
-                }
+                queue_one(shared, conn, reply, queued, first, dropped).await;
             }
             Route::Inline => {
                 drain(queued, reply).await;
@@ -369,6 +386,14 @@ async fn run_buffered(
     }
 }
 
+/// A request that runs on one shard, with what [`exec::route`] found for it.
+struct Routed {
+    argv: Vec<Bytes>,
+    shard: usize,
+    write: bool,
+    reads: Vec<Vec<u8>>,
+}
+
 /// Longest run of pipelined commands of one shard run in place with one engine write.
 const MAX_RUN: usize = 64;
 
@@ -390,16 +415,14 @@ fn run_in_place(
     conn: &mut ConnState,
     reply: &mut ReplyBuf,
     shard: usize,
-    run: Vec<(Vec<Bytes>, bool)>,
-) -> Vec<(Vec<Bytes>, bool)> {
+    run: Vec<Routed>,
+) -> Vec<Routed> {
     let store = &shared.store;
-    let mut keys: Vec<&[u8]> = Vec::new();
-    for (a, w) in &run {
-        if *w {
-            let spec = crate::cmd::lookup_argv(a).map_or((0, 0, 0), |s| s.keys);
-            keys.extend(exec::command_keys(spec, a));
-        }
-    }
+    let keys: Vec<&[u8]> = run
+        .iter()
+        .filter(|r| r.write)
+        .flat_map(|r| exec::keys_of(&r.argv))
+        .collect();
     let Some(guard) = store.try_lock_owned(conn.db, &keys) else {
         return run;
     };
@@ -409,13 +432,13 @@ fn run_in_place(
     let mut run = Some(run);
     let ran = store.db().try_exec_here(shard, |txn| {
         with_txn(txn, || {
-            for (a, _) in run.take().unwrap_or_default() {
+            for r in run.take().unwrap_or_default() {
                 let mut ctx = Ctx {
                     shared,
                     conn: &mut *conn,
                     reply: &mut *reply,
                 };
-                dispatch(&mut ctx, a);
+                dispatch(&mut ctx, r.argv);
             }
         })
     });
@@ -440,26 +463,12 @@ async fn queue_one(
     conn: &mut ConnState,
     reply: &mut ReplyBuf,
     queued: &mut Queued,
-    argv: Vec<Bytes>,
-    write: bool,
+    r: Routed,
     dropped: bool,
 ) {
-    let Route::Shard { shard, reads, .. } = exec::route(shared, conn, &argv) else {
-        // Unreachable in practice (the route was just computed); run it the safe way.
-        drain(queued, reply).await;
-        let mut ctx = Ctx {
-            shared,
-            conn: &mut *conn,
-            reply: &mut *reply,
-        };
-        return tokio::task::block_in_place(|| dispatch(&mut ctx, argv));
-    };
-    let guard = if write {
+    let guard = if r.write {
         let store = &shared.store;
-        let keys = exec::command_keys(
-            crate::cmd::lookup_argv(&argv).map_or((0, 0, 0), |s| s.keys),
-            &argv,
-        );
+        let keys = exec::keys_of(&r.argv);
         match store.try_lock_owned(conn.db, &keys) {
             Some(g) => Some(g),
             None => {
@@ -474,6 +483,6 @@ async fn queue_one(
         None
     };
     let proto = reply.proto;
-    let rx = exec::submit(shared, conn, proto, argv, shard, reads, guard);
+    let rx = exec::submit(shared, conn, proto, r.argv, r.shard, r.reads, guard);
     queued.push_back((rx, dropped));
 }

@@ -94,6 +94,11 @@ pub fn route(shared: &Shared, conn: &ConnState, argv: &[Bytes]) -> Route {
     }
 }
 
+/// The keys of `argv` as its command's table entry names them (none for an unknown command).
+pub fn keys_of(argv: &[Bytes]) -> Vec<&[u8]> {
+    command_keys(lookup_argv(argv).map_or((0, 0, 0), |s| s.keys), argv)
+}
+
 /// The keys of a request by the command table's `(first, last, step)` (argv positions; a
 /// negative `last` counts from the end).
 pub fn command_keys(keys: (i32, i32, i32), argv: &[Bytes]) -> Vec<&[u8]> {

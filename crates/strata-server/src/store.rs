@@ -213,7 +213,13 @@ fn stripe_of(db: u8, key: &[u8]) -> usize {
 
 /// The stripes of `keys` in database `db`, ascending, without repeats.
 fn stripes_of<K: AsRef<[u8]>>(db: u8, keys: &[K]) -> Vec<usize> {
-    let mut idx: Vec<usize> = keys.iter().map(|k| stripe_of(db, k.as_ref())).collect();
+    stripes(keys.iter().map(|k| (db, k.as_ref())))
+}
+
+/// The stripes of `(database, key)`s, ascending (the order locks are taken in), without
+/// repeats.
+fn stripes<'a>(keys: impl Iterator<Item = (u8, &'a [u8])>) -> Vec<usize> {
+    let mut idx: Vec<usize> = keys.map(|(db, k)| stripe_of(db, k)).collect();
     idx.sort_unstable();
     idx.dedup();
     idx
@@ -406,11 +412,11 @@ impl Store {
                 _guards: Vec::new(),
             };
         }
-        let mut idx: Vec<usize> = keys.iter().map(|(db, k)| stripe_of(*db, k)).collect();
-        idx.sort_unstable();
-        idx.dedup();
         KeyGuard {
-            _guards: idx.into_iter().map(|i| self.stripes[i].lock()).collect(),
+            _guards: stripes(keys.iter().copied())
+                .into_iter()
+                .map(|i| self.stripes[i].lock())
+                .collect(),
         }
     }
 

@@ -83,16 +83,6 @@ pub fn shard_of(key: &[u8], shards: usize) -> usize {
     (xxh3_64(key) % shards as u64) as usize
 }
 
-/// [`Routing::split`] under [`Routing::Hash`]. Splits positions `0..keys.len()` by owning shard: `plan[s]` lists, in request order, the
-/// indexes of the keys shard `s` owns.
-pub fn split_by_shard<K: AsRef<[u8]>>(keys: &[K], shards: usize) -> Vec<Vec<usize>> {
-    let mut plan = vec![Vec::new(); shards];
-    for (i, k) in keys.iter().enumerate() {
-        plan[shard_of(k.as_ref(), shards)].push(i);
-    }
-    plan
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,7 +129,7 @@ mod tests {
     #[test]
     fn keys_spread_over_shards() {
         let keys: Vec<Vec<u8>> = (0u32..4000).map(|i| i.to_be_bytes().to_vec()).collect();
-        let plan = split_by_shard(&keys, 4);
+        let plan = Routing::Hash.split(&keys, 4);
         for part in &plan {
             assert!(part.len() > 800, "unbalanced split: {}", part.len());
         }

@@ -16,38 +16,38 @@ fn opts(fs: &Arc<dyn Fs>, shards: usize, routing: Option<Routing>) -> DbOptions 
     o
 }
 
-/// Increments the decimal counter at `key` on its shard's worker; the reply carries the new
-/// value once the group's write is applied.
-fn incr(db: &Db, key: &'static [u8], tx: mpsc::Sender<Result<u64, Error>>) {
-    db.exec(
-        db.shard_of(key),
-        move |txn: Result<&mut ShardTxn<StrataEngine>, Error>| {
-            let txn = match txn {
-                Ok(t) => t,
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                    return None;
-                }
-            };
-            let cur = match txn.get(key) {
-                Ok(v) => v
-                    .map(|v| String::from_utf8(v).unwrap().parse::<u64>().unwrap())
-                    .unwrap_or(0),
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                    return None;
-                }
-            };
-            let next = cur + 1;
-            if let Err(e) = txn.put(key, next.to_string().as_bytes()) {
-                let _ = tx.send(Err(e));
-                return None;
-            }
-            Some(Box::new(move |r: Result<(), Error>| {
+/// The execution that increments the decimal counter at `key`; its completion sends the new
+/// value once the group's write is applied (or the error).
+fn incr_fn(
+    key: &'static [u8],
+    tx: mpsc::Sender<Result<u64, Error>>,
+) -> impl FnOnce(Result<&mut ShardTxn<StrataEngine>, Error>) -> Option<strata::Callback<()>> + Send
+{
+    move |txn| {
+        let step = |txn: Result<&mut ShardTxn<StrataEngine>, Error>| {
+            let txn = txn?;
+            let cur = txn
+                .get(key)?
+                .map(|v| String::from_utf8(v).unwrap().parse::<u64>().unwrap())
+                .unwrap_or(0);
+            txn.put(key, (cur + 1).to_string().as_bytes())?;
+            Ok(cur + 1)
+        };
+        match step(txn) {
+            Ok(next) => Some(Box::new(move |r: Result<(), Error>| {
                 let _ = tx.send(r.map(|()| next));
-            }))
-        },
-    );
+            })),
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                None
+            }
+        }
+    }
+}
+
+/// Increments the decimal counter at `key` on its shard's worker.
+fn incr(db: &Db, key: &'static [u8], tx: mpsc::Sender<Result<u64, Error>>) {
+    db.exec(db.shard_of(key), incr_fn(key, tx));
 }
 
 #[test]
@@ -270,19 +270,7 @@ fn direct_and_queued_executions_together_lose_no_update() {
             std::thread::spawn(move || {
                 for _ in 0..500 {
                     let key: &'static [u8] = b"counter";
-                    let tx = tx.clone();
-                    let f = move |txn: Result<&mut ShardTxn<StrataEngine>, Error>| {
-                        let txn = txn.unwrap();
-                        let cur = txn
-                            .get(key)
-                            .unwrap()
-                            .map(|v| String::from_utf8(v).unwrap().parse::<u64>().unwrap())
-                            .unwrap_or(0);
-                        txn.put(key, (cur + 1).to_string().as_bytes()).unwrap();
-                        Some(Box::new(move |r: Result<(), Error>| {
-                            tx.send(r.map(|()| cur + 1)).unwrap();
-                        }) as strata::Callback<()>)
-                    };
+                    let f = incr_fn(key, tx.clone());
                     if i % 2 == 0 {
                         db.exec_here_or_queued(db.shard_of(key), vec![key.to_vec()], f);
                     } else {
