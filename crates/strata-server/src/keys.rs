@@ -3,7 +3,9 @@
 //! ```text
 //! metadata record:  db (1) | slot (2, BE) | 0x00 | user key
 //! subkey record:    db (1) | slot (2, BE) | 0x01 | key length (4, BE) | user key
-//!                   | version (8, BE) | subkey            (collections; not written yet)
+//!                   | version (8, BE) | subkey            (collection members)
+//! score record:     db (1) | slot (2, BE) | 0x02 | key length (4, BE) | user key
+//!                   | version (8, BE) | score (8) | member (sorted-set score index)
 //! server records:   0xfe | ...                           (server-internal, e.g. sync marks)
 //! ```
 
@@ -11,8 +13,11 @@
 pub const SLOTS: u16 = 16384;
 /// Record kind byte after `db | slot`: on-disk, do not renumber.
 pub const KIND_META: u8 = 0x00;
-/// Record kind of collection members (reserved for the collection types).
+/// Record kind of collection members (hash fields, list elements, set and sorted-set
+/// members).
 pub const KIND_SUBKEY: u8 = 0x01;
+/// Record kind of the sorted-set score index (`score | member` after the version).
+pub const KIND_SCORE: u8 = 0x02;
 /// First byte of server-internal records; database indexes stay below it.
 pub const SERVER_PREFIX: u8 = 0xfe;
 /// Most logical databases (`databases` directive): indexes 0..=253 fit in the first byte
@@ -67,6 +72,59 @@ pub fn user_key_of_meta(k: &[u8]) -> Option<&[u8]> {
     }
 }
 
+/// The common prefix of the records of kind `kind` ([`KIND_SUBKEY`], [`KIND_SCORE`]) of
+/// incarnation `version` of collection `key` in database `db`:
+/// `db | slot | kind | key length | key | version`.
+pub fn sub_prefix(kind: u8, db: u8, key: &[u8], version: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(4 + 4 + key.len() + 8 + 16);
+    k.push(db);
+    k.extend_from_slice(&hash_slot(key).to_be_bytes());
+    k.push(kind);
+    k.extend_from_slice(&(key.len() as u32).to_be_bytes());
+    k.extend_from_slice(key);
+    k.extend_from_slice(&version.to_be_bytes());
+    k
+}
+
+/// The store key of member `sub` (a hash field, a set member, a list index, ...) of
+/// incarnation `version` of collection `key`.
+pub fn sub_key(db: u8, key: &[u8], version: u64, sub: &[u8]) -> Vec<u8> {
+    let mut k = sub_prefix(KIND_SUBKEY, db, key, version);
+    k.extend_from_slice(sub);
+    k
+}
+
+/// The smallest key above every key that starts with `prefix` (the exclusive upper bound of
+/// a prefix scan). `prefix` must contain a byte below 0xff (every record key here does: its
+/// first byte is a database index).
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0xff; prefix.len() + 1]
+}
+
+/// The parts of a member or score record's key: `(kind, db, user key, version, rest)`.
+pub fn parse_sub_key(k: &[u8]) -> Option<(u8, u8, &[u8], u64, &[u8])> {
+    if k.len() < 8 || k[0] >= SERVER_PREFIX || !(k[3] == KIND_SUBKEY || k[3] == KIND_SCORE) {
+        return None;
+    }
+    let len = u32::from_be_bytes(k[4..8].try_into().ok()?) as usize;
+    let key_end = 8usize.checked_add(len)?;
+    let version = k.get(key_end..key_end + 8)?;
+    Some((
+        k[3],
+        k[0],
+        &k[8..key_end],
+        u64::from_be_bytes(version.try_into().ok()?),
+        &k[key_end + 8..],
+    ))
+}
+
 /// Bounds `[start, end)` of every record of database `db`.
 pub fn db_range(db: u8) -> (Vec<u8>, Vec<u8>) {
     (vec![db], vec![db + 1])
@@ -99,6 +157,29 @@ mod tests {
         assert_eq!(hash_slot(b"foo{{bar}}zap"), hash_slot(b"{bar"));
         assert_eq!(hash_slot(b"foo{bar}{zap}"), hash_slot(b"bar"));
         assert_eq!(hash_slot(b"{unclosed"), crc16(b"{unclosed") & 16383);
+    }
+
+    #[test]
+    fn member_keys_layout() {
+        let k = sub_key(3, b"foo", 0x0102, b"f");
+        let mut want = vec![3u8, 0x2f, 0x96, KIND_SUBKEY, 0, 0, 0, 3];
+        want.extend_from_slice(b"foo");
+        want.extend_from_slice(&0x0102u64.to_be_bytes());
+        want.push(b'f');
+        assert_eq!(k, want);
+        assert_eq!(
+            parse_sub_key(&k),
+            Some((KIND_SUBKEY, 3, &b"foo"[..], 0x0102, &b"f"[..]))
+        );
+        let p = sub_prefix(KIND_SUBKEY, 3, b"foo", 0x0102);
+        assert!(k.starts_with(&p));
+        let end = prefix_end(&p);
+        assert!(k < end && p < end);
+        // A longer key that extends "foo" sorts elsewhere: the length comes first.
+        assert!(!sub_key(3, b"foobar", 0x0102, b"").starts_with(&p));
+        assert_eq!(prefix_end(&[1, 0xff, 0xff]), vec![2]);
+        assert_eq!(parse_sub_key(&meta_key(3, b"foo")), None);
+        assert_eq!(parse_sub_key(&k[..12]), None, "truncated");
     }
 
     #[test]

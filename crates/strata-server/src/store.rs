@@ -74,12 +74,20 @@ const META_HEADER_BYTES: usize = 1 + 8 + 8 + 8;
 #[repr(u8)]
 pub enum RType {
     String = 0,
+    Hash = 1,
+    List = 2,
+    Set = 3,
+    ZSet = 4,
 }
 
 impl RType {
     fn from_byte(b: u8) -> Option<RType> {
         match b {
             0 => Some(RType::String),
+            1 => Some(RType::Hash),
+            2 => Some(RType::List),
+            3 => Some(RType::Set),
+            4 => Some(RType::ZSet),
             _ => None,
         }
     }
@@ -88,7 +96,16 @@ impl RType {
     pub fn name(self) -> &'static str {
         match self {
             RType::String => "string",
+            RType::Hash => "hash",
+            RType::List => "list",
+            RType::Set => "set",
+            RType::ZSet => "zset",
         }
+    }
+
+    /// Whether the type keeps its members in member records (everything but strings).
+    pub fn is_collection(self) -> bool {
+        self != RType::String
     }
 }
 
@@ -103,7 +120,8 @@ pub struct Meta {
     pub version: u64,
     /// Strings: the value's length; collections: their element count.
     pub size: u64,
-    /// Strings: the value.
+    /// Strings: the value; collections: their type's own fields (lists: head and tail
+    /// indexes), empty for types that have none.
     pub value: Vec<u8>,
 }
 
@@ -135,6 +153,74 @@ impl Meta {
 
     pub fn expired_at(&self, now_ms: u64) -> bool {
         self.expire_ms != 0 && self.expire_ms <= now_ms
+    }
+
+    /// The metadata of a new, empty collection of type `rtype` with incarnation `version`
+    /// (the caller sets `size` and `value` as it adds members).
+    pub fn collection(rtype: RType, version: u64) -> Meta {
+        Meta {
+            rtype,
+            expire_ms: 0,
+            version,
+            size: 0,
+            value: Vec::new(),
+        }
+    }
+}
+
+/// The writes of one command, applied atomically by [`Store::apply`]: metadata records (with
+/// the expiry index kept in step) and member records, each naming the Redis key it belongs
+/// to so that the store knows which keys the command modified (WATCH, blocked clients).
+#[derive(Default)]
+pub struct Writes {
+    batch: WriteBatch,
+    metas: Vec<(u8, Vec<u8>, Option<Meta>)>,
+    touched: Vec<(u8, Vec<u8>)>,
+}
+
+impl Writes {
+    pub fn new() -> Writes {
+        Writes::default()
+    }
+
+    /// Writes (`Some`) or deletes (`None`) the metadata record of `key`.
+    pub fn meta(&mut self, db: u8, key: &[u8], meta: Option<&Meta>) -> &mut Self {
+        let mk = meta_key(db, key);
+        match meta {
+            Some(m) => self.batch.put(&mk, &m.encode()),
+            None => self.batch.delete(&mk),
+        };
+        self.metas.push((db, key.to_vec(), meta.cloned()));
+        self
+    }
+
+    /// Writes member record `record` (a full store key from `keys::sub_key` or
+    /// `keys::sub_prefix`) of collection `key`.
+    pub fn put_member(&mut self, db: u8, key: &[u8], record: &[u8], value: &[u8]) -> &mut Self {
+        self.batch.put(record, value);
+        self.touch(db, key);
+        self
+    }
+
+    /// Deletes member record `record` of collection `key`.
+    pub fn delete_member(&mut self, db: u8, key: &[u8], record: &[u8]) -> &mut Self {
+        self.batch.delete(record);
+        self.touch(db, key);
+        self
+    }
+
+    fn touch(&mut self, db: u8, key: &[u8]) {
+        if self
+            .touched
+            .last()
+            .is_none_or(|(d, k)| *d != db || k != key)
+        {
+            self.touched.push((db, key.to_vec()));
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.batch.is_empty()
     }
 }
 
@@ -263,24 +349,33 @@ impl Store {
     }
 
     /// Fills the expiry index from the metadata records of every database (one scan, at
-    /// open, before any command runs). Keys already expired are indexed too: the first
-    /// expiry cycle deletes them.
+    /// open, before any command runs), and starts versions above every version on disk.
+    /// Keys already expired are indexed too: the first expiry cycle deletes them.
     fn rebuild_expiry_index(&self) -> Result<()> {
         let mut it = self.db.iter_opt(&IterOptions {
             lower_bound: None,
             upper_bound: Some(vec![SERVER_PREFIX]),
         })?;
         it.seek_to_first();
+        let mut max_version = 0;
         while it.valid() {
             if let Some(k) = user_key_of_meta(it.key()) {
                 let m = Meta::decode(it.value()).ok_or_else(|| corrupt(k))?;
                 if m.expire_ms != 0 {
                     self.expires.set(it.key()[0], k, m.expire_ms);
                 }
+                max_version = max_version.max(m.version);
+            } else if let Some((_, _, _, v, _)) = crate::keys::parse_sub_key(it.key()) {
+                max_version = max_version.max(v);
             }
             it.next();
         }
-        it.status()
+        it.status()?;
+        // New incarnations get versions above every one on disk, member records of deleted
+        // keys included, even if the clock went back since they were written: a reused
+        // version would bring a deleted collection's members back.
+        self.version.fetch_max(max_version, Ordering::Relaxed);
+        Ok(())
     }
 
     pub(crate) fn expiry_index(&self) -> &ExpiryIndex {
@@ -293,7 +388,13 @@ impl Store {
             Some(m) => self.expires.set(db, key, m.expire_ms),
             None => self.expires.remove(db, key),
         }
+        self.note_touched(db, key);
     }
+
+    /// Notes that a command modified `key` (Redis's `signalModifiedKey`): the hook for WATCH
+    /// and for clients blocked on the key. Called once the write is applied (on a worker:
+    /// buffered in its group).
+    fn note_touched(&self, _db: u8, _key: &[u8]) {}
 
     /// Active expiry of one indexed key: under the key's stripe, deletes it if its record
     /// is expired now (not merely its index entry: a concurrent write may have replaced it),
@@ -385,6 +486,107 @@ impl Store {
         }
     }
 
+    /// Visits the records of `[lo, hi)` in key order (descending when `reverse`) until `f`
+    /// returns false, seeing the running command's own earlier writes. Collection members:
+    /// a collection lives in one shard, so on a worker this reads only that shard.
+    pub fn scan_range(
+        &self,
+        lo: &[u8],
+        hi: &[u8],
+        reverse: bool,
+        mut f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        if let Some(r) = in_txn(|t| t.scan(lo, hi, reverse, &mut f)) {
+            return r;
+        }
+        let mut it = self.db.iter_opt(&IterOptions {
+            lower_bound: Some(lo.to_vec()),
+            upper_bound: Some(hi.to_vec()),
+        })?;
+        if reverse {
+            it.seek_to_last();
+        } else {
+            it.seek(lo);
+        }
+        while it.valid() {
+            if !f(it.key(), it.value()) {
+                break;
+            }
+            if reverse {
+                it.prev();
+            } else {
+                it.next();
+            }
+        }
+        it.status()
+    }
+
+    /// [`Store::scan_range`] over every record that starts with `prefix`.
+    pub fn scan_prefix(
+        &self,
+        prefix: &[u8],
+        reverse: bool,
+        f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        self.scan_range(prefix, &crate::keys::prefix_end(prefix), reverse, f)
+    }
+
+    /// The value of member record `record` (a full store key), seeing the running
+    /// command's own earlier writes.
+    pub fn get_member(&self, record: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.raw_get(record)
+    }
+
+    /// Values of member records, in order, in one batched read.
+    pub fn get_members(&self, records: &[Vec<u8>]) -> Vec<Result<Option<Vec<u8>>>> {
+        self.raw_multi_get(records)
+    }
+
+    /// Applies one command's writes atomically, then updates the expiry index and notes
+    /// the keys it modified.
+    pub fn apply(&self, w: Writes) -> Result<()> {
+        if w.batch.is_empty() {
+            return Ok(());
+        }
+        self.raw_write(w.batch)?;
+        for (db, key, m) in &w.metas {
+            self.note_write(*db, key, m.as_ref());
+        }
+        for (db, key) in &w.touched {
+            self.note_touched(*db, key);
+        }
+        Ok(())
+    }
+
+    /// Adds to `w` the member records of collection `src` (incarnation `meta.version`) of
+    /// database `src_db`, rewritten as members of incarnation `new_version` of `dst` in
+    /// `dst_db` (RENAME, COPY, MOVE: member records hold their key's name). The source's
+    /// records are left for the compaction filter: no metadata names their version any
+    /// more once the source is gone.
+    pub fn copy_members(
+        &self,
+        w: &mut Writes,
+        (src_db, src): (u8, &[u8]),
+        meta: &Meta,
+        (dst_db, dst): (u8, &[u8]),
+        new_version: u64,
+    ) -> Result<()> {
+        if !meta.rtype.is_collection() {
+            return Ok(());
+        }
+        for kind in [crate::keys::KIND_SUBKEY, crate::keys::KIND_SCORE] {
+            let from = crate::keys::sub_prefix(kind, src_db, src, meta.version);
+            let to = crate::keys::sub_prefix(kind, dst_db, dst, new_version);
+            self.scan_prefix(&from, false, |k, v| {
+                let mut nk = to.clone();
+                nk.extend_from_slice(&k[from.len()..]);
+                w.put_member(dst_db, dst, &nk, v);
+                true
+            })?;
+        }
+        Ok(())
+    }
+
     fn raw_put(&self, k: &[u8], v: &[u8]) -> Result<()> {
         let mut b = WriteBatch::new();
         b.put(k, v);
@@ -447,6 +649,11 @@ impl Store {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_micros() as u64)
             .unwrap_or(0);
+        self.next_version_at(now_us)
+    }
+
+    /// [`Store::next_version`] with the clock reading `now_us`.
+    fn next_version_at(&self, now_us: u64) -> u64 {
         let mut cur = self.version.load(Ordering::Relaxed);
         loop {
             let next = now_us.max(cur + 1);
@@ -773,6 +980,60 @@ mod tests {
         assert_eq!(s.stats.expired_keys.load(Ordering::Relaxed), 1);
         assert_eq!(s.db().get(&meta_key(0, b"k")).unwrap(), None);
         s.sync_if_dirty().unwrap();
+        s.into_db().close().unwrap();
+    }
+
+    #[test]
+    fn collections_apply_copy_and_versions_survive_reopen() {
+        use crate::keys::{sub_key, sub_prefix, KIND_SUBKEY};
+        let dir = tempfile::tempdir().unwrap();
+        let opts = || strata::DbOptions {
+            shards: Some(2),
+            routing: Some(strata::Routing::Slot),
+            ..Default::default()
+        };
+        let s = Store::open(Db::open(dir.path(), opts()).unwrap(), false).unwrap();
+        let mut m = Meta::collection(RType::Hash, s.next_version());
+        let mut w = Writes::new();
+        for f in [&b"f1"[..], b"f2"] {
+            w.put_member(0, b"h", &sub_key(0, b"h", m.version, f), b"v");
+            m.size += 1;
+        }
+        w.meta(0, b"h", Some(&m));
+        s.apply(w).unwrap();
+        let members = |db: u8, key: &[u8], version: u64| {
+            let p = sub_prefix(KIND_SUBKEY, db, key, version);
+            let mut out = Vec::new();
+            s.scan_prefix(&p, false, |k, v| {
+                out.push((k[p.len()..].to_vec(), v.to_vec()));
+                true
+            })
+            .unwrap();
+            out
+        };
+        assert_eq!(members(0, b"h", m.version).len(), 2);
+        // Copy to another database under another name and a new version.
+        let v2 = s.next_version();
+        let mut w = Writes::new();
+        s.copy_members(&mut w, (0, b"h"), &m, (5, b"copy"), v2)
+            .unwrap();
+        let mut c = m.clone();
+        c.version = v2;
+        w.meta(5, b"copy", Some(&c));
+        s.apply(w).unwrap();
+        assert_eq!(members(5, b"copy", v2), members(0, b"h", m.version));
+        assert_eq!(s.get(5, b"copy").unwrap().unwrap().rtype, RType::Hash);
+        // Members outlive their deleted key (for the compaction filter to drop); a new
+        // incarnation after a reopen gets a version above theirs even so.
+        let mut w = Writes::new();
+        w.meta(5, b"copy", None);
+        s.apply(w).unwrap();
+        s.into_db().close().unwrap();
+        let s = Store::open(Db::open(dir.path(), opts()).unwrap(), false).unwrap();
+        assert!(
+            s.next_version_at(0) > v2,
+            "as if the clock went back to 1970"
+        );
         s.into_db().close().unwrap();
     }
 

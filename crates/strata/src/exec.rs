@@ -14,7 +14,7 @@
 //! concurrency when they miss the caches). See `docs/design.md` §11.2.
 
 use crate::batch::Op;
-use crate::engine::{Engine, EngineBatch};
+use crate::engine::{Engine, EngineBatch, EngineIter};
 use crate::reply::Callback;
 use crate::undo::{check_user_key, check_value};
 use std::collections::HashMap;
@@ -101,6 +101,75 @@ impl<E: Engine> ShardTxn<E> {
                 }),
             })
             .collect()
+    }
+
+    /// Visits the records of `[lower, upper)` in key order (descending when `reverse`) as
+    /// this group sees them: the engine's, with the group's own writes over them (a key the
+    /// group deleted is skipped), until `f` returns false. For the members of a collection,
+    /// which live in one shard.
+    pub fn scan(
+        &self,
+        lower: &[u8],
+        upper: &[u8],
+        reverse: bool,
+        mut f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        let mut mine: Vec<(&[u8], Option<&[u8]>)> = self
+            .overlay
+            .iter()
+            .filter(|(k, _)| &k[..] >= lower && &k[..] < upper)
+            .map(|(k, v)| (&k[..], v.as_deref()))
+            .collect();
+        mine.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        if reverse {
+            mine.reverse();
+        }
+        let mut it = self.engine.iter(None, Some(lower), Some(upper))?;
+        if reverse {
+            it.seek_to_last();
+        } else {
+            it.seek_to_first();
+        }
+        let mut mine = mine.into_iter().peekable();
+        loop {
+            // Which comes next in scan order: the group's write, the engine's record, or
+            // both (the same key: the group's write hides the engine's record).
+            let (take_mine, same) = match (it.valid(), mine.peek()) {
+                (false, None) => break,
+                (false, Some(_)) => (true, false),
+                (true, None) => (false, false),
+                (true, Some((m, _))) => {
+                    let ord = m.cmp(&it.key());
+                    let first = if reverse { ord.is_gt() } else { ord.is_lt() };
+                    (first || ord.is_eq(), ord.is_eq())
+                }
+            };
+            if take_mine {
+                let Some((k, v)) = mine.next() else { break };
+                if same {
+                    if reverse {
+                        it.prev();
+                    } else {
+                        it.next();
+                    }
+                }
+                if let Some(v) = v {
+                    if !f(k, v) {
+                        break;
+                    }
+                }
+            } else {
+                if !f(it.key(), it.value()) {
+                    break;
+                }
+                if reverse {
+                    it.prev();
+                } else {
+                    it.next();
+                }
+            }
+        }
+        it.status()
     }
 
     /// Buffers a put; it reaches the engine with the group's write batch.

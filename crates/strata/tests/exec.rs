@@ -289,3 +289,58 @@ fn direct_and_queued_executions_together_lose_no_update() {
     assert_eq!(seen, (1..=2000).collect::<Vec<u64>>());
     assert_eq!(db.get(b"counter").unwrap(), Some(b"2000".to_vec()));
 }
+
+#[test]
+fn a_scan_in_an_execution_sees_the_groups_writes_over_the_engine() {
+    let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+    let db = Db::open("/db", opts(&fs, 1, None)).unwrap();
+    for k in ["a", "c", "e", "g"] {
+        db.put(k.as_bytes(), b"engine").unwrap();
+    }
+    db.put(b"z", b"outside").unwrap();
+    let (tx, rx) = mpsc::channel();
+    db.exec(0, move |txn: Result<&mut ShardTxn<StrataEngine>, Error>| {
+        let txn = txn.unwrap();
+        txn.put(b"b", b"mine").unwrap();
+        txn.put(b"c", b"mine").unwrap();
+        txn.delete(b"e").unwrap();
+        txn.put(b"h", b"mine").unwrap();
+        txn.put(b"y", b"mine").unwrap(); // outside [a, i)
+        let mut scans = Vec::new();
+        for reverse in [false, true] {
+            let mut seen = Vec::new();
+            txn.scan(b"a", b"i", reverse, |k, v| {
+                seen.push(format!(
+                    "{}={}",
+                    String::from_utf8_lossy(k),
+                    String::from_utf8_lossy(v)
+                ));
+                true
+            })
+            .unwrap();
+            scans.push(seen);
+        }
+        // Stopping early.
+        let mut first = Vec::new();
+        txn.scan(b"a", b"i", false, |k, _| {
+            first.push(k.to_vec());
+            first.len() < 2
+        })
+        .unwrap();
+        scans.push(
+            first
+                .iter()
+                .map(|k| String::from_utf8_lossy(k).into())
+                .collect(),
+        );
+        tx.send(scans).unwrap();
+        None
+    });
+    let scans = rx.recv().unwrap();
+    let forward = ["a=engine", "b=mine", "c=mine", "g=engine", "h=mine"];
+    assert_eq!(scans[0], forward);
+    let mut backward = forward.to_vec();
+    backward.reverse();
+    assert_eq!(scans[1], backward);
+    assert_eq!(scans[2], ["a", "b"]);
+}

@@ -7,7 +7,7 @@ use super::flag::*;
 use super::{Args, CmdError, CmdResult, Ctx, Spec};
 use crate::cursor;
 use crate::glob;
-use crate::store::{now_ms, Meta};
+use crate::store::{now_ms, Meta, Writes};
 
 macro_rules! key_cmd {
     ($name:literal, $arity:expr, $flags:expr, $keys:expr, $since:literal, $summary:literal, $h:expr) => {
@@ -454,8 +454,8 @@ fn renamenx(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 
 /// RENAME and RENAMENX (Redis's `renameGenericCommand`): the value moves with its expiry;
 /// the delete of the source and the write of the destination are one atomic batch, under
-/// the stripes of both keys. Strings only exist yet; collections will also have to move
-/// their subkeys, which are stored under the key's name.
+/// the stripes of both keys. A collection's member records hold its name, so they are
+/// rewritten under the new one (O(members), where Redis's RENAME is O(1)).
 fn rename_generic(ctx: &mut Ctx<'_>, args: &mut Args, nx: bool) -> CmdResult {
     let src = args.next_bytes()?;
     let dst = args.next_bytes()?;
@@ -476,7 +476,14 @@ fn rename_generic(ctx: &mut Ctx<'_>, args: &mut Args, nx: bool) -> CmdResult {
         ctx.reply.int(0);
         return Ok(());
     }
-    store.write_many(db, &[(&src[..], None), (&dst[..], Some(&m))])?;
+    // The destination is a new incarnation: its member records are rewritten under its
+    // name, and a later RENAME back must not meet the members this name had before.
+    let mut moved = m.clone();
+    moved.version = store.next_version();
+    let mut w = Writes::new();
+    store.copy_members(&mut w, (db, &src), &m, (db, &dst), moved.version)?;
+    w.meta(db, &src, None).meta(db, &dst, Some(&moved));
+    store.apply(w)?;
     if nx {
         ctx.reply.int(1);
     } else {
@@ -521,8 +528,12 @@ fn copy(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         ctx.reply.int(0);
         return Ok(());
     }
+    let src_meta = m.clone();
     m.version = store.next_version();
-    store.put(dst_db, &dst, &m)?;
+    let mut w = Writes::new();
+    store.copy_members(&mut w, (src_db, &src), &src_meta, (dst_db, &dst), m.version)?;
+    w.meta(dst_db, &dst, Some(&m));
+    store.apply(w)?;
     ctx.reply.int(1);
     Ok(())
 }

@@ -151,6 +151,19 @@ pub type CmdResult = Result<(), CmdError>;
 
 pub const ERR_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
+/// The live metadata of `key` in the client's database if it is of type `t`; `None` if the
+/// key does not exist; `WRONGTYPE` if it holds another type. Counts a keyspace hit or miss.
+pub fn lookup_typed(
+    ctx: &Ctx<'_>,
+    key: &[u8],
+    t: crate::store::RType,
+) -> Result<Option<crate::store::Meta>, CmdError> {
+    match ctx.shared.store.lookup_read(ctx.conn.db, key)? {
+        Some(m) if m.rtype != t => Err(CmdError::reply(ERR_WRONGTYPE)),
+        m => Ok(m),
+    }
+}
+
 /// Every command, from the families' tables.
 pub fn all_commands() -> &'static [&'static Spec] {
     static ALL: OnceLock<Vec<&'static Spec>> = OnceLock::new();
