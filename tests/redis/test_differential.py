@@ -28,6 +28,8 @@ happened on both sides before DBSIZE can count the key; relative expiries with G
 from wide ranges, so two equal ones (decided by which millisecond they land in) are rare.
 """
 
+import glob
+import importlib
 import math
 import os
 import random
@@ -85,6 +87,23 @@ GLOBS = [
 ]
 
 
+def load_type_generators():
+    """The generators of the collection types, one module per family beside this file
+    (`diff_*.py`), each with `GENERATORS = {name: (weight, fn)}` where `fn(gen)` returns
+    an `Op` (gen: the `Gen`, for its random source, keys and values)."""
+    out = {}
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in sorted(glob.glob(os.path.join(here, "diff_*.py"))):
+        module = importlib.import_module(os.path.splitext(os.path.basename(path))[0])
+        for name, entry in module.GENERATORS.items():
+            assert name not in out, f"{name} generated twice"
+            out[name] = entry
+    return out
+
+
+TYPE_GENERATORS = load_type_generators()
+
+
 # How soon an expiry set by a command may fire: PAST (at once: only Redis's lazy deletion
 # needs a touch of the key) or SHORT (within 3 ms: wait, then touch).
 PAST, SHORT = "past", "short"
@@ -96,11 +115,13 @@ GLOB_PARTS = [b"*", b"?", b"[", b"]", b"^", b"-", b"\\", b"k", b"0", b"1", b"3",
 
 class Op:
     """One command; `settle` is (key, PAST or SHORT) when the key may have just got an
-    expiry that fires at once or within milliseconds."""
+    expiry that fires at once or within milliseconds; `compare(a, b)`, when given, decides
+    whether the two replies agree (for replies whose order Redis does not define)."""
 
-    def __init__(self, args, settle=None):
+    def __init__(self, args, settle=None, compare=None):
         self.args = args
         self.settle = settle
+        self.compare = compare
         # SCAN runs a whole iteration, RANDOMKEY follow-up EXISTS: never in a pipelined chunk.
         self.solo = args[0].upper() in (b"SCAN", b"RANDOMKEY")
 
@@ -230,8 +251,12 @@ class Gen:
         weights = [8, 14, 3, 3, 3, 3, 3, 3, 3, 4, 3, 4, 3, 4, 3, 4, 4, 4, 4, 2, 4, 3, 8, 4, 3,
                    3, 3, 1, 1, 2, 3, 0.3, 0.3, 5, 3, 2, 4, 6, 4, 5, 6, 2, 2, 1, 1, 1,
                    4, 3, 4, 2, 2, 3, 3, 3, 0.2, 0.2]
+        names = names + list(TYPE_GENERATORS)
+        weights = weights + [w for w, _ in TYPE_GENERATORS.values()]
         weights = [0 if n in SKIP else w for n, w in zip(names, weights)]
         c = r.choices(names, weights=weights)[0]
+        if c in TYPE_GENERATORS:
+            return self.mutate(TYPE_GENERATORS[c][1](self))
         k = self.key()
         settle = None
         if c == "SET":
@@ -437,6 +462,8 @@ class Gen:
 
 
 def same(op, a, b):
+    if op.compare is not None:
+        return op.compare(a, b)
     name = op.args[0].upper()
     if name == b"KEYS" and isinstance(a, list) and isinstance(b, list):
         return sorted(a) == sorted(b)
