@@ -259,6 +259,20 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
             kv("strata_read_requests", b.read_requests().to_string());
             kv("strata_cross_shard_parts", b.cross_shard_parts.to_string());
             kv("strata_committed_gsn", db.committed_gsn().to_string());
+            let h = db.hot_stats().unwrap_or_default();
+            kv("hot_memory_bytes", cfg.hot_memory_bytes.to_string());
+            kv("hot_memory_used", h.used_bytes.to_string());
+            kv("hot_records", h.records.to_string());
+            kv("hot_hits", h.hits.to_string());
+            kv("hot_misses", h.misses.to_string());
+            let lookups = h.hits + h.misses;
+            let rate = if lookups == 0 {
+                0.0
+            } else {
+                h.hits as f64 / lookups as f64
+            };
+            kv("hot_hit_rate", format!("{rate:.4}"));
+            kv("hot_evictions", h.evictions.to_string());
         }
         _ => {}
     }

@@ -128,6 +128,9 @@ impl Shared {
     pub fn apply_config(&self, c: Config) {
         self.store
             .set_sync_writes(c.appendfsync == AppendFsync::Always);
+        if c.hot_memory_bytes != self.config.read().hot_memory_bytes {
+            self.store.db().set_hot_bytes(c.hot_memory_bytes);
+        }
         self.slowlog.trim(c.slowlog_max_len);
         *self.config.write() = c;
     }
@@ -311,6 +314,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
         shards: config.shards,
         // Shards own slot ranges: a key's records share its slot, so they share a shard.
         routing: Some(strata::Routing::Slot),
+        hot_bytes: config.hot_memory_bytes,
         ..strata::DbOptions::with_engine(config.engine.options())
     };
     if let Some(fs) = &opts.fs {

@@ -131,6 +131,11 @@ impl<E: Engine> ShardedDb<E> {
         let committed = txlog::recover(&*fs, &root)?;
         let engines = open_engines::<E>(&root, meta.shards, &opts.engine)?;
         let recovery = crate::recovery::recover(&engines, committed, &root)?;
+        if opts.hot_bytes > 0 {
+            for e in &engines {
+                e.set_hot_bytes(opts.hot_bytes / engines.len() as u64);
+            }
+        }
         let txlog = TxLog::create(fs.clone(), &root, recovery.max_gsn)?;
         let coord = Arc::new(Coord::new(txlog));
         let cores = if opts.pin_workers {
@@ -235,6 +240,26 @@ impl<E: Engine> ShardedDb<E> {
     /// Batch-size statistics of each shard.
     pub fn shard_batch_stats(&self) -> Vec<BatchStats> {
         self.counters.iter().map(|c| c.snapshot()).collect()
+    }
+
+    /// Sets the hot tier's total capacity (split evenly over the shards; 0: off), live:
+    /// shrinking evicts at once.
+    pub fn set_hot_bytes(&self, total: u64) {
+        for e in &self.engines {
+            e.set_hot_bytes(total / self.engines.len() as u64);
+        }
+    }
+
+    /// The hot tier's counters summed over the shards; `None` if it was never switched on
+    /// (or the engine has none).
+    pub fn hot_stats(&self) -> Option<crate::HotStats> {
+        let mut total: Option<crate::HotStats> = None;
+        for e in &self.engines {
+            if let Some(s) = e.hot_stats() {
+                total.get_or_insert_with(Default::default).add(&s);
+            }
+        }
+        total
     }
 
     /// Every committed cross-shard batch has a GSN at or below this one.

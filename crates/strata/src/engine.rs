@@ -94,17 +94,35 @@ pub trait Engine: Send + Sync + Sized + 'static {
     fn checkpoint(&self, dir: &Path) -> Result<()>;
     /// Makes the instance durable and releases it.
     fn close(self) -> Result<()>;
+    /// Sets the capacity in bytes of the instance's hot tier (`hot.rs`; 0: off). Engines
+    /// without one ignore it.
+    fn set_hot_bytes(&self, _bytes: u64) {}
+    /// The hot tier's counters, if the engine has one switched on.
+    fn hot_stats(&self) -> Option<crate::hot::HotStats> {
+        None
+    }
 }
 
-/// Strata's own engine ([`strata_engine::Db`]) as a shard.
+/// Strata's own engine ([`strata_engine::Db`]) as a shard, with its hot tier.
 pub struct StrataEngine {
     db: strata_engine::Db,
+    /// Created the first time a capacity above 0 is set; never removed (set to 0, it
+    /// caches nothing and is bypassed).
+    hot: std::sync::OnceLock<crate::hot::HotTier>,
 }
 
 impl StrataEngine {
     /// The instance underneath.
     pub fn db(&self) -> &strata_engine::Db {
         &self.db
+    }
+
+    /// The hot tier, if switched on (latest reads without a snapshot go through it).
+    fn hot(&self, snap: Option<&strata_engine::Snapshot>) -> Option<&crate::hot::HotTier> {
+        if snap.is_some() {
+            return None;
+        }
+        self.hot.get().filter(|h| h.enabled())
     }
 }
 
@@ -177,6 +195,7 @@ impl Engine for StrataEngine {
         cfg.error_if_exists = false;
         Ok(StrataEngine {
             db: strata_engine::Db::open(dir, cfg)?,
+            hot: std::sync::OnceLock::new(),
         })
     }
 
@@ -185,10 +204,35 @@ impl Engine for StrataEngine {
             sync,
             ..WriteOptions::default()
         };
-        self.db.write(&wo, batch)
+        let Some(hot) = self.hot(None) else {
+            return self.db.write(&wo, batch);
+        };
+        // Write-through: the records go to the tier once the engine has them.
+        let records = batch.clone();
+        hot.begin_write();
+        let r = self.db.write(&wo, batch);
+        hot.end_write(
+            records
+                .iter()
+                .map_while(|r| r.ok())
+                .map(|r| (r.key, r.value)),
+            r.is_ok(),
+        );
+        r
     }
 
     fn get(&self, snap: Option<&Self::Snapshot>, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(hot) = self.hot(snap) {
+            if let Some(v) = hot.get(key) {
+                return Ok(Some(v));
+            }
+            let ticket = hot.begin_read();
+            let v = self.db.get(key)?;
+            if let Some(v) = &v {
+                hot.promote(&ticket, key, v);
+            }
+            return Ok(v);
+        }
         match snap {
             None => self.db.get(key),
             Some(_) => self.db.get_opt(&read_opts(snap), key),
@@ -200,7 +244,33 @@ impl Engine for StrataEngine {
         snap: Option<&Self::Snapshot>,
         keys: &[&[u8]],
     ) -> Vec<Result<Option<Vec<u8>>>> {
-        self.db.multi_get(&read_opts(snap), keys)
+        let Some(hot) = self.hot(snap) else {
+            return self.db.multi_get(&read_opts(snap), keys);
+        };
+        let mut out: Vec<Option<Result<Option<Vec<u8>>>>> = keys
+            .iter()
+            .map(|k| hot.get(k).map(|v| Ok(Some(v))))
+            .collect();
+        let missing: Vec<&[u8]> = keys
+            .iter()
+            .zip(&out)
+            .filter(|(_, o)| o.is_none())
+            .map(|(k, _)| *k)
+            .collect();
+        if !missing.is_empty() {
+            let ticket = hot.begin_read();
+            let mut read = self.db.multi_get(&read_opts(None), &missing).into_iter();
+            for (k, o) in keys.iter().zip(out.iter_mut()) {
+                if o.is_none() {
+                    let r = read.next().unwrap_or(Ok(None));
+                    if let Ok(Some(v)) = &r {
+                        hot.promote(&ticket, k, v);
+                    }
+                    *o = Some(r);
+                }
+            }
+        }
+        out.into_iter().map(|o| o.unwrap_or(Ok(None))).collect()
     }
 
     fn snapshot(&self) -> Self::Snapshot {
@@ -244,5 +314,19 @@ impl Engine for StrataEngine {
 
     fn close(self) -> Result<()> {
         self.db.close()
+    }
+
+    fn set_hot_bytes(&self, bytes: u64) {
+        match self.hot.get() {
+            Some(h) => h.set_capacity(bytes),
+            None if bytes > 0 => {
+                let _ = self.hot.set(crate::hot::HotTier::new(bytes));
+            }
+            None => {}
+        }
+    }
+
+    fn hot_stats(&self) -> Option<crate::hot::HotStats> {
+        self.hot.get().map(|h| h.stats())
     }
 }

@@ -40,6 +40,11 @@ pub struct Options<C> {
     /// direct, and YCSB A 103k against 143k ops/s (`docs/benchmarks.md`, the sharded-front benchmarks). Reads
     /// issued while the shard is writing still go through the worker and are batched.
     pub direct_reads: bool,
+    /// Bytes of RAM for the hot tier (`hot.rs`), split evenly over the shards: recently and
+    /// frequently read or written records, served without reading the engine. Default: 0
+    /// (off; the engine's own block cache still applies). Engines without a hot tier ignore
+    /// it. Changed live with [`crate::ShardedDb::set_hot_bytes`].
+    pub hot_bytes: u64,
     /// Options of each engine instance.
     pub engine: C,
 }
@@ -53,6 +58,7 @@ impl<C: Default> Default for Options<C> {
             queue_depth: 1024,
             pin_workers: false,
             direct_reads: true,
+            hot_bytes: 0,
             engine: C::default(),
         }
     }
@@ -68,6 +74,7 @@ impl<C> Options<C> {
             queue_depth: 1024,
             pin_workers: false,
             direct_reads: true,
+            hot_bytes: 0,
             engine,
         }
     }

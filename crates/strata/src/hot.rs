@@ -1,0 +1,281 @@
+//! The hot tier: a shard's recently and frequently used records in RAM (Redis on Flash's
+//! lesson, seed `004`: the working set at memory speed, the SSD for the rest).
+//!
+//! A write-through record cache in front of one shard's engine, bounded in bytes. Admission
+//! and eviction are `quick_cache`'s (a CLOCK-Pro variant close to S3-FIFO: scan-resistant,
+//! so one pass over cold keys does not flush the hot ones). The engine always holds every
+//! record; evicting one only drops its RAM copy, so the tier never affects durability.
+//!
+//! **Coherence.** Every write of the shard, once the engine has applied it, replaces (puts)
+//! or removes (deletes) the records it wrote, so a cached record is never older than the
+//! engine's for a completed write. A read that misses reads the engine and then *promotes*
+//! the value, and that is the one race: a write may land between the engine read and the
+//! promotion, and promoting the older value would leave it cached for good. So writes count
+//! themselves in `started` before touching the engine and in `finished` (under `promote`)
+//! after updating the cache; a read promotes only if no write was in flight when it began
+//! (`started == finished`) and none has started since (`started` unchanged when it
+//! promotes, checked under `promote`, which the writer's cache update also holds). Reads
+//! that lose the race simply do not promote. Writes to one shard are serialized by the
+//! front, so `promote` is uncontended between writers.
+
+use parking_lot::Mutex;
+use quick_cache::sync::Cache;
+use quick_cache::{Lifecycle, Weighter};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Bytes counted for an entry beyond its key and value: the cache's slot, the key's and
+/// the value's heap headers and allocator rounding (measured: `hot_tier_bytes_bound_rss`
+/// in the server's tests).
+pub const ENTRY_OVERHEAD: u64 = 64;
+
+/// Records larger than this share of the tier are not cached (one huge value would evict
+/// hundreds of small hot ones).
+const MAX_ITEM_SHARE: u64 = 16;
+
+#[derive(Clone)]
+struct ByBytes;
+
+impl Weighter<Vec<u8>, Arc<[u8]>> for ByBytes {
+    fn weight(&self, key: &Vec<u8>, val: &Arc<[u8]>) -> u64 {
+        key.len() as u64 + val.len() as u64 + ENTRY_OVERHEAD
+    }
+}
+
+/// Counts evictions (the cache's own counters cover hits and misses).
+#[derive(Clone, Default)]
+struct CountEvictions(Arc<AtomicU64>);
+
+impl Lifecycle<Vec<u8>, Arc<[u8]>> for CountEvictions {
+    type RequestState = ();
+
+    fn begin_request(&self) -> Self::RequestState {}
+
+    fn on_evict(&self, _state: &mut (), _key: Vec<u8>, _val: Arc<[u8]>) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+type Records = Cache<Vec<u8>, Arc<[u8]>, ByBytes, quick_cache::DefaultHashBuilder, CountEvictions>;
+
+/// One shard's hot tier.
+pub struct HotTier {
+    cache: Records,
+    /// The capacity last set (0: off), readable without touching the cache.
+    capacity: AtomicU64,
+    evictions: Arc<AtomicU64>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    started: AtomicU64,
+    finished: AtomicU64,
+    promote: Mutex<()>,
+}
+
+/// The hot tier's counters (INFO).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HotStats {
+    /// Bytes held (keys, values and [`ENTRY_OVERHEAD`] per record).
+    pub used_bytes: u64,
+    pub capacity_bytes: u64,
+    pub records: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+}
+
+impl HotStats {
+    /// Adds `o`'s counters to these (the totals over shards).
+    pub fn add(&mut self, o: &HotStats) {
+        self.used_bytes += o.used_bytes;
+        self.capacity_bytes += o.capacity_bytes;
+        self.records += o.records;
+        self.hits += o.hits;
+        self.misses += o.misses;
+        self.evictions += o.evictions;
+    }
+}
+
+/// A ticket from [`HotTier::begin_read`]: whether the read may promote what it finds.
+pub struct ReadTicket(Option<u64>);
+
+impl HotTier {
+    /// A tier of `capacity` bytes.
+    pub fn new(capacity: u64) -> HotTier {
+        let evictions = CountEvictions::default();
+        let counter = evictions.0.clone();
+        let items = (capacity / 128).clamp(16, 1 << 24) as usize;
+        HotTier {
+            cache: Cache::with(
+                items,
+                capacity.max(1),
+                ByBytes,
+                Default::default(),
+                evictions,
+            ),
+            capacity: AtomicU64::new(capacity),
+            evictions: counter,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            started: AtomicU64::new(0),
+            finished: AtomicU64::new(0),
+            promote: Mutex::new(()),
+        }
+    }
+
+    /// Changes the capacity (evicting at once if it shrank).
+    pub fn set_capacity(&self, capacity: u64) {
+        self.capacity.store(capacity, Ordering::Relaxed);
+        self.cache.set_capacity(capacity.max(1));
+        if capacity == 0 {
+            self.cache.clear();
+        }
+    }
+
+    /// Whether the tier has a capacity (0: switched off, reads and writes bypass it).
+    pub fn enabled(&self) -> bool {
+        self.capacity.load(Ordering::Relaxed) > 0
+    }
+
+    /// The cached value of `key`, counting a hit or a miss.
+    pub fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        match self.cache.get(key) {
+            Some(v) => {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                Some(v.to_vec())
+            }
+            None => {
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// Call before reading the engine for a miss; pass the ticket to [`HotTier::promote`].
+    pub fn begin_read(&self) -> ReadTicket {
+        let started = self.started.load(Ordering::SeqCst);
+        let finished = self.finished.load(Ordering::SeqCst);
+        ReadTicket((started == finished).then_some(started))
+    }
+
+    /// Caches `value`, read from the engine for `key` after `ticket` was taken, unless a
+    /// write may have changed the key meanwhile (see the module comment).
+    pub fn promote(&self, ticket: &ReadTicket, key: &[u8], value: &[u8]) {
+        let Some(started) = ticket.0 else { return };
+        if !self.fits(key, value) {
+            return;
+        }
+        let _g = self.promote.lock();
+        if self.started.load(Ordering::SeqCst) == started {
+            self.cache.insert(key.to_vec(), Arc::from(value));
+        }
+    }
+
+    /// Call before a write reaches the engine.
+    pub fn begin_write(&self) {
+        self.started.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Call after the write: `applied` holds its records (`None`: deleted) if the engine
+    /// applied it, `None` if it failed (the records it named are dropped from the tier, since
+    /// a failed write may have reached the engine in part).
+    pub fn end_write<'a>(
+        &self,
+        records: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
+        applied: bool,
+    ) {
+        {
+            let _g = self.promote.lock();
+            for (k, v) in records {
+                match v {
+                    Some(v) if applied && self.fits(k, v) => {
+                        self.cache.insert(k.to_vec(), Arc::from(v));
+                    }
+                    _ => {
+                        self.cache.remove(k);
+                    }
+                }
+            }
+            self.finished.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn fits(&self, key: &[u8], value: &[u8]) -> bool {
+        (key.len() + value.len()) as u64 + ENTRY_OVERHEAD <= self.cache.capacity() / MAX_ITEM_SHARE
+    }
+
+    pub fn stats(&self) -> HotStats {
+        HotStats {
+            used_bytes: self.cache.weight(),
+            capacity_bytes: self.cache.capacity(),
+            records: self.cache.len() as u64,
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            evictions: self.evictions.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Whether `key` is cached now (for OBJECT FREQ and tests; not a hit or miss).
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.cache.contains_key(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_through_and_bounded() {
+        let t = HotTier::new(64 * 1024);
+        t.begin_write();
+        t.end_write([(&b"a"[..], Some(&b"1"[..]))].into_iter(), true);
+        assert_eq!(t.get(b"a"), Some(b"1".to_vec()));
+        t.begin_write();
+        t.end_write([(&b"a"[..], None)].into_iter(), true);
+        assert_eq!(t.get(b"a"), None);
+        // A failed write drops what it named.
+        let tk = t.begin_read();
+        t.promote(&tk, b"b", b"2");
+        assert_eq!(t.get(b"b"), Some(b"2".to_vec()));
+        t.begin_write();
+        t.end_write([(&b"b"[..], Some(&b"3"[..]))].into_iter(), false);
+        assert_eq!(t.get(b"b"), None);
+        // Bounded: far more than fits.
+        for i in 0..10_000u32 {
+            let k = i.to_be_bytes();
+            let tk = t.begin_read();
+            t.promote(&tk, &k, &[7u8; 100]);
+        }
+        let s = t.stats();
+        assert!(s.used_bytes <= 64 * 1024, "{s:?}");
+        assert!(s.evictions > 0 && s.records > 100, "{s:?}");
+        assert_eq!((s.hits, s.misses), (2, 2));
+        // Oversized records are not cached.
+        let tk = t.begin_read();
+        t.promote(&tk, b"big", &vec![0u8; 8 * 1024]);
+        assert!(!t.contains(b"big"));
+    }
+
+    #[test]
+    fn a_read_racing_a_write_does_not_promote_the_old_value() {
+        let t = HotTier::new(1 << 20);
+        // The write begins after the read began: the read's value may be the old one.
+        let tk = t.begin_read();
+        t.begin_write();
+        t.end_write([(&b"k"[..], Some(&b"new"[..]))].into_iter(), true);
+        t.promote(&tk, b"k", b"old");
+        assert_eq!(t.get(b"k"), Some(b"new".to_vec()));
+        t.begin_write();
+        t.end_write([(&b"k"[..], None)].into_iter(), true);
+        // A write in flight when the read begins: no promotion either.
+        t.begin_write();
+        let tk = t.begin_read();
+        t.promote(&tk, b"k", b"old");
+        t.end_write([(&b"k"[..], None)].into_iter(), true);
+        assert_eq!(t.get(b"k"), None);
+        // No write around: promoted.
+        let tk = t.begin_read();
+        t.promote(&tk, b"k", b"v");
+        assert_eq!(t.get(b"k"), Some(b"v".to_vec()));
+    }
+}

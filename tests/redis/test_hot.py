@@ -1,0 +1,104 @@
+"""The hot tier (`crates/strata/src/hot.rs`) and the server's memory bound, through a real
+client.
+
+    python3 -m pytest -q tests/redis/test_hot.py
+"""
+
+import random
+import shutil
+import tempfile
+
+import redis
+
+from servers import start_strata
+
+MB = 1 << 20
+
+
+def hot(r):
+    return {k: v for k, v in r.info("strata").items() if k.startswith("hot_")}
+
+
+def test_working_set_inside_the_budget_is_served_from_ram():
+    data = tempfile.mkdtemp(prefix="strata-hot-")
+    try:
+        s = start_strata(["--dir", data, "--hot-memory", "64mb"])
+        r = redis.Redis(port=s.port)
+        keys = [b"user:%d" % i for i in range(5000)]
+        p = r.pipeline(transaction=False)
+        for k in keys:
+            p.set(k, k * 8)
+        p.execute()
+        assert s.stop()
+        # Restarted, the tier is empty: the first pass reads the engine and promotes, the
+        # second never reaches it.
+        s = start_strata(["--dir", data, "--hot-memory", "64mb"])
+        r = redis.Redis(port=s.port)
+        for round_ in range(2):
+            before = hot(r)
+            p = r.pipeline(transaction=False)
+            for k in keys:
+                p.get(k)
+            assert p.execute() == [k * 8 for k in keys]
+            after = hot(r)
+            if round_ == 0:
+                assert after["hot_misses"] - before["hot_misses"] >= len(keys)
+            else:
+                assert after["hot_misses"] == before["hot_misses"], (before, after)
+                assert after["hot_hits"] - before["hot_hits"] >= len(keys)
+        assert hot(r)["hot_memory_bytes"] == 64 * MB
+        assert hot(r)["hot_records"] >= len(keys)
+        # Shrunk live: evicts at once, and the data is all still there.
+        assert r.config_set("hot-memory", "64kb")
+        h = hot(r)
+        assert h["hot_memory_used"] <= 64 * 1024 and h["hot_evictions"] > 0, h
+        assert r.config_get("hot-memory") == {"hot-memory": str(64 * 1024)}
+        assert r.mget(keys[:100]) == [k * 8 for k in keys[:100]]
+        assert s.stop()
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
+# Everything the server holds beyond its budgets: the runtime and its threads, allocator
+# arenas, connection buffers of a few clients, the engine's open-table and file metadata.
+# Documented in docs/design.md (the hot tier and the memory bound).
+RSS_CONSTANT = 56 * MB
+
+
+def rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_rss_stays_within_the_budgets_with_far_more_data():
+    hot_bytes, buffer_bytes, cache_bytes, shards = 8 * MB, 4 * MB, 8 * MB, 2
+    s = start_strata(["--hot-memory", "8mb", "--engine-write-buffer-size", "4mb",
+                      "--engine-block-cache-size", "8mb", "--shards", str(shards)])
+    try:
+        r = redis.Redis(port=s.port)
+        n, size = 50000, 4096  # 195 MiB: 24x the hot tier, 2x every bound together
+        p = r.pipeline(transaction=False)
+        for i in range(n):
+            p.set(b"key:%d" % i, (b"%08d" % i) * (size // 8))
+            if i % 200 == 199:
+                p.execute()
+        p.execute()
+        order = list(range(n))
+        random.Random(1).shuffle(order)
+        for start in range(0, n, 200):
+            chunk = order[start:start + 200]
+            got = r.mget([b"key:%d" % i for i in chunk])
+            assert got == [(b"%08d" % i) * (size // 8) for i in chunk]
+        h = hot(r)
+        assert h["hot_memory_used"] <= hot_bytes and h["hot_evictions"] > 0, h
+        # Per shard: the active memtable and at most two immutable ones waiting for flush.
+        bound = hot_bytes + cache_bytes + shards * 3 * buffer_bytes + RSS_CONSTANT
+        rss = rss_bytes(s.proc.pid)
+        print(f"\nRSS {rss / MB:.1f} MiB for {n * size / MB:.0f} MiB of values, "
+              f"bound {bound / MB:.0f} MiB")
+        assert rss <= bound, f"RSS {rss / MB:.1f} MiB > bound {bound / MB:.1f} MiB"
+    finally:
+        assert s.stop()
