@@ -23,6 +23,7 @@ pub fn run(cmd: Command) -> Result<Outcome> {
             .map(|()| Outcome::Done)
             .map_err(Into::into),
         Command::Stress(a) => crate::stress::run(a),
+        Command::IndexBench(a) => crate::index_bench::run(&a).map(|()| Outcome::Done),
     }
 }
 

@@ -3,6 +3,7 @@
 mod bench;
 mod commands;
 mod dbdir;
+mod index_bench;
 mod opts;
 mod store;
 mod stress;
@@ -120,6 +121,9 @@ pub enum Command {
     /// proto-max-bulk-len, client-query-buffer-limit, appendfsync, shards. Stops on SHUTDOWN,
     /// SIGINT or SIGTERM.
     Serve(ServeArgs),
+    /// Measure the PGM learned index against binary search inside one sorted run of keys
+    /// (ns per lookup for 10^3 ... --max-keys keys; the L0 tier's index).
+    IndexBench(index_bench::IndexBenchArgs),
 }
 
 #[derive(Args, Debug)]

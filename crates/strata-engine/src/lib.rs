@@ -45,6 +45,7 @@ pub mod log;
 pub mod memtable;
 mod multi_get;
 pub mod options;
+pub mod pgm;
 mod recovery;
 pub mod sst;
 mod stats;
