@@ -113,7 +113,11 @@ mod tests {
         for e in std::fs::read_dir(p).unwrap() {
             let e = e.unwrap();
             let m = e.metadata().unwrap();
-            n += if m.is_dir() { dir_bytes(&e.path()) } else { m.len() };
+            n += if m.is_dir() {
+                dir_bytes(&e.path())
+            } else {
+                m.len()
+            };
         }
         n
     }
@@ -227,10 +231,17 @@ mod tests {
         s.apply(w).unwrap();
         s.db().compact().unwrap();
         // Read the engine directly: `Store::get` would delete the expired record itself.
-        assert_eq!(s.db().get(&crate::keys::meta_key(0, b"gone")).unwrap(), None);
+        assert_eq!(
+            s.db().get(&crate::keys::meta_key(0, b"gone")).unwrap(),
+            None
+        );
         assert_eq!(count_members(&s, b"gone", gone.version), 0);
         assert_eq!(count_members(&s, b"live", live.version), 100);
-        assert!(s.db().get(&crate::keys::meta_key(0, b"live")).unwrap().is_some());
+        assert!(s
+            .db()
+            .get(&crate::keys::meta_key(0, b"live"))
+            .unwrap()
+            .is_some());
         s.into_db().close().unwrap();
     }
 }
