@@ -8,6 +8,7 @@
 //! flush or a compaction poisons every later write until reopen.
 
 use crate::batch::WriteBatch;
+use crate::compaction::filter::{FilterReads, FilterReason, FilterStats};
 use crate::compaction::{self, Busy, CompactionPlan, JobEnv, Shape};
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
@@ -637,6 +638,7 @@ impl DbInner {
         &'a self,
         version: &'a Version,
         new_file_number: &'a (dyn Fn() -> u64 + Sync),
+        use_filter: bool,
     ) -> JobEnv<'a> {
         JobEnv {
             dir: &self.dir,
@@ -650,6 +652,7 @@ impl DbInner {
             version,
             new_file_number,
             shutting_down: &self.shutting_down,
+            filter: self.job_filter(use_filter),
         }
     }
 
@@ -741,14 +744,46 @@ impl DbInner {
             self.state.lock().flushing = false;
             return Ok(());
         };
-        let version = self.state.lock().versions.hand_out();
-        let result = self
-            .write_l0_table(&imm)
-            .and_then(|m| Ok((m, self.flush_garbage(&imm, &version)?)));
-        drop(version);
-        let mut st = self.state.lock();
+        let mut use_filter = self.opts.compaction_filter.is_some();
+        let (mut st, _snapshots, meta, mut garbage, filtered) = loop {
+            let version = self.state.lock().versions.hand_out();
+            let result = self
+                .write_l0_table(&imm, &version, use_filter)
+                .and_then(|(m, f)| Ok((m, f, self.flush_garbage(&imm, &version)?)))
+                .and_then(|r| self.sync_if_filtered(&r.1).map(|()| r));
+            drop(version);
+            let mut st = self.state.lock();
+            let (meta, filtered, garbage) = match result {
+                Ok(r) => r,
+                Err(e) => {
+                    st.flushing = false;
+                    return Err(e);
+                }
+            };
+            match self.snapshots_allow(&filtered) {
+                Some(guard) => break (st, guard, meta, garbage, filtered),
+                None => {
+                    // A snapshot taken while the flush ran could read what the filter
+                    // removed: write the memtable again without the filter.
+                    if let Some(m) = &meta {
+                        st.pending_outputs.remove(&m.number);
+                        let _ = self.fs.remove(&filename::table(&self.dir, m.number));
+                    }
+                    Counters::add(&self.counters.filter_retries, 1);
+                    use_filter = false;
+                }
+            }
+        };
         st.flushing = false;
-        let (meta, garbage) = result?;
+        // The filter removed pointers of this memtable, whose bytes the edit adds as live.
+        for (file, bytes) in &filtered.removed_pointers {
+            match garbage.iter_mut().find(|(f, _)| f == file) {
+                Some((_, b)) => *b += bytes,
+                None => garbage.push((*file, *bytes)),
+            }
+        }
+        Counters::add(&self.counters.filter_removed, filtered.removed);
+        Counters::add(&self.counters.filter_value_reads, filtered.value_reads);
         let mut edit = VersionEdit {
             vlog_garbage: garbage,
             ..VersionEdit::default()
@@ -772,6 +807,7 @@ impl DbInner {
         st.versions.log_and_apply(edit)?;
         st.imms.remove(0);
         self.install_super_version(&mut st);
+        drop(_snapshots);
         if found_garbage {
             self.gc_cv.notify_all();
         }
@@ -781,6 +817,55 @@ impl DbInner {
         drop(st);
         self.delete_files(obsolete);
         Ok(())
+    }
+
+    /// The largest registered snapshot, if any.
+    fn largest_snapshot(&self) -> Option<SeqNo> {
+        self.snapshots.lock().keys().next_back().copied()
+    }
+
+    /// The compaction filter a job started now uses (`use_filter`: a retry runs without).
+    fn job_filter(&self, use_filter: bool) -> Option<compaction::job::JobFilter<'_>> {
+        let filter = self
+            .opts
+            .compaction_filter
+            .as_deref()
+            .filter(|_| use_filter)?;
+        Some(compaction::job::JobFilter {
+            filter,
+            reads: self,
+            largest_snapshot: self.largest_snapshot(),
+        })
+    }
+
+    /// The filter may have decided from reads of the database (`FilterContext::get`): every
+    /// logged write it could have seen is made durable before its removals are installed,
+    /// so no crash can keep a removal and lose the write that justified it.
+    fn sync_if_filtered(&self, f: &FilterStats) -> Result<()> {
+        if f.removed == 0 {
+            return Ok(());
+        }
+        self.sync_logs()
+    }
+
+    /// Called with `state` held, before installing a job whose filter removed records:
+    /// `None` if a snapshot registered since the job started could read one of them (every
+    /// snapshot at or above the smallest removed sequence number; those registered when the
+    /// job started were all below every removed record). Otherwise the snapshot registry's
+    /// guard, held until the new super version is installed, so that no snapshot is taken
+    /// in between that would read the old tables first and the filtered ones after.
+    fn snapshots_allow(
+        &self,
+        f: &FilterStats,
+    ) -> Option<Option<parking_lot::MutexGuard<'_, BTreeMap<SeqNo, usize>>>> {
+        let Some(min) = f.min_removed_seq else {
+            return Some(None);
+        };
+        let g = self.snapshots.lock();
+        if g.range(min..).next().is_some() {
+            return None;
+        }
+        Some(Some(g))
     }
 
     /// Value-log garbage that flushing `mem` reveals (`docs/design.md` §6.2):
@@ -853,19 +938,54 @@ impl DbInner {
         Ok(garbage.into_iter().collect())
     }
 
-    /// Writes a memtable as a table (synced, directory synced). `None` if it is empty.
-    fn write_l0_table(&self, mem: &Arc<MemTable>) -> Result<Option<crate::version::FileMeta>> {
+    /// Writes a memtable as a table (synced, directory synced). `None` if it is empty. With
+    /// the filter, the newest entry of each key it removes is written as a tombstone (older
+    /// versions may live in deeper levels; `docs/design.md` §6.4).
+    fn write_l0_table(
+        &self,
+        mem: &Arc<MemTable>,
+        version: &Version,
+        use_filter: bool,
+    ) -> Result<(Option<crate::version::FileMeta>, FilterStats)> {
         if mem.is_empty() {
-            return Ok(None);
+            return Ok((None, FilterStats::default()));
         }
         let alloc = || self.allocate_output();
-        let v = Version::default();
-        let env = self.job_env(&v, &alloc);
+        let env = self.job_env(version, &alloc, use_filter);
+        let mut filter = env.filter.map(|f| f.run(FilterReason::Flush, 0));
         let mut out = compaction::job::OutputWriter::new(&env);
         let mut it = mem.iter();
         it.seek_to_first();
         let r = (|| {
+            let mut current: Vec<u8> = Vec::new();
+            let mut first = true;
+            let mut tombstone = Vec::new();
             while it.valid() {
+                if let Some(f) = filter.as_mut() {
+                    let p = crate::key::parse_internal_key(it.key()).ok_or_else(|| {
+                        Error::corruption("<memtable>", 0, "malformed internal key")
+                    })?;
+                    let newest = first || p.user_key != current.as_slice();
+                    first = false;
+                    if newest {
+                        current.clear();
+                        current.extend_from_slice(p.user_key);
+                        if f.eligible(p.seq, p.kind)
+                            && f.removes(p.user_key, p.seq, p.kind, it.value())
+                        {
+                            tombstone.clear();
+                            crate::key::encode_internal_key(
+                                &mut tombstone,
+                                p.user_key,
+                                p.seq,
+                                ValueKind::Delete,
+                            );
+                            out.add(&tombstone, &[])?;
+                            it.next();
+                            continue;
+                        }
+                    }
+                }
                 out.add(it.key(), it.value())?;
                 it.next();
             }
@@ -876,28 +996,60 @@ impl DbInner {
             return Err(e);
         }
         let mut o = out.finish()?;
-        Ok(o.files.pop())
+        Ok((o.files.pop(), filter.map(|f| f.stats).unwrap_or_default()))
     }
 
     /// Runs one planned compaction and installs its result.
     /// Takes the version the plan was made from by value: it is dropped before obsolete
     /// files are collected, or this job's own inputs would look live.
     fn compact(&self, plan: &CompactionPlan, v: Arc<Version>) -> Result<()> {
-        let result = if plan.trivial_move {
-            Ok(compaction::JobOutput {
-                files: plan.inputs.iter().map(|f| (**f).clone()).collect(),
-                ..Default::default()
-            })
-        } else {
-            let alloc = || self.allocate_output();
-            let env = self.job_env(&v, &alloc);
-            compaction::job::run(plan, &env)
+        let mut use_filter = self.opts.compaction_filter.is_some();
+        let (mut st, _snapshots, out) = loop {
+            let result = if plan.trivial_move {
+                Ok(compaction::JobOutput {
+                    files: plan.inputs.iter().map(|f| (**f).clone()).collect(),
+                    ..Default::default()
+                })
+            } else {
+                let alloc = || self.allocate_output();
+                let env = self.job_env(&v, &alloc, use_filter);
+                compaction::job::run(plan, &env)
+                    .and_then(|o| self.sync_if_filtered(&o.filter).map(|()| o))
+            };
+            let mut st = self.state.lock();
+            let out = match result {
+                Ok(out) => out,
+                Err(e) => {
+                    // On error the job removed its outputs; their numbers stay reserved,
+                    // harmlessly.
+                    self.unmark_busy(&mut st, plan);
+                    return Err(e);
+                }
+            };
+            match self.snapshots_allow(&out.filter) {
+                Some(guard) => break (st, guard, out),
+                None => {
+                    // A snapshot taken while the job ran could read what the filter removed:
+                    // run it again without the filter.
+                    for f in &out.files {
+                        st.pending_outputs.remove(&f.number);
+                        let _ = self.fs.remove(&filename::table(&self.dir, f.number));
+                    }
+                    Counters::add(&self.counters.filter_retries, 1);
+                    use_filter = false;
+                }
+            }
         };
+        // The job's version goes before obsolete files are collected.
         drop(v);
-        let mut st = self.state.lock();
         self.unmark_busy(&mut st, plan);
-        // On error the job removed its outputs; their numbers stay reserved, harmlessly.
-        let out = result?;
+        Counters::add(&self.counters.filter_removed, out.filter.removed);
+        Counters::add(&self.counters.filter_value_reads, out.filter.value_reads);
+        if !out.filter.removed_pointers.is_empty() {
+            // Whether a flush already counted those pointers as garbage is not known here:
+            // verification scans measure them (§9.5).
+            st.gc.needs_verify = true;
+        }
         let mut edit = VersionEdit::default();
         for f in &plan.inputs {
             edit.deleted_files.push((plan.level as u32, f.number));
@@ -928,6 +1080,7 @@ impl DbInner {
             .max(self.visible_seq.load(Ordering::Acquire));
         st.versions.log_and_apply(edit)?;
         self.install_super_version(&mut st);
+        drop(_snapshots);
         if plan.trivial_move {
             Counters::add(&self.counters.trivial_moves, 1);
         } else {
@@ -962,12 +1115,22 @@ impl DbInner {
 
     fn compact_range_levels(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         let levels = self.opts.num_levels;
-        for level in 0..levels - 1 {
+        let filter = self.opts.compaction_filter.is_some();
+        for level in 0..levels {
             self.check_bg_error()?;
             let (plan, v) = {
                 let mut st = self.state.lock();
                 let v = st.versions.current();
-                let Some(plan) = compaction::picker::manual(&v, level, start, end) else {
+                let plan = if level + 1 < levels {
+                    compaction::picker::manual(&v, level, start, end)
+                } else if filter {
+                    // Everything in the range is in the last level now: rewrite it there so
+                    // that the filter sees the records that only moved down.
+                    compaction::picker::manual_bottommost(&v, start, end)
+                } else {
+                    None
+                };
+                let Some(plan) = plan else {
                     continue;
                 };
                 self.mark_busy(&mut st, &plan);
@@ -981,6 +1144,18 @@ impl DbInner {
             }
         }
         Ok(())
+    }
+}
+
+impl FilterReads for DbInner {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        DbInner::get(self, &ReadOptions::default(), key)
+    }
+
+    fn resolve(&self, key: &[u8], pointer: &[u8]) -> Result<Vec<u8>> {
+        let ptr = crate::vlog::ValuePointer::decode_or_corrupt(pointer, "<lsm value pointer>")?;
+        let files = self.super_version.read().vlog_files.clone();
+        self.vlog.read(&files, key, &ptr)
     }
 }
 

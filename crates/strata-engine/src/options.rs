@@ -2,6 +2,7 @@
 //! (seed 004): L0 slowdown at 24 files and stop at 40, 2 MiB compaction readahead, background
 //! threads sized from the core count.
 
+use crate::compaction::CompactionFilter;
 use crate::error::{Error, Result};
 pub use crate::io::IoBackend;
 use crate::io::{Fs, RealFs};
@@ -132,6 +133,13 @@ pub struct Options {
     /// Values an iterator reads ahead, in one batch, when it is moving forward over
     /// separated values (WiscKey's parallel range-scan prefetch; 0 = off). Default: 32.
     pub vlog_prefetch: usize,
+    /// A hook that may remove records as flushes and compactions write them and as value-log
+    /// GC relocates them ([`CompactionFilter`]). Default: none. Not persisted. It is shown
+    /// only the newest version of a key, only values (never tombstones), and only records no
+    /// snapshot can read; a removed record becomes a tombstone unless nothing older can exist
+    /// below it, so older versions never come back. A filter that decides from keys alone
+    /// costs no value-log reads. Rules and their reasons: `docs/design.md` §6.4.
+    pub compaction_filter: Option<Arc<dyn CompactionFilter>>,
 }
 
 impl Default for Options {
@@ -171,6 +179,7 @@ impl Default for Options {
             gc_bytes_per_sec: 256 << 20,
             gc_interval_ms: 1000,
             vlog_prefetch: 32,
+            compaction_filter: None,
         }
     }
 }

@@ -313,6 +313,9 @@ fn flush_recovered(
         version: &v,
         new_file_number: &alloc,
         shutting_down: &stop,
+        // Recovery writes the log's records as they are: no database to read yet, and
+        // keeping everything is always allowed.
+        filter: None,
     };
     let mut out = OutputWriter::new(&env);
     let mut it = mem.iter();

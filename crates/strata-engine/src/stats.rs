@@ -39,6 +39,13 @@ pub struct Counters {
     pub gc_bytes_written: AtomicU64,
     pub gc_values_relocated: AtomicU64,
     pub gc_files_collected: AtomicU64,
+    /// Records the compaction filter removed (flushes, compactions and GC relocations).
+    pub filter_removed: AtomicU64,
+    /// Flushes and compactions redone without the filter because a snapshot taken while
+    /// they ran could read what it removed.
+    pub filter_retries: AtomicU64,
+    /// Separated values read from the value log because the filter asked for them.
+    pub filter_value_reads: AtomicU64,
 }
 
 impl Counters {

@@ -69,6 +69,12 @@ pub struct Stats {
     pub gc_files_collected: u64,
     /// Collected files kept until the snapshots that may read them are released.
     pub gc_files_pending: u64,
+    /// Records the compaction filter removed, and jobs redone without it because a
+    /// snapshot taken while they ran could read what it removed.
+    pub filter_removed: u64,
+    pub filter_retries: u64,
+    /// Separated values read from the value log because the filter asked for them.
+    pub filter_value_reads: u64,
     pub gc_last_error: Option<String>,
     /// (tables + value log) / (tables + value log - value-log garbage): the space the
     /// value log's garbage costs (table-side garbage is not counted).
@@ -147,6 +153,9 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         gc_values_relocated: g(&c.gc_values_relocated),
         gc_files_collected: g(&c.gc_files_collected),
         gc_files_pending: vlog.pending,
+        filter_removed: g(&c.filter_removed),
+        filter_retries: g(&c.filter_retries),
+        filter_value_reads: g(&c.filter_value_reads),
         gc_last_error: vlog.last_error,
         space_amplification: {
             let tables: u64 = sv.version.levels.iter().flatten().map(|f| f.size).sum();
@@ -220,6 +229,9 @@ impl Stats {
             t.gc_values_relocated += p.gc_values_relocated;
             t.gc_files_collected += p.gc_files_collected;
             t.gc_files_pending += p.gc_files_pending;
+            t.filter_removed += p.filter_removed;
+            t.filter_retries += p.filter_retries;
+            t.filter_value_reads += p.filter_value_reads;
             t.gc_last_error = t.gc_last_error.or_else(|| p.gc_last_error.clone());
         }
         let written = t.wal_bytes_written

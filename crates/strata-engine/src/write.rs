@@ -44,11 +44,13 @@ struct Writer {
     result: Option<Result<()>>,
 }
 
-/// A GC rewrite: put `key = value` if the key's newest entry still points at `old`.
+/// A GC rewrite: put `key = value` (or, if the compaction filter removed it, a tombstone) if
+/// the key's newest entry still points at `old`.
 pub(crate) struct Relocation {
     pub key: Vec<u8>,
     pub value: Vec<u8>,
     pub old: ValuePointer,
+    pub remove: bool,
 }
 
 /// The queue of pending writers.
@@ -261,7 +263,11 @@ impl DbInner {
         for r in rel {
             if let Some(Found::Pointer(p)) = self.get_entry(&sv, &r.key, seq, params)? {
                 if ValuePointer::decode(&p) == Some(r.old) {
-                    b.put(&r.key, &r.value);
+                    if r.remove {
+                        b.delete(&r.key);
+                    } else {
+                        b.put(&r.key, &r.value);
+                    }
                 }
             }
         }

@@ -35,6 +35,7 @@ mod conn;
 mod cursor;
 mod exec;
 mod expire;
+pub mod filter;
 mod glob;
 mod info;
 pub mod keys;

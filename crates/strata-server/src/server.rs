@@ -320,7 +320,8 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
     if let Some(fs) = &opts.fs {
         db_opts.engine.fs = fs.clone();
     }
-    let db = strata::Db::open(&config.dir, db_opts)?;
+    // Reclaims the records of deleted and expired keys as compactions run (`filter.rs`).
+    let db = strata::Db::open(&config.dir, crate::filter::with_filter(db_opts))?;
     let shards = db.shard_count();
     let unix = match &config.unixsocket {
         Some(path) => Some(bind_unix(path, config.unixsocketperm)?),

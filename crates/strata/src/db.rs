@@ -3,7 +3,7 @@
 
 use crate::batch::{Op, WriteBatch};
 use crate::coord::{Coord, Cross, Part};
-use crate::engine::{Engine, EngineIter};
+use crate::engine::{Engine, EngineIter, PartsInDoubt};
 use crate::exec::{Exec, ShardTxn};
 use crate::iter::{collect, DbIter};
 use crate::meta::{shard_dir, ShardMeta};
@@ -129,12 +129,18 @@ impl<E: Engine> ShardedDb<E> {
             }
         };
         let committed = txlog::recover(&*fs, &root)?;
-        let engines = open_engines::<E>(&root, meta.shards, &opts.engine)?;
+        let in_doubt: Vec<Arc<PartsInDoubt>> =
+            (0..meta.shards).map(|_| PartsInDoubt::opening()).collect();
+        let engines = open_engines::<E>(&root, &opts.engine, &in_doubt)?;
         let recovery = crate::recovery::recover(&engines, committed, &root)?;
         if opts.hot_bytes > 0 {
             for e in &engines {
                 e.set_hot_bytes(opts.hot_bytes / engines.len() as u64);
             }
+        }
+        // Every uncommitted part is rolled back: compaction filters may decide again.
+        for p in &in_doubt {
+            p.lower(1);
         }
         let txlog = TxLog::create(fs.clone(), &root, recovery.max_gsn)?;
         let coord = Arc::new(Coord::new(txlog));
@@ -163,6 +169,7 @@ impl<E: Engine> ShardedDb<E> {
                 gc: Vec::new(),
                 pending_writes: pending_writes.clone(),
                 shard_lock: shard_lock.clone(),
+                in_doubt: in_doubt[id].clone(),
             };
             let thread = std::thread::Builder::new()
                 .name(format!("strata-shard-{id}"))
@@ -870,10 +877,19 @@ impl<E: Engine> Drop for ShardedDb<E> {
     }
 }
 
-fn open_engines<E: Engine>(root: &Path, n: usize, cfg: &E::Config) -> Result<Vec<Arc<E>>> {
+fn open_engines<E: Engine>(
+    root: &Path,
+    cfg: &E::Config,
+    in_doubt: &[Arc<PartsInDoubt>],
+) -> Result<Vec<Arc<E>>> {
     std::thread::scope(|s| {
-        let handles: Vec<_> = (0..n)
-            .map(|i| s.spawn(move || E::open(&shard_dir(root, i), cfg).map(Arc::new)))
+        let handles: Vec<_> = in_doubt
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let cfg = E::guard_filter(cfg, p.clone());
+                s.spawn(move || E::open(&shard_dir(root, i), &cfg).map(Arc::new))
+            })
             .collect();
         handles
             .into_iter()

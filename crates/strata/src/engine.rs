@@ -6,6 +6,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use strata_engine::compaction::{CompactionFilter, Decision, FilterContext, FilterValue};
 use strata_engine::io::Fs;
 use strata_engine::{ReadOptions, Result, WriteOptions};
 
@@ -101,6 +102,68 @@ pub trait Engine: Send + Sync + Sized + 'static {
     fn hot_stats(&self) -> Option<crate::hot::HotStats> {
         None
     }
+    /// `cfg` for the shard whose cross-shard parts in doubt `parts` counts: a compaction
+    /// filter in it must not remove anything while a part may still be rolled back (see
+    /// [`PartsInDoubt`]). Default: `cfg` unchanged (an engine without a filter hook).
+    fn guard_filter(cfg: &Self::Config, parts: Arc<PartsInDoubt>) -> Self::Config {
+        let _ = parts;
+        cfg.clone()
+    }
+}
+
+/// Parts of cross-shard batches applied in one shard and not yet known committed, plus one
+/// while the database opens (until recovery has rolled back the uncommitted ones).
+///
+/// A compaction filter may decide from other records it reads (the Redis server removes a
+/// collection's members once its metadata record is gone). A part that is applied but not
+/// committed may still be rolled back (`docs/design.md` §12.3): a decision based on its
+/// writes could outlive them (members removed because a DEL's part deleted their metadata,
+/// and the DEL rolled back). So while the count is above zero the shard's filter keeps
+/// everything. The worker raises the count before it applies parts and lowers it once
+/// their commit is durable; the filter reads it after the filter's own reads, so a read
+/// that saw a part's writes sees the count raised (the engine publishes a write with
+/// release ordering after the raise, and a read acquires it).
+#[derive(Debug)]
+pub struct PartsInDoubt(std::sync::atomic::AtomicUsize);
+
+impl PartsInDoubt {
+    /// Raised once: the open in progress.
+    pub(crate) fn opening() -> Arc<PartsInDoubt> {
+        Arc::new(PartsInDoubt(std::sync::atomic::AtomicUsize::new(1)))
+    }
+
+    pub(crate) fn raise(&self, n: usize) {
+        self.0.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub(crate) fn lower(&self, n: usize) {
+        self.0.fetch_sub(n, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether a part may still be rolled back (or the open is not finished).
+    pub fn any(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst) > 0
+    }
+}
+
+/// A shard's compaction filter behind its [`PartsInDoubt`]: keeps everything while a part
+/// may be rolled back.
+struct GuardedFilter {
+    inner: Arc<dyn CompactionFilter>,
+    parts: Arc<PartsInDoubt>,
+}
+
+impl CompactionFilter for GuardedFilter {
+    fn filter(&self, cx: &FilterContext<'_>, key: &[u8], value: &mut FilterValue<'_>) -> Decision {
+        if self.parts.any() {
+            return Decision::Keep;
+        }
+        match self.inner.filter(cx, key, value) {
+            // Checked again after the filter's reads (see `PartsInDoubt`).
+            Decision::Remove if !self.parts.any() => Decision::Remove,
+            _ => Decision::Keep,
+        }
+    }
 }
 
 /// Strata's own engine ([`strata_engine::Db`]) as a shard, with its hot tier.
@@ -187,6 +250,15 @@ impl Engine for StrataEngine {
 
     fn fs(cfg: &Self::Config) -> Arc<dyn Fs> {
         cfg.fs.clone()
+    }
+
+    fn guard_filter(cfg: &Self::Config, parts: Arc<PartsInDoubt>) -> Self::Config {
+        let mut cfg = cfg.clone();
+        cfg.compaction_filter = cfg
+            .compaction_filter
+            .take()
+            .map(|inner| Arc::new(GuardedFilter { inner, parts }) as Arc<dyn CompactionFilter>);
+        cfg
     }
 
     fn open(dir: &Path, cfg: &Self::Config) -> Result<Self> {

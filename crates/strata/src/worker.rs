@@ -64,6 +64,8 @@ pub(crate) struct Worker<E: Engine> {
     /// Held while the worker handles a request; a caller holding it may run an execution on
     /// its own thread ([`crate::ShardedDb::exec_here_or_queued`]).
     pub shard_lock: Arc<Mutex<()>>,
+    /// Raised while parts applied here may be rolled back (the compaction filter waits).
+    pub in_doubt: Arc<crate::engine::PartsInDoubt>,
 }
 
 impl<E: Engine> Worker<E> {
@@ -305,6 +307,10 @@ impl<E: Engine> Worker<E> {
                 Err(_) => break,
             }
         }
+        // Raised before the parts are visible, lowered once their commit is durable; on an
+        // error the database is failed and stays raised (`PartsInDoubt`).
+        self.in_doubt.raise(parts.len());
+        let n = parts.len();
         let r = self.apply_parts(&parts);
         self.pending_writes
             .fetch_sub(parts.len(), Ordering::Release);
@@ -322,7 +328,10 @@ impl<E: Engine> Worker<E> {
             return;
         }
         match self.coord.txlog.wait_committed(last) {
-            Ok(()) => self.gc.extend(gsns.into_iter().map(undo_key)),
+            Ok(()) => {
+                self.in_doubt.lower(n);
+                self.gc.extend(gsns.into_iter().map(undo_key))
+            }
             Err(e) => {
                 self.fail(&e);
             }

@@ -348,3 +348,39 @@ fn never_creates_a_database_inside_something_else() {
         .close()
         .unwrap();
 }
+
+/// The engine options' compaction filter reaches every shard's engine, and a cross-shard
+/// batch (whose parts commit before the compaction) does not keep it from working.
+#[test]
+fn compaction_filter_reaches_every_shard() {
+    use strata_engine::compaction::{CompactionFilter, Decision, FilterContext, FilterValue};
+    struct DropX;
+    impl CompactionFilter for DropX {
+        fn filter(&self, _: &FilterContext<'_>, key: &[u8], _: &mut FilterValue<'_>) -> Decision {
+            if key.starts_with(b"x") {
+                Decision::Remove
+            } else {
+                Decision::Keep
+            }
+        }
+    }
+    let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+    let mut o = opts(&fs, 4);
+    o.engine.compaction_filter = Some(Arc::new(DropX));
+    let db = Db::open("/db", o).unwrap();
+    let mut b = WriteBatch::new();
+    for i in 0..200 {
+        b.put(format!("x{i}").as_bytes(), b"v");
+        b.put(format!("y{i}").as_bytes(), b"v");
+    }
+    db.write(b).unwrap();
+    db.compact().unwrap();
+    for i in 0..200 {
+        assert_eq!(db.get(format!("x{i}").as_bytes()).unwrap(), None, "x{i}");
+        assert!(
+            db.get(format!("y{i}").as_bytes()).unwrap().is_some(),
+            "y{i}"
+        );
+    }
+    db.close().unwrap();
+}

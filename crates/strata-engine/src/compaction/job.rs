@@ -6,6 +6,7 @@
 //! counts no value-log garbage (the flush that shadowed a pointer counted it):
 //! `docs/design.md` §6.2, §6.3.
 
+use super::filter::{CompactionFilter, FilterReads, FilterReason, FilterRun, FilterStats};
 use super::CompactionPlan;
 use crate::error::{Error, Result};
 use crate::filename;
@@ -34,6 +35,29 @@ pub struct JobEnv<'a> {
     /// Allocates an output file number (and protects it from obsolete-file deletion).
     pub new_file_number: &'a (dyn Fn() -> u64 + Sync),
     pub shutting_down: &'a AtomicBool,
+    /// The compaction filter, if one is set and this run may use it.
+    pub(crate) filter: Option<JobFilter<'a>>,
+}
+
+/// The compaction filter as a job uses it.
+#[derive(Clone, Copy)]
+pub(crate) struct JobFilter<'a> {
+    pub filter: &'a dyn CompactionFilter,
+    pub reads: &'a dyn FilterReads,
+    /// The largest snapshot registered when the job started (`None`: no snapshot).
+    pub largest_snapshot: Option<SeqNo>,
+}
+
+impl<'a> JobFilter<'a> {
+    pub(crate) fn run(&self, reason: FilterReason, level: usize) -> FilterRun<'a> {
+        FilterRun::new(
+            self.filter,
+            self.reads,
+            reason,
+            level,
+            self.largest_snapshot,
+        )
+    }
 }
 
 /// What a job wrote.
@@ -43,6 +67,8 @@ pub struct JobOutput {
     pub bytes_read: u64,
     pub bytes_written: u64,
     pub entries_dropped: u64,
+    /// What the compaction filter removed.
+    pub filter: FilterStats,
 }
 
 /// Writes tables from a stream of entries, cutting at `target_file_size`.
@@ -174,6 +200,10 @@ fn merge(plan: &CompactionPlan, env: &JobEnv, out: &mut OutputWriter) -> Result<
     let mut has_current = false;
     let mut last_seq_for_key = SeqNo::MAX;
     let mut n = 0u64;
+    let mut filter = env
+        .filter
+        .map(|f| f.run(FilterReason::Compaction, plan.output_level));
+    let mut tombstone = Vec::new();
     while it.valid() {
         n += 1;
         if n.is_multiple_of(1024) && env.shutting_down.load(Ordering::Relaxed) {
@@ -191,20 +221,38 @@ fn merge(plan: &CompactionPlan, env: &JobEnv, out: &mut OutputWriter) -> Result<
             has_current = true;
             last_seq_for_key = SeqNo::MAX;
         }
+        // The filter sees the newest entry of each key; a record it removes becomes a
+        // tombstone of the same sequence number, dropped below by the ordinary rule when
+        // nothing older can exist (`docs/design.md` §6.4).
+        let mut kind = p.kind;
+        if last_seq_for_key == SeqNo::MAX {
+            if let Some(f) = filter.as_mut() {
+                if f.eligible(p.seq, p.kind) && f.removes(p.user_key, p.seq, p.kind, it.value()) {
+                    kind = ValueKind::Delete;
+                }
+            }
+        }
         let drop = if last_seq_for_key <= env.smallest_snapshot {
             true
         } else {
-            p.kind == ValueKind::Delete
+            kind == ValueKind::Delete
                 && p.seq <= env.smallest_snapshot
                 && is_base_level_for(env.version, plan.output_level, p.user_key)
         };
         last_seq_for_key = p.seq;
         if drop {
             out.out.entries_dropped += 1;
+        } else if kind != p.kind {
+            tombstone.clear();
+            key::encode_internal_key(&mut tombstone, p.user_key, p.seq, ValueKind::Delete);
+            out.add(&tombstone, &[])?;
         } else {
             out.add(ikey, it.value())?;
         }
         it.next();
+    }
+    if let Some(f) = filter {
+        out.out.filter = f.stats;
     }
     it.status()
 }

@@ -168,6 +168,29 @@ pub fn manual(
     plan_with_next(v, level, inputs, &Busy::default())
 }
 
+/// A manual compaction of the last level's tables overlapping `[start, end]` into the last
+/// level itself: with a compaction filter, `compact_range` ends with it so that the filter
+/// sees every record of the range (RocksDB's "bottommost level compaction if there is a
+/// compaction filter"); without one it would only copy the tables.
+pub fn manual_bottommost(
+    v: &Version,
+    start: Option<&[u8]>,
+    end: Option<&[u8]>,
+) -> Option<CompactionPlan> {
+    let last = v.levels.len().checked_sub(1)?;
+    let inputs = v.overlapping(last, start, end);
+    if inputs.is_empty() {
+        return None;
+    }
+    Some(CompactionPlan {
+        level: last,
+        inputs,
+        next_inputs: Vec::new(),
+        output_level: last,
+        trivial_move: false,
+    })
+}
+
 /// Completes a plan with the overlapping tables of the next level, if nothing conflicts.
 fn plan_with_next(
     v: &Version,

@@ -392,6 +392,7 @@ impl DbInner {
                         offset,
                         len: e.len as u32,
                     },
+                    remove: false,
                 });
             }
             let now = reader.bytes_read();
@@ -468,6 +469,17 @@ impl DbInner {
             }
         }
         drop(sv);
+        // The compaction filter sees each current value GC is about to rewrite; one it removes
+        // is rewritten as a tombstone (`docs/design.md` §6.4): the key's current entry points
+        // into the file being collected, so something newer must shadow it.
+        if let Some(f) = self.opts.compaction_filter.as_deref() {
+            let mut removed = 0u64;
+            for r in &mut live {
+                r.remove = crate::compaction::filter::relocation_removes(f, self, &r.key, &r.value);
+                removed += u64::from(r.remove);
+            }
+            Counters::add(&self.counters.filter_removed, removed);
+        }
         if live.is_empty() {
             return Ok(());
         }
