@@ -82,23 +82,29 @@ def same_shape(a, b):
     return _shape(a) == _shape(b)
 
 
-def random_reply(count):
-    """Compare for HRANDFIELD / SRANDMEMBER with `count` (bytes, or None: no count)."""
+def random_reply(count, with_values=False):
+    """Compare for HRANDFIELD / SRANDMEMBER with `count` (bytes, or None: no count);
+    `with_values`: HRANDFIELD's WITHVALUES (a flat field-value array in RESP2, an array of
+    pairs in RESP3)."""
     try:
         n = int(count) if count is not None else None
     except ValueError:
         n = None
 
+    def items(x):
+        if with_values and x and not isinstance(x[0], list):
+            return [repr(p) for p in zip(x[0::2], x[1::2])]
+        return [repr(i) for i in x]
+
     def cmp(a, b):
         if not same_shape(a, b):
             return False
         if isinstance(a, list) and n is not None and n > 0:
-            for x in (a, b):
-                flat = [repr(i) for i in x]
-                if len(set(flat)) != len(flat):
-                    return False
-            if len(a) < n:  # the count covers the collection: all of it, in any order
-                return unordered(a, b)
+            ia, ib = items(a), items(b)
+            if len(set(ia)) != len(ia) or len(set(ib)) != len(ib):
+                return False
+            if len(ia) < n:  # the count covers the collection: all of it, in any order
+                return sorted(ia) == sorted(ib)
         return True
     return cmp
 
@@ -210,7 +216,8 @@ def g_hrandfield(gen):
             args += [gen.name("WITHVALUES"), b"extra"]
         if count.lstrip(b"-").isdigit() and int(count) < -(1 << 20) and len(args) == 3:
             args[2] = count = b"-9223372036854775808"  # refused; a real huge reply is not
-    op = _op(args, compare=random_reply(count))
+    with_values = len(args) == 4 and args[3].upper() == b"WITHVALUES"
+    op = _op(args, compare=random_reply(count, with_values))
     op.exact_arity = True
     return op
 

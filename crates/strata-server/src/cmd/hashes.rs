@@ -59,8 +59,8 @@ fn limits(ctx: &Ctx<'_>) -> (u64, u64) {
     )
 }
 
-/// Redis's `hashTypeTryConversion`: a listpack hash becomes a hashtable when a field or
-/// value given to HSET, HMSET or HSETNX is longer than `hash-max-listpack-value`.
+/// Redis's `hashTypeSet`: a listpack hash becomes a hashtable when a field or value it
+/// stores is longer than `hash-max-listpack-value`.
 fn convert_for_args(ctx: &Ctx<'_>, m: &mut Meta, args: &[&[u8]]) {
     let (_, max_value) = limits(ctx);
     if args.iter().any(|a| a.len() as u64 > max_value) {
@@ -149,19 +149,13 @@ fn hsetnx(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let old = members::lookup_write(ctx, &key, RType::Hash)?;
     let existed = old.is_some();
     let mut m = old.unwrap_or_else(|| members::create(ctx, RType::Hash));
-    let was = m.clone();
-    // Redis converts before it looks at the field: a long value converts even if unused.
-    convert_for_args(ctx, &mut m, &[&field, &value]);
     let store = &ctx.shared.store;
     let present = existed && store.get_member(&members::record(db, &key, &m, &field))?.is_some();
     let mut w = Writes::new();
-    if present {
-        if m != was {
-            w.meta(db, &key, Some(&m));
-        }
-    } else {
+    if !present {
         w.put_member(db, &key, &members::record(db, &key, &m, &field), &value);
         m.size += 1;
+        convert_for_args(ctx, &mut m, &[&field, &value]);
         convert_for_size(ctx, &mut m);
         w.meta(db, &key, Some(&m));
     }
@@ -297,8 +291,7 @@ fn hstrlen(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 }
 
 /// Read-modify-write of one field (HINCRBY, HINCRBYFLOAT): `f` gets the field's value, if
-/// any, and returns the new one. Creates the hash if needed. Redis does not check the new
-/// value's length against `hash-max-listpack-value` here (only the entry count).
+/// any, and returns the new one. Creates the hash if needed.
 fn modify_field(
     ctx: &mut Ctx<'_>,
     key: &[u8],
@@ -316,9 +309,13 @@ fn modify_field(
     let new = f(cur.as_deref())?;
     let mut w = Writes::new();
     w.put_member(db, key, &rec, &new);
+    let was = m.clone();
     if cur.is_none() {
         m.size += 1;
-        convert_for_size(ctx, &mut m);
+    }
+    convert_for_args(ctx, &mut m, &[field, &new]);
+    convert_for_size(ctx, &mut m);
+    if m != was || !existed {
         w.meta(db, key, Some(&m));
     }
     store.apply(w)?;
