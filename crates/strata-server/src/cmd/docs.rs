@@ -200,7 +200,10 @@ pub static SYNTAX: &[(&str, &str)] = &[
     ("sinterstore", "destination:key key:key#1*"),
     ("sunionstore", "destination:key key:key#1*"),
     ("sdiffstore", "destination:key key:key#1*"),
-    ("sintercard", "numkeys:integer key:key* limit:integer=LIMIT?"),
+    (
+        "sintercard",
+        "numkeys:integer key:key* limit:integer=LIMIT?",
+    ),
     (
         "sscan",
         "key:key cursor:integer pattern:pattern=MATCH? count:integer=COUNT?",

@@ -150,7 +150,10 @@ fn hsetnx(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let existed = old.is_some();
     let mut m = old.unwrap_or_else(|| members::create(ctx, RType::Hash));
     let store = &ctx.shared.store;
-    let present = existed && store.get_member(&members::record(db, &key, &m, &field))?.is_some();
+    let present = existed
+        && store
+            .get_member(&members::record(db, &key, &m, &field))?
+            .is_some();
     let mut w = Writes::new();
     if !present {
         w.put_member(db, &key, &members::record(db, &key, &m, &field), &value);
@@ -305,7 +308,11 @@ fn modify_field(
     let mut m = old.unwrap_or_else(|| members::create(ctx, RType::Hash));
     let store = &ctx.shared.store;
     let rec = members::record(db, key, &m, field);
-    let cur = if existed { store.get_member(&rec)? } else { None };
+    let cur = if existed {
+        store.get_member(&rec)?
+    } else {
+        None
+    };
     let new = f(cur.as_deref())?;
     let mut w = Writes::new();
     w.put_member(db, key, &rec, &new);

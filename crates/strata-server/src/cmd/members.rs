@@ -12,6 +12,9 @@ use crate::store::{Meta, RType, Store};
 use std::cell::Cell;
 use std::collections::BTreeMap;
 
+/// A member and its value (a hash field's value; empty for set members).
+pub type Member = (Vec<u8>, Vec<u8>);
+
 /// Bit of the first byte of a hash's or set's metadata extras: the collection has reached
 /// Redis's `hashtable` encoding (clear: `listpack` for hashes, `intset` for sets). Redis
 /// never converts back, so neither does the flag.
@@ -105,7 +108,12 @@ pub fn for_each(
 }
 
 /// Every member of collection `key` with its value, in member byte order.
-pub fn load(store: &Store, db: u8, key: &[u8], m: &Meta) -> Result<Vec<(Vec<u8>, Vec<u8>)>, CmdError> {
+pub fn load(
+    store: &Store,
+    db: u8,
+    key: &[u8],
+    m: &Meta,
+) -> Result<Vec<Member>, CmdError> {
     let mut out = Vec::with_capacity(m.size.min(1 << 16) as usize);
     for_each(store, db, key, m, |k, v| {
         out.push((k.to_vec(), v.to_vec()));
@@ -155,7 +163,10 @@ pub fn reply_all(ctx: &mut Ctx<'_>, key: &[u8], m: &Meta, what: Emit) -> CmdResu
     let db = ctx.conn.db;
     let store = &ctx.shared.store;
     if what == Emit::Members && !is_hashtable(m) {
-        let mut v: Vec<Vec<u8>> = load(store, db, key, m)?.into_iter().map(|(k, _)| k).collect();
+        let mut v: Vec<Vec<u8>> = load(store, db, key, m)?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
         sort_intset(&mut v);
         ctx.reply.set(v.len());
         for k in &v {
@@ -240,7 +251,7 @@ fn seek_random(
     db: u8,
     key: &[u8],
     m: &Meta,
-) -> Result<Option<(Vec<u8>, Vec<u8>)>, CmdError> {
+) -> Result<Option<Member>, CmdError> {
     let p = prefix(db, key, m);
     let end = prefix_end(&p);
     let mut lo = p.clone();
@@ -265,7 +276,7 @@ pub fn sample_distinct(
     key: &[u8],
     m: &Meta,
     count: usize,
-) -> Result<Vec<(Vec<u8>, Vec<u8>)>, CmdError> {
+) -> Result<Vec<Member>, CmdError> {
     if m.size > LOAD_TO_SAMPLE_MAX && (count as u64).saturating_mul(4) < m.size {
         let mut got: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
         let mut tries = 0usize;
@@ -349,8 +360,8 @@ pub fn parse_count(b: &[u8]) -> Result<i64, CmdError> {
 /// member examined (as SCAN's cursors name positions in the key order).
 pub fn scan(ctx: &mut Ctx<'_>, args: &mut Args, rtype: RType) -> CmdResult {
     let key = args.next_bytes()?;
-    let c = cursor::parse(&args.next_bytes()?)
-        .ok_or_else(|| CmdError::reply("ERR invalid cursor"))?;
+    let c =
+        cursor::parse(&args.next_bytes()?).ok_or_else(|| CmdError::reply("ERR invalid cursor"))?;
     let db = ctx.conn.db;
     let _g = ctx.shared.store.lock(db, &[&key]);
     let Some(m) = lookup_typed(ctx, &key, rtype)? else {
@@ -383,7 +394,7 @@ pub fn scan(ctx: &mut Ctx<'_>, args: &mut Args, rtype: RType) -> CmdResult {
             .as_ref()
             .is_none_or(|p| crate::glob::matches(p, k, false))
     };
-    let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut out: Vec<Member> = Vec::new();
     let mut next_cursor = 0u64;
     if !is_hashtable(&m) {
         out = load(store, db, &key, &m)?;
@@ -422,7 +433,8 @@ pub fn scan(ctx: &mut Ctx<'_>, args: &mut Args, rtype: RType) -> CmdResult {
     let pairs = rtype == RType::Hash;
     ctx.reply.array(2);
     ctx.reply.bulk(next_cursor.to_string().as_bytes());
-    ctx.reply.array(if pairs { out.len() * 2 } else { out.len() });
+    ctx.reply
+        .array(if pairs { out.len() * 2 } else { out.len() });
     for (k, v) in &out {
         ctx.reply.bulk(k);
         if pairs {
@@ -453,7 +465,15 @@ mod tests {
     #[test]
     fn intset_members_and_order() {
         assert!(is_int_member(b"-12"));
-        for bad in [&b"01"[..], b"+1", b"-0", b"1.0", b" 1", b"", b"9223372036854775808"] {
+        for bad in [
+            &b"01"[..],
+            b"+1",
+            b"-0",
+            b"1.0",
+            b" 1",
+            b"",
+            b"9223372036854775808",
+        ] {
             assert!(!is_int_member(bad), "{bad:?}");
         }
         let mut v: Vec<Vec<u8>> = [&b"10"[..], b"9", b"-3", b"100"]
@@ -461,7 +481,15 @@ mod tests {
             .map(|s| s.to_vec())
             .collect();
         sort_intset(&mut v);
-        assert_eq!(v, vec![b"-3".to_vec(), b"9".to_vec(), b"10".to_vec(), b"100".to_vec()]);
+        assert_eq!(
+            v,
+            vec![
+                b"-3".to_vec(),
+                b"9".to_vec(),
+                b"10".to_vec(),
+                b"100".to_vec()
+            ]
+        );
     }
 
     #[test]
