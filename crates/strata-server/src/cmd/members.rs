@@ -108,12 +108,7 @@ pub fn for_each(
 }
 
 /// Every member of collection `key` with its value, in member byte order.
-pub fn load(
-    store: &Store,
-    db: u8,
-    key: &[u8],
-    m: &Meta,
-) -> Result<Vec<Member>, CmdError> {
+pub fn load(store: &Store, db: u8, key: &[u8], m: &Meta) -> Result<Vec<Member>, CmdError> {
     let mut out = Vec::with_capacity(m.size.min(1 << 16) as usize);
     for_each(store, db, key, m, |k, v| {
         out.push((k.to_vec(), v.to_vec()));
@@ -246,12 +241,7 @@ pub fn rand_below(n: usize) -> usize {
 const LOAD_TO_SAMPLE_MAX: u64 = 4096;
 
 /// The first member at or after a random position of collection `key` (wrapping around).
-fn seek_random(
-    store: &Store,
-    db: u8,
-    key: &[u8],
-    m: &Meta,
-) -> Result<Option<Member>, CmdError> {
+fn seek_random(store: &Store, db: u8, key: &[u8], m: &Meta) -> Result<Option<Member>, CmdError> {
     let p = prefix(db, key, m);
     let end = prefix_end(&p);
     let mut lo = p.clone();
