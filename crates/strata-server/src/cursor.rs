@@ -101,7 +101,9 @@ pub fn parse(b: &[u8]) -> Option<u64> {
 }
 
 struct Entry {
-    db: u8,
+    /// Whose iteration the bound belongs to: the database index for SCAN, the collection's
+    /// metadata record key and version for HSCAN and SSCAN.
+    owner: Vec<u8>,
     slot: u16,
     bound: Vec<u8>,
 }
@@ -139,13 +141,18 @@ impl ScanBounds {
     /// The cursor for position (`slot`, `bound`) of database `db`: inline if it fits, else
     /// a new table entry (evicting the oldest beyond [`TABLE_ENTRIES`]).
     pub fn cursor(&self, db: u8, slot: u16, bound: Vec<u8>) -> u64 {
+        self.cursor_for(vec![db], slot, bound)
+    }
+
+    /// [`ScanBounds::cursor`] for an iteration named by `owner` (see `Entry::owner`).
+    pub fn cursor_for(&self, owner: Vec<u8>, slot: u16, bound: Vec<u8>) -> u64 {
         if bound.len() <= INLINE_BOUND_BYTES {
             return encode_inline(slot, &bound);
         }
         let mut t = self.table.lock();
         let id = t.next_id;
         t.next_id = (id + 1) & ((1 << ID_BITS) - 1);
-        t.entries.insert(id, Entry { db, slot, bound });
+        t.entries.insert(id, Entry { owner, slot, bound });
         t.order.push_back(id);
         while t.order.len() > TABLE_ENTRIES {
             if let Some(old) = t.order.pop_front() {
@@ -158,12 +165,17 @@ impl ScanBounds {
     /// The position cursor `c` names in database `db`: a table cursor whose entry is gone
     /// or belongs elsewhere resumes at the start of its slot.
     pub fn resolve(&self, db: u8, c: u64) -> (u16, Vec<u8>) {
+        self.resolve_for(&[db], c)
+    }
+
+    /// [`ScanBounds::resolve`] for an iteration named by `owner`.
+    pub fn resolve_for(&self, owner: &[u8], c: u64) -> (u16, Vec<u8>) {
         match decode(c) {
             Cursor::Inline { slot, bound } => (slot, bound),
             Cursor::Table { slot, id } => {
                 let t = self.table.lock();
                 match t.entries.get(&id) {
-                    Some(e) if e.db == db && e.slot == slot => (slot, e.bound.clone()),
+                    Some(e) if e.owner == owner && e.slot == slot => (slot, e.bound.clone()),
                     _ => (slot, Vec::new()),
                 }
             }
@@ -251,6 +263,21 @@ mod tests {
         assert_eq!(t.resolve(2, c), (9, vec![]));
         assert_eq!(t.table.lock().entries.len(), TABLE_ENTRIES);
         assert_eq!(t.table.lock().order.len(), TABLE_ENTRIES);
+    }
+
+    #[test]
+    fn member_cursors_belong_to_their_collection() {
+        let t = ScanBounds::default();
+        let owner = b"\x00\x01\x02\x00hash-v1".to_vec();
+        let c = t.cursor_for(owner.clone(), 258, b"field:00042".to_vec());
+        assert_ne!(c, 0);
+        assert_eq!(t.resolve_for(&owner, c), (258, b"field:00042".to_vec()));
+        // Another collection, or another incarnation of this one: from its first member.
+        assert_eq!(t.resolve_for(b"\x00\x01\x02\x00hash-v2", c), (258, vec![]));
+        // A SCAN cursor of database 0 is not a member cursor and the other way round.
+        assert_eq!(t.resolve(0, c), (258, vec![]));
+        let short = t.cursor_for(owner.clone(), 258, b"f:1".to_vec());
+        assert_eq!(t.resolve_for(&owner, short), (258, b"f:1".to_vec()));
     }
 
     #[test]

@@ -109,7 +109,10 @@ pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 }
 
 /// The parts of a member or score record's key: `(kind, db, user key, version, rest)`.
-pub fn parse_sub_key(k: &[u8]) -> Option<(u8, u8, &[u8], u64, &[u8])> {
+pub type SubKeyParts<'a> = (u8, u8, &'a [u8], u64, &'a [u8]);
+
+/// Splits a member or score record's key into its [`SubKeyParts`].
+pub fn parse_sub_key(k: &[u8]) -> Option<SubKeyParts<'_>> {
     if k.len() < 8 || k[0] >= SERVER_PREFIX || !(k[3] == KIND_SUBKEY || k[3] == KIND_SCORE) {
         return None;
     }

@@ -4,7 +4,7 @@ use super::args::ERR_SYNTAX;
 use super::flag::*;
 use super::{reply_help, Args, CmdError, CmdResult, Ctx, Spec};
 use crate::protocol::parse::parse_i64;
-use crate::store::Meta;
+use crate::store::{Meta, RType};
 
 macro_rules! admin_cmd {
     ($name:literal, $arity:expr, $flags:expr, $keys:expr, $group:literal, $since:literal,
@@ -272,17 +272,38 @@ fn slowlog_help(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
 /// metadata header and the engine's per-entry overhead. An estimate, as Redis's is.
 const KEY_OVERHEAD_BYTES: u64 = 48;
 
-/// Estimated bytes `key` and its value take.
-fn usage_of(key: &[u8], m: &Meta) -> u64 {
-    KEY_OVERHEAD_BYTES + key.len() as u64 + m.value.len() as u64
+/// Estimated bytes `key` and its value take. Hashes and sets: the average of `samples`
+/// member records (0: all) times their count, plus a per-member overhead, as Redis samples
+/// nested values.
+fn usage_of(ctx: &Ctx<'_>, key: &[u8], m: &Meta, samples: u64) -> Result<u64, CmdError> {
+    let base = KEY_OVERHEAD_BYTES + key.len() as u64 + m.value.len() as u64;
+    if !matches!(m.rtype, RType::Hash | RType::Set) || m.size == 0 {
+        return Ok(base);
+    }
+    let (mut seen, mut bytes) = (0u64, 0u64);
+    super::members::for_each(&ctx.shared.store, ctx.conn.db, key, m, |k, v| {
+        seen += 1;
+        bytes += (k.len() + v.len()) as u64;
+        samples == 0 || seen < samples
+    })?;
+    let avg = bytes.checked_div(seen).unwrap_or(0);
+    Ok(base + m.size * (avg + MEMBER_OVERHEAD_BYTES))
 }
+
+/// Bytes a hash field or set member costs beyond its bytes (Redis: a listpack entry's
+/// header, or a dict entry and its string headers; here: the record key's prefix).
+const MEMBER_OVERHEAD_BYTES: u64 = 16;
 
 fn memory_usage(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
+    let mut samples = 5u64;
     while !args.is_done() {
         if args.eat("SAMPLES") && !args.is_done() {
-            // Collections are not sampled yet (strings have nothing to sample).
-            args.next_i64()?;
+            let n = args.next_i64()?;
+            if n < 0 {
+                return Err(CmdError::reply(ERR_SYNTAX));
+            }
+            samples = n as u64;
         } else {
             return Err(CmdError::reply(ERR_SYNTAX));
         }
@@ -290,7 +311,10 @@ fn memory_usage(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let (db, store) = (ctx.conn.db, &ctx.shared.store);
     let _g = store.lock(db, &[&key]);
     match store.get(db, &key)? {
-        Some(m) => ctx.reply.int(usage_of(&key, &m) as i64),
+        Some(m) => {
+            let n = usage_of(ctx, &key, &m, samples)?;
+            ctx.reply.int(n as i64)
+        }
         None => ctx.reply.null(),
     }
     Ok(())
@@ -347,7 +371,8 @@ fn object_lookup(ctx: &mut Ctx<'_>, args: &mut Args) -> Result<Option<Meta>, Cmd
 
 fn object_encoding(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     if let Some(m) = object_lookup(ctx, args)? {
-        ctx.reply.bulk(string_encoding(&m.value).as_bytes());
+        let enc = super::members::encoding(&m).unwrap_or_else(|| string_encoding(&m.value));
+        ctx.reply.bulk(enc.as_bytes());
     }
     Ok(())
 }

@@ -10,9 +10,12 @@ mod bits;
 mod client;
 mod connection;
 mod docs;
+mod hashes;
 mod keyspace;
+pub(crate) mod members;
 mod save;
 mod server;
+mod sets;
 mod strings;
 
 use crate::clients::ClientInfo;
@@ -73,7 +76,8 @@ pub struct Spec {
     pub flags: u32,
     /// First key, last key (negative: from the end), step; 0, 0, 0 without keys.
     pub keys: (i32, i32, i32),
-    /// Command group (COMMAND DOCS): "string", "bitmap", "generic", "connection", "server".
+    /// Command group (COMMAND DOCS): "string", "bitmap", "hash", "set", "generic",
+    /// "connection", "server".
     pub group: &'static str,
     pub since: &'static str,
     pub summary: &'static str,
@@ -177,6 +181,8 @@ pub fn all_commands() -> &'static [&'static Spec] {
             strings::COMMANDS,
             bits::COMMANDS,
             keyspace::COMMANDS,
+            hashes::COMMANDS,
+            sets::COMMANDS,
             save::COMMANDS,
         ] {
             v.extend(family.iter());

@@ -327,6 +327,8 @@ fn acl_categories(s: &Spec) -> Vec<&'static str> {
         ("@keyspace", s.group == "generic"),
         ("@read", has(READONLY)),
         ("@write", has(WRITE)),
+        ("@set", s.group == "set"),
+        ("@hash", s.group == "hash"),
         ("@string", s.group == "string"),
         ("@bitmap", s.group == "bitmap"),
         ("@admin", has(ADMIN)),

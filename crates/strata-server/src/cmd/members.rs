@@ -1,0 +1,495 @@
+//! What the hash and set commands share: their member records (one per field or member
+//! under `keys::sub_key`, `docs/format/redis-keys.md` "Hashes" and "Sets"), the encoding
+//! flag OBJECT ENCODING reads, streamed replies of whole collections, random sampling
+//! (HRANDFIELD, SRANDMEMBER, SPOP) and HSCAN/SSCAN cursors.
+
+use super::args::{ERR_NOT_INT, ERR_SYNTAX};
+use super::{lookup_typed, Args, CmdError, CmdResult, Ctx};
+use crate::cursor;
+use crate::keys::{hash_slot, meta_key, prefix_end, sub_key, sub_prefix, KIND_SUBKEY};
+use crate::protocol::parse::parse_i64;
+use crate::store::{Meta, RType, Store};
+use std::cell::Cell;
+use std::collections::BTreeMap;
+
+/// A member and its value (a hash field's value; empty for set members).
+pub type Member = (Vec<u8>, Vec<u8>);
+
+/// Bit of the first byte of a hash's or set's metadata extras: the collection has reached
+/// Redis's `hashtable` encoding (clear: `listpack` for hashes, `intset` for sets). Redis
+/// never converts back, so neither does the flag.
+pub const FLAG_HASHTABLE: u8 = 1;
+
+/// The metadata extras of a new hash or set: one flags byte.
+pub fn new_extras() -> Vec<u8> {
+    vec![0]
+}
+
+pub fn is_hashtable(m: &Meta) -> bool {
+    m.value.first().is_some_and(|b| b & FLAG_HASHTABLE != 0)
+}
+
+pub fn mark_hashtable(m: &mut Meta) {
+    if m.value.is_empty() {
+        m.value.push(0);
+    }
+    m.value[0] |= FLAG_HASHTABLE;
+}
+
+/// OBJECT ENCODING of a hash or set (`None` for other types).
+pub fn encoding(m: &Meta) -> Option<&'static str> {
+    let big = is_hashtable(m);
+    match m.rtype {
+        RType::Hash => Some(if big { "hashtable" } else { "listpack" }),
+        RType::Set => Some(if big { "hashtable" } else { "intset" }),
+        _ => None,
+    }
+}
+
+/// An integer tuning directive (`hash-max-listpack-entries`...), `default` if unreadable.
+pub fn tuning(ctx: &Ctx<'_>, name: &str, default: u64) -> u64 {
+    ctx.shared
+        .config
+        .read()
+        .get(name)
+        .and_then(|v| v.parse::<i64>().ok())
+        .map_or(default, |n| n.max(0) as u64)
+}
+
+/// The live metadata of `key` for a write command: `None` if absent, `WRONGTYPE` if it is
+/// not of type `t` (Redis's `lookupKeyWrite` + `checkType`: no keyspace hit or miss).
+pub fn lookup_write(ctx: &Ctx<'_>, key: &[u8], t: RType) -> Result<Option<Meta>, CmdError> {
+    match ctx.shared.store.get(ctx.conn.db, key)? {
+        Some(m) if m.rtype != t => Err(CmdError::reply(super::ERR_WRONGTYPE)),
+        m => Ok(m),
+    }
+}
+
+/// A new, empty hash or set (the caller adds members and sets `size`).
+pub fn create(ctx: &Ctx<'_>, t: RType) -> Meta {
+    let mut m = Meta::collection(t, ctx.shared.store.next_version());
+    m.value = new_extras();
+    m
+}
+
+/// Puts `m` into `w`, or deletes the key when it has no members left (empty collections
+/// do not exist).
+pub fn put_meta(w: &mut crate::store::Writes, db: u8, key: &[u8], m: &Meta) {
+    w.meta(db, key, (m.size > 0).then_some(m));
+}
+
+/// Whether a set member is one an intset holds (Redis's `isSdsRepresentableAsLongLong`).
+pub fn is_int_member(m: &[u8]) -> bool {
+    parse_i64(m).is_some()
+}
+
+/// The prefix of the member records of `m`, the collection at `key` of database `db`.
+pub fn prefix(db: u8, key: &[u8], m: &Meta) -> Vec<u8> {
+    sub_prefix(KIND_SUBKEY, db, key, m.version)
+}
+
+/// The member record of `member` of collection `key` (incarnation `m.version`).
+pub fn record(db: u8, key: &[u8], m: &Meta, member: &[u8]) -> Vec<u8> {
+    sub_key(db, key, m.version, member)
+}
+
+/// Calls `f(member, value)` for every member of collection `key`, in member byte order,
+/// until it returns false.
+pub fn for_each(
+    store: &Store,
+    db: u8,
+    key: &[u8],
+    m: &Meta,
+    mut f: impl FnMut(&[u8], &[u8]) -> bool,
+) -> Result<(), CmdError> {
+    let p = prefix(db, key, m);
+    store.scan_prefix(&p, false, |k, v| f(&k[p.len()..], v))?;
+    Ok(())
+}
+
+/// Every member of collection `key` with its value, in member byte order.
+pub fn load(store: &Store, db: u8, key: &[u8], m: &Meta) -> Result<Vec<Member>, CmdError> {
+    let mut out = Vec::with_capacity(m.size.min(1 << 16) as usize);
+    for_each(store, db, key, m, |k, v| {
+        out.push((k.to_vec(), v.to_vec()));
+        true
+    })?;
+    Ok(out)
+}
+
+/// Which existing members among `members` (a batched read of their records).
+pub fn exist(
+    store: &Store,
+    db: u8,
+    key: &[u8],
+    m: &Meta,
+    members: &[&[u8]],
+) -> Result<Vec<Option<Vec<u8>>>, CmdError> {
+    let recs: Vec<Vec<u8>> = members.iter().map(|f| record(db, key, m, f)).collect();
+    let mut out = Vec::with_capacity(recs.len());
+    for r in store.get_members(&recs) {
+        out.push(r?);
+    }
+    Ok(out)
+}
+
+/// Sorts the members of an intset-encoded set as Redis keeps them: ascending integers.
+pub fn sort_intset(members: &mut [Vec<u8>]) {
+    members.sort_by_key(|m| parse_i64(m).unwrap_or(0));
+}
+
+/// What a streamed reply of a whole collection holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Emit {
+    /// HKEYS: an array of fields.
+    Keys,
+    /// HVALS: an array of values.
+    Values,
+    /// HGETALL: a map of fields to values.
+    Pairs,
+    /// SMEMBERS: a set.
+    Members,
+}
+
+/// Replies the whole collection `key` as `what`, streamed from the member records (the
+/// element count comes from the metadata). Intset-encoded sets (at most
+/// `set-max-intset-entries` members) are sorted as Redis keeps them.
+pub fn reply_all(ctx: &mut Ctx<'_>, key: &[u8], m: &Meta, what: Emit) -> CmdResult {
+    let db = ctx.conn.db;
+    let store = &ctx.shared.store;
+    if what == Emit::Members && !is_hashtable(m) {
+        let mut v: Vec<Vec<u8>> = load(store, db, key, m)?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        sort_intset(&mut v);
+        ctx.reply.set(v.len());
+        for k in &v {
+            ctx.reply.bulk(k);
+        }
+        return Ok(());
+    }
+    let start = ctx.reply.len();
+    let n = m.size as usize;
+    match what {
+        Emit::Pairs => ctx.reply.map(n),
+        Emit::Members => ctx.reply.set(n),
+        Emit::Keys | Emit::Values => ctx.reply.array(n),
+    }
+    let mut seen = 0usize;
+    let reply = &mut *ctx.reply;
+    for_each(store, db, key, m, |k, v| {
+        seen += 1;
+        match what {
+            Emit::Keys | Emit::Members => reply.bulk(k),
+            Emit::Values => reply.bulk(v),
+            Emit::Pairs => {
+                reply.bulk(k);
+                reply.bulk(v);
+            }
+        }
+        true
+    })?;
+    if seen != n {
+        ctx.reply.truncate(start);
+        return Err(CmdError::Store(strata_engine::Error::Corruption {
+            file: "<redis collection>".into(),
+            offset: 0,
+            reason: format!(
+                "key {:?} counts {n} members in its metadata but has {seen} member records",
+                String::from_utf8_lossy(key)
+            ),
+        }));
+    }
+    Ok(())
+}
+
+// ---- random choice ------------------------------------------------------------------
+
+thread_local! {
+    static RNG: Cell<u64> = Cell::new({
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        let thread = format!("{:?}", std::thread::current().id());
+        t ^ xxhash_rust::xxh3::xxh3_64(thread.as_bytes()).rotate_left(32)
+    });
+}
+
+/// A random 64-bit number (splitmix64 over a per-thread state; not for secrets).
+pub fn rand_u64() -> u64 {
+    RNG.with(|s| {
+        let x = s.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
+        s.set(x);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    })
+}
+
+/// A random number in `0..n` (`n > 0`).
+pub fn rand_below(n: usize) -> usize {
+    (rand_u64() % n as u64) as usize
+}
+
+/// Collections up to this many members are loaded whole to draw from (exactly uniform);
+/// larger ones are sampled by seeking to random positions in the member order (cheap, but
+/// a member after a wide gap between neighbours is likelier than one in a dense run —
+/// Redis's own choice is not uniform either: it picks a random bucket first).
+const LOAD_TO_SAMPLE_MAX: u64 = 4096;
+
+/// The first member at or after a random position of collection `key` (wrapping around).
+fn seek_random(store: &Store, db: u8, key: &[u8], m: &Meta) -> Result<Option<Member>, CmdError> {
+    let p = prefix(db, key, m);
+    let end = prefix_end(&p);
+    let mut lo = p.clone();
+    lo.extend_from_slice(&rand_u64().to_be_bytes());
+    let mut found = None;
+    for from in [&lo, &p] {
+        store.scan_range(from, &end, false, |k, v| {
+            found = Some((k[p.len()..].to_vec(), v.to_vec()));
+            false
+        })?;
+        if found.is_some() {
+            break;
+        }
+    }
+    Ok(found)
+}
+
+/// `count` distinct random members (`count < m.size`), in random order.
+pub fn sample_distinct(
+    store: &Store,
+    db: u8,
+    key: &[u8],
+    m: &Meta,
+    count: usize,
+) -> Result<Vec<Member>, CmdError> {
+    if m.size > LOAD_TO_SAMPLE_MAX && (count as u64).saturating_mul(4) < m.size {
+        let mut got: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        let mut tries = 0usize;
+        while got.len() < count && tries < count.saturating_mul(16) {
+            tries += 1;
+            if let Some((k, v)) = seek_random(store, db, key, m)? {
+                got.insert(k, v);
+            }
+        }
+        if got.len() == count {
+            let mut v: Vec<_> = got.into_iter().collect();
+            shuffle(&mut v);
+            return Ok(v);
+        }
+    }
+    let mut all = load(store, db, key, m)?;
+    let count = count.min(all.len());
+    // Partial Fisher-Yates: the first `count` become a uniform random choice.
+    for i in 0..count {
+        let j = i + rand_below(all.len() - i);
+        all.swap(i, j);
+    }
+    all.truncate(count);
+    Ok(all)
+}
+
+fn shuffle<T>(v: &mut [T]) {
+    for i in (1..v.len()).rev() {
+        v.swap(i, rand_below(i + 1));
+    }
+}
+
+/// Draws `count` members with repetition and passes each to `f` (HRANDFIELD and
+/// SRANDMEMBER with a negative count); `m.size > 0`.
+pub fn sample_repeating(
+    store: &Store,
+    db: u8,
+    key: &[u8],
+    m: &Meta,
+    count: u64,
+    mut f: impl FnMut(&[u8], &[u8]),
+) -> Result<(), CmdError> {
+    if m.size <= LOAD_TO_SAMPLE_MAX {
+        let all = load(store, db, key, m)?;
+        if all.is_empty() {
+            return Ok(());
+        }
+        for _ in 0..count {
+            let (k, v) = &all[rand_below(all.len())];
+            f(k, v);
+        }
+        return Ok(());
+    }
+    for _ in 0..count {
+        if let Some((k, v)) = seek_random(store, db, key, m)? {
+            f(&k, &v);
+        }
+    }
+    Ok(())
+}
+
+/// Redis's `getRangeLongFromObjectOrReply(-LONG_MAX, LONG_MAX)` for HRANDFIELD's and
+/// SRANDMEMBER's count.
+pub fn parse_count(b: &[u8]) -> Result<i64, CmdError> {
+    let n = parse_i64(b).ok_or_else(|| CmdError::reply(ERR_NOT_INT))?;
+    if n == i64::MIN {
+        return Err(CmdError::reply(
+            "ERR value is out of range, value must between -9223372036854775807 and \
+             9223372036854775807",
+        ));
+    }
+    Ok(n)
+}
+
+// ---- HSCAN and SSCAN --------------------------------------------------------------------
+
+/// HSCAN and SSCAN (`docs/design.md` §13.4.4). A collection still in its compact encoding
+/// is returned whole with cursor 0 whatever the cursor and COUNT, as Redis does for a
+/// listpack or an intset; a hashtable-encoded one is walked in member order from the
+/// cursor's position, COUNT members per call, the cursor naming the position after the last
+/// member examined (as SCAN's cursors name positions in the key order).
+pub fn scan(ctx: &mut Ctx<'_>, args: &mut Args, rtype: RType) -> CmdResult {
+    let key = args.next_bytes()?;
+    let c =
+        cursor::parse(&args.next_bytes()?).ok_or_else(|| CmdError::reply("ERR invalid cursor"))?;
+    let db = ctx.conn.db;
+    let _g = ctx.shared.store.lock(db, &[&key]);
+    let Some(m) = lookup_typed(ctx, &key, rtype)? else {
+        ctx.reply.array(2);
+        ctx.reply.bulk(b"0");
+        ctx.reply.array(0);
+        return Ok(());
+    };
+    // Options are read after the key, as Redis's scanGenericCommand does.
+    let mut count: usize = 10;
+    let mut pattern: Option<bytes::Bytes> = None;
+    while !args.is_done() {
+        let more = args.remaining() >= 2;
+        if more && args.eat("COUNT") {
+            let n = args.next_i64()?;
+            if n < 1 {
+                return Err(CmdError::reply(ERR_SYNTAX));
+            }
+            count = usize::try_from(n).unwrap_or(usize::MAX);
+        } else if more && args.eat("MATCH") {
+            let p = args.next_bytes()?;
+            pattern = (&p[..] != b"*").then_some(p);
+        } else {
+            return Err(CmdError::reply(ERR_SYNTAX));
+        }
+    }
+    let store = &ctx.shared.store;
+    let keep = |k: &[u8]| {
+        pattern
+            .as_ref()
+            .is_none_or(|p| crate::glob::matches(p, k, false))
+    };
+    let mut out: Vec<Member> = Vec::new();
+    let mut next_cursor = 0u64;
+    if !is_hashtable(&m) {
+        out = load(store, db, &key, &m)?;
+        out.retain(|(k, _)| keep(k));
+        if rtype == RType::Set {
+            out.sort_by_key(|(k, _)| parse_i64(k).unwrap_or(0));
+        }
+    } else {
+        let mut owner = meta_key(db, &key);
+        owner.extend_from_slice(&m.version.to_be_bytes());
+        let (_, bound) = ctx.shared.scan_bounds.resolve_for(&owner, c);
+        let p = prefix(db, &key, &m);
+        let mut lo = p.clone();
+        lo.extend_from_slice(&bound);
+        let mut examined = 0usize;
+        let mut prev: Vec<u8> = Vec::new();
+        let mut next: Option<Vec<u8>> = None;
+        store.scan_range(&lo, &prefix_end(&p), false, |k, v| {
+            let member = &k[p.len()..];
+            if examined >= count {
+                next = Some(cursor::between((0, &prev), (0, member)).1);
+                return false;
+            }
+            examined += 1;
+            prev.clear();
+            prev.extend_from_slice(member);
+            if keep(member) {
+                out.push((member.to_vec(), v.to_vec()));
+            }
+            true
+        })?;
+        if let Some(b) = next {
+            next_cursor = ctx.shared.scan_bounds.cursor_for(owner, hash_slot(&key), b);
+        }
+    }
+    let pairs = rtype == RType::Hash;
+    ctx.reply.array(2);
+    ctx.reply.bulk(next_cursor.to_string().as_bytes());
+    ctx.reply
+        .array(if pairs { out.len() * 2 } else { out.len() });
+    for (k, v) in &out {
+        ctx.reply.bulk(k);
+        if pairs {
+            ctx.reply.bulk(v);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_and_encodings() {
+        let mut m = Meta::collection(RType::Set, 1);
+        m.value = new_extras();
+        assert_eq!(encoding(&m), Some("intset"));
+        mark_hashtable(&mut m);
+        assert_eq!(encoding(&m), Some("hashtable"));
+        assert_eq!(m.value, vec![FLAG_HASHTABLE]);
+        let mut h = Meta::collection(RType::Hash, 1);
+        assert_eq!(encoding(&h), Some("listpack"), "no extras: compact");
+        mark_hashtable(&mut h);
+        assert_eq!(encoding(&h), Some("hashtable"));
+    }
+
+    #[test]
+    fn intset_members_and_order() {
+        assert!(is_int_member(b"-12"));
+        for bad in [
+            &b"01"[..],
+            b"+1",
+            b"-0",
+            b"1.0",
+            b" 1",
+            b"",
+            b"9223372036854775808",
+        ] {
+            assert!(!is_int_member(bad), "{bad:?}");
+        }
+        let mut v: Vec<Vec<u8>> = [&b"10"[..], b"9", b"-3", b"100"]
+            .iter()
+            .map(|s| s.to_vec())
+            .collect();
+        sort_intset(&mut v);
+        assert_eq!(
+            v,
+            vec![
+                b"-3".to_vec(),
+                b"9".to_vec(),
+                b"10".to_vec(),
+                b"100".to_vec()
+            ]
+        );
+    }
+
+    #[test]
+    fn random_numbers_spread() {
+        let mut hits = [0usize; 4];
+        for _ in 0..4000 {
+            hits[rand_below(4)] += 1;
+        }
+        assert!(hits.iter().all(|&h| h > 800), "{hits:?}");
+        assert!(parse_count(b"-9223372036854775808").is_err());
+        assert_eq!(parse_count(b"-9223372036854775807").unwrap(), -i64::MAX);
+    }
+}
