@@ -27,6 +27,7 @@
 
 #![forbid(unsafe_code)]
 
+mod blocking;
 mod clients;
 mod cmd;
 pub mod config;
@@ -38,6 +39,7 @@ mod expire;
 mod glob;
 mod info;
 pub mod keys;
+mod list;
 mod long_double;
 pub mod protocol;
 mod save;
