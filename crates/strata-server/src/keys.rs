@@ -109,6 +109,7 @@ pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 }
 
 /// The parts of a member or score record's key: `(kind, db, user key, version, rest)`.
+#[allow(clippy::type_complexity)]
 pub fn parse_sub_key(k: &[u8]) -> Option<(u8, u8, &[u8], u64, &[u8])> {
     if k.len() < 8 || k[0] >= SERVER_PREFIX || !(k[3] == KIND_SUBKEY || k[3] == KIND_SCORE) {
         return None;

@@ -352,7 +352,10 @@ mod tests {
         assert_eq!(b.position(-6), None);
         assert_eq!(b.position(i64::MIN), None);
         assert_eq!(b.position(i64::MAX), None);
-        let e = Bounds { head: MID, tail: MID };
+        let e = Bounds {
+            head: MID,
+            tail: MID,
+        };
         assert_eq!((e.len(), e.position(0), e.position(-1)), (0, None, None));
     }
 

@@ -39,8 +39,11 @@ thread_local! {
     static TXN: RefCell<Option<ShardTxn<StrataEngine>>> = const { RefCell::new(None) };
     /// Keys with blocked clients that the running command wrote (Redis's `ready_keys`);
     /// `None` outside a command (`blocking.rs` serves them when the command ends).
-    static READY: RefCell<Option<Vec<(u8, Vec<u8>)>>> = const { RefCell::new(None) };
+    static READY: RefCell<Option<Vec<DbKey>>> = const { RefCell::new(None) };
 }
+
+/// A Redis key with its database.
+pub(crate) type DbKey = (u8, Vec<u8>);
 
 /// Starts collecting the keys with blocked clients that this thread's command writes.
 pub(crate) fn begin_ready() {
@@ -49,7 +52,12 @@ pub(crate) fn begin_ready() {
 
 /// The keys noted ready since the last call (collecting goes on).
 pub(crate) fn take_ready() -> Vec<(u8, Vec<u8>)> {
-    READY.with(|r| r.borrow_mut().as_mut().map(std::mem::take).unwrap_or_default())
+    READY.with(|r| {
+        r.borrow_mut()
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    })
 }
 
 /// Stops collecting (the command's blocked clients are served).
@@ -270,6 +278,7 @@ impl Writes {
         }
     }
 
+    #[allow(dead_code)] // for the collection families
     pub fn is_empty(&self) -> bool {
         self.batch.is_empty()
     }
@@ -613,6 +622,7 @@ impl Store {
     }
 
     /// Values of member records, in order, in one batched read.
+    #[allow(dead_code)] // for the collection families
     pub fn get_members(&self, records: &[Vec<u8>]) -> Vec<Result<Option<Vec<u8>>>> {
         self.raw_multi_get(records)
     }

@@ -441,7 +441,11 @@ fn client_unblock(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         }
     };
     let id = parse_i64(&id).ok_or_else(|| CmdError::reply(super::args::ERR_NOT_INT))?;
-    let done = id > 0 && ctx.shared.blocked.unblock(&ctx.shared.store, id as u64, error);
+    let done = id > 0
+        && ctx
+            .shared
+            .blocked
+            .unblock(&ctx.shared.store, id as u64, error);
     ctx.reply.int(i64::from(done));
     Ok(())
 }

@@ -78,7 +78,10 @@ pub static SYNTAX: &[(&str, &str)] = &[
     // Redis 7.2's syntax (7.0 lacks the command).
     ("client|no-touch", "enabled:oneof(ON OFF)"),
     ("client|reply", "on_off_skip:oneof(ON OFF SKIP)"),
-    ("client|unblock", "client-id:integer timeout_error:oneof(TIMEOUT ERROR)?"),
+    (
+        "client|unblock",
+        "client-id:integer timeout_error:oneof(TIMEOUT ERROR)?",
+    ),
     ("client|help", ""),
     // server
     ("dbsize", ""),

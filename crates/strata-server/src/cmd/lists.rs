@@ -60,11 +60,7 @@ pub static COMMANDS: &[Spec] = &[
 
 /// The list at `key` for a write (no keyspace hit/miss counted, as Redis's
 /// `lookupKeyWrite`): `None` if absent, `WRONGTYPE` for another type.
-fn lookup_write<'a>(
-    store: &'a Store,
-    db: u8,
-    key: &'a [u8],
-) -> Result<Option<List<'a>>, CmdError> {
+fn lookup_write<'a>(store: &'a Store, db: u8, key: &'a [u8]) -> Result<Option<List<'a>>, CmdError> {
     match store.get(db, key)? {
         None => Ok(None),
         Some(m) => open(store, db, key, m),
@@ -544,6 +540,9 @@ fn parse_mpop(args: &mut Args) -> Result<(Vec<Bytes>, End, u64), CmdError> {
     Ok((keys, end, count.unwrap_or(1) as u64))
 }
 
+/// A key and the elements popped from it.
+type Popped = (Bytes, Vec<Vec<u8>>);
+
 /// Pops up to `count` from the first non-empty list of `keys` (locked): its key and
 /// elements. `WRONGTYPE` for a key of another type met before it.
 fn mpop_first(
@@ -552,7 +551,7 @@ fn mpop_first(
     keys: &[Bytes],
     end: End,
     count: u64,
-) -> Result<Option<(Bytes, Vec<Vec<u8>>)>, CmdError> {
+) -> Result<Option<Popped>, CmdError> {
     for k in keys {
         if let Some(mut l) = lookup_write(store, db, k)? {
             let mut w = Writes::new();
@@ -649,7 +648,9 @@ fn bpop_generic(
 
 fn bpop(ctx: &mut Ctx<'_>, args: &mut Args, end: End) -> CmdResult {
     let rest = args.rest().to_vec();
-    let (timeout, keys) = rest.split_last().ok_or_else(|| CmdError::reply(ERR_SYNTAX))?;
+    let (timeout, keys) = rest
+        .split_last()
+        .ok_or_else(|| CmdError::reply(ERR_SYNTAX))?;
     let timeout = parse_timeout(timeout)?;
     bpop_generic(ctx, keys.to_vec(), end, 1, false, timeout)
 }
