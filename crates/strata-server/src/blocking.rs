@@ -388,6 +388,64 @@ pub fn parse_timeout(arg: &[u8]) -> Result<Option<Duration>, CmdError> {
 mod tests {
     use super::*;
 
+    fn store(dir: &std::path::Path) -> Store {
+        let db = strata::Db::open(
+            dir,
+            strata::DbOptions {
+                shards: Some(2),
+                routing: Some(strata::Routing::Slot),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        Store::open(db, false).unwrap()
+    }
+
+    fn never() -> ServeFn {
+        Box::new(|_, _, _| Ok(Attempt::Empty))
+    }
+
+    #[test]
+    fn a_waiter_leaves_once_by_unblock_or_cancel() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = store(dir.path());
+        let reg = Registry::default();
+        reg.block(
+            &s,
+            7,
+            Proto::Resp2,
+            0,
+            &[b"a", b"b", b"a"],
+            &[],
+            None,
+            never(),
+        );
+        let mut w7 = take_blocked().unwrap();
+        assert!(take_blocked().is_none());
+        reg.block(&s, 8, Proto::Resp3, 0, &[b"a"], &[], None, never());
+        let w8 = take_blocked().unwrap();
+        assert_eq!(reg.len(), 2);
+        assert_eq!(reg.inner.lock().queues[&(0, b"a".to_vec())].len(), 2);
+        assert!(s.waited.contains(0, b"a") && s.waited.contains(0, b"b"));
+        // CLIENT UNBLOCK ERROR: the reply goes through the channel; the waiter is gone.
+        assert!(reg.unblock(&s, 7, true));
+        let woken = w7.rx.try_recv().unwrap();
+        assert_eq!(
+            &woken.reply[..],
+            b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n"
+        );
+        assert!(!reg.unblock(&s, 7, false), "only once");
+        assert!(!reg.cancel(&s, &w7), "already taken");
+        assert!(s.waited.contains(0, b"a") && !s.waited.contains(0, b"b"));
+        // A timeout withdraws the other one.
+        assert!(reg.cancel(&s, &w8));
+        assert_eq!(reg.len(), 0);
+        assert!(reg.inner.lock().queues.is_empty());
+        assert!(!s.waited.contains(0, b"a"));
+        assert!(!reg.unblock(&s, 8, false));
+        s.into_db().close().unwrap();
+    }
+
     #[test]
     fn timeouts_parse_as_redis_does() {
         let ms = |s: &str| parse_timeout(s.as_bytes()).map(|d| d.map(|d| d.as_millis()));

@@ -16,8 +16,7 @@
 //! - `store.rs`: the types layer (metadata records over `strata::Db`, lazy expiry, the
 //!   interim stripe locks), over the key encoding of `keys.rs`
 //!   (`docs/format/redis-keys.md`); `list.rs`: lists on it; `expire.rs`: the index of
-//!   keys with a TTL and the
-//!   active expiry cycle; `cursor.rs`: SCAN cursors as positions in the key order.
+//!   keys with a TTL and the active expiry cycle; `cursor.rs`: SCAN cursors as positions in the key order.
 //!
 //! ```no_run
 //! let cfg = strata_server::Config::from_args(&["--port".into(), "6380".into()])?;

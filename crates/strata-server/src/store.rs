@@ -93,7 +93,7 @@ impl WaitedKeys {
         }
     }
 
-    fn contains(&self, db: u8, key: &[u8]) -> bool {
+    pub(crate) fn contains(&self, db: u8, key: &[u8]) -> bool {
         self.count.load(Ordering::SeqCst) > 0 && self.keys.lock().contains_key(&(db, key.to_vec()))
     }
 }
