@@ -94,6 +94,7 @@ def test_pushes_pops_and_reads(r):
     with pytest.raises(redis.ResponseError, match="^value is out of range, must be positive$"):
         r.lpop("l", -1)
     assert r.type("l") == b"list"
+    assert r.object("encoding", "l") == b"quicklist"
     # Binary-safe elements.
     assert r.rpush("bin", b"\x00\xff\r\n") == 1
     assert r.lrange("bin", 0, -1) == [b"\x00\xff\r\n"]

@@ -347,7 +347,12 @@ fn object_lookup(ctx: &mut Ctx<'_>, args: &mut Args) -> Result<Option<Meta>, Cmd
 
 fn object_encoding(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     if let Some(m) = object_lookup(ctx, args)? {
-        ctx.reply.bulk(string_encoding(&m.value).as_bytes());
+        let enc = match m.rtype {
+            // Redis 7.0's only list encoding.
+            crate::store::RType::List => "quicklist",
+            _ => string_encoding(&m.value),
+        };
+        ctx.reply.bulk(enc.as_bytes());
     }
     Ok(())
 }
