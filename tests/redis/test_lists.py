@@ -293,3 +293,83 @@ def test_many_clients_each_get_one(r, raw):
             got.append(reply[1])
     assert sorted(got) == sorted(f"j{i}".encode() for i in range(n))
     assert r.llen("jobs") == 0
+
+
+def test_no_element_lost_or_duplicated_under_races(r, raw):
+    """Pushers and blocked clients with short timeouts race (timeouts against serves,
+    keys in different shards): every pushed element ends with exactly one client or in a
+    list."""
+    port = r.connection_pool.connection_kwargs["port"]
+    keys = ["race:a", "race:b", "{race}c"]
+    pushed, got = [], []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def consumer(i):
+        c = Client(port)
+        try:
+            while not stop.is_set():
+                ks = keys[i % 3:] + keys[:i % 3]
+                reply = c.call("BLPOP" if i % 2 else "BRPOP", *ks, "0.01")
+                if isinstance(reply, list):
+                    with lock:
+                        got.append(reply[1])
+        finally:
+            c.close()
+
+    def producer(i):
+        rr = redis.Redis(host="127.0.0.1", port=port)
+        for j in range(150):
+            e = f"{i}-{j}".encode()
+            with lock:
+                pushed.append(e)
+            rr.rpush(keys[j % 3], e)
+        rr.close()
+
+    cs = [threading.Thread(target=consumer, args=(i,)) for i in range(6)]
+    ps = [threading.Thread(target=producer, args=(i,)) for i in range(3)]
+    for t in cs + ps:
+        t.start()
+    for t in ps:
+        t.join()
+    time.sleep(0.2)
+    stop.set()
+    for t in cs:
+        t.join()
+    left = [e for k in keys for e in r.lrange(k, 0, -1)]
+    assert sorted(got + left) == sorted(pushed)
+    wait_blocked(r, 0)
+
+
+def test_blmove_races_keep_every_element(r, raw):
+    """BLMOVE clients with short timeouts, sources and destinations in any shard: every
+    pushed element ends in exactly one list."""
+    port = r.connection_pool.connection_kwargs["port"]
+    srcs, dsts = ["mv:s1", "{mv}s2"], ["mv:d1", "{mv}d2"]
+    pushed = []
+    stop = threading.Event()
+
+    def mover(i):
+        c = Client(port)
+        try:
+            while not stop.is_set():
+                c.call("BLMOVE", srcs[i % 2], dsts[(i // 2) % 2], "LEFT", "RIGHT", "0.01")
+        finally:
+            c.close()
+
+    ms = [threading.Thread(target=mover, args=(i,)) for i in range(4)]
+    for t in ms:
+        t.start()
+    rr = redis.Redis(host="127.0.0.1", port=port)
+    for j in range(300):
+        e = f"e{j}".encode()
+        pushed.append(e)
+        rr.lpush(srcs[j % 2], e)
+    rr.close()
+    time.sleep(0.2)
+    stop.set()
+    for t in ms:
+        t.join()
+    wait_blocked(r, 0)
+    left = [e for k in srcs + dsts for e in r.lrange(k, 0, -1)]
+    assert sorted(left) == sorted(pushed)
