@@ -59,6 +59,8 @@ pub struct ClientInfo {
     pub published: Mutex<Published>,
     pub killed: AtomicBool,
     pub kill: Notify,
+    /// Blocked in a blocking command (CLIENT LIST flag `b`).
+    pub blocked: AtomicBool,
 }
 
 impl ClientInfo {
@@ -82,6 +84,7 @@ impl ClientInfo {
             }),
             killed: AtomicBool::new(false),
             kill: Notify::new(),
+            blocked: AtomicBool::new(false),
         }
     }
 
@@ -123,6 +126,9 @@ impl ClientInfo {
             .map(String::from_utf8_lossy)
             .unwrap_or_default();
         let mut flags = String::new();
+        if self.blocked.load(Ordering::Relaxed) {
+            flags.push('b');
+        }
         if self.unix {
             flags.push('U');
         }

@@ -51,6 +51,9 @@ enum Step {
     Flush,
     /// Write the replies, then close (QUIT, SHUTDOWN, protocol error).
     Close,
+    /// A blocking command blocked: write the replies before it, wait for its reply
+    /// (dropped if CLIENT REPLY says so), then continue with the buffered requests.
+    Blocked(crate::blocking::Wait, bool),
 }
 
 /// Decrements the connected-clients count and leaves the registry however the connection
@@ -228,9 +231,96 @@ where
                     let _ = sock.shutdown().await;
                     return;
                 }
+                Step::Blocked(wait, dropped) => {
+                    let woke =
+                        wait_blocked(&shared, &mut sock, &mut buf, &info, &mut stop, wait).await;
+                    match woke {
+                        Some(r) if !dropped => reply.raw(&r),
+                        Some(_) => {}
+                        None => return,
+                    }
+                    continue;
+                }
             }
         }
     }
+}
+
+/// Waits for a blocked command's reply (`blocking.rs`): its wake-up, its deadline (Redis's
+/// timeout reply, a null array), CLIENT KILL, shutdown, or the client closing the socket
+/// (bytes it sends meanwhile are kept for later, as Redis keeps them in its query buffer).
+/// `None`: close the connection (the wait is withdrawn).
+async fn wait_blocked<S: AsyncRead + Unpin>(
+    shared: &Arc<Shared>,
+    sock: &mut S,
+    buf: &mut BytesMut,
+    info: &ClientInfo,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+    mut wait: crate::blocking::Wait,
+) -> Option<BytesMut> {
+    let store = &shared.store;
+    info.blocked.store(true, Ordering::Relaxed);
+    let out = loop {
+        let deadline = wait.deadline;
+        let expire = async move {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        if buf.capacity() - buf.len() < 1024 {
+            buf.reserve(READ_BYTES);
+        }
+        tokio::select! {
+            woken = &mut wait.rx => {
+                break match woken {
+                    Ok(w) => match w.then {
+                        Some(f) => Some(tokio::task::block_in_place(|| {
+                            crate::blocking::around_command(shared, || f(shared))
+                        })),
+                        None => Some(w.reply),
+                    },
+                    Err(_) => {
+                        let mut r = ReplyBuf::with_capacity(wait.proto(), 8);
+                        r.null_array();
+                        Some(r.take())
+                    }
+                };
+            }
+            _ = expire => {
+                if shared.blocked.cancel(store, &wait) {
+                    let mut r = ReplyBuf::with_capacity(wait.proto(), 8);
+                    r.null_array();
+                    break Some(r.take());
+                }
+                // A serve took it meanwhile: its reply is coming.
+                wait.deadline = None;
+            }
+            _ = info.kill.notified() => {
+                shared.blocked.cancel(store, &wait);
+                break None;
+            }
+            _ = crate::server::stopped(stop) => {
+                shared.blocked.cancel(store, &wait);
+                break None;
+            }
+            n = sock.read_buf(buf) => {
+                let limit = shared.config.read().client_query_buffer_limit;
+                match n {
+                    Ok(n) if n > 0 && buf.len() <= limit => {
+                        shared.stats.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                        info.qbuf.store(buf.len(), Ordering::Relaxed);
+                    }
+                    _ => {
+                        shared.blocked.cancel(store, &wait);
+                        break None;
+                    }
+                }
+            }
+        }
+    };
+    info.blocked.store(false, Ordering::Relaxed);
+    out
 }
 
 /// Replies of commands queued to shard workers, in request order, each with whether CLIENT
@@ -374,6 +464,10 @@ async fn run_buffered(
                     };
                     dispatch(&mut ctx, argv);
                 });
+                if let Some(wait) = crate::blocking::take_blocked() {
+                    conn.info.obl.store(reply.len(), Ordering::Relaxed);
+                    return Step::Blocked(wait, skip || conn.reply_off);
+                }
                 if skip || conn.reply_off {
                     reply.truncate(before);
                 }
@@ -443,6 +537,12 @@ fn run_in_place(
         })
     });
     drop(guard);
+    // Blocked clients the run served get their replies now that its write is applied.
+    let wakes = crate::blocking::take_wakes();
+    match &ran {
+        Some((_, r)) => wakes.deliver(shared, r.as_ref().map(|_| ())),
+        None => debug_assert!(wakes.is_empty()),
+    }
     match ran {
         Some(((), Ok(()))) => Vec::new(),
         Some(((), Err(e))) => {

@@ -58,7 +58,9 @@ pub fn route(shared: &Shared, conn: &ConnState, argv: &[Bytes]) -> Route {
     let Some(spec) = lookup_argv(argv) else {
         return Route::Inline; // unknown command or wrong arity: the error is replied inline
     };
-    if spec.keys.0 <= 0 || INLINE_ONLY.contains(&spec.name) {
+    // Blocking commands run here: a client that blocks waits in its connection task, and
+    // registers under its keys' stripes (`blocking.rs`).
+    if spec.keys.0 <= 0 || INLINE_ONLY.contains(&spec.name) || spec.flags & flag::BLOCKING != 0 {
         return Route::Inline;
     }
     if spec.flags & flag::NO_AUTH == 0 && !conn.authenticated {
@@ -153,10 +155,14 @@ pub fn submit(
             };
             dispatch(&mut ctx, argv);
         });
+        // Clients blocked on keys this command wrote, served by it: they get their replies
+        // once the group's write is applied, as the command does.
+        let wakes = crate::blocking::take_wakes();
         // The group writes (and, under `appendfsync always`, syncs) if anything in it wrote.
         let synced = txn.has_writes() && run_shared.store.sync_writes();
         Some(Box::new(move |written: strata::Result<()>| {
             drop(guard);
+            wakes.deliver(&run_shared, written.as_ref().map(|_| ()));
             let out = match written {
                 Ok(()) => {
                     if synced {

@@ -148,7 +148,7 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
                 st.connected_clients.load(Ordering::Relaxed).to_string(),
             );
             kv("maxclients", cfg.maxclients.to_string());
-            kv("blocked_clients", "0".to_string());
+            kv("blocked_clients", shared.blocked.len().to_string());
         }
         "memory" => {
             let rss = rss_bytes();

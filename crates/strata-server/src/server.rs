@@ -103,6 +103,8 @@ pub struct Shared {
     /// The Unix socket served, if any.
     pub unix_path: Option<PathBuf>,
     pub clients: Registry,
+    /// Clients blocked on keys (`blocking.rs`).
+    pub blocked: crate::blocking::Registry,
     pub slowlog: SlowLog,
     /// SCAN positions too long for a cursor (`cursor.rs`).
     pub scan_bounds: crate::cursor::ScanBounds,
@@ -161,6 +163,7 @@ impl Shared {
             close_after_reply: false,
             reply_off: false,
             skip_next: false,
+            in_exec: false,
         }
     }
 }
@@ -341,6 +344,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
         local_addrs: local_addrs.clone(),
         unix_path: unix_path.clone(),
         clients: Registry::default(),
+        blocked: Default::default(),
         slowlog: SlowLog::default(),
         scan_bounds: Default::default(),
         next_client_id: AtomicU64::new(0),

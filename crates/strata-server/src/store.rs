@@ -37,6 +37,65 @@ const STRIPES: usize = 1024;
 thread_local! {
     /// The shard transaction of the command running on this worker thread, if any.
     static TXN: RefCell<Option<ShardTxn<StrataEngine>>> = const { RefCell::new(None) };
+    /// Keys with blocked clients that the running command wrote (Redis's `ready_keys`);
+    /// `None` outside a command (`blocking.rs` serves them when the command ends).
+    static READY: RefCell<Option<Vec<DbKey>>> = const { RefCell::new(None) };
+}
+
+/// A Redis key with its database.
+pub(crate) type DbKey = (u8, Vec<u8>);
+
+/// Starts collecting the keys with blocked clients that this thread's command writes.
+pub(crate) fn begin_ready() {
+    READY.with(|r| *r.borrow_mut() = Some(Vec::new()));
+}
+
+/// The keys noted ready since the last call (collecting goes on).
+pub(crate) fn take_ready() -> Vec<(u8, Vec<u8>)> {
+    READY.with(|r| {
+        r.borrow_mut()
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    })
+}
+
+/// Stops collecting (the command's blocked clients are served).
+pub(crate) fn end_ready() {
+    READY.with(|r| *r.borrow_mut() = None);
+}
+
+/// The keys clients are blocked on (`blocking.rs` keeps it), so that a write can tell at
+/// the cost of one atomic load whether it may wake someone.
+#[derive(Default)]
+pub struct WaitedKeys {
+    count: std::sync::atomic::AtomicUsize,
+    keys: Mutex<std::collections::HashMap<(u8, Vec<u8>), usize>>,
+}
+
+impl WaitedKeys {
+    /// One more client waits on `key`.
+    pub fn add(&self, db: u8, key: &[u8]) {
+        *self.keys.lock().entry((db, key.to_vec())).or_insert(0) += 1;
+        self.count.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// One client fewer waits on `key`.
+    pub fn remove(&self, db: u8, key: &[u8]) {
+        let mut keys = self.keys.lock();
+        let k = (db, key.to_vec());
+        if let Some(n) = keys.get_mut(&k) {
+            *n -= 1;
+            if *n == 0 {
+                keys.remove(&k);
+            }
+            self.count.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    pub(crate) fn contains(&self, db: u8, key: &[u8]) -> bool {
+        self.count.load(Ordering::SeqCst) > 0 && self.keys.lock().contains_key(&(db, key.to_vec()))
+    }
 }
 
 /// Runs `f` with `txn` as the current thread's shard transaction: `Store` methods called by
@@ -61,7 +120,7 @@ fn in_txn<R>(f: impl FnOnce(&mut ShardTxn<StrataEngine>) -> R) -> Option<R> {
 }
 
 /// Whether a command is running on a worker (its keys' stripes are held for it).
-fn on_worker() -> bool {
+pub(crate) fn on_worker() -> bool {
     TXN.with(|c| c.borrow().is_some())
 }
 /// Version of the record layout in `docs/format/redis-keys.md`.
@@ -219,6 +278,7 @@ impl Writes {
         }
     }
 
+    #[allow(dead_code)] // for the collection families
     pub fn is_empty(&self) -> bool {
         self.batch.is_empty()
     }
@@ -280,6 +340,8 @@ pub struct Store {
     pub stats: KeyStats,
     /// Keys with a TTL, for active expiry (`expire.rs`).
     expires: ExpiryIndex,
+    /// Keys clients are blocked on (`blocking.rs`).
+    pub waited: WaitedKeys,
 }
 
 /// Stripe locks held for the duration of one command.
@@ -343,6 +405,7 @@ impl Store {
             last_sync_ms: AtomicU64::new(0),
             stats: KeyStats::default(),
             expires: ExpiryIndex::default(),
+            waited: WaitedKeys::default(),
         };
         store.rebuild_expiry_index()?;
         Ok(store)
@@ -389,12 +452,33 @@ impl Store {
             None => self.expires.remove(db, key),
         }
         self.note_touched(db, key);
+        self.note_ready(db, key);
     }
 
     /// Notes that a command modified `key` (Redis's `signalModifiedKey`): the hook for WATCH
     /// and for clients blocked on the key. Called once the write is applied (on a worker:
     /// buffered in its group).
     fn note_touched(&self, _db: u8, _key: &[u8]) {}
+
+    /// Notes that a command wrote `key`, which clients may be blocked on (Redis's
+    /// `signalKeyAsReady`): they are served when the command ends (`blocking.rs`).
+    fn note_ready(&self, db: u8, key: &[u8]) {
+        if !self.waited.contains(db, key) {
+            return;
+        }
+        READY.with(|r| {
+            if let Some(v) = r.borrow_mut().as_mut() {
+                if !v.iter().any(|(d, k)| *d == db && k == key) {
+                    v.push((db, key.to_vec()));
+                }
+            }
+        });
+    }
+
+    /// Whether `a` and `b` of database `db` share a stripe lock.
+    pub(crate) fn same_stripe(&self, db: u8, a: &[u8], b: &[u8]) -> bool {
+        stripe_of(db, a) == stripe_of(db, b)
+    }
 
     /// Active expiry of one indexed key: under the key's stripe, deletes it if its record
     /// is expired now (not merely its index entry: a concurrent write may have replaced it),
@@ -538,6 +622,7 @@ impl Store {
     }
 
     /// Values of member records, in order, in one batched read.
+    #[allow(dead_code)] // for the collection families
     pub fn get_members(&self, records: &[Vec<u8>]) -> Vec<Result<Option<Vec<u8>>>> {
         self.raw_multi_get(records)
     }
@@ -554,6 +639,7 @@ impl Store {
         }
         for (db, key) in &w.touched {
             self.note_touched(*db, key);
+            self.note_ready(*db, key);
         }
         Ok(())
     }

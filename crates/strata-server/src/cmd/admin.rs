@@ -371,7 +371,11 @@ fn object_lookup(ctx: &mut Ctx<'_>, args: &mut Args) -> Result<Option<Meta>, Cmd
 
 fn object_encoding(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     if let Some(m) = object_lookup(ctx, args)? {
-        let enc = super::members::encoding(&m).unwrap_or_else(|| string_encoding(&m.value));
+        let enc = match m.rtype {
+            // Redis 7.0's only list encoding.
+            crate::store::RType::List => "quicklist",
+            _ => super::members::encoding(&m).unwrap_or_else(|| string_encoding(&m.value)),
+        };
         ctx.reply.bulk(enc.as_bytes());
     }
     Ok(())

@@ -107,6 +107,14 @@ static CLIENT_SUBCOMMANDS: &[Spec] = &[
         client_reply
     ),
     client_cmd!(
+        "unblock",
+        -3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "5.0.0",
+        "Unblock a client blocked in a blocking command from a different connection",
+        client_unblock
+    ),
+    client_cmd!(
         "help",
         2,
         LOADING | STALE,
@@ -415,6 +423,33 @@ fn client_reply(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     Ok(())
 }
 
+/// CLIENT UNBLOCK id [TIMEOUT|ERROR] (Redis's order: the reason, then the id).
+fn client_unblock(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    if args.remaining() > 2 {
+        return Err(CmdError::reply(
+            "ERR unknown subcommand or wrong number of arguments for 'unblock'. Try CLIENT HELP.",
+        ));
+    }
+    let id = args.next_bytes()?;
+    let error = match args.next_keyword().as_deref() {
+        None | Some("TIMEOUT") => false,
+        Some("ERROR") => true,
+        Some(_) => {
+            return Err(CmdError::reply(
+                "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+            ))
+        }
+    };
+    let id = parse_i64(&id).ok_or_else(|| CmdError::reply(super::args::ERR_NOT_INT))?;
+    let done = id > 0
+        && ctx
+            .shared
+            .blocked
+            .unblock(&ctx.shared.store, id as u64, error);
+    ctx.reply.int(i64::from(done));
+    Ok(())
+}
+
 fn client_help(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     reply_help(
         ctx,
@@ -448,6 +483,8 @@ fn client_help(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
             "    Control the replies sent to the current connection.",
             "SETNAME <name>",
             "    Assign the name <name> to the current connection.",
+            "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+            "    Unblock the specified blocked client.",
             "SETINFO <option> <value>",
             "    Set client meta attr. Options are:",
             "    * LIB-NAME: the client lib name.",

@@ -78,6 +78,10 @@ pub static SYNTAX: &[(&str, &str)] = &[
     // Redis 7.2's syntax (7.0 lacks the command).
     ("client|no-touch", "enabled:oneof(ON OFF)"),
     ("client|reply", "on_off_skip:oneof(ON OFF SKIP)"),
+    (
+        "client|unblock",
+        "client-id:integer timeout_error:oneof(TIMEOUT ERROR)?",
+    ),
     ("client|help", ""),
     // server
     ("dbsize", ""),
@@ -259,6 +263,49 @@ pub static SYNTAX: &[(&str, &str)] = &[
         "copy",
         "source:key destination:key#1 destination-db:integer=DB? REPLACE?",
     ),
+    // list
+    ("lpush", "key:key element:string*"),
+    ("rpush", "key:key element:string*"),
+    ("lpushx", "key:key element:string*"),
+    ("rpushx", "key:key element:string*"),
+    ("lpop", "key:key count:integer?@6.2.0"),
+    ("rpop", "key:key count:integer?@6.2.0"),
+    ("llen", "key:key"),
+    ("lrange", "key:key start:integer stop:integer"),
+    ("lindex", "key:key index:integer"),
+    ("lset", "key:key index:integer element:string"),
+    (
+        "linsert",
+        "key:key where:oneof(BEFORE AFTER) pivot:string element:string",
+    ),
+    ("lrem", "key:key count:integer element:string"),
+    ("ltrim", "key:key start:integer stop:integer"),
+    (
+        "lpos",
+        "key:key element:string rank:integer=RANK? num-matches:integer=COUNT? \
+         len:integer=MAXLEN?",
+    ),
+    (
+        "lmove",
+        "source:key destination:key#1 wherefrom:oneof(LEFT RIGHT) whereto:oneof(LEFT RIGHT)",
+    ),
+    ("rpoplpush", "source:key destination:key#1"),
+    (
+        "lmpop",
+        "numkeys:integer key:key* where:oneof(LEFT RIGHT) count:integer=COUNT?",
+    ),
+    ("blpop", "key:key* timeout:double"),
+    ("brpop", "key:key* timeout:double"),
+    (
+        "blmove",
+        "source:key destination:key#1 wherefrom:oneof(LEFT RIGHT) whereto:oneof(LEFT RIGHT) \
+         timeout:double",
+    ),
+    ("brpoplpush", "source:key destination:key#1 timeout:double"),
+    (
+        "blmpop",
+        "timeout:double numkeys:integer key:key* where:oneof(LEFT RIGHT) count:integer=COUNT?",
+    ),
 ];
 
 /// Deprecated commands, as COMMAND DOCS marks them.
@@ -275,6 +322,20 @@ pub static DEPRECATED: &[(&str, Deprecation)] = &[
         Deprecation {
             since: "2.0.0",
             replaced_by: "`GETRANGE`",
+        },
+    ),
+    (
+        "rpoplpush",
+        Deprecation {
+            since: "6.2.0",
+            replaced_by: "`LMOVE` with the `RIGHT` and `LEFT` arguments",
+        },
+    ),
+    (
+        "brpoplpush",
+        Deprecation {
+            since: "6.2.0",
+            replaced_by: "`BLMOVE` with the `RIGHT` and `LEFT` arguments",
         },
     ),
 ];

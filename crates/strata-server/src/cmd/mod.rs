@@ -13,6 +13,7 @@ mod docs;
 mod hashes;
 mod keyspace;
 pub(crate) mod members;
+mod lists;
 mod save;
 mod server;
 mod sets;
@@ -101,6 +102,9 @@ pub struct ConnState {
     pub reply_off: bool,
     /// CLIENT REPLY SKIP: the next command's reply is dropped.
     pub skip_next: bool,
+    /// EXEC is running this client's queued commands: blocking commands do not block
+    /// (Redis's `CLIENT_DENY_BLOCKING`); the MULTI/EXEC implementation sets it.
+    pub in_exec: bool,
 }
 
 /// What a command runs with.
@@ -184,6 +188,7 @@ pub fn all_commands() -> &'static [&'static Spec] {
             hashes::COMMANDS,
             sets::COMMANDS,
             save::COMMANDS,
+            lists::COMMANDS,
         ] {
             v.extend(family.iter());
         }
@@ -296,7 +301,9 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
     }
     let mut args = Args::new(argv, skip);
     let started = Instant::now();
-    let result = (spec.handler)(ctx, &mut args);
+    // Clients blocked on keys the command wrote are served as it ends (`blocking.rs`).
+    let shared = ctx.shared;
+    let result = crate::blocking::around_command(shared, || (spec.handler)(ctx, &mut args));
     let micros = started.elapsed().as_micros() as u64;
     if let Err(e) = result {
         match e {

@@ -1,0 +1,478 @@
+//! Clients blocked on keys (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP; any later blocking
+//! pop, such as BZPOPMIN, through the same registry): `docs/design.md` §13.8.
+//!
+//! **Blocking.** A blocking command runs on its connection's thread (`exec::route`) under its
+//! keys' stripes. Finding nothing to pop, it registers a [`Waiter`] for each of its keys, in
+//! FIFO order per key, and leaves a [`Wait`] for its connection (`take_blocked`): the
+//! connection task awaits the wake-up asynchronously (`conn.rs`), beside its deadline, the
+//! socket (a disconnect cancels the wait) and CLIENT KILL. No shard worker and no network
+//! thread is held. Registering under the stripes means no push to the keys can fall between
+//! the command's check and its registration.
+//!
+//! **Serving.** Every write through the store notes the keys it wrote that someone waits on
+//! (`Store::note_ready`, next to the modified-key hook). When the writing command ends, still
+//! inside its execution — on a worker, inside the shard transaction, with the stripes of the
+//! group's writers held; elsewhere, under the stripes of each key served —
+//! [`around_command`] offers each ready key to its waiters in FIFO order: a waiter's
+//! [`ServeFn`] pops for it within the same transaction (its writes join the group's one
+//! engine write) and returns the reply. The reply is handed to the waiter once the write is
+//! applied ([`Wakes::deliver`]: at the group's completion on a worker, at once elsewhere), so
+//! `LPUSH k a` with a client in `BLPOP k 0` replies 1 and the list is then empty, for every
+//! later command. The serve's own writes (BLMOVE's push) may make further keys ready; they
+//! are served in the same loop.
+//!
+//! **Who may take a waiter.** A waiter's state (`Pending`: the reply channel and its serve
+//! function) is behind its own mutex and is taken exactly once: by a serve that produced a
+//! reply, by its connection (timeout, disconnect, kill) or by CLIENT UNBLOCK. A connection
+//! whose deadline passes while a serve holds its waiter waits for that serve's outcome.
+//! Lock order: stripes, then a waiter's state, then the registry map (and the store's
+//! waited-key set). A serve off the workers takes the stripes of the keys it serves before
+//! the waiter's state; a worker never waits for a stripe (BLMOVE's destination is taken with
+//! `try_lock`, else handed off, see `cmd/lists.rs`).
+
+use crate::cmd::CmdError;
+use crate::protocol::reply::{Proto, ReplyBuf};
+use crate::server::Shared;
+use crate::store::{self, OwnedKeyGuard, Store};
+use bytes::BytesMut;
+use parking_lot::Mutex;
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// What a waiter's serve function made of a ready key.
+pub enum Attempt {
+    /// It popped for the waiter: the waiter leaves the registry with this reply.
+    Served(Served),
+    /// The key holds nothing for any waiter (absent, empty, or of a type nobody pops):
+    /// stop serving this key.
+    Empty,
+    /// The key holds something of another kind (a list for a sorted-set waiter): try the
+    /// next waiter.
+    Skip,
+}
+
+/// A served waiter's reply.
+pub struct Served {
+    pub reply: BytesMut,
+    /// Work the woken connection does before replying (a BLMOVE's push to a destination
+    /// the serve could not write); it returns the reply instead.
+    pub then: Option<FollowUp>,
+    /// Stripes the serve took on a worker, held until the group's write is applied.
+    pub guard: Option<OwnedKeyGuard>,
+}
+
+pub type FollowUp = Box<dyn FnOnce(&Shared) -> BytesMut + Send>;
+
+/// "Try to serve me now": called with the store's current state (inside the writing
+/// command's execution), the database and the ready key.
+pub type ServeFn = Box<dyn FnMut(&Shared, u8, &[u8]) -> Result<Attempt, CmdError> + Send>;
+
+/// What a blocked connection receives.
+pub struct Woken {
+    pub reply: BytesMut,
+    pub then: Option<FollowUp>,
+}
+
+struct Pending {
+    tx: oneshot::Sender<Woken>,
+    serve: ServeFn,
+}
+
+/// One blocked client.
+pub struct Waiter {
+    client: u64,
+    db: u8,
+    keys: Vec<Vec<u8>>,
+    /// Keys a serve writes besides the ready one (BLMOVE's destination), locked with it.
+    extra: Vec<Vec<u8>>,
+    proto: Proto,
+    state: Mutex<Option<Pending>>,
+}
+
+/// A blocked command, awaited by its connection.
+pub struct Wait {
+    waiter: Arc<Waiter>,
+    pub rx: oneshot::Receiver<Woken>,
+    /// `None`: forever.
+    pub deadline: Option<Instant>,
+}
+
+impl Wait {
+    pub fn proto(&self) -> Proto {
+        self.waiter.proto
+    }
+}
+
+/// The blocked clients of the server, per key in FIFO order and per client.
+#[derive(Default)]
+pub struct Registry {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    queues: HashMap<(u8, Vec<u8>), VecDeque<Arc<Waiter>>>,
+    clients: HashMap<u64, Arc<Waiter>>,
+}
+
+/// A served waiter's reply, handed over once the write is applied.
+struct Wake {
+    tx: oneshot::Sender<Woken>,
+    proto: Proto,
+    woken: Woken,
+    guard: Option<OwnedKeyGuard>,
+}
+
+thread_local! {
+    /// The wait a blocking command left for its connection.
+    static BLOCKED: RefCell<Option<Wait>> = const { RefCell::new(None) };
+    /// Waiters served by commands on this thread whose write is not yet applied.
+    static WAKES: RefCell<Vec<Wake>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The wait the command that just ran on this thread left, if it blocked.
+pub fn take_blocked() -> Option<Wait> {
+    BLOCKED.with(|b| b.borrow_mut().take())
+}
+
+/// The waiters served on this thread since the last call.
+pub fn take_wakes() -> Wakes {
+    Wakes(WAKES.with(|w| std::mem::take(&mut *w.borrow_mut())))
+}
+
+/// Served waiters whose replies wait for their write.
+#[must_use]
+pub struct Wakes(Vec<Wake>);
+
+impl Wakes {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Hands each waiter its reply (or, if the write failed, the failure).
+    pub fn deliver(self, shared: &Shared, written: Result<(), &strata::Error>) {
+        for w in self.0 {
+            let woken = match written {
+                Ok(()) => w.woken,
+                Err(e) => Woken {
+                    reply: crate::exec::failed_reply(shared, w.proto, e),
+                    then: None,
+                },
+            };
+            drop(w.guard);
+            let _ = w.tx.send(woken);
+        }
+    }
+}
+
+/// Runs a command (`f`), then serves the clients blocked on the keys it wrote, and, off the
+/// workers, hands them their replies (on a worker the caller does, after the group's write).
+pub fn around_command<R>(shared: &Shared, f: impl FnOnce() -> R) -> R {
+    store::begin_ready();
+    let r = f();
+    loop {
+        let ready = store::take_ready();
+        if ready.is_empty() {
+            break;
+        }
+        for (db, key) in ready {
+            shared.blocked.serve_key(shared, db, &key);
+        }
+    }
+    store::end_ready();
+    if !store::on_worker() {
+        take_wakes().deliver(shared, Ok(()));
+    }
+    r
+}
+
+impl Registry {
+    /// Number of blocked clients (INFO `blocked_clients`).
+    pub fn len(&self) -> usize {
+        self.inner.lock().clients.len()
+    }
+
+    /// Blocks client `client` on `keys` of database `db` (called by the command, under its
+    /// keys' stripes) and leaves the [`Wait`] for its connection. `extra`: keys `serve`
+    /// writes besides the ready key.
+    #[allow(clippy::too_many_arguments)]
+    pub fn block<K: AsRef<[u8]>>(
+        &self,
+        store: &Store,
+        client: u64,
+        proto: Proto,
+        db: u8,
+        keys: &[K],
+        extra: &[K],
+        timeout: Option<Duration>,
+        serve: ServeFn,
+    ) {
+        let (tx, rx) = oneshot::channel();
+        let mut ks: Vec<Vec<u8>> = Vec::with_capacity(keys.len());
+        for k in keys {
+            if !ks.iter().any(|x| x[..] == *k.as_ref()) {
+                ks.push(k.as_ref().to_vec());
+            }
+        }
+        let waiter = Arc::new(Waiter {
+            client,
+            db,
+            keys: ks,
+            extra: extra.iter().map(|k| k.as_ref().to_vec()).collect(),
+            proto,
+            state: Mutex::new(Some(Pending { tx, serve })),
+        });
+        {
+            let mut inner = self.inner.lock();
+            for k in &waiter.keys {
+                inner
+                    .queues
+                    .entry((db, k.clone()))
+                    .or_default()
+                    .push_back(waiter.clone());
+                store.waited.add(db, k);
+            }
+            inner.clients.insert(client, waiter.clone());
+        }
+        let deadline = timeout.and_then(|d| Instant::now().checked_add(d));
+        BLOCKED.with(|b| {
+            *b.borrow_mut() = Some(Wait {
+                waiter,
+                rx,
+                deadline,
+            })
+        });
+    }
+
+    /// Takes `w` out of the map (its state is already taken).
+    fn remove(&self, store: &Store, w: &Arc<Waiter>) {
+        let mut inner = self.inner.lock();
+        for k in &w.keys {
+            let qk = (w.db, k.clone());
+            if let Some(q) = inner.queues.get_mut(&qk) {
+                let before = q.len();
+                q.retain(|x| !Arc::ptr_eq(x, w));
+                if q.len() != before {
+                    store.waited.remove(w.db, k);
+                }
+                if q.is_empty() {
+                    inner.queues.remove(&qk);
+                }
+            }
+        }
+        if inner
+            .clients
+            .get(&w.client)
+            .is_some_and(|x| Arc::ptr_eq(x, w))
+        {
+            inner.clients.remove(&w.client);
+        }
+    }
+
+    /// Withdraws a wait (timeout, disconnect, kill, shutdown): true if it was still waiting;
+    /// false if a serve took it (its reply is on the way, or the serve is running).
+    pub fn cancel(&self, store: &Store, wait: &Wait) -> bool {
+        let taken = wait.waiter.state.lock().take();
+        if taken.is_some() {
+            self.remove(store, &wait.waiter);
+        }
+        taken.is_some()
+    }
+
+    /// CLIENT UNBLOCK: wakes client `client` if it is blocked, with a timeout's reply or,
+    /// with `error`, Redis's UNBLOCKED error. True if it was blocked.
+    pub fn unblock(&self, store: &Store, client: u64, error: bool) -> bool {
+        let Some(w) = self.inner.lock().clients.get(&client).cloned() else {
+            return false;
+        };
+        let Some(p) = w.state.lock().take() else {
+            return false;
+        };
+        self.remove(store, &w);
+        let mut r = ReplyBuf::with_capacity(w.proto, 64);
+        if error {
+            r.error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
+        } else {
+            r.null_array();
+        }
+        let _ = p.tx.send(Woken {
+            reply: r.take(),
+            then: None,
+        });
+        true
+    }
+
+    /// Offers ready key `key` to its waiters, first blocked first served, until one finds
+    /// it empty.
+    fn serve_key(&self, shared: &Shared, db: u8, key: &[u8]) {
+        let queue: Vec<Arc<Waiter>> = match self.inner.lock().queues.get(&(db, key.to_vec())) {
+            Some(q) => q.iter().cloned().collect(),
+            None => return,
+        };
+        let store = &shared.store;
+        for w in queue {
+            // Off the workers, the stripes of what the serve writes come before the waiter's
+            // state (see the lock order above); on a worker they are held for the group.
+            let mut lock_keys: Vec<&[u8]> = vec![key];
+            lock_keys.extend(w.extra.iter().map(|k| &k[..]));
+            let _g = store.lock(db, &lock_keys);
+            let mut st = w.state.lock();
+            let Some(p) = st.as_mut() else { continue };
+            let (woken, guard) = match (p.serve)(shared, db, key) {
+                Ok(Attempt::Empty) => break,
+                Ok(Attempt::Skip) => continue,
+                Ok(Attempt::Served(s)) => (
+                    Woken {
+                        reply: s.reply,
+                        then: s.then,
+                    },
+                    s.guard,
+                ),
+                Err(e) => {
+                    let mut r = ReplyBuf::with_capacity(w.proto, 64);
+                    match e {
+                        CmdError::Reply(m) => r.error_bytes(&m),
+                        e => r.error(&e.message()),
+                    }
+                    (
+                        Woken {
+                            reply: r.take(),
+                            then: None,
+                        },
+                        None,
+                    )
+                }
+            };
+            let Some(p) = st.take() else { continue };
+            drop(st);
+            self.remove(store, &w);
+            WAKES.with(|q| {
+                q.borrow_mut().push(Wake {
+                    tx: p.tx,
+                    proto: w.proto,
+                    woken,
+                    guard,
+                })
+            });
+        }
+    }
+}
+
+/// Redis's `getTimeoutFromObjectOrReply` in seconds: a long double, times 1000, rounded
+/// up to milliseconds; `None`: wait forever (0).
+pub fn parse_timeout(arg: &[u8]) -> Result<Option<Duration>, CmdError> {
+    use crate::long_double::{parse, Parsed};
+    const NOT_FLOAT: &str = "ERR timeout is not a float or out of range";
+    const NEGATIVE: &str = "ERR timeout is negative";
+    let secs = match parse(arg).ok_or_else(|| CmdError::reply(NOT_FLOAT))? {
+        // Redis converts ±inf to a long long, which gives LLONG_MIN: negative.
+        Parsed::Infinite => return Err(CmdError::reply(NEGATIVE)),
+        Parsed::Finite(ld) => ld
+            .to_human()
+            .parse::<f64>()
+            .map_err(|_| CmdError::reply(NOT_FLOAT))?,
+    };
+    let ms = (secs * 1000.0).ceil();
+    // As in Redis, a value out of the long long range converts to LLONG_MIN. (f64 rounds
+    // values within a second of 2^63 ms to 2^63: accepted, as Redis accepts most of them.)
+    if !(0.0..=i64::MAX as f64).contains(&ms) {
+        return Err(CmdError::reply(NEGATIVE));
+    }
+    Ok((ms > 0.0).then(|| Duration::from_millis(ms as u64)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(dir: &std::path::Path) -> Store {
+        let db = strata::Db::open(
+            dir,
+            strata::DbOptions {
+                shards: Some(2),
+                routing: Some(strata::Routing::Slot),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        Store::open(db, false).unwrap()
+    }
+
+    fn never() -> ServeFn {
+        Box::new(|_, _, _| Ok(Attempt::Empty))
+    }
+
+    #[test]
+    fn a_waiter_leaves_once_by_unblock_or_cancel() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = store(dir.path());
+        let reg = Registry::default();
+        reg.block(
+            &s,
+            7,
+            Proto::Resp2,
+            0,
+            &[b"a", b"b", b"a"],
+            &[],
+            None,
+            never(),
+        );
+        let mut w7 = take_blocked().unwrap();
+        assert!(take_blocked().is_none());
+        reg.block(&s, 8, Proto::Resp3, 0, &[b"a"], &[], None, never());
+        let w8 = take_blocked().unwrap();
+        assert_eq!(reg.len(), 2);
+        assert_eq!(reg.inner.lock().queues[&(0, b"a".to_vec())].len(), 2);
+        assert!(s.waited.contains(0, b"a") && s.waited.contains(0, b"b"));
+        // CLIENT UNBLOCK ERROR: the reply goes through the channel; the waiter is gone.
+        assert!(reg.unblock(&s, 7, true));
+        let woken = w7.rx.try_recv().unwrap();
+        assert_eq!(
+            &woken.reply[..],
+            b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n"
+        );
+        assert!(!reg.unblock(&s, 7, false), "only once");
+        assert!(!reg.cancel(&s, &w7), "already taken");
+        assert!(s.waited.contains(0, b"a") && !s.waited.contains(0, b"b"));
+        // A timeout withdraws the other one.
+        assert!(reg.cancel(&s, &w8));
+        assert_eq!(reg.len(), 0);
+        assert!(reg.inner.lock().queues.is_empty());
+        assert!(!s.waited.contains(0, b"a"));
+        assert!(!reg.unblock(&s, 8, false));
+        s.into_db().close().unwrap();
+    }
+
+    #[test]
+    fn timeouts_parse_as_redis_does() {
+        let ms = |s: &str| parse_timeout(s.as_bytes()).map(|d| d.map(|d| d.as_millis()));
+        assert_eq!(ms("0").unwrap(), None);
+        assert_eq!(ms("-0").unwrap(), None);
+        assert_eq!(ms("1").unwrap(), Some(1000));
+        assert_eq!(ms("0.0001").unwrap(), Some(1), "rounded up");
+        assert_eq!(ms("1.5").unwrap(), Some(1500));
+        assert_eq!(ms("0x10").unwrap(), Some(16000));
+        assert_eq!(ms("1e3").unwrap(), Some(1_000_000));
+        assert_eq!(
+            ms("9223372036854775").unwrap(),
+            Some(9_223_372_036_854_775_808)
+        );
+        for (bad, msg) in [
+            ("x", "ERR timeout is not a float or out of range"),
+            (" 1", "ERR timeout is not a float or out of range"),
+            ("nan", "ERR timeout is not a float or out of range"),
+            ("", "ERR timeout is not a float or out of range"),
+            ("-1", "ERR timeout is negative"),
+            ("-0.001", "ERR timeout is negative"),
+            ("inf", "ERR timeout is negative"),
+            ("-inf", "ERR timeout is negative"),
+            ("1e100", "ERR timeout is negative"),
+            ("9223372036854775807", "ERR timeout is negative"),
+        ] {
+            assert_eq!(ms(bad).unwrap_err().message(), msg, "{bad:?}");
+        }
+    }
+}

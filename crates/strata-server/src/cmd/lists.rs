@@ -1,0 +1,804 @@
+//! List commands (Redis's t_list.c), over the list layout of `list.rs`, and the blocking
+//! pops (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP) over the registry of `blocking.rs`.
+//! Every command reads and writes its keys under their stripes (on a worker: held for it)
+//! and makes all its writes in one `Writes`.
+
+use super::args::ERR_SYNTAX;
+use super::flag::*;
+use super::{Args, CmdError, CmdResult, Ctx, Spec, ERR_WRONGTYPE};
+use crate::blocking::{parse_timeout, Attempt, ServeFn, Served};
+use crate::list::{range, End, List};
+use crate::protocol::parse::parse_i64;
+use crate::protocol::reply::{Proto, ReplyBuf};
+use crate::server::Shared;
+use crate::store::{Meta, RType, Store, Writes};
+use bytes::{Bytes, BytesMut};
+use std::time::Duration;
+
+macro_rules! list_cmd {
+    ($name:literal, $arity:expr, $flags:expr, $keys:expr, $since:literal, $summary:literal, $h:expr) => {
+        Spec {
+            name: $name,
+            arity: $arity,
+            flags: $flags,
+            keys: $keys,
+            group: "list",
+            since: $since,
+            summary: $summary,
+            handler: $h,
+            subcommands: &[],
+        }
+    };
+}
+
+pub static COMMANDS: &[Spec] = &[
+    list_cmd!("lpush", -3, WRITE | DENYOOM | FAST, (1, 1, 1), "1.0.0", "Prepend one or multiple elements to a list", lpush),
+    list_cmd!("rpush", -3, WRITE | DENYOOM | FAST, (1, 1, 1), "1.0.0", "Append one or multiple elements to a list", rpush),
+    list_cmd!("lpushx", -3, WRITE | DENYOOM | FAST, (1, 1, 1), "2.2.0", "Prepend an element to a list, only if the list exists", lpushx),
+    list_cmd!("rpushx", -3, WRITE | DENYOOM | FAST, (1, 1, 1), "2.2.0", "Append an element to a list, only if the list exists", rpushx),
+    list_cmd!("lpop", -2, WRITE | FAST, (1, 1, 1), "1.0.0", "Remove and get the first elements in a list", lpop),
+    list_cmd!("rpop", -2, WRITE | FAST, (1, 1, 1), "1.0.0", "Remove and get the last elements in a list", rpop),
+    list_cmd!("llen", 2, READONLY | FAST, (1, 1, 1), "1.0.0", "Get the length of a list", llen),
+    list_cmd!("lrange", 4, READONLY, (1, 1, 1), "1.0.0", "Get a range of elements from a list", lrange),
+    list_cmd!("lindex", 3, READONLY, (1, 1, 1), "1.0.0", "Get an element from a list by its index", lindex),
+    list_cmd!("lset", 4, WRITE | DENYOOM, (1, 1, 1), "1.0.0", "Set the value of an element in a list by its index", lset),
+    list_cmd!("linsert", 5, WRITE | DENYOOM, (1, 1, 1), "2.2.0", "Insert an element before or after another element in a list", linsert),
+    list_cmd!("lrem", 4, WRITE, (1, 1, 1), "1.0.0", "Remove elements from a list", lrem),
+    list_cmd!("ltrim", 4, WRITE, (1, 1, 1), "1.0.0", "Trim a list to the specified range", ltrim),
+    list_cmd!("lpos", -3, READONLY, (1, 1, 1), "6.0.6", "Return the index of matching elements on a list", lpos),
+    list_cmd!("lmove", 5, WRITE | DENYOOM, (1, 2, 1), "6.2.0", "Pop an element from a list, push it to another list and return it", lmove),
+    list_cmd!("rpoplpush", 3, WRITE | DENYOOM, (1, 2, 1), "1.2.0", "Remove the last element in a list, prepend it to another list and return it", rpoplpush),
+    // Movable keys (after numkeys): as in Redis, no fixed positions; it runs on the
+    // connection's thread and locks its keys itself.
+    list_cmd!("lmpop", -4, WRITE, (0, 0, 0), "7.0.0", "Pop elements from a list", lmpop),
+    list_cmd!("blpop", -3, WRITE | NOSCRIPT | BLOCKING, (1, -2, 1), "2.0.0", "Remove and get the first element in a list, or block until one is available", blpop),
+    list_cmd!("brpop", -3, WRITE | NOSCRIPT | BLOCKING, (1, -2, 1), "2.0.0", "Remove and get the last element in a list, or block until one is available", brpop),
+    list_cmd!("blmove", 6, WRITE | DENYOOM | NOSCRIPT | BLOCKING, (1, 2, 1), "6.2.0", "Pop an element from a list, push it to another list and return it; or block until one is available", blmove),
+    list_cmd!("brpoplpush", 4, WRITE | DENYOOM | NOSCRIPT | BLOCKING, (1, 2, 1), "2.2.0", "Pop an element from a list, push it to another list and return it; or block until one is available", brpoplpush),
+    list_cmd!("blmpop", -5, WRITE | BLOCKING, (0, 0, 0), "7.0.0", "Pop elements from a list, or block until one is available", blmpop),
+];
+
+/// The list at `key` for a write (no keyspace hit/miss counted, as Redis's
+/// `lookupKeyWrite`): `None` if absent, `WRONGTYPE` for another type.
+fn lookup_write<'a>(store: &'a Store, db: u8, key: &'a [u8]) -> Result<Option<List<'a>>, CmdError> {
+    match store.get(db, key)? {
+        None => Ok(None),
+        Some(m) => open(store, db, key, m),
+    }
+}
+
+fn open<'a>(
+    store: &'a Store,
+    db: u8,
+    key: &'a [u8],
+    m: Meta,
+) -> Result<Option<List<'a>>, CmdError> {
+    if m.rtype != RType::List {
+        return Err(CmdError::reply(ERR_WRONGTYPE));
+    }
+    Ok(Some(List::open(store, db, key, m)?))
+}
+
+/// The list at `key` for a read (counts a keyspace hit or miss).
+fn lookup_read<'a>(ctx: &Ctx<'a>, key: &'a [u8]) -> Result<Option<List<'a>>, CmdError> {
+    match super::lookup_typed(ctx, key, RType::List)? {
+        None => Ok(None),
+        Some(m) => open(&ctx.shared.store, ctx.conn.db, key, m),
+    }
+}
+
+fn parse_end(a: &[u8]) -> Result<End, CmdError> {
+    if a.eq_ignore_ascii_case(b"left") {
+        Ok(End::Left)
+    } else if a.eq_ignore_ascii_case(b"right") {
+        Ok(End::Right)
+    } else {
+        Err(CmdError::reply(ERR_SYNTAX))
+    }
+}
+
+/// Redis's `getRangeLongFromObjectOrReply(.., 1, LONG_MAX, msg)` / `getPositiveLong...`:
+/// `msg` for anything but an integer in range.
+fn int_at_least(a: &[u8], min: i64, msg: &str) -> Result<i64, CmdError> {
+    match parse_i64(a) {
+        Some(n) if n >= min => Ok(n),
+        _ => Err(CmdError::reply(msg)),
+    }
+}
+
+/// Whether a blocking command may block: not while EXEC runs queued commands (Redis's
+/// `CLIENT_DENY_BLOCKING`; MULTI/EXEC sets `in_exec`), where it acts as non-blocking.
+fn may_block(ctx: &Ctx<'_>) -> bool {
+    !ctx.conn.in_exec
+}
+
+// ---- pushes and pops ----------------------------------------------------------------
+
+fn push_generic(ctx: &mut Ctx<'_>, args: &mut Args, end: End, only_existing: bool) -> CmdResult {
+    let key = args.next_bytes()?;
+    let elems = args.rest().to_vec();
+    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let _g = store.lock(db, &[&key]);
+    let mut l = match lookup_write(store, db, &key)? {
+        Some(l) => l,
+        None if only_existing => {
+            ctx.reply.int(0);
+            return Ok(());
+        }
+        None => List::create(store, db, &key),
+    };
+    let mut w = Writes::new();
+    l.push(&mut w, end, &elems);
+    let len = l.len();
+    l.finish(&mut w);
+    store.apply(w)?;
+    ctx.reply.int(len as i64);
+    Ok(())
+}
+
+fn lpush(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    push_generic(ctx, args, End::Left, false)
+}
+
+fn rpush(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    push_generic(ctx, args, End::Right, false)
+}
+
+fn lpushx(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    push_generic(ctx, args, End::Left, true)
+}
+
+fn rpushx(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    push_generic(ctx, args, End::Right, true)
+}
+
+fn pop_generic(ctx: &mut Ctx<'_>, args: &mut Args, end: End, name: &str) -> CmdResult {
+    let key = args.next_bytes()?;
+    if args.remaining() > 1 {
+        return Err(CmdError::reply(format!(
+            "ERR wrong number of arguments for '{name}' command"
+        )));
+    }
+    let count = match args.is_done() {
+        true => None,
+        false => Some(int_at_least(
+            &args.next_bytes()?,
+            0,
+            "ERR value is out of range, must be positive",
+        )?),
+    };
+    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let _g = store.lock(db, &[&key]);
+    let Some(mut l) = lookup_write(store, db, &key)? else {
+        match count {
+            Some(_) => ctx.reply.null_array(),
+            None => ctx.reply.null(),
+        }
+        return Ok(());
+    };
+    let mut w = Writes::new();
+    let popped = l.pop(&mut w, end, count.unwrap_or(1) as u64)?;
+    l.finish(&mut w);
+    store.apply(w)?;
+    match count {
+        None => ctx.reply.bulk(&popped[0]),
+        Some(_) => bulks(ctx.reply, &popped),
+    }
+    Ok(())
+}
+
+fn bulks(reply: &mut ReplyBuf, elems: &[Vec<u8>]) {
+    reply.array(elems.len());
+    for e in elems {
+        reply.bulk(e);
+    }
+}
+
+fn lpop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    pop_generic(ctx, args, End::Left, "lpop")
+}
+
+fn rpop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    pop_generic(ctx, args, End::Right, "rpop")
+}
+
+// ---- reads ----------------------------------------------------------------------------
+
+fn llen(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let l = lookup_read(ctx, &key)?;
+    let n = l.map_or(0, |l| l.len());
+    ctx.reply.int(n as i64);
+    Ok(())
+}
+
+fn lrange(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let start = args.next_i64()?;
+    let stop = args.next_i64()?;
+    let Some(l) = lookup_read(ctx, &key)? else {
+        ctx.reply.array(0);
+        return Ok(());
+    };
+    let Some((from, to)) = range(start, stop, l.len()) else {
+        ctx.reply.array(0);
+        return Ok(());
+    };
+    let mut out: Vec<Vec<u8>> = Vec::with_capacity((to - from + 1) as usize);
+    l.scan(from, to, false, |_, v| {
+        out.push(v.to_vec());
+        true
+    })?;
+    bulks(ctx.reply, &out);
+    Ok(())
+}
+
+fn lindex(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let Some(l) = lookup_read(ctx, &key)? else {
+        ctx.reply.null();
+        return Ok(());
+    };
+    let idx = args.next_i64()?;
+    match l.b.position(idx) {
+        Some(p) => {
+            let v = l.get(p)?;
+            ctx.reply.bulk(&v);
+        }
+        None => ctx.reply.null(),
+    }
+    Ok(())
+}
+
+fn lpos(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let elem = args.next_bytes()?;
+    let (mut rank, mut count, mut maxlen) = (1i64, None::<i64>, 0i64);
+    while let Some(opt) = args.next_keyword() {
+        let more = !args.is_done();
+        match opt.as_str() {
+            "RANK" if more => {
+                rank = args.next_i64()?;
+                if rank == 0 {
+                    return Err(CmdError::reply(
+                        "ERR RANK can't be zero: use 1 to start from the first match, 2 from \
+                         the second ... or use negative to start from the end of the list",
+                    ));
+                }
+            }
+            "COUNT" if more => {
+                count = Some(int_at_least(
+                    &args.next_bytes()?,
+                    0,
+                    "ERR COUNT can't be negative",
+                )?)
+            }
+            "MAXLEN" if more => {
+                maxlen = int_at_least(&args.next_bytes()?, 0, "ERR MAXLEN can't be negative")?
+            }
+            _ => return Err(CmdError::reply(ERR_SYNTAX)),
+        }
+    }
+    let reverse = rank < 0;
+    if reverse {
+        // As Redis's `rank = -rank`: LONG_MIN stays negative (and matches from the first).
+        rank = rank.wrapping_neg();
+    }
+    let Some(l) = lookup_read(ctx, &key)? else {
+        match count {
+            Some(_) => ctx.reply.array(0),
+            None => ctx.reply.null(),
+        }
+        return Ok(());
+    };
+    let len = l.len();
+    let mut found = Vec::new();
+    let (mut matches, mut index) = (0i64, 0i64);
+    if len > 0 {
+        l.scan(0, len - 1, reverse, |p, v| {
+            if maxlen != 0 && index >= maxlen {
+                return false;
+            }
+            index += 1;
+            if v != &elem[..] {
+                return true;
+            }
+            matches += 1;
+            if matches < rank {
+                return true;
+            }
+            found.push(p as i64);
+            match count {
+                None => false,
+                Some(c) => !(c != 0 && matches.wrapping_sub(rank).wrapping_add(1) >= c),
+            }
+        })?;
+    }
+    match count {
+        Some(_) => {
+            ctx.reply.array(found.len());
+            for p in found {
+                ctx.reply.int(p);
+            }
+        }
+        None => match found.first() {
+            Some(&p) => ctx.reply.int(p),
+            None => ctx.reply.null(),
+        },
+    }
+    Ok(())
+}
+
+// ---- changes in place ----------------------------------------------------------------
+
+fn lset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let _g = store.lock(db, &[&key]);
+    let Some(mut l) = lookup_write(store, db, &key)? else {
+        return Err(CmdError::reply("ERR no such key"));
+    };
+    let idx = args.next_i64()?;
+    let elem = args.next_bytes()?;
+    let Some(p) = l.b.position(idx) else {
+        return Err(CmdError::reply("ERR index out of range"));
+    };
+    let mut w = Writes::new();
+    l.set(&mut w, p, &elem);
+    store.apply(w)?;
+    ctx.reply.ok();
+    Ok(())
+}
+
+fn linsert(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let after = match args.next_keyword().as_deref() {
+        Some("BEFORE") => false,
+        Some("AFTER") => true,
+        _ => return Err(CmdError::reply(ERR_SYNTAX)),
+    };
+    let pivot = args.next_bytes()?;
+    let elem = args.next_bytes()?;
+    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let _g = store.lock(db, &[&key]);
+    let Some(mut l) = lookup_write(store, db, &key)? else {
+        ctx.reply.int(0);
+        return Ok(());
+    };
+    let mut at = None;
+    l.scan(0, l.len() - 1, false, |p, v| {
+        if v == &pivot[..] {
+            at = Some(p);
+        }
+        at.is_none()
+    })?;
+    let Some(p) = at else {
+        ctx.reply.int(-1);
+        return Ok(());
+    };
+    let mut w = Writes::new();
+    l.insert(&mut w, if after { p + 1 } else { p }, &elem)?;
+    let len = l.len();
+    l.finish(&mut w);
+    store.apply(w)?;
+    ctx.reply.int(len as i64);
+    Ok(())
+}
+
+fn lrem(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let count = args.next_i64()?;
+    let elem = args.next_bytes()?;
+    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let _g = store.lock(db, &[&key]);
+    let Some(mut l) = lookup_write(store, db, &key)? else {
+        ctx.reply.int(0);
+        return Ok(());
+    };
+    let old = l.all()?;
+    let limit = if count == 0 {
+        u64::MAX
+    } else {
+        count.unsigned_abs()
+    };
+    let mut drop = vec![false; old.len()];
+    let mut removed = 0u64;
+    let order: Box<dyn Iterator<Item = usize>> = if count < 0 {
+        Box::new((0..old.len()).rev())
+    } else {
+        Box::new(0..old.len())
+    };
+    for i in order {
+        if removed == limit {
+            break;
+        }
+        if old[i] == elem[..] {
+            drop[i] = true;
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        let keep: Vec<Vec<u8>> = old
+            .iter()
+            .zip(&drop)
+            .filter(|(_, d)| !**d)
+            .map(|(e, _)| e.clone())
+            .collect();
+        let mut w = Writes::new();
+        l.rewrite(&mut w, &old, &keep);
+        l.finish(&mut w);
+        store.apply(w)?;
+    }
+    ctx.reply.int(removed as i64);
+    Ok(())
+}
+
+fn ltrim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let start = args.next_i64()?;
+    let stop = args.next_i64()?;
+    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let _g = store.lock(db, &[&key]);
+    if let Some(mut l) = lookup_write(store, db, &key)? {
+        let keep = range(start, stop, l.len());
+        if keep != Some((0, l.len() - 1)) {
+            let mut w = Writes::new();
+            l.trim(&mut w, keep);
+            l.finish(&mut w);
+            store.apply(w)?;
+        }
+    }
+    ctx.reply.ok();
+    Ok(())
+}
+
+// ---- moves -----------------------------------------------------------------------------
+
+/// LMOVE's body on locked keys: `None` if `src` is absent (Redis checks `dst`'s type only
+/// when there is something to move).
+fn move_one(
+    store: &Store,
+    db: u8,
+    src: &[u8],
+    dst: &[u8],
+    from: End,
+    to: End,
+) -> Result<Option<Vec<u8>>, CmdError> {
+    let Some(mut sl) = lookup_write(store, db, src)? else {
+        return Ok(None);
+    };
+    let mut w = Writes::new();
+    let dl = if src == dst {
+        None
+    } else {
+        Some(lookup_write(store, db, dst)?.unwrap_or_else(|| List::create(store, db, dst)))
+    };
+    let v = sl.pop(&mut w, from, 1)?.remove(0);
+    match dl {
+        None => {
+            sl.push(&mut w, to, &[&v]);
+            sl.finish(&mut w);
+        }
+        Some(mut dl) => {
+            sl.finish(&mut w);
+            dl.push(&mut w, to, &[&v]);
+            dl.finish(&mut w);
+        }
+    }
+    store.apply(w)?;
+    Ok(Some(v))
+}
+
+fn lmove_generic(ctx: &mut Ctx<'_>, src: &[u8], dst: &[u8], from: End, to: End) -> CmdResult {
+    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let _g = store.lock(db, &[src, dst]);
+    let v = move_one(store, db, src, dst, from, to)?;
+    ctx.reply.opt_bulk(v.as_deref());
+    Ok(())
+}
+
+fn lmove(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let src = args.next_bytes()?;
+    let dst = args.next_bytes()?;
+    let from = parse_end(&args.next_bytes()?)?;
+    let to = parse_end(&args.next_bytes()?)?;
+    lmove_generic(ctx, &src, &dst, from, to)
+}
+
+fn rpoplpush(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let src = args.next_bytes()?;
+    let dst = args.next_bytes()?;
+    lmove_generic(ctx, &src, &dst, End::Right, End::Left)
+}
+
+/// LMPOP's and BLMPOP's arguments from numkeys on (Redis's `lmpopGenericCommand` order).
+fn parse_mpop(args: &mut Args) -> Result<(Vec<Bytes>, End, u64), CmdError> {
+    let numkeys = int_at_least(
+        &args.next_bytes()?,
+        1,
+        "ERR numkeys should be greater than 0",
+    )?;
+    if numkeys as u64 >= args.remaining() as u64 {
+        return Err(CmdError::reply(ERR_SYNTAX));
+    }
+    let keys: Vec<Bytes> = (0..numkeys)
+        .map(|_| args.next_bytes())
+        .collect::<Result<_, _>>()?;
+    let end = parse_end(&args.next_bytes()?)?;
+    let mut count = None;
+    while let Some(opt) = args.next_keyword() {
+        if opt == "COUNT" && count.is_none() && !args.is_done() {
+            count = Some(int_at_least(
+                &args.next_bytes()?,
+                1,
+                "ERR count should be greater than 0",
+            )?);
+        } else {
+            return Err(CmdError::reply(ERR_SYNTAX));
+        }
+    }
+    Ok((keys, end, count.unwrap_or(1) as u64))
+}
+
+/// A key and the elements popped from it.
+type Popped = (Bytes, Vec<Vec<u8>>);
+
+/// Pops up to `count` from the first non-empty list of `keys` (locked): its key and
+/// elements. `WRONGTYPE` for a key of another type met before it.
+fn mpop_first(
+    store: &Store,
+    db: u8,
+    keys: &[Bytes],
+    end: End,
+    count: u64,
+) -> Result<Option<Popped>, CmdError> {
+    for k in keys {
+        if let Some(mut l) = lookup_write(store, db, k)? {
+            let mut w = Writes::new();
+            let popped = l.pop(&mut w, end, count)?;
+            l.finish(&mut w);
+            store.apply(w)?;
+            return Ok(Some((k.clone(), popped)));
+        }
+    }
+    Ok(None)
+}
+
+/// `[key, [elements]]` (LMPOP, BLMPOP) or `[key, element]` (BLPOP, BRPOP).
+fn reply_key_elems(r: &mut ReplyBuf, key: &[u8], elems: &[Vec<u8>], nested: bool) {
+    r.array(2);
+    r.bulk(key);
+    if nested {
+        bulks(r, elems);
+    } else {
+        r.bulk(&elems[0]);
+    }
+}
+
+fn lmpop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let (keys, end, count) = parse_mpop(args)?;
+    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let _g = store.lock(db, &keys);
+    match mpop_first(store, db, &keys, end, count)? {
+        Some((k, elems)) => reply_key_elems(ctx.reply, &k, &elems, true),
+        None => ctx.reply.null_array(),
+    }
+    Ok(())
+}
+
+// ---- blocking pops ---------------------------------------------------------------------
+
+/// The serve function of a client blocked in BLPOP, BRPOP or BLMPOP: pops from the ready
+/// key and replies `[key, element]` (`nested`: `[key, [elements]]`).
+fn pop_serve(end: End, count: u64, nested: bool, proto: Proto) -> ServeFn {
+    Box::new(move |shared: &Shared, db: u8, key: &[u8]| {
+        let store = &shared.store;
+        let mut l = match store.get(db, key)? {
+            None => return Ok(Attempt::Empty),
+            Some(m) if m.rtype != RType::List => return Ok(Attempt::Skip),
+            Some(m) => List::open(store, db, key, m)?,
+        };
+        let mut w = Writes::new();
+        let popped = l.pop(&mut w, end, count)?;
+        l.finish(&mut w);
+        store.apply(w)?;
+        let mut r = ReplyBuf::with_capacity(proto, 64);
+        reply_key_elems(&mut r, key, &popped, nested);
+        Ok(Attempt::Served(Served {
+            reply: r.take(),
+            then: None,
+            guard: None,
+        }))
+    })
+}
+
+/// BLPOP, BRPOP and BLMPOP on parsed arguments.
+fn bpop_generic(
+    ctx: &mut Ctx<'_>,
+    keys: Vec<Bytes>,
+    end: End,
+    count: u64,
+    nested: bool,
+    timeout: Option<Duration>,
+) -> CmdResult {
+    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let _g = store.lock(db, &keys);
+    if let Some((k, elems)) = mpop_first(store, db, &keys, end, count)? {
+        reply_key_elems(ctx.reply, &k, &elems, nested);
+        return Ok(());
+    }
+    if !may_block(ctx) {
+        ctx.reply.null_array();
+        return Ok(());
+    }
+    let serve = pop_serve(end, count, nested, ctx.reply.proto);
+    let none: &[Bytes] = &[];
+    ctx.shared.blocked.block(
+        store,
+        ctx.conn.id,
+        ctx.reply.proto,
+        db,
+        &keys,
+        none,
+        timeout,
+        serve,
+    );
+    Ok(())
+}
+
+fn bpop(ctx: &mut Ctx<'_>, args: &mut Args, end: End) -> CmdResult {
+    let rest = args.rest().to_vec();
+    let (timeout, keys) = rest
+        .split_last()
+        .ok_or_else(|| CmdError::reply(ERR_SYNTAX))?;
+    let timeout = parse_timeout(timeout)?;
+    bpop_generic(ctx, keys.to_vec(), end, 1, false, timeout)
+}
+
+fn blpop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    bpop(ctx, args, End::Left)
+}
+
+fn brpop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    bpop(ctx, args, End::Right)
+}
+
+fn blmpop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let timeout = args.next_bytes()?;
+    let (keys, end, count) = parse_mpop(args)?;
+    let timeout = parse_timeout(&timeout)?;
+    bpop_generic(ctx, keys, end, count, true, timeout)
+}
+
+fn bulk_reply(proto: Proto, v: &[u8]) -> BytesMut {
+    let mut r = ReplyBuf::with_capacity(proto, v.len() + 16);
+    r.bulk(v);
+    r.take()
+}
+
+/// The serve function of a client blocked in BLMOVE: moves one element from the ready key
+/// (its source) to `dst`. Off the workers both keys' stripes are held (`blocking.rs`). On
+/// a worker, `dst` is written in the same transaction when it shares the source's stripe,
+/// or lives in the same shard and its stripe is free; otherwise the element is popped here
+/// and pushed by the woken connection (a hand-off, see `docs/design.md` §13.8).
+fn move_serve(dst: Bytes, from: End, to: End, proto: Proto) -> ServeFn {
+    Box::new(move |shared: &Shared, db: u8, src: &[u8]| {
+        let store = &shared.store;
+        match store.get(db, src)? {
+            None => return Ok(Attempt::Empty),
+            Some(m) if m.rtype != RType::List => return Ok(Attempt::Skip),
+            Some(_) => {}
+        }
+        let mut guard = None;
+        let in_place = !crate::store::on_worker() || store.same_stripe(db, src, &dst) || {
+            let shard = |k: &[u8]| store.db().shard_of(&crate::keys::meta_key(db, k));
+            if shard(src) == shard(&dst) {
+                guard = store.try_lock_owned(db, &[&dst]);
+            }
+            guard.is_some()
+        };
+        if in_place {
+            let v = move_one(store, db, src, &dst, from, to)?;
+            let v = v.ok_or_else(|| CmdError::reply("ERR the source list vanished"))?;
+            return Ok(Attempt::Served(Served {
+                reply: bulk_reply(proto, &v),
+                then: None,
+                guard,
+            }));
+        }
+        // Hand-off: pop now (the element is this client's at once), push from the woken
+        // connection.
+        let mut l = lookup_write(store, db, src)?.ok_or_else(|| CmdError::reply(ERR_WRONGTYPE))?;
+        let mut w = Writes::new();
+        let v = l.pop(&mut w, from, 1)?.remove(0);
+        l.finish(&mut w);
+        store.apply(w)?;
+        let (src, dst) = (src.to_vec(), dst.clone());
+        let then: crate::blocking::FollowUp = Box::new(move |shared: &Shared| {
+            let store = &shared.store;
+            let mut r = ReplyBuf::with_capacity(proto, 64);
+            let _g = store.lock(db, &[&src[..], &dst[..]]);
+            let res = (|| -> Result<(), CmdError> {
+                let mut w = Writes::new();
+                match lookup_write(store, db, &dst) {
+                    Err(e) => {
+                        // As Redis when the destination has the wrong type: the element goes
+                        // back where it came from and the client gets the error.
+                        let mut sl = lookup_write(store, db, &src)?
+                            .unwrap_or_else(|| List::create(store, db, &src));
+                        sl.push(&mut w, from, &[&v]);
+                        sl.finish(&mut w);
+                        store.apply(w)?;
+                        Err(e)
+                    }
+                    Ok(dl) => {
+                        let mut dl = dl.unwrap_or_else(|| List::create(store, db, &dst));
+                        dl.push(&mut w, to, &[&v]);
+                        dl.finish(&mut w);
+                        store.apply(w)?;
+                        Ok(())
+                    }
+                }
+            })();
+            match res {
+                Ok(()) => r.bulk(&v),
+                Err(CmdError::Reply(m)) => r.error_bytes(&m),
+                Err(e) => r.error(&e.message()),
+            }
+            r.take()
+        });
+        Ok(Attempt::Served(Served {
+            reply: BytesMut::new(),
+            then: Some(then),
+            guard: None,
+        }))
+    })
+}
+
+fn blmove_generic(
+    ctx: &mut Ctx<'_>,
+    src: Bytes,
+    dst: Bytes,
+    from: End,
+    to: End,
+    timeout: Option<Duration>,
+) -> CmdResult {
+    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let _g = store.lock(db, &[&src, &dst]);
+    if let Some(v) = move_one(store, db, &src, &dst, from, to)? {
+        ctx.reply.bulk(&v);
+        return Ok(());
+    }
+    if !may_block(ctx) {
+        ctx.reply.null();
+        return Ok(());
+    }
+    let serve = move_serve(dst.clone(), from, to, ctx.reply.proto);
+    ctx.shared.blocked.block(
+        store,
+        ctx.conn.id,
+        ctx.reply.proto,
+        db,
+        &[src],
+        &[dst],
+        timeout,
+        serve,
+    );
+    Ok(())
+}
+
+fn blmove(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let src = args.next_bytes()?;
+    let dst = args.next_bytes()?;
+    let from = parse_end(&args.next_bytes()?)?;
+    let to = parse_end(&args.next_bytes()?)?;
+    let timeout = parse_timeout(&args.next_bytes()?)?;
+    blmove_generic(ctx, src, dst, from, to, timeout)
+}
+
+fn brpoplpush(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let src = args.next_bytes()?;
+    let dst = args.next_bytes()?;
+    let timeout = parse_timeout(&args.next_bytes()?)?;
+    blmove_generic(ctx, src, dst, End::Right, End::Left, timeout)
+}
