@@ -45,6 +45,8 @@ mod server;
 mod slowlog;
 mod store;
 mod tuning;
+mod txn;
+mod watch;
 
 pub use config::{AppendFsync, Config, ConfigError};
 pub use server::{start, ServerError, ServerHandle, StartOptions, REDIS_VERSION};

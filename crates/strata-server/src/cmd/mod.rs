@@ -11,6 +11,7 @@ mod client;
 mod connection;
 mod docs;
 mod keyspace;
+pub mod multi;
 mod save;
 mod server;
 mod strings;
@@ -41,6 +42,8 @@ pub mod flag {
     pub const NO_MULTI: u32 = 1 << 11;
     pub const BLOCKING: u32 = 1 << 12;
     pub const NO_ASYNC_LOADING: u32 = 1 << 13;
+    /// Not logged in the slow log itself (EXEC: its commands are).
+    pub const SKIP_SLOWLOG: u32 = 1 << 14;
 
     /// Names in COMMAND INFO order.
     pub const NAMES: &[(u32, &str)] = &[
@@ -52,6 +55,7 @@ pub mod flag {
         (BLOCKING, "blocking"),
         (LOADING, "loading"),
         (STALE, "stale"),
+        (SKIP_SLOWLOG, "skip_slowlog"),
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
         (SENTINEL, "sentinel"),
@@ -97,6 +101,10 @@ pub struct ConnState {
     pub reply_off: bool,
     /// CLIENT REPLY SKIP: the next command's reply is dropped.
     pub skip_next: bool,
+    /// After MULTI: the queued commands (`None` outside a transaction).
+    pub multi: Option<multi::MultiState>,
+    /// EXEC is running the queued commands: blocking commands must not block.
+    pub in_exec: bool,
 }
 
 /// What a command runs with.
@@ -178,6 +186,7 @@ pub fn all_commands() -> &'static [&'static Spec] {
             bits::COMMANDS,
             keyspace::COMMANDS,
             save::COMMANDS,
+            multi::COMMANDS,
         ] {
             v.extend(family.iter());
         }
@@ -236,16 +245,21 @@ fn arity_ok(arity: i32, argc: usize) -> bool {
     (arity > 0 && argc == arity) || (arity < 0 && argc >= -arity)
 }
 
-/// Runs one request (`argv` is not empty) and writes its reply.
+/// Runs one request (`argv` is not empty) and writes its reply; in MULTI, checks and queues
+/// it instead (`multi.rs`).
 pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
-    ctx.shared
-        .stats
-        .commands_processed
-        .fetch_add(1, Ordering::Relaxed);
     let name = String::from_utf8_lossy(&argv[0]).to_ascii_lowercase();
+    let queueing = ctx.conn.multi.is_some() && !multi::NOT_QUEUED.contains(&name.as_str());
+    if !queueing {
+        ctx.shared
+            .stats
+            .commands_processed
+            .fetch_add(1, Ordering::Relaxed);
+    }
     let Some(mut spec) = lookup(&name) else {
-        return ctx.reply.error_bytes(&unknown_command(&argv));
+        return multi::reject(ctx, false, &unknown_command(&argv));
     };
+    let is_exec = spec.name == "exec";
     let mut full_name = spec.name.to_string();
     let mut skip = 1;
     if !spec.subcommands.is_empty() && argv.len() >= 2 {
@@ -262,32 +276,44 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
                 msg.extend_from_slice(
                     format!("'. Try {} HELP.", spec.name.to_ascii_uppercase()).as_bytes(),
                 );
-                return ctx.reply.error_bytes(&msg);
+                return multi::reject(ctx, false, &msg);
             }
         }
     }
     if !arity_ok(spec.arity, argv.len()) {
-        return ctx.reply.error(&format!(
-            "ERR wrong number of arguments for '{full_name}' command"
-        ));
+        let msg = format!("ERR wrong number of arguments for '{full_name}' command");
+        return multi::reject(ctx, is_exec, msg.as_bytes());
     }
     if spec.flags & flag::NO_AUTH == 0 && ctx.auth_required() {
-        return ctx.reply.error("NOAUTH Authentication required.");
+        return multi::reject(ctx, is_exec, b"NOAUTH Authentication required.");
+    }
+    if ctx.conn.multi.is_some() && spec.flags & flag::NO_MULTI != 0 {
+        return multi::reject(ctx, false, b"ERR Command not allowed inside a transaction");
+    }
+    // Redis's processCommand: no writes (nor PING, nor an EXEC of writes) while the log
+    // cannot be written.
+    let refuses_when_misconf = spec.flags & flag::WRITE != 0
+        || spec.name == "ping"
+        || (is_exec && multi::queued_writes(ctx));
+    if refuses_when_misconf {
+        if let Some(m) = misconf(ctx.shared) {
+            return multi::reject(ctx, is_exec, m.as_bytes());
+        }
+    }
+    if queueing {
+        return multi::queue(ctx, argv);
     }
     let info = ctx.conn.info.clone();
     info.touch();
-    info.published.lock().cmd = full_name;
+    if !ctx.conn.in_exec {
+        // Inside EXEC, CLIENT LIST shows `cmd=exec`, as Redis.
+        info.published.lock().cmd = full_name;
+    }
     info.argv_mem
         .store(argv.iter().map(|a| a.len()).sum(), Ordering::Relaxed);
     // Kept for the slow log; cheap (reference-counted arguments).
-    let logged = (!name.eq("auth") && !name.eq("hello")).then(|| argv.clone());
-    // Redis's processCommand: no writes (nor PING) while the log cannot be written.
-    let refuses_when_misconf = spec.flags & flag::WRITE != 0 || spec.name == "ping";
-    if refuses_when_misconf {
-        if let Some(m) = misconf(ctx.shared) {
-            return ctx.reply.error(&m);
-        }
-    }
+    let logged = (!name.eq("auth") && !name.eq("hello") && spec.flags & flag::SKIP_SLOWLOG == 0)
+        .then(|| argv.clone());
     let mut args = Args::new(argv, skip);
     let started = Instant::now();
     let result = (spec.handler)(ctx, &mut args);
