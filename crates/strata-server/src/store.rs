@@ -524,7 +524,7 @@ impl Store {
             return r;
         }
         let Some(mine) = in_front(|t, _| ks.iter().map(|k| t.get(k)).collect::<Vec<_>>()) else {
-            return self.db.multi_get(ks);
+            return self.front_multi_get(ks);
         };
         let missing: Vec<&Vec<u8>> = ks
             .iter()
@@ -543,6 +543,19 @@ impl Store {
                 }),
             })
             .collect()
+    }
+
+    /// Reads through the front: keys of several shards at one snapshot, so that a reader
+    /// sees an EXEC's (or any cross-shard batch's) writes entirely or not at all.
+    fn front_multi_get(&self, ks: &[Vec<u8>]) -> Vec<Result<Option<Vec<u8>>>> {
+        let first = ks.first().map(|k| self.db.shard_of(k));
+        if ks.iter().all(|k| Some(self.db.shard_of(k)) == first) {
+            return self.db.multi_get(ks);
+        }
+        match self.db.snapshot() {
+            Ok(snap) => snap.multi_get(ks),
+            Err(e) => ks.iter().map(|_| Err(e.clone())).collect(),
+        }
     }
 
     /// Applies `b` atomically (one engine write on a worker; the front's batch otherwise).
