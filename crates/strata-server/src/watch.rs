@@ -134,7 +134,10 @@ mod tests {
     #[test]
     fn touch_flags_watchers_of_the_key_only() {
         let w = Watches::default();
-        let (a, b) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        let (a, b) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
         w.touch(0, b"k", false); // nobody watches: nothing to do
         w.watch(1, &a, 0, b"k", false);
         w.watch(1, &a, 0, b"k", false);

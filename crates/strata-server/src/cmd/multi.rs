@@ -348,15 +348,9 @@ mod tests {
         let plan = lock_plan(0, 16, &q, &watched).unwrap();
         assert_eq!(
             plan,
-            vec![
-                (3, &b"w"[..]),
-                (0, b"a"),
-                (2, b"b"),
-                (2, b"c"),
-                (2, b"d")
-            ]
+            vec![(3, &b"w"[..]), (0, b"a"), (2, b"b"), (2, b"c"), (2, b"d")]
         );
-        for all in ["flushdb", "dbsize", "keys *", "copy a b db 1", "move a 1"] {
+        for all in ["flushdb", "dbsize", "keys *", "scan 0", "copy a b db 1"] {
             let q = vec![argv("set a 1"), argv(all)];
             assert_eq!(lock_plan(0, 16, &q, &[]), None, "{all}");
         }
