@@ -1199,6 +1199,60 @@ mod tests {
         s.into_db().close().unwrap();
     }
 
+    #[test]
+    fn exec_reads_its_own_writes_and_applies_them_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(
+            dir.path(),
+            strata::DbOptions {
+                shards: Some(4),
+                routing: Some(strata::Routing::Slot),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let s = Store::open(db, false).unwrap();
+        s.put(0, b"old", &string(0, b"1")).unwrap();
+        s.put(0, b"gone", &string(0, b"1")).unwrap();
+        let keys: Vec<Vec<u8>> = (0..8).map(|i| format!("k{{{i}}}").into_bytes()).collect();
+        let mks: Vec<Vec<u8>> = keys.iter().map(|k| meta_key(0, k)).collect();
+        assert!(mks
+            .iter()
+            .any(|k| s.db.shard_of(k) != s.db.shard_of(&mks[0])));
+        let dirty = Arc::new(AtomicBool::new(false));
+        s.watches.watch(7, &dirty, 0, b"gone", false);
+        let locks = s.lock_for_exec(None);
+        let ((), written) = s.run_exec(locks, || {
+            for k in &keys {
+                s.put(0, k, &string(0, b"v")).unwrap();
+            }
+            s.delete(0, b"gone").unwrap();
+            // Not applied yet: other readers see nothing of it.
+            assert_eq!(s.db.get(&mks[0]).unwrap(), None);
+            // The transaction's reads see its writes: point reads, batched reads, scans.
+            assert_eq!(s.get(0, &keys[3]).unwrap(), Some(string(0, b"v")));
+            assert_eq!(s.get(0, b"gone").unwrap(), None);
+            let got = s.multi_get(0, &[&keys[0][..], b"old", b"gone"]).unwrap();
+            assert_eq!(got.iter().filter(|m| m.is_some()).count(), 2);
+            let mut n = 0;
+            s.scan_db(0, |_, _| n += 1).unwrap();
+            assert_eq!(n, keys.len() + 1);
+            // FLUSHDB inside sees them too, and a write after it survives.
+            s.flush_db(0).unwrap();
+            s.scan_db(0, |_, _| panic!("flushed")).unwrap();
+            s.put(0, b"after", &string(0, b"2")).unwrap();
+        });
+        written.unwrap();
+        assert!(dirty.load(Ordering::SeqCst), "the watched key was deleted");
+        assert_eq!(s.db.get(&mks[0]).unwrap(), None);
+        assert_eq!(s.get(0, b"old").unwrap(), None);
+        assert_eq!(s.get(0, b"after").unwrap(), Some(string(0, b"2")));
+        // The thread is back to plain front writes.
+        s.put(0, b"x", &string(0, b"3")).unwrap();
+        assert!(s.db.get(&meta_key(0, b"x")).unwrap().is_some());
+        s.into_db().close().unwrap();
+    }
+
     fn string(expire_ms: u64, v: &[u8]) -> Meta {
         Meta {
             rtype: RType::String,
