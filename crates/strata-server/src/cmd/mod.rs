@@ -305,12 +305,13 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
     }
     let info = ctx.conn.info.clone();
     info.touch();
-    if !ctx.conn.in_exec {
-        // Inside EXEC, CLIENT LIST shows `cmd=exec`, as Redis.
+    // Inside EXEC, CLIENT LIST shows EXEC's name and arguments, as Redis.
+    let nested = ctx.conn.in_exec;
+    if !nested {
         info.published.lock().cmd = full_name;
+        info.argv_mem
+            .store(argv.iter().map(|a| a.len()).sum(), Ordering::Relaxed);
     }
-    info.argv_mem
-        .store(argv.iter().map(|a| a.len()).sum(), Ordering::Relaxed);
     // Kept for the slow log; cheap (reference-counted arguments).
     let logged = (!name.eq("auth") && !name.eq("hello") && spec.flags & flag::SKIP_SLOWLOG == 0)
         .then(|| argv.clone());
@@ -338,7 +339,9 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
             2
         };
     }
-    info.argv_mem.store(0, Ordering::Relaxed);
+    if !nested {
+        info.argv_mem.store(0, Ordering::Relaxed);
+    }
     if let Some(argv) = logged {
         let (threshold, max_len) = {
             let c = ctx.shared.config.read();
