@@ -221,6 +221,36 @@ fn unwatch(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     Ok(())
 }
 
+/// Commands whose keys the table's `(first, last, step)` does not describe (Redis's
+/// `movablekeys`: a `numkeys` argument, STORE/BY options, streams): EXEC locks every stripe
+/// for them.
+const MOVABLE_KEYS: &[&str] = &[
+    "zunionstore",
+    "zinterstore",
+    "zdiffstore",
+    "zunion",
+    "zinter",
+    "zdiff",
+    "zintercard",
+    "sintercard",
+    "lmpop",
+    "blmpop",
+    "zmpop",
+    "bzmpop",
+    "sort",
+    "sort_ro",
+    "georadius",
+    "georadiusbymember",
+    "xread",
+    "xreadgroup",
+    "eval",
+    "evalsha",
+    "eval_ro",
+    "evalsha_ro",
+    "fcall",
+    "fcall_ro",
+];
+
 /// The `(database, key)`s EXEC locks: the watched keys and the keys of the queued commands
 /// (in the database each runs in, following SELECTs); `None` for every stripe, when a
 /// command touches the keyspace without naming its keys in the command table.
@@ -250,8 +280,8 @@ fn lock_plan<'a>(
             }
             continue;
         }
-        if matches!(spec.name, "copy" | "move") {
-            return None; // a destination in another database
+        if matches!(spec.name, "copy" | "move") || MOVABLE_KEYS.contains(&spec.name) {
+            return None; // a destination in another database, or keys found by parsing
         }
         keys.extend(command_keys(spec.keys, argv).into_iter().map(|k| (db, k)));
     }
