@@ -133,6 +133,9 @@ class Gen:
     def __init__(self, seed):
         self.r = random.Random(seed)
         self.now_s = int(time.time())
+        # Ops a type generator planned to come next, in order (a MULTI ... EXEC sequence):
+        # it returns the first and appends the rest here.
+        self.pending = []
 
     def key(self):
         return self.r.choice(KEYS)
@@ -239,6 +242,8 @@ class Gen:
         return Op([self.name(cmd), key, when] + opts, soon and (key, soon))
 
     def op(self):
+        if self.pending:
+            return self.pending.pop(0)
         r = self.r
         names = [
             "GET", "SET", "SETNX", "SETEX", "PSETEX", "GETSET", "GETDEL", "MGET", "MSET",
@@ -528,6 +533,9 @@ class Pair:
         return self.a.read(), self.b.read()
 
     def reset(self):
+        # A shrunk sequence may leave a transaction open or keys watched.
+        for args in ([b"DISCARD"], [b"UNWATCH"]):
+            self.call(args)
         for args in ([b"SELECT", b"0"], [b"FLUSHALL"]):
             ra, rb = self.call(args)
             assert ra == rb == ("+", "OK"), (ra, rb)

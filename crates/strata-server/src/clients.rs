@@ -13,7 +13,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::Notify;
@@ -57,6 +57,12 @@ pub struct ClientInfo {
     /// Argument bytes of the command being run.
     pub argv_mem: AtomicUsize,
     pub published: Mutex<Published>,
+    /// Commands queued after MULTI; -1 outside a transaction (CLIENT LIST `multi=`, flag
+    /// `x`), and their argument bytes (`multi-mem=`).
+    pub multi: AtomicI64,
+    pub multi_mem: AtomicUsize,
+    /// A watched key was modified (flag `d`; set by the writer, `watch.rs`).
+    pub watch_dirty: Arc<AtomicBool>,
     pub killed: AtomicBool,
     pub kill: Notify,
     /// Blocked in a blocking command (CLIENT LIST flag `b`).
@@ -82,6 +88,9 @@ impl ClientInfo {
                 resp: 2,
                 ..Default::default()
             }),
+            multi: AtomicI64::new(-1),
+            multi_mem: AtomicUsize::new(0),
+            watch_dirty: Arc::new(AtomicBool::new(false)),
             killed: AtomicBool::new(false),
             kill: Notify::new(),
             blocked: AtomicBool::new(false),
@@ -118,16 +127,25 @@ impl ClientInfo {
         let obl = self.obl.load(Ordering::Relaxed);
         let omem = self.omem.load(Ordering::Relaxed);
         let argv_mem = self.argv_mem.load(Ordering::Relaxed);
-        let tot = qcap + READ_BYTES + omem + obl + argv_mem;
+        let multi = self.multi.load(Ordering::Relaxed);
+        let multi_mem = self.multi_mem.load(Ordering::Relaxed);
+        let tot = qcap + READ_BYTES + omem + obl + argv_mem + multi_mem;
         let mut s = String::with_capacity(320);
         let name = p
             .name
             .as_deref()
             .map(String::from_utf8_lossy)
             .unwrap_or_default();
+        // In Redis's order (networking.c `catClientInfoString`).
         let mut flags = String::new();
+        if multi >= 0 {
+            flags.push('x');
+        }
         if self.blocked.load(Ordering::Relaxed) {
             flags.push('b');
+        }
+        if self.watch_dirty.load(Ordering::Relaxed) {
+            flags.push('d');
         }
         if self.unix {
             flags.push('U');
@@ -144,7 +162,7 @@ impl ClientInfo {
         let _ = write!(
             s,
             "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 \
-             ssub=0 multi=-1 qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs={} rbp={} \
+             ssub=0 multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} \
              obl={} oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
             self.id,
             self.addr,
@@ -155,9 +173,11 @@ impl ClientInfo {
             self.idle_secs(),
             flags,
             p.db,
+            multi,
             qbuf,
             qcap - qbuf,
             argv_mem,
+            multi_mem,
             READ_BYTES,
             READ_BYTES,
             obl,

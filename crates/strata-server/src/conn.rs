@@ -63,6 +63,7 @@ struct ClientSlot(Arc<Shared>, u64);
 impl Drop for ClientSlot {
     fn drop(&mut self) {
         self.0.clients.remove(self.1);
+        self.0.store.watches.unwatch_all(self.1);
         self.0
             .stats
             .connected_clients

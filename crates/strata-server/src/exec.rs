@@ -47,7 +47,7 @@ pub enum Route {
 
 /// Commands with keys that still run inline: their meaning reaches beyond the keys the
 /// command table names (COPY and MOVE name a destination database).
-const INLINE_ONLY: &[&str] = &["copy", "move"];
+const INLINE_ONLY: &[&str] = &["copy", "move", "watch"];
 
 /// Commands that usually write without reading their keys first: their records are not
 /// fetched ahead (a read they do need, for an option such as SET's NX or GET, is made then).
@@ -58,9 +58,14 @@ pub fn route(shared: &Shared, conn: &ConnState, argv: &[Bytes]) -> Route {
     let Some(spec) = lookup_argv(argv) else {
         return Route::Inline; // unknown command or wrong arity: the error is replied inline
     };
-    // Blocking commands run here: a client that blocks waits in its connection task, and
-    // registers under its keys' stripes (`blocking.rs`).
-    if spec.keys.0 <= 0 || INLINE_ONLY.contains(&spec.name) || spec.flags & flag::BLOCKING != 0 {
+    // In MULTI, commands are queued on the connection's thread; WATCH takes its keys'
+    // stripes there (`cmd/multi.rs`). Blocking commands run here too: a client that blocks
+    // waits in its connection task, and registers under its keys' stripes (`blocking.rs`).
+    if conn.multi.is_some()
+        || spec.keys.0 <= 0
+        || INLINE_ONLY.contains(&spec.name)
+        || spec.flags & flag::BLOCKING != 0
+    {
         return Route::Inline;
     }
     if spec.flags & flag::NO_AUTH == 0 && !conn.authenticated {

@@ -9,14 +9,15 @@
 //!   hiding RESP2 and RESP3 (`reply.rs`);
 //! - `cmd/`: the command table, the dispatch order, the argument cursor, and one module per
 //!   command family (`connection`, `client`, `server`, `admin`, `strings`, `keyspace`,
-//!   `lists`); `blocking.rs`: clients blocked on keys (BLPOP and kin);
+//!   `lists`, `multi`); `blocking.rs`: clients blocked on keys (BLPOP and kin);
 //! - `clients.rs` (the registry CLIENT LIST/KILL read), `slowlog.rs`, and the configuration:
 //!   `config.rs` (directives), `tuning.rs` (Redis's tuning directives, stored only),
 //!   `config_rewrite.rs` (CONFIG REWRITE);
 //! - `store.rs`: the types layer (metadata records over `strata::Db`, lazy expiry, the
 //!   interim stripe locks), over the key encoding of `keys.rs`
 //!   (`docs/format/redis-keys.md`); `list.rs`: lists on it; `expire.rs`: the index of
-//!   keys with a TTL and the active expiry cycle; `cursor.rs`: SCAN cursors as positions in the key order.
+//!   keys with a TTL and the active expiry cycle; `cursor.rs`: SCAN cursors as positions in
+//!   the key order; `txn.rs`: an EXEC's buffered writes; `watch.rs`: the keys clients WATCH.
 //!
 //! ```no_run
 //! let cfg = strata_server::Config::from_args(&["--port".into(), "6380".into()])?;
@@ -49,6 +50,8 @@ mod server;
 mod slowlog;
 mod store;
 mod tuning;
+mod txn;
+mod watch;
 
 pub use config::{AppendFsync, Config, ConfigError};
 pub use server::{start, ServerError, ServerHandle, StartOptions, REDIS_VERSION};

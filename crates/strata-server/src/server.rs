@@ -163,6 +163,7 @@ impl Shared {
             close_after_reply: false,
             reply_off: false,
             skip_next: false,
+            multi: None,
             in_exec: false,
         }
     }

@@ -23,6 +23,8 @@
 
 use crate::expire::{Due, ExpiryIndex};
 use crate::keys::{db_range, meta_key, user_key_of_meta, SERVER_PREFIX};
+use crate::txn::{merge_scan, FrontTxn};
+use crate::watch::Watches;
 use parking_lot::{Mutex, MutexGuard};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -35,11 +37,20 @@ use xxhash_rust::xxh3::xxh3_64;
 const STRIPES: usize = 1024;
 
 thread_local! {
-    /// The shard transaction of the command running on this worker thread, if any.
-    static TXN: RefCell<Option<ShardTxn<StrataEngine>>> = const { RefCell::new(None) };
+    /// The transaction of the command running on this thread, if any: a shard worker's
+    /// group, or an EXEC's buffered writes on the connection's thread.
+    static TXN: RefCell<Option<Txn>> = const { RefCell::new(None) };
     /// Keys with blocked clients that the running command wrote (Redis's `ready_keys`);
     /// `None` outside a command (`blocking.rs` serves them when the command ends).
     static READY: RefCell<Option<Vec<DbKey>>> = const { RefCell::new(None) };
+}
+
+/// What the `Store`'s reads and writes go through on this thread.
+enum Txn {
+    /// A command on a shard's worker (or in place under its lock).
+    Shard(ShardTxn<StrataEngine>),
+    /// The queued commands of an EXEC, with the stripes the EXEC holds.
+    Front(FrontTxn, ExecLocks),
 }
 
 /// A Redis key with its database.
@@ -104,25 +115,37 @@ pub fn with_txn<R>(txn: &mut ShardTxn<StrataEngine>, f: impl FnOnce() -> R) -> R
     struct Restore<'a>(&'a mut ShardTxn<StrataEngine>);
     impl Drop for Restore<'_> {
         fn drop(&mut self) {
-            if let Some(t) = TXN.with(|c| c.borrow_mut().take()) {
+            if let Some(Txn::Shard(t)) = TXN.with(|c| c.borrow_mut().take()) {
                 *self.0 = t;
             }
         }
     }
-    TXN.with(|c| *c.borrow_mut() = Some(txn.take()));
+    TXN.with(|c| *c.borrow_mut() = Some(Txn::Shard(txn.take())));
     let _restore = Restore(txn);
     f()
 }
 
 /// Runs `f` on the current shard transaction, if a command is running on a worker.
 fn in_txn<R>(f: impl FnOnce(&mut ShardTxn<StrataEngine>) -> R) -> Option<R> {
-    TXN.with(|c| c.borrow_mut().as_mut().map(f))
+    TXN.with(|c| match c.borrow_mut().as_mut() {
+        Some(Txn::Shard(t)) => Some(f(t)),
+        _ => None,
+    })
+}
+
+/// Runs `f` on the current EXEC's transaction, if one runs on this thread.
+fn in_front<R>(f: impl FnOnce(&mut FrontTxn, &mut ExecLocks) -> R) -> Option<R> {
+    TXN.with(|c| match c.borrow_mut().as_mut() {
+        Some(Txn::Front(t, l)) => Some(f(t, l)),
+        _ => None,
+    })
 }
 
 /// Whether a command is running on a worker (its keys' stripes are held for it).
 pub(crate) fn on_worker() -> bool {
-    TXN.with(|c| c.borrow().is_some())
+    TXN.with(|c| matches!(*c.borrow(), Some(Txn::Shard(_))))
 }
+
 /// Version of the record layout in `docs/format/redis-keys.md`.
 const FORMAT_VERSION: u8 = 1;
 /// Fixed part of a metadata value: type, expiry, version, size.
@@ -342,6 +365,8 @@ pub struct Store {
     expires: ExpiryIndex,
     /// Keys clients are blocked on (`blocking.rs`).
     pub waited: WaitedKeys,
+    /// The keys clients WATCH, flagged by every write (`watch.rs`).
+    pub watches: Watches,
 }
 
 /// Stripe locks held for the duration of one command.
@@ -352,6 +377,30 @@ pub struct KeyGuard<'a> {
 /// Stripe locks held for a command queued to a worker, released when it is dropped there.
 pub struct OwnedKeyGuard {
     _guards: Vec<parking_lot::ArcMutexGuard<parking_lot::RawMutex, ()>>,
+}
+
+/// The stripes an EXEC holds while its queued commands run: those of the keys they name (and
+/// of the watched keys), or all of them; plus any a command asked for beyond those.
+pub struct ExecLocks {
+    /// Held stripes, ascending; `None`: all.
+    held: Option<Vec<usize>>,
+    guards: Vec<parking_lot::ArcMutexGuard<parking_lot::RawMutex, ()>>,
+}
+
+impl ExecLocks {
+    /// Makes sure the stripes `idx` (ascending) are held. A stripe beyond the planned ones
+    /// is taken out of the ascending order, which could deadlock with another EXEC doing
+    /// the same; only a command whose keys the command table does not describe asks for one
+    /// (EXEC plans every stripe for those it knows of: `cmd/multi.rs` `lock_plan`).
+    fn ensure(&mut self, stripes: &[Arc<Mutex<()>>], idx: Vec<usize>) {
+        let Some(held) = &mut self.held else { return };
+        for i in idx {
+            if let Err(pos) = held.binary_search(&i) {
+                held.insert(pos, i);
+                self.guards.push(stripes[i].lock_arc());
+            }
+        }
+    }
 }
 
 /// The stripe of `key` in database `db`.
@@ -406,6 +455,7 @@ impl Store {
             stats: KeyStats::default(),
             expires: ExpiryIndex::default(),
             waited: WaitedKeys::default(),
+            watches: Watches::default(),
         };
         store.rebuild_expiry_index()?;
         Ok(store)
@@ -451,14 +501,17 @@ impl Store {
             Some(m) => self.expires.set(db, key, m.expire_ms),
             None => self.expires.remove(db, key),
         }
-        self.note_touched(db, key);
+        self.note_touched(db, key, meta.is_none());
         self.note_ready(db, key);
     }
 
-    /// Notes that a command modified `key` (Redis's `signalModifiedKey`): the hook for WATCH
-    /// and for clients blocked on the key. Called once the write is applied (on a worker:
-    /// buffered in its group).
-    fn note_touched(&self, _db: u8, _key: &[u8]) {}
+    /// Notes that a command modified `key` (Redis's `signalModifiedKey`; `deleted`: its
+    /// metadata record was deleted): the hook for WATCH and for clients blocked on the key.
+    /// Called once the write is applied (on a worker or in an EXEC: buffered in its
+    /// transaction), while the writer still holds the key's stripe.
+    fn note_touched(&self, db: u8, key: &[u8], deleted: bool) {
+        self.watches.touch(db, key, deleted);
+    }
 
     /// Notes that a command wrote `key`, which clients may be blocked on (Redis's
     /// `signalKeyAsReady`): they are served when the command ends (`blocking.rs`).
@@ -494,6 +547,7 @@ impl Store {
         if m.expired_at(now_ms()) {
             self.db.delete_opt(&self.wo(), &mk)?;
             self.expires.remove(db, key);
+            self.note_touched(db, key, true);
             self.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
             return Ok(Due::Deleted);
         }
@@ -539,11 +593,52 @@ impl Store {
     // runs on a worker, through the front otherwise -------------------------------------
 
     fn raw_get(&self, k: &[u8]) -> Result<Option<Vec<u8>>> {
-        in_txn(|t| t.get(k)).unwrap_or_else(|| self.db.get(k))
+        if let Some(r) = in_txn(|t| t.get(k)) {
+            return r;
+        }
+        match in_front(|t, _| t.get(k)) {
+            Some(Some(v)) => Ok(v),
+            _ => self.db.get(k),
+        }
     }
 
     fn raw_multi_get(&self, ks: &[Vec<u8>]) -> Vec<Result<Option<Vec<u8>>>> {
-        in_txn(|t| t.multi_get(ks)).unwrap_or_else(|| self.db.multi_get(ks))
+        if let Some(r) = in_txn(|t| t.multi_get(ks)) {
+            return r;
+        }
+        let Some(mine) = in_front(|t, _| ks.iter().map(|k| t.get(k)).collect::<Vec<_>>()) else {
+            return self.front_multi_get(ks);
+        };
+        let missing: Vec<&Vec<u8>> = ks
+            .iter()
+            .zip(&mine)
+            .filter(|(_, m)| m.is_none())
+            .map(|(k, _)| k)
+            .collect();
+        let mut read = self.db.multi_get(&missing).into_iter();
+        mine.into_iter()
+            .map(|m| match m {
+                Some(v) => Ok(v),
+                None => read.next().unwrap_or_else(|| {
+                    Err(strata_engine::Error::Poisoned(
+                        "multi_get returned fewer results than keys".to_string(),
+                    ))
+                }),
+            })
+            .collect()
+    }
+
+    /// Reads through the front: keys of several shards at one snapshot, so that a reader
+    /// sees an EXEC's (or any cross-shard batch's) writes entirely or not at all.
+    fn front_multi_get(&self, ks: &[Vec<u8>]) -> Vec<Result<Option<Vec<u8>>>> {
+        let first = ks.first().map(|k| self.db.shard_of(k));
+        if ks.iter().all(|k| Some(self.db.shard_of(k)) == first) {
+            return self.db.multi_get(ks);
+        }
+        match self.db.snapshot() {
+            Ok(snap) => snap.multi_get(ks),
+            Err(e) => ks.iter().map(|_| Err(e.clone())).collect(),
+        }
     }
 
     /// Applies `b` atomically (one engine write on a worker; the front's batch otherwise).
@@ -558,8 +653,22 @@ impl Store {
                 None => t.delete(k),
             })
         });
-        match on {
-            Some(r) => r,
+        if let Some(r) = on {
+            return r;
+        }
+        let buffered = in_front(|t, _| {
+            if wo.sync {
+                t.sync();
+            }
+            for (k, v) in b.ops() {
+                match v {
+                    Some(v) => t.put(k, v),
+                    None => t.delete(k),
+                }
+            }
+        });
+        match buffered {
+            Some(()) => Ok(()),
             None => {
                 self.db.write_opt(&wo, b)?;
                 if wo.sync {
@@ -583,6 +692,8 @@ impl Store {
         if let Some(r) = in_txn(|t| t.scan(lo, hi, reverse, &mut f)) {
             return r;
         }
+        // In an EXEC: its own writes over the database's records.
+        let mine = in_front(|t, _| t.range(lo, hi)).unwrap_or_default();
         let mut it = self.db.iter_opt(&IterOptions {
             lower_bound: Some(lo.to_vec()),
             upper_bound: Some(hi.to_vec()),
@@ -592,17 +703,7 @@ impl Store {
         } else {
             it.seek(lo);
         }
-        while it.valid() {
-            if !f(it.key(), it.value()) {
-                break;
-            }
-            if reverse {
-                it.prev();
-            } else {
-                it.next();
-            }
-        }
-        it.status()
+        merge_scan(&mut it, mine, reverse, f)
     }
 
     /// [`Store::scan_range`] over every record that starts with `prefix`.
@@ -638,7 +739,7 @@ impl Store {
             self.note_write(*db, key, m.as_ref());
         }
         for (db, key) in &w.touched {
-            self.note_touched(*db, key);
+            self.note_touched(*db, key, false);
             self.note_ready(*db, key);
         }
         Ok(())
@@ -694,11 +795,17 @@ impl Store {
 
     /// Locks the stripes of keys of several databases (COPY ... DB), in the same order as
     /// [`Store::lock`]. On a worker, nothing to take (as [`Store::lock`]).
+    /// In an EXEC, the stripes are already held for its commands.
     pub fn lock_in(&self, keys: &[(u8, &[u8])]) -> KeyGuard<'_> {
+        let none = || KeyGuard {
+            _guards: Vec::new(),
+        };
         if on_worker() {
-            return KeyGuard {
-                _guards: Vec::new(),
-            };
+            return none();
+        }
+        let idx = || stripes(keys.iter().copied());
+        if in_front(|_, l| l.ensure(&self.stripes, idx())).is_some() {
+            return none();
         }
         KeyGuard {
             _guards: stripes(keys.iter().copied())
@@ -768,6 +875,15 @@ impl Store {
             return Ok(None);
         }
         Ok(Some(meta))
+    }
+
+    /// Whether `key` exists but is expired now (WATCH, EXEC), without deleting it.
+    pub fn is_expired(&self, db: u8, key: &[u8]) -> Result<bool> {
+        let Some(raw) = self.raw_get(&meta_key(db, key))? else {
+            return Ok(false);
+        };
+        let meta = Meta::decode(&raw).ok_or_else(|| corrupt(key))?;
+        Ok(meta.expired_at(now_ms()))
     }
 
     /// Like [`Store::get`], counting a keyspace hit or miss.
@@ -849,20 +965,36 @@ impl Store {
         lo.extend_from_slice(&slot.to_be_bytes());
         lo.push(crate::keys::KIND_META);
         lo.extend_from_slice(from);
-        let mut it = self.meta_iter(db, &lo)?;
         let now = now_ms();
-        while it.valid() {
-            let sk = it.key();
-            if let Some(k) = user_key_of_meta(sk) {
-                let m = Meta::decode(it.value()).ok_or_else(|| corrupt(k))?;
-                let slot = u16::from_be_bytes([sk[1], sk[2]]);
-                if !f(slot, k, (!m.expired_at(now)).then_some(&m)) {
-                    break;
+        self.scan_metas(db, &lo, |sk, k, m| {
+            let slot = u16::from_be_bytes([sk[1], sk[2]]);
+            f(slot, k, (!m.expired_at(now)).then_some(m))
+        })
+    }
+
+    /// Calls `f(store_key, user_key, meta)` for the metadata records of database `db` from
+    /// `lo` on, in store order, until `f` returns false (seeing an EXEC's own writes).
+    fn scan_metas(
+        &self,
+        db: u8,
+        lo: &[u8],
+        mut f: impl FnMut(&[u8], &[u8], &Meta) -> bool,
+    ) -> Result<()> {
+        let (_, hi) = db_range(db);
+        let mut bad = None;
+        self.scan_range(lo, &hi, false, |sk, v| {
+            let Some(k) = user_key_of_meta(sk) else {
+                return true;
+            };
+            match Meta::decode(v) {
+                Some(m) => f(sk, k, &m),
+                None => {
+                    bad = Some(corrupt(k));
+                    false
                 }
             }
-            it.next();
-        }
-        it.status()
+        })?;
+        bad.map_or(Ok(()), Err)
     }
 
     /// A live key of `db` chosen at random (RANDOMKEY): the first live key at or after a
@@ -888,61 +1020,39 @@ impl Store {
         Ok(found)
     }
 
-    /// An iterator over the records of database `db` from `lo` on, positioned at `lo`.
-    fn meta_iter(
-        &self,
-        db: u8,
-        lo: &[u8],
-    ) -> Result<strata::DbIter<'_, strata_engine::DbIterator>> {
-        let (_, hi) = db_range(db);
-        let mut it = self.db.iter_opt(&IterOptions {
-            lower_bound: Some(lo.to_vec()),
-            upper_bound: Some(hi),
-        })?;
-        it.seek(lo);
-        Ok(it)
-    }
-
     /// Calls `f(user_key, meta)` for every live key of database `db`, in store order, at
     /// one snapshot. Reads the whole database: DBSIZE, KEYS, INFO keyspace.
     pub fn scan_db(&self, db: u8, mut f: impl FnMut(&[u8], &Meta)) -> Result<()> {
         let (lo, _) = db_range(db);
-        let mut it = self.meta_iter(db, &lo)?;
         let now = now_ms();
-        while it.valid() {
-            if let Some(k) = user_key_of_meta(it.key()) {
-                let m = Meta::decode(it.value()).ok_or_else(|| corrupt(k))?;
-                if !m.expired_at(now) {
-                    f(k, &m);
-                }
+        self.scan_metas(db, &lo, |_, k, m| {
+            if !m.expired_at(now) {
+                f(k, m);
             }
-            it.next();
-        }
-        it.status()
+            true
+        })
     }
 
-    /// Deletes every record of database `db`, in batches of 1000. Not atomic with commands
-    /// running at the same time (a key written during the flush may survive it).
+    /// Deletes every record of database `db`, in batches of 1000 (in an EXEC: all in its
+    /// one write). Not atomic with commands running at the same time (a key written during
+    /// the flush may survive it).
     pub fn flush_db(&self, db: u8) -> Result<()> {
         let (lo, hi) = db_range(db);
-        let mut it = self.db.iter_opt(&IterOptions {
-            lower_bound: Some(lo.clone()),
-            upper_bound: Some(hi),
-        })?;
-        it.seek(&lo);
         let mut b = WriteBatch::new();
         let mut metas: Vec<Vec<u8>> = Vec::new();
-        while it.valid() {
-            b.delete(it.key());
-            if let Some(k) = user_key_of_meta(it.key()) {
+        let mut failed = Ok(());
+        self.scan_range(&lo, &hi, false, |k, _| {
+            b.delete(k);
+            if let Some(k) = user_key_of_meta(k) {
                 metas.push(k.to_vec());
             }
             if b.len() >= 1000 {
-                self.flush_batch(db, std::mem::take(&mut b), std::mem::take(&mut metas))?;
+                failed = self.flush_batch(db, std::mem::take(&mut b), std::mem::take(&mut metas));
+                return failed.is_ok();
             }
-            it.next();
-        }
-        it.status()?;
+            true
+        })?;
+        failed?;
         if !b.is_empty() {
             self.flush_batch(db, b, metas)?;
         }
@@ -953,11 +1063,62 @@ impl Store {
     /// under their stripes so that a key rewritten concurrently keeps its index entry.
     fn flush_batch(&self, db: u8, b: WriteBatch, keys: Vec<Vec<u8>>) -> Result<()> {
         let _g = self.lock(db, &keys);
-        self.db.write_opt(&self.wo(), b)?;
+        self.raw_write(b)?;
         for k in &keys {
-            self.expires.remove(db, k);
+            self.note_write(db, k, None);
         }
         Ok(())
+    }
+
+    /// Takes the stripes for an EXEC: those of `keys` (database, key), or every stripe
+    /// (`None`: the transaction has a command whose keys the command table does not name).
+    /// Waits for held ones, in ascending order as every other taker.
+    pub fn lock_for_exec(&self, keys: Option<&[(u8, &[u8])]>) -> ExecLocks {
+        let idx: Vec<usize> = match keys {
+            Some(k) => stripes(k.iter().copied()),
+            None => (0..STRIPES).collect(),
+        };
+        let guards = idx.iter().map(|&i| self.stripes[i].lock_arc()).collect();
+        ExecLocks {
+            held: keys.map(|_| idx),
+            guards,
+        }
+    }
+
+    /// Runs `f` (an EXEC's queued commands) with a front transaction (`txn.rs`) on this
+    /// thread: the `Store`'s reads in `f` see the writes made earlier in `f`, which are
+    /// buffered; then applies them as one write (atomic across shards) and releases
+    /// `locks`. Returns `f`'s result and the write's.
+    pub fn run_exec<R>(&self, locks: ExecLocks, f: impl FnOnce() -> R) -> (R, Result<()>) {
+        struct Clear;
+        impl Drop for Clear {
+            fn drop(&mut self) {
+                TXN.with(|c| c.borrow_mut().take());
+            }
+        }
+        let prev = TXN.with(|c| c.borrow_mut().replace(Txn::Front(FrontTxn::new(), locks)));
+        debug_assert!(prev.is_none(), "EXEC inside a transaction");
+        let _clear = Clear;
+        let r = f();
+        let Some(Txn::Front(txn, locks)) = TXN.with(|c| c.borrow_mut().take()) else {
+            let e = strata_engine::Error::Poisoned("EXEC lost its transaction".to_string());
+            return (r, Err(e));
+        };
+        let (batch, sync) = txn.into_batch();
+        let written = if batch.is_empty() {
+            Ok(())
+        } else {
+            let wo = WriteOptions {
+                sync: self.wo().sync || sync,
+            };
+            let w = self.db.write_opt(&wo, batch);
+            if w.is_ok() && wo.sync {
+                self.note_sync();
+            }
+            w
+        };
+        drop(locks);
+        (r, written)
     }
 
     /// `appendfsync everysec`: if anything was written since the last call, makes every
@@ -1120,6 +1281,60 @@ mod tests {
             s.next_version_at(0) > v2,
             "as if the clock went back to 1970"
         );
+        s.into_db().close().unwrap();
+    }
+
+    #[test]
+    fn exec_reads_its_own_writes_and_applies_them_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(
+            dir.path(),
+            strata::DbOptions {
+                shards: Some(4),
+                routing: Some(strata::Routing::Slot),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let s = Store::open(db, false).unwrap();
+        s.put(0, b"old", &string(0, b"1")).unwrap();
+        s.put(0, b"gone", &string(0, b"1")).unwrap();
+        let keys: Vec<Vec<u8>> = (0..8).map(|i| format!("k{{{i}}}").into_bytes()).collect();
+        let mks: Vec<Vec<u8>> = keys.iter().map(|k| meta_key(0, k)).collect();
+        assert!(mks
+            .iter()
+            .any(|k| s.db.shard_of(k) != s.db.shard_of(&mks[0])));
+        let dirty = Arc::new(AtomicBool::new(false));
+        s.watches.watch(7, &dirty, 0, b"gone", false);
+        let locks = s.lock_for_exec(None);
+        let ((), written) = s.run_exec(locks, || {
+            for k in &keys {
+                s.put(0, k, &string(0, b"v")).unwrap();
+            }
+            s.delete(0, b"gone").unwrap();
+            // Not applied yet: other readers see nothing of it.
+            assert_eq!(s.db.get(&mks[0]).unwrap(), None);
+            // The transaction's reads see its writes: point reads, batched reads, scans.
+            assert_eq!(s.get(0, &keys[3]).unwrap(), Some(string(0, b"v")));
+            assert_eq!(s.get(0, b"gone").unwrap(), None);
+            let got = s.multi_get(0, &[&keys[0][..], b"old", b"gone"]).unwrap();
+            assert_eq!(got.iter().filter(|m| m.is_some()).count(), 2);
+            let mut n = 0;
+            s.scan_db(0, |_, _| n += 1).unwrap();
+            assert_eq!(n, keys.len() + 1);
+            // FLUSHDB inside sees them too, and a write after it survives.
+            s.flush_db(0).unwrap();
+            s.scan_db(0, |_, _| panic!("flushed")).unwrap();
+            s.put(0, b"after", &string(0, b"2")).unwrap();
+        });
+        written.unwrap();
+        assert!(dirty.load(Ordering::SeqCst), "the watched key was deleted");
+        assert_eq!(s.db.get(&mks[0]).unwrap(), None);
+        assert_eq!(s.get(0, b"old").unwrap(), None);
+        assert_eq!(s.get(0, b"after").unwrap(), Some(string(0, b"2")));
+        // The thread is back to plain front writes.
+        s.put(0, b"x", &string(0, b"3")).unwrap();
+        assert!(s.db.get(&meta_key(0, b"x")).unwrap().is_some());
         s.into_db().close().unwrap();
     }
 

@@ -501,6 +501,7 @@ fn client_help(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
 /// RESET (Redis's `resetCommand`): the connection's state back to a new connection's:
 /// database 0, no name, RESP2, replies on, and not authenticated while a password is set.
 fn reset(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    super::multi::discard_transaction(ctx);
     ctx.conn.db = 0;
     ctx.conn.name = None;
     ctx.conn.reply_off = false;

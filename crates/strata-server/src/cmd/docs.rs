@@ -52,6 +52,12 @@ pub static SYNTAX: &[(&str, &str)] = &[
     ("auth", "username:string?@6.0.0 password:string"),
     ("select", "index:integer"),
     ("reset", ""),
+    // transactions
+    ("multi", ""),
+    ("exec", ""),
+    ("discard", ""),
+    ("watch", "key:key*"),
+    ("unwatch", ""),
     ("client", ""),
     ("client|id", ""),
     ("client|setname", "connection-name:string"),

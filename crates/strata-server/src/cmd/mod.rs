@@ -14,6 +14,7 @@ mod hashes;
 mod keyspace;
 pub(crate) mod members;
 mod lists;
+pub mod multi;
 mod save;
 mod server;
 mod sets;
@@ -45,6 +46,8 @@ pub mod flag {
     pub const NO_MULTI: u32 = 1 << 11;
     pub const BLOCKING: u32 = 1 << 12;
     pub const NO_ASYNC_LOADING: u32 = 1 << 13;
+    /// Not logged in the slow log itself (EXEC: its commands are).
+    pub const SKIP_SLOWLOG: u32 = 1 << 14;
 
     /// Names in COMMAND INFO order.
     pub const NAMES: &[(u32, &str)] = &[
@@ -56,6 +59,7 @@ pub mod flag {
         (BLOCKING, "blocking"),
         (LOADING, "loading"),
         (STALE, "stale"),
+        (SKIP_SLOWLOG, "skip_slowlog"),
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
         (SENTINEL, "sentinel"),
@@ -102,8 +106,9 @@ pub struct ConnState {
     pub reply_off: bool,
     /// CLIENT REPLY SKIP: the next command's reply is dropped.
     pub skip_next: bool,
-    /// EXEC is running this client's queued commands: blocking commands do not block
-    /// (Redis's `CLIENT_DENY_BLOCKING`); the MULTI/EXEC implementation sets it.
+    /// After MULTI: the queued commands (`None` outside a transaction).
+    pub multi: Option<multi::MultiState>,
+    /// EXEC is running the queued commands: blocking commands must not block.
     pub in_exec: bool,
 }
 
@@ -189,6 +194,7 @@ pub fn all_commands() -> &'static [&'static Spec] {
             sets::COMMANDS,
             save::COMMANDS,
             lists::COMMANDS,
+            multi::COMMANDS,
         ] {
             v.extend(family.iter());
         }
@@ -247,16 +253,21 @@ fn arity_ok(arity: i32, argc: usize) -> bool {
     (arity > 0 && argc == arity) || (arity < 0 && argc >= -arity)
 }
 
-/// Runs one request (`argv` is not empty) and writes its reply.
+/// Runs one request (`argv` is not empty) and writes its reply; in MULTI, checks and queues
+/// it instead (`multi.rs`).
 pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
-    ctx.shared
-        .stats
-        .commands_processed
-        .fetch_add(1, Ordering::Relaxed);
     let name = String::from_utf8_lossy(&argv[0]).to_ascii_lowercase();
+    let queueing = ctx.conn.multi.is_some() && !multi::NOT_QUEUED.contains(&name.as_str());
+    if !queueing {
+        ctx.shared
+            .stats
+            .commands_processed
+            .fetch_add(1, Ordering::Relaxed);
+    }
     let Some(mut spec) = lookup(&name) else {
-        return ctx.reply.error_bytes(&unknown_command(&argv));
+        return multi::reject(ctx, false, &unknown_command(&argv));
     };
+    let is_exec = spec.name == "exec";
     let mut full_name = spec.name.to_string();
     let mut skip = 1;
     if !spec.subcommands.is_empty() && argv.len() >= 2 {
@@ -273,37 +284,56 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
                 msg.extend_from_slice(
                     format!("'. Try {} HELP.", spec.name.to_ascii_uppercase()).as_bytes(),
                 );
-                return ctx.reply.error_bytes(&msg);
+                return multi::reject(ctx, false, &msg);
             }
         }
     }
     if !arity_ok(spec.arity, argv.len()) {
-        return ctx.reply.error(&format!(
-            "ERR wrong number of arguments for '{full_name}' command"
-        ));
+        let msg = format!("ERR wrong number of arguments for '{full_name}' command");
+        return multi::reject(ctx, is_exec, msg.as_bytes());
     }
     if spec.flags & flag::NO_AUTH == 0 && ctx.auth_required() {
-        return ctx.reply.error("NOAUTH Authentication required.");
+        return multi::reject(ctx, is_exec, b"NOAUTH Authentication required.");
+    }
+    if ctx.conn.multi.is_some() && spec.flags & flag::NO_MULTI != 0 {
+        return multi::reject(ctx, false, b"ERR Command not allowed inside a transaction");
+    }
+    // Redis's processCommand: no writes (nor PING, nor an EXEC of writes) while the log
+    // cannot be written.
+    let refuses_when_misconf = spec.flags & flag::WRITE != 0
+        || spec.name == "ping"
+        || (is_exec && multi::queued_writes(ctx));
+    if refuses_when_misconf {
+        if let Some(m) = misconf(ctx.shared) {
+            return multi::reject(ctx, is_exec, m.as_bytes());
+        }
+    }
+    if queueing {
+        return multi::queue(ctx, argv);
     }
     let info = ctx.conn.info.clone();
     info.touch();
-    info.published.lock().cmd = full_name;
-    info.argv_mem
-        .store(argv.iter().map(|a| a.len()).sum(), Ordering::Relaxed);
-    // Kept for the slow log; cheap (reference-counted arguments).
-    let logged = (!name.eq("auth") && !name.eq("hello")).then(|| argv.clone());
-    // Redis's processCommand: no writes (nor PING) while the log cannot be written.
-    let refuses_when_misconf = spec.flags & flag::WRITE != 0 || spec.name == "ping";
-    if refuses_when_misconf {
-        if let Some(m) = misconf(ctx.shared) {
-            return ctx.reply.error(&m);
-        }
+    // Inside EXEC, CLIENT LIST shows EXEC's name and arguments, as Redis.
+    let nested = ctx.conn.in_exec;
+    if !nested {
+        info.published.lock().cmd = full_name;
+        info.argv_mem
+            .store(argv.iter().map(|a| a.len()).sum(), Ordering::Relaxed);
     }
+    // Kept for the slow log; cheap (reference-counted arguments).
+    let logged = (!name.eq("auth") && !name.eq("hello") && spec.flags & flag::SKIP_SLOWLOG == 0)
+        .then(|| argv.clone());
     let mut args = Args::new(argv, skip);
     let started = Instant::now();
-    // Clients blocked on keys the command wrote are served as it ends (`blocking.rs`).
+    // Clients blocked on keys the command wrote are served as it ends (`blocking.rs`); for
+    // the commands of an EXEC, once the whole EXEC has been applied (as Redis serves them
+    // after EXEC: `MULTI; LPUSH k a; LLEN k; EXEC` sees the element).
     let shared = ctx.shared;
-    let result = crate::blocking::around_command(shared, || (spec.handler)(ctx, &mut args));
+    let result = if nested {
+        (spec.handler)(ctx, &mut args)
+    } else {
+        crate::blocking::around_command(shared, || (spec.handler)(ctx, &mut args))
+    };
     let micros = started.elapsed().as_micros() as u64;
     if let Err(e) = result {
         match e {
@@ -325,7 +355,9 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
             2
         };
     }
-    info.argv_mem.store(0, Ordering::Relaxed);
+    if !nested {
+        info.argv_mem.store(0, Ordering::Relaxed);
+    }
     if let Some(argv) = logged {
         let (threshold, max_len) = {
             let c = ctx.shared.config.read();

@@ -336,6 +336,7 @@ fn acl_categories(s: &Spec) -> Vec<&'static str> {
         ("@slow", !has(FAST)),
         ("@dangerous", has(ADMIN)),
         ("@connection", s.group == "connection"),
+        ("@transaction", s.group == "transactions"),
     ]
     .into_iter()
     .filter(|(_, on)| *on)
