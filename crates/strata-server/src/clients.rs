@@ -57,6 +57,10 @@ pub struct ClientInfo {
     /// Argument bytes of the command being run.
     pub argv_mem: AtomicUsize,
     pub published: Mutex<Published>,
+    /// Channels and patterns subscribed to (CLIENT LIST `sub`, `psub`; flag `P`), set by
+    /// the pub/sub registry.
+    sub: AtomicUsize,
+    psub: AtomicUsize,
     pub killed: AtomicBool,
     pub kill: Notify,
 }
@@ -80,9 +84,33 @@ impl ClientInfo {
                 resp: 2,
                 ..Default::default()
             }),
+            sub: AtomicUsize::new(0),
+            psub: AtomicUsize::new(0),
             killed: AtomicBool::new(false),
             kill: Notify::new(),
         }
+    }
+
+    /// Publishes the client's subscription counts (the pub/sub registry calls it).
+    pub fn set_subscriptions(&self, channels: usize, patterns: usize) {
+        self.sub.store(channels, Ordering::Relaxed);
+        self.psub.store(patterns, Ordering::Relaxed);
+    }
+
+    /// Channels subscribed to.
+    pub fn sub(&self) -> usize {
+        self.sub.load(Ordering::Relaxed)
+    }
+
+    /// Patterns subscribed to.
+    pub fn psub(&self) -> usize {
+        self.psub.load(Ordering::Relaxed)
+    }
+
+    /// Whether the client holds a subscription (Redis's `CLIENT_PUBSUB`: client type
+    /// `pubsub`, flag `P`).
+    pub fn is_subscriber(&self) -> bool {
+        self.sub() + self.psub() > 0
     }
 
     /// Marks a command's start (CLIENT LIST `idle=`).
@@ -122,7 +150,11 @@ impl ClientInfo {
             .as_deref()
             .map(String::from_utf8_lossy)
             .unwrap_or_default();
+        let (sub, psub) = (self.sub(), self.psub());
         let mut flags = String::new();
+        if sub + psub > 0 {
+            flags.push('P');
+        }
         if self.unix {
             flags.push('U');
         }
@@ -137,7 +169,7 @@ impl ClientInfo {
         }
         let _ = write!(
             s,
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 \
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} \
              ssub=0 multi=-1 qbuf={} qbuf-free={} argv-mem={} multi-mem=0 rbs={} rbp={} \
              obl={} oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
             self.id,
@@ -149,6 +181,8 @@ impl ClientInfo {
             self.idle_secs(),
             flags,
             p.db,
+            sub,
+            psub,
             qbuf,
             qcap - qbuf,
             argv_mem,
@@ -216,6 +250,10 @@ mod tests {
         );
         assert!(line.starts_with("id=7 addr=127.0.0.1:5000 laddr=127.0.0.1:6379 fd=9 name= "));
         assert!(line.ends_with("cmd=client|list user=default redir=-1 resp=2"));
+        assert!(line.contains(" flags=N db=0 sub=0 psub=0 "));
+        c.set_subscriptions(2, 1);
+        assert!(c.line().contains(" flags=P db=0 sub=2 psub=1 "));
+        c.set_subscriptions(0, 0);
         let r = Registry::default();
         r.add(Arc::new(c));
         assert_eq!(r.len(), 1);

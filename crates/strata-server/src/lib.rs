@@ -40,6 +40,7 @@ mod info;
 pub mod keys;
 mod long_double;
 pub mod protocol;
+mod pubsub;
 mod save;
 mod server;
 mod slowlog;

@@ -11,6 +11,7 @@ mod client;
 mod connection;
 mod docs;
 mod keyspace;
+mod pubsub;
 mod save;
 mod server;
 mod strings;
@@ -41,6 +42,7 @@ pub mod flag {
     pub const NO_MULTI: u32 = 1 << 11;
     pub const BLOCKING: u32 = 1 << 12;
     pub const NO_ASYNC_LOADING: u32 = 1 << 13;
+    pub const PUBSUB: u32 = 1 << 14;
 
     /// Names in COMMAND INFO order.
     pub const NAMES: &[(u32, &str)] = &[
@@ -48,6 +50,7 @@ pub mod flag {
         (READONLY, "readonly"),
         (DENYOOM, "denyoom"),
         (ADMIN, "admin"),
+        (PUBSUB, "pubsub"),
         (NOSCRIPT, "noscript"),
         (BLOCKING, "blocking"),
         (LOADING, "loading"),
@@ -97,6 +100,9 @@ pub struct ConnState {
     pub reply_off: bool,
     /// CLIENT REPLY SKIP: the next command's reply is dropped.
     pub skip_next: bool,
+    /// This connection's pub/sub mailbox while it holds a subscription (Redis's
+    /// `CLIENT_PUBSUB`); `None` otherwise.
+    pub sub: Option<Arc<crate::pubsub::Subscriber>>,
 }
 
 /// What a command runs with.
@@ -178,6 +184,7 @@ pub fn all_commands() -> &'static [&'static Spec] {
             bits::COMMANDS,
             keyspace::COMMANDS,
             save::COMMANDS,
+            pubsub::COMMANDS,
         ] {
             v.extend(family.iter());
         }
@@ -288,6 +295,17 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
             return ctx.reply.error(&m);
         }
     }
+    // Redis's processCommand: a RESP2 subscriber may only (un)subscribe, ping, quit, reset.
+    if ctx.conn.sub.is_some()
+        && ctx.reply.proto == crate::protocol::reply::Proto::Resp2
+        && !ALLOWED_SUBSCRIBED.contains(&name.as_str())
+    {
+        let full_name = info.published.lock().cmd.clone();
+        return ctx.reply.error(&format!(
+            "ERR Can't execute '{full_name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / \
+             QUIT / RESET are allowed in this context"
+        ));
+    }
     let mut args = Args::new(argv, skip);
     let started = Instant::now();
     let result = (spec.handler)(ctx, &mut args);
@@ -326,6 +344,19 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
         }
     }
 }
+
+/// Commands a RESP2 connection may run while it holds a subscription.
+const ALLOWED_SUBSCRIBED: &[&str] = &[
+    "ping",
+    "subscribe",
+    "ssubscribe",
+    "unsubscribe",
+    "sunsubscribe",
+    "psubscribe",
+    "punsubscribe",
+    "quit",
+    "reset",
+];
 
 /// Redis's `-MISCONF` error for a database whose log failed (a failed append or sync, in a
 /// write or in the background sync of `appendfsync everysec`): writes are refused until

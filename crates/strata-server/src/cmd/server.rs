@@ -329,6 +329,7 @@ fn acl_categories(s: &Spec) -> Vec<&'static str> {
         ("@write", has(WRITE)),
         ("@string", s.group == "string"),
         ("@bitmap", s.group == "bitmap"),
+        ("@pubsub", has(PUBSUB)),
         ("@admin", has(ADMIN)),
         ("@fast", has(FAST)),
         ("@slow", !has(FAST)),
