@@ -398,7 +398,7 @@ pub fn reply_help(ctx: &mut Ctx<'_>, container: &str, lines: &[&str]) {
         ctx.reply.simple(l);
     }
     ctx.reply.simple("HELP");
-    ctx.reply.simple("    Print this help.");
+    ctx.reply.simple("    Prints this help.");
 }
 
 #[cfg(test)]
