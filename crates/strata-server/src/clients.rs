@@ -63,6 +63,10 @@ pub struct ClientInfo {
     pub multi_mem: AtomicUsize,
     /// A watched key was modified (flag `d`; set by the writer, `watch.rs`).
     pub watch_dirty: Arc<AtomicBool>,
+    /// Channels and patterns subscribed to (CLIENT LIST `sub`, `psub`; flag `P`), set by
+    /// the pub/sub registry.
+    sub: AtomicUsize,
+    psub: AtomicUsize,
     pub killed: AtomicBool,
     pub kill: Notify,
     /// Blocked in a blocking command (CLIENT LIST flag `b`).
@@ -91,10 +95,34 @@ impl ClientInfo {
             multi: AtomicI64::new(-1),
             multi_mem: AtomicUsize::new(0),
             watch_dirty: Arc::new(AtomicBool::new(false)),
+            sub: AtomicUsize::new(0),
+            psub: AtomicUsize::new(0),
             killed: AtomicBool::new(false),
             kill: Notify::new(),
             blocked: AtomicBool::new(false),
         }
+    }
+
+    /// Publishes the client's subscription counts (the pub/sub registry calls it).
+    pub fn set_subscriptions(&self, channels: usize, patterns: usize) {
+        self.sub.store(channels, Ordering::Relaxed);
+        self.psub.store(patterns, Ordering::Relaxed);
+    }
+
+    /// Channels subscribed to.
+    pub fn sub(&self) -> usize {
+        self.sub.load(Ordering::Relaxed)
+    }
+
+    /// Patterns subscribed to.
+    pub fn psub(&self) -> usize {
+        self.psub.load(Ordering::Relaxed)
+    }
+
+    /// Whether the client holds a subscription (Redis's `CLIENT_PUBSUB`: client type
+    /// `pubsub`, flag `P`).
+    pub fn is_subscriber(&self) -> bool {
+        self.sub() + self.psub() > 0
     }
 
     /// Marks a command's start (CLIENT LIST `idle=`).
@@ -137,7 +165,11 @@ impl ClientInfo {
             .map(String::from_utf8_lossy)
             .unwrap_or_default();
         // In Redis's order (networking.c `catClientInfoString`).
+        let (sub, psub) = (self.sub(), self.psub());
         let mut flags = String::new();
+        if sub + psub > 0 {
+            flags.push('P');
+        }
         if multi >= 0 {
             flags.push('x');
         }
@@ -161,7 +193,7 @@ impl ClientInfo {
         }
         let _ = write!(
             s,
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 \
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} \
              ssub=0 multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} \
              obl={} oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
             self.id,
@@ -173,6 +205,8 @@ impl ClientInfo {
             self.idle_secs(),
             flags,
             p.db,
+            sub,
+            psub,
             multi,
             qbuf,
             qcap - qbuf,
@@ -242,6 +276,10 @@ mod tests {
         );
         assert!(line.starts_with("id=7 addr=127.0.0.1:5000 laddr=127.0.0.1:6379 fd=9 name= "));
         assert!(line.ends_with("cmd=client|list user=default redir=-1 resp=2"));
+        assert!(line.contains(" flags=N db=0 sub=0 psub=0 "));
+        c.set_subscriptions(2, 1);
+        assert!(c.line().contains(" flags=P db=0 sub=2 psub=1 "));
+        c.set_subscriptions(0, 0);
         let r = Registry::default();
         r.add(Arc::new(c));
         assert_eq!(r.len(), 1);

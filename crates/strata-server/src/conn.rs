@@ -18,6 +18,11 @@
 //!
 //! **Kill.** The task also waits on its registry entry's kill notification (CLIENT KILL)
 //! wherever it awaits the socket.
+//!
+//! **Pub/sub.** A subscribed connection also waits, beside its socket read, for messages
+//! published to it (`pubsub.rs`) and writes them as they come ([`deliver_messages`]), under
+//! the `pubsub` class of the output limits. A connection that never subscribed has no
+//! subscriber and that branch never fires.
 
 use crate::clients::{ClientInfo, READ_BYTES};
 use crate::cmd::{dispatch, ConnState, Ctx};
@@ -56,14 +61,17 @@ enum Step {
     Blocked(crate::blocking::Wait, bool),
 }
 
-/// Decrements the connected-clients count and leaves the registry however the connection
-/// ends.
-struct ClientSlot(Arc<Shared>, u64);
+/// Decrements the connected-clients count and leaves the registry (and any pub/sub
+/// subscription) however the connection ends.
+struct ClientSlot(Arc<Shared>, Arc<ClientInfo>);
 
 impl Drop for ClientSlot {
     fn drop(&mut self) {
-        self.0.clients.remove(self.1);
-        self.0.store.watches.unwatch_all(self.1);
+        if self.1.is_subscriber() {
+            let _ = self.0.pubsub.leave(self.1.id, &self.1);
+        }
+        self.0.clients.remove(self.1.id);
+        self.0.store.watches.unwatch_all(self.1.id);
         self.0
             .stats
             .connected_clients
@@ -133,7 +141,7 @@ pub async fn serve<S>(shared: Arc<Shared>, mut sock: S, info: Arc<ClientInfo>)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let _slot = ClientSlot(shared.clone(), info.id);
+    let _slot = ClientSlot(shared.clone(), info.clone());
     let mut conn = shared.new_conn(info.clone());
     let mut parser = Parser::new();
     let mut buf = BytesMut::with_capacity(READ_BYTES);
@@ -163,6 +171,12 @@ where
             n = read => n,
             _ = crate::server::stopped(&mut stop) => None,
             _ = info.kill.notified() => None,
+            () = crate::pubsub::ready(conn.sub.as_ref()) => {
+                if deliver_messages(&shared, &mut sock, &conn, &stop).await {
+                    continue;
+                }
+                return;
+            }
         };
         let Some(n) = n.filter(|&n| n > 0) else {
             return; // closed, failed, idle too long, killed, or the server is stopping
@@ -195,7 +209,7 @@ where
             let mut step = step;
             let mut out = reply.take();
             if !out.is_empty() {
-                let limit = shared.config.read().output_limits[0];
+                let limit = output_limit(&shared, &conn);
                 let (mut off, mut soft_since) = (0, None);
                 loop {
                     match write_some(&mut sock, &out, &mut off, &info, limit, &mut soft_since).await
@@ -322,6 +336,45 @@ async fn wait_blocked<S: AsyncRead + Unpin>(
     };
     info.blocked.store(false, Ordering::Relaxed);
     out
+}
+
+/// The client's class of `client-output-buffer-limit`: `pubsub` while it holds a
+/// subscription, else `normal` (Redis's `getClientType`).
+fn output_limit(shared: &Shared, conn: &ConnState) -> OutputLimit {
+    let class = if conn.sub.is_some() { 2 } else { 0 };
+    shared.config.read().output_limits[class]
+}
+
+/// Writes the messages published to this subscribed connection, until its outbox is empty.
+/// `false`: the connection must close (the socket failed, the client was killed or passed
+/// its output limit, or the server is stopping while the client does not read).
+async fn deliver_messages<S: AsyncWrite + Unpin>(
+    shared: &Shared,
+    sock: &mut S,
+    conn: &ConnState,
+    stop: &tokio::sync::watch::Receiver<bool>,
+) -> bool {
+    let Some(sub) = &conn.sub else { return true };
+    loop {
+        let out = sub.take();
+        if out.is_empty() {
+            return true;
+        }
+        let limit = output_limit(shared, conn);
+        let (mut off, mut soft_since) = (0, None);
+        loop {
+            match write_some(sock, &out, &mut off, &conn.info, limit, &mut soft_since).await {
+                WriteEnd::Done => break,
+                WriteEnd::Close => return false,
+                WriteEnd::Blocked if *stop.borrow() => return false,
+                WriteEnd::Blocked => {}
+            }
+        }
+        shared
+            .stats
+            .net_output_bytes
+            .fetch_add(out.len() as u64, Ordering::Relaxed);
+    }
 }
 
 /// Replies of commands queued to shard workers, in request order, each with whether CLIENT
@@ -456,6 +509,10 @@ async fn run_buffered(
             }
             Route::Inline => {
                 drain(queued, reply).await;
+                if let Some(sub) = &conn.sub {
+                    // Messages published before this command precede its reply.
+                    reply.raw(&sub.take());
+                }
                 let before = reply.len();
                 tokio::task::block_in_place(|| {
                     let mut ctx = Ctx {

@@ -45,6 +45,7 @@ pub mod keys;
 mod list;
 mod long_double;
 pub mod protocol;
+mod pubsub;
 mod save;
 mod server;
 mod slowlog;

@@ -108,6 +108,8 @@ pub struct Shared {
     pub slowlog: SlowLog,
     /// SCAN positions too long for a cursor (`cursor.rs`).
     pub scan_bounds: crate::cursor::ScanBounds,
+    /// Channel and pattern subscriptions (`pubsub.rs`).
+    pub pubsub: crate::pubsub::PubSub,
     /// SAVE and BGSAVE state; LASTSAVE reads `saves.last_save_unix()`.
     pub saves: crate::save::Saves,
     /// This value's own `Arc`, for work that outlives a command (BGSAVE's thread).
@@ -165,6 +167,7 @@ impl Shared {
             skip_next: false,
             multi: None,
             in_exec: false,
+            sub: None,
         }
     }
 }
@@ -336,6 +339,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
     let store = Store::open(db, config.appendfsync == AppendFsync::Always)?;
     let shared = Arc::new_cyclic(|me| Shared {
         store,
+        pubsub: crate::pubsub::PubSub::default(),
         saves: crate::save::Saves::default(),
         me: me.clone(),
         config: RwLock::new(config),

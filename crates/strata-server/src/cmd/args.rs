@@ -33,6 +33,12 @@ impl Args {
         self.remaining() == 0
     }
 
+    /// Element `i` of the whole request as sent (0: the command name, 1: a subcommand's
+    /// name), for error texts that quote it.
+    pub fn sent(&self, i: usize) -> Option<&Bytes> {
+        self.argv.get(i)
+    }
+
     /// The rest of the arguments, consumed.
     pub fn rest(&mut self) -> &[Bytes] {
         let p = self.pos.min(self.argv.len());

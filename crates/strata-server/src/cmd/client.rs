@@ -192,14 +192,17 @@ fn own_line(ctx: &Ctx<'_>) -> String {
 
 fn client_list(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let mut ids: Option<Vec<u64>> = None;
+    // TYPE pubsub (`Some(true)`) or normal (`Some(false)`).
+    let mut subscribers: Option<bool> = None;
     while let Some(opt) = args.next_keyword() {
         match opt.as_str() {
             "TYPE" => {
                 let t = args.next_bytes()?;
                 match String::from_utf8_lossy(&t).to_ascii_lowercase().as_str() {
-                    "normal" => {}
-                    // No replicas, masters or subscribers here.
-                    "master" | "replica" | "slave" | "pubsub" => ids = Some(Vec::new()),
+                    "normal" => subscribers = Some(false),
+                    "pubsub" => subscribers = Some(true),
+                    // No replicas or masters here.
+                    "master" | "replica" | "slave" => ids = Some(Vec::new()),
                     _ => {
                         let mut msg = b"ERR Unknown client type '".to_vec();
                         msg.extend_from_slice(&t);
@@ -229,7 +232,9 @@ fn client_list(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let me = own_line(ctx);
     let mut text = String::new();
     for c in ctx.shared.clients.all() {
-        if ids.as_ref().is_some_and(|v| !v.contains(&c.id)) {
+        if ids.as_ref().is_some_and(|v| !v.contains(&c.id))
+            || subscribers.is_some_and(|s| s != c.is_subscriber())
+        {
             continue;
         }
         if c.id == ctx.conn.id {
@@ -256,8 +261,10 @@ struct KillFilter {
     id: Option<u64>,
     addr: Option<Vec<u8>>,
     laddr: Option<Vec<u8>>,
-    /// A type no client here has (master, replica, pubsub).
+    /// A type no client here has (master, replica).
     no_type_match: bool,
+    /// TYPE pubsub (`Some(true)`) or normal (`Some(false)`).
+    subscribers: Option<bool>,
     skipme: bool,
 }
 
@@ -265,6 +272,7 @@ impl KillFilter {
     fn matches(&self, c: &ClientInfo, me: u64) -> bool {
         !(self.no_type_match
             || self.id.is_some_and(|id| id != c.id)
+            || self.subscribers.is_some_and(|s| s != c.is_subscriber())
             || self.addr.as_ref().is_some_and(|a| a != c.addr.as_bytes())
             || self.laddr.as_ref().is_some_and(|a| a != c.laddr.as_bytes())
             || (self.skipme && c.id == me))
@@ -295,8 +303,9 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
                     _ => return Err(CmdError::reply("ERR client-id should be greater than 0")),
                 },
                 "TYPE" => match String::from_utf8_lossy(val).to_ascii_lowercase().as_str() {
-                    "normal" => {}
-                    "master" | "replica" | "slave" | "pubsub" => f.no_type_match = true,
+                    "normal" => f.subscribers = Some(false),
+                    "pubsub" => f.subscribers = Some(true),
+                    "master" | "replica" | "slave" => f.no_type_match = true,
                     _ => {
                         let mut msg = b"ERR Unknown client type '".to_vec();
                         msg.extend_from_slice(val);
@@ -499,9 +508,17 @@ fn client_help(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
 }
 
 /// RESET (Redis's `resetCommand`): the connection's state back to a new connection's:
-/// database 0, no name, RESP2, replies on, and not authenticated while a password is set.
+/// no subscriptions, database 0, no name, RESP2, replies on, and not authenticated while a
+/// password is set.
 fn reset(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     super::multi::discard_transaction(ctx);
+    if let Some(sub) = ctx.conn.sub.take() {
+        // Leaves every channel and pattern, without confirmations; messages published
+        // before still arrive, ahead of the reply.
+        let pending = ctx.shared.pubsub.leave(ctx.conn.id, &ctx.conn.info);
+        drop(sub);
+        ctx.reply.raw(&pending);
+    }
     ctx.conn.db = 0;
     ctx.conn.name = None;
     ctx.conn.reply_off = false;

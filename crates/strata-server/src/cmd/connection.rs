@@ -76,6 +76,18 @@ pub static COMMANDS: &[Spec] = &[
 ];
 
 fn ping(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    if ctx.conn.sub.is_some() && ctx.reply.proto == Proto::Resp2 && args.remaining() <= 1 {
+        // Redis's pingCommand for a RESP2 subscriber: ["pong", message or ""].
+        let msg = if args.is_done() {
+            bytes::Bytes::new()
+        } else {
+            args.next_bytes()?
+        };
+        ctx.reply.array(2);
+        ctx.reply.bulk(b"pong");
+        ctx.reply.bulk(&msg);
+        return Ok(());
+    }
     match args.remaining() {
         0 => ctx.reply.simple("PONG"),
         1 => {
@@ -206,6 +218,9 @@ fn hello(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     }
     if let Some(p) = proto {
         ctx.reply.proto = p;
+        if let Some(sub) = &ctx.conn.sub {
+            sub.set_resp3(p == Proto::Resp3);
+        }
     }
     let r = &mut *ctx.reply;
     r.map(7);

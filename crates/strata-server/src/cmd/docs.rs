@@ -135,6 +135,19 @@ pub static SYNTAX: &[(&str, &str)] = &[
     ("object|idletime", "key:key"),
     ("object|refcount", "key:key"),
     ("object|help", ""),
+    // pubsub
+    ("subscribe", "channel:string*"),
+    ("unsubscribe", "channel:string?*"),
+    ("psubscribe", "pattern:block(pattern:pattern)*"),
+    ("punsubscribe", "pattern:pattern?*"),
+    ("publish", "channel:string message:string"),
+    ("pubsub", ""),
+    ("pubsub|channels", "pattern:pattern?"),
+    ("pubsub|numpat", ""),
+    ("pubsub|numsub", "channel:string?*"),
+    ("pubsub|shardchannels", "pattern:pattern?"),
+    ("pubsub|shardnumsub", "shardchannel:string?*"),
+    ("pubsub|help", ""),
     // string
     ("get", "key:key"),
     (

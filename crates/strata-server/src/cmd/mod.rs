@@ -15,6 +15,7 @@ mod keyspace;
 pub(crate) mod members;
 mod lists;
 pub mod multi;
+mod pubsub;
 mod save;
 mod server;
 mod sets;
@@ -48,6 +49,7 @@ pub mod flag {
     pub const NO_ASYNC_LOADING: u32 = 1 << 13;
     /// Not logged in the slow log itself (EXEC: its commands are).
     pub const SKIP_SLOWLOG: u32 = 1 << 14;
+    pub const PUBSUB: u32 = 1 << 15;
 
     /// Names in COMMAND INFO order.
     pub const NAMES: &[(u32, &str)] = &[
@@ -55,6 +57,7 @@ pub mod flag {
         (READONLY, "readonly"),
         (DENYOOM, "denyoom"),
         (ADMIN, "admin"),
+        (PUBSUB, "pubsub"),
         (NOSCRIPT, "noscript"),
         (BLOCKING, "blocking"),
         (LOADING, "loading"),
@@ -110,6 +113,9 @@ pub struct ConnState {
     pub multi: Option<multi::MultiState>,
     /// EXEC is running the queued commands: blocking commands must not block.
     pub in_exec: bool,
+    /// This connection's pub/sub mailbox while it holds a subscription (Redis's
+    /// `CLIENT_PUBSUB`); `None` otherwise.
+    pub sub: Option<Arc<crate::pubsub::Subscriber>>,
 }
 
 /// What a command runs with.
@@ -195,6 +201,7 @@ pub fn all_commands() -> &'static [&'static Spec] {
             save::COMMANDS,
             lists::COMMANDS,
             multi::COMMANDS,
+            pubsub::COMMANDS,
         ] {
             v.extend(family.iter());
         }
@@ -323,6 +330,17 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
     // Kept for the slow log; cheap (reference-counted arguments).
     let logged = (!name.eq("auth") && !name.eq("hello") && spec.flags & flag::SKIP_SLOWLOG == 0)
         .then(|| argv.clone());
+    // Redis's processCommand: a RESP2 subscriber may only (un)subscribe, ping, quit, reset.
+    if ctx.conn.sub.is_some()
+        && ctx.reply.proto == crate::protocol::reply::Proto::Resp2
+        && !ALLOWED_SUBSCRIBED.contains(&name.as_str())
+    {
+        let full_name = info.published.lock().cmd.clone();
+        return ctx.reply.error(&format!(
+            "ERR Can't execute '{full_name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / \
+             QUIT / RESET are allowed in this context"
+        ));
+    }
     let mut args = Args::new(argv, skip);
     let started = Instant::now();
     // Clients blocked on keys the command wrote are served as it ends (`blocking.rs`); for
@@ -372,6 +390,19 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
     }
 }
 
+/// Commands a RESP2 connection may run while it holds a subscription.
+const ALLOWED_SUBSCRIBED: &[&str] = &[
+    "ping",
+    "subscribe",
+    "ssubscribe",
+    "unsubscribe",
+    "sunsubscribe",
+    "psubscribe",
+    "punsubscribe",
+    "quit",
+    "reset",
+];
+
 /// Redis's `-MISCONF` error for a database whose log failed (a failed append or sync, in a
 /// write or in the background sync of `appendfsync everysec`): writes are refused until
 /// restart, reads go on (`strata::Db::health`). `None` while the database is healthy.
@@ -412,7 +443,7 @@ pub fn reply_help(ctx: &mut Ctx<'_>, container: &str, lines: &[&str]) {
         ctx.reply.simple(l);
     }
     ctx.reply.simple("HELP");
-    ctx.reply.simple("    Print this help.");
+    ctx.reply.simple("    Prints this help.");
 }
 
 #[cfg(test)]

@@ -331,6 +331,7 @@ fn acl_categories(s: &Spec) -> Vec<&'static str> {
         ("@hash", s.group == "hash"),
         ("@string", s.group == "string"),
         ("@bitmap", s.group == "bitmap"),
+        ("@pubsub", has(PUBSUB)),
         ("@admin", has(ADMIN)),
         ("@fast", has(FAST)),
         ("@slow", !has(FAST)),

@@ -142,6 +142,15 @@ impl ReplyBuf {
         }
     }
 
+    /// An out-of-band push of `n` elements (pub/sub messages and confirmations): an array
+    /// in RESP2.
+    pub fn push(&mut self, n: usize) {
+        match self.proto {
+            Proto::Resp2 => self.len_line(b'*', n),
+            Proto::Resp3 => self.len_line(b'>', n),
+        }
+    }
+
     /// A set of `n` elements: an array in RESP2.
     pub fn set(&mut self, n: usize) {
         match self.proto {
