@@ -45,6 +45,7 @@ mod server;
 mod slowlog;
 mod store;
 mod tuning;
+mod zset;
 
 pub use config::{AppendFsync, Config, ConfigError};
 pub use server::{start, ServerError, ServerHandle, StartOptions, REDIS_VERSION};

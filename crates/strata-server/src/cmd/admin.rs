@@ -347,7 +347,11 @@ fn object_lookup(ctx: &mut Ctx<'_>, args: &mut Args) -> Result<Option<Meta>, Cmd
 
 fn object_encoding(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     if let Some(m) = object_lookup(ctx, args)? {
-        ctx.reply.bulk(string_encoding(&m.value).as_bytes());
+        let e = match m.rtype {
+            crate::store::RType::ZSet => super::zsets::encoding(&m),
+            _ => string_encoding(&m.value),
+        };
+        ctx.reply.bulk(e.as_bytes());
     }
     Ok(())
 }

@@ -14,6 +14,8 @@ mod keyspace;
 mod save;
 mod server;
 mod strings;
+mod zsetops;
+pub mod zsets;
 
 use crate::clients::ClientInfo;
 use crate::protocol::reply::ReplyBuf;
@@ -178,6 +180,7 @@ pub fn all_commands() -> &'static [&'static Spec] {
             bits::COMMANDS,
             keyspace::COMMANDS,
             save::COMMANDS,
+            zsets::COMMANDS,
         ] {
             v.extend(family.iter());
         }
