@@ -284,8 +284,9 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &mut Args, mut incr: bool) -> CmdResult
                     continue;
                 }
                 processed += 1;
-                let s = normalize(s, !zset::is_skiplist(&meta));
+                // The reply shows the score computed; a listpack stores -0 as 0.
                 last = s;
+                let s = normalize(s, !zset::is_skiplist(&meta));
                 if s != c {
                     zset::put(&mut w, z, member, Some(c), s);
                     cur.insert(member, Some(s));
@@ -298,13 +299,13 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &mut Args, mut incr: bool) -> CmdResult
                 {
                     zset::set_skiplist(&mut meta);
                 }
+                last = *score;
                 let s = normalize(*score, !zset::is_skiplist(&meta));
                 zset::put(&mut w, z, member, None, s);
                 cur.insert(member, Some(s));
                 meta.size += 1;
                 added += 1;
                 processed += 1;
-                last = s;
             }
             None => {}
         }
