@@ -83,7 +83,9 @@ impl Loc<'_> {
 }
 
 fn score_of_value(v: &[u8]) -> f64 {
-    v.try_into().map(|b| f64::from_bits(u64::from_be_bytes(b))).unwrap_or(0.0)
+    v.try_into()
+        .map(|b| f64::from_bits(u64::from_be_bytes(b)))
+        .unwrap_or(0.0)
 }
 
 /// Score of `member`, if it is in the set.
@@ -107,8 +109,7 @@ pub fn scores(store: &Store, z: Loc<'_>, members: &[&[u8]]) -> Result<Vec<Option
 /// score record goes).
 pub fn put(w: &mut Writes, z: Loc<'_>, member: &[u8], old: Option<f64>, new: f64) {
     if let Some(o) = old {
-        if encode_score(o) == encode_score(new) && o.is_sign_negative() == new.is_sign_negative()
-        {
+        if encode_score(o) == encode_score(new) && o.is_sign_negative() == new.is_sign_negative() {
             return;
         }
         w.delete_member(z.db, z.key, &z.score_record(o, member));
@@ -529,7 +530,11 @@ pub fn strtod(s: &[u8]) -> (f64, usize, bool) {
     }
     let sign = if neg { -1.0 } else { 1.0 };
     let rest = &s[i..];
-    let lower: Vec<u8> = rest.iter().take(8).map(|c| c.to_ascii_lowercase()).collect();
+    let lower: Vec<u8> = rest
+        .iter()
+        .take(8)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
     if lower.starts_with(b"infinity") {
         return (sign * f64::INFINITY, i + 8, false);
     }
@@ -558,12 +563,7 @@ pub fn strtod(s: &[u8]) -> (f64, usize, bool) {
         }
     }
     // Decimal: digits [. digits] [e [sign] digits].
-    let digits = |from: usize| {
-        s[from..]
-            .iter()
-            .take_while(|c| c.is_ascii_digit())
-            .count()
-    };
+    let digits = |from: usize| s[from..].iter().take_while(|c| c.is_ascii_digit()).count();
     let int = digits(i);
     let mut j = i + int;
     let mut frac = 0;
@@ -700,7 +700,12 @@ mod tests {
             f64::INFINITY,
         ];
         for w in v.windows(2) {
-            assert!(encode_score(w[0]) < encode_score(w[1]), "{} < {}", w[0], w[1]);
+            assert!(
+                encode_score(w[0]) < encode_score(w[1]),
+                "{} < {}",
+                w[0],
+                w[1]
+            );
         }
         for x in v {
             assert_eq!(decode_score(encode_score(x)), x);
@@ -732,7 +737,12 @@ mod tests {
             b"e5",
             b".",
         ] {
-            assert_eq!(parse_double(bad), None, "{:?}", String::from_utf8_lossy(bad));
+            assert_eq!(
+                parse_double(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
         assert_eq!(parse_double(b"1e"), None);
         assert_eq!(strtod(b"1e"), (1.0, 1, false));

@@ -151,7 +151,8 @@ fn setop(
     };
     if card_only {
         let n = out.len() as u64;
-        ctx.reply.int(if limit > 0 { n.min(limit) } else { n } as i64);
+        ctx.reply
+            .int(if limit > 0 { n.min(limit) } else { n } as i64);
         return Ok(());
     }
     out.sort_by(zset::cmp_entries);

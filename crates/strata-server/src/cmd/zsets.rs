@@ -213,7 +213,7 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &mut Args, mut incr: bool) -> CmdResult
         i += 1;
     }
     let elems = rest.len() - i;
-    if elems == 0 || elems % 2 != 0 {
+    if elems == 0 || !elems.is_multiple_of(2) {
         return Err(CmdError::reply(ERR_SYNTAX));
     }
     if nx && xx {
@@ -221,7 +221,7 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &mut Args, mut incr: bool) -> CmdResult
             "ERR XX and NX options at the same time are not compatible",
         ));
     }
-    if (gt && nx) || (lt && nx) || (gt && lt) {
+    if (nx && (gt || lt)) || (gt && lt) {
         return Err(CmdError::reply(
             "ERR GT, LT, and/or NX options at the same time are not compatible",
         ));
@@ -275,9 +275,7 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &mut Args, mut incr: bool) -> CmdResult
                 if incr {
                     s += c;
                     if s.is_nan() {
-                        return Err(CmdError::reply(
-                            "ERR resulting score is not a number (NaN)",
-                        ));
+                        return Err(CmdError::reply("ERR resulting score is not a number (NaN)"));
                     }
                 }
                 if (lt && s >= c) || (gt && s <= c) {
@@ -568,8 +566,7 @@ fn zrange_generic(
             b"WITHSCORES" if !store_mode => withscores = true,
             b"LIMIT" if left >= 2 => {
                 let n = |b: &Bytes| {
-                    crate::protocol::parse::parse_i64(b)
-                        .ok_or_else(|| CmdError::reply(ERR_NOT_INT))
+                    crate::protocol::parse::parse_i64(b).ok_or_else(|| CmdError::reply(ERR_NOT_INT))
                 };
                 offset = n(&opts[j + 1])?;
                 limit = n(&opts[j + 2])?;
@@ -893,7 +890,8 @@ fn zscan(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     ctx.reply.array(out.len() * 2);
     for (e, s) in out {
         ctx.reply.bulk(e);
-        ctx.reply.bulk(crate::protocol::reply::format_double(*s).as_bytes());
+        ctx.reply
+            .bulk(crate::protocol::reply::format_double(*s).as_bytes());
     }
     Ok(())
 }
