@@ -798,4 +798,129 @@ mod tests {
         Aggregate::Max.apply(&mut t, 3.0);
         assert_eq!(t, 3.0);
     }
+
+    #[test]
+    fn ranges_walk_the_score_index() {
+        use crate::store::RType;
+        let dir = tempfile::tempdir().unwrap();
+        let db = strata::Db::open(
+            dir.path(),
+            strata::DbOptions {
+                shards: Some(2),
+                routing: Some(strata::Routing::Slot),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let s = Store::open(db, false).unwrap();
+        let mut m = Meta::collection(RType::ZSet, s.next_version());
+        let z = Loc {
+            db: 0,
+            key: b"z",
+            version: m.version,
+        };
+        let entries: Vec<Entry> = vec![
+            (b"n".to_vec(), f64::NEG_INFINITY),
+            (b"a".to_vec(), -1.5),
+            (b"z0".to_vec(), -0.0),
+            (b"b".to_vec(), 0.0),
+            (b"c".to_vec(), 2.0),
+            (b"d".to_vec(), 2.0),
+            (b"p".to_vec(), f64::INFINITY),
+        ];
+        let mut w = Writes::new();
+        for (e, sc) in &entries {
+            put(&mut w, z, e, None, *sc);
+            m.size += 1;
+        }
+        w.meta(0, b"z", Some(&m));
+        s.apply(w).unwrap();
+        let names = |v: Vec<Entry>| v.into_iter().map(|(m, _)| m).collect::<Vec<_>>();
+        let order: Vec<&[u8]> = vec![b"n", b"a", b"b", b"z0", b"c", b"d", b"p"];
+        assert_eq!(names(by_rank(&s, z, false, 0, u64::MAX).unwrap()), order);
+        // -0.0 sorts with 0.0 (then by member) and keeps its sign.
+        let all = by_rank(&s, z, false, 0, u64::MAX).unwrap();
+        assert!(all[3].1 == 0.0 && all[3].1.is_sign_negative());
+        assert_eq!(
+            score(&s, z, b"z0").unwrap().map(f64::is_sign_negative),
+            Some(true)
+        );
+        assert_eq!(
+            names(rank_range(&s, z, 7, 5, 6, false).unwrap()),
+            order[5..]
+        );
+        assert_eq!(
+            names(rank_range(&s, z, 7, 0, 1, true).unwrap()),
+            [b"p", b"d"]
+        );
+        assert_eq!(
+            names(rank_range(&s, z, 7, 5, 6, true).unwrap()),
+            [b"a", b"n"]
+        );
+        for (i, m) in order.iter().enumerate() {
+            let sc = score(&s, z, m).unwrap().unwrap();
+            assert_eq!(rank(&s, z, m, sc, false).unwrap(), i as u64);
+            assert_eq!(rank(&s, z, m, sc, true).unwrap(), 6 - i as u64);
+        }
+        let r = |min: f64, minex, max: f64, maxex| ScoreRange {
+            min,
+            minex,
+            max,
+            maxex,
+        };
+        let by =
+            |rg: ScoreRange, rev, off, lim| names(by_score(&s, z, &rg, rev, off, lim).unwrap());
+        assert_eq!(
+            by(r(0.0, false, 2.0, false), false, 0, 9),
+            [&b"b"[..], b"z0", b"c", b"d"]
+        );
+        assert_eq!(
+            by(r(0.0, true, 2.0, true), false, 0, 9),
+            Vec::<Vec<u8>>::new()
+        );
+        assert_eq!(by(r(-0.0, false, 2.0, true), true, 1, 1), [b"b"]);
+        let inf = f64::INFINITY;
+        assert_eq!(by(r(-inf, false, inf, false), false, 0, 99).len(), 7);
+        assert_eq!(by(r(-inf, true, inf, true), false, 0, 99).len(), 5);
+        // BYLEX with mixed scores: Redis's listpack walk in score order.
+        let lex = |a: &[u8], b: &[u8], rev| {
+            let rg = LexRange {
+                min: Lex::parse(a).unwrap(),
+                max: Lex::parse(b).unwrap(),
+            };
+            names(by_lex(&s, z, &rg, rev, 0, u64::MAX).unwrap())
+        };
+        assert_eq!(
+            lex(b"[b", b"+", false),
+            order,
+            "n (first by score) is above b"
+        );
+        assert_eq!(
+            lex(b"-", b"[c", false),
+            Vec::<Vec<u8>>::new(),
+            "n > c ends the walk"
+        );
+        assert_eq!(lex(b"(a", b"+", true), [&b"p"[..], b"d", b"c", b"z0", b"b"]);
+        // Members removed leave no score records behind.
+        let mut w = Writes::new();
+        remove(&mut w, z, b"z0", -0.0);
+        put(&mut w, z, b"c", Some(2.0), -3.0);
+        s.apply(w).unwrap();
+        assert_eq!(
+            names(by_rank(&s, z, false, 0, u64::MAX).unwrap()),
+            [&b"n"[..], b"c", b"a", b"b", b"d", b"p"]
+        );
+        // A set's members read as score 1.
+        let set = Loc {
+            db: 0,
+            key: b"s",
+            version: s.next_version(),
+        };
+        let mut w = Writes::new();
+        w.put_member(0, b"s", &sub_key(0, b"s", set.version, b"x"), b"");
+        s.apply(w).unwrap();
+        assert_eq!(set_members(&s, set).unwrap(), vec![(b"x".to_vec(), 1.0)]);
+        assert_eq!(set_contains(&s, set, &[b"x", b"y"]).unwrap(), [true, false]);
+        s.into_db().close().unwrap();
+    }
 }
