@@ -315,37 +315,45 @@ pub(super) fn zrandmember(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     }
     let all = zset::by_rank(store, loc(db, &key, &m), false, 0, u64::MAX)?;
     let rng = || store.expiry_index().random();
-    let picked: Vec<&Entry> = if count < 0 {
-        let n = count.unsigned_abs();
-        (0..n)
-            .map(|_| &all[(rng() % all.len() as u64) as usize])
-            .collect()
-    } else if count as u64 >= all.len() as u64 {
-        // The whole set; Redis walks its listpack from the tail.
-        all.iter().rev().collect()
+    // Picks, as indexes into `all`: with repeats for a negative count (written as they are
+    // drawn: the count is the client's, up to 2^63), distinct ones otherwise.
+    let n = if count < 0 {
+        count.unsigned_abs()
     } else {
-        // A partial Fisher-Yates shuffle: `count` distinct members.
-        let mut idx: Vec<usize> = (0..all.len()).collect();
-        let k = count as usize;
-        for i in 0..k {
-            let j = i + (rng() % (idx.len() - i) as u64) as usize;
-            idx.swap(i, j);
-        }
-        idx[..k].iter().map(|&i| &all[i]).collect()
+        (count as u64).min(all.len() as u64)
     };
     let r3 = ctx.reply.proto == Proto::Resp3;
+    let len = usize::try_from(n).unwrap_or(usize::MAX);
     ctx.reply.array(if withscores && !r3 {
-        picked.len() * 2
+        len.saturating_mul(2)
     } else {
-        picked.len()
+        len
     });
-    for (e, s) in picked {
+    let emit = |ctx: &mut Ctx<'_>, (e, s): &Entry| {
         if withscores && r3 {
             ctx.reply.array(2);
         }
         ctx.reply.bulk(e);
         if withscores {
             ctx.reply.double(*s);
+        }
+    };
+    if count < 0 {
+        for _ in 0..n {
+            emit(ctx, &all[(rng() % all.len() as u64) as usize]);
+        }
+    } else if n == all.len() as u64 {
+        // The whole set; Redis walks its listpack from the tail.
+        for e in all.iter().rev() {
+            emit(ctx, e);
+        }
+    } else {
+        // A partial Fisher-Yates shuffle: `n` distinct members.
+        let mut idx: Vec<usize> = (0..all.len()).collect();
+        for i in 0..n as usize {
+            let j = i + (rng() % (idx.len() - i) as u64) as usize;
+            idx.swap(i, j);
+            emit(ctx, &all[idx[i]]);
         }
     }
     Ok(())
