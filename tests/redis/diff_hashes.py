@@ -13,7 +13,7 @@ Left out or compared loosely, on purpose:
   withvalues`).
 - HSCAN: a listpack hash comes back whole with cursor 0 on both; a hashtable (a value
   over 64 bytes, more than 512 fields) is walked by cursors that differ by design
-  (`docs/design.md` §13.4.3), so a call from a cursor other than 0 (generated: -1, and
+  (`docs/design.md` §13.4.4), so a call from a cursor other than 0 (generated: -1, and
   bad ones), or one whose reply cursor is not 0 on both, is compared by shape only.
 - OBJECT ENCODING only on the keys `henc0`, `henc1`, which only these generators write
   (the main generator's RENAME and COPY do not reach them).

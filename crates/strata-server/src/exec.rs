@@ -46,8 +46,17 @@ pub enum Route {
 }
 
 /// Commands with keys that still run inline: their meaning reaches beyond the keys the
-/// command table names (COPY and MOVE name a destination database).
-const INLINE_ONLY: &[&str] = &["copy", "move", "watch"];
+/// command table names (COPY and MOVE name a destination database; the sorted-set *STORE
+/// commands name only their destination, their sources follow a key count; WATCH registers
+/// on the connection's thread).
+const INLINE_ONLY: &[&str] = &[
+    "copy",
+    "move",
+    "watch",
+    "zunionstore",
+    "zinterstore",
+    "zdiffstore",
+];
 
 /// Commands that usually write without reading their keys first: their records are not
 /// fetched ahead (a read they do need, for an option such as SET's NX or GET, is made then).

@@ -62,20 +62,21 @@ fn match_impl(mut p: &[u8], mut s: &[u8], nocase: bool, skip: &mut bool, depth: 
                     } else if p[0] == b']' {
                         break;
                     } else if p.len() >= 3 && p[1] == b'-' {
-                        let (mut lo, mut hi) = (p[0], p[2]);
+                        // Redis compares `char`s: signed on x86, so bytes >= 0x80 sort
+                        // below every ASCII byte in a range.
+                        // Swapped before lowering, as Redis does.
+                        let (mut lo, mut hi) = (p[0] as i8, p[2] as i8);
                         if lo > hi {
                             std::mem::swap(&mut lo, &mut hi);
                         }
-                        let c = if nocase {
-                            s[0].to_ascii_lowercase()
-                        } else {
-                            s[0]
+                        let low = |b: i8| {
+                            if nocase {
+                                (b as u8).to_ascii_lowercase() as i8
+                            } else {
+                                b
+                            }
                         };
-                        let (lo, hi) = if nocase {
-                            (lo.to_ascii_lowercase(), hi.to_ascii_lowercase())
-                        } else {
-                            (lo, hi)
-                        };
+                        let (lo, hi, c) = (low(lo), low(hi), low(s[0] as i8));
                         if c >= lo && c <= hi {
                             hit = true;
                         }
@@ -125,6 +126,19 @@ fn match_impl(mut p: &[u8], mut s: &[u8], nocase: bool, skip: &mut bool, depth: 
 #[cfg(test)]
 mod tests {
     use super::matches;
+
+    #[test]
+    fn ranges_compare_signed_chars() {
+        // Redis's `char` is signed: 0xff is -1, below 'b', so [\xff-b] spans 0xff and
+        // every byte up to 'b', and no byte from 'c' to 0x7f.
+        assert!(matches(b"[\xff-b]", b"a", false));
+        assert!(matches(b"[\xff-b]", b"\xff", false));
+        assert!(!matches(b"[\xff-b]", b"n", false));
+        assert!(!matches(b"[\xff-b]", b"\x80", false));
+        assert!(matches(b"*[k\xff-b ", b"k0", false), "unterminated class");
+        assert!(!matches(b"*[k\xff-b ", b"h?llo", false));
+        assert!(!matches(b"[Z-a]", b"m", true), "swapped before lowering");
+    }
 
     #[test]
     fn redis_glob_cases() {

@@ -53,6 +53,7 @@ mod store;
 mod tuning;
 mod txn;
 mod watch;
+mod zset;
 
 pub use config::{AppendFsync, Config, ConfigError};
 pub use server::{start, ServerError, ServerHandle, StartOptions, REDIS_VERSION};

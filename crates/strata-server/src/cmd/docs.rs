@@ -325,6 +325,96 @@ pub static SYNTAX: &[(&str, &str)] = &[
         "blmpop",
         "timeout:double numkeys:integer key:key* where:oneof(LEFT RIGHT) count:integer=COUNT?",
     ),
+    // sorted set
+    (
+        "zadd",
+        "key:key condition:oneof(NX XX)?@3.0.2 comparison:oneof(GT LT)?@6.2.0 CH?@3.0.2 \
+         INCR?@3.0.2 data:block(score:double member:string)*",
+    ),
+    ("zincrby", "key:key increment:integer member:string"),
+    ("zrem", "key:key member:string*"),
+    ("zcard", "key:key"),
+    ("zcount", "key:key min:double max:double"),
+    ("zlexcount", "key:key min:string max:string"),
+    ("zscore", "key:key member:string"),
+    ("zmscore", "key:key member:string*"),
+    ("zrank", "key:key member:string"),
+    ("zrevrank", "key:key member:string"),
+    (
+        "zrange",
+        "key:key start:string stop:string sortby:oneof(BYSCORE BYLEX)?@6.2.0 REV?@6.2.0 \
+         limit:block=LIMIT(offset:integer count:integer)?@6.2.0 WITHSCORES?",
+    ),
+    (
+        "zrevrange",
+        "key:key start:integer stop:integer WITHSCORES?",
+    ),
+    (
+        "zrangebyscore",
+        "key:key min:double max:double WITHSCORES?@2.0.0 \
+         limit:block=LIMIT(offset:integer count:integer)?",
+    ),
+    (
+        "zrevrangebyscore",
+        "key:key max:double min:double WITHSCORES? \
+         limit:block=LIMIT(offset:integer count:integer)?",
+    ),
+    (
+        "zrangebylex",
+        "key:key min:string max:string limit:block=LIMIT(offset:integer count:integer)?",
+    ),
+    (
+        "zrevrangebylex",
+        "key:key max:string min:string limit:block=LIMIT(offset:integer count:integer)?",
+    ),
+    (
+        "zrangestore",
+        "dst:key src:key#1 min:string max:string sortby:oneof(BYSCORE BYLEX)? REV? \
+         limit:block=LIMIT(offset:integer count:integer)?",
+    ),
+    ("zpopmin", "key:key count:integer?"),
+    ("zpopmax", "key:key count:integer?"),
+    (
+        "zmpop",
+        "numkeys:integer key:key* where:oneof(MIN MAX) count:integer=COUNT?",
+    ),
+    ("zremrangebyrank", "key:key start:integer stop:integer"),
+    ("zremrangebyscore", "key:key min:double max:double"),
+    ("zremrangebylex", "key:key min:string max:string"),
+    (
+        "zscan",
+        "key:key cursor:integer pattern:pattern=MATCH? count:integer=COUNT?",
+    ),
+    (
+        "zunion",
+        "numkeys:integer key:key* weight:integer=WEIGHTS?* \
+         aggregate:oneof=AGGREGATE(SUM MIN MAX)? WITHSCORES?",
+    ),
+    (
+        "zinter",
+        "numkeys:integer key:key* weight:integer=WEIGHTS?* \
+         aggregate:oneof=AGGREGATE(SUM MIN MAX)? WITHSCORES?",
+    ),
+    ("zdiff", "numkeys:integer key:key* WITHSCORES?"),
+    (
+        "zunionstore",
+        "destination:key numkeys:integer key:key#1* weight:integer=WEIGHTS?* \
+         aggregate:oneof=AGGREGATE(SUM MIN MAX)?",
+    ),
+    (
+        "zinterstore",
+        "destination:key numkeys:integer key:key#1* weight:integer=WEIGHTS?* \
+         aggregate:oneof=AGGREGATE(SUM MIN MAX)?",
+    ),
+    ("zdiffstore", "destination:key numkeys:integer key:key#1*"),
+    (
+        "zintercard",
+        "numkeys:integer key:key* limit:integer=LIMIT?",
+    ),
+    (
+        "zrandmember",
+        "key:key options:block(count:integer WITHSCORES?)?",
+    ),
 ];
 
 /// Deprecated commands, as COMMAND DOCS marks them.

@@ -20,6 +20,8 @@ mod save;
 mod server;
 mod sets;
 mod strings;
+mod zsetops;
+pub mod zsets;
 
 use crate::clients::ClientInfo;
 use crate::protocol::reply::ReplyBuf;
@@ -202,6 +204,7 @@ pub fn all_commands() -> &'static [&'static Spec] {
             lists::COMMANDS,
             multi::COMMANDS,
             pubsub::COMMANDS,
+            zsets::COMMANDS,
         ] {
             v.extend(family.iter());
         }

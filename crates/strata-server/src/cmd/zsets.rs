@@ -1,0 +1,923 @@
+//! Sorted-set commands (Redis's t_zset.c) over the records of `zset.rs`: ZADD, ZINCRBY,
+//! ZREM, ZCARD, ZCOUNT, ZLEXCOUNT, ZSCORE, ZMSCORE, ZRANK, ZREVRANK, the ZRANGE family
+//! (ZRANGE, ZREVRANGE, ZRANGEBYSCORE, ZREVRANGEBYSCORE, ZRANGEBYLEX, ZREVRANGEBYLEX,
+//! ZRANGESTORE), ZPOPMIN, ZPOPMAX, ZMPOP, ZREMRANGEBYRANK/SCORE/LEX, ZSCAN. The multi-key
+//! set operations and ZRANDMEMBER are in `zsetops.rs`.
+//!
+//! Every command reads and writes through the `Store` under its keys' stripes (on a worker
+//! they are held for it), with all its writes in one `Writes`.
+
+use super::args::{ERR_NOT_INT, ERR_SYNTAX};
+use super::flag::*;
+use super::{zsetops, Args, CmdError, CmdResult, Ctx, Spec, ERR_WRONGTYPE};
+use crate::protocol::reply::Proto;
+use crate::store::{Meta, RType, Store, Writes};
+use crate::zset::{self, Entry, Lex, LexRange, Limits, Loc, ScoreRange};
+use bytes::Bytes;
+use std::collections::HashMap;
+
+macro_rules! zset_cmd {
+    ($name:literal, $arity:expr, $flags:expr, $keys:expr, $since:literal, $summary:literal, $h:expr) => {
+        Spec {
+            name: $name,
+            arity: $arity,
+            flags: $flags,
+            keys: $keys,
+            group: "sorted-set",
+            since: $since,
+            summary: $summary,
+            handler: $h,
+            subcommands: &[],
+        }
+    };
+}
+
+pub static COMMANDS: &[Spec] = &[
+    zset_cmd!("zadd", -4, WRITE | DENYOOM | FAST, (1, 1, 1), "1.2.0", "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist.", zadd),
+    zset_cmd!("zincrby", 4, WRITE | DENYOOM | FAST, (1, 1, 1), "1.2.0", "Increments the score of a member in a sorted set.", zincrby),
+    zset_cmd!("zrem", -3, WRITE | FAST, (1, 1, 1), "1.2.0", "Removes one or more members from a sorted set. Deletes the sorted set if all members were removed.", zrem),
+    zset_cmd!("zcard", 2, READONLY | FAST, (1, 1, 1), "1.2.0", "Returns the number of members in a sorted set.", zcard),
+    zset_cmd!("zcount", 4, READONLY | FAST, (1, 1, 1), "2.0.0", "Returns the count of members in a sorted set that have scores within a range.", zcount),
+    zset_cmd!("zlexcount", 4, READONLY | FAST, (1, 1, 1), "2.8.9", "Returns the number of members in a sorted set within a lexicographical range.", zlexcount),
+    zset_cmd!("zscore", 3, READONLY | FAST, (1, 1, 1), "1.2.0", "Returns the score of a member in a sorted set.", zscore),
+    zset_cmd!("zmscore", -3, READONLY | FAST, (1, 1, 1), "6.2.0", "Returns the score of one or more members in a sorted set.", zmscore),
+    zset_cmd!("zrank", 3, READONLY | FAST, (1, 1, 1), "2.0.0", "Returns the index of a member in a sorted set ordered by ascending scores.", zrank),
+    zset_cmd!("zrevrank", 3, READONLY | FAST, (1, 1, 1), "2.0.0", "Returns the index of a member in a sorted set ordered by descending scores.", zrevrank),
+    zset_cmd!("zrange", -4, READONLY, (1, 1, 1), "1.2.0", "Returns members in a sorted set within a range of indexes.", zrange),
+    zset_cmd!("zrevrange", -4, READONLY, (1, 1, 1), "1.2.0", "Returns members in a sorted set within a range of indexes in reverse order.", zrevrange),
+    zset_cmd!("zrangebyscore", -4, READONLY, (1, 1, 1), "1.0.5", "Returns members in a sorted set within a range of scores.", zrangebyscore),
+    zset_cmd!("zrevrangebyscore", -4, READONLY, (1, 1, 1), "2.2.0", "Returns members in a sorted set within a range of scores in reverse order.", zrevrangebyscore),
+    zset_cmd!("zrangebylex", -4, READONLY, (1, 1, 1), "2.8.9", "Returns members in a sorted set within a lexicographical range.", zrangebylex),
+    zset_cmd!("zrevrangebylex", -4, READONLY, (1, 1, 1), "2.8.9", "Returns members in a sorted set within a lexicographical range in reverse order.", zrevrangebylex),
+    zset_cmd!("zrangestore", -5, WRITE | DENYOOM, (1, 2, 1), "6.2.0", "Stores a range of members from sorted set in a key.", zrangestore),
+    zset_cmd!("zpopmin", -2, WRITE | FAST, (1, 1, 1), "5.0.0", "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", zpopmin),
+    zset_cmd!("zpopmax", -2, WRITE | FAST, (1, 1, 1), "5.0.0", "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", zpopmax),
+    zset_cmd!("zmpop", -4, WRITE, (0, 0, 0), "7.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped.", zmpop),
+    zset_cmd!("zremrangebyrank", 4, WRITE, (1, 1, 1), "2.0.0", "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed.", zremrangebyrank),
+    zset_cmd!("zremrangebyscore", 4, WRITE, (1, 1, 1), "1.2.0", "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed.", zremrangebyscore),
+    zset_cmd!("zremrangebylex", 4, WRITE, (1, 1, 1), "2.8.9", "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed.", zremrangebylex),
+    zset_cmd!("zscan", -3, READONLY, (1, 1, 1), "2.8.0", "Iterates over members and scores of a sorted set.", zscan),
+    zset_cmd!("zunion", -3, READONLY, (0, 0, 0), "6.2.0", "Returns the union of multiple sorted sets.", zsetops::zunion),
+    zset_cmd!("zinter", -3, READONLY, (0, 0, 0), "6.2.0", "Returns the intersect of multiple sorted sets.", zsetops::zinter),
+    zset_cmd!("zdiff", -3, READONLY, (0, 0, 0), "6.2.0", "Returns the difference between multiple sorted sets.", zsetops::zdiff),
+    zset_cmd!("zunionstore", -4, WRITE | DENYOOM, (1, 1, 1), "2.0.0", "Stores the union of multiple sorted sets in a key.", zsetops::zunionstore),
+    zset_cmd!("zinterstore", -4, WRITE | DENYOOM, (1, 1, 1), "2.0.0", "Stores the intersect of multiple sorted sets in a key.", zsetops::zinterstore),
+    zset_cmd!("zdiffstore", -4, WRITE | DENYOOM, (1, 1, 1), "6.2.0", "Stores the difference of multiple sorted sets in a key.", zsetops::zdiffstore),
+    zset_cmd!("zintercard", -3, READONLY, (0, 0, 0), "7.0.0", "Returns the number of members of the intersect of multiple sorted sets.", zsetops::zintercard),
+    zset_cmd!("zrandmember", -2, READONLY, (1, 1, 1), "6.2.0", "Returns one or more random members from a sorted set.", zsetops::zrandmember),
+];
+
+pub(super) const ERR_NOT_FLOAT_SCORE: &str = "ERR value is not a valid float";
+const ERR_RANGE_FLOAT: &str = "ERR min or max is not a float";
+const ERR_RANGE_LEX: &str = "ERR min or max not valid string range item";
+
+/// The listpack limits in force (`zset-max-listpack-entries` / `-value`).
+pub(super) fn limits(ctx: &Ctx<'_>) -> Limits {
+    let c = ctx.shared.config.read();
+    let get = |name: &str, default: u64| {
+        c.tuning
+            .get(name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    Limits {
+        entries: get("zset-max-listpack-entries", 128),
+        value: get("zset-max-listpack-value", 64) as usize,
+    }
+}
+
+/// The sorted set at `key` (`read`: counting a keyspace hit or miss, as Redis's
+/// `lookupKeyRead`); `WRONGTYPE` for other types.
+pub(super) fn lookup(ctx: &Ctx<'_>, key: &[u8], read: bool) -> Result<Option<Meta>, CmdError> {
+    if read {
+        return super::lookup_typed(ctx, key, RType::ZSet);
+    }
+    lookup_in(&ctx.shared.store, ctx.conn.db, key, read)
+}
+
+fn lookup_in(store: &Store, db: u8, key: &[u8], read: bool) -> Result<Option<Meta>, CmdError> {
+    let m = if read {
+        store.lookup_read(db, key)?
+    } else {
+        store.get(db, key)?
+    };
+    match m {
+        Some(m) if m.rtype != RType::ZSet => Err(CmdError::reply(ERR_WRONGTYPE)),
+        m => Ok(m),
+    }
+}
+
+pub(super) fn loc<'a>(db: u8, key: &'a [u8], m: &Meta) -> Loc<'a> {
+    Loc {
+        db,
+        key,
+        version: m.version,
+    }
+}
+
+/// Adds the metadata write of `m` to `w`: deleted once it has no members.
+pub(super) fn write_meta(w: &mut Writes, db: u8, key: &[u8], m: &Meta) {
+    w.meta(db, key, (m.size > 0).then_some(m));
+}
+
+fn resp3(ctx: &Ctx<'_>) -> bool {
+    ctx.reply.proto == Proto::Resp3
+}
+
+/// Members, with their scores when `withscores` (flat in RESP2, pairs in RESP3).
+pub(super) fn reply_entries(ctx: &mut Ctx<'_>, entries: &[Entry], withscores: bool) {
+    let r3 = resp3(ctx);
+    ctx.reply.array(if withscores && !r3 {
+        entries.len() * 2
+    } else {
+        entries.len()
+    });
+    for (m, s) in entries {
+        if withscores && r3 {
+            ctx.reply.array(2);
+        }
+        ctx.reply.bulk(m);
+        if withscores {
+            ctx.reply.double(*s);
+        }
+    }
+}
+
+/// Writes `entries` (sorted, distinct members) as a new incarnation of `dst`, or deletes it
+/// when there are none (the *STORE commands); replies with their number. Small results get
+/// the listpack encoding, as Redis's `zsetConvertToListpackIfNeeded`.
+pub(super) fn store_result(ctx: &mut Ctx<'_>, dst: &[u8], entries: &[Entry]) -> CmdResult {
+    let db = ctx.conn.db;
+    let store = &ctx.shared.store;
+    let mut w = Writes::new();
+    if entries.is_empty() {
+        if store.get(db, dst)?.is_some() {
+            w.meta(db, dst, None);
+        }
+    } else {
+        let lim = limits(ctx);
+        let mut m = Meta::collection(RType::ZSet, store.next_version());
+        let listpack = entries.len() as u64 <= lim.entries
+            && entries.iter().all(|(e, _)| e.len() <= lim.value);
+        if !listpack {
+            zset::set_skiplist(&mut m);
+        }
+        let z = loc(db, dst, &m);
+        for (e, s) in entries {
+            zset::put(&mut w, z, e, None, normalize(*s, listpack));
+        }
+        m.size = entries.len() as u64;
+        w.meta(db, dst, Some(&m));
+    }
+    store.apply(w)?;
+    ctx.reply.int(entries.len() as i64);
+    Ok(())
+}
+
+/// A listpack keeps scores as text that turns -0 into 0; a skiplist keeps -0.
+fn normalize(s: f64, listpack: bool) -> f64 {
+    if listpack && s == 0.0 {
+        0.0
+    } else {
+        s
+    }
+}
+
+// ---- ZADD, ZINCRBY ---------------------------------------------------------------------
+
+fn zadd(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    zadd_generic(ctx, args, false)
+}
+
+fn zincrby(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    zadd_generic(ctx, args, true)
+}
+
+/// Redis's `zaddGenericCommand` (ZINCRBY is ZADD with INCR, its arguments going through the
+/// same option loop).
+fn zadd_generic(ctx: &mut Ctx<'_>, args: &mut Args, mut incr: bool) -> CmdResult {
+    let key = args.next_bytes()?;
+    let rest: Vec<Bytes> = args.rest().to_vec();
+    let (mut nx, mut xx, mut ch, mut gt, mut lt) = (false, false, false, false, false);
+    let mut i = 0;
+    while i < rest.len() {
+        match rest[i].to_ascii_uppercase().as_slice() {
+            b"NX" => nx = true,
+            b"XX" => xx = true,
+            b"CH" => ch = true,
+            b"INCR" => incr = true,
+            b"GT" => gt = true,
+            b"LT" => lt = true,
+            _ => break,
+        }
+        i += 1;
+    }
+    let elems = rest.len() - i;
+    if elems == 0 || !elems.is_multiple_of(2) {
+        return Err(CmdError::reply(ERR_SYNTAX));
+    }
+    if nx && xx {
+        return Err(CmdError::reply(
+            "ERR XX and NX options at the same time are not compatible",
+        ));
+    }
+    if (nx && (gt || lt)) || (gt && lt) {
+        return Err(CmdError::reply(
+            "ERR GT, LT, and/or NX options at the same time are not compatible",
+        ));
+    }
+    if incr && elems > 2 {
+        return Err(CmdError::reply(
+            "ERR INCR option supports a single increment-element pair",
+        ));
+    }
+    let mut pairs = Vec::with_capacity(elems / 2);
+    for p in rest[i..].chunks(2) {
+        let s = zset::parse_double(&p[0]).ok_or_else(|| CmdError::reply(ERR_NOT_FLOAT_SCORE))?;
+        pairs.push((s, p[1].clone()));
+    }
+    let db = ctx.conn.db;
+    let lim = limits(ctx);
+    let store = &ctx.shared.store;
+    let _g = store.lock(db, &[&key]);
+    let old = lookup(ctx, &key, false)?;
+    let mut meta = match old {
+        Some(m) => m,
+        None if xx => {
+            if incr {
+                ctx.reply.null();
+            } else {
+                ctx.reply.int(0);
+            }
+            return Ok(());
+        }
+        None => Meta::collection(RType::ZSet, store.next_version()),
+    };
+    let z = loc(db, &key, &meta);
+    let members: Vec<&[u8]> = pairs.iter().map(|(_, m)| &m[..]).collect();
+    let found = zset::scores(store, z, &members)?;
+    // Current scores, as this command changes them (a member may appear twice).
+    let mut cur: HashMap<&[u8], Option<f64>> = HashMap::new();
+    for (m, s) in members.iter().zip(found) {
+        cur.entry(m).or_insert(s);
+    }
+    let mut w = Writes::new();
+    let (mut added, mut updated, mut processed) = (0i64, 0i64, 0);
+    let mut last = 0.0;
+    for (score, member) in &pairs {
+        let member = &member[..];
+        match cur[member] {
+            Some(c) => {
+                if nx {
+                    continue;
+                }
+                let mut s = *score;
+                if incr {
+                    s += c;
+                    if s.is_nan() {
+                        return Err(CmdError::reply("ERR resulting score is not a number (NaN)"));
+                    }
+                }
+                if (lt && s >= c) || (gt && s <= c) {
+                    continue;
+                }
+                processed += 1;
+                // The reply shows the score computed; a listpack stores -0 as 0.
+                last = s;
+                let s = normalize(s, !zset::is_skiplist(&meta));
+                if s != c {
+                    zset::put(&mut w, z, member, Some(c), s);
+                    cur.insert(member, Some(s));
+                    updated += 1;
+                }
+            }
+            None if !xx => {
+                if !zset::is_skiplist(&meta)
+                    && (meta.size + 1 > lim.entries || member.len() > lim.value)
+                {
+                    zset::set_skiplist(&mut meta);
+                }
+                last = *score;
+                let s = normalize(*score, !zset::is_skiplist(&meta));
+                zset::put(&mut w, z, member, None, s);
+                cur.insert(member, Some(s));
+                meta.size += 1;
+                added += 1;
+                processed += 1;
+            }
+            None => {}
+        }
+    }
+    if !w.is_empty() {
+        w.meta(db, &key, Some(&meta));
+        store.apply(w)?;
+    }
+    if incr {
+        if processed > 0 {
+            ctx.reply.double(last);
+        } else {
+            ctx.reply.null();
+        }
+    } else {
+        ctx.reply.int(if ch { added + updated } else { added });
+    }
+    Ok(())
+}
+
+// ---- ZREM, reads -----------------------------------------------------------------------
+
+fn zrem(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let members: Vec<Bytes> = args.rest().to_vec();
+    let db = ctx.conn.db;
+    let store = &ctx.shared.store;
+    let _g = store.lock(db, &[&key]);
+    let Some(mut meta) = lookup(ctx, &key, false)? else {
+        ctx.reply.int(0);
+        return Ok(());
+    };
+    let z = loc(db, &key, &meta);
+    let ms: Vec<&[u8]> = members.iter().map(|m| &m[..]).collect();
+    let scores = zset::scores(store, z, &ms)?;
+    let mut w = Writes::new();
+    let mut gone = std::collections::HashSet::new();
+    for (m, s) in ms.iter().zip(scores) {
+        if let Some(s) = s {
+            if gone.insert(*m) {
+                zset::remove(&mut w, z, m, s);
+            }
+        }
+    }
+    meta.size -= gone.len() as u64;
+    if !gone.is_empty() {
+        write_meta(&mut w, db, &key, &meta);
+        store.apply(w)?;
+    }
+    ctx.reply.int(gone.len() as i64);
+    Ok(())
+}
+
+fn zcard(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
+    let n = lookup(ctx, &key, true)?.map_or(0, |m| m.size);
+    ctx.reply.int(n as i64);
+    Ok(())
+}
+
+fn zscore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let member = args.next_bytes()?;
+    let db = ctx.conn.db;
+    let _g = ctx.shared.store.lock(db, &[&key]);
+    let s = match lookup(ctx, &key, true)? {
+        Some(m) => zset::score(&ctx.shared.store, loc(db, &key, &m), &member)?,
+        None => None,
+    };
+    match s {
+        Some(s) => ctx.reply.double(s),
+        None => ctx.reply.null(),
+    }
+    Ok(())
+}
+
+fn zmscore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let members: Vec<Bytes> = args.rest().to_vec();
+    let db = ctx.conn.db;
+    let _g = ctx.shared.store.lock(db, &[&key]);
+    let ms: Vec<&[u8]> = members.iter().map(|m| &m[..]).collect();
+    let scores = match lookup(ctx, &key, true)? {
+        Some(m) => zset::scores(&ctx.shared.store, loc(db, &key, &m), &ms)?,
+        None => vec![None; ms.len()],
+    };
+    ctx.reply.array(scores.len());
+    for s in scores {
+        match s {
+            Some(s) => ctx.reply.double(s),
+            None => ctx.reply.null(),
+        }
+    }
+    Ok(())
+}
+
+fn zrank(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    rank_generic(ctx, args, false)
+}
+
+fn zrevrank(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    rank_generic(ctx, args, true)
+}
+
+fn rank_generic(ctx: &mut Ctx<'_>, args: &mut Args, reverse: bool) -> CmdResult {
+    let key = args.next_bytes()?;
+    let member = args.next_bytes()?;
+    let db = ctx.conn.db;
+    let store = &ctx.shared.store;
+    let _g = store.lock(db, &[&key]);
+    let Some(m) = lookup(ctx, &key, true)? else {
+        ctx.reply.null();
+        return Ok(());
+    };
+    let z = loc(db, &key, &m);
+    match zset::score(store, z, &member)? {
+        Some(s) => {
+            let r = zset::rank(store, z, &member, s, reverse)?;
+            ctx.reply.int(r as i64);
+        }
+        None => ctx.reply.null(),
+    }
+    Ok(())
+}
+
+/// Redis's `zslParseRange`.
+fn parse_score_range(min: &[u8], max: &[u8]) -> Result<ScoreRange, CmdError> {
+    let err = || CmdError::reply(ERR_RANGE_FLOAT);
+    let (min, minex) = zset::parse_score_bound(min).ok_or_else(err)?;
+    let (max, maxex) = zset::parse_score_bound(max).ok_or_else(err)?;
+    Ok(ScoreRange {
+        min,
+        minex,
+        max,
+        maxex,
+    })
+}
+
+/// Redis's `zslParseLexRange`.
+fn parse_lex_range(min: &[u8], max: &[u8]) -> Result<LexRange, CmdError> {
+    let err = || CmdError::reply(ERR_RANGE_LEX);
+    Ok(LexRange {
+        min: Lex::parse(min).ok_or_else(err)?,
+        max: Lex::parse(max).ok_or_else(err)?,
+    })
+}
+
+fn zcount(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let r = parse_score_range(&args.next_bytes()?, &args.next_bytes()?)?;
+    let db = ctx.conn.db;
+    let _g = ctx.shared.store.lock(db, &[&key]);
+    let n = match lookup(ctx, &key, true)? {
+        Some(m) => {
+            zset::by_score(&ctx.shared.store, loc(db, &key, &m), &r, false, 0, u64::MAX)?.len()
+        }
+        None => 0,
+    };
+    ctx.reply.int(n as i64);
+    Ok(())
+}
+
+fn zlexcount(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let r = parse_lex_range(&args.next_bytes()?, &args.next_bytes()?)?;
+    let db = ctx.conn.db;
+    let _g = ctx.shared.store.lock(db, &[&key]);
+    let n = match lookup(ctx, &key, true)? {
+        Some(m) => {
+            zset::by_lex(&ctx.shared.store, loc(db, &key, &m), &r, false, 0, u64::MAX)?.len()
+        }
+        None => 0,
+    };
+    ctx.reply.int(n as i64);
+    Ok(())
+}
+
+// ---- the ZRANGE family -----------------------------------------------------------------
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RangeType {
+    Auto,
+    Rank,
+    Score,
+    Lex,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Auto,
+    Forward,
+    Reverse,
+}
+
+/// The parsed range of a ZRANGE-family command.
+enum Range {
+    Rank(i64, i64),
+    Score(ScoreRange),
+    Lex(LexRange),
+}
+
+/// Ranks `start..=end` (Redis's negative-from-the-end indexes) clamped to a set of `len`
+/// members, `None` when empty.
+pub(super) fn clamp_ranks(start: i64, end: i64, len: u64) -> Option<(u64, u64)> {
+    let len = len as i64;
+    let mut start = if start < 0 { len + start } else { start };
+    let end = if end < 0 { len + end } else { end };
+    if start < 0 {
+        start = 0;
+    }
+    if start > end || start >= len {
+        return None;
+    }
+    Some((start as u64, end.min(len - 1) as u64))
+}
+
+/// The entries of `range` in sorted set `m` at `key`, skipping `offset` and taking at most
+/// `limit` (Redis: a negative offset yields nothing, a negative limit means no limit).
+fn range_entries(
+    store: &Store,
+    z: Loc<'_>,
+    m: &Meta,
+    range: &Range,
+    reverse: bool,
+    offset: i64,
+    limit: i64,
+) -> Result<Vec<Entry>, CmdError> {
+    let limit = if limit < 0 { u64::MAX } else { limit as u64 };
+    Ok(match range {
+        Range::Rank(start, end) => match clamp_ranks(*start, *end, m.size) {
+            Some((s, e)) => zset::rank_range(store, z, m.size, s, e, reverse)?,
+            None => Vec::new(),
+        },
+        _ if offset < 0 || (offset > 0 && offset as u64 >= m.size) => Vec::new(),
+        Range::Score(r) => zset::by_score(store, z, r, reverse, offset as u64, limit)?,
+        Range::Lex(r) => zset::by_lex(store, z, r, reverse, offset as u64, limit)?,
+    })
+}
+
+/// Redis's `zrangeGenericCommand`: arguments from `key` on (`dst` for ZRANGESTORE).
+fn zrange_generic(
+    ctx: &mut Ctx<'_>,
+    args: &mut Args,
+    dst: Option<Bytes>,
+    mut rtype: RangeType,
+    mut dir: Direction,
+) -> CmdResult {
+    let store_mode = dst.is_some();
+    let key = args.next_bytes()?;
+    let mut min = args.next_bytes()?;
+    let mut max = args.next_bytes()?;
+    let opts: Vec<Bytes> = args.rest().to_vec();
+    let (mut withscores, mut offset, mut limit) = (false, 0i64, -1i64);
+    let mut j = 0;
+    while j < opts.len() {
+        let left = opts.len() - j - 1;
+        let o = opts[j].to_ascii_uppercase();
+        match o.as_slice() {
+            b"WITHSCORES" if !store_mode => withscores = true,
+            b"LIMIT" if left >= 2 => {
+                let n = |b: &Bytes| {
+                    crate::protocol::parse::parse_i64(b).ok_or_else(|| CmdError::reply(ERR_NOT_INT))
+                };
+                offset = n(&opts[j + 1])?;
+                limit = n(&opts[j + 2])?;
+                j += 2;
+            }
+            b"REV" if dir == Direction::Auto => dir = Direction::Reverse,
+            b"BYLEX" if rtype == RangeType::Auto => rtype = RangeType::Lex,
+            b"BYSCORE" if rtype == RangeType::Auto => rtype = RangeType::Score,
+            _ => return Err(CmdError::reply(ERR_SYNTAX)),
+        }
+        j += 1;
+    }
+    let reverse = dir == Direction::Reverse;
+    if rtype == RangeType::Auto {
+        rtype = RangeType::Rank;
+    }
+    if limit != -1 && rtype == RangeType::Rank {
+        return Err(CmdError::reply(
+            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+        ));
+    }
+    if withscores && rtype == RangeType::Lex {
+        return Err(CmdError::reply(
+            "ERR syntax error, WITHSCORES not supported in combination with BYLEX",
+        ));
+    }
+    if reverse && rtype != RangeType::Rank {
+        std::mem::swap(&mut min, &mut max);
+    }
+    let range = match rtype {
+        RangeType::Score => Range::Score(parse_score_range(&min, &max)?),
+        RangeType::Lex => Range::Lex(parse_lex_range(&min, &max)?),
+        _ => {
+            let n = |b: &Bytes| {
+                crate::protocol::parse::parse_i64(b).ok_or_else(|| CmdError::reply(ERR_NOT_INT))
+            };
+            Range::Rank(n(&min)?, n(&max)?)
+        }
+    };
+    let db = ctx.conn.db;
+    let store = &ctx.shared.store;
+    let mut keys = vec![key.clone()];
+    keys.extend(dst.clone());
+    let _g = store.lock(db, &keys);
+    let entries = match lookup(ctx, &key, true)? {
+        Some(m) => range_entries(store, loc(db, &key, &m), &m, &range, reverse, offset, limit)?,
+        None => Vec::new(),
+    };
+    match dst {
+        Some(d) => store_result(ctx, &d, &entries),
+        None => {
+            reply_entries(ctx, &entries, withscores);
+            Ok(())
+        }
+    }
+}
+
+fn zrange(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    zrange_generic(ctx, args, None, RangeType::Auto, Direction::Auto)
+}
+
+fn zrevrange(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    zrange_generic(ctx, args, None, RangeType::Rank, Direction::Reverse)
+}
+
+fn zrangebyscore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    zrange_generic(ctx, args, None, RangeType::Score, Direction::Forward)
+}
+
+fn zrevrangebyscore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    zrange_generic(ctx, args, None, RangeType::Score, Direction::Reverse)
+}
+
+fn zrangebylex(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    zrange_generic(ctx, args, None, RangeType::Lex, Direction::Forward)
+}
+
+fn zrevrangebylex(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    zrange_generic(ctx, args, None, RangeType::Lex, Direction::Reverse)
+}
+
+fn zrangestore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let dst = args.next_bytes()?;
+    zrange_generic(ctx, args, Some(dst), RangeType::Auto, Direction::Auto)
+}
+
+// ---- removal by range ------------------------------------------------------------------
+
+fn zremrange_generic(ctx: &mut Ctx<'_>, args: &mut Args, rtype: RangeType) -> CmdResult {
+    let key = args.next_bytes()?;
+    let (min, max) = (args.next_bytes()?, args.next_bytes()?);
+    let range = match rtype {
+        RangeType::Score => Range::Score(parse_score_range(&min, &max)?),
+        RangeType::Lex => Range::Lex(parse_lex_range(&min, &max)?),
+        _ => {
+            let n = |b: &Bytes| {
+                crate::protocol::parse::parse_i64(b).ok_or_else(|| CmdError::reply(ERR_NOT_INT))
+            };
+            Range::Rank(n(&min)?, n(&max)?)
+        }
+    };
+    let db = ctx.conn.db;
+    let store = &ctx.shared.store;
+    let _g = store.lock(db, &[&key]);
+    let Some(mut m) = lookup(ctx, &key, false)? else {
+        ctx.reply.int(0);
+        return Ok(());
+    };
+    let z = loc(db, &key, &m);
+    let gone = range_entries(store, z, &m, &range, false, 0, -1)?;
+    if !gone.is_empty() {
+        let mut w = Writes::new();
+        for (e, s) in &gone {
+            zset::remove(&mut w, z, e, *s);
+        }
+        m.size -= gone.len() as u64;
+        write_meta(&mut w, db, &key, &m);
+        store.apply(w)?;
+    }
+    ctx.reply.int(gone.len() as i64);
+    Ok(())
+}
+
+fn zremrangebyrank(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    zremrange_generic(ctx, args, RangeType::Rank)
+}
+
+fn zremrangebyscore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    zremrange_generic(ctx, args, RangeType::Score)
+}
+
+fn zremrangebylex(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    zremrange_generic(ctx, args, RangeType::Lex)
+}
+
+// ---- pops ------------------------------------------------------------------------------
+
+/// Pops up to `count` members with the lowest (`max`: highest) scores from the sorted set
+/// at `key` of database `db`, deleting it when it empties, in one atomic write; `None` if
+/// there is no such key, `WRONGTYPE` if it holds another type. The caller holds the key's
+/// stripe (or runs on its worker). The blocking pops (BZPOPMIN, BZPOPMAX, BZMPOP) call this
+/// once a key is ready.
+pub fn pop(
+    store: &Store,
+    db: u8,
+    key: &[u8],
+    max: bool,
+    count: u64,
+) -> Result<Option<Vec<Entry>>, CmdError> {
+    let Some(mut m) = lookup_in(store, db, key, false)? else {
+        return Ok(None);
+    };
+    let z = loc(db, key, &m);
+    let out = zset::by_rank(store, z, max, 0, count)?;
+    if !out.is_empty() {
+        let mut w = Writes::new();
+        for (e, s) in &out {
+            zset::remove(&mut w, z, e, *s);
+        }
+        m.size -= out.len() as u64;
+        write_meta(&mut w, db, key, &m);
+        store.apply(w)?;
+    }
+    Ok(Some(out))
+}
+
+fn zpopmin(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    zpop_generic(ctx, args, false)
+}
+
+fn zpopmax(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    zpop_generic(ctx, args, true)
+}
+
+fn zpop_generic(ctx: &mut Ctx<'_>, args: &mut Args, max: bool) -> CmdResult {
+    let key = args.next_bytes()?;
+    if args.remaining() > 1 {
+        return Err(CmdError::reply(ERR_SYNTAX));
+    }
+    let count = if args.is_done() {
+        None
+    } else {
+        let b = args.next_bytes()?;
+        let n = crate::protocol::parse::parse_i64(&b)
+            .filter(|n| *n >= 0)
+            .ok_or_else(|| CmdError::reply("ERR value is out of range, must be positive"))?;
+        Some(n as u64)
+    };
+    let db = ctx.conn.db;
+    let _g = ctx.shared.store.lock(db, &[&key]);
+    let popped = if count == Some(0) {
+        lookup(ctx, &key, false)?;
+        Vec::new()
+    } else {
+        pop(&ctx.shared.store, db, &key, max, count.unwrap_or(1))?.unwrap_or_default()
+    };
+    if count.is_some() && resp3(ctx) {
+        reply_entries(ctx, &popped, true);
+    } else {
+        ctx.reply.array(popped.len() * 2);
+        for (m, s) in &popped {
+            ctx.reply.bulk(m);
+            ctx.reply.double(*s);
+        }
+    }
+    Ok(())
+}
+
+/// A positive count or numkeys (`getRangeLongFromObjectOrReply(1, LONG_MAX)` with `msg`).
+fn positive(b: &[u8], msg: &str) -> Result<u64, CmdError> {
+    crate::protocol::parse::parse_i64(b)
+        .filter(|n| *n >= 1)
+        .map(|n| n as u64)
+        .ok_or_else(|| CmdError::reply(format!("ERR {msg}")))
+}
+
+fn zmpop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let all: Vec<Bytes> = args.rest().to_vec();
+    let numkeys = positive(&all[0], "numkeys should be greater than 0")?;
+    let where_idx = usize::try_from(numkeys)
+        .ok()
+        .and_then(|n| n.checked_add(1))
+        .filter(|&i| i < all.len())
+        .ok_or_else(|| CmdError::reply(ERR_SYNTAX))?;
+    let max = match all[where_idx].to_ascii_uppercase().as_slice() {
+        b"MIN" => false,
+        b"MAX" => true,
+        _ => return Err(CmdError::reply(ERR_SYNTAX)),
+    };
+    let mut count = None;
+    let mut j = where_idx + 1;
+    while j < all.len() {
+        if count.is_none() && all[j].eq_ignore_ascii_case(b"COUNT") && j + 1 < all.len() {
+            count = Some(positive(&all[j + 1], "count should be greater than 0")?);
+            j += 2;
+        } else {
+            return Err(CmdError::reply(ERR_SYNTAX));
+        }
+    }
+    let keys = &all[1..where_idx];
+    let db = ctx.conn.db;
+    let store = &ctx.shared.store;
+    let _g = store.lock(db, keys);
+    for k in keys {
+        if let Some(popped) = pop(store, db, k, max, count.unwrap_or(1))? {
+            ctx.reply.array(2);
+            ctx.reply.bulk(k);
+            ctx.reply.array(popped.len());
+            for (m, s) in &popped {
+                ctx.reply.array(2);
+                ctx.reply.bulk(m);
+                ctx.reply.double(*s);
+            }
+            return Ok(());
+        }
+    }
+    ctx.reply.null_array();
+    Ok(())
+}
+
+// ---- ZSCAN -----------------------------------------------------------------------------
+
+/// ZSCAN. A listpack-encoded set is returned whole with cursor 0, as Redis does; a larger
+/// one in pages of COUNT members in member order, the cursor naming the next member
+/// (`cursor.rs`), so that members present for the whole iteration are returned once.
+fn zscan(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let cursor = crate::cursor::parse(&args.next_bytes()?)
+        .ok_or_else(|| CmdError::reply("ERR invalid cursor"))?;
+    let db = ctx.conn.db;
+    let store = &ctx.shared.store;
+    let _g = store.lock(db, &[&key]);
+    let Some(m) = lookup(ctx, &key, true)? else {
+        ctx.reply.array(2);
+        ctx.reply.bulk(b"0");
+        ctx.reply.array(0);
+        return Ok(());
+    };
+    let mut count = 10usize;
+    let mut pattern: Option<Bytes> = None;
+    while !args.is_done() {
+        let more = args.remaining() >= 2;
+        if more && args.eat("COUNT") {
+            let n = args.next_i64()?;
+            if n < 1 {
+                return Err(CmdError::reply(ERR_SYNTAX));
+            }
+            count = usize::try_from(n).unwrap_or(usize::MAX);
+        } else if more && args.eat("MATCH") {
+            let p = args.next_bytes()?;
+            pattern = (&p[..] != b"*").then_some(p);
+        } else {
+            return Err(CmdError::reply(ERR_SYNTAX));
+        }
+    }
+    let z = loc(db, &key, &m);
+    let (entries, next) = if zset::is_skiplist(&m) {
+        let (_, bound) = ctx.shared.scan_bounds.resolve(db, cursor);
+        let (entries, next) = zset::members_from(store, z, &bound, count)?;
+        let next = match (entries.last(), next) {
+            (Some((last, _)), Some(n)) => {
+                let (_, b) = crate::cursor::between((0, last), (0, &n));
+                ctx.shared.scan_bounds.cursor(db, 0, b)
+            }
+            _ => 0,
+        };
+        (entries, next)
+    } else {
+        (zset::by_rank(store, z, false, 0, u64::MAX)?, 0)
+    };
+    let out: Vec<&Entry> = entries
+        .iter()
+        .filter(|(e, _)| {
+            pattern
+                .as_ref()
+                .is_none_or(|p| crate::glob::matches(p, e, false))
+        })
+        .collect();
+    ctx.reply.array(2);
+    ctx.reply.bulk(next.to_string().as_bytes());
+    ctx.reply.array(out.len() * 2);
+    for (e, s) in out {
+        ctx.reply.bulk(e);
+        ctx.reply
+            .bulk(crate::protocol::reply::format_double(*s).as_bytes());
+    }
+    Ok(())
+}
+
+/// OBJECT ENCODING of a sorted set.
+pub fn encoding(m: &Meta) -> &'static str {
+    if zset::is_skiplist(m) {
+        "skiplist"
+    } else {
+        "listpack"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_clamp_as_redis() {
+        assert_eq!(clamp_ranks(0, -1, 3), Some((0, 2)));
+        assert_eq!(clamp_ranks(-100, 100, 3), Some((0, 2)));
+        assert_eq!(clamp_ranks(2, 1, 3), None);
+        assert_eq!(clamp_ranks(3, 5, 3), None);
+        assert_eq!(clamp_ranks(-1, -1, 3), Some((2, 2)));
+        assert_eq!(clamp_ranks(0, -4, 3), None);
+        assert_eq!(clamp_ranks(i64::MIN, i64::MAX, 3), Some((0, 2)));
+        assert_eq!(clamp_ranks(0, 0, 0), None);
+    }
+}
