@@ -373,3 +373,31 @@ def test_blmove_races_keep_every_element(r, raw):
     wait_blocked(r, 0)
     left = [e for k in srcs + dsts for e in r.lrange(k, 0, -1)]
     assert sorted(left) == sorted(pushed)
+
+
+@pytest.mark.parametrize("server", ["redis", "strata"])
+def test_clients_blocked_on_a_key_an_exec_pushes_are_served_after_the_exec(
+        server, redis_server, strata_server):
+    # As Redis serves blocked clients after the whole transaction: the transaction's own
+    # LLEN still sees the element; the blocked client gets it once EXEC has replied.
+    port = redis_server.port if server == "redis" else strata_server.port
+    r = redis.Redis(host="127.0.0.1", port=port)
+    r.delete("xq")
+    c = Client(port)
+    try:
+        c.send(["BLPOP", "xq", "0"])
+        wait_blocked(r, 1)
+        t = Client(port)
+        try:
+            for cmd in (["MULTI"], ["LPUSH", "xq", "a"], ["LLEN", "xq"]):
+                t.send(cmd)
+                t.read()
+            t.send(["EXEC"])
+            assert t.read() == [1, 1]
+        finally:
+            t.close()
+        assert c.read() == [b"xq", b"a"]
+        assert r.exists("xq") == 0
+    finally:
+        c.close()
+        r.close()
