@@ -6,6 +6,9 @@ prints medians, ratios to Redis-with-AOF, and server CPU microseconds per reques
 
     python3 scripts/bench-server.py [--rounds 3] [--n 200000] [--mset-n 20000] \
         [--strata target/release/strata] [--json out.json]
+    # The data types (lists, sets, hashes, sorted sets), pipeline depth 1, no MSET:
+    python3 scripts/bench-server.py --tests lpush,rpush,lpop,rpop,sadd,hset,spop,zadd,lrange_100 \
+        --pipelines 1 --mset-n 0
 
 Each server starts on an empty directory for each (round, pipeline depth), so every run
 loads the same data. CPU per request is the server process's user+system time over the run
@@ -79,7 +82,8 @@ def bench(tests, n, pipeline):
     res = {}
     for line in out.splitlines():
         cells = [c.strip('"') for c in line.split(",")]
-        if len(cells) >= 2 and cells[0] != "test":
+        # "LPUSH (needed to benchmark LRANGE)" fills the list for LRANGE: not a result.
+        if len(cells) >= 2 and cells[0] != "test" and "needed to" not in cells[0]:
             name = re.sub(r" \(.*\)", "", cells[0]).lower()
             res[name] = {"rps": float(cells[1]),
                          "p50_ms": float(cells[5]) if len(cells) > 5 else None}
@@ -99,6 +103,8 @@ def run_one(kind, strata, pipeline, n, mset_n):
         cpu = (c1 - c0) / (n * len(TESTS)) * 1e6
         for t in TESTS:
             res[t]["cpu_us_per_req"] = cpu
+        if mset_n == 0:
+            return res
         c0 = cpu_seconds(p.pid)
         m = bench(["mset"], mset_n, pipeline)
         c1 = cpu_seconds(p.pid)
@@ -118,11 +124,16 @@ def main():
     ap.add_argument("--mset-n", type=int, default=20000)
     ap.add_argument("--strata", default="target/release/strata")
     ap.add_argument("--json")
+    ap.add_argument("--tests", default=",".join(TESTS),
+                    help="redis-benchmark tests measured together (CPU per request over all)")
+    ap.add_argument("--pipelines", default="1,16")
     a = ap.parse_args()
+    TESTS[:] = a.tests.split(",")
+    pipelines = [int(x) for x in a.pipelines.split(",")]
     kinds = ["redis-aof", "strata", "redis-mem"]
     runs = {}  # (kind, P) -> [results]
     for r in range(a.rounds):
-        for pipeline in (1, 16):
+        for pipeline in pipelines:
             order = kinds if r % 2 == 0 else list(reversed(kinds))
             for kind in order:
                 res = run_one(kind, a.strata, pipeline, a.n, a.mset_n)
@@ -133,8 +144,8 @@ def main():
     print("| test | Redis + AOF | Strata | ratio | Redis in memory | CPU µs/req Redis+AOF | CPU µs/req Strata |")
     print("|---|---|---|---|---|---|---|")
     summary = {}
-    for pipeline in (1, 16):
-        for t in TESTS + ["mset"]:
+    for pipeline in pipelines:
+        for t in TESTS + (["mset"] if a.mset_n else []):
             med = {}
             for kind in kinds:
                 rs = runs[f"{kind} P{pipeline}"]
