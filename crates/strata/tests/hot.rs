@@ -163,7 +163,7 @@ fn an_engine_with_racing_readers_keeps_its_tier_coherent() {
     }
     let s = e.hot_stats().unwrap();
     assert!(
-        s.misses > 1000 && s.hits > 1000,
+        s.hits > 1000 && s.evictions > 0,
         "the race was exercised: {s:?}"
     );
 }
