@@ -1200,19 +1200,20 @@ mod tests {
         assert_eq!(Meta::decode(&bad), None);
     }
 
+    /// A store over a new slot-routed database of `shards` shards in `dir` (or the one there).
+    fn open_store(dir: &std::path::Path, shards: usize) -> Store {
+        let opts = strata::DbOptions {
+            shards: Some(shards),
+            routing: Some(strata::Routing::Slot),
+            ..Default::default()
+        };
+        Store::open(Db::open(dir, opts).unwrap(), false).unwrap()
+    }
+
     #[test]
     fn expiry_and_versions() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(
-            dir.path(),
-            strata::DbOptions {
-                shards: Some(2),
-                routing: Some(strata::Routing::Slot),
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let s = Store::open(db, false).unwrap();
+        let s = open_store(dir.path(), 2);
         let (a, b) = (s.next_version(), s.next_version());
         assert!(b > a);
         let m = Meta {
@@ -1234,12 +1235,7 @@ mod tests {
     fn collections_apply_copy_and_versions_survive_reopen() {
         use crate::keys::{sub_key, sub_prefix, KIND_SUBKEY};
         let dir = tempfile::tempdir().unwrap();
-        let opts = || strata::DbOptions {
-            shards: Some(2),
-            routing: Some(strata::Routing::Slot),
-            ..Default::default()
-        };
-        let s = Store::open(Db::open(dir.path(), opts()).unwrap(), false).unwrap();
+        let s = open_store(dir.path(), 2);
         let mut m = Meta::collection(RType::Hash, s.next_version());
         let mut w = Writes::new();
         for f in [&b"f1"[..], b"f2"] {
@@ -1276,7 +1272,7 @@ mod tests {
         w.meta(5, b"copy", None);
         s.apply(w).unwrap();
         s.into_db().close().unwrap();
-        let s = Store::open(Db::open(dir.path(), opts()).unwrap(), false).unwrap();
+        let s = open_store(dir.path(), 2);
         assert!(
             s.next_version_at(0) > v2,
             "as if the clock went back to 1970"
@@ -1287,16 +1283,7 @@ mod tests {
     #[test]
     fn exec_reads_its_own_writes_and_applies_them_at_once() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(
-            dir.path(),
-            strata::DbOptions {
-                shards: Some(4),
-                routing: Some(strata::Routing::Slot),
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let s = Store::open(db, false).unwrap();
+        let s = open_store(dir.path(), 4);
         s.put(0, b"old", &string(0, b"1")).unwrap();
         s.put(0, b"gone", &string(0, b"1")).unwrap();
         let keys: Vec<Vec<u8>> = (0..8).map(|i| format!("k{{{i}}}").into_bytes()).collect();
@@ -1353,12 +1340,7 @@ mod tests {
         use crate::expire::active_expire_cycle;
         use std::time::Duration;
         let dir = tempfile::tempdir().unwrap();
-        let opts = || strata::DbOptions {
-            shards: Some(2),
-            routing: Some(strata::Routing::Slot),
-            ..Default::default()
-        };
-        let s = Store::open(Db::open(dir.path(), opts()).unwrap(), false).unwrap();
+        let s = open_store(dir.path(), 2);
         let past = now_ms() - 1;
         s.put(0, b"due", &string(past, b"v")).unwrap();
         s.put(0, b"replaced", &string(past, b"v")).unwrap();
@@ -1382,7 +1364,7 @@ mod tests {
         s.put(2, b"due2", &string(now_ms() + 50, b"v")).unwrap();
         s.into_db().close().unwrap();
         std::thread::sleep(Duration::from_millis(60));
-        let s = Store::open(Db::open(dir.path(), opts()).unwrap(), false).unwrap();
+        let s = open_store(dir.path(), 2);
         assert_eq!(
             (s.expires.len(0), s.expires.len(1), s.expires.len(2)),
             (0, 1, 1)

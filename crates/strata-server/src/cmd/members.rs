@@ -348,19 +348,9 @@ pub fn parse_count(b: &[u8]) -> Result<i64, CmdError> {
 /// listpack or an intset; a hashtable-encoded one is walked in member order from the
 /// cursor's position, COUNT members per call, the cursor naming the position after the last
 /// member examined (as SCAN's cursors name positions in the key order).
-pub fn scan(ctx: &mut Ctx<'_>, args: &mut Args, rtype: RType) -> CmdResult {
-    let key = args.next_bytes()?;
-    let c =
-        cursor::parse(&args.next_bytes()?).ok_or_else(|| CmdError::reply("ERR invalid cursor"))?;
-    let db = ctx.conn.db;
-    let _g = ctx.shared.store.lock(db, &[&key]);
-    let Some(m) = lookup_typed(ctx, &key, rtype)? else {
-        ctx.reply.array(2);
-        ctx.reply.bulk(b"0");
-        ctx.reply.array(0);
-        return Ok(());
-    };
-    // Options are read after the key, as Redis's scanGenericCommand does.
+/// The COUNT and MATCH options of HSCAN, SSCAN and ZSCAN (read after the key, as Redis's
+/// `scanGenericCommand` does): COUNT (default 10) and the pattern, `None` for "*".
+pub fn scan_options(args: &mut Args) -> Result<(usize, Option<bytes::Bytes>), CmdError> {
     let mut count: usize = 10;
     let mut pattern: Option<bytes::Bytes> = None;
     while !args.is_done() {
@@ -378,6 +368,30 @@ pub fn scan(ctx: &mut Ctx<'_>, args: &mut Args, rtype: RType) -> CmdResult {
             return Err(CmdError::reply(ERR_SYNTAX));
         }
     }
+    Ok((count, pattern))
+}
+
+/// What the cursor table names a member iteration by (`cursor.rs`): the collection's
+/// metadata key and version, so a cursor of one collection never resumes another.
+pub fn scan_owner(db: u8, key: &[u8], m: &Meta) -> Vec<u8> {
+    let mut owner = meta_key(db, key);
+    owner.extend_from_slice(&m.version.to_be_bytes());
+    owner
+}
+
+pub fn scan(ctx: &mut Ctx<'_>, args: &mut Args, rtype: RType) -> CmdResult {
+    let key = args.next_bytes()?;
+    let c =
+        cursor::parse(&args.next_bytes()?).ok_or_else(|| CmdError::reply("ERR invalid cursor"))?;
+    let db = ctx.conn.db;
+    let _g = ctx.shared.store.lock(db, &[&key]);
+    let Some(m) = lookup_typed(ctx, &key, rtype)? else {
+        ctx.reply.array(2);
+        ctx.reply.bulk(b"0");
+        ctx.reply.array(0);
+        return Ok(());
+    };
+    let (count, pattern) = scan_options(args)?;
     let store = &ctx.shared.store;
     let keep = |k: &[u8]| {
         pattern
@@ -393,8 +407,7 @@ pub fn scan(ctx: &mut Ctx<'_>, args: &mut Args, rtype: RType) -> CmdResult {
             out.sort_by_key(|(k, _)| parse_i64(k).unwrap_or(0));
         }
     } else {
-        let mut owner = meta_key(db, &key);
-        owner.extend_from_slice(&m.version.to_be_bytes());
+        let owner = scan_owner(db, &key, &m);
         let (_, bound) = ctx.shared.scan_bounds.resolve_for(&owner, c);
         let p = prefix(db, &key, &m);
         let mut lo = p.clone();

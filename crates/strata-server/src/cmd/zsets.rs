@@ -453,28 +453,32 @@ fn parse_lex_range(min: &[u8], max: &[u8]) -> Result<LexRange, CmdError> {
 }
 
 fn zcount(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
-    let key = args.next_bytes()?;
-    let r = parse_score_range(&args.next_bytes()?, &args.next_bytes()?)?;
-    let db = ctx.conn.db;
-    let _g = ctx.shared.store.lock(db, &[&key]);
-    let n = match lookup(ctx, &key, true)? {
-        Some(m) => {
-            zset::by_score(&ctx.shared.store, loc(db, &key, &m), &r, false, 0, u64::MAX)?.len()
-        }
-        None => 0,
-    };
-    ctx.reply.int(n as i64);
-    Ok(())
+    count_generic(ctx, args, false)
 }
 
 fn zlexcount(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    count_generic(ctx, args, true)
+}
+
+/// ZCOUNT (`lex` false: a score range) and ZLEXCOUNT (a lex range).
+fn count_generic(ctx: &mut Ctx<'_>, args: &mut Args, lex: bool) -> CmdResult {
     let key = args.next_bytes()?;
-    let r = parse_lex_range(&args.next_bytes()?, &args.next_bytes()?)?;
+    let (min, max) = (args.next_bytes()?, args.next_bytes()?);
+    let (by_score, by_lex) = if lex {
+        (None, Some(parse_lex_range(&min, &max)?))
+    } else {
+        (Some(parse_score_range(&min, &max)?), None)
+    };
     let db = ctx.conn.db;
     let _g = ctx.shared.store.lock(db, &[&key]);
     let n = match lookup(ctx, &key, true)? {
         Some(m) => {
-            zset::by_lex(&ctx.shared.store, loc(db, &key, &m), &r, false, 0, u64::MAX)?.len()
+            let (store, z) = (&ctx.shared.store, loc(db, &key, &m));
+            match (&by_score, &by_lex) {
+                (Some(r), _) => zset::by_score(store, z, r, false, 0, u64::MAX)?.len(),
+                (_, Some(r)) => zset::by_lex(store, z, r, false, 0, u64::MAX)?.len(),
+                (None, None) => 0,
+            }
         }
         None => 0,
     };
@@ -845,31 +849,18 @@ fn zscan(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         ctx.reply.array(0);
         return Ok(());
     };
-    let mut count = 10usize;
-    let mut pattern: Option<Bytes> = None;
-    while !args.is_done() {
-        let more = args.remaining() >= 2;
-        if more && args.eat("COUNT") {
-            let n = args.next_i64()?;
-            if n < 1 {
-                return Err(CmdError::reply(ERR_SYNTAX));
-            }
-            count = usize::try_from(n).unwrap_or(usize::MAX);
-        } else if more && args.eat("MATCH") {
-            let p = args.next_bytes()?;
-            pattern = (&p[..] != b"*").then_some(p);
-        } else {
-            return Err(CmdError::reply(ERR_SYNTAX));
-        }
-    }
+    let (count, pattern) = super::members::scan_options(args)?;
     let z = loc(db, &key, &m);
     let (entries, next) = if zset::is_skiplist(&m) {
-        let (_, bound) = ctx.shared.scan_bounds.resolve(db, cursor);
+        // Table entries are named by the set's incarnation, as HSCAN's and SSCAN's.
+        let owner = super::members::scan_owner(db, &key, &m);
+        let (_, bound) = ctx.shared.scan_bounds.resolve_for(&owner, cursor);
         let (entries, next) = zset::members_from(store, z, &bound, count)?;
         let next = match (entries.last(), next) {
             (Some((last, _)), Some(n)) => {
                 let (_, b) = crate::cursor::between((0, last), (0, &n));
-                ctx.shared.scan_bounds.cursor(db, 0, b)
+                let slot = crate::keys::hash_slot(&key);
+                ctx.shared.scan_bounds.cursor_for(owner, slot, b)
             }
             _ => 0,
         };
