@@ -27,8 +27,8 @@
 //! whose deadline passes while a serve holds its waiter waits for that serve's outcome.
 //! Lock order: stripes, then a waiter's state, then the registry map (and the store's
 //! waited-key set). A serve off the workers takes the stripes of the keys it serves before
-//! the waiter's state; a worker never waits for a stripe (BLMOVE's destination is taken with
-//! `try_lock`, else handed off, see `cmd/lists.rs`).
+//! the waiter's state; a worker never waits for a stripe (BLMOVE's destination is taken
+//! shared with a `try`, else handed off, see `cmd/lists.rs`).
 
 use crate::cmd::CmdError;
 use crate::protocol::reply::{Proto, ReplyBuf};

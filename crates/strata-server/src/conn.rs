@@ -630,7 +630,8 @@ async fn queue_one(
         match store.try_lock_owned(conn.db, &keys) {
             Some(g) => Some(g),
             None => {
-                // A command in flight holds a stripe; it may be ours.
+                // A front command holds or awaits a stripe, and may await one that our
+                // own commands in flight hold shared.
                 drain(queued, reply).await;
                 Some(tokio::task::block_in_place(|| {
                     store.lock_owned_blocking(conn.db, &keys)

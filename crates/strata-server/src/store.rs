@@ -8,12 +8,17 @@
 //! through the worker's [`ShardTxn`], installed in a thread-local for the command's duration
 //! ([`with_txn`]), so the same `Store` methods serve both places. Other commands (keys in
 //! several shards, whole-database commands) run on the connection's thread through the
-//! front, and lock the stripes of their keys ([`Store::lock`]: 1024 mutexes chosen by a hash
-//! of the encoded key, taken in ascending order so that multi-key commands cannot deadlock)
-//! for their whole read-modify-write; a single-shard *write* command takes the same stripes
-//! before it is queued and releases them when its group's write is done, so the two kinds
-//! exclude each other. Workers never wait for a stripe, so this cannot deadlock. Writes
-//! spanning shards go to the front as one `WriteBatch`, atomic across shards.
+//! front, and lock the stripes of their keys exclusively ([`Store::lock`]: 1024 reader-writer
+//! locks chosen by a hash of the encoded key, taken in ascending order so that multi-key
+//! commands cannot deadlock) for their whole read-modify-write; a single-shard *write*
+//! command takes the same stripes *shared* before it is queued and releases them when its
+//! group's write is done, so the two kinds exclude each other. Single-shard commands need
+//! not exclude each other: their worker already runs them one at a time, and a later one
+//! reads the earlier ones' writes through the group's transaction. Shared stripes let many
+//! clients' writes to one hot key ride one group write (with an exclusive stripe per key,
+//! each waited for the previous one's write: 4x fewer LPUSHes per second on one list).
+//! Workers never wait for a stripe, so this cannot deadlock. Writes spanning shards go to
+//! the front as one `WriteBatch`, atomic across shards.
 //!
 //! **Expiry index.** Every write through the store updates the in-memory index of keys with
 //! a TTL that active expiry samples (`expire.rs`), once the write is applied (on a worker:
@@ -25,7 +30,7 @@ use crate::expire::{Due, ExpiryIndex};
 use crate::keys::{db_range, meta_key, user_key_of_meta, SERVER_PREFIX};
 use crate::txn::{merge_scan, FrontTxn};
 use crate::watch::Watches;
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -351,7 +356,7 @@ impl KeyStats {
 /// The keyspace over a `strata::Db`.
 pub struct Store {
     db: Db,
-    stripes: Vec<Arc<Mutex<()>>>,
+    stripes: Vec<Arc<RwLock<()>>>,
     /// Last version handed out (microsecond clock, bumped to stay increasing).
     version: AtomicU64,
     /// `appendfsync always`: every write synced.
@@ -369,14 +374,15 @@ pub struct Store {
     pub watches: Watches,
 }
 
-/// Stripe locks held for the duration of one command.
+/// Stripe locks held exclusively for the duration of one command.
 pub struct KeyGuard<'a> {
-    _guards: Vec<MutexGuard<'a, ()>>,
+    _guards: Vec<RwLockWriteGuard<'a, ()>>,
 }
 
-/// Stripe locks held for a command queued to a worker, released when it is dropped there.
+/// Stripe locks held shared for a command queued to a worker, released when it is dropped
+/// there (after its group's write).
 pub struct OwnedKeyGuard {
-    _guards: Vec<parking_lot::ArcMutexGuard<parking_lot::RawMutex, ()>>,
+    _guards: Vec<parking_lot::ArcRwLockReadGuard<parking_lot::RawRwLock, ()>>,
 }
 
 /// The stripes an EXEC holds while its queued commands run: those of the keys they name (and
@@ -384,7 +390,7 @@ pub struct OwnedKeyGuard {
 pub struct ExecLocks {
     /// Held stripes, ascending; `None`: all.
     held: Option<Vec<usize>>,
-    guards: Vec<parking_lot::ArcMutexGuard<parking_lot::RawMutex, ()>>,
+    guards: Vec<parking_lot::ArcRwLockWriteGuard<parking_lot::RawRwLock, ()>>,
 }
 
 impl ExecLocks {
@@ -392,12 +398,12 @@ impl ExecLocks {
     /// is taken out of the ascending order, which could deadlock with another EXEC doing
     /// the same; only a command whose keys the command table does not describe asks for one
     /// (EXEC plans every stripe for those it knows of: `cmd/multi.rs` `lock_plan`).
-    fn ensure(&mut self, stripes: &[Arc<Mutex<()>>], idx: Vec<usize>) {
+    fn ensure(&mut self, stripes: &[Arc<RwLock<()>>], idx: Vec<usize>) {
         let Some(held) = &mut self.held else { return };
         for i in idx {
             if let Err(pos) = held.binary_search(&i) {
                 held.insert(pos, i);
-                self.guards.push(stripes[i].lock_arc());
+                self.guards.push(stripes[i].write_arc());
             }
         }
     }
@@ -447,7 +453,7 @@ impl Store {
         }
         let store = Store {
             db,
-            stripes: (0..STRIPES).map(|_| Arc::new(Mutex::new(()))).collect(),
+            stripes: (0..STRIPES).map(|_| Arc::new(RwLock::new(()))).collect(),
             version: AtomicU64::new(0),
             sync_writes: AtomicBool::new(sync_writes),
             dirty: AtomicBool::new(false),
@@ -526,11 +532,6 @@ impl Store {
                 }
             }
         });
-    }
-
-    /// Whether `a` and `b` of database `db` share a stripe lock.
-    pub(crate) fn same_stripe(&self, db: u8, a: &[u8], b: &[u8]) -> bool {
-        stripe_of(db, a) == stripe_of(db, b)
     }
 
     /// Active expiry of one indexed key: under the key's stripe, deletes it if its record
@@ -810,18 +811,20 @@ impl Store {
         KeyGuard {
             _guards: stripes(keys.iter().copied())
                 .into_iter()
-                .map(|i| self.stripes[i].lock())
+                .map(|i| self.stripes[i].write())
                 .collect(),
         }
     }
 
-    /// Takes the stripes of `keys` for a command queued to a worker, as a guard that may move
-    /// to the worker. `None` if one is held (by a command in flight): the caller waits for its
-    /// own earlier commands, then calls [`Store::lock_owned_blocking`].
+    /// Takes the stripes of `keys` shared for a command queued to a worker, as a guard that may
+    /// move to the worker. `None` if a front command holds one or waits for one (a waiting
+    /// exclusive taker blocks new shared ones, so it is never starved): the caller waits for
+    /// its own earlier commands, which may be what it waits for, then calls
+    /// [`Store::lock_owned_blocking`].
     pub fn try_lock_owned<K: AsRef<[u8]>>(&self, db: u8, keys: &[K]) -> Option<OwnedKeyGuard> {
         let mut guards = Vec::new();
         for i in stripes_of(db, keys) {
-            guards.push(self.stripes[i].try_lock_arc()?);
+            guards.push(self.stripes[i].try_read_arc()?);
         }
         Some(OwnedKeyGuard { _guards: guards })
     }
@@ -831,7 +834,7 @@ impl Store {
         OwnedKeyGuard {
             _guards: stripes_of(db, keys)
                 .into_iter()
-                .map(|i| self.stripes[i].lock_arc())
+                .map(|i| self.stripes[i].read_arc())
                 .collect(),
         }
     }
@@ -1078,7 +1081,7 @@ impl Store {
             Some(k) => stripes(k.iter().copied()),
             None => (0..STRIPES).collect(),
         };
-        let guards = idx.iter().map(|&i| self.stripes[i].lock_arc()).collect();
+        let guards = idx.iter().map(|&i| self.stripes[i].write_arc()).collect();
         ExecLocks {
             held: keys.map(|_| idx),
             guards,

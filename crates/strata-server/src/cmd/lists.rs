@@ -678,8 +678,8 @@ fn bulk_reply(proto: Proto, v: &[u8]) -> BytesMut {
 
 /// The serve function of a client blocked in BLMOVE: moves one element from the ready key
 /// (its source) to `dst`. Off the workers both keys' stripes are held (`blocking.rs`). On
-/// a worker, `dst` is written in the same transaction when it shares the source's stripe,
-/// or lives in the same shard and its stripe is free; otherwise the element is popped here
+/// a worker, `dst` is written in the same transaction when it lives in the same shard and
+/// its stripe can be taken shared; otherwise the element is popped here
 /// and pushed by the woken connection (a hand-off, see `docs/design.md` §13.8).
 fn move_serve(dst: Bytes, from: End, to: End, proto: Proto) -> ServeFn {
     Box::new(move |shared: &Shared, db: u8, src: &[u8]| {
@@ -690,7 +690,10 @@ fn move_serve(dst: Bytes, from: End, to: End, proto: Proto) -> ServeFn {
             Some(_) => {}
         }
         let mut guard = None;
-        let in_place = !crate::store::on_worker() || store.same_stripe(db, src, &dst) || {
+        let in_place = !crate::store::on_worker() || {
+            // A worker's transaction writes only its own shard; `dst`'s stripe is taken
+            // shared, as a queued write takes it (it fails only while a front command holds
+            // or awaits it).
             let shard = |k: &[u8]| store.db().shard_of(&crate::keys::meta_key(db, k));
             if shard(src) == shard(&dst) {
                 guard = store.try_lock_owned(db, &[&dst]);
