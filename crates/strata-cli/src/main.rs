@@ -112,14 +112,15 @@ pub enum Command {
     /// background GC every 20 ms at gc_garbage_ratio=0.2. Runs until killed, or --ops writes
     /// per thread. Creates the database if DIR holds none.
     Stress(stress::StressArgs),
-    /// Run the Redis-compatible server (work in progress) on a database directory.
+    /// Run the Redis-compatible server on a database directory.
     ///
     /// Without arguments: serves ./strata-data on 127.0.0.1:6379. Takes an optional config
     /// file in redis.conf syntax, then directives as flags, later ones winning:
-    /// `strata serve strata.conf --port 6380 --dir /data --requirepass s3cret`. Directives:
-    /// bind, port, dir, requirepass, protected-mode, maxclients, timeout, databases,
-    /// proto-max-bulk-len, client-query-buffer-limit, appendfsync, shards. Stops on SHUTDOWN,
+    /// `strata serve strata.conf --port 6380 --dir /data --requirepass s3cret`.
+    /// `strata serve --help` lists every directive with its default. Stops on SHUTDOWN,
     /// SIGINT or SIGTERM.
+    // The server parses its own arguments (redis.conf directives), help included.
+    #[command(disable_help_flag = true)]
     Serve(ServeArgs),
     /// Measure the PGM learned index against binary search inside one sorted run of keys
     /// (ns per lookup for 10^3 ... --max-keys keys; the L0 tier's index).
