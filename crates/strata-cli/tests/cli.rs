@@ -94,6 +94,11 @@ fn every_subcommand_has_help() {
     ] {
         assert!(b.contains(flag), "bench --help lacks {flag}");
     }
+    // The server answers its own --help: the directives it takes, with their defaults.
+    let serve = ok(&["serve", "--help"]);
+    for directive in ["port", "appendfsync", "hot-memory", "shards"] {
+        assert!(serve.contains(directive), "serve --help lacks {directive}:\n{serve}");
+    }
 }
 
 #[test]
