@@ -97,7 +97,10 @@ fn every_subcommand_has_help() {
     // The server answers its own --help: the directives it takes, with their defaults.
     let serve = ok(&["serve", "--help"]);
     for directive in ["port", "appendfsync", "hot-memory", "shards"] {
-        assert!(serve.contains(directive), "serve --help lacks {directive}:\n{serve}");
+        assert!(
+            serve.contains(directive),
+            "serve --help lacks {directive}:\n{serve}"
+        );
     }
 }
 

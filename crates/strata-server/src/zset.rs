@@ -47,7 +47,10 @@ pub fn is_skiplist(m: &Meta) -> bool {
 }
 
 pub fn set_skiplist(m: &mut Meta) {
-    m.value = vec![FLAG_SKIPLIST];
+    if m.value.is_empty() {
+        m.value.push(0);
+    }
+    m.value[0] |= FLAG_SKIPLIST;
 }
 
 /// Redis's listpack limits (`zset-max-listpack-entries`, `zset-max-listpack-value`).

@@ -58,10 +58,13 @@ pub fn tuning(ctx: &Ctx<'_>, name: &str, default: u64) -> u64 {
 
 /// The live metadata of `key` for a write command: `None` if absent, `WRONGTYPE` if it is
 /// not of type `t` (Redis's `lookupKeyWrite` + `checkType`: no keyspace hit or miss).
+/// A collection thinned out by deletes is first rewritten ([`Store::rewrite_if_sparse`]).
 pub fn lookup_write(ctx: &Ctx<'_>, key: &[u8], t: RType) -> Result<Option<Meta>, CmdError> {
-    match ctx.shared.store.get(ctx.conn.db, key)? {
+    let store = &ctx.shared.store;
+    match store.get(ctx.conn.db, key)? {
         Some(m) if m.rtype != t => Err(CmdError::reply(super::ERR_WRONGTYPE)),
-        m => Ok(m),
+        Some(m) => Ok(Some(store.rewrite_if_sparse(ctx.conn.db, key, m)?)),
+        None => Ok(None),
     }
 }
 

@@ -280,7 +280,10 @@ fn spop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         let kept: BTreeSet<&[u8]> = keep.iter().map(|(x, _)| &x[..]).collect();
         let rebuilt: Vec<Vec<u8>> = keep.iter().map(|(x, _)| x.clone()).collect();
         let fresh = fresh_set(ctx, &rebuilt);
+        // The encoding is decided again; the count of deleted members carries on.
+        let dead = m.dead_members();
         m.value = fresh.value;
+        m.set_dead_members(dead);
         all.into_iter()
             .map(|(x, _)| x)
             .filter(|x| !kept.contains(&x[..]))

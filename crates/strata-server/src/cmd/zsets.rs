@@ -103,6 +103,8 @@ fn lookup_in(store: &Store, db: u8, key: &[u8], read: bool) -> Result<Option<Met
     };
     match m {
         Some(m) if m.rtype != RType::ZSet => Err(CmdError::reply(ERR_WRONGTYPE)),
+        // A write first rewrites a set thinned out by deletes (`Store::rewrite_if_sparse`).
+        Some(m) if !read => Ok(Some(store.rewrite_if_sparse(db, key, m)?)),
         m => Ok(m),
     }
 }
