@@ -39,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from servers import Client, Error, start_redis, start_strata
 
 SEED = int(os.environ.get("STRATA_DIFF_SEED", "20260523"))
-COMMANDS = int(os.environ.get("STRATA_DIFF_COMMANDS", "20000"))
+COMMANDS = int(os.environ.get("STRATA_DIFF_COMMANDS", "30000"))  # 52,500 in all
 SHRINK_SECONDS = 90
 # Commands left out of a run, for triage: STRATA_DIFF_SKIP=INCRBYFLOAT,KEYS.
 SKIP = {c for c in os.environ.get("STRATA_DIFF_SKIP", "").upper().split(",") if c}
