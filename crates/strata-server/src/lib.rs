@@ -31,6 +31,7 @@
 
 mod blocking;
 mod clients;
+pub mod check;
 mod cmd;
 pub mod config;
 mod config_rewrite;
