@@ -456,18 +456,25 @@ mod tests {
             ..Default::default()
         };
         let s = format_type_report(&r);
-        assert!(s.starts_with("== Redis keys ==\nstring keys:      1\n"), "{s}");
+        assert!(
+            s.starts_with("== Redis keys ==\nstring keys:      1\n"),
+            "{s}"
+        );
         assert!(s.contains("zset keys:        5\n"), "{s}");
         assert!(s.contains("garbage records:  7\n"), "{s}");
         assert!(s.ends_with("problems:         0\nOK\n"), "{s}");
-        r.problems.push("db 0 key \"s\": set size 5 but 2 member records".into());
+        r.problems
+            .push("db 0 key \"s\": set size 5 but 2 member records".into());
         r.problem_count = 3;
         let s = format_type_report(&r);
         assert!(
             s.contains("problem: db 0 key \"s\": set size 5 but 2 member records\n"),
             "{s}"
         );
-        assert!(s.ends_with("note: 2 more problem(s) not listed\nCORRUPT\n"), "{s}");
+        assert!(
+            s.ends_with("note: 2 more problem(s) not listed\nCORRUPT\n"),
+            "{s}"
+        );
     }
 
     #[test]

@@ -61,8 +61,10 @@ impl TypeReport {
     fn problem(&mut self, db: u8, key: &[u8], what: String) {
         self.problem_count += 1;
         if self.problems.len() < MAX_PROBLEMS {
-            self.problems
-                .push(format!("db {db} key {:?}: {what}", String::from_utf8_lossy(key)));
+            self.problems.push(format!(
+                "db {db} key {:?}: {what}",
+                String::from_utf8_lossy(key)
+            ));
         }
     }
 }
@@ -105,7 +107,11 @@ pub fn check_types(db: &Db) -> Result<TypeReport> {
         let group: [u8; 3] = match k.get(..3) {
             Some(g) => [g[0], g[1], g[2]],
             None => {
-                report.problem(k.first().copied().unwrap_or(0), k, "short record key".into());
+                report.problem(
+                    k.first().copied().unwrap_or(0),
+                    k,
+                    "short record key".into(),
+                );
                 it.next();
                 continue;
             }
@@ -276,7 +282,11 @@ fn live_record(
                 return; // reported with the metadata
             };
             let Ok(idx) = <[u8; 8]>::try_from(rest).map(u64::from_be_bytes) else {
-                report.problem(db, key, "list element record without an 8-byte index".into());
+                report.problem(
+                    db,
+                    key,
+                    "list element record without an 8-byte index".into(),
+                );
                 return;
             };
             if idx < bounds.head || idx >= bounds.tail {

@@ -161,9 +161,21 @@ fn random_command(t: u64, rng: &mut u64, n: u64) -> Vec<String> {
     let r = next(rng);
     let member = |p: &str, m: u64| format!("{p}{}", (r >> 8) % m);
     let k = |p: &str| format!("{p}-{t}");
-    let list = k(if (r >> 20) % 2 == 0 { "l0" } else { "l1" });
+    let list = k(if (r >> 20).is_multiple_of(2) {
+        "l0"
+    } else {
+        "l1"
+    });
     let cmd: Vec<String> = match r % 32 {
-        0..=2 => vec!["SET".into(), k(if r % 2 == 0 { "s0" } else { "s1" }), n.to_string()],
+        0..=2 => vec![
+            "SET".into(),
+            k(if (r >> 16).is_multiple_of(2) {
+                "s0"
+            } else {
+                "s1"
+            }),
+            n.to_string(),
+        ],
         3..=4 => vec!["INCR".into(), k("c")],
         5..=8 => vec!["RPUSH".into(), list, n.to_string()],
         9..=10 => vec!["LPUSH".into(), list, n.to_string()],
@@ -185,6 +197,9 @@ fn random_command(t: u64, rng: &mut u64, n: u64) -> Vec<String> {
             (1 + (r >> 40) % 5).to_string(),
             member("z", 12),
         ],
+        // Rarely: collections live long enough to grow (a list gains ~0.06 elements a
+        // command).
+        _ if !(r >> 30).is_multiple_of(8) => vec!["RPUSH".into(), list, n.to_string()],
         _ => {
             let victims = ["l0", "l1", "h", "st", "z"];
             vec!["DEL".into(), k(victims[((r >> 8) % 5) as usize])]

@@ -170,7 +170,10 @@ fn missing_list_index_is_reported() {
     });
     assert_reported(
         &p,
-        &["list elements missing at indexes", "list size 4 but 3 member records"],
+        &[
+            "list elements missing at indexes",
+            "list size 4 but 3 member records",
+        ],
     );
 }
 
@@ -190,8 +193,11 @@ fn list_element_outside_head_and_tail_is_reported() {
     let p = problems_after(|db| {
         let m = meta_of(db, 0, b"l");
         let tail = Bounds::decode(&m.value).unwrap().tail;
-        db.put(&sub_key(0, b"l", m.version, &(tail + 3).to_be_bytes()), b"x")
-            .unwrap();
+        db.put(
+            &sub_key(0, b"l", m.version, &(tail + 3).to_be_bytes()),
+            b"x",
+        )
+        .unwrap();
     });
     assert_reported(&p, &["outside [head"]);
 }
@@ -293,8 +299,11 @@ fn members_of_other_versions_are_garbage_not_problems() {
     let before = check_types(&db).unwrap();
     let v = meta_of(&db, 0, b"z").version;
     // An older and a newer incarnation's records, and members of a key with no metadata.
-    db.put(&sub_key(0, b"z", v - 1, b"old"), &1f64.to_bits().to_be_bytes())
-        .unwrap();
+    db.put(
+        &sub_key(0, b"z", v - 1, b"old"),
+        &1f64.to_bits().to_be_bytes(),
+    )
+    .unwrap();
     db.put(&score_key(b"z", v + 1, 1.0, b"new"), b"").unwrap();
     db.put(&sub_key(0, b"nokey", 1, b"x"), b"").unwrap();
     let r = check_types(&db).unwrap();
