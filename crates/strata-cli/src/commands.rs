@@ -304,22 +304,24 @@ fn check(a: DbArgs) -> Result<Outcome> {
 /// A server's database (`strata serve`'s format record in it): the Redis types' check
 /// (`strata_server::check`), printed after the engine's; returns the problems it found. The
 /// database is opened as `stats` opens it (replaying its logs; no record is written), without
-/// the server's compaction filter, so nothing is dropped while it is read. When the engine's
-/// check found problems, a database that does not open is a note, not another error.
+/// the server's compaction filter, so nothing is dropped while it is read. Not after the
+/// engine's check found problems: opening a damaged database is not for a read-only check.
 fn check_redis_types(a: &DbArgs, engine_ok: bool) -> Result<usize> {
+    if !engine_ok {
+        eprintln!("note: Redis keys (if any) not checked: the engine's check found problems");
+        return Ok(0);
+    }
     let mut o = build_options(&a.opts)?;
     o.create_if_missing = false;
+    // Only slot-routed databases can be the server's (it refuses others): any other is
+    // left unopened.
+    match strata::meta::ShardMeta::load(&*o.fs, &a.db) {
+        Ok(Some(m)) if m.routing == strata::Routing::Slot => {}
+        _ => return Ok(0),
+    }
     let shown = a.db.display();
-    let db = match strata::Db::open(&a.db, strata::DbOptions::with_engine(o)) {
-        Ok(db) => db,
-        Err(e) if !engine_ok => {
-            println!("note: Redis keys not checked: the database does not open: {e}");
-            return Ok(0);
-        }
-        Err(e) => {
-            return Err(e).with_context(|| format!("cannot open sharded database at {shown}"))
-        }
-    };
+    let db = strata::Db::open(&a.db, strata::DbOptions::with_engine(o))
+        .with_context(|| format!("cannot open sharded database at {shown}"))?;
     if !strata_server::check::is_server_db(&db)? {
         db.close()?;
         return Ok(0);
