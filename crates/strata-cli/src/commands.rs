@@ -290,7 +290,7 @@ fn check(a: DbArgs) -> Result<Outcome> {
             let report = strata::Db::check(&a.db, opts)
                 .with_context(|| format!("cannot check sharded database at {shown}"))?;
             print!("{}", format_sharded_check_report(&report));
-            report.problem_count()
+            report.problem_count() + check_redis_types(&a, report.is_ok())?
         }
     };
     if problems == 0 {
@@ -299,6 +299,63 @@ fn check(a: DbArgs) -> Result<Outcome> {
         eprintln!("error: database at {shown} has {problems} problem(s)");
         Ok(Outcome::Problems)
     }
+}
+
+/// A server's database (`strata serve`'s format record in it): the Redis types' check
+/// (`strata_server::check`), printed after the engine's; returns the problems it found. The
+/// database is opened as `stats` opens it (replaying its logs; no record is written), without
+/// the server's compaction filter, so nothing is dropped while it is read. Not after the
+/// engine's check found problems: opening a damaged database is not for a read-only check.
+fn check_redis_types(a: &DbArgs, engine_ok: bool) -> Result<usize> {
+    if !engine_ok {
+        eprintln!("note: Redis keys (if any) not checked: the engine's check found problems");
+        return Ok(0);
+    }
+    let mut o = build_options(&a.opts)?;
+    o.create_if_missing = false;
+    // Only slot-routed databases can be the server's (it refuses others): any other is
+    // left unopened.
+    match strata::meta::ShardMeta::load(&*o.fs, &a.db) {
+        Ok(Some(m)) if m.routing == strata::Routing::Slot => {}
+        _ => return Ok(0),
+    }
+    let shown = a.db.display();
+    let db = strata::Db::open(&a.db, strata::DbOptions::with_engine(o))
+        .with_context(|| format!("cannot open sharded database at {shown}"))?;
+    if !strata_server::check::is_server_db(&db)? {
+        db.close()?;
+        return Ok(0);
+    }
+    let report = strata_server::check::check_types(&db)
+        .with_context(|| format!("cannot read the Redis keys of {shown}"))?;
+    db.close()?;
+    print!("{}", format_type_report(&report));
+    Ok(report.problem_count as usize)
+}
+
+/// The Redis types' report as printed by `strata check`.
+pub fn format_type_report(r: &strata_server::check::TypeReport) -> String {
+    let mut s = String::from("== Redis keys ==\n");
+    for (name, n) in strata_server::check::TYPE_NAMES.iter().zip(r.keys) {
+        s.push_str(&format!("{:<18}{n}\n", format!("{name} keys:")));
+    }
+    s.push_str(&format!(
+        "expired keys:     {}\n\
+         member records:   {}\n\
+         score records:    {}\n\
+         garbage records:  {}\n\
+         problems:         {}\n",
+        r.expired_keys, r.members, r.score_records, r.garbage, r.problem_count
+    ));
+    for p in &r.problems {
+        s.push_str(&format!("problem: {p}\n"));
+    }
+    let unlisted = r.problem_count - r.problems.len() as u64;
+    if unlisted > 0 {
+        s.push_str(&format!("note: {unlisted} more problem(s) not listed\n"));
+    }
+    s.push_str(if r.is_ok() { "OK\n" } else { "CORRUPT\n" });
+    s
 }
 
 /// The report of a sharded database as printed by `strata check`: each shard's report, the
@@ -390,6 +447,36 @@ mod tests {
         assert_eq!(arg_bytes("KEY", "00ff", false).unwrap(), b"00ff".to_vec());
         let e = arg_bytes("KEY", "0", true).unwrap_err().to_string();
         assert!(e.starts_with("bad KEY:"), "{e}");
+    }
+
+    #[test]
+    fn type_report_format() {
+        let mut r = strata_server::check::TypeReport {
+            keys: [1, 2, 3, 4, 5],
+            members: 20,
+            garbage: 7,
+            ..Default::default()
+        };
+        let s = format_type_report(&r);
+        assert!(
+            s.starts_with("== Redis keys ==\nstring keys:      1\n"),
+            "{s}"
+        );
+        assert!(s.contains("zset keys:        5\n"), "{s}");
+        assert!(s.contains("garbage records:  7\n"), "{s}");
+        assert!(s.ends_with("problems:         0\nOK\n"), "{s}");
+        r.problems
+            .push("db 0 key \"s\": set size 5 but 2 member records".into());
+        r.problem_count = 3;
+        let s = format_type_report(&r);
+        assert!(
+            s.contains("problem: db 0 key \"s\": set size 5 but 2 member records\n"),
+            "{s}"
+        );
+        assert!(
+            s.ends_with("note: 2 more problem(s) not listed\nCORRUPT\n"),
+            "{s}"
+        );
     }
 
     #[test]

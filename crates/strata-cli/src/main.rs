@@ -80,7 +80,15 @@ pub enum Command {
     /// Read-only. Prints what was checked and every problem found; exits with code 2 if
     /// there is any problem, 0 if the database is intact. A sharded database: the SHARDS
     /// file, each shard (reported one by one), the cross-shard transaction log (TXLOG:
-    /// header, every commit record's checksum and order), then the totals.
+    /// header, every commit record's checksum and order), then the totals. A database of
+    /// the Redis server (`strata serve --dir DIR`, stopped) that passed: then the Redis keys
+    /// of every logical database (the database is opened, replaying its logs; no record is
+    /// written): each
+    /// collection's size equals its member records, a list's element indexes are exactly
+    /// [head, tail), a sorted set's score records match its members, no key has member
+    /// records its type does not have. Prints the keys per type, the member records and the
+    /// garbage records (of deleted or overwritten collections, which compactions drop; not a
+    /// problem), and every problem.
     Check(DbArgs),
     /// Run db_bench and YCSB benchmarks on Strata, fjall or RocksDB and print their results.
     ///

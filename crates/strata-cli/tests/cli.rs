@@ -514,3 +514,74 @@ fn bench_keep_leaves_the_temporary_database() {
     assert_eq!(ok(&["scan", "--db", s(&dir)]).lines().count(), 500);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Sends one RESP command and reads its one-line reply (enough for the writes below).
+fn resp(c: &mut std::net::TcpStream, args: &[&str]) -> String {
+    use std::io::{BufRead, Write};
+    let mut out = format!("*{}\r\n", args.len());
+    for a in args {
+        out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    c.write_all(out.as_bytes()).unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(c.try_clone().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    line
+}
+
+#[test]
+fn check_verifies_a_servers_redis_keys() {
+    let (_t, d) = db_dir();
+    let db = s(&d);
+    let cfg = strata_server::Config::from_args(
+        &["--port", "0", "--dir", db, "--shards", "2"].map(String::from),
+    )
+    .unwrap();
+    let server = strata_server::start(cfg, strata_server::StartOptions::default()).unwrap();
+    let mut c = std::net::TcpStream::connect(server.local_addr()).unwrap();
+    for cmd in [
+        &["SET", "s", "1"][..],
+        &["RPUSH", "l", "a", "b", "c"],
+        &["HSET", "h", "f", "v"],
+        &["SADD", "st", "x", "y"],
+        &["ZADD", "z", "1", "a", "2", "b"],
+        &["DEL", "st"],
+        &["SADD", "st", "q"],
+    ] {
+        let r = resp(&mut c, cmd);
+        assert!(r.starts_with(':') || r.starts_with('+'), "{cmd:?}: {r}");
+    }
+    drop(c);
+    server.shutdown().unwrap();
+    let report = ok(&["check", "--db", db]);
+    let keys = &report[report.find("== Redis keys ==").expect(&report)..];
+    for want in [
+        "string keys:      1\n",
+        "hash keys:        1\n",
+        "list keys:        1\n",
+        "set keys:         1\n",
+        "zset keys:        1\n",
+        "member records:   7\n",
+        "score records:    2\n",
+        "garbage records:  2\n",
+        "problems:         0\nOK\n",
+    ] {
+        assert!(keys.contains(want), "{want:?} not in\n{keys}");
+    }
+    // A hash whose size says 1 but which has no field.
+    let mut meta = vec![1u8];
+    meta.extend_from_slice(&0u64.to_be_bytes());
+    meta.extend_from_slice(&1u64.to_be_bytes());
+    meta.extend_from_slice(&1u64.to_be_bytes());
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let key = strata_server::keys::meta_key(0, b"fake");
+    ok(&["put", "--db", db, "--hex", &hex(&key), &hex(&meta)]);
+    let (out, err) = fails(&["check", "--db", db], 2);
+    assert!(
+        out.contains("problem: db 0 key \"fake\": hash size 1 but 0 member records\n"),
+        "{out}"
+    );
+    assert!(out.trim_end().ends_with("CORRUPT"), "{out}");
+    assert!(err.contains("1 problem(s)"), "{err}");
+}

@@ -18,6 +18,7 @@
 //!   (`docs/format/redis-keys.md`); `list.rs`: lists on it; `expire.rs`: the index of
 //!   keys with a TTL and the active expiry cycle; `cursor.rs`: SCAN cursors as positions in
 //!   the key order; `txn.rs`: an EXEC's buffered writes; `watch.rs`: the keys clients WATCH.
+//! - `check.rs`: `strata check` on a server's database: the Redis types' records agree.
 //!
 //! ```no_run
 //! let cfg = strata_server::Config::from_args(&["--port".into(), "6380".into()])?;
@@ -30,6 +31,7 @@
 #![forbid(unsafe_code)]
 
 mod blocking;
+pub mod check;
 mod clients;
 mod cmd;
 pub mod config;
