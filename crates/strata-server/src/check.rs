@@ -198,9 +198,10 @@ fn decode_meta(v: &[u8]) -> std::result::Result<Meta, String> {
             Some(_) => {}
         },
         RType::Hash | RType::Set | RType::ZSet => {
-            if meta.value.len() > 1 {
+            // A flags byte, then optionally the deleted-member count (8 bytes).
+            if !matches!(meta.value.len(), 0 | 1 | 9) {
                 return Err(format!(
-                    "{} metadata has {} bytes of extras, at most 1",
+                    "{} metadata has {} bytes of extras: 0, 1 or 9 expected",
                     meta.rtype.name(),
                     meta.value.len()
                 ));

@@ -95,6 +95,22 @@ fn every_collection_command_leaves_consistent_records() {
     for cmd in script {
         run(&mut c, cmd);
     }
+    // Collections mostly deleted: counted in their metadata, then rewritten by the next
+    // write (the sorted set and the hash stop short of the rewrite, the set passes it).
+    run(&mut c, &["SELECT", "0"]);
+    for i in 0..100 {
+        let m = format!("m{i}");
+        run(&mut c, &["SADD", "sparse", &m]);
+        run(&mut c, &["ZADD", "zsparse", &i.to_string(), &m]);
+        run(&mut c, &["HSET", "hsparse", &m, "v"]);
+    }
+    for i in 0..90 {
+        let m = format!("m{i}");
+        run(&mut c, &["SREM", "sparse", &m]);
+        run(&mut c, &["ZREM", "zsparse", &m]);
+        run(&mut c, &["HDEL", "hsparse", &m]);
+    }
+    run(&mut c, &["SADD", "sparse", "after"]);
     // What the server says it holds, per logical database.
     let mut want_keys = 0;
     for db in 0..16 {
