@@ -41,6 +41,7 @@ mod get;
 pub mod io;
 pub mod iter;
 pub mod key;
+pub mod l0tier;
 pub mod log;
 pub mod memtable;
 mod multi_get;
