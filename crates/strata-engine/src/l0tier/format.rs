@@ -93,7 +93,10 @@ impl SuperBlock {
             )));
         }
         if b[10] != TABLE_TYPE_ENTRIES || b[11] != 0 || le_u32(&b[64..68]) != 0 {
-            return Err(corrupt(10, "unknown table type or nonzero reserved bytes".into()));
+            return Err(corrupt(
+                10,
+                "unknown table type or nonzero reserved bytes".into(),
+            ));
         }
         Ok(SuperBlock {
             inline_threshold: le_u32(&b[12..16]),

@@ -8,9 +8,9 @@
 //! Specification: `docs/format/l0-tier.md`.
 
 use super::format::{
-    block_crc, get_pointer, le_u32, le_u64, pieces, SuperBlock, BLOCK_CRC_LEN,
-    ENTRIES_PER_BLOCK, ENTRIES_PER_CHECKPOINT, ENTRIES_PER_META, META_BITMAP_LEN,
-    META_BLOCK_LEN, POINTER_LEN, SUPER_LEN,
+    block_crc, get_pointer, le_u32, le_u64, pieces, SuperBlock, BLOCK_CRC_LEN, ENTRIES_PER_BLOCK,
+    ENTRIES_PER_CHECKPOINT, ENTRIES_PER_META, META_BITMAP_LEN, META_BLOCK_LEN, POINTER_LEN,
+    SUPER_LEN,
 };
 use super::iter::L0TableIter;
 use super::L0ValueRef;
@@ -58,7 +58,10 @@ pub struct L0Table {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum ValueLoc {
     /// `len` bytes at offset `off` of the mapping.
-    Inline { off: usize, len: usize },
+    Inline {
+        off: usize,
+        len: usize,
+    },
     Pointer(crate::vlog::ValuePointer),
 }
 
@@ -225,15 +228,15 @@ impl L0Table {
             u64::MAX
         };
         let err = Cell::new(None);
-        let first_ge = self.pgm.lower_bound_by(x, |c| {
-            match self.checkpoint_key(c as u64) {
+        let first_ge = self
+            .pgm
+            .lower_bound_by(x, |c| match self.checkpoint_key(c as u64) {
                 Ok(k) => compare_internal(k, target) == Ordering::Less,
                 Err(e) => {
                     err.set(Some(e));
                     false
                 }
-            }
-        });
+            });
         if let Some(e) = err.take() {
             return Err(e);
         }
@@ -255,14 +258,14 @@ impl L0Table {
     /// The entry bytes of block `i` (after its checksum), once the checksum matches.
     fn checked_block(&self, i: u64) -> Result<(usize, usize)> {
         let i = i as usize;
-        let (start, end) = (self.block_bounds[i] as usize, self.block_bounds[i + 1] as usize);
+        let (start, end) = (
+            self.block_bounds[i] as usize,
+            self.block_bounds[i + 1] as usize,
+        );
         let stored = le_u32(&self.map[start..start + BLOCK_CRC_LEN]);
         let body = &self.map[start + BLOCK_CRC_LEN..end];
         if stored != block_crc(body) {
-            return Err(self.corrupt(
-                start as u64,
-                format!("entry block {i} checksum mismatch"),
-            ));
+            return Err(self.corrupt(start as u64, format!("entry block {i} checksum mismatch")));
         }
         Ok((start + BLOCK_CRC_LEN, end))
     }
@@ -308,7 +311,7 @@ impl<'a> GroupCursor<'a> {
             return Ok(None);
         }
         let i = self.next;
-        if i % ENTRIES_PER_BLOCK == 0 {
+        if i.is_multiple_of(ENTRIES_PER_BLOCK) {
             (self.pos, self.block_end) = t.checked_block(i / ENTRIES_PER_BLOCK)?;
         }
         let bad = |pos: usize, why: &str| t.corrupt(pos as u64, format!("entry {i}: {why}"));
@@ -316,7 +319,9 @@ impl<'a> GroupCursor<'a> {
         let before = b.len();
         let shared = varint::get_u64(&mut b).ok_or_else(|| bad(self.pos, "bad shared length"))?;
         let rest = varint::get_len_prefixed(&mut b).ok_or_else(|| bad(self.pos, "bad key"))?;
-        if (shared > 0 && i % ENTRIES_PER_CHECKPOINT == 0) || shared as usize > self.key.len() {
+        if (shared > 0 && i.is_multiple_of(ENTRIES_PER_CHECKPOINT))
+            || shared as usize > self.key.len()
+        {
             return Err(bad(self.pos, "impossible shared key length"));
         }
         self.key.truncate(shared as usize);
@@ -344,9 +349,12 @@ impl<'a> GroupCursor<'a> {
         };
         self.pos += before - b.len();
         self.next += 1;
-        let block_done = self.next % ENTRIES_PER_BLOCK == 0 || self.next == t.sb.entries;
+        let block_done = self.next.is_multiple_of(ENTRIES_PER_BLOCK) || self.next == t.sb.entries;
         if block_done != (self.pos == self.block_end) {
-            return Err(bad(self.pos, "entry block length disagrees with its entries"));
+            return Err(bad(
+                self.pos,
+                "entry block length disagrees with its entries",
+            ));
         }
         Ok(Some(loc))
     }
@@ -384,7 +392,10 @@ fn check_sections(map: &[u8], sb: &SuperBlock, path: &Path) -> Result<(Vec<u64>,
     if !in_order {
         return Err(corrupt(
             24,
-            format!("sections do not fit {} entries in {len} bytes: {sb:?}", sb.entries),
+            format!(
+                "sections do not fit {} entries in {len} bytes: {sb:?}",
+                sb.entries
+            ),
         ));
     }
     let check_crc = |body: &[u8], stored_at: usize, what: &str| {
@@ -407,13 +418,24 @@ fn check_sections(map: &[u8], sb: &SuperBlock, path: &Path) -> Result<(Vec<u64>,
     // The first block (or, with none, the meta blocks) starts right after the super block.
     let starts_right = bounds[0] == SUPER_LEN as u64;
     let min_block = BLOCK_CRC_LEN as u64 + 1;
-    if !starts_right || bounds.windows(2).any(|w| w[1] < w[0].saturating_add(min_block)) {
-        return Err(corrupt(t0 as u64, "entry block offsets out of order".into()));
+    if !starts_right
+        || bounds
+            .windows(2)
+            .any(|w| w[1] < w[0].saturating_add(min_block))
+    {
+        return Err(corrupt(
+            t0 as u64,
+            "entry block offsets out of order".into(),
+        ));
     }
     // Meta blocks: checksums, and no inline bit past the last entry.
     for m in 0..nmeta as usize {
         let at = sb.meta_offset as usize + m * META_BLOCK_LEN;
-        check_crc(&map[at..at + META_BITMAP_LEN], at + META_BITMAP_LEN, "meta block")?;
+        check_crc(
+            &map[at..at + META_BITMAP_LEN],
+            at + META_BITMAP_LEN,
+            "meta block",
+        )?;
     }
     let used_bits = sb.entries % ENTRIES_PER_META;
     if used_bits != 0 {
@@ -423,7 +445,10 @@ fn check_sections(map: &[u8], sb: &SuperBlock, path: &Path) -> Result<(Vec<u64>,
         let stray = (rem != 0 && bits[full] >> rem != 0)
             || bits[full + usize::from(rem != 0)..].iter().any(|&b| b != 0);
         if stray {
-            return Err(corrupt(last as u64, "inline bits set past the last entry".into()));
+            return Err(corrupt(
+                last as u64,
+                "inline bits set past the last entry".into(),
+            ));
         }
     }
     // Index: prefix and PGM, checksummed.
@@ -440,7 +465,11 @@ fn check_sections(map: &[u8], sb: &SuperBlock, path: &Path) -> Result<(Vec<u64>,
     if pgm.len() as u64 != pieces(sb.entries, ENTRIES_PER_CHECKPOINT) {
         return Err(corrupt(
             i0 as u64,
-            format!("index over {} checkpoints, table has {}", pgm.len(), sb.entries),
+            format!(
+                "index over {} checkpoints, table has {}",
+                pgm.len(),
+                sb.entries
+            ),
         ));
     }
     Ok((bounds, prefix, pgm))

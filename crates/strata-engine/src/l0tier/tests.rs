@@ -119,7 +119,11 @@ fn model_get(m: &BTreeMap<IKey, Out>, uk: &[u8], snap: SeqNo) -> Option<(SeqNo, 
     (p.user_key == uk).then(|| (p.seq, p.kind, v.clone()))
 }
 
-fn table_get(t: &L0Table, uk: &[u8], snap: SeqNo) -> crate::Result<Option<(SeqNo, ValueKind, Out)>> {
+fn table_get(
+    t: &L0Table,
+    uk: &[u8],
+    snap: SeqNo,
+) -> crate::Result<Option<(SeqNo, ValueKind, Out)>> {
     Ok(t.get(uk, snap)?.map(|e| (e.seq, e.kind, out_of(e.value))))
 }
 
@@ -139,7 +143,12 @@ fn check_all(t: &Arc<L0Table>, m: &BTreeMap<IKey, Out>) {
     assert!(back.iter().rev().eq(want.iter().map(|(k, _)| k)));
     for (k, _) in m.iter() {
         let p = parse_internal_key(&k.0).unwrap();
-        for snap in [p.seq, p.seq.saturating_sub(1), p.seq + 1, crate::key::MAX_SEQ] {
+        for snap in [
+            p.seq,
+            p.seq.saturating_sub(1),
+            p.seq + 1,
+            crate::key::MAX_SEQ,
+        ] {
             assert_eq!(
                 table_get(t, p.user_key, snap).unwrap(),
                 model_get(m, p.user_key, snap),
@@ -149,12 +158,19 @@ fn check_all(t: &Arc<L0Table>, m: &BTreeMap<IKey, Out>) {
         }
         let mut absent = p.user_key.to_vec();
         absent.push(0);
-        assert_eq!(table_get(t, &absent, crate::key::MAX_SEQ).unwrap(), model_get(m, &absent, crate::key::MAX_SEQ));
+        assert_eq!(
+            table_get(t, &absent, crate::key::MAX_SEQ).unwrap(),
+            model_get(m, &absent, crate::key::MAX_SEQ)
+        );
     }
     assert_eq!(t.verify().unwrap().entries, m.len() as u64);
 }
 
-fn random_entries(rng: &mut StdRng, n: usize, key: impl Fn(&mut StdRng) -> Vec<u8>) -> Vec<(Vec<u8>, SeqNo, In)> {
+fn random_entries(
+    rng: &mut StdRng,
+    n: usize,
+    key: impl Fn(&mut StdRng) -> Vec<u8>,
+) -> Vec<(Vec<u8>, SeqNo, In)> {
     let mut out = Vec::new();
     let mut seq = 1;
     let mut seen = std::collections::HashSet::new();
@@ -202,7 +218,9 @@ fn round_trip_with_versions_pointers_and_deletes() {
             },
         ),
     ] {
-        let path = dir.path().join(format!("{n}-{}.l0", opts.inline_threshold_bytes));
+        let path = dir
+            .path()
+            .join(format!("{n}-{}.l0", opts.inline_threshold_bytes));
         let entries = random_entries(&mut rng, n, |r| {
             let len = r.gen_range(1..24);
             (0..len).map(|_| r.gen_range(b'a'..=b'f')).collect()
@@ -210,13 +228,19 @@ fn round_trip_with_versions_pointers_and_deletes() {
         let (meta, model) = write(&path, entries, opts);
         assert_eq!(meta.entries, model.len() as u64);
         assert_eq!(meta.file_number, 42);
-        let pointers = model.values().filter(|v| matches!(v, Out::Pointer(_))).count();
+        let pointers = model
+            .values()
+            .filter(|v| matches!(v, Out::Pointer(_)))
+            .count();
         assert_eq!(meta.pointer_entries, pointers as u64);
         if let (Some(first), Some(last)) = (model.keys().next(), model.keys().last()) {
             assert_eq!((&meta.smallest, &meta.largest), (&first.0, &last.0));
         }
         let t = L0Table::open(&path).unwrap();
-        assert_eq!((t.entries(), t.file_number(), t.file_size()), (meta.entries, 42, meta.file_size));
+        assert_eq!(
+            (t.entries(), t.file_number(), t.file_size()),
+            (meta.entries, 42, meta.file_size)
+        );
         assert_eq!(t.inline_threshold(), opts.inline_threshold_bytes);
         check_all(&t, &model);
     }
@@ -227,20 +251,40 @@ fn adversarial_keys() {
     let dir = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(11);
     let long_prefix = vec![b'p'; 300];
-    let shapes: Vec<(&str, Box<dyn Fn(&mut StdRng) -> Vec<u8>>)> = vec![
-        ("shared prefix", Box::new(move |r: &mut StdRng| {
-            let mut k = long_prefix.clone();
-            k.extend((0..r.gen_range(0..8)).map(|_| r.gen_range(0..3u8)));
-            k
-        })),
-        ("dense numeric", Box::new(|r: &mut StdRng| r.gen_range(0..3000u64).to_be_bytes().to_vec())),
-        ("sparse", Box::new(|r: &mut StdRng| (r.gen::<u64>() >> r.gen_range(0..64)).to_be_bytes().to_vec())),
-        ("tiny with empty", Box::new(|r: &mut StdRng| (0..r.gen_range(0..2)).map(|_| r.gen()).collect())),
-        ("very long", Box::new(|r: &mut StdRng| {
-            let mut k = vec![0xAB; 5000 + r.gen_range(0..3)];
-            k.push(r.gen());
-            k
-        })),
+    type KeyGen = Box<dyn Fn(&mut StdRng) -> Vec<u8>>;
+    let shapes: Vec<(&str, KeyGen)> = vec![
+        (
+            "shared prefix",
+            Box::new(move |r: &mut StdRng| {
+                let mut k = long_prefix.clone();
+                k.extend((0..r.gen_range(0..8)).map(|_| r.gen_range(0..3u8)));
+                k
+            }),
+        ),
+        (
+            "dense numeric",
+            Box::new(|r: &mut StdRng| r.gen_range(0..3000u64).to_be_bytes().to_vec()),
+        ),
+        (
+            "sparse",
+            Box::new(|r: &mut StdRng| {
+                (r.gen::<u64>() >> r.gen_range(0..64))
+                    .to_be_bytes()
+                    .to_vec()
+            }),
+        ),
+        (
+            "tiny with empty",
+            Box::new(|r: &mut StdRng| (0..r.gen_range(0..2)).map(|_| r.gen()).collect()),
+        ),
+        (
+            "very long",
+            Box::new(|r: &mut StdRng| {
+                let mut k = vec![0xAB; 5000 + r.gen_range(0..3)];
+                k.push(r.gen());
+                k
+            }),
+        ),
     ];
     for (name, key) in shapes {
         let n = if name == "tiny with empty" { 200 } else { 600 };
@@ -256,32 +300,64 @@ fn adversarial_keys() {
         let t = L0Table::open(&path).unwrap();
         check_all(&t, &model);
         if name == "tiny with empty" {
-            assert_eq!(table_get(&t, b"", 1 << 40).unwrap().map(|e| e.2), Some(Out::Inline(b"empty".to_vec())));
-            assert_eq!(table_get(&t, b"", 1 << 42).unwrap().map(|e| e.1), Some(ValueKind::Delete));
+            assert_eq!(
+                table_get(&t, b"", 1 << 40).unwrap().map(|e| e.2),
+                Some(Out::Inline(b"empty".to_vec()))
+            );
+            assert_eq!(
+                table_get(&t, b"", 1 << 42).unwrap().map(|e| e.1),
+                Some(ValueKind::Delete)
+            );
             assert_eq!(table_get(&t, b"", 1).unwrap(), None);
         }
     }
 }
 
 #[test]
+fn iterator_is_send() {
+    fn send<T: Send>() {}
+    send::<L0TableIter>();
+    send::<Arc<L0Table>>();
+}
+
+#[test]
 fn writer_rejects_bad_input() {
     let dir = tempfile::tempdir().unwrap();
-    let mut w = L0TableWriter::create(&dir.path().join("t.l0"), 1, L0TableOptions::default()).unwrap();
+    let mut w =
+        L0TableWriter::create(&dir.path().join("t.l0"), 1, L0TableOptions::default()).unwrap();
     let k = |uk: &[u8], seq, kind| make_internal_key(uk, seq, kind);
-    w.add(&k(b"b", 5, ValueKind::Value), L0Value::Inline(b"x")).unwrap();
+    w.add(&k(b"b", 5, ValueKind::Value), L0Value::Inline(b"x"))
+        .unwrap();
     // Out of order, equal, not an internal key.
-    assert!(w.add(&k(b"a", 9, ValueKind::Value), L0Value::Inline(b"x")).is_err());
-    assert!(w.add(&k(b"b", 5, ValueKind::Value), L0Value::Inline(b"x")).is_err());
+    assert!(w
+        .add(&k(b"a", 9, ValueKind::Value), L0Value::Inline(b"x"))
+        .is_err());
+    assert!(w
+        .add(&k(b"b", 5, ValueKind::Value), L0Value::Inline(b"x"))
+        .is_err());
     assert!(w.add(b"short", L0Value::Inline(b"x")).is_err());
     // Kinds and values that do not go together.
-    assert!(w.add(&k(b"c", 1, ValueKind::Delete), L0Value::Inline(b"x")).is_err());
-    assert!(w.add(&k(b"c", 1, ValueKind::Value), L0Value::Pointer(ptr(1))).is_err());
-    assert!(w.add(&k(b"c", 1, ValueKind::Pointer), L0Value::Inline(b"junk")).is_err());
+    assert!(w
+        .add(&k(b"c", 1, ValueKind::Delete), L0Value::Inline(b"x"))
+        .is_err());
+    assert!(w
+        .add(&k(b"c", 1, ValueKind::Value), L0Value::Pointer(ptr(1)))
+        .is_err());
+    assert!(w
+        .add(&k(b"c", 1, ValueKind::Pointer), L0Value::Inline(b"junk"))
+        .is_err());
     // An SSTable's pointer entry as it is.
-    w.add(&k(b"c", 1, ValueKind::Pointer), L0Value::Inline(&ptr(3).to_vec())).unwrap();
+    w.add(
+        &k(b"c", 1, ValueKind::Pointer),
+        L0Value::Inline(&ptr(3).to_vec()),
+    )
+    .unwrap();
     w.finish().unwrap();
     let t = L0Table::open(&dir.path().join("t.l0")).unwrap();
-    assert_eq!(t.get(b"c", 9).unwrap().unwrap().value, L0ValueRef::Pointer(ptr(3)));
+    assert_eq!(
+        t.get(b"c", 9).unwrap().unwrap().value,
+        L0ValueRef::Pointer(ptr(3))
+    );
     let mut it = t.iter();
     it.seek(&seek_key(b"c", 9));
     assert_eq!(it.value(), ptr(3).to_vec().as_slice());
@@ -307,7 +383,10 @@ fn corruption_subject(dir: &Path) -> (Vec<u8>, BTreeMap<IKey, Out>) {
 fn every_flipped_byte_is_reported_not_returned() {
     let dir = tempfile::tempdir().unwrap();
     let (good, model) = corruption_subject(dir.path());
-    let want: Vec<(Vec<u8>, Out)> = model.iter().map(|(k, v)| (k.0.clone(), v.clone())).collect();
+    let want: Vec<(Vec<u8>, Out)> = model
+        .iter()
+        .map(|(k, v)| (k.0.clone(), v.clone()))
+        .collect();
     let sb = format::SuperBlock::decode(&good, Path::new("x")).unwrap();
     let class = |off: usize| match off as u64 {
         o if o < SUPER_LEN as u64 => 0,
@@ -330,7 +409,11 @@ fn every_flipped_byte_is_reported_not_returned() {
             }
             Ok(t) => t,
         };
-        assert!(class(off) == 1, "offset {off} (class {}) opened", class(off));
+        assert!(
+            class(off) == 1,
+            "offset {off} (class {}) opened",
+            class(off)
+        );
         // Reads that touch the damaged block fail; others are right.
         for (k, _) in model.iter().step_by(5) {
             let p = parse_internal_key(&k.0).unwrap();
@@ -343,11 +426,17 @@ fn every_flipped_byte_is_reported_not_returned() {
         it.seek_to_first();
         let mut n = 0;
         while it.valid() {
-            assert_eq!((it.key(), out_of(it.value_ref())), (want[n].0.as_slice(), want[n].1.clone()), "offset {off}");
+            assert_eq!(
+                (it.key(), out_of(it.value_ref())),
+                (want[n].0.as_slice(), want[n].1.clone()),
+                "offset {off}"
+            );
             n += 1;
             it.next();
         }
-        let e = it.status().expect_err(&format!("offset {off}: flip not detected by a full scan"));
+        let e = it
+            .status()
+            .expect_err(&format!("offset {off}: flip not detected by a full scan"));
         assert!(e.is_corruption());
         assert!(t.verify().unwrap_err().is_corruption());
     }
@@ -359,9 +448,20 @@ fn truncated_or_extended_file_is_rejected_at_open() {
     let dir = tempfile::tempdir().unwrap();
     let (good, _) = corruption_subject(dir.path());
     let path = dir.path().join("cut.l0");
-    for len in [0, 1, SUPER_LEN - 1, SUPER_LEN, SUPER_LEN + 1, good.len() / 2, good.len() - 4, good.len() - 1] {
+    for len in [
+        0,
+        1,
+        SUPER_LEN - 1,
+        SUPER_LEN,
+        SUPER_LEN + 1,
+        good.len() / 2,
+        good.len() - 4,
+        good.len() - 1,
+    ] {
         std::fs::write(&path, &good[..len]).unwrap();
-        let e = L0Table::open(&path).err().unwrap_or_else(|| panic!("{len} bytes opened"));
+        let e = L0Table::open(&path)
+            .err()
+            .unwrap_or_else(|| panic!("{len} bytes opened"));
         assert!(e.is_corruption(), "{len}: {e}");
     }
     let mut longer = good.clone();
@@ -371,8 +471,11 @@ fn truncated_or_extended_file_is_rejected_at_open() {
     // A table whose writer never finished has a zero super block.
     let mut w = L0TableWriter::create(&path, 9, L0TableOptions::default()).unwrap();
     for i in 0..100u32 {
-        w.add(&make_internal_key(&i.to_be_bytes(), 1, ValueKind::Value), L0Value::Inline(b"v"))
-            .unwrap();
+        w.add(
+            &make_internal_key(&i.to_be_bytes(), 1, ValueKind::Value),
+            L0Value::Inline(b"v"),
+        )
+        .unwrap();
     }
     drop(w);
     assert!(L0Table::open(&path).err().unwrap().is_corruption());

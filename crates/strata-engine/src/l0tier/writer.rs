@@ -136,11 +136,9 @@ impl L0TableWriter {
                 internal_key.len()
             ))
         })?;
-        if self.entries > 0 && compare_internal(&self.last_key, internal_key) != Ordering::Less
-        {
+        if self.entries > 0 && compare_internal(&self.last_key, internal_key) != Ordering::Less {
             return Err(Error::InvalidArgument(
-                "L0 table entries must be added in strictly increasing internal-key order"
-                    .into(),
+                "L0 table entries must be added in strictly increasing internal-key order".into(),
             ));
         }
         let (kind, stored) = stored_form(parsed.kind, value, self.opts.inline_threshold_bytes)
@@ -150,7 +148,7 @@ impl L0TableWriter {
         key.clear();
         crate::key::encode_internal_key(&mut key, parsed.user_key, parsed.seq, kind);
 
-        let shared = if self.entries % ENTRIES_PER_CHECKPOINT == 0 {
+        let shared = if self.entries.is_multiple_of(ENTRIES_PER_CHECKPOINT) {
             self.checkpoint_keys.push(user_key(&key).to_vec());
             0
         } else {
@@ -170,7 +168,7 @@ impl L0TableWriter {
             }
         };
         let i = self.entries;
-        if i % 8 == 0 {
+        if i.is_multiple_of(8) {
             self.bitmap.push(0);
         }
         if inline {
@@ -181,7 +179,7 @@ impl L0TableWriter {
         }
         self.scratch = std::mem::replace(&mut self.last_key, key);
         self.entries += 1;
-        if self.entries % ENTRIES_PER_BLOCK == 0 {
+        if self.entries.is_multiple_of(ENTRIES_PER_BLOCK) {
             self.flush_block()?;
         }
         Ok(())
