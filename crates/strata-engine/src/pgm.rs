@@ -212,8 +212,13 @@ impl Pgm {
         let mut seg = 0usize;
         for l in (0..self.levels.len()).rev() {
             let level = &self.levels[l];
-            let s = &level[seg.min(level.len() - 1)];
-            let p = s.predict(x);
+            let si = seg.min(level.len() - 1);
+            let mut p = level[si].predict(x);
+            // A key in the gap after a segment's last point must not be extrapolated past
+            // where the next segment starts: the first key >= it is that segment's first.
+            if let Some(next) = level.get(si + 1) {
+                p = p.min(next.intercept);
+            }
             if l == 0 {
                 return clamp_pos(p, self.len);
             }

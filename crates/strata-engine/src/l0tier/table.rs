@@ -24,6 +24,7 @@ use std::cell::Cell;
 use std::cmp::Ordering;
 use std::fs::File;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 /// The version of a user key [`L0Table::get`] found.
@@ -52,6 +53,8 @@ pub struct L0Table {
     /// User-key prefix shared by every checkpoint key.
     prefix: Vec<u8>,
     pgm: Pgm,
+    /// Entry blocks whose checksum reads have checked (statistics; shows the index at work).
+    blocks_checked: AtomicU64,
 }
 
 /// Where a decoded entry's value is.
@@ -92,6 +95,7 @@ impl L0Table {
             block_bounds,
             prefix,
             pgm,
+            blocks_checked: AtomicU64::new(0),
         }))
     }
 
@@ -120,6 +124,12 @@ impl L0Table {
     /// Bytes of the index in memory.
     pub fn index_size_bytes(&self) -> usize {
         self.pgm.size_bytes() + self.block_bounds.len() * 8
+    }
+
+    /// Entry blocks whose checksum reads have checked since open (a lookup checks those of
+    /// the checkpoints its index search compares and those of the group it scans).
+    pub fn blocks_checked(&self) -> u64 {
+        self.blocks_checked.load(AtomicOrdering::Relaxed)
     }
 
     /// The newest version of `user_key` with sequence `<= snapshot_seq` (a tombstone is
@@ -257,6 +267,7 @@ impl L0Table {
 
     /// The entry bytes of block `i` (after its checksum), once the checksum matches.
     fn checked_block(&self, i: u64) -> Result<(usize, usize)> {
+        self.blocks_checked.fetch_add(1, AtomicOrdering::Relaxed);
         let i = i as usize;
         let (start, end) = (
             self.block_bounds[i] as usize,

@@ -314,6 +314,35 @@ fn adversarial_keys() {
 }
 
 #[test]
+fn lookups_check_few_blocks() {
+    // 20,000 entries (2,500 blocks): with epsilon 4 a lookup compares at most ~5 checkpoint
+    // keys and scans one group (plus the next group's first entry).
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.l0");
+    let entries: Vec<(Vec<u8>, SeqNo, In)> = (0..20_000u64)
+        .map(|i| {
+            (
+                format!("key{:08}", i * 37 % 1_000_003).into_bytes(),
+                i + 1,
+                In::Bytes(vec![1; 8]),
+            )
+        })
+        .collect();
+    let (_, model) = write(&path, entries, L0TableOptions::default());
+    let t = L0Table::open(&path).unwrap();
+    for (k, _) in model.iter().step_by(97) {
+        let p = parse_internal_key(&k.0).unwrap();
+        let before = t.blocks_checked();
+        assert_eq!(
+            table_get(&t, p.user_key, p.seq).unwrap(),
+            model_get(&model, p.user_key, p.seq)
+        );
+        let used = t.blocks_checked() - before;
+        assert!(used <= 10, "{used} blocks for one lookup");
+    }
+}
+
+#[test]
 fn iterator_is_send() {
     fn send<T: Send>() {}
     send::<L0TableIter>();

@@ -5,6 +5,8 @@
 //! [`L0TableWriter::finish`], which then writes the super block over the zeros reserved for
 //! it at offset 0 and syncs the file and its directory. Until then the super block is zero,
 //! which no reader accepts, so a table cut short by a crash is refused rather than misread.
+//! A writer that fails or is dropped unfinished leaves its file behind for the caller to
+//! delete (as a flush deletes a table it did not log).
 //!
 //! Files are written through `std::fs`, not [`crate::io::Fs`]: readers map them, and a
 //! mapping needs a real file (the in-memory and fault-injecting file systems cannot back one).
