@@ -375,6 +375,20 @@ mod tests {
     }
 
     #[test]
+    fn a_key_in_a_gap_is_predicted_at_the_next_segment() {
+        // Dense runs with a wide gap between them: a steep segment extrapolated across the
+        // gap would predict far past the answer (the start of the next run).
+        let mut keys: Vec<u64> = (0..2000u64).map(|i| i * i).collect();
+        keys.extend((0..2000u64).map(|i| (1 << 50) + i * 3));
+        let pgm = Pgm::build(&keys, 4);
+        for x in [4_000_000u64, 1 << 30, (1 << 50) - 1] {
+            let want = keys.partition_point(|&k| k < x);
+            let p = pgm.predict(x);
+            assert!(p.abs_diff(want) <= 5, "x {x}: predicted {p}, answer {want}");
+        }
+    }
+
+    #[test]
     fn encode_decode_round_trip() {
         let keys: Vec<u64> = (0..5000u64).map(|i| i * i).collect();
         let pgm = Pgm::build(&keys, 4);
