@@ -343,6 +343,64 @@ fn lookups_check_few_blocks() {
 }
 
 #[test]
+fn iterates_as_an_sstable_of_the_same_entries_does() {
+    // The stand-in property: an SSTable of the stored entries (pointer values as their
+    // encoding) and the L0 table give the same (key, value) sequence, whole and after seeks.
+    use crate::io::{Fs, RealFs};
+    use crate::sst::{ReadParams, Table, TableBuilder, TableOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(5);
+    let entries = random_entries(&mut rng, 400, |r| {
+        (0..r.gen_range(1..12))
+            .map(|_| r.gen_range(b'a'..=b'd'))
+            .collect()
+    });
+    let (_, model) = write(&dir.path().join("t.l0"), entries, L0TableOptions::default());
+    let fs = RealFs::new();
+    let sst_path = dir.path().join("t.sst");
+    let mut b = TableBuilder::new(fs.create(&sst_path).unwrap(), TableOptions::default());
+    for (k, v) in &model {
+        match v {
+            Out::Inline(bytes) => b.add(&k.0, bytes).unwrap(),
+            Out::Pointer(p) => b.add(&k.0, &p.to_vec()).unwrap(),
+        }
+    }
+    b.finish().unwrap();
+    let sst = Table::open(fs.open(&sst_path).unwrap(), 1, None).unwrap();
+    let l0 = L0Table::open(&dir.path().join("t.l0")).unwrap();
+    let mut a = sst.iter(ReadParams::default());
+    let mut c = l0.iter();
+    let mut targets: Vec<Vec<u8>> = model.keys().step_by(7).map(|k| k.0.clone()).collect();
+    targets.push(seek_key(b"", crate::key::MAX_SEQ));
+    targets.push(seek_key(b"zzz", 0));
+    targets.push(seek_key(b"bb", 3));
+    for t in &targets {
+        a.seek(t);
+        c.seek(t);
+        for _ in 0..20 {
+            assert_eq!(a.valid(), c.valid());
+            if !a.valid() {
+                break;
+            }
+            assert_eq!((a.key(), a.value()), (c.key(), c.value()));
+            a.next();
+            c.next();
+        }
+    }
+    a.seek_to_first();
+    c.seek_to_first();
+    while a.valid() {
+        assert!(c.valid());
+        assert_eq!((a.key(), a.value()), (c.key(), c.value()));
+        a.next();
+        c.next();
+    }
+    assert!(!c.valid());
+    a.status().unwrap();
+    c.status().unwrap();
+}
+
+#[test]
 fn iterator_is_send() {
     fn send<T: Send>() {}
     send::<L0TableIter>();
