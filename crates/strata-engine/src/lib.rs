@@ -6,8 +6,9 @@
 //! Recovery: `recovery.rs`, `version/`. All file I/O goes through [`io::Fs`].
 //! Key-value separation (WiscKey): `vlog/` — values at or above
 //! `Options::sep_threshold_bytes` live in the value log, which is then also the WAL; GC in
-//! `vlog/gc.rs`. Protocols and invariants (files and their lifetimes, group commit,
-//! recovery, compaction, value-log GC, io_uring): `docs/design.md`.
+//! `vlog/gc.rs`. The byte-addressable L0 tier's table format (mapped tables with a learned
+//! index; not yet used by flush): `l0tier/`. Protocols and invariants (files and their
+//! lifetimes, group commit, recovery, compaction, value-log GC, io_uring): `docs/design.md`.
 //!
 //! ```no_run
 //! use strata_engine::{Db, Options, ReadOptions};
@@ -25,8 +26,9 @@
 //! ```
 
 // Unsafe code is denied everywhere except `io::uring` (io_uring submission: the kernel writes
-// into buffers the compiler cannot see), which allows it locally with a `// SAFETY:` comment
-// on every block.
+// into buffers the compiler cannot see) and the L0 tier's one `mmap` call
+// (`l0tier::table::map_file`), which allow it locally with a `// SAFETY:` comment on every
+// block.
 #![deny(unsafe_code)]
 
 pub mod batch;
@@ -41,6 +43,7 @@ mod get;
 pub mod io;
 pub mod iter;
 pub mod key;
+pub mod l0tier;
 pub mod log;
 pub mod memtable;
 mod multi_get;

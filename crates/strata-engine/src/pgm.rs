@@ -139,13 +139,86 @@ impl Pgm {
             .sum()
     }
 
+    /// Appends the index as an L0 table stores it (`docs/format/l0-tier.md`, "Index
+    /// section"): epsilon (u32), indexed length (u64), level count (u32), then per level,
+    /// bottom first, its segment count (u32) and segments (key u64, slope f64, intercept
+    /// f64), all little-endian.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(self.epsilon as u32).to_le_bytes());
+        out.extend_from_slice(&(self.len as u64).to_le_bytes());
+        out.extend_from_slice(&(self.levels.len() as u32).to_le_bytes());
+        for level in &self.levels {
+            out.extend_from_slice(&(level.len() as u32).to_le_bytes());
+            for s in level {
+                out.extend_from_slice(&s.key.to_le_bytes());
+                out.extend_from_slice(&s.slope.to_bits().to_le_bytes());
+                out.extend_from_slice(&s.intercept.to_bits().to_le_bytes());
+            }
+        }
+    }
+
+    /// Decodes [`Pgm::encode`]'s bytes, all of `data`; `None` if they are not a well-formed
+    /// index (the caller reports corruption). Checks the shape lookups rely on not to panic
+    /// (no empty level unless nothing is indexed, one segment on top); a model that predicts
+    /// badly only costs speed, since lookups verify against the real keys.
+    pub fn decode(mut data: &[u8]) -> Option<Pgm> {
+        fn take<const N: usize>(data: &mut &[u8]) -> Option<[u8; N]> {
+            let (head, rest) = data.split_first_chunk::<N>()?;
+            *data = rest;
+            Some(*head)
+        }
+        let epsilon = u32::from_le_bytes(take(&mut data)?) as usize;
+        let len = usize::try_from(u64::from_le_bytes(take(&mut data)?)).ok()?;
+        let nlevels = u32::from_le_bytes(take(&mut data)?) as usize;
+        if epsilon == 0 || nlevels == 0 || nlevels > 64 {
+            return None;
+        }
+        let mut levels = Vec::with_capacity(nlevels);
+        for l in 0..nlevels {
+            let n = u32::from_le_bytes(take(&mut data)?) as usize;
+            if n.checked_mul(24)? > data.len() || (n == 0 && (len > 0 || l > 0)) {
+                return None;
+            }
+            let mut level = Vec::with_capacity(n);
+            for _ in 0..n {
+                level.push(Segment {
+                    key: u64::from_le_bytes(take(&mut data)?),
+                    slope: f64::from_bits(u64::from_le_bytes(take(&mut data)?)),
+                    intercept: f64::from_bits(u64::from_le_bytes(take(&mut data)?)),
+                });
+            }
+            levels.push(level);
+        }
+        let top_ok = len == 0 || levels.last().is_some_and(|l| l.len() == 1);
+        (data.is_empty() && top_ok).then_some(Pgm {
+            epsilon,
+            len,
+            levels,
+        })
+    }
+
+    /// Number of positions indexed.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if nothing is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// Predicted position of the first key `>= x` in the data, clamped to `[0, len]`.
     fn predict(&self, x: u64) -> usize {
         let mut seg = 0usize;
         for l in (0..self.levels.len()).rev() {
             let level = &self.levels[l];
-            let s = &level[seg.min(level.len() - 1)];
-            let p = s.predict(x);
+            let si = seg.min(level.len() - 1);
+            let mut p = level[si].predict(x);
+            // A key in the gap after a segment's last point must not be extrapolated past
+            // where the next segment starts: the first key >= it is that segment's first.
+            if let Some(next) = level.get(si + 1) {
+                p = p.min(next.intercept);
+            }
             if l == 0 {
                 return clamp_pos(p, self.len);
             }
@@ -299,6 +372,38 @@ mod tests {
         assert!(mapped.windows(2).all(|w| w[0] <= w[1]), "{mapped:?}");
         assert_eq!(key_to_u64(b"ab", 0), u64::from_be_bytes(*b"ab\0\0\0\0\0\0"));
         assert_eq!(key_to_u64(b"ab", 5), 0);
+    }
+
+    #[test]
+    fn a_key_in_a_gap_is_predicted_at_the_next_segment() {
+        // Dense runs with a wide gap between them: a steep segment extrapolated across the
+        // gap would predict far past the answer (the start of the next run).
+        let mut keys: Vec<u64> = (0..2000u64).map(|i| i * i).collect();
+        keys.extend((0..2000u64).map(|i| (1 << 50) + i * 3));
+        let pgm = Pgm::build(&keys, 4);
+        for x in [4_000_000u64, 1 << 30, (1 << 50) - 1] {
+            let want = keys.partition_point(|&k| k < x);
+            let p = pgm.predict(x);
+            assert!(p.abs_diff(want) <= 5, "x {x}: predicted {p}, answer {want}");
+        }
+    }
+
+    #[test]
+    fn encode_decode_round_trip() {
+        let keys: Vec<u64> = (0..5000u64).map(|i| i * i).collect();
+        let pgm = Pgm::build(&keys, 4);
+        let mut buf = Vec::new();
+        pgm.encode(&mut buf);
+        let back = Pgm::decode(&buf).unwrap();
+        assert_eq!(back.levels, pgm.levels);
+        assert_eq!((back.len(), back.epsilon()), (5000, 4));
+        assert!(Pgm::decode(&buf[..buf.len() - 1]).is_none());
+        let mut longer = buf.clone();
+        longer.push(0);
+        assert!(Pgm::decode(&longer).is_none());
+        let mut empty = Vec::new();
+        Pgm::build(&[], 4).encode(&mut empty);
+        assert_eq!(Pgm::decode(&empty).unwrap().lower_bound_by(7, |_| true), 0);
     }
 
     proptest! {
