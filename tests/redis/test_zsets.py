@@ -422,6 +422,23 @@ def test_bzpop_ignores_other_types_while_blocked(redis_server, strata_server):
         2, [b"k", b"a"], 1, [b"b"], 1, ("+", "OK"), 1, 1, 1, [b"k", b"m", b"7"]]
 
 
+def test_bzpop_waits_in_its_database(redis_server, strata_server):
+    def scenario(s):
+        c, w = s.c, s.client()
+        w.call("SELECT", "1")
+        w.send(["BZPOPMIN", "k", "0"])
+        _wait_blocked(s.port, 1)
+        got = [c.call("ZADD", "k", "1", "a"), _blocked(s.port)]
+        c.call("SELECT", "1")
+        got += [c.call("ZADD", "k", "2", "b"), w.read(), c.call("EXISTS", "k")]
+        c.call("SELECT", "0")
+        got.append(c.call("ZCARD", "k"))
+        return got
+
+    assert _on_both(redis_server, strata_server, scenario) == [
+        1, 1, 1, [b"k", b"b", b"2"], 0, 1]
+
+
 def test_bzpop_timeouts_and_client_unblock(redis_server, strata_server):
     def scenario(s):
         got = []

@@ -29,6 +29,9 @@ fn pop_serve(max: bool, count: u64, nested: bool, proto: Proto) -> ServeFn {
         }
         // A sorted set exists only while it has members: the pop finds at least one.
         let popped = pop(store, db, key, max, count)?.unwrap_or_default();
+        if popped.is_empty() {
+            return Ok(Attempt::Empty);
+        }
         let mut r = ReplyBuf::with_capacity(proto, 64);
         reply_popped(&mut r, key, &popped, nested);
         Ok(Attempt::Served(Served {
