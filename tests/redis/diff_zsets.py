@@ -5,6 +5,10 @@ over the shared key space (so strings and other types give WRONGTYPE paths, and 
 their family is present, feed ZUNION and its kin), plus a few keys of their own for large
 (skiplist-encoded) sets.
 
+The blocking pops (BZPOPMIN, BZPOPMAX, BZMPOP) are generated with timeouts that expire at
+once (1 ms) or are invalid, on keys that may be empty: a run never waits for a write
+(blocking with a write from another client is tested in `test_zsets.py`).
+
 Left out on purpose, because Redis's reply is not determined by the data:
 - BYLEX ranges (ZRANGEBYLEX, ZREVRANGEBYLEX, ZRANGE BYLEX, ZLEXCOUNT, ZREMRANGEBYLEX) on a
   skiplist-encoded set whose scores differ: Redis's skiplist descent assumes equal scores
@@ -34,6 +38,11 @@ WEIGHTS = [b"1", b"2", b"0", b"-1", b"0.5", b"inf", b"-inf", b"3"]
 BIG_KEYS = [b"zbig0", b"zbig1", b"zbig2"]
 LEX_KEY = b"zbiglex"
 LONG_MEMBER = b"L" * 65
+# Blocking pops' timeouts: 1 ms (rounded up from 0.0001 too) or invalid; and keys only
+# sorted-set commands write, so that most of their replies are pops or null arrays.
+TIMEOUTS = [b"0.001", b"0.0001", b"0.002"]
+BAD_TIMEOUTS = [b"-1", b"x", b"nan", b"inf", b"1e100", b"-0.5", b""]
+QUEUE_KEYS = [b"zq0", b"zq1", b"{zq}2"]
 
 
 def member(gen):
@@ -268,6 +277,45 @@ def g_zmpop(gen):
     return op(args)
 
 
+def timeout(gen):
+    """Never 0, which would wait for ever on an empty key."""
+    r = gen.r
+    return r.choice(BAD_TIMEOUTS) if r.random() < 0.1 else r.choice(TIMEOUTS)
+
+
+def qkey(gen):
+    return gen.r.choice(QUEUE_KEYS) if gen.r.random() < 0.7 else zkey(gen)
+
+
+def g_zadd_queue(gen):
+    """Feeds the blocking pops' keys."""
+    r = gen.r
+    args = [b"ZADD", r.choice(QUEUE_KEYS)]
+    for _ in range(r.choice([1, 1, 2, 3])):
+        args += [score(gen, 0), member(gen)]
+    return op(args)
+
+
+def g_bzpop(gen):
+    """BZPOPMIN and BZPOPMAX with timeouts that expire at once or are invalid: a pop, a
+    null array or an error."""
+    r = gen.r
+    keys = [qkey(gen) for _ in range(r.choice([1, 1, 2, 3]))]
+    return op([gen.name(r.choice(["BZPOPMIN", "BZPOPMAX"]))] + keys + [timeout(gen)])
+
+
+def g_bzmpop(gen):
+    r = gen.r
+    keys = [qkey(gen) for _ in range(r.choice([1, 1, 2, 3]))]
+    n = str(len(keys)).encode() if r.random() < 0.95 else r.choice([b"0", b"-1", b"5"])
+    args = [gen.name("BZMPOP"), timeout(gen), n] + keys
+    if r.random() < 0.97:
+        args.append(gen.name(r.choice(["MIN", "MAX", "MIN", "MAX", "MID"])))
+    if r.random() < 0.5:
+        args += [gen.name("COUNT"), r.choice([b"1", b"2", b"5", b"0", b"-1", b"x"])]
+    return op(args)
+
+
 def g_setop(gen):
     r = gen.r
     cmd = r.choice(["ZUNION", "ZINTER", "ZDIFF", "ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE",
@@ -405,6 +453,9 @@ GENERATORS = {
     "ZREMRANGE": (1.5, g_zremrange),
     "ZPOP": (1.5, g_zpop),
     "ZMPOP": (1, g_zmpop),
+    "ZADDQUEUE": (1, g_zadd_queue),
+    "BZPOP": (1.2, g_bzpop),
+    "BZMPOP": (0.8, g_bzmpop),
     "ZSETOP": (3, g_setop),
     "ZRANDMEMBER": (1, g_zrandmember),
     "ZSCAN": (1, g_zscan),

@@ -1,5 +1,5 @@
-//! Clients blocked on keys (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP; any later blocking
-//! pop, such as BZPOPMIN, through the same registry): `docs/design.md` §13.8.
+//! Clients blocked on keys (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP in `cmd/lists.rs`;
+//! BZPOPMIN, BZPOPMAX, BZMPOP in `cmd/zblocking.rs`): `docs/design.md` §13.8.
 //!
 //! **Blocking.** A blocking command runs on its connection's thread (`exec::route`) under its
 //! keys' stripes. Finding nothing to pop, it registers a [`Waiter`] for each of its keys, in

@@ -464,6 +464,17 @@ fn server_commands() {
             V::Simple("@fast".into())
         ])
     );
+    let V::Array(bz) = &c.q(&["COMMAND", "INFO", "bzpopmin"]) else {
+        panic!()
+    };
+    let V::Array(bz) = &bz[0] else { panic!() };
+    assert_eq!(&bz[1..2], &[int(-3)]);
+    assert_eq!(&bz[3..6], &[int(1), int(-2), int(1)]);
+    let cats = ["@write", "@sortedset", "@fast", "@blocking"];
+    assert_eq!(
+        bz[6],
+        V::Array(cats.iter().map(|c| V::Simple(c.to_string())).collect())
+    );
     let V::Array(cg) = &info[2] else { panic!() };
     assert_eq!(cg[0], V::bulk("config|get"));
     let V::Array(mset) = &c.q(&["COMMAND", "INFO", "mset"]) else {

@@ -378,6 +378,12 @@ pub static SYNTAX: &[(&str, &str)] = &[
         "zmpop",
         "numkeys:integer key:key* where:oneof(MIN MAX) count:integer=COUNT?",
     ),
+    ("bzpopmin", "key:key* timeout:double"),
+    ("bzpopmax", "key:key* timeout:double"),
+    (
+        "bzmpop",
+        "timeout:double numkeys:integer key:key* where:oneof(MIN MAX) count:integer=COUNT?",
+    ),
     ("zremrangebyrank", "key:key start:integer stop:integer"),
     ("zremrangebyscore", "key:key min:double max:double"),
     ("zremrangebylex", "key:key min:string max:string"),

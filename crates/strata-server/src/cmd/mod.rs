@@ -20,6 +20,7 @@ mod save;
 mod server;
 mod sets;
 mod strings;
+mod zblocking;
 mod zsetops;
 pub mod zsets;
 

@@ -2,15 +2,16 @@
 //! ZREM, ZCARD, ZCOUNT, ZLEXCOUNT, ZSCORE, ZMSCORE, ZRANK, ZREVRANK, the ZRANGE family
 //! (ZRANGE, ZREVRANGE, ZRANGEBYSCORE, ZREVRANGEBYSCORE, ZRANGEBYLEX, ZREVRANGEBYLEX,
 //! ZRANGESTORE), ZPOPMIN, ZPOPMAX, ZMPOP, ZREMRANGEBYRANK/SCORE/LEX, ZSCAN. The multi-key
-//! set operations and ZRANDMEMBER are in `zsetops.rs`.
+//! set operations and ZRANDMEMBER are in `zsetops.rs`, the blocking pops (BZPOPMIN,
+//! BZPOPMAX, BZMPOP) in `zblocking.rs`.
 //!
 //! Every command reads and writes through the `Store` under its keys' stripes (on a worker
 //! they are held for it), with all its writes in one `Writes`.
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::flag::*;
-use super::{zsetops, Args, CmdError, CmdResult, Ctx, Spec, ERR_WRONGTYPE};
-use crate::protocol::reply::Proto;
+use super::{zblocking, zsetops, Args, CmdError, CmdResult, Ctx, Spec, ERR_WRONGTYPE};
+use crate::protocol::reply::{Proto, ReplyBuf};
 use crate::store::{Meta, RType, Store, Writes};
 use crate::zset::{self, Entry, Lex, LexRange, Limits, Loc, ScoreRange};
 use bytes::Bytes;
@@ -53,6 +54,10 @@ pub static COMMANDS: &[Spec] = &[
     zset_cmd!("zpopmin", -2, WRITE | FAST, (1, 1, 1), "5.0.0", "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", zpopmin),
     zset_cmd!("zpopmax", -2, WRITE | FAST, (1, 1, 1), "5.0.0", "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", zpopmax),
     zset_cmd!("zmpop", -4, WRITE, (0, 0, 0), "7.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped.", zmpop),
+    zset_cmd!("bzpopmin", -3, WRITE | NOSCRIPT | BLOCKING | FAST, (1, -2, 1), "5.0.0", "Remove and return the member with the lowest score from one or more sorted sets, or block until one is available", zblocking::bzpopmin),
+    zset_cmd!("bzpopmax", -3, WRITE | NOSCRIPT | BLOCKING | FAST, (1, -2, 1), "5.0.0", "Remove and return the member with the highest score from one or more sorted sets, or block until one is available", zblocking::bzpopmax),
+    // Movable keys (after numkeys), as ZMPOP: it runs on the connection's thread.
+    zset_cmd!("bzmpop", -5, WRITE | BLOCKING, (0, 0, 0), "7.0.0", "Remove and return members with scores in a sorted set or block until one is available", zblocking::bzmpop),
     zset_cmd!("zremrangebyrank", 4, WRITE, (1, 1, 1), "2.0.0", "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed.", zremrangebyrank),
     zset_cmd!("zremrangebyscore", 4, WRITE, (1, 1, 1), "1.2.0", "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed.", zremrangebyscore),
     zset_cmd!("zremrangebylex", 4, WRITE, (1, 1, 1), "2.8.9", "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed.", zremrangebylex),
@@ -789,8 +794,9 @@ fn positive(b: &[u8], msg: &str) -> Result<u64, CmdError> {
         .ok_or_else(|| CmdError::reply(format!("ERR {msg}")))
 }
 
-fn zmpop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
-    let all: Vec<Bytes> = args.rest().to_vec();
+/// ZMPOP's and BZMPOP's arguments from numkeys on (Redis's `zmpopGenericCommand` order):
+/// the keys, MAX (else MIN) and the count.
+pub(super) fn parse_mpop(all: &[Bytes]) -> Result<(&[Bytes], bool, u64), CmdError> {
     let numkeys = positive(&all[0], "numkeys should be greater than 0")?;
     let where_idx = usize::try_from(numkeys)
         .ok()
@@ -812,24 +818,56 @@ fn zmpop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             return Err(CmdError::reply(ERR_SYNTAX));
         }
     }
-    let keys = &all[1..where_idx];
+    Ok((&all[1..where_idx], max, count.unwrap_or(1)))
+}
+
+/// Pops from the first of `keys` (locked) that exists: its key and members. `WRONGTYPE`
+/// for a key of another type met before it.
+pub(super) fn pop_first(
+    store: &Store,
+    db: u8,
+    keys: &[Bytes],
+    max: bool,
+    count: u64,
+) -> Result<Option<(Bytes, Vec<Entry>)>, CmdError> {
+    for k in keys {
+        if let Some(popped) = pop(store, db, k, max, count)? {
+            return Ok(Some((k.clone(), popped)));
+        }
+    }
+    Ok(None)
+}
+
+/// The reply of ZMPOP and BZMPOP, `[key, [[member, score], ...]]`; with `!nested` that of
+/// BZPOPMIN and BZPOPMAX, `[key, member, score, ...]`.
+pub(super) fn reply_popped(r: &mut ReplyBuf, key: &[u8], popped: &[Entry], nested: bool) {
+    if nested {
+        r.array(2);
+        r.bulk(key);
+        r.array(popped.len());
+    } else {
+        r.array(1 + popped.len() * 2);
+        r.bulk(key);
+    }
+    for (m, s) in popped {
+        if nested {
+            r.array(2);
+        }
+        r.bulk(m);
+        r.double(*s);
+    }
+}
+
+fn zmpop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let all: Vec<Bytes> = args.rest().to_vec();
+    let (keys, max, count) = parse_mpop(&all)?;
     let db = ctx.conn.db;
     let store = &ctx.shared.store;
     let _g = store.lock(db, keys);
-    for k in keys {
-        if let Some(popped) = pop(store, db, k, max, count.unwrap_or(1))? {
-            ctx.reply.array(2);
-            ctx.reply.bulk(k);
-            ctx.reply.array(popped.len());
-            for (m, s) in &popped {
-                ctx.reply.array(2);
-                ctx.reply.bulk(m);
-                ctx.reply.double(*s);
-            }
-            return Ok(());
-        }
+    match pop_first(store, db, keys, max, count)? {
+        Some((k, popped)) => reply_popped(ctx.reply, &k, &popped, true),
+        None => ctx.reply.null_array(),
     }
-    ctx.reply.null_array();
     Ok(())
 }
 
