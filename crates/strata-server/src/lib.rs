@@ -29,6 +29,7 @@
 
 #![forbid(unsafe_code)]
 
+mod access;
 mod blocking;
 mod clients;
 mod cmd;
