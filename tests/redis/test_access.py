@@ -25,6 +25,7 @@ def both(redis_server, strata_server):
         for c in cs:
             c.call("CONFIG", "SET", "maxmemory-policy", "noeviction")
             c.call("CONFIG", "SET", "lfu-log-factor", "10")
+            c.call("CONFIG", "SET", "lfu-decay-time", "1")
             c.close()
 
 
@@ -35,9 +36,15 @@ def same(cs, *args):
     return replies[0]
 
 
-def test_config_defaults(both):
+def test_config_defaults_and_bounds(both):
     for name in ("lfu-log-factor", "lfu-decay-time"):
         same(both, "CONFIG", "GET", name)
+        for bad in ("-1", "2147483648", "x"):
+            assert isinstance(same(both, "CONFIG", "SET", name, bad), Error)
+        same(both, "CONFIG", "SET", name, "2147483647")
+        same(both, "CONFIG", "GET", name)
+    same(both, "CONFIG", "SET", "lfu-log-factor", "10")
+    same(both, "CONFIG", "SET", "lfu-decay-time", "1")
 
 
 def test_freq_of_new_key_first_access_and_growth(both):
