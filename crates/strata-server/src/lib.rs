@@ -30,6 +30,7 @@
 
 #![forbid(unsafe_code)]
 
+mod access;
 mod blocking;
 pub mod check;
 mod clients;

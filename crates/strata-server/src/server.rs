@@ -136,6 +136,7 @@ impl Shared {
             self.store.db().set_hot_bytes(c.hot_memory_bytes);
         }
         self.slowlog.trim(c.slowlog_max_len);
+        set_lfu_params(&self.store, &c);
         *self.config.write() = c;
     }
 
@@ -337,6 +338,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
     let unix_path = config.unixsocket.clone();
     let (stop, _) = watch::channel(false);
     let store = Store::open(db, config.appendfsync == AppendFsync::Always)?;
+    set_lfu_params(&store, &config);
     let shared = Arc::new_cyclic(|me| Shared {
         store,
         pubsub: crate::pubsub::PubSub::default(),
@@ -677,4 +679,17 @@ async fn unix_accept_loop(shared: Arc<Shared>, listener: tokio::net::UnixListene
         let info = shared.register_client(path.clone(), path.clone(), raw_fd(&sock), true);
         tokio::spawn(conn::serve(shared.clone(), sock, info));
     }
+}
+
+/// Hands `lfu-log-factor` and `lfu-decay-time` to the access table (read on every access,
+/// so not through the configuration's lock).
+fn set_lfu_params(store: &Store, c: &Config) {
+    let int = |name: &str, default: u32| {
+        c.get(name)
+            .and_then(|v| v.parse::<i64>().ok())
+            .map_or(default, |v| v.clamp(0, i64::from(u32::MAX)) as u32)
+    };
+    store
+        .access
+        .set_params(int("lfu-log-factor", 10), int("lfu-decay-time", 1));
 }

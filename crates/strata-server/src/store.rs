@@ -26,6 +26,7 @@
 //! which is harmless: the cycle re-reads a record before it deletes it), while the writer
 //! holds the key's stripe or runs on the key's worker.
 
+use crate::access::AccessTable;
 use crate::expire::{Due, ExpiryIndex};
 use crate::keys::{db_range, meta_key, user_key_of_meta, SERVER_PREFIX};
 use crate::txn::{merge_scan, FrontTxn};
@@ -409,6 +410,8 @@ pub struct Store {
     pub waited: WaitedKeys,
     /// The keys clients WATCH, flagged by every write (`watch.rs`).
     pub watches: Watches,
+    /// Last access and access counter of keys (OBJECT FREQ, IDLETIME; `access.rs`).
+    pub access: AccessTable,
 }
 
 /// Stripe locks held exclusively for the duration of one command.
@@ -488,6 +491,7 @@ impl Store {
                 )))
             }
         }
+        let hot_bytes = db.hot_stats().map_or(0, |h| h.capacity_bytes);
         let store = Store {
             db,
             stripes: (0..STRIPES).map(|_| Arc::new(RwLock::new(()))).collect(),
@@ -499,6 +503,7 @@ impl Store {
             expires: ExpiryIndex::default(),
             waited: WaitedKeys::default(),
             watches: Watches::default(),
+            access: AccessTable::new(hot_bytes),
         };
         store.rebuild_expiry_index()?;
         Ok(store)
@@ -541,8 +546,14 @@ impl Store {
     /// Updates the expiry index after a successful write of `key` (`None`: deleted).
     fn note_write(&self, db: u8, key: &[u8], meta: Option<&Meta>) {
         match meta {
-            Some(m) => self.expires.set(db, key, m.expire_ms),
-            None => self.expires.remove(db, key),
+            Some(m) => {
+                self.expires.set(db, key, m.expire_ms);
+                self.access.written(db, key, now_ms());
+            }
+            None => {
+                self.expires.remove(db, key);
+                self.access.forget(db, key);
+            }
         }
         self.note_touched(db, key, meta.is_none());
         self.note_ready(db, key);
@@ -585,6 +596,7 @@ impl Store {
         if m.expired_at(now_ms()) {
             self.db.delete_opt(&self.wo(), &mk)?;
             self.expires.remove(db, key);
+            self.access.forget(db, key);
             self.note_touched(db, key, true);
             self.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
             return Ok(Due::Deleted);
@@ -940,18 +952,33 @@ impl Store {
     }
 
     /// The live metadata of `key` (the caller holds its stripe). An expired key is deleted
-    /// and reads as absent, as Redis's lazy expiry.
+    /// and reads as absent, as Redis's lazy expiry. A key found counts as accessed (Redis's
+    /// `lookupKey`: OBJECT FREQ and IDLETIME).
     pub fn get(&self, db: u8, key: &[u8]) -> Result<Option<Meta>> {
+        self.get_with(db, key, true)
+    }
+
+    /// [`Store::get`] without counting an access (Redis's `LOOKUP_NOTOUCH`: OBJECT, TYPE,
+    /// EXISTS, TTL, MEMORY USAGE).
+    pub fn peek(&self, db: u8, key: &[u8]) -> Result<Option<Meta>> {
+        self.get_with(db, key, false)
+    }
+
+    fn get_with(&self, db: u8, key: &[u8], touch: bool) -> Result<Option<Meta>> {
         let mk = meta_key(db, key);
         let Some(raw) = self.raw_get(&mk)? else {
             return Ok(None);
         };
         let meta = Meta::decode(&raw).ok_or_else(|| corrupt(key))?;
-        if meta.expired_at(now_ms()) {
+        let now = now_ms();
+        if meta.expired_at(now) {
             self.raw_delete(&mk)?;
             self.note_write(db, key, None);
             self.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
             return Ok(None);
+        }
+        if touch {
+            self.access.touch(db, key, now);
         }
         Ok(Some(meta))
     }
@@ -967,7 +994,16 @@ impl Store {
 
     /// Like [`Store::get`], counting a keyspace hit or miss.
     pub fn lookup_read(&self, db: u8, key: &[u8]) -> Result<Option<Meta>> {
-        let m = self.get(db, key)?;
+        self.lookup_read_with(db, key, true)
+    }
+
+    /// Like [`Store::peek`], counting a keyspace hit or miss (EXISTS, TTL).
+    pub fn peek_read(&self, db: u8, key: &[u8]) -> Result<Option<Meta>> {
+        self.lookup_read_with(db, key, false)
+    }
+
+    fn lookup_read_with(&self, db: u8, key: &[u8], touch: bool) -> Result<Option<Meta>> {
+        let m = self.get_with(db, key, touch)?;
         let c = if m.is_some() {
             &self.stats.hits
         } else {
@@ -989,6 +1025,9 @@ impl Store {
                 None => None,
             };
             let m = m.filter(|m| !m.expired_at(now));
+            if m.is_some() {
+                self.access.touch(db, k, now);
+            }
             let c = if m.is_some() {
                 &self.stats.hits
             } else {

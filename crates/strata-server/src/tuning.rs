@@ -3,7 +3,8 @@
 //! and deployment tools set and read them (`CONFIG SET maxmemory-policy ...`, a redis.conf
 //! copied over), so they are accepted, validated as Redis validates their type, stored and
 //! read back as set, with Redis 7.0's defaults (from a real `redis-server`'s
-//! `CONFIG GET *`); nothing else reads them.
+//! `CONFIG GET *`); nothing else reads them, but for `lfu-log-factor` and `lfu-decay-time`
+//! (the access counters of OBJECT FREQ, `access.rs`).
 
 use crate::config::parse_memory;
 
@@ -12,6 +13,8 @@ use crate::config::parse_memory;
 pub enum Kind {
     /// An integer, read back as given.
     Int,
+    /// An integer within bounds (inclusive), read back as given.
+    Range(i64, i64),
     /// A memory size with an optional unit, read back in bytes.
     Mem,
     /// `yes` or `no`.
@@ -111,8 +114,8 @@ pub static TUNING: &[Tuning] = &[
     t("lazyfree-lazy-server-del", "no", Bool),
     t("lazyfree-lazy-user-del", "no", Bool),
     t("lazyfree-lazy-user-flush", "no", Bool),
-    t("lfu-decay-time", "1", Int),
-    t("lfu-log-factor", "10", Int),
+    t("lfu-decay-time", "1", Range(0, i32::MAX as i64)),
+    t("lfu-log-factor", "10", Range(0, i32::MAX as i64)),
     t("list-compress-depth", "0", Int),
     a("list-max-listpack-size", "list-max-ziplist-size", "-2", Int),
     t("logfile", "", Str),
@@ -175,6 +178,13 @@ pub fn normalize(t: &Tuning, value: &str) -> Result<String, String> {
             .parse::<i64>()
             .map(|n| n.to_string())
             .map_err(|_| "argument couldn't be parsed into an integer".to_string()),
+        Range(min, max) => match value.parse::<i64>() {
+            Ok(n) if (min..=max).contains(&n) => Ok(n.to_string()),
+            Ok(_) => Err(format!(
+                "argument must be between {min} and {max} inclusive"
+            )),
+            Err(_) => Err("argument couldn't be parsed into an integer".to_string()),
+        },
         Mem => parse_memory(value)
             .map(|n| n.to_string())
             .ok_or_else(|| "argument must be a memory value".to_string()),

@@ -214,7 +214,7 @@ impl HotTier {
         }
     }
 
-    /// Whether `key` is cached now (for OBJECT FREQ and tests; not a hit or miss).
+    /// Whether `key` is cached now (for tests; not a hit or miss).
     pub fn contains(&self, key: &[u8]) -> bool {
         self.cache.contains_key(key)
     }

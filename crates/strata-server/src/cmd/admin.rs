@@ -4,7 +4,7 @@ use super::args::ERR_SYNTAX;
 use super::flag::*;
 use super::{reply_help, Args, CmdError, CmdResult, Ctx, Spec};
 use crate::protocol::parse::parse_i64;
-use crate::store::{Meta, RType};
+use crate::store::{now_ms, Meta, RType};
 
 macro_rules! admin_cmd {
     ($name:literal, $arity:expr, $flags:expr, $keys:expr, $group:literal, $since:literal,
@@ -310,7 +310,7 @@ fn memory_usage(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     }
     let (db, store) = (ctx.conn.db, &ctx.shared.store);
     let _g = store.lock(db, &[&key]);
-    match store.get(db, &key)? {
+    match store.peek(db, &key)? {
         Some(m) => {
             let n = usage_of(ctx, &key, &m, samples)?;
             ctx.reply.int(n as i64)
@@ -362,11 +362,26 @@ fn object_lookup(ctx: &mut Ctx<'_>, args: &mut Args) -> Result<Option<Meta>, Cmd
     let key = args.next_bytes()?;
     let (db, store) = (ctx.conn.db, &ctx.shared.store);
     let _g = store.lock(db, &[&key]);
-    let m = store.get(db, &key)?;
+    let m = store.peek(db, &key)?;
     if m.is_none() {
         ctx.reply.null();
     }
     Ok(m)
+}
+
+/// OBJECT FREQ and IDLETIME: the key's access state, or a null reply.
+fn object_access(
+    ctx: &mut Ctx<'_>,
+    args: &mut Args,
+) -> Result<Option<crate::access::Access>, CmdError> {
+    let key = args.next_bytes()?;
+    let (db, store) = (ctx.conn.db, &ctx.shared.store);
+    let _g = store.lock(db, &[&key]);
+    if store.peek(db, &key)?.is_none() {
+        ctx.reply.null();
+        return Ok(None);
+    }
+    Ok(Some(store.access.get(db, &key, now_ms())))
 }
 
 fn object_encoding(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
@@ -390,10 +405,10 @@ fn maxmemory_policy(ctx: &Ctx<'_>) -> String {
         .unwrap_or_default()
 }
 
-/// OBJECT FREQ: Redis's error unless an LFU policy is set; with one, 0 (access frequency is
-/// not tracked here yet).
+/// OBJECT FREQ: Redis's error unless an LFU policy is set; with one, the key's logarithmic
+/// access counter after the decay due now (`access.rs`).
 fn object_freq(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
-    if object_lookup(ctx, args)?.is_some() {
+    if let Some(a) = object_access(ctx, args)? {
         if !maxmemory_policy(ctx).ends_with("-lfu") {
             return Err(CmdError::reply(
                 "ERR An LFU maxmemory policy is not selected, access frequency not tracked. \
@@ -401,15 +416,15 @@ fn object_freq(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
                  will take some time to adjust.",
             ));
         }
-        ctx.reply.int(0);
+        ctx.reply.int(i64::from(a.freq));
     }
     Ok(())
 }
 
-/// OBJECT IDLETIME: 0 (access times are not tracked here yet); Redis's error under an LFU
-/// policy.
+/// OBJECT IDLETIME: seconds since the key's last access (`access.rs`); Redis's error under
+/// an LFU policy.
 fn object_idletime(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
-    if object_lookup(ctx, args)?.is_some() {
+    if let Some(a) = object_access(ctx, args)? {
         if maxmemory_policy(ctx).ends_with("-lfu") {
             return Err(CmdError::reply(
                 "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note \
@@ -417,7 +432,7 @@ fn object_idletime(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
                  some time to adjust.",
             ));
         }
-        ctx.reply.int(0);
+        ctx.reply.int(a.idle_secs as i64);
     }
     Ok(())
 }

@@ -230,11 +230,21 @@ fn del(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 }
 
 fn exists(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    count_existing(ctx, args, false)
+}
+
+/// EXISTS and TOUCH: the number of keys that exist; TOUCH counts them as accessed.
+fn count_existing(ctx: &mut Ctx<'_>, args: &mut Args, touch: bool) -> CmdResult {
     let (db, store) = (ctx.conn.db, &ctx.shared.store);
     let mut n = 0;
     for k in args.rest() {
         let _g = store.lock(db, &[k]);
-        if store.lookup_read(db, k)?.is_some() {
+        let m = if touch {
+            store.lookup_read(db, k)?
+        } else {
+            store.peek_read(db, k)?
+        };
+        if m.is_some() {
             n += 1;
         }
     }
@@ -246,7 +256,7 @@ fn type_(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let (db, store) = (ctx.conn.db, &ctx.shared.store);
     let _g = store.lock(db, &[&key]);
-    let m = store.get(db, &key)?;
+    let m = store.peek(db, &key)?;
     ctx.reply.simple(m.map_or("none", |m| m.rtype.name()));
     Ok(())
 }
@@ -348,7 +358,7 @@ fn ttl_ms(ctx: &mut Ctx<'_>, args: &mut Args) -> Result<(Option<Meta>, i64), Cmd
     let key = args.next_bytes()?;
     let (db, store) = (ctx.conn.db, &ctx.shared.store);
     let _g = store.lock(db, &[&key]);
-    let m = store.lookup_read(db, &key)?;
+    let m = store.peek_read(db, &key)?;
     let t = match &m {
         None => -2,
         Some(m) if m.expire_ms == 0 => -1,
@@ -412,7 +422,7 @@ fn expiretime_generic(ctx: &mut Ctx<'_>, args: &mut Args, ms: bool) -> CmdResult
     let key = args.next_bytes()?;
     let (db, store) = (ctx.conn.db, &ctx.shared.store);
     let _g = store.lock(db, &[&key]);
-    let out = match store.lookup_read(db, &key)? {
+    let out = match store.peek_read(db, &key)? {
         None => -2,
         Some(m) if m.expire_ms == 0 => -1,
         Some(m) if ms => m.expire_ms as i64,
@@ -435,7 +445,7 @@ fn pexpiretime(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 /// TOUCH: the number of the given keys that exist (repeats counted, as Redis). There is no
 /// access time to update: no eviction policy reads one.
 fn touch(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
-    exists(ctx, args)
+    count_existing(ctx, args, true)
 }
 
 fn randomkey(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
@@ -483,7 +493,9 @@ fn rename_generic(ctx: &mut Ctx<'_>, args: &mut Args, nx: bool) -> CmdResult {
     let mut w = Writes::new();
     store.copy_members(&mut w, (db, &src), &m, (db, &dst), moved.version)?;
     w.meta(db, &src, None).meta(db, &dst, Some(&moved));
+    let access = store.access.state(db, &src);
     store.apply(w)?;
+    store.access.carry(db, &dst, access);
     if nx {
         ctx.reply.int(1);
     } else {

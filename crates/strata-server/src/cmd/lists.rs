@@ -469,6 +469,8 @@ fn move_one(
     };
     let mut w = Writes::new();
     let dl = if src == dst {
+        // Redis looks the destination up too: a second access.
+        store.access.touch(db, dst, crate::store::now_ms());
         None
     } else {
         Some(lookup_write(store, db, dst)?.unwrap_or_else(|| List::create(store, db, dst)))

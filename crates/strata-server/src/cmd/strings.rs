@@ -172,10 +172,16 @@ fn set_generic(ctx: &mut Ctx<'_>, key: &[u8], value: Bytes, o: &SetOpts) -> CmdR
     // cost a lookup, on SSD possibly a random read, for nothing (Redis's lookup is in RAM).
     let needs_old = o.get || o.nx || o.xx || matches!(o.ttl, Ttl::Keep);
     let old = if o.get {
-        read_string(ctx, key)?
+        let old = read_string(ctx, key)?;
+        if old.is_some() {
+            // Redis looks the key up twice, to read it and to overwrite it.
+            store.access.touch(db, key, now_ms());
+        }
+        old
     } else if needs_old {
         store.get(db, key)?
     } else {
+        store.access.touch_tracked(db, key, now_ms());
         None
     };
     let found = old.is_some();
@@ -318,6 +324,11 @@ fn mset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let pairs = string_pairs(ctx, rest);
     let keys: Vec<&[u8]> = pairs.iter().map(|(k, _)| *k).collect();
     let _g = ctx.shared.store.lock(ctx.conn.db, &keys);
+    // Blind writes: an existing key's access is counted as Redis's `setKey` does.
+    let now = now_ms();
+    for k in &keys {
+        ctx.shared.store.access.touch_tracked(ctx.conn.db, k, now);
+    }
     let ops: Vec<(&[u8], Option<&Meta>)> = pairs.iter().map(|(k, m)| (*k, Some(m))).collect();
     ctx.shared.store.write_many(ctx.conn.db, &ops)?;
     ctx.reply.ok();
