@@ -166,3 +166,51 @@ fn an_sscan_across_a_rewrite_misses_no_member() {
     assert_eq!(c.q(&["SCARD", "s"]), V::Int(600));
     s.shutdown().unwrap();
 }
+
+#[test]
+fn random_members_of_a_large_set_spread_over_it() {
+    // Members sharing a long prefix (as redis-benchmark's `element:000000123456`): draws
+    // must land among them, not all on the first one.
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut c = Client::connect(s.local_addr());
+    let n = 10_000;
+    let adds: Vec<Vec<String>> = (0..n)
+        .map(|i| vec!["SADD".into(), "s".into(), format!("element:{:012}", i * 7)])
+        .collect();
+    pipeline(&mut c, &adds);
+    let drawn = bulk_set(c.q(&["SRANDMEMBER", "s", "-2000"]));
+    assert_eq!(drawn.len(), 2000);
+    let distinct: BTreeSet<_> = drawn.into_iter().collect();
+    // Uniform draws would give about 1,813 distinct members.
+    assert!(distinct.len() > 1000, "{} distinct of 2000", distinct.len());
+    let halves = distinct
+        .iter()
+        .filter(|m| m[..] < format!("element:{:012}", n / 2 * 7).into_bytes()[..])
+        .count();
+    assert!(
+        halves > 300 && halves < distinct.len() - 300,
+        "{halves} in the lower half"
+    );
+    // SPOP draws the same way: after popping a tenth, the rest is still spread.
+    let pops: Vec<Vec<String>> = (0..n / 10)
+        .map(|_| vec!["SPOP".into(), "s".into()])
+        .collect();
+    let popped: BTreeSet<Vec<u8>> = pipeline(&mut c, &pops)
+        .into_iter()
+        .map(|v| match v {
+            V::Bulk(b) => b,
+            v => panic!("SPOP replied {v:?}"),
+        })
+        .collect();
+    assert_eq!(popped.len(), (n / 10) as usize);
+    let first_tenth: Vec<Vec<u8>> = (0..n / 10)
+        .map(|i| format!("element:{:012}", i * 7).into_bytes())
+        .collect();
+    let from_first = first_tenth.iter().filter(|m| popped.contains(*m)).count();
+    assert!(
+        from_first < (n / 20) as usize,
+        "{from_first} pops took the first members"
+    );
+    s.shutdown().unwrap();
+}

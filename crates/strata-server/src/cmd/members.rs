@@ -243,23 +243,96 @@ pub fn rand_below(n: usize) -> usize {
 /// Redis's own choice is not uniform either: it picks a random bucket first).
 const LOAD_TO_SAMPLE_MAX: u64 = 4096;
 
-/// The first member at or after a random position of collection `key` (wrapping around).
-fn seek_random(store: &Store, db: u8, key: &[u8], m: &Meta) -> Result<Option<Member>, CmdError> {
-    let p = prefix(db, key, m);
-    let end = prefix_end(&p);
-    let mut lo = p.clone();
-    lo.extend_from_slice(&rand_u64().to_be_bytes());
-    let mut found = None;
-    for from in [&lo, &p] {
-        store.scan_range(from, &end, false, |k, v| {
-            found = Some((k[p.len()..].to_vec(), v.to_vec()));
+/// Draws members of a large collection by seeking to random positions between its first
+/// and last member. Members usually share a long prefix and an alphabet
+/// (`element:000000123456`): positions drawn over all byte strings would almost all fall
+/// before or after them, so every draw would take the first member — and SPOP, deleting it
+/// each time, would pile its tombstones where the next seek must step over them all (61
+/// pops/s). So a position is the first and last member's shared prefix, then a byte between
+/// theirs at the first difference, then bytes drawn from the range of byte values their
+/// remaining bytes use: for keys over one alphabet (digits, hex, letters) each member is then
+/// about equally likely (the member after a gap in the set is likelier, as with any seek).
+struct RandomSeek {
+    /// The member records' prefix and its end.
+    p: Vec<u8>,
+    end: Vec<u8>,
+    /// The first and last member (record keys minus `p`) and their shared prefix length.
+    first: Member,
+    last: Member,
+    shared: usize,
+    /// The byte values at the first difference (first's, or 0 if it ends there; last's),
+    /// and the range of byte values after it; the length of the positions drawn.
+    head: (u8, u8),
+    alphabet: (u8, u8),
+    len: usize,
+}
+
+/// How many bytes after the shared prefix a drawn position has, at most.
+const DRAW_BYTES: usize = 16;
+
+impl RandomSeek {
+    /// `None` when the collection has no member.
+    fn new(store: &Store, db: u8, key: &[u8], m: &Meta) -> Result<Option<RandomSeek>, CmdError> {
+        let p = prefix(db, key, m);
+        let end = prefix_end(&p);
+        let mut ends = [None, None];
+        for (i, reverse) in [false, true].into_iter().enumerate() {
+            store.scan_range(&p, &end, reverse, |k, v| {
+                ends[i] = Some((k[p.len()..].to_vec(), v.to_vec()));
+                false
+            })?;
+        }
+        let [Some(first), Some(last)] = ends else {
+            return Ok(None);
+        };
+        let shared = first
+            .0
+            .iter()
+            .zip(&last.0)
+            .take_while(|(a, b)| a == b)
+            .count();
+        let (fs, ls) = (&first.0[shared..], &last.0[shared..]);
+        let head = (
+            fs.first().copied().unwrap_or(0),
+            ls.first().copied().unwrap_or(0),
+        );
+        let rest = fs.iter().skip(1).chain(ls.iter().skip(1));
+        let alphabet = match (rest.clone().min(), rest.max()) {
+            (Some(&lo), Some(&hi)) => (lo, hi),
+            _ => (0, 255),
+        };
+        let len = fs.len().max(ls.len()).clamp(1, DRAW_BYTES);
+        Ok(Some(RandomSeek {
+            p,
+            end,
+            first,
+            last,
+            shared,
+            head,
+            alphabet,
+            len,
+        }))
+    }
+
+    /// The first member at or after a random position between the first and the last.
+    fn draw(&self, store: &Store) -> Result<Member, CmdError> {
+        if self.first.0 == self.last.0 {
+            return Ok(self.first.clone());
+        }
+        let byte = |(lo, hi): (u8, u8)| lo + (rand_u64() % (u64::from(hi - lo) + 1)) as u8;
+        let mut from = self.p.clone();
+        from.extend_from_slice(&self.first.0[..self.shared]);
+        from.push(byte(self.head));
+        for _ in 1..self.len {
+            from.push(byte(self.alphabet));
+        }
+        let mut found = None;
+        store.scan_range(&from, &self.end, false, |k, v| {
+            found = Some((k[self.p.len()..].to_vec(), v.to_vec()));
             false
         })?;
-        if found.is_some() {
-            break;
-        }
+        Ok(found.unwrap_or_else(|| self.last.clone()))
     }
-    Ok(found)
 }
 
 /// `count` distinct random members (`count < m.size`), in random order.
@@ -273,9 +346,10 @@ pub fn sample_distinct(
     if m.size > LOAD_TO_SAMPLE_MAX && (count as u64).saturating_mul(4) < m.size {
         let mut got: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
         let mut tries = 0usize;
-        while got.len() < count && tries < count.saturating_mul(16) {
-            tries += 1;
-            if let Some((k, v)) = seek_random(store, db, key, m)? {
+        if let Some(seek) = RandomSeek::new(store, db, key, m)? {
+            while got.len() < count && tries < count.saturating_mul(16) {
+                tries += 1;
+                let (k, v) = seek.draw(store)?;
                 got.insert(k, v);
             }
         }
@@ -323,8 +397,9 @@ pub fn sample_repeating(
         }
         return Ok(());
     }
-    for _ in 0..count {
-        if let Some((k, v)) = seek_random(store, db, key, m)? {
+    if let Some(seek) = RandomSeek::new(store, db, key, m)? {
+        for _ in 0..count {
+            let (k, v) = seek.draw(store)?;
             f(&k, &v);
         }
     }
