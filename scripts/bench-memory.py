@@ -89,8 +89,10 @@ def stop(p):
 def load(n):
     """Streams n SETs to redis-cli --pipe; returns (seconds, errors, replies)."""
     t0 = time.time()
+    # redis-cli prints every error reply: to a file, or a full pipe would stall the load.
+    out_file = tempfile.TemporaryFile()
     pipe = subprocess.Popen(["redis-cli", "-p", str(PORT), "--pipe"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            stdout=out_file, stderr=subprocess.STDOUT)
     head = b"*3\r\n$3\r\nSET\r\n$16\r\nkey:"
     tail = b"\r\n$128\r\n" + VALUE + b"\r\n"
     chunk = 100_000
@@ -103,9 +105,13 @@ def load(n):
             print(f"  loaded {start_i + chunk:,} of {n:,} ({(start_i + chunk) / (last - t0):,.0f}/s)",
                   flush=True)
     pipe.stdin.close()
-    out = pipe.stdout.read().decode(errors="replace")
     pipe.wait()
+    out_file.seek(0)
+    out = out_file.read().decode(errors="replace")
     errors = replies = None
+    first_error = next((ln for ln in out.splitlines() if ln.startswith(("ERR", "OOM", "-"))), None)
+    if first_error:
+        print(f"  first error: {first_error}", flush=True)
     for line in out.splitlines():
         if "errors:" in line and "replies:" in line:
             parts = line.replace(",", "").split()
@@ -143,7 +149,7 @@ def skewed(n, reads):
 
 
 def capacity(a):
-    for kind in ["strata", "redis"]:
+    for kind in a.servers.split(","):
         tmp = tempfile.mkdtemp(prefix="strata-mem-")
         extra = ["--hot-memory", "256mb"] if kind == "strata" else ["--maxmemory", "256mb"]
         p = start(kind, a.strata, tmp, extra)
@@ -175,7 +181,7 @@ def capacity(a):
 
 
 def per_key(a):
-    for kind in ["redis", "strata"]:
+    for kind in a.servers.split(","):
         tmp = tempfile.mkdtemp(prefix="strata-mem-")
         p = start(kind, a.strata, tmp, [])
         try:
@@ -199,6 +205,7 @@ def main():
     ap.add_argument("--reads", type=int, default=1_000_000)
     ap.add_argument("--settle", type=float, default=30)
     ap.add_argument("--strata", default="target/release/strata")
+    ap.add_argument("--servers", default="strata,redis")
     a = ap.parse_args()
     capacity(a) if a.what == "capacity" else per_key(a)
 
