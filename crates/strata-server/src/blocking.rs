@@ -389,16 +389,7 @@ mod tests {
     use super::*;
 
     fn store(dir: &std::path::Path) -> Store {
-        let db = strata::Db::open(
-            dir,
-            strata::DbOptions {
-                shards: Some(2),
-                routing: Some(strata::Routing::Slot),
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        Store::open(db, false).unwrap()
+        crate::store::tests::open_store(dir, 2)
     }
 
     fn never() -> ServeFn {

@@ -373,16 +373,7 @@ mod tests {
     }
 
     fn open_store(dir: &std::path::Path) -> Store {
-        let db = strata::Db::open(
-            dir,
-            strata::DbOptions {
-                shards: Some(2),
-                routing: Some(strata::Routing::Slot),
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        Store::open(db, false).unwrap()
+        crate::store::tests::open_store(dir, 2)
     }
 
     fn load<'a>(s: &'a Store, key: &'a [u8]) -> Option<List<'a>> {

@@ -1296,7 +1296,7 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -1318,8 +1318,9 @@ mod tests {
         assert_eq!(Meta::decode(&bad), None);
     }
 
-    /// A store over a new slot-routed database of `shards` shards in `dir` (or the one there).
-    fn open_store(dir: &std::path::Path, shards: usize) -> Store {
+    /// A store over a new slot-routed database of `shards` shards in `dir` (or the one there):
+    /// the unit tests' store, here and in the other modules.
+    pub(crate) fn open_store(dir: &std::path::Path, shards: usize) -> Store {
         let opts = strata::DbOptions {
             shards: Some(shards),
             routing: Some(strata::Routing::Slot),

@@ -8,16 +8,7 @@ use crate::store::{Store, Writes};
 use crate::zset::{self, Loc};
 
 fn open_store(dir: &std::path::Path) -> Store {
-    let db = Db::open(
-        dir,
-        strata::DbOptions {
-            shards: Some(2),
-            routing: Some(strata::Routing::Slot),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    Store::open(db, false).unwrap()
+    crate::store::tests::open_store(dir, 2)
 }
 
 /// One key of each type in database 0 (and a hash in database 3), plus the garbage of a
