@@ -32,8 +32,10 @@ pub struct Options {
     pub error_if_exists: bool,
     /// The file system. Default: the operating system's ([`RealFs`]).
     pub fs: Arc<dyn Fs>,
-    /// Bytes a memtable may hold before it is frozen and flushed. Default: 64 MiB. Larger
-    /// means fewer, larger L0 files (less write amplification) and a longer recovery.
+    /// Bytes a memtable may hold before it is frozen and flushed. Default: 64 MiB. Counted as
+    /// the memory the entries take (skiplist node and one allocation of key and value, as
+    /// the allocator rounds them), not the data's size. Larger means fewer, larger L0 files
+    /// (less write amplification) and a longer recovery.
     pub write_buffer_bytes: usize,
     /// Frozen memtables allowed to wait for flush before writes stop. Default: 2.
     pub max_immutable_memtables: usize,
