@@ -24,21 +24,64 @@ use quick_cache::{Lifecycle, Weighter};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Bytes counted for an entry beyond its key and value: the cache's slot, the key's and
-/// the value's heap headers and allocator rounding (measured: `hot_tier_bytes_bound_rss`
-/// in the server's tests).
-pub const ENTRY_OVERHEAD: u64 = 64;
+/// Bytes an entry costs beyond its record's allocation: the cache's slab entry (key hash,
+/// record pointer, links, state), its share of the ghost entries the admission policy keeps
+/// for recently evicted keys, and the hash table's slot. Measured: with 128-byte values, the
+/// process's RSS grows by the tier's counted bytes within a few percent (`docs/design.md`
+/// §13, the memory bound).
+pub const ENTRY_OVERHEAD: u64 = 72;
 
 /// Records larger than this share of the tier are not cached (one huge value would evict
 /// hundreds of small hot ones).
 const MAX_ITEM_SHARE: u64 = 16;
 
+/// Bytes of the record's header: the key's length.
+const KEY_LEN_BYTES: usize = 4;
+
+/// The heap bytes an allocation of `n` bytes really takes: the allocator's 8-byte header,
+/// rounded up to its 16-byte granule, at least 32 (glibc's malloc; other allocators round
+/// similarly). Counting requested bytes instead undercounts small records by a third.
+fn heap_bytes(n: usize) -> u64 {
+    ((n + 8).next_multiple_of(16)).max(32) as u64
+}
+
+/// The bytes a cached record of `key` and `value` costs: one allocation holding the
+/// reference counts (16 bytes), the key's length, the key and the value, plus the entry.
+fn record_cost(key: &[u8], value: &[u8]) -> u64 {
+    heap_bytes(16 + KEY_LEN_BYTES + key.len() + value.len()) + ENTRY_OVERHEAD
+}
+
+/// A cached record: `[key length u32 LE][key][value]` in one shared allocation. The cache is
+/// keyed by the key's 64-bit hash, so an entry needs no second allocation for its key; the
+/// stored key is compared on every lookup, so two keys with the same hash never answer for
+/// each other (they only evict each other, which a cache may do).
+type Record = Arc<[u8]>;
+
+fn make_record(key: &[u8], value: &[u8]) -> Record {
+    let mut r = Vec::with_capacity(KEY_LEN_BYTES + key.len() + value.len());
+    r.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    r.extend_from_slice(key);
+    r.extend_from_slice(value);
+    Arc::from(r)
+}
+
+/// The value of `record` if it is `key`'s.
+fn record_value<'r>(record: &'r [u8], key: &[u8]) -> Option<&'r [u8]> {
+    let (len, rest) = record.split_at(KEY_LEN_BYTES);
+    let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+    (rest[..len] == *key).then(|| &rest[len..])
+}
+
+fn key_hash(key: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(key)
+}
+
 #[derive(Clone)]
 struct ByBytes;
 
-impl Weighter<Vec<u8>, Arc<[u8]>> for ByBytes {
-    fn weight(&self, key: &Vec<u8>, val: &Arc<[u8]>) -> u64 {
-        key.len() as u64 + val.len() as u64 + ENTRY_OVERHEAD
+impl Weighter<u64, Record> for ByBytes {
+    fn weight(&self, _hash: &u64, record: &Record) -> u64 {
+        heap_bytes(16 + record.len()) + ENTRY_OVERHEAD
     }
 }
 
@@ -46,17 +89,17 @@ impl Weighter<Vec<u8>, Arc<[u8]>> for ByBytes {
 #[derive(Clone, Default)]
 struct CountEvictions(Arc<AtomicU64>);
 
-impl Lifecycle<Vec<u8>, Arc<[u8]>> for CountEvictions {
+impl Lifecycle<u64, Record> for CountEvictions {
     type RequestState = ();
 
     fn begin_request(&self) -> Self::RequestState {}
 
-    fn on_evict(&self, _state: &mut (), _key: Vec<u8>, _val: Arc<[u8]>) {
+    fn on_evict(&self, _state: &mut (), _hash: u64, _record: Record) {
         self.0.fetch_add(1, Ordering::Relaxed);
     }
 }
 
-type Records = Cache<Vec<u8>, Arc<[u8]>, ByBytes, quick_cache::DefaultHashBuilder, CountEvictions>;
+type Records = Cache<u64, Record, ByBytes, quick_cache::DefaultHashBuilder, CountEvictions>;
 
 /// One shard's hot tier.
 pub struct HotTier {
@@ -74,7 +117,8 @@ pub struct HotTier {
 /// The hot tier's counters (INFO).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HotStats {
-    /// Bytes held (keys, values and [`ENTRY_OVERHEAD`] per record).
+    /// Bytes held: each record's allocation as the allocator rounds it, plus
+    /// [`ENTRY_OVERHEAD`].
     pub used_bytes: u64,
     pub capacity_bytes: u64,
     pub records: u64,
@@ -103,7 +147,9 @@ impl HotTier {
     pub fn new(capacity: u64) -> HotTier {
         let evictions = CountEvictions::default();
         let counter = evictions.0.clone();
-        let items = (capacity / 128).clamp(16, 1 << 24) as usize;
+        // The cache sizes its table for this many entries up front: a typical record of a
+        // small key and a 128-byte value.
+        let items = (capacity / 256).clamp(16, 1 << 24) as usize;
         HotTier {
             cache: Cache::with(
                 items,
@@ -138,7 +184,8 @@ impl HotTier {
 
     /// The cached value of `key`, counting a hit or a miss.
     pub fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
-        match self.cache.get(key) {
+        let found = self.cache.get(&key_hash(key));
+        match found.as_deref().and_then(|r| record_value(r, key)) {
             Some(v) => {
                 self.hits.fetch_add(1, Ordering::Relaxed);
                 Some(v.to_vec())
@@ -166,7 +213,7 @@ impl HotTier {
         }
         let _g = self.promote.lock();
         if self.started.load(Ordering::SeqCst) == started {
-            self.cache.insert(key.to_vec(), Arc::from(value));
+            self.cache.insert(key_hash(key), make_record(key, value));
         }
     }
 
@@ -188,10 +235,12 @@ impl HotTier {
             for (k, v) in records {
                 match v {
                     Some(v) if applied && self.fits(k, v) => {
-                        self.cache.insert(k.to_vec(), Arc::from(v));
+                        self.cache.insert(key_hash(k), make_record(k, v));
                     }
                     _ => {
-                        self.cache.remove(k);
+                        // Whatever record holds this hash goes: if it is another key's,
+                        // dropping its RAM copy is harmless.
+                        self.cache.remove(&key_hash(k));
                     }
                 }
             }
@@ -200,7 +249,7 @@ impl HotTier {
     }
 
     fn fits(&self, key: &[u8], value: &[u8]) -> bool {
-        (key.len() + value.len()) as u64 + ENTRY_OVERHEAD <= self.cache.capacity() / MAX_ITEM_SHARE
+        record_cost(key, value) <= self.cache.capacity() / MAX_ITEM_SHARE
     }
 
     pub fn stats(&self) -> HotStats {
@@ -216,7 +265,9 @@ impl HotTier {
 
     /// Whether `key` is cached now (for tests; not a hit or miss).
     pub fn contains(&self, key: &[u8]) -> bool {
-        self.cache.contains_key(key)
+        self.cache
+            .peek(&key_hash(key))
+            .is_some_and(|r| record_value(&r, key).is_some())
     }
 }
 
@@ -254,6 +305,31 @@ mod tests {
         let tk = t.begin_read();
         t.promote(&tk, b"big", &vec![0u8; 8 * 1024]);
         assert!(!t.contains(b"big"));
+    }
+
+    #[test]
+    fn a_record_answers_only_for_its_own_key() {
+        let r = make_record(b"key", b"value");
+        assert_eq!(record_value(&r, b"key"), Some(&b"value"[..]));
+        // Another key of the same length, a prefix and an extension of it: never a hit,
+        // whatever hash they share.
+        for other in [&b"kez"[..], b"ke", b"keyv", b""] {
+            assert_eq!(record_value(&r, other), None, "{other:?}");
+        }
+        assert_eq!(record_value(&make_record(b"", b""), b""), Some(&b""[..]));
+    }
+
+    #[test]
+    fn records_are_weighed_as_the_allocator_holds_them() {
+        // 16 bytes of reference counts + 4 of key length + 3 + 1 = 24, plus the 8-byte
+        // header, rounded to 32.
+        assert_eq!(record_cost(b"abc", b"x"), 32 + ENTRY_OVERHEAD);
+        // 16 + 4 + 20 + 128 = 168 + 8 = 176.
+        assert_eq!(record_cost(&[0; 20], &[0; 128]), 176 + ENTRY_OVERHEAD);
+        let t = HotTier::new(1 << 20);
+        let tk = t.begin_read();
+        t.promote(&tk, &[1; 20], &[2; 128]);
+        assert_eq!(t.stats().used_bytes, 176 + ENTRY_OVERHEAD);
     }
 
     #[test]

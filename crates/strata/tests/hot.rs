@@ -121,7 +121,10 @@ fn an_engine_with_racing_readers_keeps_its_tier_coherent() {
         ..Default::default()
     };
     let e = Arc::new(StrataEngine::open(std::path::Path::new("/e"), &cfg).unwrap());
-    e.set_hot_bytes(1200);
+    // Room for about 16 records of 120 bytes (a 4-byte key and a 5-byte value in one
+    // 48-byte allocation, plus the entry): the smallest tier that admits them (a record may
+    // take 1/16 of it), and small enough that the cache's small cold section keeps evicting.
+    e.set_hot_bytes(16 * 120);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let readers: Vec<_> = (0..3)
         .map(|_| {
