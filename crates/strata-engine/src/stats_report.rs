@@ -32,6 +32,11 @@ pub struct Stats {
     pub levels: Vec<(usize, u64)>,
     pub memtable_bytes: u64,
     pub immutable_memtables: usize,
+    /// Bytes of the immutable memtables waiting for flush.
+    pub immutable_memtable_bytes: u64,
+    /// Bytes the open tables keep in memory (indexes and filters; data blocks are in the
+    /// block cache).
+    pub table_reader_bytes: u64,
     pub last_sequence: u64,
     pub flushes: u64,
     pub compactions: u64,
@@ -127,6 +132,8 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
             .collect(),
         memtable_bytes: sv.mem.approximate_bytes() as u64,
         immutable_memtables: sv.imms.len(),
+        immutable_memtable_bytes: sv.imms.iter().map(|m| m.approximate_bytes() as u64).sum(),
+        table_reader_bytes: inner.tables.reader_bytes(),
         last_sequence: inner.visible_seq.load(Ordering::Acquire),
         flushes: g(&c.flushes),
         compactions: g(&c.compactions),
@@ -205,6 +212,8 @@ impl Stats {
             }
             t.memtable_bytes += p.memtable_bytes;
             t.immutable_memtables += p.immutable_memtables;
+            t.immutable_memtable_bytes += p.immutable_memtable_bytes;
+            t.table_reader_bytes += p.table_reader_bytes;
             t.last_sequence = t.last_sequence.max(p.last_sequence);
             t.flushes += p.flushes;
             t.compactions += p.compactions;
@@ -312,10 +321,16 @@ impl fmt::Display for Stats {
         }
         writeln!(
             f,
-            "Memtable: {:.1} MiB, {} immutable waiting for flush; last sequence {}",
+            "Memtable: {:.1} MiB, {} immutable waiting for flush ({:.1} MiB); last sequence {}",
             mib(self.memtable_bytes),
             self.immutable_memtables,
+            mib(self.immutable_memtable_bytes),
             self.last_sequence
+        )?;
+        writeln!(
+            f,
+            "Table readers (indexes and filters): {:.1} MiB",
+            mib(self.table_reader_bytes)
         )?;
         writeln!(
             f,

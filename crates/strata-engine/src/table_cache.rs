@@ -73,6 +73,14 @@ impl TableCache {
         self.tables.remove(&number);
     }
 
+    /// Bytes the open tables keep in memory (indexes and filters).
+    pub fn reader_bytes(&self) -> u64 {
+        self.tables
+            .iter()
+            .map(|(_, t)| t.memory_bytes() as u64)
+            .sum()
+    }
+
     pub fn block_cache(&self) -> Option<&Arc<BlockCache>> {
         self.block_cache.as_ref()
     }

@@ -277,10 +277,28 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
             };
             kv("hot_hit_rate", format!("{rate:.4}"));
             kv("hot_evictions", h.evictions.to_string());
+            // Where the rest of the memory is: the engines' parts, summed over the shards.
+            let m = db.engine_memory();
+            kv("strata_memtables_bytes", m.memtables.to_string());
+            kv("strata_block_cache_bytes", m.block_cache.to_string());
+            kv("strata_table_readers_bytes", m.table_readers.to_string());
+            kv("strata_threads", thread_count().to_string());
         }
         _ => {}
     }
     Ok(f)
+}
+
+/// Threads of this process (each may hold a thread-local io_uring ring and its buffers).
+fn thread_count() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Threads:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -269,6 +269,15 @@ impl<E: Engine> ShardedDb<E> {
         total
     }
 
+    /// The engines' memory by part, summed over the shards.
+    pub fn engine_memory(&self) -> crate::EngineMemory {
+        let mut total = crate::EngineMemory::default();
+        for e in &self.engines {
+            total.add(&e.memory());
+        }
+        total
+    }
+
     /// Every committed cross-shard batch has a GSN at or below this one.
     pub fn committed_gsn(&self) -> u64 {
         self.coord.txlog.committed()

@@ -102,12 +102,36 @@ pub trait Engine: Send + Sync + Sized + 'static {
     fn hot_stats(&self) -> Option<crate::hot::HotStats> {
         None
     }
+    /// Bytes the instance holds in memory, by part (INFO). Default: nothing known.
+    fn memory(&self) -> EngineMemory {
+        EngineMemory::default()
+    }
     /// `cfg` for the shard whose cross-shard parts in doubt `parts` counts: a compaction
     /// filter in it must not remove anything while a part may still be rolled back (see
     /// [`PartsInDoubt`]). Default: `cfg` unchanged (an engine without a filter hook).
     fn guard_filter(cfg: &Self::Config, parts: Arc<PartsInDoubt>) -> Self::Config {
         let _ = parts;
         cfg.clone()
+    }
+}
+
+/// Bytes an engine instance holds in memory, by part (see [`Engine::memory`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineMemory {
+    /// The mutable memtable and the immutable ones waiting for flush.
+    pub memtables: u64,
+    /// The block cache's use.
+    pub block_cache: u64,
+    /// Indexes and filters of open tables.
+    pub table_readers: u64,
+}
+
+impl EngineMemory {
+    /// Adds `o`'s bytes to these (the totals over shards).
+    pub fn add(&mut self, o: &EngineMemory) {
+        self.memtables += o.memtables;
+        self.block_cache += o.block_cache;
+        self.table_readers += o.table_readers;
     }
 }
 
@@ -382,6 +406,15 @@ impl Engine for StrataEngine {
 
     fn stats(&self) -> String {
         self.db.stats().to_string()
+    }
+
+    fn memory(&self) -> EngineMemory {
+        let s = self.db.stats();
+        EngineMemory {
+            memtables: s.memtable_bytes + s.immutable_memtable_bytes,
+            block_cache: s.block_cache_usage_bytes,
+            table_readers: s.table_reader_bytes,
+        }
     }
 
     fn close(self) -> Result<()> {

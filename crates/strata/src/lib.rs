@@ -72,7 +72,7 @@ mod worker;
 pub use batch::WriteBatch;
 pub use check::ShardedCheckReport;
 pub use db::{KvPairs, ShardedDb, Snapshot};
-pub use engine::{Engine, EngineBatch, EngineIter, PartsInDoubt, StrataEngine};
+pub use engine::{Engine, EngineBatch, EngineIter, EngineMemory, PartsInDoubt, StrataEngine};
 pub use exec::{ExecFn, ShardTxn};
 pub use hot::HotStats;
 pub use iter::DbIter;
