@@ -88,8 +88,8 @@ Directives (Redis's names and defaults unless noted):
   dbfilename NAME                 checkpoint (Strata: SAVE/BGSAVE write dir/NAME, a directory)
   shards N                        one per core (Strata; fixed when the database is created)
   hot-memory BYTES                256mb (Strata: the hot tier's budget)
-  engine-write-buffer-size BYTES  64mb per shard (Strata engine options, fixed at start;
-  engine-block-cache-size BYTES   64mb per shard  see docs/design.md for the others)
+  engine-write-buffer-size BYTES  16mb per shard (Strata engine options, fixed at start;
+  engine-block-cache-size BYTES   32mb per shard  see docs/design.md for the others)
   engine-value-separation-threshold BYTES|off   off
 
 Redis tuning directives with no effect here (maxmemory, maxmemory-policy, save, appendonly,

@@ -233,7 +233,7 @@ fn config_tuning_directives_and_resetstat() {
              can't set immutable config"
         )
     );
-    assert_eq!(get(&mut a, "engine-write-buffer-size"), V::bulk("67108864"));
+    assert_eq!(get(&mut a, "engine-write-buffer-size"), V::bulk("16777216"));
     // RESETSTAT zeroes INFO's counters.
     a.q(&["PING"]);
     assert_eq!(a.q(&["CONFIG", "RESETSTAT"]), V::ok());
