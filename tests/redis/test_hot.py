@@ -112,6 +112,10 @@ def test_rss_stays_within_the_budgets_with_far_more_data(n, size):
         readers = h["strata_table_readers_bytes"]
         access_table = max(hot_bytes // 32, 4096 * 8)  # one word per 256 bytes of the tier
         assert 0 < readers < 16 * MB, h
+        # The other parts INFO shows are within their budgets and in use.
+        assert 0 < h["strata_memtables_bytes"] <= shards * 3 * buffer_bytes, h
+        assert 0 < h["strata_block_cache_bytes"] <= shards * cache_bytes, h
+        assert h["strata_threads"] > 2, h
         # Per shard: the active memtable and at most two immutable ones waiting for flush.
         bound = (hot_bytes + shards * cache_bytes + shards * 3 * buffer_bytes + readers
                  + access_table + RSS_CONSTANT)
