@@ -9,6 +9,14 @@ mod store;
 mod stress;
 mod text;
 
+/// jemalloc, as Redis, Kvrocks and TiKV use: glibc's malloc keeps the memory of freed
+/// memtables and hot-tier records spread over its per-thread arenas, and the server's RSS
+/// grew past its memory bound (20M keys: 582 MiB with glibc, 511 MiB with jemalloc and
+/// 632 MiB with mimalloc, against a bound of 544; `docs/benchmarks.md`).
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
