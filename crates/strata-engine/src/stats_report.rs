@@ -3,7 +3,6 @@
 use crate::db::DbInner;
 use crate::stats::Counters;
 use std::fmt;
-use std::sync::atomic::Ordering;
 
 /// Engine statistics (see [`crate::Db::stats`]).
 #[derive(Clone, Debug, Default)]
@@ -127,7 +126,7 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
             .collect(),
         memtable_bytes: sv.mem.approximate_bytes() as u64,
         immutable_memtables: sv.imms.len(),
-        last_sequence: inner.visible_seq.load(Ordering::Acquire),
+        last_sequence: inner.visible_seq(),
         flushes: g(&c.flushes),
         compactions: g(&c.compactions),
         trivial_moves: g(&c.trivial_moves),
