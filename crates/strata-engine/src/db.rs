@@ -27,7 +27,7 @@ use crate::write::DbLog;
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -58,8 +58,6 @@ pub(crate) struct DbState {
     pub manual_compaction: bool,
     /// Value-log files readers may need (copy-on-write, published in the super version).
     pub vlog_files: Arc<VlogFileSet>,
-    /// `HeadShared::appended` when the current memtable started.
-    pub mem_vlog_start: u64,
     pub gc: crate::vlog::gc::GcState,
 }
 
@@ -74,6 +72,9 @@ pub(crate) struct DbInner {
     pub done_cv: Condvar,
     /// The commit pipeline and the commit log it owns (`commit.rs`).
     pub commit: CommitPipeline<DbLog>,
+    /// `HeadShared::appended` when the current memtable started (written in the commit
+    /// pipeline's exclusive turn, read by every writer's room check).
+    pub mem_vlog_start: AtomicU64,
     pub vlog: Arc<Vlog>,
     pub gc_cv: Condvar,
     pub gc_lock: Mutex<()>,
@@ -209,7 +210,6 @@ impl Db {
                 pending_outputs: HashSet::new(),
                 manual_compaction: false,
                 vlog_files,
-                mem_vlog_start: 0,
                 gc: crate::vlog::gc::GcState {
                     // Counts for the replayed log were not made at its flush.
                     needs_verify: recovery.vlog_frames > 0,
@@ -219,6 +219,7 @@ impl Db {
             bg_cv: Condvar::new(),
             done_cv: Condvar::new(),
             commit: CommitPipeline::new(commit_log, last_seq),
+            mem_vlog_start: AtomicU64::new(0),
             vlog,
             gc_cv: Condvar::new(),
             gc_lock: Mutex::new(()),

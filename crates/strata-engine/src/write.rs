@@ -102,8 +102,34 @@ impl CommitEnv for DbInner {
         self.set_bg_error(e)
     }
 
+    fn before_write(&self) -> bool {
+        let sv = self.super_version.read().clone();
+        if sv.version.levels[0].len() >= self.opts.l0_slowdown_writes_trigger {
+            // Spread the stall over many writes instead of stopping them all at the stop
+            // trigger: each writer sleeps once, alone.
+            std::thread::sleep(Duration::from_millis(1));
+            Counters::add(&self.counters.stall_micros, 1000);
+            Counters::add(&self.counters.slowdowns, 1);
+        }
+        if sv.mem.approximate_bytes() >= self.opts.write_buffer_bytes {
+            return true;
+        }
+        match self.commit.log() {
+            DbLog::Wal(_) => false,
+            DbLog::Vlog { .. } => {
+                let head = self.vlog.shared.number.load(Ordering::Acquire);
+                let head_full = sv
+                    .vlog_files
+                    .get(&head)
+                    .is_some_and(|f| f.size() >= self.opts.vlog_file_bytes);
+                head_full || self.vlog_span() >= self.opts.vlog_file_bytes.saturating_mul(4)
+            }
+        }
+    }
+
     fn make_room(&self) -> Result<()> {
-        self.make_room_for_write(false)
+        // The writer asking already slept for the slowdown in `before_write`.
+        self.make_room_for_write(false, false)
     }
 
     fn apply(&self, batch: &WriteBatch, appended: &Appended, disable_wal: bool) -> Result<()> {
@@ -163,7 +189,7 @@ impl DbInner {
         if force_switch {
             return self.commit.exclusive(self, || {
                 self.check_bg_error()?;
-                self.make_room_for_write(true)?;
+                self.make_room_for_write(true, false)?;
                 Ok(((), None))
             });
         }
@@ -175,7 +201,7 @@ impl DbInner {
     pub(crate) fn write_relocations(&self, relocations: Vec<Relocation>) -> Result<usize> {
         self.commit.exclusive(self, || {
             self.check_bg_error()?;
-            self.make_room_for_write(false)?;
+            self.make_room_for_write(false, true)?;
             let b = self.still_current(relocations)?;
             Ok((b.count() as usize, Some(b)))
         })
@@ -216,6 +242,16 @@ impl DbInner {
         Ok(b)
     }
 
+    /// Bytes appended to the value log since the current memtable began.
+    fn vlog_span(&self) -> u64 {
+        let start = self.mem_vlog_start.load(Ordering::Relaxed);
+        self.vlog
+            .shared
+            .appended
+            .load(Ordering::Relaxed)
+            .saturating_sub(start)
+    }
+
     /// Syncs whichever log is live (outside the pipeline: callers that need no ordering
     /// against writes in flight, such as a checkpoint in its exclusive turn).
     pub(crate) fn sync_logs(&self) -> Result<()> {
@@ -231,8 +267,7 @@ impl DbInner {
     /// Ensures the memtable has room, freezing it when full (or when `force`), and applies
     /// the L0 slowdown and stop triggers. Runs with no other commit in flight (the leader's
     /// turn, or an exclusive one).
-    fn make_room_for_write(&self, mut force: bool) -> Result<()> {
-        let mut allow_delay = !force;
+    fn make_room_for_write(&self, mut force: bool, mut allow_delay: bool) -> Result<()> {
         let mut st = self.state.lock();
         let wal = match self.commit.log() {
             DbLog::Wal(wal) => Some(wal),
@@ -257,7 +292,7 @@ impl DbInner {
             // With separation, a memtable of pointers covers far more log than its own size;
             // its span is capped too: the log after the durable head can be neither collected
             // nor skipped by recovery.
-            let span = self.vlog.shared.appended.load(Ordering::Relaxed) - st.mem_vlog_start;
+            let span = self.vlog_span();
             let full = st.mem.approximate_bytes() >= self.opts.write_buffer_bytes
                 || (wal.is_none() && span >= self.opts.vlog_file_bytes.saturating_mul(4));
             if !force && !full {
@@ -299,7 +334,10 @@ impl DbInner {
                     )),
                 );
                 st.imms.push(old);
-                st.mem_vlog_start = self.vlog.shared.appended.load(Ordering::Relaxed);
+                self.mem_vlog_start.store(
+                    self.vlog.shared.appended.load(Ordering::Relaxed),
+                    Ordering::Relaxed,
+                );
                 self.install_super_version(&mut st);
                 self.bg_cv.notify_all();
                 force = false;

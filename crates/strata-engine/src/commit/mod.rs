@@ -1,32 +1,45 @@
 //! The commit pipeline: how a write batch gets its sequence numbers, reaches the commit log
-//! and becomes visible to readers (Pebble's `commitPipeline`). Protocol and invariants:
-//! `docs/design.md` §4.1.
+//! and becomes visible to readers (Pebble's `commitPipeline`, RocksDB's concurrent memtable
+//! writes). Protocol, and why it keeps the log a prefix of the history: `docs/design.md`
+//! §4.1.
 //!
-//! [`CommitPipeline`] owns the state of committing: the writer queue, the commit log (the WAL
-//! or the value log, chosen once at open: [`CommitLog`]), the allocation of sequence numbers
-//! and the published (visible) sequence number. It reaches the rest of the engine only
-//! through [`CommitEnv`] (the memtable, making room, the sticky error), so its tests run it
-//! over a fake log and a fake memtable without a disk.
+//! [`CommitPipeline`] owns the state of committing: the commit log (the WAL or the value log,
+//! chosen once at open: [`CommitLog`]), the allocation of sequence numbers, the published
+//! (visible) sequence number and the queue of synced writers. It reaches the rest of the
+//! engine only through [`CommitEnv`] (the memtable, making room, the sticky error), so its
+//! tests run it over a fake log and a fake memtable without a disk.
 //!
-//! Protocol (LevelDB's writer queue): every writer enqueues and waits until it is either
-//! done (a leader committed it) or at the front (it is the leader). The leader takes the
-//! writers behind it that may share its record, releases the queue, writes the group's one
-//! record, syncs once if any member asked, applies the group to the memtable, publishes the
-//! group's last sequence number, then answers the group and hands the queue to the next
-//! writer. An exclusive turn ([`CommitPipeline::exclusive`]: memtable switches, GC
-//! relocations, pauses) is a group of one whose leader runs a closure while no other commit
-//! is in flight.
+//! Protocol, for one batch:
+//! 1. **Reserve and append** under the reservation lock (short: a copy into the log's buffer
+//!    and its hand-off to the OS): take the next sequence numbers, append the batch's one
+//!    record, push its publication slot. Records therefore enter the log in sequence order.
+//! 2. **Apply** to the memtable without any lock of ours, concurrently with other writers
+//!    (the memtable is a lock-free skiplist).
+//! 3. **Publish** in sequence order (`publish.rs`): a writer waits only for the batches
+//!    reserved before its own, and returns once its batch is visible.
+//!
+//! An unsynced writer does all three itself: no hand-off, no leader. Synced writers queue
+//! behind a leader, which merges their batches into one record, runs the three steps for it
+//! with one sync between append and apply, then answers exactly its group and hands the
+//! lead to the next queued synced writer (each waiter has its own condition variable).
+//!
+//! Rare paths run in an **exclusive turn** ([`CommitPipeline::exclusive`]): new reservations
+//! wait at the gate, the turn waits until every reserved batch is published, then runs its
+//! closure (a memtable switch, a stall, a log rotation, GC relocations, a checkpoint's pause)
+//! with no other commit in flight.
 
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::key::SeqNo;
 use crate::vlog::ValuePointer;
 use parking_lot::{Condvar, Mutex};
+use publish::{Publisher, Slot};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Largest group a leader assembles.
+mod publish;
+
+/// Largest record a synced group's leader assembles.
 const MAX_GROUP_BYTES: usize = 1 << 20;
 
 /// What appending one record to the commit log produced.
@@ -46,9 +59,10 @@ pub(crate) struct Appended {
 /// record was refused before anything reached the log.
 pub(crate) trait CommitLog: Send + Sync {
     /// Appends `batch` (its sequence numbers set) as one record and hands it to the operating
-    /// system. With `disable_wal`, only what the log must hold anyway is written.
+    /// system. With `disable_wal`, only what the log must hold anyway is written. Called
+    /// under the reservation lock, so records enter the log in sequence order.
     fn append(&self, batch: &WriteBatch, disable_wal: bool) -> Result<Appended>;
-    /// Makes every record appended so far durable.
+    /// Makes every record appended before the call durable.
     fn sync(&self) -> Result<()>;
 }
 
@@ -58,33 +72,64 @@ pub(crate) trait CommitEnv {
     fn check_error(&self) -> Result<()>;
     /// Makes `e` sticky.
     fn set_error(&self, e: &Error);
-    /// Makes room for a write: stalls, memtable switch, log rotation. Called with no other
-    /// commit in flight.
+    /// Called before every commit, with nothing held: applies the slowdown (a short sleep of
+    /// this writer alone) and answers whether [`CommitEnv::make_room`] must run (a full
+    /// memtable or log file). Cheap: no lock.
+    fn before_write(&self) -> bool;
+    /// Makes room for a write: stalls, memtable switch, log rotation. Called in an exclusive
+    /// turn: no other commit in flight.
     fn make_room(&self) -> Result<()>;
-    /// Inserts `batch` (sequence numbers set) into the memtable.
+    /// Inserts `batch` (sequence numbers set) into the memtable. Called concurrently by many
+    /// writers, never with an exclusive turn running.
     fn apply(&self, batch: &WriteBatch, appended: &Appended, disable_wal: bool) -> Result<()>;
     /// Statistics: a group of `writers` was committed; `synced` if the log was synced for it.
     fn committed(&self, writers: usize, synced: bool);
 }
 
-struct Writer {
-    batch: Option<WriteBatch>,
-    sync: bool,
-    disable_wal: bool,
-    /// Runs alone: the leader turn is handed to its own thread's closure.
+/// The reservation state, behind the reservation lock.
+struct Reserve {
+    /// The last sequence number given out.
+    last_seq: SeqNo,
+    /// An exclusive turn holds the gate: no reservation but its own.
     exclusive: bool,
-    done: bool,
-    result: Option<Result<()>>,
+    /// The first failed append or sync: the log's state is unknown, so nothing is appended
+    /// behind it (also made sticky in the environment, which refuses writes before they
+    /// get here; this catches those already past that check).
+    log_failed: Option<Error>,
+}
+
+/// A synced writer waiting in the queue.
+struct SyncWaiter {
+    batch: Mutex<Option<WriteBatch>>,
+    size: usize,
+    disable_wal: bool,
+    state: Mutex<WaitState>,
+    cv: Condvar,
+}
+
+enum WaitState {
+    Waiting,
+    /// Lead the next group.
+    Lead,
+    Done(Result<()>),
+}
+
+#[derive(Default)]
+struct SyncQueue {
+    /// Synced writers not yet taken into a group, in arrival order.
+    waiters: VecDeque<Arc<SyncWaiter>>,
+    /// A leader is running a group (the next leader is named when it ends).
+    leading: bool,
 }
 
 /// Commits write batches in sequence order; see the module docs.
 pub(crate) struct CommitPipeline<L> {
     log: L,
-    queue: Mutex<VecDeque<Arc<Mutex<Writer>>>>,
-    cv: Condvar,
-    /// The last sequence number readers may see; also the last one allocated, as one group
-    /// at a time is in flight.
-    visible: AtomicU64,
+    reserve: Mutex<Reserve>,
+    /// Reservations waiting for an exclusive turn to end.
+    gate: Condvar,
+    publisher: Publisher,
+    sync_queue: Mutex<SyncQueue>,
 }
 
 impl<L: CommitLog> CommitPipeline<L> {
@@ -92,9 +137,14 @@ impl<L: CommitLog> CommitPipeline<L> {
     pub fn new(log: L, last_seq: SeqNo) -> Self {
         CommitPipeline {
             log,
-            queue: Mutex::new(VecDeque::new()),
-            cv: Condvar::new(),
-            visible: AtomicU64::new(last_seq),
+            reserve: Mutex::new(Reserve {
+                last_seq,
+                exclusive: false,
+                log_failed: None,
+            }),
+            gate: Condvar::new(),
+            publisher: Publisher::new(last_seq),
+            sync_queue: Mutex::new(SyncQueue::default()),
         }
     }
 
@@ -104,7 +154,7 @@ impl<L: CommitLog> CommitPipeline<L> {
 
     /// The last published sequence number: every write at or below it is in the memtable.
     pub fn visible_seq(&self) -> SeqNo {
-        self.visible.load(Ordering::Acquire)
+        self.publisher.visible()
     }
 
     /// Commits `batch` (none: only a sync, if `sync`). Returns once it is visible and, with
@@ -116,21 +166,21 @@ impl<L: CommitLog> CommitPipeline<L> {
         sync: bool,
         disable_wal: bool,
     ) -> Result<()> {
-        let writer = Writer {
-            batch,
-            sync,
-            disable_wal,
-            exclusive: false,
-            done: false,
-            result: None,
-        };
-        match self.turn(env, writer)? {
-            Turn::Done(r) => r,
-            Turn::Leader(w, group) => {
-                let r = self.commit_group(env, &group);
-                self.finish(&w, &group, r)
-            }
+        env.check_error()?;
+        if sync {
+            return self.commit_synced(env, batch, disable_wal);
         }
+        let Some(mut batch) = batch.filter(|b| !b.is_empty()) else {
+            return Ok(());
+        };
+        self.make_room_if_needed(env)?;
+        let (appended, slot) = self.reserve(env, &mut batch, disable_wal, false)?;
+        let r = env.apply(&batch, &appended, disable_wal);
+        self.publisher.publish(&slot);
+        if r.is_ok() {
+            env.committed(1, false);
+        }
+        r
     }
 
     /// Runs `f` while no other commit is in flight: every write acknowledged before is
@@ -141,178 +191,192 @@ impl<L: CommitLog> CommitPipeline<L> {
         env: &impl CommitEnv,
         f: impl FnOnce() -> Result<(T, Option<WriteBatch>)>,
     ) -> Result<T> {
-        let writer = Writer {
-            batch: None,
-            sync: false,
-            disable_wal: false,
-            exclusive: true,
-            done: false,
-            result: None,
-        };
-        let (w, group) = match self.turn(env, writer)? {
-            Turn::Leader(w, group) => (w, group),
-            Turn::Done(_) => unreachable!("an exclusive writer is never a follower"),
-        };
-        let mut out = None;
-        let r = f().and_then(|(t, batch)| {
-            out = Some(t);
-            match batch {
-                Some(b) if !b.is_empty() => self.write_and_apply(env, b, false, false),
-                _ => Ok(()),
+        env.check_error()?;
+        {
+            let mut r = self.reserve.lock();
+            while r.exclusive {
+                self.gate.wait(&mut r);
             }
+            r.exclusive = true;
+        }
+        self.publisher.wait_drained();
+        let out = f().and_then(|(t, batch)| {
+            if let Some(mut b) = batch.filter(|b| !b.is_empty()) {
+                let (appended, slot) = self.reserve(env, &mut b, false, true)?;
+                let r = env.apply(&b, &appended, false);
+                self.publisher.publish(&slot);
+                r?;
+                env.committed(1, false);
+            }
+            Ok(t)
         });
-        self.finish(&w, &group, r)?;
-        Ok(out.expect("the closure returned Ok"))
+        self.reserve.lock().exclusive = false;
+        // Rare: wake every reservation that waited at the gate.
+        self.gate.notify_all();
+        out
     }
 
-    /// Enqueues `writer` and waits until a leader answered it or it leads a group.
-    fn turn(&self, env: &impl CommitEnv, writer: Writer) -> Result<Turn> {
-        env.check_error()?;
-        let w = Arc::new(Mutex::new(writer));
-        let mut q = self.queue.lock();
-        q.push_back(w.clone());
-        loop {
-            {
-                let mut g = w.lock();
-                if g.done {
-                    return Ok(Turn::Done(g.result.take().unwrap_or(Ok(()))));
+    /// Runs the environment's room-making in an exclusive turn when it asks for it.
+    fn make_room_if_needed(&self, env: &impl CommitEnv) -> Result<()> {
+        if env.before_write() {
+            self.exclusive(env, || env.make_room().map(|()| ((), None)))?;
+        }
+        Ok(())
+    }
+
+    /// Step 1: under the reservation lock, gives `batch` the next sequence numbers, appends
+    /// its record to the log and pushes its publication slot. `holder`: called by the
+    /// exclusive turn itself, which passes the gate. A failed append takes no sequence
+    /// number, and (unless the log refused the batch untouched) is sticky.
+    fn reserve(
+        &self,
+        env: &impl CommitEnv,
+        batch: &mut WriteBatch,
+        disable_wal: bool,
+        holder: bool,
+    ) -> Result<(Appended, Arc<Slot>)> {
+        let mut r = self.reserve.lock();
+        while r.exclusive && !holder {
+            self.gate.wait(&mut r);
+        }
+        if let Some(e) = &r.log_failed {
+            return Err(Error::Poisoned(e.to_string()));
+        }
+        let first_seq = r.last_seq + 1;
+        batch.set_seq(first_seq);
+        let appended = match self.log.append(batch, disable_wal) {
+            Ok(a) => a,
+            // Nothing reached the log: the batch is refused, the log stays usable.
+            Err(e @ Error::InvalidArgument(_)) => return Err(e),
+            Err(e) => {
+                r.log_failed = Some(e.clone());
+                env.set_error(&e);
+                return Err(e);
+            }
+        };
+        r.last_seq = first_seq + u64::from(batch.count()) - 1;
+        let slot = self.publisher.push(r.last_seq);
+        Ok((appended, slot))
+    }
+
+    /// A synced write: joins the queue, and either is answered by a leader or leads.
+    fn commit_synced(
+        &self,
+        env: &impl CommitEnv,
+        batch: Option<WriteBatch>,
+        disable_wal: bool,
+    ) -> Result<()> {
+        let me = Arc::new(SyncWaiter {
+            size: batch.as_ref().map_or(0, |b| b.size_bytes()),
+            batch: Mutex::new(batch),
+            disable_wal,
+            state: Mutex::new(WaitState::Waiting),
+            cv: Condvar::new(),
+        });
+        {
+            let mut q = self.sync_queue.lock();
+            q.waiters.push_back(me.clone());
+            if !q.leading {
+                q.leading = true;
+                *me.state.lock() = WaitState::Lead;
+            }
+        }
+        {
+            let mut st = me.state.lock();
+            loop {
+                match std::mem::replace(&mut *st, WaitState::Waiting) {
+                    WaitState::Waiting => me.cv.wait(&mut st),
+                    WaitState::Lead => break,
+                    WaitState::Done(r) => return r,
                 }
             }
-            if Arc::ptr_eq(q.front().expect("queue holds us"), &w) {
-                break;
+        }
+        // Leader: take the group (itself first), run it outside the queue's lock.
+        let group = {
+            let mut q = self.sync_queue.lock();
+            let first = q.waiters.pop_front().expect("the leader is queued");
+            debug_assert!(Arc::ptr_eq(&first, &me));
+            let max = if me.size <= 128 << 10 {
+                // Small leaders do not wait behind a huge group (LevelDB's 128 KiB rule).
+                me.size + (128 << 10)
+            } else {
+                MAX_GROUP_BYTES
+            };
+            let mut size = me.size;
+            let mut group = vec![first];
+            while let Some(w) = q.waiters.front() {
+                if w.disable_wal != disable_wal || size + w.size > max {
+                    break;
+                }
+                size += w.size;
+                group.push(q.waiters.pop_front().expect("front exists"));
             }
-            self.cv.wait(&mut q);
+            group
+        };
+        let r = self.run_synced_group(env, &group);
+        // Hand the lead to the next queued writer, then answer the group: one wake-up each.
+        {
+            let mut q = self.sync_queue.lock();
+            match q.waiters.front() {
+                Some(next) => {
+                    *next.state.lock() = WaitState::Lead;
+                    next.cv.notify_one();
+                }
+                None => q.leading = false,
+            }
         }
-        let group = pick_group(&q);
-        Ok(Turn::Leader(w, group))
+        for w in &group[1..] {
+            *w.state.lock() = WaitState::Done(r.clone());
+            w.cv.notify_one();
+        }
+        r
     }
 
-    /// Answers the group with `r`, removes it from the queue and wakes the waiters.
-    fn finish(
-        &self,
-        w: &Arc<Mutex<Writer>>,
-        group: &[Arc<Mutex<Writer>>],
-        r: Result<()>,
-    ) -> Result<()> {
-        let mut q = self.queue.lock();
-        for g in group {
-            let front = q.pop_front().expect("group is at the front");
-            debug_assert!(Arc::ptr_eq(&front, g));
-            let mut g = g.lock();
-            g.done = true;
-            g.result = Some(r.clone());
-        }
-        self.cv.notify_all();
-        drop(q);
-        let result = w.lock().result.take().unwrap_or(Ok(()));
-        result
-    }
-
-    /// The leader's work for a group of ordinary writers.
-    fn commit_group(&self, env: &impl CommitEnv, group: &[Arc<Mutex<Writer>>]) -> Result<()> {
+    /// The leader's work: one record for the group, one sync, apply, publish.
+    fn run_synced_group(&self, env: &impl CommitEnv, group: &[Arc<SyncWaiter>]) -> Result<()> {
         env.check_error()?;
-        env.make_room()?;
+        self.make_room_if_needed(env)?;
+        let disable_wal = group[0].disable_wal;
         let mut batch: Option<WriteBatch> = None;
-        let mut sync = false;
-        let disable_wal = group[0].lock().disable_wal;
-        for g in group {
-            let mut g = g.lock();
-            sync |= g.sync;
-            if let Some(b) = g.batch.take() {
+        for w in group {
+            if let Some(b) = w.batch.lock().take() {
                 match batch.as_mut() {
                     Some(all) => all.append(&b),
                     None => batch = Some(b),
                 }
             }
         }
-        let r = match batch {
-            Some(b) => self.write_and_apply(env, b, sync, disable_wal),
-            None if sync => self.sync_log(env),
-            None => Ok(()),
+        let Some(mut batch) = batch.filter(|b| !b.is_empty()) else {
+            // Only a sync: it covers every record appended so far, so every write
+            // acknowledged before this call.
+            self.sync_log(env)?;
+            env.committed(group.len(), true);
+            return Ok(());
         };
+        let (appended, slot) = self.reserve(env, &mut batch, disable_wal, false)?;
+        // Nothing is visible before it is durable: the sync comes before the apply. A failed
+        // sync still publishes the (unapplied) slot, so that batches reserved after it are
+        // not held forever; the error is sticky, and the group's writers get it.
+        let r = self
+            .sync_log(env)
+            .and_then(|()| env.apply(&batch, &appended, disable_wal));
+        self.publisher.publish(&slot);
         if r.is_ok() {
-            env.committed(group.len(), sync);
+            env.committed(group.len(), true);
         }
         r
     }
 
-    /// Gives `batch` the next sequence numbers, logs it (syncing if asked), applies it and
-    /// publishes it. Called by the leader only.
-    fn write_and_apply(
-        &self,
-        env: &impl CommitEnv,
-        mut batch: WriteBatch,
-        sync: bool,
-        disable_wal: bool,
-    ) -> Result<()> {
-        let first_seq = self.visible.load(Ordering::Relaxed) + 1;
-        batch.set_seq(first_seq);
-        let appended = match self.log.append(&batch, disable_wal) {
-            Ok(a) => a,
-            // Nothing reached the log: the batch is refused, the log stays usable.
-            Err(e @ Error::InvalidArgument(_)) => return Err(e),
-            Err(e) => {
-                env.set_error(&e);
-                return Err(e);
-            }
-        };
-        if sync {
-            self.sync_log(env)?;
-        }
-        env.apply(&batch, &appended, disable_wal)?;
-        self.visible
-            .store(first_seq + u64::from(batch.count()) - 1, Ordering::Release);
-        Ok(())
-    }
-
     /// Syncs the log; a failure is sticky.
     fn sync_log(&self, env: &impl CommitEnv) -> Result<()> {
-        self.log.sync().inspect_err(|e| env.set_error(e))
+        self.log.sync().inspect_err(|e| {
+            self.reserve
+                .lock()
+                .log_failed
+                .get_or_insert_with(|| e.clone());
+            env.set_error(e);
+        })
     }
-}
-
-enum Turn {
-    Done(Result<()>),
-    /// This thread leads `group` (itself first).
-    Leader(Arc<Mutex<Writer>>, Vec<Arc<Mutex<Writer>>>),
-}
-
-/// The writers at the front of the queue that the leader (the first) writes together.
-fn pick_group(q: &VecDeque<Arc<Mutex<Writer>>>) -> Vec<Arc<Mutex<Writer>>> {
-    let first = q.front().expect("leader").clone();
-    let (sync, disable_wal, alone, mut size) = {
-        let f = first.lock();
-        (
-            f.sync,
-            f.disable_wal,
-            f.exclusive,
-            f.batch.as_ref().map_or(0, |b| b.size_bytes()),
-        )
-    };
-    let mut group = vec![first];
-    if alone {
-        return group;
-    }
-    // Small leaders do not wait behind a huge group (LevelDB's 128 KiB rule).
-    let max = if size <= 128 << 10 {
-        size + (128 << 10)
-    } else {
-        MAX_GROUP_BYTES
-    };
-    for w in q.iter().skip(1) {
-        let g = w.lock();
-        if g.exclusive || (g.sync && !sync) || g.disable_wal != disable_wal {
-            break;
-        }
-        let n = g.batch.as_ref().map_or(0, |b| b.size_bytes());
-        if size + n > max {
-            break;
-        }
-        size += n;
-        drop(g);
-        group.push(w.clone());
-    }
-    group
 }
 
 #[cfg(test)]
