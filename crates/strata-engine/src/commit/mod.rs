@@ -199,8 +199,10 @@ impl<L: CommitLog> CommitPipeline<L> {
             }
             r.exclusive = true;
         }
+        // Opens the gate again however the turn ends (a panic must not stop every writer).
+        let _open = OpenGate(self);
         self.publisher.wait_drained();
-        let out = f().and_then(|(t, batch)| {
+        f().and_then(|(t, batch)| {
             if let Some(mut b) = batch.filter(|b| !b.is_empty()) {
                 let (appended, slot) = self.reserve(env, &mut b, false, true)?;
                 let r = env.apply(&b, &appended, false);
@@ -209,11 +211,7 @@ impl<L: CommitLog> CommitPipeline<L> {
                 env.committed(1, false);
             }
             Ok(t)
-        });
-        self.reserve.lock().exclusive = false;
-        // Rare: wake every reservation that waited at the gate.
-        self.gate.notify_all();
-        out
+        })
     }
 
     /// Runs the environment's room-making in an exclusive turn when it asks for it.
@@ -376,6 +374,17 @@ impl<L: CommitLog> CommitPipeline<L> {
                 .get_or_insert_with(|| e.clone());
             env.set_error(e);
         })
+    }
+}
+
+/// Ends an exclusive turn when dropped.
+struct OpenGate<'a, L>(&'a CommitPipeline<L>);
+
+impl<L> Drop for OpenGate<'_, L> {
+    fn drop(&mut self) {
+        self.0.reserve.lock().exclusive = false;
+        // Rare: wake every reservation that waited at the gate.
+        self.0.gate.notify_all();
     }
 }
 
