@@ -103,28 +103,33 @@ impl CommitEnv for DbInner {
     }
 
     fn before_write(&self) -> bool {
-        let sv = self.super_version.read().clone();
-        if sv.version.levels[0].len() >= self.opts.l0_slowdown_writes_trigger {
+        let (slow, full) = {
+            // Read under the guard, without cloning the `Arc` (a shared counter every writer
+            // would bounce) and without sleeping while holding it.
+            let sv = self.super_version.read();
+            let slow = sv.version.levels[0].len() >= self.opts.l0_slowdown_writes_trigger;
+            let full = sv.mem.approximate_bytes() >= self.opts.write_buffer_bytes
+                || match self.commit.log() {
+                    DbLog::Wal(_) => false,
+                    DbLog::Vlog { .. } => {
+                        let head = self.vlog.shared.number.load(Ordering::Acquire);
+                        let head_full = sv
+                            .vlog_files
+                            .get(&head)
+                            .is_some_and(|f| f.size() >= self.opts.vlog_file_bytes);
+                        head_full || self.vlog_span() >= self.opts.vlog_file_bytes.saturating_mul(4)
+                    }
+                };
+            (slow, full)
+        };
+        if slow {
             // Spread the stall over many writes instead of stopping them all at the stop
             // trigger: each writer sleeps once, alone.
             std::thread::sleep(Duration::from_millis(1));
             Counters::add(&self.counters.stall_micros, 1000);
             Counters::add(&self.counters.slowdowns, 1);
         }
-        if sv.mem.approximate_bytes() >= self.opts.write_buffer_bytes {
-            return true;
-        }
-        match self.commit.log() {
-            DbLog::Wal(_) => false,
-            DbLog::Vlog { .. } => {
-                let head = self.vlog.shared.number.load(Ordering::Acquire);
-                let head_full = sv
-                    .vlog_files
-                    .get(&head)
-                    .is_some_and(|f| f.size() >= self.opts.vlog_file_bytes);
-                head_full || self.vlog_span() >= self.opts.vlog_file_bytes.saturating_mul(4)
-            }
-        }
+        full
     }
 
     fn make_room(&self) -> Result<()> {
