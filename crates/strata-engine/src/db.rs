@@ -8,6 +8,7 @@
 //! flush or a compaction poisons every later write until reopen.
 
 use crate::batch::WriteBatch;
+use crate::commit::{CommitLog, CommitPipeline};
 use crate::compaction::filter::{FilterReads, FilterReason, FilterStats};
 use crate::compaction::{self, Busy, CompactionPlan, JobEnv, Shape};
 use crate::error::{Error, Result};
@@ -15,7 +16,6 @@ use crate::filename::{self, FileKind};
 use crate::io::{FileLock, Fs};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{SeqNo, ValueKind};
-use crate::log::LogWriter;
 use crate::memtable::MemTable;
 use crate::options::{Options, ReadOptions, Snapshot, WriteOptions};
 use crate::sst::TableOptions;
@@ -23,7 +23,7 @@ use crate::stats::Counters;
 use crate::table_cache::TableCache;
 use crate::version::{Version, VersionEdit, VersionSet};
 use crate::vlog::{Vlog, VlogFileSet};
-use crate::write::WriteQueue;
+use crate::write::DbLog;
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -58,8 +58,6 @@ pub(crate) struct DbState {
     pub manual_compaction: bool,
     /// Value-log files readers may need (copy-on-write, published in the super version).
     pub vlog_files: Arc<VlogFileSet>,
-    /// `HeadShared::appended` when the current memtable started.
-    pub mem_vlog_start: u64,
     pub gc: crate::vlog::gc::GcState,
 }
 
@@ -72,13 +70,15 @@ pub(crate) struct DbInner {
     pub state: Mutex<DbState>,
     pub bg_cv: Condvar,
     pub done_cv: Condvar,
-    pub writes: WriteQueue,
-    pub wal: Mutex<Option<LogWriter>>,
+    /// The commit pipeline and the commit log it owns (`commit.rs`).
+    pub commit: CommitPipeline<DbLog>,
+    /// `HeadShared::appended` when the current memtable started (written in the commit
+    /// pipeline's exclusive turn, read by every writer's room check).
+    pub mem_vlog_start: AtomicU64,
     pub vlog: Arc<Vlog>,
     pub gc_cv: Condvar,
     pub gc_lock: Mutex<()>,
     pub super_version: RwLock<Arc<SuperVersion>>,
-    pub visible_seq: AtomicU64,
     pub bg_error: Mutex<Option<Error>>,
     pub has_bg_error: AtomicBool,
     pub shutting_down: AtomicBool,
@@ -180,6 +180,15 @@ impl Db {
         *vlog.head.lock() = rec.vlog_head;
         let vlog_files = Arc::new(rec.vlog_files);
         let last_seq = versions.last_sequence;
+        // The commit log is chosen here, once.
+        let commit_log = if opts.separation() {
+            DbLog::Vlog {
+                vlog: vlog.clone(),
+                threshold: opts.sep_threshold_bytes,
+            }
+        } else {
+            DbLog::Wal(Mutex::new(wal))
+        };
         let sv = Arc::new(SuperVersion {
             mem: mem.clone(),
             imms: Vec::new(),
@@ -201,7 +210,6 @@ impl Db {
                 pending_outputs: HashSet::new(),
                 manual_compaction: false,
                 vlog_files,
-                mem_vlog_start: 0,
                 gc: crate::vlog::gc::GcState {
                     // Counts for the replayed log were not made at its flush.
                     needs_verify: recovery.vlog_frames > 0,
@@ -210,13 +218,12 @@ impl Db {
             }),
             bg_cv: Condvar::new(),
             done_cv: Condvar::new(),
-            writes: WriteQueue::default(),
-            wal: Mutex::new(wal),
+            commit: CommitPipeline::new(commit_log, last_seq),
+            mem_vlog_start: AtomicU64::new(0),
             vlog,
             gc_cv: Condvar::new(),
             gc_lock: Mutex::new(()),
             super_version: RwLock::new(sv),
-            visible_seq: AtomicU64::new(last_seq),
             bg_error: Mutex::new(None),
             has_bg_error: AtomicBool::new(false),
             shutting_down: AtomicBool::new(false),
@@ -332,7 +339,7 @@ impl Db {
     /// A consistent view of the current state; compaction keeps what it can see.
     pub fn snapshot(&self) -> Snapshot {
         let mut r = self.inner.snapshots.lock();
-        let seq = self.inner.visible_seq.load(Ordering::Acquire);
+        let seq = self.inner.visible_seq();
         *r.entry(seq).or_insert(0) += 1;
         Snapshot {
             seq,
@@ -464,11 +471,7 @@ impl Db {
         // Sync the log even after a background error: the writes it holds were acknowledged
         // and a failed flush does not make them less durable. Then report the error, so
         // that `close` never says Ok for a database that failed.
-        let synced = match self.inner.wal.lock().as_mut() {
-            Some(w) => w.sync(),
-            None => Ok(()),
-        }
-        .and(self.inner.vlog.sync());
+        let synced = self.inner.commit.log().sync();
         if let Some(e) = self.inner.bg_error.lock().as_ref() {
             return Err(Error::Poisoned(e.to_string()));
         }
@@ -568,7 +571,7 @@ impl DbInner {
     pub(crate) fn read_seq(&self, ro: &ReadOptions) -> SeqNo {
         match &ro.snapshot {
             Some(s) => s.seq,
-            None => self.visible_seq.load(Ordering::Acquire),
+            None => self.visible_seq(),
         }
     }
 
@@ -589,7 +592,7 @@ impl DbInner {
         r.keys()
             .next()
             .copied()
-            .unwrap_or_else(|| self.visible_seq.load(Ordering::Acquire))
+            .unwrap_or_else(|| self.visible_seq())
     }
 
     /// Files of the directory that nothing needs any more. Call with `state` held.
@@ -800,10 +803,7 @@ impl DbInner {
         }
         edit.vlog_live_added = imm.vlog_refs();
         let found_garbage = !edit.vlog_garbage.is_empty();
-        st.versions.last_sequence = st
-            .versions
-            .last_sequence
-            .max(self.visible_seq.load(Ordering::Acquire));
+        st.versions.last_sequence = st.versions.last_sequence.max(self.visible_seq());
         st.versions.log_and_apply(edit)?;
         st.imms.remove(0);
         self.install_super_version(&mut st);
@@ -1074,10 +1074,7 @@ impl DbInner {
                 edit.compact_pointers.push((plan.level as u32, hi.clone()));
             }
         }
-        st.versions.last_sequence = st
-            .versions
-            .last_sequence
-            .max(self.visible_seq.load(Ordering::Acquire));
+        st.versions.last_sequence = st.versions.last_sequence.max(self.visible_seq());
         st.versions.log_and_apply(edit)?;
         self.install_super_version(&mut st);
         drop(_snapshots);

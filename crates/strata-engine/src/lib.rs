@@ -35,6 +35,7 @@ pub mod batch;
 pub mod cache;
 mod check;
 mod checkpoint;
+mod commit;
 pub mod compaction;
 mod db;
 pub mod error;

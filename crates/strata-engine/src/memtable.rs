@@ -1,7 +1,8 @@
 //! The memtable: a concurrent skiplist (crossbeam-skiplist) of internal keys.
 //!
-//! Writers insert under the group-commit leader (one thread at a time); readers look up
-//! concurrently without locks. A memtable is frozen (made immutable) when it reaches
+//! Writers insert concurrently, each its own batch (the commit pipeline publishes them in
+//! sequence order afterwards, `commit/`); readers look up concurrently without locks and
+//! see an entry only once its sequence number is published. A memtable is frozen (made immutable) when it reaches
 //! `write_buffer_bytes` and flushed to an L0 table by a background thread (`docs/design.md`
 //! §4.4, §6.1).
 

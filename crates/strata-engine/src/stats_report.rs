@@ -3,7 +3,6 @@
 use crate::db::DbInner;
 use crate::stats::Counters;
 use std::fmt;
-use std::sync::atomic::Ordering;
 
 /// Engine statistics (see [`crate::Db::stats`]).
 #[derive(Clone, Debug, Default)]
@@ -134,7 +133,7 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         immutable_memtables: sv.imms.len(),
         immutable_memtable_bytes: sv.imms.iter().map(|m| m.approximate_bytes() as u64).sum(),
         table_reader_bytes: inner.tables.reader_bytes(),
-        last_sequence: inner.visible_seq.load(Ordering::Acquire),
+        last_sequence: inner.visible_seq(),
         flushes: g(&c.flushes),
         compactions: g(&c.compactions),
         trivial_moves: g(&c.trivial_moves),

@@ -1,48 +1,29 @@
-//! The write path: group commit (LevelDB's writer queue), memtable switches, stalls and
-//! value-log rotation. Protocol and invariants: `docs/design.md` §4.
+//! The engine's side of the write path: the commit log it gives the commit pipeline
+//! (`commit.rs`), what the pipeline's environment does (apply to the memtable, make room:
+//! stalls, memtable switches, value-log rotation), and the exclusive writes (flush requests,
+//! GC relocations, pauses). Protocol and invariants: `docs/design.md` §4.
 //!
-//! The leader of the queue writes its group as ONE log record (WAL) or ONE frame (value log),
-//! syncs once if any member asked for sync, inserts into the memtable, then publishes the
-//! last sequence number. GC relocations form groups of their own and are re-checked by the
-//! leader (`docs/design.md` §4.3).
+//! GC relocations run in an exclusive turn and are re-checked there (`docs/design.md` §4.3).
 
 use crate::batch::WriteBatch;
+use crate::commit::{Appended, CommitEnv, CommitLog};
 use crate::db::DbInner;
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::get::Found;
+use crate::key::SeqNo;
 use crate::key::ValueKind;
 use crate::log::LogWriter;
 use crate::memtable::MemTable;
 use crate::options::WriteOptions;
 use crate::sst::ReadParams;
 use crate::stats::Counters;
+use crate::vlog::Vlog;
 use crate::vlog::{ValuePointer, VlogFile, VlogWriter};
-use parking_lot::{Condvar, Mutex};
-use std::collections::VecDeque;
+use parking_lot::Mutex;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Largest group a leader assembles.
-const MAX_GROUP_BYTES: usize = 1 << 20;
-
-struct Writer {
-    batch: Option<WriteBatch>,
-    sync: bool,
-    disable_wal: bool,
-    /// A flush request: switch the memtable even if it is not full.
-    force_switch: bool,
-    /// GC rewrites, applied only where still current (see the module docs).
-    relocations: Option<Vec<Relocation>>,
-    /// How many relocations were applied.
-    relocated: usize,
-    /// A pause: the leader runs no group, it holds the queue while its caller works
-    /// (`DbInner::with_writes_paused`).
-    pause: bool,
-    done: bool,
-    result: Option<Result<()>>,
-}
 
 /// A GC rewrite: put `key = value` (or, if the compaction filter removed it, a tombstone) if
 /// the key's newest entry still points at `old`.
@@ -53,202 +34,194 @@ pub(crate) struct Relocation {
     pub remove: bool,
 }
 
-/// The queue of pending writers.
-#[derive(Default)]
-pub struct WriteQueue {
-    queue: Mutex<VecDeque<Arc<Mutex<Writer>>>>,
-    cv: Condvar,
+/// The engine's commit log, chosen once at open: the WAL, or with key-value separation the
+/// value log, whose frames recovery replays instead (`docs/design.md` §8).
+pub(crate) enum DbLog {
+    /// The WAL writer; `None` once closed.
+    Wal(Mutex<Option<LogWriter>>),
+    /// The value log's head writer (shared with readers of still-buffered values).
+    Vlog { vlog: Arc<Vlog>, threshold: usize },
+}
+
+impl CommitLog for DbLog {
+    fn append(&self, batch: &WriteBatch, disable_wal: bool) -> Result<Appended> {
+        match self {
+            DbLog::Wal(wal) => {
+                if disable_wal {
+                    return Ok(Appended::default());
+                }
+                let mut wal = wal.lock();
+                let w = wal.as_mut().ok_or(Error::Closed)?;
+                w.add_record(batch.data())?;
+                w.flush()?;
+                Ok(Appended {
+                    pointers: Vec::new(),
+                    wal_bytes: batch.size_bytes() as u64,
+                    vlog_bytes: 0,
+                })
+            }
+            DbLog::Vlog { vlog, threshold } => {
+                // With `disable_wal` only a batch with separated values is written, as a
+                // frame recovery does not replay.
+                if disable_wal
+                    && !batch
+                        .iter()
+                        .any(|r| r.is_ok_and(|r| r.value.is_some_and(|v| v.len() >= *threshold)))
+                {
+                    return Ok(Appended::default());
+                }
+                let mut head = vlog.head.lock();
+                let w = head.as_mut().ok_or(Error::Closed)?;
+                let a = w.append_group(batch, batch.seq(), *threshold, !disable_wal)?;
+                Ok(Appended {
+                    pointers: a.pointers,
+                    wal_bytes: 0,
+                    vlog_bytes: a.bytes,
+                })
+            }
+        }
+    }
+
+    fn sync(&self) -> Result<()> {
+        match self {
+            DbLog::Wal(wal) => match wal.lock().as_mut() {
+                Some(w) => w.sync(),
+                None => Ok(()),
+            },
+            DbLog::Vlog { vlog, .. } => vlog.sync(),
+        }
+    }
+}
+
+impl CommitEnv for DbInner {
+    fn check_error(&self) -> Result<()> {
+        self.check_bg_error()
+    }
+
+    fn set_error(&self, e: &Error) {
+        self.set_bg_error(e)
+    }
+
+    fn before_write(&self) -> bool {
+        let (slow, full) = {
+            // Read under the guard, without cloning the `Arc` (a shared counter every writer
+            // would bounce) and without sleeping while holding it.
+            let sv = self.super_version.read();
+            let slow = sv.version.levels[0].len() >= self.opts.l0_slowdown_writes_trigger;
+            let full = sv.mem.approximate_bytes() >= self.opts.write_buffer_bytes
+                || match self.commit.log() {
+                    DbLog::Wal(_) => false,
+                    DbLog::Vlog { .. } => {
+                        let head = self.vlog.shared.number.load(Ordering::Acquire);
+                        let head_full = sv
+                            .vlog_files
+                            .get(&head)
+                            .is_some_and(|f| f.size() >= self.opts.vlog_file_bytes);
+                        head_full || self.vlog_span() >= self.opts.vlog_file_bytes.saturating_mul(4)
+                    }
+                };
+            (slow, full)
+        };
+        if slow {
+            // Spread the stall over many writes instead of stopping them all at the stop
+            // trigger: each writer sleeps once, alone.
+            std::thread::sleep(Duration::from_millis(1));
+            Counters::add(&self.counters.stall_micros, 1000);
+            Counters::add(&self.counters.slowdowns, 1);
+        }
+        full
+    }
+
+    fn make_room(&self) -> Result<()> {
+        // The writer asking already slept for the slowdown in `before_write`.
+        self.make_room_for_write(false, false)
+    }
+
+    fn apply(&self, batch: &WriteBatch, appended: &Appended, disable_wal: bool) -> Result<()> {
+        let mem = self.super_version.read().mem.clone();
+        if disable_wal {
+            mem.mark_unlogged();
+        }
+        let mut user_bytes = 0u64;
+        let mut separated = 0u64;
+        let mut refs = (0u64, 0u64);
+        for (seq, (i, r)) in (batch.seq()..).zip(batch.iter().enumerate()) {
+            let r = r.map_err(|e| Error::InvalidArgument(format!("malformed batch: {e}")))?;
+            let value = r.value.unwrap_or_default();
+            user_bytes += (r.key.len() + value.len()) as u64;
+            match appended.pointers.get(i).copied().flatten() {
+                Some(p) => {
+                    mem.add(seq, ValueKind::Pointer, r.key, &p.to_vec());
+                    // One batch is one frame, in one file.
+                    refs = (p.file, refs.1 + u64::from(p.len));
+                    separated += 1;
+                }
+                None => mem.add(seq, r.kind, r.key, value),
+            }
+        }
+        if refs.1 > 0 {
+            mem.add_vlog_refs(refs.0, refs.1);
+        }
+        Counters::add(&self.counters.user_bytes, user_bytes);
+        Counters::add(&self.counters.vlog_values, separated);
+        Counters::add(&self.counters.wal_bytes, appended.wal_bytes);
+        Counters::add(&self.counters.vlog_bytes, appended.vlog_bytes);
+        Ok(())
+    }
+
+    fn committed(&self, writers: usize, synced: bool) {
+        Counters::add(&self.counters.writes, writers as u64);
+        Counters::add(&self.counters.write_groups, 1);
+        if synced {
+            Counters::add(&self.counters.wal_syncs, 1);
+        }
+    }
 }
 
 impl DbInner {
-    /// Writes `batch` (or, with `force_switch`, freezes the memtable) through the queue.
+    /// The last sequence number readers may see.
+    pub(crate) fn visible_seq(&self) -> SeqNo {
+        self.commit.visible_seq()
+    }
+
+    /// Writes `batch` (or, with `force_switch`, freezes the memtable).
     pub(crate) fn write(
         &self,
         wo: &WriteOptions,
         batch: Option<WriteBatch>,
         force_switch: bool,
     ) -> Result<()> {
-        self.write_writer(Writer {
-            batch,
-            sync: wo.sync,
-            disable_wal: wo.disable_wal,
-            force_switch,
-            relocations: None,
-            relocated: 0,
-            pause: false,
-            done: false,
-            result: None,
-        })
-        .map(|_| ())
+        if force_switch {
+            return self.commit.exclusive(self, || {
+                self.check_bg_error()?;
+                self.make_room_for_write(true, false)?;
+                Ok(((), None))
+            });
+        }
+        self.commit.commit(self, batch, wo.sync, wo.disable_wal)
     }
 
-    /// Applies GC rewrites through the queue; returns how many were still current.
+    /// Applies GC rewrites; returns how many were still current. The check and the write
+    /// run in one exclusive turn, so no user write of the same key comes between them.
     pub(crate) fn write_relocations(&self, relocations: Vec<Relocation>) -> Result<usize> {
-        self.write_writer(Writer {
-            batch: None,
-            sync: false,
-            disable_wal: false,
-            force_switch: false,
-            relocations: Some(relocations),
-            relocated: 0,
-            pause: false,
-            done: false,
-            result: None,
+        self.commit.exclusive(self, || {
+            self.check_bg_error()?;
+            self.make_room_for_write(false, true)?;
+            let b = self.still_current(relocations)?;
+            Ok((b.count() as usize, Some(b)))
         })
     }
 
     /// Makes every write so far durable (fsync of the WAL or value log).
     pub(crate) fn sync_log(&self) -> Result<()> {
-        self.write(
-            &WriteOptions {
-                sync: true,
-                disable_wal: false,
-            },
-            None,
-            false,
-        )
+        self.commit.commit(self, None, true, false)
     }
 
-    /// Runs `f` at the front of the write queue: no write is applied while it runs, and
-    /// every write acknowledged before it is in the memtable and handed to the log.
+    /// Runs `f` while no write is in flight: every write acknowledged before it is in the
+    /// memtable and handed to the log, and none starts until it returns.
     /// Lock order: take `gc_lock` (if at all) before calling this, `state` inside `f`.
     pub(crate) fn with_writes_paused<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        let mut out = None;
-        self.queue_turn(
-            Writer {
-                batch: None,
-                sync: false,
-                disable_wal: false,
-                force_switch: false,
-                relocations: None,
-                relocated: 0,
-                pause: true,
-                done: false,
-                result: None,
-            },
-            |_| {
-                out = Some(f());
-                Ok(())
-            },
-        )?;
-        out.expect("the pause ran as leader")
-    }
-
-    fn write_writer(&self, writer: Writer) -> Result<usize> {
-        self.queue_turn(writer, |group| self.write_group(group))
-    }
-
-    /// Enqueues `writer`; as leader, runs `run` over the group it picks and answers the group.
-    fn queue_turn(
-        &self,
-        writer: Writer,
-        run: impl FnOnce(&[Arc<Mutex<Writer>>]) -> Result<()>,
-    ) -> Result<usize> {
-        self.check_bg_error()?;
-        let w = Arc::new(Mutex::new(writer));
-        let mut q = self.writes.queue.lock();
-        q.push_back(w.clone());
-        loop {
-            if w.lock().done {
-                let mut g = w.lock();
-                return g.result.take().unwrap_or(Ok(())).map(|()| g.relocated);
-            }
-            if Arc::ptr_eq(q.front().expect("queue holds us"), &w) {
-                break;
-            }
-            self.writes.cv.wait(&mut q);
-        }
-        // Leader: pick the group.
-        let group = pick_group(&q);
-        drop(q);
-        let r = run(&group);
-        let mut q = self.writes.queue.lock();
-        for g in &group {
-            let front = q.pop_front().expect("group is at the front");
-            debug_assert!(Arc::ptr_eq(&front, g));
-            let mut g = g.lock();
-            g.done = true;
-            g.result = Some(r.clone());
-        }
-        self.writes.cv.notify_all();
-        drop(q);
-        let mut g = w.lock();
-        g.result.take().unwrap_or(Ok(())).map(|()| g.relocated)
-    }
-
-    fn write_group(&self, group: &[Arc<Mutex<Writer>>]) -> Result<()> {
-        self.check_bg_error()?;
-        let force = group[0].lock().force_switch;
-        self.make_room_for_write(force)?;
-        let (mut batch, sync, disable_wal, relocations) = {
-            let mut first = group[0].lock();
-            let b = first.batch.take();
-            (b, first.sync, first.disable_wal, first.relocations.take())
-        };
-        if let Some(rel) = relocations {
-            let b = self.still_current(rel)?;
-            group[0].lock().relocated = b.count() as usize;
-            batch = (!b.is_empty()).then_some(b);
-        }
-        let mut sync = sync;
-        for g in &group[1..] {
-            let mut g = g.lock();
-            sync |= g.sync;
-            if let Some(b) = g.batch.take() {
-                match batch.as_mut() {
-                    Some(all) => all.append(&b),
-                    None => batch = Some(b),
-                }
-            }
-        }
-        let Some(mut batch) = batch else {
-            if sync && !force {
-                return self.sync_logs();
-            }
-            return Ok(());
-        };
-        let first_seq = self.visible_seq.load(Ordering::Relaxed) + 1;
-        batch.set_seq(first_seq);
-        let pointers = if self.opts.separation() {
-            self.append_vlog(&batch, first_seq, sync, disable_wal)?
-        } else {
-            if !disable_wal {
-                self.append_wal(&batch, sync)?;
-            }
-            Vec::new()
-        };
-        let mem = self.super_version.read().mem.clone();
-        if disable_wal {
-            mem.mark_unlogged();
-        }
-        let mut seq = first_seq;
-        let mut user_bytes = 0u64;
-        let mut separated = 0u64;
-        let mut refs = (0u64, 0u64);
-        for (i, r) in batch.iter().enumerate() {
-            let r = r.map_err(|e| Error::InvalidArgument(format!("malformed batch: {e}")))?;
-            let value = r.value.unwrap_or_default();
-            user_bytes += (r.key.len() + value.len()) as u64;
-            match pointers.get(i).copied().flatten() {
-                Some(p) => {
-                    mem.add(seq, ValueKind::Pointer, r.key, &p.to_vec());
-                    // One group is one frame, in one file.
-                    refs = (p.file, refs.1 + u64::from(p.len));
-                    separated += 1;
-                }
-                None => mem.add(seq, r.kind, r.key, value),
-            }
-            seq += 1;
-        }
-        if refs.1 > 0 {
-            mem.add_vlog_refs(refs.0, refs.1);
-        }
-        self.visible_seq.store(seq - 1, Ordering::Release);
-        Counters::add(&self.counters.user_bytes, user_bytes);
-        Counters::add(&self.counters.vlog_values, separated);
-        Counters::add(&self.counters.writes, group.len() as u64);
-        Counters::add(&self.counters.write_groups, 1);
-        Ok(())
+        self.commit.exclusive(self, || Ok((f()?, None)))
     }
 
     /// The relocations whose key still points at their old entry, as a batch of puts.
@@ -274,79 +247,20 @@ impl DbInner {
         Ok(b)
     }
 
-    /// Appends the group to the WAL (one record), flushes it to the OS, syncs if asked.
-    fn append_wal(&self, batch: &WriteBatch, sync: bool) -> Result<()> {
-        let mut wal = self.wal.lock();
-        let w = wal.as_mut().ok_or(Error::Closed)?;
-        let r = (|| {
-            w.add_record(batch.data())?;
-            w.flush()?;
-            if sync {
-                w.sync()?;
-            }
-            Ok(())
-        })();
-        if let Err(e) = r {
-            self.set_bg_error(&e);
-            return Err(e);
-        }
-        Counters::add(&self.counters.wal_bytes, batch.size_bytes() as u64);
-        if sync {
-            Counters::add(&self.counters.wal_syncs, 1);
-        }
-        Ok(())
+    /// Bytes appended to the value log since the current memtable began.
+    fn vlog_span(&self) -> u64 {
+        let start = self.mem_vlog_start.load(Ordering::Relaxed);
+        self.vlog
+            .shared
+            .appended
+            .load(Ordering::Relaxed)
+            .saturating_sub(start)
     }
 
-    /// Appends the group to the value log as one frame; returns where each record's value
-    /// went if it was separated. With `disable_wal` only a group with separated values is
-    /// written, as a frame recovery does not replay.
-    fn append_vlog(
-        &self,
-        batch: &WriteBatch,
-        first_seq: u64,
-        sync: bool,
-        disable_wal: bool,
-    ) -> Result<Vec<Option<ValuePointer>>> {
-        let threshold = self.opts.sep_threshold_bytes;
-        if disable_wal
-            && !batch
-                .iter()
-                .any(|r| r.is_ok_and(|r| r.value.is_some_and(|v| v.len() >= threshold)))
-        {
-            return Ok(Vec::new());
-        }
-        let mut head = self.vlog.head.lock();
-        let w = head.as_mut().ok_or(Error::Closed)?;
-        let a = match w.append_group(batch, first_seq, threshold, !disable_wal) {
-            Ok(a) => a,
-            // Nothing reached the file: the group is refused, the log stays usable.
-            Err(e @ Error::InvalidArgument(_)) => return Err(e),
-            Err(e) => {
-                self.set_bg_error(&e);
-                return Err(e);
-            }
-        };
-        if sync {
-            if let Err(e) = w.sync() {
-                self.set_bg_error(&e);
-                return Err(e);
-            }
-            Counters::add(&self.counters.wal_syncs, 1);
-        }
-        Counters::add(&self.counters.vlog_bytes, a.bytes);
-        Ok(a.pointers)
-    }
-
-    /// Syncs whichever log is live (a sync request without a batch).
+    /// Syncs whichever log is live (outside the pipeline: callers that need no ordering
+    /// against writes in flight, such as a checkpoint in its exclusive turn).
     pub(crate) fn sync_logs(&self) -> Result<()> {
-        let r = if self.opts.separation() {
-            self.vlog.sync()
-        } else {
-            match self.wal.lock().as_mut() {
-                Some(w) => w.sync(),
-                None => Ok(()),
-            }
-        };
+        let r = self.commit.log().sync();
         if let Err(e) = &r {
             self.set_bg_error(e);
         } else {
@@ -356,11 +270,15 @@ impl DbInner {
     }
 
     /// Ensures the memtable has room, freezing it when full (or when `force`), and applies
-    /// the L0 slowdown and stop triggers. Runs in the leader only.
-    fn make_room_for_write(&self, mut force: bool) -> Result<()> {
-        let mut allow_delay = !force;
+    /// the L0 slowdown and stop triggers. Runs with no other commit in flight (the leader's
+    /// turn, or an exclusive one).
+    fn make_room_for_write(&self, mut force: bool, mut allow_delay: bool) -> Result<()> {
         let mut st = self.state.lock();
-        if self.opts.separation() {
+        let wal = match self.commit.log() {
+            DbLog::Wal(wal) => Some(wal),
+            DbLog::Vlog { .. } => None,
+        };
+        if wal.is_none() {
             self.maybe_rotate_vlog(&mut st)?;
         }
         loop {
@@ -379,9 +297,9 @@ impl DbInner {
             // With separation, a memtable of pointers covers far more log than its own size;
             // its span is capped too: the log after the durable head can be neither collected
             // nor skipped by recovery.
-            let span = self.vlog.shared.appended.load(Ordering::Relaxed) - st.mem_vlog_start;
+            let span = self.vlog_span();
             let full = st.mem.approximate_bytes() >= self.opts.write_buffer_bytes
-                || (self.opts.separation() && span >= self.opts.vlog_file_bytes.saturating_mul(4));
+                || (wal.is_none() && span >= self.opts.vlog_file_bytes.saturating_mul(4));
             if !force && !full {
                 return Ok(());
             }
@@ -398,7 +316,7 @@ impl DbInner {
                 Counters::add(&self.counters.stall_micros, t.elapsed().as_micros() as u64);
                 continue;
             }
-            if self.opts.separation() {
+            let Some(wal) = wal else {
                 // The value log is the WAL: sync it (a table must never point at bytes a
                 // crash could take back) and note where the new memtable's records start.
                 let start = {
@@ -421,19 +339,22 @@ impl DbInner {
                     )),
                 );
                 st.imms.push(old);
-                st.mem_vlog_start = self.vlog.shared.appended.load(Ordering::Relaxed);
+                self.mem_vlog_start.store(
+                    self.vlog.shared.appended.load(Ordering::Relaxed),
+                    Ordering::Relaxed,
+                );
                 self.install_super_version(&mut st);
                 self.bg_cv.notify_all();
                 force = false;
                 continue;
-            }
+            };
             // Switch to a new WAL and memtable. The old WAL is synced first so that the
             // durable state stays a prefix of the acknowledged history (an unsynced tail of
             // the old WAL must not be lost while a synced write of the new WAL survives).
             let number = st.versions.new_file_number();
             let path = filename::wal(&self.dir, number);
             let r = (|| {
-                let mut wal = self.wal.lock();
+                let mut wal = wal.lock();
                 if let Some(old) = wal.as_mut() {
                     old.sync()?;
                 }
@@ -498,47 +419,4 @@ impl DbInner {
         self.install_super_version(st);
         Ok(())
     }
-}
-
-/// The writers at the front of the queue that the leader (the first) writes together.
-fn pick_group(q: &VecDeque<Arc<Mutex<Writer>>>) -> Vec<Arc<Mutex<Writer>>> {
-    let first = q.front().expect("leader").clone();
-    let (sync, disable_wal, alone, mut size) = {
-        let f = first.lock();
-        (
-            f.sync,
-            f.disable_wal,
-            f.force_switch || f.relocations.is_some() || f.pause,
-            f.batch.as_ref().map_or(0, |b| b.size_bytes()),
-        )
-    };
-    let mut group = vec![first];
-    if alone {
-        return group;
-    }
-    // Small leaders do not wait behind a huge group (LevelDB's 128 KiB rule).
-    let max = if size <= 128 << 10 {
-        size + (128 << 10)
-    } else {
-        MAX_GROUP_BYTES
-    };
-    for w in q.iter().skip(1) {
-        let g = w.lock();
-        if g.force_switch
-            || g.relocations.is_some()
-            || g.pause
-            || (g.sync && !sync)
-            || g.disable_wal != disable_wal
-        {
-            break;
-        }
-        let n = g.batch.as_ref().map_or(0, |b| b.size_bytes());
-        if size + n > max {
-            break;
-        }
-        size += n;
-        drop(g);
-        group.push(w.clone());
-    }
-    group
 }

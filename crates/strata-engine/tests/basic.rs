@@ -96,3 +96,81 @@ fn write_flush_compact_reopen_read() {
     assert!(report.is_ok(), "{report}");
     assert!(report.tables > 0);
 }
+
+/// Writers commit concurrently (unsynced ones without a leader): every batch becomes visible
+/// all at once and in order. Four threads each write batches setting both of their keys `a`
+/// and `b` to a counter that only grows (every fifth batch synced, some with `disable_wal`),
+/// on a small memtable so that switches and flushes happen meanwhile; a reader takes
+/// snapshots and must see `a == b` for every thread and no counter go back.
+#[test]
+fn concurrent_batches_become_visible_whole_and_in_order() {
+    use strata_engine::{WriteBatch, WriteOptions};
+    let dir = tempfile::tempdir().unwrap();
+    for separated in [false, true] {
+        let path = dir.path().join(if separated { "sep" } else { "plain" });
+        let opts = Options {
+            write_buffer_bytes: 16 << 10,
+            sep_threshold_bytes: if separated { 8 } else { usize::MAX },
+            vlog_file_bytes: 64 << 10,
+            ..small_options()
+        };
+        let db = Db::open(&path, opts).unwrap();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let counter = |v: Option<Vec<u8>>| -> u64 {
+            v.map_or(0, |v| String::from_utf8(v).unwrap()[..10].parse().unwrap())
+        };
+        std::thread::scope(|s| {
+            let writers: Vec<_> = (0..4)
+                .map(|t| {
+                    let db = &db;
+                    s.spawn(move || {
+                        for n in 1..=1500u64 {
+                            let v = format!("{n:010}-{}", "v".repeat(20 + t * 10));
+                            let mut b = WriteBatch::new();
+                            b.put(format!("{t}-a").as_bytes(), v.as_bytes());
+                            b.put(format!("{t}-b").as_bytes(), v.as_bytes());
+                            let wo = WriteOptions {
+                                sync: n % 5 == 0,
+                                disable_wal: n % 7 == 0 && n % 5 != 0,
+                            };
+                            db.write(&wo, b).unwrap();
+                            // Read your own write.
+                            let got = db.get(format!("{t}-a").as_bytes()).unwrap();
+                            assert_eq!(got.as_deref(), Some(v.as_bytes()));
+                        }
+                    })
+                })
+                .collect();
+            let reader = s.spawn(|| {
+                let mut last = [0u64; 4];
+                let mut reads = 0;
+                while !done.load(std::sync::atomic::Ordering::Acquire) {
+                    let ro = ReadOptions {
+                        snapshot: Some(db.snapshot()),
+                        ..Default::default()
+                    };
+                    for (t, last) in last.iter_mut().enumerate() {
+                        let a = counter(db.get_opt(&ro, format!("{t}-a").as_bytes()).unwrap());
+                        let b = counter(db.get_opt(&ro, format!("{t}-b").as_bytes()).unwrap());
+                        assert_eq!(a, b, "thread {t}: half a batch visible");
+                        assert!(a >= *last, "thread {t}: {a} visible after {last}");
+                        *last = a;
+                    }
+                    reads += 1;
+                }
+                reads
+            });
+            for w in writers {
+                w.join().unwrap();
+            }
+            done.store(true, std::sync::atomic::Ordering::Release);
+            assert!(reader.join().unwrap() > 0);
+        });
+        for t in 0..4 {
+            let a = db.get(format!("{t}-a").as_bytes()).unwrap();
+            assert_eq!(counter(a), 1500);
+        }
+        assert!(db.stats().flushes > 0, "the memtable switched meanwhile");
+        db.close().unwrap();
+    }
+}

@@ -342,10 +342,7 @@ impl DbInner {
                 vlog_garbage: vec![(number, recorded - live)],
                 ..VersionEdit::default()
             };
-            st.versions.last_sequence = st
-                .versions
-                .last_sequence
-                .max(self.visible_seq.load(Ordering::Acquire));
+            st.versions.last_sequence = st.versions.last_sequence.max(self.visible_seq());
             if let Err(e) = st.versions.log_and_apply(edit) {
                 self.set_bg_error(&e);
                 return Err(e);
@@ -427,7 +424,7 @@ impl DbInner {
         self.flush_unlogged()?;
         // Step 3.
         let mut st = self.state.lock();
-        let seq = self.visible_seq.load(Ordering::Acquire);
+        let seq = self.visible_seq();
         let edit = VersionEdit {
             vlog_obsolete: vec![number],
             ..VersionEdit::default()
@@ -552,10 +549,7 @@ impl DbInner {
             vlog_deleted: removed,
             ..VersionEdit::default()
         };
-        st.versions.last_sequence = st
-            .versions
-            .last_sequence
-            .max(self.visible_seq.load(Ordering::Acquire));
+        st.versions.last_sequence = st.versions.last_sequence.max(self.visible_seq());
         if let Err(e) = st.versions.log_and_apply(edit) {
             self.set_bg_error(&e);
             return Err(e);
