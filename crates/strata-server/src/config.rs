@@ -125,9 +125,9 @@ pub struct EngineConfig {
 /// The server's memtable budget per shard. The hot tier already keeps recently written
 /// values in RAM, so a large memtable buys the server little; memtables waiting for flush
 /// are the largest part of its memory after the hot tier (three per shard at the peak of a
-/// load, and the allocator keeps that peak). Measured on 10M keys of 128 bytes: with 16 MiB
-/// the RSS after the load is 454 MiB against 829 MiB with the engine's 64 MiB, and the load
-/// ran at the same speed (`docs/benchmarks.md`, RSS per stored key).
+/// load, and the allocator keeps that peak). Measured on 3M keys of 128 bytes with the hot
+/// tier at 1 MiB: RSS after the load 107 MiB with 16 MiB memtables against 265–284 MiB with
+/// the engine's 64 MiB, and the load was faster (`docs/benchmarks.md`, larger than memory).
 pub const SERVER_WRITE_BUFFER_BYTES: u64 = 16 << 20;
 
 /// The server's block cache per shard: the hot tier holds the hot values, so the block
