@@ -17,6 +17,15 @@ mod text;
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// jemalloc's options, read before `main`: a background thread returns freed pages to the
+/// system within about a second (its default keeps them ten seconds, and lets the
+/// application's own threads do the purging). At 20M keys the server's RSS after the reads
+/// was 483 MiB with these against 511 MiB with the defaults, and 324 MiB against 425 once
+/// the load had settled. `_RJEM_MALLOC_CONF` in the environment still overrides them.
+#[cfg(feature = "jemalloc")]
+#[export_name = "_rjem_malloc_conf"]
+pub static JEMALLOC_CONF: &[u8] = b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
+
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
