@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 pub use crate::io::IoBackend;
 use crate::io::{Fs, RealFs};
 use crate::key::SeqNo;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Per-block compression. On-disk: do not renumber.
@@ -142,6 +143,26 @@ pub struct Options {
     /// below it, so older versions never come back. A filter that decides from keys alone
     /// costs no value-log reads. Rules and their reasons: `docs/design.md` §6.4.
     pub compaction_filter: Option<Arc<dyn CompactionFilter>>,
+    // The byte-addressable L0 tier (the NVM seed; `docs/design.md` §2.9,
+    // `docs/format/l0-tier.md`). Not persisted, but a database whose version holds tier
+    // tables refuses to open without the directory.
+    /// Where flushes write L0 tables (memory-mapped, read in place, a learned index per
+    /// table) instead of L0 SSTables: a tmpfs (`/dev/shm/...`), a DAX file system or any
+    /// directory. One database per directory (it is locked). Default: `None` (L0 holds
+    /// SSTables, as in LevelDB).
+    pub l0_tier_dir: Option<PathBuf>,
+    /// Capacity of the tier: L0 tables are compacted down to L1 once they hold half of it,
+    /// writes slow down at 3/4 and stop when it is full; this replaces the L0 file-count
+    /// triggers while the tier is on. Default: 1 GiB.
+    pub l0_tier_bytes: u64,
+    /// Error bound of an L0 table's learned index, in entries: a lookup searches at most
+    /// about `2 * pgm_epsilon` entries around the predicted position. The index is built over
+    /// every 16th key (the table's checkpoints), so it is kept in checkpoints as
+    /// `max(1, pgm_epsilon / 16)`. Default: 32. Smaller: a bigger index, fewer keys compared.
+    pub pgm_epsilon: usize,
+    /// An L0 table stores a value inline when shorter than this, else (when the value sits in
+    /// the value log already) as a pointer to it. Default: 32 (the seed's choice).
+    pub l0_inline_threshold_bytes: usize,
 }
 
 impl Default for Options {
@@ -182,6 +203,10 @@ impl Default for Options {
             gc_interval_ms: 1000,
             vlog_prefetch: 32,
             compaction_filter: None,
+            l0_tier_dir: None,
+            l0_tier_bytes: 1 << 30,
+            pgm_epsilon: 32,
+            l0_inline_threshold_bytes: 32,
         }
     }
 }
@@ -232,12 +257,29 @@ impl Options {
         if !(self.gc_garbage_ratio > 0.0 && self.gc_garbage_ratio <= 1.0) {
             return bad("gc_garbage_ratio must be in (0, 1]");
         }
+        if self.l0_tier_bytes < (self.write_buffer_bytes as u64).saturating_mul(2) {
+            return bad("l0_tier_bytes must be at least twice write_buffer_bytes");
+        }
+        if self.pgm_epsilon == 0 {
+            return bad("pgm_epsilon must be at least 1");
+        }
+        if self.l0_inline_threshold_bytes > u32::MAX as usize {
+            return bad("l0_inline_threshold_bytes must fit in 32 bits");
+        }
         Ok(())
     }
 
     /// Whether key-value separation is on (the value log is the write-ahead log).
     pub fn separation(&self) -> bool {
         self.sep_threshold_bytes != usize::MAX
+    }
+
+    /// How the L0 tier writes its tables.
+    pub fn l0_table_options(&self) -> crate::l0tier::L0TableOptions {
+        crate::l0tier::L0TableOptions {
+            inline_threshold_bytes: self.l0_inline_threshold_bytes,
+            pgm_epsilon: (self.pgm_epsilon / crate::l0tier::ENTRIES_PER_CHECKPOINT as usize).max(1),
+        }
     }
 
     /// Sets one option from its name and a string value (CLI `--opt name=value`).
@@ -308,6 +350,15 @@ impl Options {
             "gc_bytes_per_sec" => self.gc_bytes_per_sec = num(name, value)?,
             "gc_interval_ms" => self.gc_interval_ms = num(name, value)?,
             "vlog_prefetch" => self.vlog_prefetch = num(name, value)?,
+            "l0_tier_dir" => {
+                self.l0_tier_dir = match value {
+                    "" | "none" | "off" => None,
+                    v => Some(PathBuf::from(v)),
+                }
+            }
+            "l0_tier_bytes" => self.l0_tier_bytes = num(name, value)?,
+            "pgm_epsilon" => self.pgm_epsilon = num(name, value)?,
+            "l0_inline_threshold_bytes" => self.l0_inline_threshold_bytes = num(name, value)?,
             _ => return Err(Error::InvalidArgument(format!("unknown option {name:?}"))),
         }
         self.validate()

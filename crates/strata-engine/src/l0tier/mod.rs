@@ -32,7 +32,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
-pub use format::{FORMAT_VERSION, MAGIC, SUPER_LEN};
+pub use format::{ENTRIES_PER_CHECKPOINT, FORMAT_VERSION, MAGIC, SUPER_LEN};
 pub use iter::L0TableIter;
 pub use table::{L0Entry, L0Table, L0VerifyStats};
 pub use writer::{L0TableMeta, L0TableOptions, L0TableWriter};
