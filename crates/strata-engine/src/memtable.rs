@@ -101,8 +101,9 @@ const NODE_BYTES: usize = 80;
 /// The heap bytes an allocation of `n` bytes really takes: the allocator's 8-byte header,
 /// rounded up to its 16-byte granule, at least 32 (glibc's malloc; others round similarly).
 /// The memtable counts what it really holds, so that `write_buffer_bytes` bounds memory,
-/// not the logical size of the data (with small values that undercounted by a third).
-fn heap_bytes(n: usize) -> usize {
+/// not the logical size of the data (with small values that undercounted by a third); the
+/// sharded front's hot tier weighs its records with it too.
+pub fn heap_bytes(n: usize) -> usize {
     (n + 8).next_multiple_of(16).max(32)
 }
 

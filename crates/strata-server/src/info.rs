@@ -45,10 +45,15 @@ fn cpu_seconds() -> [(f64, f64); 3] {
 
 /// Resident set size in bytes, from /proc (0 where there is none).
 fn rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .map_or(0, |pages| pages * 4096)
+    proc_status_field("VmRSS:").map_or(0, |kib| kib * 1024)
+}
+
+/// A numeric field of `/proc/self/status` (its first number: `VmRSS:  1234 kB` gives 1234);
+/// `None` where there is no such file (not Linux) or field.
+fn proc_status_field(name: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix(name))?;
+    line.split_whitespace().next()?.parse().ok()
 }
 
 /// Redis's `bytesToHuman`.
@@ -291,18 +296,20 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
 
 /// Threads of this process (each may hold a thread-local io_uring ring and its buffers).
 fn thread_count() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Threads:"))
-                .and_then(|v| v.trim().parse().ok())
-        })
-        .unwrap_or(0)
+    proc_status_field("Threads:").unwrap_or(0)
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn rss_and_threads_are_read() {
+        // This test runs on a thread of its own beside the main thread.
+        assert!(super::thread_count() >= 2);
+        let rss = super::rss_bytes();
+        assert!(rss > 1 << 20 && rss < 1 << 40, "{rss}");
+        assert_eq!(super::proc_status_field("NoSuchField:"), None);
+    }
+
     #[test]
     fn cpu_time_is_read() {
         // Burn 100 ms of CPU so the process has used some ticks.

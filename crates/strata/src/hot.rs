@@ -38,17 +38,16 @@ const MAX_ITEM_SHARE: u64 = 16;
 /// Bytes of the record's header: the key's length.
 const KEY_LEN_BYTES: usize = 4;
 
-/// The heap bytes an allocation of `n` bytes really takes: the allocator's 8-byte header,
-/// rounded up to its 16-byte granule, at least 32 (glibc's malloc; other allocators round
-/// similarly). Counting requested bytes instead undercounts small records by a third.
-fn heap_bytes(n: usize) -> u64 {
-    ((n + 8).next_multiple_of(16)).max(32) as u64
+/// The bytes a cached record of `record_len` bytes costs: one allocation holding the
+/// reference counts (16 bytes) and the record, as the allocator rounds it (counting
+/// requested bytes undercounts small records by a third), plus the entry.
+fn record_weight(record_len: usize) -> u64 {
+    strata_engine::memtable::heap_bytes(16 + record_len) as u64 + ENTRY_OVERHEAD
 }
 
-/// The bytes a cached record of `key` and `value` costs: one allocation holding the
-/// reference counts (16 bytes), the key's length, the key and the value, plus the entry.
+/// What a record of `key` and `value` would cost ([`record_weight`]).
 fn record_cost(key: &[u8], value: &[u8]) -> u64 {
-    heap_bytes(16 + KEY_LEN_BYTES + key.len() + value.len()) + ENTRY_OVERHEAD
+    record_weight(KEY_LEN_BYTES + key.len() + value.len())
 }
 
 /// A cached record: `[key length u32 LE][key][value]` in one shared allocation. The cache is
@@ -81,7 +80,7 @@ struct ByBytes;
 
 impl Weighter<u64, Record> for ByBytes {
     fn weight(&self, _hash: &u64, record: &Record) -> u64 {
-        heap_bytes(16 + record.len()) + ENTRY_OVERHEAD
+        record_weight(record.len())
     }
 }
 
