@@ -10,6 +10,7 @@ use crate::filename::{self, FileKind};
 use crate::io::{Fs, RandomAccessFile};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{self, ValueKind};
+use crate::l0tier::{L0VerifyStats, TierDir};
 use crate::log::LogReader;
 use crate::options::Options;
 use crate::sst::{ReadParams, Table};
@@ -84,7 +85,17 @@ pub(crate) fn check(dir: &Path, opts: Options) -> Result<CheckReport> {
     }
     let _lock = fs.lock(&filename::lock(dir))?;
     let mut report = CheckReport::default();
-    let versions = match VersionSet::recover(fs.clone(), dir, opts.num_levels) {
+    // The L0 tier's directory, if the options name one that exists (not created here).
+    let tier = match opts.l0_tier_dir.as_deref().filter(|t| t.is_dir()) {
+        Some(t) => Some(Arc::new(TierDir::open(t, opts.l0_table_options())?)),
+        None => None,
+    };
+    let versions = match VersionSet::recover(
+        fs.clone(),
+        dir,
+        opts.num_levels,
+        tier.as_ref().map(|t| t.dir()),
+    ) {
         Ok(v) => v,
         Err(e) if e.is_corruption() => {
             report.problems.push(e);
@@ -95,6 +106,17 @@ pub(crate) fn check(dir: &Path, opts: Options) -> Result<CheckReport> {
     report.manifest_records = versions.recovered_records;
     let version = versions.current();
     for f in version.levels.iter().flatten() {
+        if let Some(t) = tier.as_ref().filter(|_| f.tier) {
+            match check_tier_table(t, f) {
+                Ok(s) => {
+                    report.tables += 1;
+                    report.blocks += s.blocks;
+                    report.entries += s.entries;
+                }
+                Err(e) => report.problems.push(e),
+            }
+            continue;
+        }
         let path = filename::table(dir, f.number);
         let r = fs.open(&path).and_then(|file| {
             if file.size() != f.size {
@@ -164,13 +186,26 @@ pub(crate) fn check(dir: &Path, opts: Options) -> Result<CheckReport> {
     }
     check_vlog(dir, &fs, &versions, &mut replayed, &mut report)?;
     if tables_ok {
-        check_pointers(dir, &fs, &versions, &replayed, &mut report)?;
+        check_pointers(dir, &fs, &versions, tier, &replayed, &mut report)?;
     } else {
         report
             .notes
             .push("value pointers not followed: a table is damaged".into());
     }
     Ok(report)
+}
+
+/// Maps L0 tier table `f`, checks its size against the MANIFEST and verifies every block.
+fn check_tier_table(tier: &TierDir, f: &crate::version::FileMeta) -> Result<L0VerifyStats> {
+    let t = tier.table(f.number)?;
+    if t.file_size() != f.size {
+        return Err(Error::corruption(
+            t.path(),
+            0,
+            format!("size {} but the MANIFEST says {}", t.file_size(), f.size),
+        ));
+    }
+    t.verify()
 }
 
 /// Follows every value pointer in the tables into the value log and verifies the entry it
@@ -184,6 +219,7 @@ fn check_pointers(
     dir: &Path,
     fs: &Arc<dyn Fs>,
     versions: &VersionSet,
+    tier: Option<Arc<TierDir>>,
     replayed: &HashSet<Vec<u8>>,
     report: &mut CheckReport,
 ) -> Result<()> {
@@ -198,7 +234,7 @@ fn check_pointers(
         .filter(|(k, n)| *k == FileKind::Vlog && !versions.vlog.obsolete.contains(n))
         .map(|(_, n)| n)
         .collect();
-    let tables = Arc::new(TableCache::new(dir.to_path_buf(), fs.clone(), 64, None));
+    let tables = Arc::new(TableCache::new(dir.to_path_buf(), fs.clone(), 64, None).with_tier(tier));
     let params = ReadParams {
         verify_checksums: true,
         fill_cache: false,

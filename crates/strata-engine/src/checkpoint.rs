@@ -38,6 +38,13 @@ impl DbInner {
                 dest.display()
             )));
         }
+        if self.opts.l0_tier_dir.is_some() {
+            // Its tables live outside the directory a checkpoint copies; a checkpoint would
+            // need them copied and the copy opened with its own tier directory.
+            return Err(Error::NotSupported(
+                "checkpoint of a database with the L0 tier on (l0_tier_dir)".into(),
+            ));
+        }
         // Writes made without the log are only in memtables: flush them first, as a clean
         // close does (one made after this call starts may be missing, as after a crash).
         self.flush_unlogged()?;

@@ -158,12 +158,25 @@ impl Db {
                 dir.display()
             )));
         }
-        let versions = VersionSet::recover(fs.clone(), &dir, opts.num_levels)?;
+        let tier = match &opts.l0_tier_dir {
+            Some(t) => Some(Arc::new(crate::l0tier::TierDir::open(
+                t,
+                opts.l0_table_options(),
+            )?)),
+            None => None,
+        };
+        let versions = VersionSet::recover(
+            fs.clone(),
+            &dir,
+            opts.num_levels,
+            tier.as_ref().map(|t| t.dir()),
+        )?;
         let block_cache = (opts.block_cache_bytes > 0)
             .then(|| Arc::new(crate::cache::BlockCache::new(opts.block_cache_bytes)));
         let tables = Arc::new(
             TableCache::new(dir.clone(), fs.clone(), opts.max_open_files, block_cache)
-                .with_direct_io(opts.direct_io),
+                .with_direct_io(opts.direct_io)
+                .with_tier(tier),
         );
         let table_opts = TableOptions::from_options(&opts);
         let vlog = Arc::new(Vlog::new(&dir, fs.clone(), opts.direct_io));
@@ -606,11 +619,21 @@ impl DbInner {
             .first()
             .map_or(st.mem.wal_number(), |m| m.wal_number())
             .min(st.versions.log_number);
+        // The L0 tier's directory holds only its tables.
+        let tier_names = self
+            .tables
+            .tier()
+            .and_then(|t| t.on_disk().ok())
+            .unwrap_or_default();
         names
             .iter()
             .filter_map(|n| filename::parse(n))
+            .filter(|(kind, _)| *kind != FileKind::L0Table)
+            .chain(tier_names.into_iter().map(|n| (FileKind::L0Table, n)))
             .filter(|(kind, n)| match kind {
-                FileKind::Table => !live.contains(n) && !st.pending_outputs.contains(n),
+                FileKind::Table | FileKind::L0Table => {
+                    !live.contains(n) && !st.pending_outputs.contains(n)
+                }
                 FileKind::Wal => *n < min_wal,
                 FileKind::Manifest => *n != st.versions.manifest_number(),
                 FileKind::Temp => !st.pending_outputs.contains(n),
@@ -630,6 +653,12 @@ impl DbInner {
                 FileKind::Wal => filename::wal(&self.dir, n),
                 FileKind::Manifest => filename::manifest(&self.dir, n),
                 FileKind::Temp => filename::temp(&self.dir, n),
+                FileKind::L0Table => {
+                    if let Some(t) = self.tables.tier() {
+                        t.remove(n);
+                    }
+                    continue;
+                }
                 _ => continue,
             };
             // A file that cannot be removed is retried at the next cleanup.
@@ -770,7 +799,7 @@ impl DbInner {
                     // removed: write the memtable again without the filter.
                     if let Some(m) = &meta {
                         st.pending_outputs.remove(&m.number);
-                        let _ = self.fs.remove(&filename::table(&self.dir, m.number));
+                        self.delete_files(vec![(m.kind(), m.number)]);
                     }
                     Counters::add(&self.counters.filter_retries, 1);
                     use_filter = false;
@@ -792,6 +821,9 @@ impl DbInner {
             ..VersionEdit::default()
         };
         let bytes = meta.as_ref().map_or(0, |m| m.size);
+        if meta.as_ref().is_some_and(|m| m.tier) {
+            Counters::add(&self.counters.l0_tier_flushes, 1);
+        }
         if let Some(m) = meta {
             st.pending_outputs.remove(&m.number);
             edit.new_files.push((0, m));
@@ -953,7 +985,7 @@ impl DbInner {
         let alloc = || self.allocate_output();
         let env = self.job_env(version, &alloc, use_filter);
         let mut filter = env.filter.map(|f| f.run(FilterReason::Flush, 0));
-        let mut out = compaction::job::OutputWriter::new(&env);
+        let mut out = compaction::job::OutputWriter::for_flush(&env);
         let mut it = mem.iter();
         it.seek_to_first();
         let r = (|| {
@@ -1203,7 +1235,7 @@ pub(crate) fn table_iters(
 ) -> Result<Vec<Box<dyn InternalIterator>>> {
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     for f in &version.levels[0] {
-        children.push(Box::new(tables.get(f.number)?.iter(params)));
+        children.push(tables.iter(f, params)?);
     }
     for files in version.levels.iter().skip(1) {
         if !files.is_empty() {

@@ -9,6 +9,8 @@
 //! | `CURRENT` | name of the live MANIFEST, switched by atomic rename |
 //! | `LOCK` | advisory lock held by the open instance |
 //! | `*.dbtmp` | temporary files; removed on open |
+//!
+//! The L0 tier's tables, `NNNNNN.l0t`, live in `Options::l0_tier_dir` with its own `LOCK`.
 
 use std::path::{Path, PathBuf};
 
@@ -21,6 +23,8 @@ pub enum FileKind {
     Current,
     Lock,
     Temp,
+    /// An L0 tier table (`*.l0t`), found in the tier directory only.
+    L0Table,
 }
 
 pub fn wal(dir: &Path, n: u64) -> PathBuf {
@@ -29,6 +33,11 @@ pub fn wal(dir: &Path, n: u64) -> PathBuf {
 
 pub fn table(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("{n:06}.sst"))
+}
+
+/// An L0 table of the L0 tier, in `Options::l0_tier_dir` (not the database directory).
+pub fn l0_table(tier_dir: &Path, n: u64) -> PathBuf {
+    tier_dir.join(format!("{n:06}.l0t"))
 }
 
 pub fn vlog(dir: &Path, n: u64) -> PathBuf {
@@ -68,6 +77,7 @@ pub fn parse(name: &str) -> Option<(FileKind, u64)> {
         "sst" => Some((FileKind::Table, n)),
         "vlog" => Some((FileKind::Vlog, n)),
         "dbtmp" => Some((FileKind::Temp, n)),
+        "l0t" => Some((FileKind::L0Table, n)),
         _ => None,
     }
 }
@@ -84,6 +94,7 @@ mod tests {
             (vlog(d, 8), FileKind::Vlog, 8),
             (manifest(d, 3), FileKind::Manifest, 3),
             (temp(d, 9), FileKind::Temp, 9),
+            (l0_table(d, 10), FileKind::L0Table, 10),
         ] {
             let name = p.file_name().unwrap().to_str().unwrap();
             assert_eq!(parse(name), Some((k, n)));

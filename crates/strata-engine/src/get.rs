@@ -5,6 +5,7 @@
 use crate::db::{DbInner, SuperVersion};
 use crate::error::{Error, Result};
 use crate::key::{self, SeqNo, ValueKind};
+use crate::l0tier::{L0Entry, L0ValueRef};
 use crate::memtable::MemLookup;
 use crate::options::ReadOptions;
 use crate::sst::{ReadParams, Table};
@@ -54,6 +55,17 @@ pub(crate) fn entry_for(
     }))
 }
 
+/// An L0 tier table's answer as the other sources give it (a pointer encoded as an SSTable
+/// stores it).
+pub(crate) fn tier_found(e: L0Entry<'_>) -> Found {
+    match (e.kind, e.value) {
+        (ValueKind::Delete, _) => Found::Deleted,
+        (_, L0ValueRef::Pointer(p)) => Found::Pointer(p.to_vec()),
+        (ValueKind::Pointer, L0ValueRef::Inline(v)) => Found::Pointer(v.to_vec()),
+        (ValueKind::Value, L0ValueRef::Inline(v)) => Found::Value(v.to_vec()),
+    }
+}
+
 impl DbInner {
     pub(crate) fn get(&self, ro: &ReadOptions, user_key: &[u8]) -> Result<Option<Vec<u8>>> {
         let (sv, seq) = self.read_view(ro);
@@ -83,6 +95,12 @@ impl DbInner {
         }
         let seek = key::seek_key(user_key, seq);
         for f in candidate_files(&sv.version, user_key, &seek) {
+            if f.tier {
+                match self.tables.tier_table(f.number)?.get(user_key, seq)? {
+                    Some(e) => return Ok(Some(tier_found(e))),
+                    None => continue,
+                }
+            }
             let t = self.tables.get(f.number)?;
             if !self.filter_may_contain(&t, user_key) {
                 continue;
@@ -109,6 +127,22 @@ impl DbInner {
             readahead: 0,
         };
         for f in candidate_files(version, user_key, &seek) {
+            if f.tier {
+                match self
+                    .tables
+                    .tier_table(f.number)?
+                    .get(user_key, key::MAX_SEQ)?
+                {
+                    Some(e) => {
+                        let value = match tier_found(e) {
+                            Found::Value(v) | Found::Pointer(v) => v,
+                            Found::Deleted => Vec::new(),
+                        };
+                        return Ok(Some((e.seq, e.kind, value)));
+                    }
+                    None => continue,
+                }
+            }
             let t = self.tables.get(f.number)?;
             if !t.may_contain(user_key) {
                 continue;

@@ -160,9 +160,6 @@ pub struct Options {
     /// every 16th key (the table's checkpoints), so it is kept in checkpoints as
     /// `max(1, pgm_epsilon / 16)`. Default: 32. Smaller: a bigger index, fewer keys compared.
     pub pgm_epsilon: usize,
-    /// An L0 table stores a value inline when shorter than this, else (when the value sits in
-    /// the value log already) as a pointer to it. Default: 32 (the seed's choice).
-    pub l0_inline_threshold_bytes: usize,
 }
 
 impl Default for Options {
@@ -206,7 +203,6 @@ impl Default for Options {
             l0_tier_dir: None,
             l0_tier_bytes: 1 << 30,
             pgm_epsilon: 32,
-            l0_inline_threshold_bytes: 32,
         }
     }
 }
@@ -263,9 +259,6 @@ impl Options {
         if self.pgm_epsilon == 0 {
             return bad("pgm_epsilon must be at least 1");
         }
-        if self.l0_inline_threshold_bytes > u32::MAX as usize {
-            return bad("l0_inline_threshold_bytes must fit in 32 bits");
-        }
         Ok(())
     }
 
@@ -274,10 +267,13 @@ impl Options {
         self.sep_threshold_bytes != usize::MAX
     }
 
-    /// How the L0 tier writes its tables.
+    /// How the L0 tier writes its tables. A value is a pointer in an L0 table exactly when
+    /// it is one in the memtable, so the tier's inline threshold is `sep_threshold_bytes`
+    /// (the seed's 32 B: `sep_threshold_bytes = 32`); without separation every value is
+    /// inline (the WAL's records are not addressable value by value).
     pub fn l0_table_options(&self) -> crate::l0tier::L0TableOptions {
         crate::l0tier::L0TableOptions {
-            inline_threshold_bytes: self.l0_inline_threshold_bytes,
+            inline_threshold_bytes: self.sep_threshold_bytes.min(u32::MAX as usize),
             pgm_epsilon: (self.pgm_epsilon / crate::l0tier::ENTRIES_PER_CHECKPOINT as usize).max(1),
         }
     }
@@ -358,7 +354,6 @@ impl Options {
             }
             "l0_tier_bytes" => self.l0_tier_bytes = num(name, value)?,
             "pgm_epsilon" => self.pgm_epsilon = num(name, value)?,
-            "l0_inline_threshold_bytes" => self.l0_inline_threshold_bytes = num(name, value)?,
             _ => return Err(Error::InvalidArgument(format!("unknown option {name:?}"))),
         }
         self.validate()

@@ -317,7 +317,7 @@ fn flush_recovered(
         // keeping everything is always allowed.
         filter: None,
     };
-    let mut out = OutputWriter::new(&env);
+    let mut out = OutputWriter::for_flush(&env);
     let mut it = mem.iter();
     it.seek_to_first();
     while it.valid() {

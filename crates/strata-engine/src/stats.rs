@@ -16,6 +16,8 @@ pub struct Counters {
     pub slowdowns: AtomicU64,
     pub stops: AtomicU64,
     pub flushes: AtomicU64,
+    /// Flushes that wrote an L0 tier table.
+    pub l0_tier_flushes: AtomicU64,
     pub compactions: AtomicU64,
     pub trivial_moves: AtomicU64,
     pub filter_checks: AtomicU64,

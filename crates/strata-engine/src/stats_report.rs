@@ -37,6 +37,11 @@ pub struct Stats {
     /// block cache).
     pub table_reader_bytes: u64,
     pub last_sequence: u64,
+    /// L0 tier tables in the current version and their bytes (0 with the tier off).
+    pub l0_tier_tables: usize,
+    pub l0_tier_bytes: u64,
+    /// L0 tier tables written by flushes since open.
+    pub l0_tier_flushes: u64,
     pub flushes: u64,
     pub compactions: u64,
     pub trivial_moves: u64,
@@ -134,6 +139,9 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         immutable_memtable_bytes: sv.imms.iter().map(|m| m.approximate_bytes() as u64).sum(),
         table_reader_bytes: inner.tables.reader_bytes(),
         last_sequence: inner.visible_seq(),
+        l0_tier_tables: sv.version.levels[0].iter().filter(|f| f.tier).count(),
+        l0_tier_bytes: sv.version.tier_bytes(),
+        l0_tier_flushes: g(&c.l0_tier_flushes),
         flushes: g(&c.flushes),
         compactions: g(&c.compactions),
         trivial_moves: g(&c.trivial_moves),
@@ -214,6 +222,9 @@ impl Stats {
             t.immutable_memtable_bytes += p.immutable_memtable_bytes;
             t.table_reader_bytes += p.table_reader_bytes;
             t.last_sequence = t.last_sequence.max(p.last_sequence);
+            t.l0_tier_tables += p.l0_tier_tables;
+            t.l0_tier_bytes += p.l0_tier_bytes;
+            t.l0_tier_flushes += p.l0_tier_flushes;
             t.flushes += p.flushes;
             t.compactions += p.compactions;
             t.trivial_moves += p.trivial_moves;
@@ -331,6 +342,15 @@ impl fmt::Display for Stats {
             "Table readers (indexes and filters): {:.1} MiB",
             mib(self.table_reader_bytes)
         )?;
+        if self.l0_tier_flushes > 0 || self.l0_tier_tables > 0 {
+            writeln!(
+                f,
+                "L0 tier: {} tables, {:.1} MiB; {} written by flushes",
+                self.l0_tier_tables,
+                mib(self.l0_tier_bytes),
+                self.l0_tier_flushes
+            )?;
+        }
         writeln!(
             f,
             "Writes: {} in {} groups; user {:.1} MiB; WAL {:.1} MiB ({} syncs); flush {:.1} MiB ({} flushes); compaction write {:.1} MiB, read {:.1} MiB ({} compactions, {} trivial moves)",

@@ -5,7 +5,10 @@ use crate::cache::BlockCache;
 use crate::error::Result;
 use crate::filename;
 use crate::io::Fs;
-use crate::sst::Table;
+use crate::iter::InternalIterator;
+use crate::l0tier::{L0Table, TierDir};
+use crate::sst::{ReadParams, Table};
+use crate::version::FileMeta;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -17,6 +20,8 @@ pub struct TableCache {
     block_cache: Option<Arc<BlockCache>>,
     /// Open table files with `O_DIRECT` (`Options::direct_io`).
     direct_io: bool,
+    /// The L0 tier's directory and its mapped tables, when the tier is on.
+    tier: Option<Arc<TierDir>>,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -34,6 +39,7 @@ impl TableCache {
             tables: quick_cache::sync::Cache::new(max_open_files),
             block_cache,
             direct_io: false,
+            tier: None,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
@@ -43,6 +49,35 @@ impl TableCache {
     pub fn with_direct_io(mut self, on: bool) -> Self {
         self.direct_io = on;
         self
+    }
+
+    /// Reads L0 tier tables from `tier`.
+    pub fn with_tier(mut self, tier: Option<Arc<TierDir>>) -> Self {
+        self.tier = tier;
+        self
+    }
+
+    pub fn tier(&self) -> Option<&Arc<TierDir>> {
+        self.tier.as_ref()
+    }
+
+    /// The mapped L0 tier table `number`.
+    pub fn tier_table(&self, number: u64) -> Result<Arc<L0Table>> {
+        match &self.tier {
+            Some(t) => t.table(number),
+            None => Err(crate::Error::InvalidArgument(format!(
+                "L0 tier table {number} without an l0_tier_dir"
+            ))),
+        }
+    }
+
+    /// An iterator over table `f`, an SSTable or an L0 tier table.
+    pub fn iter(&self, f: &FileMeta, params: ReadParams) -> Result<Box<dyn InternalIterator>> {
+        Ok(if f.tier {
+            Box::new(self.tier_table(f.number)?.iter())
+        } else {
+            Box::new(self.get(f.number)?.iter(params))
+        })
     }
 
     /// Whether table files are opened for direct reads.
@@ -73,12 +108,14 @@ impl TableCache {
         self.tables.remove(&number);
     }
 
-    /// Bytes the open tables keep in memory (indexes and filters).
+    /// Bytes the open tables keep in memory (indexes and filters; the L0 tier's indexes).
     pub fn reader_bytes(&self) -> u64 {
-        self.tables
+        let tier = self.tier.as_ref().map_or(0, |t| t.index_bytes());
+        tier + self
+            .tables
             .iter()
             .map(|(_, t)| t.memory_bytes() as u64)
-            .sum()
+            .sum::<u64>()
     }
 
     pub fn block_cache(&self) -> Option<&Arc<BlockCache>> {

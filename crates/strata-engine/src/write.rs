@@ -93,6 +93,38 @@ impl CommitLog for DbLog {
     }
 }
 
+/// How full L0 is, for write stalls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum L0Pressure {
+    Fine,
+    /// Each write is delayed by about 1 ms.
+    Slow,
+    /// Writes that need a memtable switch wait for compaction.
+    Stop,
+}
+
+impl DbInner {
+    /// L0's pressure on writers: by file count (`l0_slowdown_writes_trigger`,
+    /// `l0_stop_writes_trigger`) for L0 SSTables; with the L0 tier on, by the bytes of its
+    /// tables against `l0_tier_bytes` (slow from 3/4, stop when full).
+    pub(crate) fn l0_pressure(&self, v: &crate::version::Version) -> L0Pressure {
+        let o = &self.opts;
+        let ssts = v.l0_sst_count();
+        let tier = if o.l0_tier_dir.is_some() {
+            v.tier_bytes()
+        } else {
+            0
+        };
+        if ssts >= o.l0_stop_writes_trigger || tier >= o.l0_tier_bytes {
+            L0Pressure::Stop
+        } else if ssts >= o.l0_slowdown_writes_trigger || tier >= o.l0_tier_bytes / 4 * 3 {
+            L0Pressure::Slow
+        } else {
+            L0Pressure::Fine
+        }
+    }
+}
+
 impl CommitEnv for DbInner {
     fn check_error(&self) -> Result<()> {
         self.check_bg_error()
@@ -107,7 +139,7 @@ impl CommitEnv for DbInner {
             // Read under the guard, without cloning the `Arc` (a shared counter every writer
             // would bounce) and without sleeping while holding it.
             let sv = self.super_version.read();
-            let slow = sv.version.levels[0].len() >= self.opts.l0_slowdown_writes_trigger;
+            let slow = self.l0_pressure(&sv.version) >= L0Pressure::Slow;
             let full = sv.mem.approximate_bytes() >= self.opts.write_buffer_bytes
                 || match self.commit.log() {
                     DbLog::Wal(_) => false,
@@ -283,8 +315,8 @@ impl DbInner {
         }
         loop {
             self.check_bg_error()?;
-            let l0 = st.versions.current().levels[0].len();
-            if allow_delay && l0 >= self.opts.l0_slowdown_writes_trigger {
+            let l0 = self.l0_pressure(&st.versions.current());
+            if allow_delay && l0 >= L0Pressure::Slow {
                 // Spread the stall over many writes instead of stopping them all at 40 files.
                 drop(st);
                 std::thread::sleep(Duration::from_millis(1));
@@ -306,9 +338,7 @@ impl DbInner {
             if force && st.mem.is_empty() {
                 return Ok(());
             }
-            if st.imms.len() >= self.opts.max_immutable_memtables
-                || l0 >= self.opts.l0_stop_writes_trigger
-            {
+            if st.imms.len() >= self.opts.max_immutable_memtables || l0 == L0Pressure::Stop {
                 let t = Instant::now();
                 Counters::add(&self.counters.stops, 1);
                 self.bg_cv.notify_all();

@@ -31,7 +31,7 @@ use common::{
 };
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use strata_engine::io::{CrashMode, FaultFs, Fs, MemFs, UnsyncedWrites};
@@ -165,13 +165,19 @@ fn prefix_models(ops: &[WOp]) -> Vec<Map> {
     out
 }
 
-fn crash_opts(fs: Arc<dyn Fs>, engine: Engine) -> Options {
+fn crash_opts(fs: Arc<dyn Fs>, engine: Engine, tier: Option<&Path>) -> Options {
     let plain = Options {
         write_buffer_bytes: 4096,
         target_file_size_bytes: 4096,
         max_bytes_for_level_base: 8 << 10,
         level_size_multiplier: 2,
         ..common::tiny_opts(fs)
+    };
+    let plain = Options {
+        l0_tier_dir: tier.map(Path::to_path_buf),
+        // Four memtables: the tier compacts progressively from two.
+        l0_tier_bytes: 16 << 10,
+        ..plain
     };
     match engine {
         Engine::Plain => plain,
@@ -199,9 +205,17 @@ struct Replay {
     /// (to check that a separated workload exercises rotation and GC).
     gc_files_collected: u64,
     vlog_head_file: u64,
+    /// Flushes that wrote an L0 tier table.
+    tier_flushes: u64,
 }
 
-fn replay(mem: &MemFs, ops: &[WOp], crash_after: Option<u64>, engine: Engine) -> Replay {
+fn replay(
+    mem: &MemFs,
+    ops: &[WOp],
+    crash_after: Option<u64>,
+    engine: Engine,
+    tier: Option<&Path>,
+) -> Replay {
     let fault = FaultFs::new(Arc::new(mem.clone()));
     if let Some(k) = crash_after {
         fault.fail_after(k);
@@ -214,8 +228,9 @@ fn replay(mem: &MemFs, ops: &[WOp], crash_after: Option<u64>, engine: Engine) ->
         fs_ops: 0,
         gc_files_collected: 0,
         vlog_head_file: 0,
+        tier_flushes: 0,
     };
-    if let Ok(db) = Db::open(mem_dir(), crash_opts(Arc::new(fault.clone()), engine)) {
+    if let Ok(db) = Db::open(mem_dir(), crash_opts(Arc::new(fault.clone()), engine, tier)) {
         for (i, op) in ops.iter().enumerate() {
             if op.apply_db(&db).is_err() {
                 r.failed_op = true;
@@ -229,6 +244,7 @@ fn replay(mem: &MemFs, ops: &[WOp], crash_after: Option<u64>, engine: Engine) ->
         let stats = db.stats();
         r.gc_files_collected = stats.gc_files_collected;
         r.vlog_head_file = stats.vlog_head_file;
+        r.tier_flushes = stats.l0_tier_flushes;
         if r.failed_op {
             drop(db);
         } else {
@@ -247,16 +263,22 @@ fn check_point(
     k: u64,
     deep: bool,
     engine: Engine,
+    with_tier: bool,
 ) -> Result<(), String> {
     let mode = crash_mode(k);
+    // The L0 tier's tables are real files (they are mapped): a directory per point. The
+    // simulated power loss does not touch them, which is faithful: a table is synced before
+    // the MANIFEST edit that adds it, so only a table nothing references can be torn.
+    let tier_dir = with_tier.then(common::tier_tempdir);
+    let tier = tier_dir.as_ref().map(|t| t.path().to_path_buf());
     let mem = MemFs::with_seed(seed * 1_000_003 + k);
-    let r = replay(&mem, ops, Some(k), engine);
+    let r = replay(&mem, ops, Some(k), engine, tier.as_deref());
     mem.crash_with(mode);
     let ctx = format!(
         "{engine:?} seed {seed} crash point k={k} {:?}: acked {} ops, durable through {}, failed op: {}, clean close: {}",
         mode.unsynced_writes, r.acked, r.durable, r.failed_op, r.clean_close
     );
-    let opts = crash_opts(Arc::new(mem.clone()), engine);
+    let opts = crash_opts(Arc::new(mem.clone()), engine, tier.as_deref());
     let db = Db::open(mem_dir(), opts.clone()).map_err(|e| {
         format!(
             "{}{ctx}: reopen after crash failed: {e}; files {:?}",
@@ -338,7 +360,7 @@ fn diff_count(a: &Map, b: &Map) -> usize {
 }
 
 /// Enumerates crash points over successive seeds until `target` points are checked.
-fn crash_points(target: usize, ops_per_workload: usize, engine: Engine) {
+fn crash_points(target: usize, ops_per_workload: usize, engine: Engine, with_tier: bool) {
     let checked = AtomicUsize::new(0);
     let failures: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let failure_count = AtomicUsize::new(0);
@@ -350,7 +372,14 @@ fn crash_points(target: usize, ops_per_workload: usize, engine: Engine) {
         let models = prefix_models(&ops);
         // Fault-free run: count the operations and check the clean result.
         let mem = MemFs::new();
-        let r = replay(&mem, &ops, None, engine);
+        let free_tier = with_tier.then(common::tier_tempdir);
+        let r = replay(
+            &mem,
+            &ops,
+            None,
+            engine,
+            free_tier.as_ref().map(|t| t.path()),
+        );
         assert!(
             r.clean_close && r.acked == ops.len(),
             "seed {seed}: the workload fails without faults"
@@ -364,8 +393,22 @@ fn crash_points(target: usize, ops_per_workload: usize, engine: Engine) {
                 r.vlog_head_file
             );
         }
+        if with_tier {
+            assert!(
+                r.tier_flushes > 0,
+                "seed {seed}: the workload should flush into the L0 tier"
+            );
+        }
         let n = r.fs_ops;
-        let db = Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()), engine)).unwrap();
+        let db = Db::open(
+            mem_dir(),
+            crash_opts(
+                Arc::new(mem.clone()),
+                engine,
+                free_tier.as_ref().map(|t| t.path()),
+            ),
+        )
+        .unwrap();
         let got = common::scan_all(&db).unwrap();
         assert!(
             got == models[ops.len()],
@@ -388,7 +431,7 @@ fn crash_points(target: usize, ops_per_workload: usize, engine: Engine) {
                     let Some(&k) = points.get(i) else { return };
                     let deep = i.is_multiple_of(10);
                     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        check_point(seed, &ops, &models, k, deep, engine)
+                        check_point(seed, &ops, &models, k, deep, engine, with_tier)
                     }))
                     .unwrap_or_else(|p| {
                         Err(format!(
@@ -450,12 +493,37 @@ fn crash_points(target: usize, ops_per_workload: usize, engine: Engine) {
 
 #[test]
 fn crash_points_default() {
-    crash_points(8000, 250, Engine::Plain);
+    crash_points(8000, 250, Engine::Plain, false);
 }
 
 #[test]
 fn crash_points_separated() {
-    crash_points(4000, 250, Engine::Separated);
+    crash_points(4000, 250, Engine::Separated, false);
+}
+
+/// With the L0 tier on: flushes write mapped L0 tables, compaction moves them down
+/// progressively.
+#[test]
+fn crash_points_l0_tier() {
+    crash_points(2000, 250, Engine::Plain, true);
+}
+
+#[test]
+fn crash_points_l0_tier_separated() {
+    crash_points(1500, 250, Engine::Separated, true);
+}
+
+#[test]
+#[ignore = "long: STRATA_CRASH_POINTS=N STRATA_CRASH_OPS=M cargo test -p strata-engine --test crash -- --ignored"]
+fn crash_points_l0_tier_long() {
+    for engine in [Engine::Plain, Engine::Separated] {
+        crash_points(
+            env_usize("STRATA_CRASH_POINTS", 30_000),
+            env_usize("STRATA_CRASH_OPS", 600),
+            engine,
+            true,
+        );
+    }
 }
 
 #[test]
@@ -465,6 +533,7 @@ fn crash_points_long() {
         env_usize("STRATA_CRASH_POINTS", 30_000),
         env_usize("STRATA_CRASH_OPS", 600),
         Engine::Plain,
+        false,
     );
 }
 
@@ -475,6 +544,7 @@ fn crash_points_separated_long() {
         env_usize("STRATA_CRASH_POINTS", 30_000),
         env_usize("STRATA_CRASH_OPS", 600),
         Engine::Separated,
+        false,
     );
 }
 
@@ -489,7 +559,7 @@ fn crash_after_each_synced_put_keeps_it() {
         let mode = crash_mode(m);
         let tear = format!("{engine:?} {:?}", mode.unsynced_writes);
         let mem = MemFs::with_seed(m);
-        let opts = crash_opts(Arc::new(mem.clone()), engine);
+        let opts = crash_opts(Arc::new(mem.clone()), engine, None);
         let mut want = Map::new();
         for round in 0..30u32 {
             let db = Db::open(mem_dir(), opts.clone()).unwrap();
@@ -532,7 +602,7 @@ fn crash_during_recovery(first_points: u64, ops_per_workload: usize, engine: Eng
     let seed = 7u64;
     let ops = workload(seed, ops_per_workload, engine);
     let mem = MemFs::new();
-    let n = replay(&mem, &ops, None, engine).fs_ops;
+    let n = replay(&mem, &ops, None, engine, None).fs_ops;
     let checked = AtomicUsize::new(0);
     let failures: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let failed = AtomicUsize::new(0);
@@ -588,19 +658,21 @@ fn recovery_crashes(
     engine: Engine,
 ) -> Result<(), String> {
     let mem = MemFs::with_seed(seed + k);
-    replay(&mem, ops, Some(k), engine);
+    replay(&mem, ops, Some(k), engine, None);
     let mode = crash_mode(k);
     mem.crash_with(mode);
     // After a crash every file is at its durable length: this copy is the durable state.
     let state = common::copy_files(&mem);
     let reference = |mem: &MemFs| -> Result<(Map, u64), String> {
         let fault = FaultFs::new(Arc::new(mem.clone()));
-        let db = Db::open(mem_dir(), crash_opts(Arc::new(fault.clone()), engine)).map_err(|e| {
-            format!(
-                "{}{engine:?} k={k}: clean recovery failed: {e}",
-                refusal_tag(&e, mode)
-            )
-        })?;
+        let db = Db::open(mem_dir(), crash_opts(Arc::new(fault.clone()), engine, None)).map_err(
+            |e| {
+                format!(
+                    "{}{engine:?} k={k}: clean recovery failed: {e}",
+                    refusal_tag(&e, mode)
+                )
+            },
+        )?;
         let ops = fault.op_count();
         let got = common::scan_all(&db).map_err(|e| format!("k={k}: scan: {e}"))?;
         Ok((got, ops))
@@ -610,13 +682,13 @@ fn recovery_crashes(
         let mem = common::restore_files(&state);
         let fault = FaultFs::new(Arc::new(mem.clone()));
         fault.fail_after(j);
-        let opened = Db::open(mem_dir(), crash_opts(Arc::new(fault.clone()), engine));
+        let opened = Db::open(mem_dir(), crash_opts(Arc::new(fault.clone()), engine, None));
         let open_result = opened.as_ref().map(|_| ()).map_err(|e| e.to_string());
         drop(opened);
         let before = mem.dump();
         let mode = crash_mode(j + 1);
         mem.crash_with(mode);
-        let db = match Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()), engine)) {
+        let db = match Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()), engine, None)) {
             Err(e) if !refusal_tag(&e, mode).is_empty() => {
                 refused.fetch_add(1, Ordering::Relaxed);
                 checked.fetch_add(1, Ordering::Relaxed);
@@ -685,7 +757,7 @@ fn unsynced_log_writes_reaching_disk_out_of_order_do_not_block_open() {
             let mem = MemFs::with_seed(seed);
             let opts = Options {
                 write_buffer_bytes: 1 << 20,
-                ..crash_opts(Arc::new(mem.clone()), engine)
+                ..crash_opts(Arc::new(mem.clone()), engine, None)
             };
             let db = Db::open(mem_dir(), opts.clone()).unwrap();
             let mut history = Vec::new();
@@ -738,7 +810,7 @@ fn unsynced_log_writes_reaching_disk_out_of_order_do_not_block_open() {
 fn new_database_directory_survives_a_crash() {
     for engine in [Engine::Plain, Engine::Separated] {
         let mem = MemFs::new();
-        let opts = crash_opts(Arc::new(mem.clone()), engine);
+        let opts = crash_opts(Arc::new(mem.clone()), engine, None);
         let db = Db::open(mem_dir(), opts.clone()).unwrap();
         let mut want = Map::new();
         for i in 0..20u32 {
@@ -779,7 +851,11 @@ fn regression_recovery_reuses_a_live_wal_number_and_a_crash_loses_synced_writes(
         ..Default::default()
     };
     let mem = MemFs::new();
-    let db = Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()), Engine::Plain)).unwrap();
+    let db = Db::open(
+        mem_dir(),
+        crash_opts(Arc::new(mem.clone()), Engine::Plain, None),
+    )
+    .unwrap();
     let mut want = Map::new();
     for i in 0..8u32 {
         let k = key(i);
@@ -817,7 +893,11 @@ fn regression_recovery_reuses_a_live_wal_number_and_a_crash_loses_synced_writes(
         // A clean recovery of that state is fine...
         {
             let mem = common::restore_files(&state);
-            let db = Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()), Engine::Plain)).unwrap();
+            let db = Db::open(
+                mem_dir(),
+                crash_opts(Arc::new(mem.clone()), Engine::Plain, None),
+            )
+            .unwrap();
             let got = common::scan_all(&db).unwrap();
             assert!(got == want, "clean recovery: {}", diff(&got, &want));
         }
@@ -828,11 +908,15 @@ fn regression_recovery_reuses_a_live_wal_number_and_a_crash_loses_synced_writes(
             fault.fail_after(j);
             drop(Db::open(
                 mem_dir(),
-                crash_opts(Arc::new(fault.clone()), Engine::Plain),
+                crash_opts(Arc::new(fault.clone()), Engine::Plain, None),
             ));
             let files_at_crash = mem.dump();
             mem.crash(false);
-            let db = Db::open(mem_dir(), crash_opts(Arc::new(mem.clone()), Engine::Plain)).unwrap();
+            let db = Db::open(
+                mem_dir(),
+                crash_opts(Arc::new(mem.clone()), Engine::Plain, None),
+            )
+            .unwrap();
             let got = common::scan_all(&db).unwrap();
             if got != want {
                 lost.push(format!(

@@ -587,6 +587,28 @@ fn run_with_knobs(knobs: &Knobs, ops: &[Op], settle: bool) -> Result<(), TestCas
     h.run(ops)
 }
 
+/// `run_with_knobs` with the L0 tier on: flushes write mapped L0 tables into a real
+/// directory (the rest stays on `MemFs`), compacted down progressively from 32 KiB.
+fn run_with_tier(knobs: &Knobs, ops: &[Op], settle: bool) -> Result<(), TestCaseError> {
+    let tier = common::tier_tempdir();
+    let opts = Options {
+        l0_tier_dir: Some(tier.path().to_path_buf()),
+        l0_tier_bytes: 64 << 10,
+        ..knob_opts(Arc::new(MemFs::new()), knobs)
+    };
+    let mut h = Harness::open(&common::mem_dir(), opts, settle);
+    h.run(ops)?;
+    // A database created with the tier on has only L0 tier tables in L0.
+    let stats = h.db.as_ref().expect("open").stats();
+    check!(
+        stats.levels[0].0 == stats.l0_tier_tables,
+        "L0 holds SSTables with the tier on: {} tables, {} in the tier",
+        stats.levels[0].0,
+        stats.l0_tier_tables
+    );
+    Ok(())
+}
+
 /// Shrinking drops one op per step, so a long failing case needs many steps; they are
 /// bounded by time (90 s) rather than by count.
 fn config(cases: u32) -> ProptestConfig {
@@ -624,6 +646,27 @@ proptest! {
 }
 
 proptest! {
+    #![proptest_config(config(48))]
+    /// The same operations with the L0 tier on (deterministic background work).
+    #[test]
+    fn model_memfs_l0_tier(knobs in knobs_strategy(), ops in ops_strategy(300..600)) {
+        run_with_tier(&knobs, &ops, true)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(config_shrink(24, 20))]
+    /// The L0 tier with background flushes and progressive compactions racing the operations.
+    #[test]
+    fn model_memfs_l0_tier_racing_background(
+        knobs in knobs_strategy(),
+        ops in ops_strategy(300..600)
+    ) {
+        run_with_tier(&knobs, &ops, false)?;
+    }
+}
+
+proptest! {
     #![proptest_config(config(env_usize("STRATA_MODEL_CASES", 100) as u32))]
     #[test]
     #[ignore = "long: STRATA_MODEL_CASES=N cargo test -p strata-engine --test model -- --ignored"]
@@ -638,6 +681,12 @@ proptest! {
         ops in ops_strategy(2000..5000)
     ) {
         run_with_knobs(&knobs, &ops, false)?;
+    }
+
+    #[test]
+    #[ignore = "long: STRATA_MODEL_CASES=N cargo test -p strata-engine --test model -- --ignored"]
+    fn model_memfs_l0_tier_long(knobs in knobs_strategy(), ops in ops_strategy(2000..5000)) {
+        run_with_tier(&knobs, &ops, false)?;
     }
 }
 

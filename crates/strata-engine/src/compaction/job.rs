@@ -13,6 +13,7 @@ use crate::filename;
 use crate::io::Fs;
 use crate::iter::{InternalIterator, LevelIterator, MergingIterator};
 use crate::key::{self, SeqNo, ValueKind};
+use crate::l0tier::{L0TableWriter, L0Value, TierDir};
 use crate::sst::{ReadParams, TableBuilder, TableOptions};
 use crate::table_cache::TableCache;
 use crate::version::{FileMeta, Version};
@@ -71,59 +72,112 @@ pub struct JobOutput {
     pub filter: FilterStats,
 }
 
-/// Writes tables from a stream of entries, cutting at `target_file_size`.
+/// The table being written.
+enum Current {
+    Sst(u64, TableBuilder),
+    /// An L0 table of the L0 tier (a flush with the tier on).
+    Tier(u64, L0TableWriter),
+}
+
+impl Current {
+    fn number(&self) -> u64 {
+        match self {
+            Current::Sst(n, _) | Current::Tier(n, _) => *n,
+        }
+    }
+}
+
+/// Writes tables from a stream of entries: SSTables cut at `target_file_size`, or for a
+/// flush with the L0 tier on, one L0 table in the tier's directory.
 pub struct OutputWriter<'a> {
     env: &'a JobEnv<'a>,
-    current: Option<(u64, TableBuilder)>,
+    tier: Option<&'a TierDir>,
+    current: Option<Current>,
     pub out: JobOutput,
 }
 
 impl<'a> OutputWriter<'a> {
+    /// Writes SSTables (compaction outputs).
     pub fn new(env: &'a JobEnv<'a>) -> Self {
         OutputWriter {
             env,
+            tier: None,
             current: None,
             out: JobOutput::default(),
         }
     }
 
+    /// Writes a flush's L0 table: into the L0 tier when it is on, else an SSTable.
+    pub fn for_flush(env: &'a JobEnv<'a>) -> Self {
+        OutputWriter {
+            tier: env.tables.tier().map(|t| &**t),
+            ..Self::new(env)
+        }
+    }
+
     /// Whether the current table is full (the caller cuts only at a new user key).
     pub fn full(&self) -> bool {
-        self.current
-            .as_ref()
-            .is_some_and(|(_, b)| b.file_size() >= self.env.target_file_size)
+        match &self.current {
+            Some(Current::Sst(_, b)) => b.file_size() >= self.env.target_file_size,
+            Some(Current::Tier(..)) | None => false,
+        }
     }
 
     pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
         if self.current.is_none() {
             let number = (self.env.new_file_number)();
-            let file = self.env.fs.create(&filename::table(self.env.dir, number))?;
-            self.current = Some((number, TableBuilder::new(file, self.env.table_opts)));
+            self.current = Some(match self.tier {
+                Some(t) => Current::Tier(number, t.create(number)?),
+                None => {
+                    let file = self.env.fs.create(&filename::table(self.env.dir, number))?;
+                    Current::Sst(number, TableBuilder::new(file, self.env.table_opts))
+                }
+            });
         }
-        let (_, b) = self.current.as_mut().expect("just set");
-        b.add(ikey, value)
+        match self.current.as_mut().expect("just set") {
+            Current::Sst(_, b) => b.add(ikey, value),
+            // Pointer entries keep their pointer: the value stays where the log put it.
+            Current::Tier(_, w) => w.add(ikey, L0Value::Inline(value)),
+        }
     }
 
     /// Finishes (and syncs) the current table, if any.
     pub fn finish_table(&mut self) -> Result<()> {
-        if let Some((number, b)) = self.current.take() {
-            let s = b.finish()?;
-            self.out.bytes_written += s.file_size;
-            self.out.files.push(FileMeta {
-                number,
-                size: s.file_size,
-                smallest: s.smallest,
-                largest: s.largest,
-                num_entries: s.num_entries,
-            });
-        }
+        let meta = match self.current.take() {
+            None => return Ok(()),
+            Some(Current::Sst(number, b)) => {
+                let s = b.finish()?;
+                FileMeta {
+                    number,
+                    size: s.file_size,
+                    smallest: s.smallest,
+                    largest: s.largest,
+                    num_entries: s.num_entries,
+                    tier: false,
+                }
+            }
+            // Syncs the table and the tier's directory.
+            Some(Current::Tier(number, w)) => {
+                let m = w.finish()?;
+                FileMeta {
+                    number,
+                    size: m.file_size,
+                    smallest: m.smallest,
+                    largest: m.largest,
+                    num_entries: m.entries,
+                    tier: true,
+                }
+            }
+        };
+        self.out.bytes_written += meta.size;
+        self.out.files.push(meta);
         Ok(())
     }
 
     /// Finishes the last table and syncs the directory so the new names are durable.
     pub fn finish(mut self) -> Result<JobOutput> {
         self.finish_table()?;
-        if !self.out.files.is_empty() {
+        if self.out.files.iter().any(|f| !f.tier) {
             self.env.fs.sync_dir(self.env.dir)?;
         }
         Ok(self.out)
@@ -132,11 +186,21 @@ impl<'a> OutputWriter<'a> {
     /// Removes what was written (after an error); best effort, leftovers are orphans that the
     /// next open deletes.
     pub fn abandon(self) {
-        let mut numbers: Vec<u64> = self.out.files.iter().map(|f| f.number).collect();
-        numbers.extend(self.current.as_ref().map(|(n, _)| *n));
+        let mut numbers: Vec<(u64, bool)> =
+            self.out.files.iter().map(|f| (f.number, f.tier)).collect();
+        numbers.extend(
+            self.current
+                .as_ref()
+                .map(|c| (c.number(), matches!(c, Current::Tier(..)))),
+        );
         drop(self.current);
-        for n in numbers {
-            let _ = self.env.fs.remove(&filename::table(self.env.dir, n));
+        for (n, tier) in numbers {
+            match self.tier.filter(|_| tier) {
+                Some(t) => t.remove(n),
+                None => {
+                    let _ = self.env.fs.remove(&filename::table(self.env.dir, n));
+                }
+            }
         }
     }
 }
@@ -151,7 +215,7 @@ fn input_iter(plan: &CompactionPlan, env: &JobEnv) -> Result<MergingIterator> {
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     if plan.level == 0 {
         for f in &plan.inputs {
-            children.push(Box::new(env.tables.get(f.number)?.iter(params)));
+            children.push(env.tables.iter(f, params)?);
         }
     } else {
         children.push(Box::new(LevelIterator::new(

@@ -43,6 +43,12 @@ impl CompactionPlan {
 #[derive(Clone, Copy, Debug)]
 pub struct Shape {
     pub l0_compaction_trigger: usize,
+    /// With the L0 tier on: its capacity (`Options::l0_tier_bytes`); L0 is then compacted
+    /// progressively from half of it.
+    pub l0_tier_bytes: Option<u64>,
+    /// L0 tables at which L0 is compacted whatever their bytes (the tier's guard against
+    /// many tiny tables, each of which a lookup may probe).
+    pub l0_max_tables: usize,
     pub max_bytes_for_level_base: u64,
     pub level_size_multiplier: u64,
 }
@@ -51,6 +57,8 @@ impl Shape {
     pub fn from_options(o: &crate::Options) -> Self {
         Shape {
             l0_compaction_trigger: o.l0_compaction_trigger,
+            l0_tier_bytes: o.l0_tier_dir.is_some().then_some(o.l0_tier_bytes),
+            l0_max_tables: o.l0_stop_writes_trigger,
             max_bytes_for_level_base: o.max_bytes_for_level_base,
             level_size_multiplier: o.level_size_multiplier,
         }
@@ -92,7 +100,7 @@ pub fn scores(v: &Version, shape: &Shape) -> Vec<(usize, f64)> {
     let mut s: Vec<(usize, f64)> = (0..last)
         .map(|level| {
             let score = if level == 0 {
-                v.levels[0].len() as f64 / shape.l0_compaction_trigger as f64
+                l0_score(v, shape)
             } else {
                 v.level_bytes(level) as f64 / shape.target_bytes(level) as f64
             };
@@ -101,6 +109,20 @@ pub fn scores(v: &Version, shape: &Shape) -> Vec<(usize, f64)> {
         .collect();
     s.sort_by(|a, b| b.1.total_cmp(&a.1));
     s
+}
+
+/// L0's score: its SSTables against `l0_compaction_trigger`; with the tier on, the tier's
+/// bytes against half its capacity, and all L0 tables against `l0_max_tables`.
+fn l0_score(v: &Version, shape: &Shape) -> f64 {
+    let ssts = v.l0_sst_count() as f64 / shape.l0_compaction_trigger as f64;
+    match shape.l0_tier_bytes {
+        None => ssts,
+        Some(cap) => {
+            let bytes = v.tier_bytes() as f64 / (cap / 2).max(1) as f64;
+            let count = v.levels[0].len() as f64 / shape.l0_max_tables.max(1) as f64;
+            ssts.max(bytes).max(count)
+        }
+    }
 }
 
 /// The most urgent compaction that can run now, if any level needs one.
@@ -114,7 +136,9 @@ pub fn pick(
         if score < 1.0 {
             break;
         }
-        let plan = if level == 0 {
+        let plan = if level == 0 && shape.l0_tier_bytes.is_some() {
+            pick_l0_progressive(v, busy)
+        } else if level == 0 {
             pick_l0(v, busy)
         } else {
             pick_level(v, level, busy, pointers.get(level).map_or(&[][..], |p| p))
@@ -131,7 +155,91 @@ fn pick_l0(v: &Version, busy: &Busy) -> Option<CompactionPlan> {
     if inputs.is_empty() || busy.any_busy(&inputs) {
         return None;
     }
-    plan_with_next(v, 0, inputs, busy)
+    let mut plan = plan_with_next(v, 0, inputs, busy)?;
+    // Tier tables left in L0 after the tier was turned off are rewritten too.
+    if plan.inputs.iter().any(|f| f.tier) {
+        plan.trivial_move = false;
+    }
+    Some(plan)
+}
+
+/// An L0 table and every older L0 table that overlaps it or another one taken (the tables
+/// that must move down with it: an older table left above a newer one's data would shadow
+/// it), with their user-key range.
+fn l0_closure(l0: &[Arc<FileMeta>], i: usize) -> (Vec<Arc<FileMeta>>, Vec<u8>, Vec<u8>) {
+    let mut lo = user_key(&l0[i].smallest).to_vec();
+    let mut hi = user_key(&l0[i].largest).to_vec();
+    let mut set = vec![l0[i].clone()];
+    // `l0` is newest first: everything after `i` is older.
+    for f in &l0[i + 1..] {
+        let (a, b) = (user_key(&f.smallest), user_key(&f.largest));
+        if !(b < lo.as_slice() || a > hi.as_slice()) {
+            if a < lo.as_slice() {
+                lo = a.to_vec();
+            }
+            if b > hi.as_slice() {
+                hi = b.to_vec();
+            }
+            set.push(f.clone());
+        }
+    }
+    (set, lo, hi)
+}
+
+/// The L0 tier's progressive compaction (the NVM seed): move part of L0 down instead of all
+/// of it. Each L0 table with the older tables it must take along is a candidate; preferred
+/// are, in order, candidates that overlap nothing in L1 (rewritten without a merge), the
+/// least recently written (the smallest newest file number), and the fullest. A candidate
+/// that must merge with L1 takes along every other candidate inside the L1 range it
+/// rewrites anyway (with uniformly random keys that is all of L0, as without the tier).
+fn pick_l0_progressive(v: &Version, busy: &Busy) -> Option<CompactionPlan> {
+    let l0 = &v.levels[0];
+    let mut best: Option<(
+        (bool, u64, std::cmp::Reverse<u64>),
+        Vec<Arc<FileMeta>>,
+        Vec<u8>,
+        Vec<u8>,
+    )> = None;
+    for i in 0..l0.len() {
+        let (set, lo, hi) = l0_closure(l0, i);
+        if busy.any_busy(&set) {
+            continue;
+        }
+        let overlaps = !v.overlapping(1, Some(&lo), Some(&hi)).is_empty();
+        let newest = set.iter().map(|f| f.number).max().unwrap_or(0);
+        let bytes: u64 = set.iter().map(|f| f.size).sum();
+        let rank = (overlaps, newest, std::cmp::Reverse(bytes));
+        if best.as_ref().is_none_or(|b| rank < b.0) {
+            best = Some((rank, set, lo, hi));
+        }
+    }
+    let ((overlaps, ..), mut set, lo, hi) = best?;
+    if overlaps {
+        let next = v.overlapping(1, Some(&lo), Some(&hi));
+        let (nlo, nhi) = key_range(&next).unwrap_or((lo.clone(), hi.clone()));
+        let (rlo, rhi) = (lo.min(nlo), hi.max(nhi));
+        for i in 0..l0.len() {
+            if set.iter().any(|f| f.number == l0[i].number) {
+                continue;
+            }
+            let (more, mlo, mhi) = l0_closure(l0, i);
+            if mlo >= rlo && mhi <= rhi && !busy.any_busy(&more) {
+                for f in more {
+                    if !set.iter().any(|g| g.number == f.number) {
+                        set.push(f);
+                    }
+                }
+            }
+        }
+    }
+    // Newest first, as L0 is kept.
+    set.sort_by_key(|f| std::cmp::Reverse(f.number));
+    let mut plan = plan_with_next(v, 0, set, busy)?;
+    // An L0 tier table is rewritten as an SSTable: it never moves down as it is.
+    if plan.inputs.iter().any(|f| f.tier) {
+        plan.trivial_move = false;
+    }
+    Some(plan)
 }
 
 fn pick_level(v: &Version, level: usize, busy: &Busy, pointer: &[u8]) -> Option<CompactionPlan> {
@@ -165,7 +273,11 @@ pub fn manual(
     } else {
         inputs
     };
-    plan_with_next(v, level, inputs, &Busy::default())
+    let mut plan = plan_with_next(v, level, inputs, &Busy::default())?;
+    if plan.inputs.iter().any(|f| f.tier) {
+        plan.trivial_move = false;
+    }
+    Some(plan)
 }
 
 /// A manual compaction of the last level's tables overlapping `[start, end]` into the last
@@ -231,6 +343,7 @@ mod tests {
             smallest: make_internal_key(lo.as_bytes(), 1, ValueKind::Value),
             largest: make_internal_key(hi.as_bytes(), 1, ValueKind::Value),
             num_entries: 1,
+            tier: false,
         }
     }
 
@@ -243,6 +356,8 @@ mod tests {
 
     const SHAPE: Shape = Shape {
         l0_compaction_trigger: 2,
+        l0_tier_bytes: None,
+        l0_max_tables: 40,
         max_bytes_for_level_base: 100,
         level_size_multiplier: 10,
     };

@@ -21,9 +21,11 @@
 //! (8 entries), so a flipped byte anywhere is reported as [`crate::Error::Corruption`], never
 //! returned. [`L0Table::verify`] reads every block and checks order and kinds too.
 //!
-//! Not yet here: flush and compaction writing and reading these tables (the manifest, the
-//! table cache and the L0 read path choose SSTables or this tier once at open).
+//! The engine uses the tier when `Options::l0_tier_dir` is set: [`TierDir`] holds the locked
+//! directory and the mapped tables, flushes write here, the table cache and every read path
+//! take either format (`docs/design.md` §2.9).
 
+mod dir;
 mod format;
 mod iter;
 mod table;
@@ -32,6 +34,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
+pub use dir::{list_tables, TierDir};
 pub use format::{ENTRIES_PER_CHECKPOINT, FORMAT_VERSION, MAGIC, SUPER_LEN};
 pub use iter::L0TableIter;
 pub use table::{L0Entry, L0Table, L0VerifyStats};

@@ -26,6 +26,8 @@ const TAG_VLOG_GARBAGE: u64 = 9;
 const TAG_VLOG_OBSOLETE: u64 = 10;
 const TAG_VLOG_DELETED: u64 = 11;
 const TAG_VLOG_TAIL: u64 = 12;
+// An L0 table of the L0 tier (`docs/format/l0-tier.md`): the payload of `TAG_NEW_FILE`.
+const TAG_NEW_TIER_FILE: u64 = 13;
 
 /// A table file as the MANIFEST records it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -40,6 +42,20 @@ pub struct FileMeta {
     pub largest: Vec<u8>,
     /// Number of entries (puts and tombstones).
     pub num_entries: u64,
+    /// An L0 table of the L0 tier (`NNNNNN.l0t` in `Options::l0_tier_dir`, mapped and read
+    /// in place) rather than an SSTable. Only in level 0.
+    pub tier: bool,
+}
+
+impl FileMeta {
+    /// The kind of file this table is.
+    pub fn kind(&self) -> crate::filename::FileKind {
+        if self.tier {
+            crate::filename::FileKind::L0Table
+        } else {
+            crate::filename::FileKind::Table
+        }
+    }
 }
 
 /// A change to the version: applied in order, the edits of a MANIFEST rebuild the current
@@ -114,7 +130,14 @@ impl VersionEdit {
             varint::put_u64(out, *number);
         }
         for (level, f) in &self.new_files {
-            varint::put_u64(out, TAG_NEW_FILE);
+            varint::put_u64(
+                out,
+                if f.tier {
+                    TAG_NEW_TIER_FILE
+                } else {
+                    TAG_NEW_FILE
+                },
+            );
             varint::put_u64(out, u64::from(*level));
             varint::put_u64(out, f.number);
             varint::put_u64(out, f.size);
@@ -245,8 +268,12 @@ impl<'a> Decoder<'a> {
                     let number = self.u64("deleted file number")?;
                     edit.deleted_files.push((level, number));
                 }
-                TAG_NEW_FILE => {
+                TAG_NEW_FILE | TAG_NEW_TIER_FILE => {
+                    let tier = tag == TAG_NEW_TIER_FILE;
                     let level = self.level()?;
+                    if tier && level != 0 {
+                        return Err(self.err(tag_at, "an L0 tier table outside level 0"));
+                    }
                     let number = self.u64("new file number")?;
                     let size = self.u64("new file size")?;
                     let num_entries = self.u64("new file entry count")?;
@@ -260,6 +287,7 @@ impl<'a> Decoder<'a> {
                             smallest,
                             largest,
                             num_entries,
+                            tier,
                         },
                     ));
                 }
@@ -318,6 +346,7 @@ mod tests {
             smallest: make_internal_key(format!("a{n}").as_bytes(), n, ValueKind::Value),
             largest: make_internal_key(format!("z{n}").as_bytes(), 1 << 40, ValueKind::Delete),
             num_entries: n * 3,
+            tier: false,
         }
     }
 
@@ -394,6 +423,31 @@ mod tests {
     }
 
     #[test]
+    fn tier_tables_round_trip_and_stay_in_level_0() {
+        let mut e = VersionEdit::new();
+        e.add_file(
+            0,
+            FileMeta {
+                tier: true,
+                ..meta(3)
+            },
+        );
+        e.add_file(1, meta(4));
+        let mut buf = Vec::new();
+        e.encode(&mut buf);
+        assert_eq!(buf[0], 13, "an L0 tier table has its own tag");
+        assert_eq!(decode(&buf).unwrap(), e);
+        // The same payload under the tier tag in level 1 is refused.
+        let mut bad = buf.clone();
+        bad[1] = 1;
+        let err = decode(&bad).unwrap_err();
+        assert!(
+            err.is_corruption() && err.to_string().contains("outside level 0"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn encoding_is_stable() {
         // Pins the on-disk layout of each tag.
         let mut e = VersionEdit::new();
@@ -410,6 +464,7 @@ mod tests {
                 smallest: vec![1; 8],
                 largest: vec![2; 9],
                 num_entries: 10,
+                tier: false,
             },
         );
         let mut buf = Vec::new();

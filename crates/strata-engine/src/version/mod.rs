@@ -54,6 +54,20 @@ impl Version {
     }
 
     /// Total bytes of the tables on `level`.
+    /// Bytes of the L0 tier's tables (`FileMeta::tier`).
+    pub fn tier_bytes(&self) -> u64 {
+        self.levels
+            .first()
+            .map_or(0, |f| f.iter().filter(|m| m.tier).map(|m| m.size).sum())
+    }
+
+    /// L0 tables that are SSTables.
+    pub fn l0_sst_count(&self) -> usize {
+        self.levels
+            .first()
+            .map_or(0, |f| f.iter().filter(|m| !m.tier).count())
+    }
+
     pub fn level_bytes(&self, level: usize) -> u64 {
         self.levels
             .get(level)

@@ -57,8 +57,14 @@ impl VersionSet {
         set_current(fs, dir, 1)
     }
 
-    /// Reads CURRENT and replays the MANIFEST it names.
-    pub fn recover(fs: Arc<dyn Fs>, dir: &Path, num_levels: usize) -> Result<VersionSet> {
+    /// Reads CURRENT and replays the MANIFEST it names. `tier_dir` is where the L0 tier's
+    /// tables are (`Options::l0_tier_dir`); a version that holds some needs it.
+    pub fn recover(
+        fs: Arc<dyn Fs>,
+        dir: &Path,
+        num_levels: usize,
+        tier_dir: Option<&Path>,
+    ) -> Result<VersionSet> {
         let cur_path = filename::current(dir);
         let cur = fs.read_all(&cur_path)?;
         let name = std::str::from_utf8(&cur)
@@ -130,11 +136,36 @@ impl VersionSet {
             .filter_map(|n| crate::filename::parse(n))
             .collect();
         let damaged = torn.map(|(o, r)| format!(" (last record damaged at offset {o}: {r})"));
-        if let Some(missing) = vs
-            .current
-            .file_numbers()
-            .find(|n| !on_disk.contains(&(crate::filename::FileKind::Table, *n)))
-        {
+        let tier_files: Vec<u64> = vs.current.levels[0]
+            .iter()
+            .filter(|f| f.tier)
+            .map(|f| f.number)
+            .collect();
+        let in_tier = match (tier_dir, tier_files.is_empty()) {
+            (_, true) => std::collections::HashSet::new(),
+            (None, false) => {
+                return Err(Error::InvalidArgument(format!(
+                    "the database's L0 holds {} tables of the L0 tier (first: {:06}.l0t); \
+                     open it with l0_tier_dir set to the directory that holds them",
+                    tier_files.len(),
+                    tier_files[0]
+                )))
+            }
+            (Some(t), false) => crate::l0tier::list_tables(t)?,
+        };
+        if let Some(missing) = vs.current.levels.iter().flatten().find(|f| {
+            if f.tier {
+                !in_tier.contains(&f.number)
+            } else {
+                !on_disk.contains(&(crate::filename::FileKind::Table, f.number))
+            }
+        }) {
+            let missing = match tier_dir.filter(|_| missing.tier) {
+                Some(t) => crate::filename::l0_table(t, missing.number)
+                    .display()
+                    .to_string(),
+                None => missing.number.to_string(),
+            };
             return Err(Error::corruption(
                 &mpath,
                 0,

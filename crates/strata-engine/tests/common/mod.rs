@@ -124,6 +124,19 @@ pub fn refusal_tag(e: &strata_engine::Error, mode: CrashMode) -> String {
     }
 }
 
+/// A fresh directory for the L0 tier's tables: on the tmpfs `/dev/shm` where there is one
+/// (the tier's intended home, and fast), else in the system's temporary directory.
+#[allow(dead_code)]
+pub fn tier_tempdir() -> tempfile::TempDir {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(d) = tempfile::tempdir_in(shm) {
+            return d;
+        }
+    }
+    tempfile::tempdir().expect("a temporary directory")
+}
+
 /// `tiny_opts` on a shared `MemFs`.
 pub fn mem_opts(mem: &MemFs) -> Options {
     tiny_opts(Arc::new(mem.clone()))
