@@ -395,7 +395,7 @@ impl Db {
             if idle {
                 return Ok(());
             }
-            inner.done_cv.wait(&mut st);
+            inner.done_cv.wait_for(&mut st, DONE_RECHECK);
         }
     }
 
@@ -492,6 +492,13 @@ impl Db {
     }
 }
 
+/// Waiters on `done_cv` re-check their condition at least this often. `set_bg_error` wakes
+/// them without holding `state` (some of its callers hold it, others do not), so a waiter
+/// that checked the error flag just before it was set could miss that wake-up; with the
+/// background threads then idle, nothing else would wake it (seen as a hung `flush` in the
+/// concurrent crash test under load).
+const DONE_RECHECK: std::time::Duration = std::time::Duration::from_millis(100);
+
 impl Drop for Db {
     fn drop(&mut self) {
         let _ = self.shutdown();
@@ -508,7 +515,7 @@ impl DbInner {
             if st.imms.is_empty() {
                 return Ok(());
             }
-            self.done_cv.wait(&mut st);
+            self.done_cv.wait_for(&mut st, DONE_RECHECK);
         }
     }
 
@@ -538,7 +545,7 @@ impl DbInner {
             if !pending {
                 return Ok(());
             }
-            self.done_cv.wait(&mut st);
+            self.done_cv.wait_for(&mut st, DONE_RECHECK);
         }
     }
 
@@ -1130,7 +1137,7 @@ impl DbInner {
             let mut st = self.state.lock();
             while st.manual_compaction || st.running_compactions > 0 {
                 self.check_bg_error()?;
-                self.done_cv.wait(&mut st);
+                self.done_cv.wait_for(&mut st, DONE_RECHECK);
             }
             st.manual_compaction = true;
         }
