@@ -17,6 +17,8 @@ pub struct TableCache {
     block_cache: Option<Arc<BlockCache>>,
     /// Open table files with `O_DIRECT` (`Options::direct_io`).
     direct_io: bool,
+    /// Open tables with a learned index (`Options::sst_learned_index`).
+    learned_index: bool,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -34,6 +36,7 @@ impl TableCache {
             tables: quick_cache::sync::Cache::new(max_open_files),
             block_cache,
             direct_io: false,
+            learned_index: false,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
@@ -42,6 +45,12 @@ impl TableCache {
     /// Opens table files for direct reads (`O_DIRECT`) from now on when `on`.
     pub fn with_direct_io(mut self, on: bool) -> Self {
         self.direct_io = on;
+        self
+    }
+
+    /// Opens tables with a learned index (built lazily; `sst/learned.rs`) when `on`.
+    pub fn with_learned_index(mut self, on: bool) -> Self {
+        self.learned_index = on;
         self
     }
 
@@ -63,7 +72,7 @@ impl TableCache {
         } else {
             self.fs.open(&path)?
         };
-        let t = Table::open(file, number, self.block_cache.clone())?;
+        let t = Table::open_with(file, number, self.block_cache.clone(), self.learned_index)?;
         self.tables.insert(number, t.clone());
         Ok(t)
     }

@@ -12,6 +12,7 @@ mod builder;
 mod filter;
 mod format;
 mod index;
+pub mod learned;
 mod reader;
 mod table_iter;
 
