@@ -17,6 +17,8 @@ mod reader;
 mod table_iter;
 
 #[cfg(test)]
+mod learned_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod testutil;
