@@ -86,7 +86,7 @@ pub struct Options {
     /// Verify block checksums when reading for compaction and on open. Default: true.
     pub paranoid_checks: bool,
     /// Find a key's data block in an SSTable through a learned index (Bourbon; a PGM over
-    /// the index block's separators, `docs/design.md`, "Learned index over the index block")
+    /// the index block's separators, `docs/design.md` §5.5)
     /// instead of a binary search over the index block. Built in memory, never persisted,
     /// and only once a table has served 1,000 lookups, so short-lived tables never pay; it
     /// adds about 24 bytes per model segment to the table's memory. Applies to tables opened
