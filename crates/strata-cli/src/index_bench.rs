@@ -229,7 +229,7 @@ fn run_sst(a: &IndexBenchArgs) -> anyhow::Result<()> {
         }
         let b_ns = time_lookups(a.rounds, &queries, |q| binary.find_block(q));
         let l_ns = time_lookups(a.rounds, &queries, |q| learned.find_block(q));
-        let model_bytes = learned.memory_bytes() - binary.memory_bytes();
+        let model_bytes = learned.memory_bytes().saturating_sub(binary.memory_bytes());
         println!(
             "| {count} | {} | {} | {model_bytes} | {b_ns:.1} | {l_ns:.1} | {:.2} |",
             learned.num_blocks(),
