@@ -1,6 +1,11 @@
 //! `strata index-bench`: the PGM learned index (`strata_engine::pgm`) against binary search,
 //! looking up keys inside one sorted run of fixed-size keys, as a table's index lookup does.
 //! The L0 tier's measurement (NVM seed `003`): ns per lookup for 10^3 … 10^7 keys.
+//!
+//! With `--sst`: the SSTable read path's block lookup (`Options::sst_learned_index`,
+//! `strata_engine::sst::learned`). For 10^4 … `--max-keys` keys it writes a real table to a
+//! temporary directory, opens it twice (binary search over the index block; the learned index,
+//! built up front) and times `Table::find_block` for present keys, printing a markdown table.
 
 use clap::Args;
 use std::hint::black_box;
@@ -28,6 +33,13 @@ pub struct IndexBenchArgs {
     /// Measurements per figure; the median is reported.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
+    /// Measure the block lookup of real SSTables (binary search over the index block against
+    /// the learned index) instead of a flat sorted run; starts at 10^4 keys.
+    #[arg(long)]
+    pub sst: bool,
+    /// `--sst`: bytes per value (with 4 KiB blocks, sets how many keys share a block).
+    #[arg(long, default_value_t = 100)]
+    pub value_size: usize,
 }
 
 /// xorshift64*: a fast deterministic generator for keys and query order (the benchmark
@@ -69,6 +81,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub fn run(a: &IndexBenchArgs) -> anyhow::Result<()> {
+    if a.sst {
+        return run_sst(a);
+    }
     let ks = a.key_size.max(8);
     println!(
         "keys: {} of {ks} bytes; {} lookups of present keys per measurement, median of {}",
@@ -139,6 +154,89 @@ pub fn run(a: &IndexBenchArgs) -> anyhow::Result<()> {
                 binary / learned
             );
         }
+        n *= 10;
+    }
+    Ok(())
+}
+
+/// Median ns per call of `find` over `queries`, over `rounds` rounds.
+fn time_lookups<T>(rounds: usize, queries: &[Vec<u8>], find: impl Fn(&[u8]) -> T) -> f64 {
+    median(
+        (0..rounds.max(1))
+            .map(|_| {
+                let t = Instant::now();
+                for q in queries {
+                    black_box(find(q));
+                }
+                t.elapsed().as_nanos() as f64 / queries.len().max(1) as f64
+            })
+            .collect(),
+    )
+}
+
+/// `--sst`: block lookups in real tables, binary search against the learned index.
+fn run_sst(a: &IndexBenchArgs) -> anyhow::Result<()> {
+    use strata_engine::io::{Fs, RealFs};
+    use strata_engine::key::{make_internal_key, seek_key, ValueKind, MAX_SEQ};
+    use strata_engine::sst::{learned, Table, TableBuilder, TableOptions};
+
+    let ks = a.key_size.max(8);
+    let dir = tempfile::tempdir()?;
+    let fs = RealFs::new();
+    println!(
+        "SSTable block lookup (`Table::find_block`): keys {} of {ks} bytes, values of {} bytes, \
+         4 KiB blocks, epsilon {}; {} lookups of present keys, median of {}\n",
+        a.keys,
+        a.value_size,
+        learned::EPSILON,
+        a.lookups,
+        a.rounds
+    );
+    println!("| keys | blocks | segments | model bytes | binary ns | learned ns | speedup |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let value = vec![b'v'; a.value_size];
+    let mut n = 10_000;
+    while n <= a.max_keys {
+        let flat = make_keys(n, ks, &a.keys, &mut rng)?;
+        let count = flat.len() / ks;
+        let key = |i: usize| &flat[i * ks..(i + 1) * ks];
+        let path = dir.path().join(format!("{n}.sst"));
+        let mut b = TableBuilder::new(fs.create(&path)?, TableOptions::default());
+        for i in 0..count {
+            b.add(&make_internal_key(key(i), 1, ValueKind::Value), &value)?;
+        }
+        b.finish()?;
+        let binary = Table::open_with(fs.open(&path)?, 1, None, false)?;
+        let learned = Table::open_with(fs.open(&path)?, 2, None, true)?;
+        if !learned.build_learned_index() {
+            println!(
+                "| {count} | {} | (under {} blocks: no model) | | | | |",
+                learned.num_blocks(),
+                learned::MIN_BLOCKS
+            );
+            n *= 10;
+            continue;
+        }
+        let queries: Vec<Vec<u8>> = (0..a.lookups)
+            .map(|_| seek_key(key((rng.next() % count as u64) as usize), MAX_SEQ))
+            .collect();
+        for q in &queries {
+            anyhow::ensure!(
+                binary.find_block(q) == learned.find_block(q),
+                "the learned index found another block for {q:?}"
+            );
+        }
+        let b_ns = time_lookups(a.rounds, &queries, |q| binary.find_block(q));
+        let l_ns = time_lookups(a.rounds, &queries, |q| learned.find_block(q));
+        let model_bytes = learned.memory_bytes().saturating_sub(binary.memory_bytes());
+        println!(
+            "| {count} | {} | {} | {model_bytes} | {b_ns:.1} | {l_ns:.1} | {:.2} |",
+            learned.num_blocks(),
+            learned.learned_index_levels().iter().sum::<usize>(),
+            b_ns / l_ns
+        );
+        fs.remove(&path)?;
         n *= 10;
     }
     Ok(())

@@ -148,7 +148,8 @@ pub enum Command {
     #[command(disable_help_flag = true)]
     Serve(ServeArgs),
     /// Measure the PGM learned index against binary search inside one sorted run of keys
-    /// (ns per lookup for 10^3 ... --max-keys keys; the L0 tier's index).
+    /// (ns per lookup for 10^3 ... --max-keys keys; the L0 tier's index); with --sst, the
+    /// block lookup of real SSTables with and without their learned index.
     IndexBench(index_bench::IndexBenchArgs),
 }
 

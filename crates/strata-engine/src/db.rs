@@ -176,7 +176,8 @@ impl Db {
         let tables = Arc::new(
             TableCache::new(dir.clone(), fs.clone(), opts.max_open_files, block_cache)
                 .with_direct_io(opts.direct_io)
-                .with_tier(tier),
+                .with_tier(tier)
+                .with_learned_index(opts.sst_learned_index),
         );
         let table_opts = TableOptions::from_options(&opts);
         let vlog = Arc::new(Vlog::new(&dir, fs.clone(), opts.direct_io));

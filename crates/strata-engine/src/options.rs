@@ -85,6 +85,13 @@ pub struct Options {
     pub compaction_readahead_bytes: usize,
     /// Verify block checksums when reading for compaction and on open. Default: true.
     pub paranoid_checks: bool,
+    /// Find a key's data block in an SSTable through a learned index (Bourbon; a PGM over
+    /// the index block's separators, `docs/design.md` §5.5)
+    /// instead of a binary search over the index block. Built in memory, never persisted,
+    /// and only once a table has served 1,000 lookups, so short-lived tables never pay; it
+    /// adds about 24 bytes per model segment to the table's memory. Applies to tables opened
+    /// while it is on. Default: false (measured, optional on: `strata index-bench --sst`).
+    pub sst_learned_index: bool,
     /// How `multi_get` submits the block reads of a batch that miss the block cache.
     /// Default: [`IoBackend::Auto`] — io_uring (all reads of a stage in flight at once, one
     /// ring per reading thread) where it can be set up, else a pool of 16 threads issuing
@@ -190,6 +197,7 @@ impl Default for Options {
             background_threads: cores.max(2),
             compaction_readahead_bytes: 2 << 20,
             paranoid_checks: true,
+            sst_learned_index: false,
             io_backend: IoBackend::Auto,
             direct_io: false,
             sep_threshold_bytes: usize::MAX,
@@ -326,6 +334,7 @@ impl Options {
             "background_threads" => self.background_threads = num(name, value)?,
             "compaction_readahead_bytes" => self.compaction_readahead_bytes = num(name, value)?,
             "paranoid_checks" => self.paranoid_checks = boolean(name, value)?,
+            "sst_learned_index" => self.sst_learned_index = boolean(name, value)?,
             "io_backend" => {
                 self.io_backend = IoBackend::parse(value).ok_or_else(|| {
                     Error::InvalidArgument(format!(
@@ -446,5 +455,16 @@ mod tests {
         o.set("direct_io", "true").unwrap();
         assert!(o.direct_io);
         assert!(o.set("direct_io", "maybe").is_err());
+    }
+
+    #[test]
+    fn sst_learned_index_is_off_by_default_and_settable() {
+        let mut o = Options::default();
+        assert!(!o.sst_learned_index);
+        o.set("sst_learned_index", "on").unwrap();
+        assert!(o.sst_learned_index);
+        o.set("sst_learned_index", "false").unwrap();
+        assert!(!o.sst_learned_index);
+        assert!(o.set("sst_learned_index", "2").is_err());
     }
 }

@@ -22,6 +22,8 @@ pub struct TableCache {
     direct_io: bool,
     /// The L0 tier's directory and its mapped tables, when the tier is on.
     tier: Option<Arc<TierDir>>,
+    /// Open tables with a learned index (`Options::sst_learned_index`).
+    learned_index: bool,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -40,6 +42,7 @@ impl TableCache {
             block_cache,
             direct_io: false,
             tier: None,
+            learned_index: false,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
@@ -80,6 +83,12 @@ impl TableCache {
         })
     }
 
+    /// Opens tables with a learned index (built lazily; `sst/learned.rs`) when `on`.
+    pub fn with_learned_index(mut self, on: bool) -> Self {
+        self.learned_index = on;
+        self
+    }
+
     /// Whether table files are opened for direct reads.
     pub fn direct_io(&self) -> bool {
         self.direct_io
@@ -98,7 +107,7 @@ impl TableCache {
         } else {
             self.fs.open(&path)?
         };
-        let t = Table::open(file, number, self.block_cache.clone())?;
+        let t = Table::open_with(file, number, self.block_cache.clone(), self.learned_index)?;
         self.tables.insert(number, t.clone());
         Ok(t)
     }

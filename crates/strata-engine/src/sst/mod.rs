@@ -12,9 +12,12 @@ mod builder;
 mod filter;
 mod format;
 mod index;
+pub mod learned;
 mod reader;
 mod table_iter;
 
+#[cfg(test)]
+mod learned_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -8,6 +8,7 @@ use super::block::Block;
 use super::filter::Filter;
 use super::format::{self, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
 use super::index::Index;
+use super::learned::LearnedIndex;
 use super::table_iter::TableIter;
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
@@ -60,6 +61,9 @@ pub struct Table {
     filter: Filter,
     data_end: u64,
     num_entries: u64,
+    /// The learned index over `index` (`Options::sst_learned_index`), built after the table
+    /// has served enough lookups; `None` when the option was off at open.
+    learned: Option<LearnedIndex>,
 }
 
 impl Table {
@@ -70,6 +74,17 @@ impl Table {
         file: Arc<dyn RandomAccessFile>,
         file_number: u64,
         cache: Option<Arc<BlockCache>>,
+    ) -> Result<Arc<Table>> {
+        Table::open_with(file, file_number, cache, false)
+    }
+
+    /// [`Table::open`], and with `learned_index` finds data blocks through a learned index
+    /// once the table has served enough lookups (`sst/learned.rs`).
+    pub fn open_with(
+        file: Arc<dyn RandomAccessFile>,
+        file_number: u64,
+        cache: Option<Arc<BlockCache>>,
+        learned_index: bool,
     ) -> Result<Arc<Table>> {
         let path: Arc<Path> = Arc::from(file.path());
         let size = file.size();
@@ -137,6 +152,7 @@ impl Table {
             filter,
             num_entries: footer.num_entries,
             data_end: footer.filter.offset,
+            learned: learned_index.then(LearnedIndex::new),
         }))
     }
 
@@ -181,7 +197,47 @@ impl Table {
     /// The data block that holds the first entry `>= seek_ikey`, from the in-memory index.
     #[inline]
     pub fn find_block(&self, seek_ikey: &[u8]) -> Option<BlockHandle> {
-        self.index.find(seek_ikey).map(|i| self.index.handle(i))
+        self.find_block_index(seek_ikey)
+            .map(|i| self.index.handle(i))
+    }
+
+    /// The number of the block [`Table::find_block`] returns: from the learned index when
+    /// the table has one, else by binary search over the index (the same answer either way).
+    #[inline]
+    pub(crate) fn find_block_index(&self, seek_ikey: &[u8]) -> Option<usize> {
+        if let Some(found) = self
+            .learned
+            .as_ref()
+            .and_then(|l| l.find(&self.index, seek_ikey))
+        {
+            return found;
+        }
+        self.index.find(seek_ikey)
+    }
+
+    /// Builds the learned index now instead of after enough lookups (benchmarks and tests).
+    /// True if the table has one: it was opened with the learned index on and has at least
+    /// `sst::learned::MIN_BLOCKS` blocks.
+    #[doc(hidden)]
+    pub fn build_learned_index(&self) -> bool {
+        self.learned
+            .as_ref()
+            .is_some_and(|l| l.build(&self.index).is_some())
+    }
+
+    /// Whether the learned index has been built.
+    #[doc(hidden)]
+    pub fn has_learned_index(&self) -> bool {
+        self.learned.as_ref().is_some_and(|l| l.model().is_some())
+    }
+
+    /// Segments per level of the learned index, bottom first (empty if it is not built).
+    #[doc(hidden)]
+    pub fn learned_index_levels(&self) -> Vec<usize> {
+        self.learned
+            .as_ref()
+            .and_then(|l| l.model())
+            .map_or_else(Vec::new, |m| m.level_sizes())
     }
 
     /// The block at `h`, if the block cache has it.
@@ -336,9 +392,11 @@ impl Table {
         self.index.len()
     }
 
-    /// Bytes of index and filter held in memory.
+    /// Bytes of index, filter and learned index held in memory.
     pub fn memory_bytes(&self) -> usize {
-        self.index.memory_bytes() + self.filter.memory_bytes()
+        self.index.memory_bytes()
+            + self.filter.memory_bytes()
+            + self.learned.as_ref().map_or(0, LearnedIndex::memory_bytes)
     }
 
     pub(crate) fn index(&self) -> &Index {

@@ -199,7 +199,7 @@ impl InternalIterator for TableIter {
         if self.stopped() {
             return;
         }
-        let Some(i) = self.table.index().find(target) else {
+        let Some(i) = self.table.find_block_index(target) else {
             return self.invalidate();
         };
         if self.load(i) {
