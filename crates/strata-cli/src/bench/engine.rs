@@ -53,6 +53,34 @@ pub struct EngineConfig {
     pub direct_reads: bool,
 }
 
+impl EngineConfig {
+    /// The L0 tier directory `--opt l0_tier_dir=DIR` gives Strata's engines (the last one
+    /// given wins, as in `Options::set`; "", "none" and "off" mean none). The benchmark treats
+    /// it as part of its database: it must be new or empty, is emptied whenever the database
+    /// directory is, and goes with a temporary database.
+    pub fn l0_tier_dir(&self) -> Option<std::path::PathBuf> {
+        let (_, v) = self.opts.iter().rev().find(|(n, _)| n == "l0_tier_dir")?;
+        match v.as_str() {
+            "" | "none" | "off" => None,
+            v => Some(v.into()),
+        }
+    }
+
+    /// Empties the L0 tier directory, if any (with the database directory: the tables in it
+    /// belong to the database that was there).
+    pub fn empty_l0_tier(&self) -> Result<()> {
+        if let Some(d) = self.l0_tier_dir() {
+            if d.exists() {
+                std::fs::remove_dir_all(&d)
+                    .with_context(|| format!("cannot empty L0 tier directory {}", d.display()))?;
+            }
+            std::fs::create_dir_all(&d)
+                .with_context(|| format!("cannot create L0 tier directory {}", d.display()))?;
+        }
+        Ok(())
+    }
+}
+
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
