@@ -4,6 +4,7 @@ mod bench;
 mod commands;
 mod dbdir;
 mod index_bench;
+mod l0_space;
 mod opts;
 mod store;
 mod stress;
@@ -150,6 +151,10 @@ pub enum Command {
     /// Measure the PGM learned index against binary search inside one sorted run of keys
     /// (ns per lookup for 10^3 ... --max-keys keys; the L0 tier's index).
     IndexBench(index_bench::IndexBenchArgs),
+    /// Measure the space of an L0 table (the L0 tier's format) against SSTables holding the
+    /// same entries: --keys random keys of --key-size bytes with --value-size values, sorted
+    /// and written once into each; prints bytes, bytes per key and the ratios.
+    L0Space(l0_space::L0SpaceArgs),
 }
 
 #[derive(Args, Debug)]
