@@ -27,8 +27,8 @@ run; --json FILE writes every run and the medians.
     python3 scripts/bench-l0tier.py --smoke      # tiny sizes, 1 round, no db_bench: seconds
 
 Whether the tier was really used is checked after each tier-on run: the tier directory must
-hold files (a binary whose engine ignores l0_tier_dir leaves it empty, and the run is marked
-"tier unused" rather than reported as the tier's figure).
+hold files (its lock or tables); a binary whose engine ignores l0_tier_dir leaves it empty,
+and the run is marked "tier unused" rather than reported as the tier's figure.
 """
 import argparse, importlib.util, json, os, re, shutil, subprocess, sys, tempfile
 

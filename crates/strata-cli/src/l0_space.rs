@@ -17,8 +17,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::{Path, PathBuf};
-use strata_engine::key::{make_internal_key, ValueKind, MAX_SEQ};
-use strata_engine::l0tier::{L0Table, L0TableWriter, L0Value};
+use strata_engine::key::{make_internal_key, ValueKind};
+use strata_engine::l0tier::{L0TableWriter, L0Value};
 use strata_engine::sst::{TableBuilder, TableOptions};
 use strata_engine::{Compression, Options};
 
@@ -299,6 +299,8 @@ fn key_of(seed: u64, i: u64, key_size: usize) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use strata_engine::key::MAX_SEQ;
+    use strata_engine::l0tier::L0Table;
 
     fn args(keys: u64, key_size: usize, value_size: usize) -> L0SpaceArgs {
         L0SpaceArgs {
