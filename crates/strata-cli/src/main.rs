@@ -151,9 +151,12 @@ pub enum Command {
     /// Measure the PGM learned index against binary search inside one sorted run of keys
     /// (ns per lookup for 10^3 ... --max-keys keys; the L0 tier's index).
     IndexBench(index_bench::IndexBenchArgs),
-    /// Measure the space of an L0 table (the L0 tier's format) against SSTables holding the
-    /// same entries: --keys random keys of --key-size bytes with --value-size values, sorted
-    /// and written once into each; prints bytes, bytes per key and the ratios.
+    /// Measure an L0 table's bytes against SSTables of the same entries (the L0 tier's space).
+    ///
+    /// Generates --keys random keys of --key-size bytes with --value-size values, sorts them
+    /// and writes them once into an L0 table (the engine's default options) and into SSTables
+    /// (the engine's default table options: no compression, lz4, and no compression without
+    /// filter); prints bytes, bytes per key and the ratios to the L0 table.
     L0Space(l0_space::L0SpaceArgs),
 }
 

@@ -42,7 +42,9 @@ than one, a summary table gives each engine's medians and its ratio to the first
 
 const BENCH_OPT_HELP: &str = "Engine option NAME=VALUE; repeatable. A bare NAME goes to the \
 first engine of --engine; ENGINE.NAME (strata.NAME, rocksdb.NAME, fjall.NAME) to that \
-engine. Strata: the names of Options::set (see `strata help put`). RocksDB: \
+engine. Strata: the names of Options::set (see `strata help put`); l0_tier_dir=DIR \
+belongs to the benchmark's database (it must be new or empty, is emptied with the database \
+and removed with a temporary one; the sharded engine gives each shard DIR/shard-NNN). RocksDB: \
 write_buffer_size, max_write_buffer_number, level0_file_num_compaction_trigger, \
 level0_slowdown_writes_trigger, level0_stop_writes_trigger, max_bytes_for_level_base, \
 max_bytes_for_level_multiplier, target_file_size_base, num_levels, max_background_jobs, \
