@@ -318,6 +318,31 @@ mod tests {
         assert!(Strata::describe(&bad).is_err());
     }
 
+    /// The tier options reach the engine's options, for the plain engine and for each shard
+    /// of the sharded one (its own subdirectory, see `strata::Engine::shard_config`).
+    #[test]
+    fn l0_tier_options_reach_the_engines() {
+        use strata::Engine as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let tier = tmp.path().join("tier");
+        let cfg = EngineConfig {
+            opts: vec![
+                ("l0_tier_dir".into(), tier.display().to_string()),
+                ("l0_tier_bytes".into(), (512u64 << 20).to_string()),
+                ("pgm_epsilon".into(), "64".into()),
+            ],
+            ..EngineConfig::default()
+        };
+        let o = strata_options(&cfg).unwrap();
+        assert_eq!(o.l0_tier_dir.as_deref(), Some(tier.as_path()));
+        assert_eq!((o.l0_tier_bytes, o.pgm_epsilon), (512 << 20, 64));
+        let (shard_opts, _) =
+            <strata::StrataEngine as super::super::sharded_engine::Front>::config(&cfg, 2).unwrap();
+        let s1 = strata::StrataEngine::shard_config(&shard_opts, 1).unwrap();
+        assert_eq!(s1.l0_tier_dir, Some(tier.join("shard-001")));
+        assert_eq!(s1.pgm_epsilon, 64);
+    }
+
     #[test]
     fn direct_io_is_reported_when_the_engine_lacks_it() {
         let cfg = EngineConfig {
