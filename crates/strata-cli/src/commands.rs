@@ -24,6 +24,7 @@ pub fn run(cmd: Command) -> Result<Outcome> {
             .map_err(Into::into),
         Command::Stress(a) => crate::stress::run(a),
         Command::IndexBench(a) => crate::index_bench::run(&a).map(|()| Outcome::Done),
+        Command::L0Space(a) => crate::l0_space::run(&a).map(|()| Outcome::Done),
     }
 }
 

@@ -4,6 +4,7 @@ mod bench;
 mod commands;
 mod dbdir;
 mod index_bench;
+mod l0_space;
 mod opts;
 mod store;
 mod stress;
@@ -151,6 +152,13 @@ pub enum Command {
     /// (ns per lookup for 10^3 ... --max-keys keys; the L0 tier's index); with --sst, the
     /// block lookup of real SSTables with and without their learned index.
     IndexBench(index_bench::IndexBenchArgs),
+    /// Measure an L0 table's bytes against SSTables of the same entries (the L0 tier's space).
+    ///
+    /// Generates --keys random keys of --key-size bytes with --value-size values, sorts them
+    /// and writes them once into an L0 table (the engine's default options) and into SSTables
+    /// (the engine's default table options: no compression, lz4, and no compression without
+    /// filter); prints bytes, bytes per key and the ratios to the L0 table.
+    L0Space(l0_space::L0SpaceArgs),
 }
 
 #[derive(Args, Debug)]

@@ -585,3 +585,40 @@ fn check_verifies_a_servers_redis_keys() {
     assert!(out.trim_end().ends_with("CORRUPT"), "{out}");
     assert!(err.contains("1 problem(s)"), "{err}");
 }
+
+/// `strata l0-space`: the table on stdout, the same figures as JSON, and the tables left in
+/// --dir.
+#[test]
+fn l0_space_prints_and_writes_its_figures() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("tables");
+    let json = tmp.path().join("space.json");
+    let out = ok(&[
+        "l0-space",
+        "--keys",
+        "2000",
+        "--key-size",
+        "64",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.starts_with("2000 random keys of 64 bytes"), "{out}");
+    assert!(out.contains("| L0 table | "), "{out}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["keys"], 2000);
+    let tables = v["tables"].as_array().unwrap();
+    assert_eq!(tables.len(), 4);
+    for t in tables {
+        let path = Path::new(t["path"].as_str().unwrap());
+        assert!(path.starts_with(&dir), "{path:?}");
+        assert_eq!(
+            std::fs::metadata(path).unwrap().len(),
+            t["bytes"].as_u64().unwrap()
+        );
+    }
+    let (_, err) = fails(&["l0-space", "--keys", "0"], 1);
+    assert!(err.contains("--keys must be at least 1"), "{err}");
+}

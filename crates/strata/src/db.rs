@@ -896,8 +896,10 @@ fn open_engines<E: Engine>(
             .iter()
             .enumerate()
             .map(|(i, p)| {
-                let cfg = E::guard_filter(cfg, p.clone());
-                s.spawn(move || E::open(&shard_dir(root, i), &cfg).map(Arc::new))
+                s.spawn(move || {
+                    let cfg = E::guard_filter(&E::shard_config(cfg, i)?, p.clone());
+                    E::open(&shard_dir(root, i), &cfg).map(Arc::new)
+                })
             })
             .collect();
         handles

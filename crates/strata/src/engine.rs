@@ -106,6 +106,13 @@ pub trait Engine: Send + Sync + Sized + 'static {
     fn memory(&self) -> EngineMemory {
         EngineMemory::default()
     }
+    /// `cfg` for shard `shard`: what must differ between the instances of one database
+    /// (each already gets its own directory, `shard-NNN`). Called once per shard at open,
+    /// before [`Engine::guard_filter`]. Default: `cfg` unchanged.
+    fn shard_config(cfg: &Self::Config, shard: usize) -> Result<Self::Config> {
+        let _ = shard;
+        Ok(cfg.clone())
+    }
     /// `cfg` for the shard whose cross-shard parts in doubt `parts` counts: a compaction
     /// filter in it must not remove anything while a part may still be rolled back (see
     /// [`PartsInDoubt`]). Default: `cfg` unchanged (an engine without a filter hook).
@@ -276,6 +283,21 @@ impl Engine for StrataEngine {
         cfg.fs.clone()
     }
 
+    /// Each instance locks its L0 tier directory, so the shards cannot share the one the
+    /// options name: shard `i` uses its subdirectory `shard-NNN` (named as its data directory
+    /// under the root), created here if missing. The tier writes through `std::fs`, not the
+    /// options' `Fs` (its tables are memory-mapped), so the directory is made the same way.
+    fn shard_config(cfg: &Self::Config, shard: usize) -> Result<Self::Config> {
+        let mut cfg = cfg.clone();
+        if let Some(tier) = &cfg.l0_tier_dir {
+            let dir = crate::meta::shard_dir(tier, shard);
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| strata_engine::Error::io("create L0 tier directory", &dir, e))?;
+            cfg.l0_tier_dir = Some(dir);
+        }
+        Ok(cfg)
+    }
+
     fn guard_filter(cfg: &Self::Config, parts: Arc<PartsInDoubt>) -> Self::Config {
         let mut cfg = cfg.clone();
         cfg.compaction_filter = cfg
@@ -433,5 +455,50 @@ impl Engine for StrataEngine {
 
     fn hot_stats(&self) -> Option<crate::hot::HotStats> {
         self.hot.get().map(|h| h.stats())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_shard_gets_its_own_l0_tier_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tier = tmp.path().join("tier");
+        let mut o = strata_engine::Options::default();
+        // Without a tier the options pass through unchanged.
+        let same = StrataEngine::shard_config(&o, 3).unwrap();
+        assert!(same.l0_tier_dir.is_none());
+        o.l0_tier_dir = Some(tier.clone());
+        let dirs: Vec<_> = (0..3)
+            .map(|i| {
+                StrataEngine::shard_config(&o, i)
+                    .unwrap()
+                    .l0_tier_dir
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(dirs[0], tier.join("shard-000"));
+        assert_eq!(dirs[2], tier.join("shard-002"));
+        for d in &dirs {
+            assert!(d.is_dir(), "{} was not created", d.display());
+        }
+        // The user's options keep the root; calling again finds the directory there.
+        assert_eq!(o.l0_tier_dir.as_deref(), Some(tier.as_path()));
+        assert_eq!(
+            StrataEngine::shard_config(&o, 0).unwrap().l0_tier_dir,
+            Some(dirs[0].clone())
+        );
+        // A tier root that cannot hold directories is an I/O error naming the directory.
+        let file = tmp.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        o.l0_tier_dir = Some(file);
+        let Err(e) = StrataEngine::shard_config(&o, 0) else {
+            panic!("a file as the tier root was accepted");
+        };
+        let e = e.to_string();
+        assert!(e.contains("create L0 tier directory"), "{e}");
+        assert!(e.contains("shard-000"), "{e}");
     }
 }

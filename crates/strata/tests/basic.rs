@@ -384,3 +384,25 @@ fn compaction_filter_reaches_every_shard() {
     }
     db.close().unwrap();
 }
+
+/// The front gives each shard its own subdirectory of the L0 tier directory (each engine
+/// locks its tier directory), named like its data directory.
+#[test]
+fn shards_open_their_own_l0_tier_directories() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tier = tmp.path().join("tier");
+    let mut o = DbOptions {
+        shards: Some(3),
+        ..DbOptions::default()
+    };
+    o.engine.background_threads = 1;
+    o.engine.l0_tier_dir = Some(tier.clone());
+    let db = Db::open(tmp.path().join("db"), o).unwrap();
+    db.put(b"k", b"v").unwrap();
+    assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
+    for i in 0..3 {
+        assert!(tier.join(format!("shard-{i:03}")).is_dir(), "shard {i}");
+    }
+    assert!(!tier.join("shard-003").exists());
+    db.close().unwrap();
+}

@@ -4,7 +4,7 @@
 use super::catalog::{
     parse_benchmark, parse_engine, Benchmark, EngineKind, BENCHMARKS_HELP, NO_ROCKSDB,
 };
-use super::dist::RequestDist;
+use super::dist::{ReadDist, RequestDist, GAUSSIAN_SIGMA_FRACTION};
 use super::engine::{Compression, EngineConfig};
 use super::keys::KeyGen;
 use crate::opts::{parse_opt, OPT_HELP};
@@ -29,13 +29,22 @@ fn parse_dist(s: &str) -> Result<RequestDist, String> {
     }
 }
 
+/// The name given to `--read-distribution`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReadDistName {
+    Uniform,
+    Gaussian,
+}
+
 const ENGINE_HELP: &str = "Comma-separated engines to run the benchmarks on, in turn: \
 strata, fjall, rocksdb (rocksdb needs a binary built with --features rocksdb). With more \
 than one, a summary table gives each engine's medians and its ratio to the first engine";
 
 const BENCH_OPT_HELP: &str = "Engine option NAME=VALUE; repeatable. A bare NAME goes to the \
 first engine of --engine; ENGINE.NAME (strata.NAME, rocksdb.NAME, fjall.NAME) to that \
-engine. Strata: the names of Options::set (see `strata help put`). RocksDB: \
+engine. Strata: the names of Options::set (see `strata help put`); l0_tier_dir=DIR \
+belongs to the benchmark's database (it must be new or empty, is emptied with the database \
+and removed with a temporary one; the sharded engine gives each shard DIR/shard-NNN). RocksDB: \
 write_buffer_size, max_write_buffer_number, level0_file_num_compaction_trigger, \
 level0_slowdown_writes_trigger, level0_stop_writes_trigger, max_bytes_for_level_base, \
 max_bytes_for_level_multiplier, target_file_size_base, num_levels, max_background_jobs, \
@@ -135,6 +144,16 @@ pub struct BenchArgs {
     /// multireadrandom: keys per MultiGet call.
     #[arg(long, value_name = "N", default_value_t = 32)]
     pub batch_size: usize,
+    /// Keys picked by readrandom, readmissing, readwhilewriting's readers, multireadrandom
+    /// and seekrandom: uniform over [0, --num), or gaussian (hot keys in the middle of the key
+    /// space: a normal draw with mean --num/2 and standard deviation --gaussian-sigma × --num,
+    /// clamped to [0, --num)).
+    #[arg(long, value_name = "DIST", value_enum, default_value = "uniform")]
+    pub read_distribution: ReadDistName,
+    /// --read-distribution gaussian: standard deviation as a fraction of --num (0.1: about
+    /// 68% of the reads hit the middle 20% of the keys).
+    #[arg(long, value_name = "FRACTION", default_value_t = GAUSSIAN_SIGMA_FRACTION)]
+    pub gaussian_sigma: f64,
     /// YCSB workloads: override the request distribution (uniform, zipfian or latest).
     #[arg(long, value_name = "DIST", value_parser = parse_dist)]
     pub ycsb_distribution: Option<RequestDist>,
@@ -187,7 +206,20 @@ impl BenchArgs {
         self.writes.unwrap_or(self.num)
     }
 
+    /// The key distribution of the reading benchmarks.
+    pub(super) fn read_dist(&self) -> ReadDist {
+        match self.read_distribution {
+            ReadDistName::Uniform => ReadDist::Uniform,
+            ReadDistName::Gaussian => ReadDist::Gaussian {
+                sigma_fraction: self.gaussian_sigma,
+            },
+        }
+    }
+
     pub(super) fn validate(&self) -> Result<()> {
+        if !(self.gaussian_sigma.is_finite() && self.gaussian_sigma > 0.0) {
+            bail!("--gaussian-sigma must be a positive fraction of --num");
+        }
         if self.num == 0 {
             bail!("--num must be at least 1");
         }
@@ -339,6 +371,7 @@ mod tests {
         assert_eq!(a.compression, Compression::None);
         assert!(!a.direct_io && a.json.is_none() && a.plot.is_none());
         assert!(a.ycsb_distribution.is_none());
+        assert_eq!(a.read_dist(), ReadDist::Uniform);
         a.validate().unwrap();
     }
 
@@ -479,6 +512,40 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("is not an engine"), "{e}");
+    }
+
+    #[test]
+    fn read_distribution_flags() {
+        let a = bench_args(&["--read-distribution", "gaussian"]).unwrap();
+        assert_eq!(
+            a.read_dist(),
+            ReadDist::Gaussian {
+                sigma_fraction: 0.1
+            }
+        );
+        let a = bench_args(&[
+            "--read-distribution",
+            "gaussian",
+            "--gaussian-sigma",
+            "0.25",
+        ])
+        .unwrap();
+        a.validate().unwrap();
+        assert_eq!(
+            a.read_dist(),
+            ReadDist::Gaussian {
+                sigma_fraction: 0.25
+            }
+        );
+        assert!(bench_args(&["--read-distribution", "zipf"]).is_err());
+        for bad in ["0", "-1", "inf", "NaN"] {
+            let e = bench_args(&[&format!("--gaussian-sigma={bad}")])
+                .unwrap()
+                .validate()
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("--gaussian-sigma"), "{bad}: {e}");
+        }
     }
 
     #[test]

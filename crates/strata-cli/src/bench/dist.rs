@@ -228,6 +228,52 @@ impl KeyChooser {
     }
 }
 
+/// The default standard deviation of `--read-distribution gaussian`, as a fraction of the key
+/// count: about 68% of the reads fall in the middle 20% of the keys, 95% in the middle 40%.
+pub const GAUSSIAN_SIGMA_FRACTION: f64 = 0.1;
+
+/// Which keys the reading benchmarks (readrandom, readmissing, readwhilewriting's readers,
+/// multireadrandom, seekrandom) pick from the key space `[0, num)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ReadDist {
+    /// Every key equally likely (db_bench's readrandom).
+    Uniform,
+    /// Hot keys in the middle of the key space: a normal draw with mean `num / 2` and standard
+    /// deviation `sigma_fraction * num`, rounded down and clamped to `[0, num - 1]` (so with a
+    /// wide sigma the two end keys take the clipped tails).
+    Gaussian { sigma_fraction: f64 },
+}
+
+impl ReadDist {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadDist::Uniform => "uniform",
+            ReadDist::Gaussian { .. } => "gaussian",
+        }
+    }
+
+    /// A key index in `[0, num)`; `num` must be positive.
+    pub fn next(self, rng: &mut Rng, num: u64) -> u64 {
+        match self {
+            ReadDist::Uniform => rng.below(num),
+            ReadDist::Gaussian { sigma_fraction } => {
+                let x = num as f64 / 2.0 + standard_normal(rng) * sigma_fraction * num as f64;
+                // `as u64` saturates: negative draws become 0, NaN cannot occur.
+                (x.max(0.0) as u64).min(num - 1)
+            }
+        }
+    }
+}
+
+/// One draw of the standard normal distribution (Box-Muller; the second value of the pair is
+/// dropped, which costs a logarithm and a square root per draw, far below a read's cost).
+pub fn standard_normal(rng: &mut Rng) -> f64 {
+    // 1 - unit() is in (0, 1], so the logarithm is finite.
+    let u1 = 1.0 - rng.unit();
+    let u2 = rng.unit();
+    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
 /// Workload E's scan length: uniform in `[1, max]`.
 pub fn scan_length(rng: &mut Rng, max: u64) -> u64 {
     1 + rng.below(max.max(1))
@@ -390,6 +436,92 @@ mod tests {
         }
         for b in buckets {
             assert!((9_000..11_000).contains(&b), "{buckets:?}");
+        }
+    }
+
+    /// Mean, spread and range of the Gaussian reads, over a key space large enough that
+    /// rounding does not matter.
+    #[test]
+    fn gaussian_reads_centre_on_the_middle_with_the_given_spread() {
+        let num = 1_000_000u64;
+        for sigma_fraction in [0.1, 0.02] {
+            let d = ReadDist::Gaussian { sigma_fraction };
+            let mut rng = Rng::new(21);
+            let draws = 200_000;
+            let xs: Vec<f64> = (0..draws)
+                .map(|_| {
+                    let k = d.next(&mut rng, num);
+                    assert!(k < num);
+                    k as f64
+                })
+                .collect();
+            let mean = xs.iter().sum::<f64>() / draws as f64;
+            let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / draws as f64;
+            let sigma = sigma_fraction * num as f64;
+            // The standard error of the mean is sigma / sqrt(200,000) ~ 0.0022 sigma.
+            assert!(
+                (mean - num as f64 / 2.0).abs() < 0.01 * sigma,
+                "sigma {sigma_fraction}: mean {mean}"
+            );
+            assert!(
+                (var.sqrt() / sigma - 1.0).abs() < 0.01,
+                "sigma {sigma_fraction}: standard deviation {}",
+                var.sqrt()
+            );
+            // The normal law's 1- and 2-sigma shares: 68.27% and 95.45%.
+            let within = |k: f64| {
+                xs.iter()
+                    .filter(|&&x| (x - num as f64 / 2.0).abs() < k * sigma)
+                    .count() as f64
+                    / draws as f64
+            };
+            assert!((within(1.0) - 0.6827).abs() < 0.005, "{}", within(1.0));
+            assert!((within(2.0) - 0.9545).abs() < 0.003, "{}", within(2.0));
+        }
+    }
+
+    #[test]
+    fn gaussian_reads_stay_in_range_when_clamped() {
+        let mut rng = Rng::new(4);
+        // A sigma of 10 key spaces sends almost every draw past an end: they are clamped.
+        let wide = ReadDist::Gaussian {
+            sigma_fraction: 10.0,
+        };
+        let mut ends = 0;
+        for num in [1u64, 2, 3, 1000] {
+            for _ in 0..10_000 {
+                let k = wide.next(&mut rng, num);
+                assert!(k < num, "{k} of {num}");
+                if k == 0 || k == num - 1 {
+                    ends += 1;
+                }
+            }
+        }
+        assert!(ends > 39_000, "{ends}");
+        let narrow = ReadDist::Gaussian {
+            sigma_fraction: 0.1,
+        };
+        for _ in 0..10_000 {
+            assert!(narrow.next(&mut rng, 7) < 7);
+        }
+    }
+
+    #[test]
+    fn read_distributions_are_deterministic_for_a_seed() {
+        for d in [
+            ReadDist::Uniform,
+            ReadDist::Gaussian {
+                sigma_fraction: GAUSSIAN_SIGMA_FRACTION,
+            },
+        ] {
+            let run = |seed| {
+                let mut rng = Rng::new(seed);
+                (0..1000)
+                    .map(|_| d.next(&mut rng, 100_000))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(run(8), run(8), "{d:?}");
+            assert_ne!(run(8), run(9), "{d:?}");
         }
     }
 

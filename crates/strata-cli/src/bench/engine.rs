@@ -53,6 +53,34 @@ pub struct EngineConfig {
     pub direct_reads: bool,
 }
 
+impl EngineConfig {
+    /// The L0 tier directory `--opt l0_tier_dir=DIR` gives Strata's engines (the last one
+    /// given wins, as in `Options::set`; "", "none" and "off" mean none). The benchmark treats
+    /// it as part of its database: it must be new or empty, is emptied whenever the database
+    /// directory is, and goes with a temporary database.
+    pub fn l0_tier_dir(&self) -> Option<std::path::PathBuf> {
+        let (_, v) = self.opts.iter().rev().find(|(n, _)| n == "l0_tier_dir")?;
+        match v.as_str() {
+            "" | "none" | "off" => None,
+            v => Some(v.into()),
+        }
+    }
+
+    /// Empties the L0 tier directory, if any (with the database directory: the tables in it
+    /// belong to the database that was there).
+    pub fn empty_l0_tier(&self) -> Result<()> {
+        if let Some(d) = self.l0_tier_dir() {
+            if d.exists() {
+                std::fs::remove_dir_all(&d)
+                    .with_context(|| format!("cannot empty L0 tier directory {}", d.display()))?;
+            }
+            std::fs::create_dir_all(&d)
+                .with_context(|| format!("cannot create L0 tier directory {}", d.display()))?;
+        }
+        Ok(())
+    }
+}
+
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
@@ -288,6 +316,31 @@ mod tests {
             ..EngineConfig::default()
         };
         assert!(Strata::describe(&bad).is_err());
+    }
+
+    /// The tier options reach the engine's options, for the plain engine and for each shard
+    /// of the sharded one (its own subdirectory, see `strata::Engine::shard_config`).
+    #[test]
+    fn l0_tier_options_reach_the_engines() {
+        use strata::Engine as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let tier = tmp.path().join("tier");
+        let cfg = EngineConfig {
+            opts: vec![
+                ("l0_tier_dir".into(), tier.display().to_string()),
+                ("l0_tier_bytes".into(), (512u64 << 20).to_string()),
+                ("pgm_epsilon".into(), "64".into()),
+            ],
+            ..EngineConfig::default()
+        };
+        let o = strata_options(&cfg).unwrap();
+        assert_eq!(o.l0_tier_dir.as_deref(), Some(tier.as_path()));
+        assert_eq!((o.l0_tier_bytes, o.pgm_epsilon), (512 << 20, 64));
+        let (shard_opts, _) =
+            <strata::StrataEngine as super::super::sharded_engine::Front>::config(&cfg, 2).unwrap();
+        let s1 = strata::StrataEngine::shard_config(&shard_opts, 1).unwrap();
+        assert_eq!(s1.l0_tier_dir, Some(tier.join("shard-001")));
+        assert_eq!(s1.pgm_epsilon, 64);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use super::args::BenchArgs;
 use super::catalog::EngineKind;
+use super::dist::ReadDist;
 use super::env;
 use crate::text::human_bytes;
 use std::path::Path;
@@ -64,7 +65,18 @@ pub fn header(args: &BenchArgs, infos: &[EngineInfo], dir: &Path, temp: bool) ->
             None => args.num.to_string(),
         },
     );
-    line("Reads:", args.reads().to_string());
+    line(
+        "Reads:",
+        match args.read_dist() {
+            ReadDist::Uniform => args.reads().to_string(),
+            ReadDist::Gaussian { sigma_fraction } => format!(
+                "{} (gaussian keys: mean {}, standard deviation {sigma_fraction} x {} keys, clamped)",
+                args.reads(),
+                args.num / 2,
+                args.num
+            ),
+        },
+    );
     line("Threads:", args.threads.to_string());
     if args.asynchronous {
         line(

@@ -61,6 +61,9 @@ pub fn write(
             "seed": args.seed,
             "use_existing_db": args.use_existing_db,
             "ycsb_distribution": args.ycsb_distribution.map(|d| d.name()),
+            "read_distribution": args.read_dist().name(),
+            "gaussian_sigma": matches!(args.read_dist(), super::dist::ReadDist::Gaussian { .. })
+                .then_some(args.gaussian_sigma),
             "opts": args.opts.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>(),
         },
         "engines": infos.iter().map(|i| serde_json::json!({

@@ -158,6 +158,8 @@ pub struct Latency {
     pub p99_us: f64,
     pub p999_us: f64,
     pub max_us: f64,
+    /// The histogram's mean (db_bench's "Average" of its --histogram output).
+    pub mean_us: f64,
 }
 
 impl Latency {
@@ -170,6 +172,7 @@ impl Latency {
             p99_us: us(hist.value_at_quantile(0.99)),
             p999_us: us(hist.value_at_quantile(0.999)),
             max_us: us(hist.max()),
+            mean_us: hist.mean() / 1000.0,
         }
     }
 }

@@ -154,6 +154,19 @@ pub(super) fn execute(args: &BenchArgs) -> Result<RunOutcome> {
         }
     };
 
+    // Each engine's L0 tier directory (Strata's engines, --opt l0_tier_dir=DIR) goes with its
+    // database: like a new --db it must hold nothing the fresh benchmarks would delete.
+    let tiers: Vec<_> = args
+        .engines
+        .iter()
+        .filter_map(|&k| args.engine_config(k).l0_tier_dir())
+        .collect();
+    if !args.use_existing_db {
+        for d in &tiers {
+            require_new_or_empty(d)
+                .with_context(|| format!("--opt l0_tier_dir={}", d.display()))?;
+        }
+    }
     if env::is_debug_build() {
         eprintln!("{}", env::DEBUG_WARNING);
     }
@@ -200,6 +213,7 @@ pub(super) fn execute(args: &BenchArgs) -> Result<RunOutcome> {
                         }
                         std::fs::create_dir_all(&dir)
                             .with_context(|| format!("cannot create {}", dir.display()))?;
+                        a.engine_config(k).empty_l0_tier()?;
                     }
                     if several || args.rounds > 1 || multi_rate {
                         println!();
@@ -228,6 +242,12 @@ pub(super) fn execute(args: &BenchArgs) -> Result<RunOutcome> {
         .flat_map(|_| args.benchmarks.iter().copied())
         .collect();
 
+    if temp.is_some() && !args.keep {
+        // A temporary database takes its tier with it (a tmpfs holds it in memory).
+        for d in &tiers {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
     if let Some(t) = temp {
         if args.keep {
             println!("Database kept at {}", t.keep().display());

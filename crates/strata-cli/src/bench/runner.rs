@@ -112,6 +112,7 @@ impl<'a, E: Engine> Runner<'a, E> {
             .with_context(|| format!("cannot remove {}", self.dir.display()))?;
         std::fs::create_dir_all(self.dir)
             .with_context(|| format!("cannot create {}", self.dir.display()))?;
+        self.cfg.empty_l0_tier()?;
         self.engine = Some(E::open(self.dir, &self.cfg)?);
         if let Some(l) = &self.live {
             l.clear();

@@ -438,3 +438,123 @@ fn async_puts_and_offered_rates() {
     }
     assert!(std::fs::metadata(&plot).unwrap().len() > 0);
 }
+
+/// `--read-distribution gaussian`: each reading benchmark finds exactly the keys a replay of
+/// the Gaussian draws finds in fillrandom's set, which uniform draws would not.
+#[test]
+fn gaussian_reads_follow_their_distribution() {
+    use super::dist::ReadDist;
+    let a = bench_args(&[
+        "--benchmarks",
+        "fillrandom,readrandom,multireadrandom,seekrandom",
+        "--num",
+        "2000",
+        "--writes",
+        "300",
+        "--reads",
+        "400",
+        "--threads",
+        "2",
+        "--read-distribution",
+        "gaussian",
+        "--gaussian-sigma",
+        "0.05",
+    ]);
+    let out = execute(&a).unwrap();
+    let r = by_label(&out.records);
+    let set: BTreeSet<u64> = draws(&a, 0, 0..2, 300).into_iter().collect();
+    let d = a.read_dist();
+    assert_eq!(
+        d,
+        ReadDist::Gaussian {
+            sigma_fraction: 0.05
+        }
+    );
+    let gaussian = |index: usize| -> Vec<u64> {
+        let mut out = Vec::new();
+        for t in 0..2 {
+            let (mut rng, _) = thread_rng(a.seed, index, t, a.value_size);
+            out.extend((0..400).map(|_| d.next(&mut rng, a.num)));
+        }
+        out
+    };
+    for (label, index) in [("readrandom", 1), ("multireadrandom", 2), ("seekrandom", 3)] {
+        let keys = gaussian(index);
+        // Every draw within 5 sigmas (500 keys) of the middle.
+        assert!(keys.iter().all(|&k| (500..1500).contains(&k)), "{label}");
+        assert_eq!(r[label].lookups, Some(800), "{label}");
+        assert_eq!(r[label].found, Some(hits(&keys, &set)), "{label}");
+        assert_ne!(
+            hits(&keys, &set),
+            hits(&draws(&a, index, 0..2, 400), &set),
+            "{label}: the replay cannot tell the distributions apart"
+        );
+    }
+}
+
+/// `--opt l0_tier_dir=DIR` reaches Strata's engines: the sharded front gives each shard its
+/// own subdirectory; the tier goes with the temporary database; a non-empty tier directory
+/// is refused before anything is deleted.
+#[test]
+fn l0_tier_dir_reaches_the_engines_and_goes_with_the_database() {
+    let t = tempfile::tempdir().unwrap();
+    let tier = t.path().join("tier");
+    let tier_opt = format!("l0_tier_dir={}", tier.display());
+    for engine in ["strata", "sharded"] {
+        let a = bench_args(&[
+            "--engine",
+            engine,
+            "--benchmarks",
+            "fillseq,readrandom,fillseq",
+            "--num",
+            "300",
+            "--shards",
+            "2",
+            "--opt",
+            &tier_opt,
+        ]);
+        assert_eq!(
+            a.engine_config(a.engines[0]).l0_tier_dir(),
+            Some(tier.clone())
+        );
+        let out = execute(&a).unwrap();
+        assert_eq!(out.records[1].found, Some(300), "{engine}");
+        assert!(
+            !tier.exists(),
+            "{engine}: the tier outlived its temporary database"
+        );
+    }
+    // Kept databases keep their tier; the sharded front made one directory per shard.
+    let db = t.path().join("db");
+    let a = bench_args(&[
+        "--engine",
+        "sharded",
+        "--benchmarks",
+        "fillseq",
+        "--num",
+        "100",
+        "--shards",
+        "2",
+        "--db",
+        db.to_str().unwrap(),
+        "--opt",
+        &tier_opt,
+    ]);
+    execute(&a).unwrap();
+    assert!(tier.join("shard-000").is_dir() && tier.join("shard-001").is_dir());
+    std::fs::write(tier.join("shard-000").join("precious"), b"x").unwrap();
+    let a = bench_args(&[
+        "--benchmarks",
+        "fillseq",
+        "--num",
+        "100",
+        "--opt",
+        &tier_opt,
+    ]);
+    let e = format!("{:#}", execute(&a).err().unwrap());
+    assert!(e.contains("is not empty"), "{e}");
+    assert!(tier.join("shard-000").join("precious").exists());
+    // "off" turns the tier off.
+    let a = bench_args(&["--opt", &tier_opt, "--opt", "l0_tier_dir=off"]);
+    assert_eq!(a.engine_config(a.engines[0]).l0_tier_dir(), None);
+}

@@ -3,7 +3,7 @@
 
 use super::args::BenchArgs;
 use super::catalog::Benchmark;
-use super::dist::{scan_length, KeyChooser};
+use super::dist::{scan_length, KeyChooser, ReadDist};
 use super::engine::Engine;
 use super::keys::thread_range;
 use super::worker::{put_one, Worker};
@@ -31,6 +31,7 @@ pub(super) fn workload<E: Engine>(
     let threads = args.threads;
     let seek_nexts = args.seek_nexts;
     let batch = args.batch_size;
+    let read_dist = args.read_dist();
     match b {
         Benchmark::FillSeq => Box::new(move |e, w| {
             let mut key = w.keys.buffer();
@@ -70,7 +71,7 @@ pub(super) fn workload<E: Engine>(
         }),
         Benchmark::ReadRandom | Benchmark::ReadMissing => {
             let missing = b == Benchmark::ReadMissing;
-            Box::new(move |e, w| read_random(e, w, num, reads, missing))
+            Box::new(move |e, w| read_random(e, w, read_dist, num, reads, missing))
         }
         Benchmark::ReadWhileWriting => {
             let readers_done = Arc::new(AtomicUsize::new(0));
@@ -84,7 +85,7 @@ pub(super) fn workload<E: Engine>(
                     }
                     return Ok(());
                 }
-                let r = read_random(e, w, num, reads, false);
+                let r = read_random(e, w, read_dist, num, reads, false);
                 readers_done.fetch_add(1, Ordering::Release);
                 r
             })
@@ -100,7 +101,7 @@ pub(super) fn workload<E: Engine>(
                     (batch as u64).min(left) as usize
                 };
                 for k in &mut keys[..n] {
-                    let i = w.rng.below(num);
+                    let i = read_dist.next(&mut w.rng, num);
                     w.keys.fill(i, k);
                 }
                 let refs: Vec<&[u8]> = keys[..n].iter().map(|k| k.as_slice()).collect();
@@ -126,7 +127,7 @@ pub(super) fn workload<E: Engine>(
             let mut key = w.keys.buffer();
             let mut budget = w.budget(reads);
             while budget.more() && !w.stopped() {
-                let i = w.rng.below(num);
+                let i = read_dist.next(&mut w.rng, num);
                 w.keys.fill(i, &mut key);
                 let t0 = Instant::now();
                 it.seek(&key);
@@ -226,6 +227,7 @@ pub(super) fn ycsb_spec(args: &BenchArgs, b: Benchmark) -> Spec {
 fn read_random(
     e: &impl Engine,
     w: &mut Worker<'_>,
+    dist: ReadDist,
     num: u64,
     reads: u64,
     missing: bool,
@@ -238,7 +240,7 @@ fn read_random(
     };
     let mut budget = w.budget(reads);
     while budget.more() && !w.stopped() {
-        let i = w.rng.below(num);
+        let i = dist.next(&mut w.rng, num);
         w.keys.fill(i, &mut key[..ks]);
         let t0 = w.pace();
         let v = e
