@@ -192,14 +192,18 @@ fn l0_closure(l0: &[Arc<FileMeta>], i: usize) -> (Vec<Arc<FileMeta>>, Vec<u8>, V
 /// least recently written (the smallest newest file number), and the fullest. A candidate
 /// that must merge with L1 takes along every other candidate inside the L1 range it
 /// rewrites anyway (with uniformly random keys that is all of L0, as without the tier).
+/// A candidate of progressive compaction: the tables that move together and their range.
+struct Candidate {
+    /// Smallest first: overlaps L1, its newest file number, its bytes reversed (fuller first).
+    rank: (bool, u64, std::cmp::Reverse<u64>),
+    set: Vec<Arc<FileMeta>>,
+    lo: Vec<u8>,
+    hi: Vec<u8>,
+}
+
 fn pick_l0_progressive(v: &Version, busy: &Busy) -> Option<CompactionPlan> {
     let l0 = &v.levels[0];
-    let mut best: Option<(
-        (bool, u64, std::cmp::Reverse<u64>),
-        Vec<Arc<FileMeta>>,
-        Vec<u8>,
-        Vec<u8>,
-    )> = None;
+    let mut best: Option<Candidate> = None;
     for i in 0..l0.len() {
         let (set, lo, hi) = l0_closure(l0, i);
         if busy.any_busy(&set) {
@@ -209,11 +213,16 @@ fn pick_l0_progressive(v: &Version, busy: &Busy) -> Option<CompactionPlan> {
         let newest = set.iter().map(|f| f.number).max().unwrap_or(0);
         let bytes: u64 = set.iter().map(|f| f.size).sum();
         let rank = (overlaps, newest, std::cmp::Reverse(bytes));
-        if best.as_ref().is_none_or(|b| rank < b.0) {
-            best = Some((rank, set, lo, hi));
+        if best.as_ref().is_none_or(|b| rank < b.rank) {
+            best = Some(Candidate { rank, set, lo, hi });
         }
     }
-    let ((overlaps, ..), mut set, lo, hi) = best?;
+    let Candidate {
+        rank: (overlaps, ..),
+        mut set,
+        lo,
+        hi,
+    } = best?;
     if overlaps {
         let next = v.overlapping(1, Some(&lo), Some(&hi));
         let (nlo, nhi) = key_range(&next).unwrap_or((lo.clone(), hi.clone()));
