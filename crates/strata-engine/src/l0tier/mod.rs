@@ -17,9 +17,9 @@
 //! they do for SSTables. Keys are always inline: the table compares them on every lookup.
 //!
 //! **Checks.** Open verifies the super block, the block offset table, every meta block and
-//! the index (all small); every read verifies the checksum of each entry block it decodes
-//! (8 entries), so a flipped byte anywhere is reported as [`crate::Error::Corruption`], never
-//! returned. [`L0Table::verify`] reads every block and checks order and kinds too.
+//! the index (all small); the first read that decodes an entry block (8 entries) verifies its
+//! checksum (later reads trust the verified block, as the block cache does), so a flipped
+//! byte anywhere is reported as [`crate::Error::Corruption`], never returned. [`L0Table::verify`] reads every block and checks order and kinds too.
 //!
 //! The engine uses the tier when `Options::l0_tier_dir` is set: [`TierDir`] holds the locked
 //! directory and the mapped tables, flushes write here, the table cache and every read path

@@ -53,8 +53,13 @@ pub struct L0Table {
     /// User-key prefix shared by every checkpoint key.
     prefix: Vec<u8>,
     pgm: Pgm,
-    /// Entry blocks whose checksum reads have checked (statistics; shows the index at work).
+    /// Entry blocks reads have visited (statistics; shows the index at work).
     blocks_checked: AtomicU64,
+    /// One bit per entry block: its checksum matched once. A block is checked the first time
+    /// a read decodes it and trusted afterwards, as a block in the block cache is: checking
+    /// 8 inline values of 4 KiB on every lookup cost more than the rest of the lookup (the
+    /// Gaussian read benchmark ran 4.6x slower than with SSTables before this).
+    verified: Box<[AtomicU64]>,
 }
 
 /// Where a decoded entry's value is.
@@ -96,6 +101,9 @@ impl L0Table {
             prefix,
             pgm,
             blocks_checked: AtomicU64::new(0),
+            verified: (0..pieces(sb.entries, ENTRIES_PER_BLOCK).div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
         }))
     }
 
@@ -126,8 +134,9 @@ impl L0Table {
         self.pgm.size_bytes() + self.block_bounds.len() * 8
     }
 
-    /// Entry blocks whose checksum reads have checked since open (a lookup checks those of
-    /// the checkpoints its index search compares and those of the group it scans).
+    /// Entry blocks reads have visited since open (a lookup visits those of the checkpoints
+    /// its index search compares and those of the group it scans; each block's checksum is
+    /// checked at its first visit).
     pub fn blocks_checked(&self) -> u64 {
         self.blocks_checked.load(AtomicOrdering::Relaxed)
     }
@@ -184,6 +193,10 @@ impl L0Table {
     /// Reads every entry block and checks each entry (kinds, checkpoint keys whole, keys
     /// strictly increasing, the index finding every checkpoint).
     pub fn verify(&self) -> Result<L0VerifyStats> {
+        // Every block again, even those reads already checked.
+        for w in self.verified.iter() {
+            w.store(0, AtomicOrdering::Relaxed);
+        }
         let mut prev: Vec<u8> = Vec::new();
         let mut stats = L0VerifyStats::default();
         for g in 0..self.groups() {
@@ -273,10 +286,16 @@ impl L0Table {
             self.block_bounds[i] as usize,
             self.block_bounds[i + 1] as usize,
         );
-        let stored = le_u32(&self.map[start..start + BLOCK_CRC_LEN]);
-        let body = &self.map[start + BLOCK_CRC_LEN..end];
-        if stored != block_crc(body) {
-            return Err(self.corrupt(start as u64, format!("entry block {i} checksum mismatch")));
+        let (word, bit) = (&self.verified[i / 64], 1u64 << (i % 64));
+        if word.load(AtomicOrdering::Relaxed) & bit == 0 {
+            let stored = le_u32(&self.map[start..start + BLOCK_CRC_LEN]);
+            let body = &self.map[start + BLOCK_CRC_LEN..end];
+            if stored != block_crc(body) {
+                return Err(
+                    self.corrupt(start as u64, format!("entry block {i} checksum mismatch"))
+                );
+            }
+            word.fetch_or(bit, AtomicOrdering::Relaxed);
         }
         Ok((start + BLOCK_CRC_LEN, end))
     }
