@@ -191,6 +191,16 @@ impl Db {
             &vlog.shared,
         )?;
         let (versions, mem, wal, recovery) = (rec.versions, rec.mem, rec.wal, rec.info);
+        // Recovery verifies the L0 tier's tables: each is mapped and every block checked now
+        // (a damaged one fails the open as corruption), and no read maps one later.
+        if let Some(t) = tables.tier() {
+            t.open_all(
+                versions.current().levels[0]
+                    .iter()
+                    .filter(|f| f.tier)
+                    .map(|f| f.number),
+            )?;
+        }
         *vlog.head.lock() = rec.vlog_head;
         let vlog_files = Arc::new(rec.vlog_files);
         let last_seq = versions.last_sequence;

@@ -156,9 +156,13 @@ impl<'a> OutputWriter<'a> {
                     tier: false,
                 }
             }
-            // Syncs the table and the tier's directory.
+            // Syncs the table and the tier's directory, then maps and checks it here, off
+            // the readers' path.
             Some(Current::Tier(number, w)) => {
                 let m = w.finish()?;
+                if let Some(t) = self.tier {
+                    t.table(number)?;
+                }
                 FileMeta {
                     number,
                     size: m.file_size,

@@ -77,6 +77,12 @@ impl L0Table {
     /// Maps and opens the table at `path`, checking everything but the entry blocks (which
     /// every read checks as it decodes them).
     pub fn open(path: &Path) -> Result<Arc<L0Table>> {
+        Self::open_with(path, false)
+    }
+
+    /// [`L0Table::open`]; with `populate`, every page of the mapping is faulted in at once
+    /// (`MAP_POPULATE`) instead of at a read's first touch.
+    pub fn open_with(path: &Path, populate: bool) -> Result<Arc<L0Table>> {
         let path: Arc<Path> = Arc::from(path);
         let file = File::open(&*path).map_err(|e| Error::io("open", &*path, e))?;
         let len = file
@@ -90,7 +96,7 @@ impl L0Table {
                 format!("file of {len} bytes is shorter than a super block"),
             ));
         }
-        let map = map_file(&file, &path)?;
+        let map = map_file(&file, &path, populate)?;
         let sb = SuperBlock::decode(&map, &path)?;
         let (block_bounds, prefix, pgm) = check_sections(&map, &sb, &path)?;
         Ok(Arc::new(L0Table {
@@ -188,6 +194,15 @@ impl L0Table {
     /// A positioned-nowhere iterator over the table.
     pub fn iter(self: &Arc<Self>) -> L0TableIter {
         L0TableIter::new(Arc::clone(self))
+    }
+
+    /// Checks the checksum of every entry block not checked yet, so that reads find them all
+    /// verified (no checksum, and with a populated mapping no page fault, on a read's path).
+    pub fn check_blocks(&self) -> Result<()> {
+        for b in 0..self.blocks() {
+            self.checked_block(b)?;
+        }
+        Ok(())
     }
 
     /// Reads every entry block and checks each entry (kinds, checkpoint keys whole, keys
@@ -392,13 +407,17 @@ impl<'a> GroupCursor<'a> {
 
 /// Maps `file` read-only.
 #[allow(unsafe_code)]
-fn map_file(file: &File, path: &Path) -> Result<Mmap> {
+fn map_file(file: &File, path: &Path, populate: bool) -> Result<Mmap> {
     // SAFETY: a mapping is undefined behaviour if the file changes under it. L0 tables are
     // immutable once finished: the engine never writes, truncates or renames over a table
     // file after `finish`, and removes one only by unlinking, which leaves existing
     // mappings intact. Another process truncating the file would still fault (SIGBUS); that
     // is outside what the engine can guard, as for any mapped database file.
-    unsafe { Mmap::map(file) }.map_err(|e| Error::io("mmap", path, e))
+    let mut o = memmap2::MmapOptions::new();
+    if populate {
+        o.populate();
+    }
+    unsafe { o.map(file) }.map_err(|e| Error::io("mmap", path, e))
 }
 
 /// Checks the sections after the super block and decodes the block offsets and the index.
