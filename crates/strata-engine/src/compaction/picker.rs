@@ -312,6 +312,18 @@ pub fn manual_bottommost(
     })
 }
 
+/// Whether no two of `files` share a user key: then, overlapping nothing below, they can
+/// all move down by a MANIFEST edit (sequential loads fill L0 with such tables; rewriting
+/// them cost a fillseq of 16 KiB values a fifth of its time in stalls).
+fn disjoint(files: &[Arc<FileMeta>]) -> bool {
+    let mut ranges: Vec<(&[u8], &[u8])> = files
+        .iter()
+        .map(|f| (user_key(&f.smallest), user_key(&f.largest)))
+        .collect();
+    ranges.sort_unstable();
+    ranges.windows(2).all(|w| w[0].1 < w[1].0)
+}
+
 /// Completes a plan with the overlapping tables of the next level, if nothing conflicts.
 fn plan_with_next(
     v: &Version,
@@ -326,7 +338,7 @@ fn plan_with_next(
     }
     let plan = CompactionPlan {
         level,
-        trivial_move: inputs.len() == 1 && next_inputs.is_empty(),
+        trivial_move: next_inputs.is_empty() && disjoint(&inputs),
         inputs,
         next_inputs,
         output_level: level + 1,
@@ -393,6 +405,32 @@ mod tests {
         next.sort();
         assert_eq!(next, vec![2, 3]);
         assert!(!p.trivial_move);
+    }
+
+    #[test]
+    fn disjoint_l0_tables_over_nothing_move_down_together() {
+        let v = version(&[(0, meta(5, "a", "c", 10)), (0, meta(6, "d", "f", 10))]);
+        let p = pick(&v, &SHAPE, &Busy::default(), &[]).unwrap();
+        assert_eq!(p.inputs.len(), 2);
+        assert!(p.trivial_move);
+        // Sharing a boundary key is overlapping.
+        let v = version(&[(0, meta(5, "a", "d", 10)), (0, meta(6, "d", "f", 10))]);
+        assert!(
+            !pick(&v, &SHAPE, &Busy::default(), &[])
+                .unwrap()
+                .trivial_move
+        );
+        // Disjoint, but something below overlaps one of them.
+        let v = version(&[
+            (0, meta(5, "a", "c", 10)),
+            (0, meta(6, "d", "f", 10)),
+            (1, meta(2, "e", "e", 10)),
+        ]);
+        assert!(
+            !pick(&v, &SHAPE, &Busy::default(), &[])
+                .unwrap()
+                .trivial_move
+        );
     }
 
     #[test]
