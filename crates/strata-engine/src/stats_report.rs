@@ -42,6 +42,8 @@ pub struct Stats {
     pub l0_tier_bytes: u64,
     /// L0 tier tables written by flushes since open.
     pub l0_tier_flushes: u64,
+    /// Separated values read through a mapping of their value-log file (`vlog_mmap`).
+    pub vlog_mapped_reads: u64,
     pub flushes: u64,
     pub compactions: u64,
     pub trivial_moves: u64,
@@ -142,6 +144,10 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         l0_tier_tables: sv.version.levels[0].iter().filter(|f| f.tier).count(),
         l0_tier_bytes: sv.version.tier_bytes(),
         l0_tier_flushes: g(&c.l0_tier_flushes),
+        vlog_mapped_reads: inner
+            .vlog
+            .mapped_reads
+            .load(std::sync::atomic::Ordering::Relaxed),
         flushes: g(&c.flushes),
         compactions: g(&c.compactions),
         trivial_moves: g(&c.trivial_moves),
@@ -225,6 +231,7 @@ impl Stats {
             t.l0_tier_tables += p.l0_tier_tables;
             t.l0_tier_bytes += p.l0_tier_bytes;
             t.l0_tier_flushes += p.l0_tier_flushes;
+            t.vlog_mapped_reads += p.vlog_mapped_reads;
             t.flushes += p.flushes;
             t.compactions += p.compactions;
             t.trivial_moves += p.trivial_moves;

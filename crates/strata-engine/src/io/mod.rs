@@ -123,6 +123,14 @@ pub trait Fs: Send + Sync + 'static {
         let _ = (from, to);
         Err(crate::error::Error::NotSupported("hard links".into()))
     }
+    /// The file at `path` mapped into memory for reading, where the file system can map
+    /// files. Default: `None` (in-memory and fault-injecting file systems cannot back a
+    /// mapping; readers then use [`RandomAccessFile::read_at`]). The caller must never see
+    /// the file truncated while mapped (`vlog/mod.rs` maps only sealed value-log files).
+    fn map(&self, path: &Path) -> Result<Option<Arc<memmap2::Mmap>>> {
+        let _ = path;
+        Ok(None)
+    }
     /// Size of the file at `path`.
     fn file_size(&self, path: &Path) -> Result<u64>;
     /// Takes an exclusive lock on `path` (created if missing); `Error::Locked` if held.

@@ -284,6 +284,10 @@ impl Fs for RealFs {
         self.open_with(path, true)
     }
 
+    fn map(&self, path: &Path) -> Result<Option<Arc<memmap2::Mmap>>> {
+        map_read_only(path).map(|m| Some(Arc::new(m)))
+    }
+
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         std::fs::rename(from, to).map_err(|e| Error::io("rename", from, e))
     }
@@ -354,6 +358,17 @@ impl Fs for RealFs {
             Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", path, e)),
         }
     }
+}
+
+/// Maps the file at `path` for reading.
+#[allow(unsafe_code)]
+fn map_read_only(path: &Path) -> Result<memmap2::Mmap> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io("open", path, e))?;
+    // SAFETY: a mapping is undefined behaviour if the file changes under it. `Fs::map`'s
+    // callers map only files the engine never writes or truncates again (sealed value-log
+    // files), and removing a file (unlinking) leaves the mapping intact. Another process
+    // truncating it would fault (SIGBUS), as for any mapped file.
+    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io("mmap", path, e))
 }
 
 #[cfg(test)]
