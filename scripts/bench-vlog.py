@@ -64,6 +64,8 @@ def main():
     ap.add_argument("--reads", type=int, default=200000)
     ap.add_argument("--scans", type=int, default=20000)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--opt", action="append", default=[], metavar="NAME=VALUE",
+                    help="an engine option for every strata command (repeatable), e.g. vlog_mmap=false")
     a = ap.parse_args()
     base = a.dir or tempfile.mkdtemp(prefix="strata-vlog-")
     os.makedirs(base, exist_ok=True)
@@ -87,7 +89,7 @@ def main():
                "--value-size", str(vs), "--threads", "1", "--db", sdir,
                "--opt", f"block_cache_bytes={cache}",
                "--opt", f"sep_threshold_bytes={a.threshold}", *extra]
-        for o in opts:
+        for o in [*a.opt, *opts]:
             cmd += ["--opt", o]
         return cmd
 
