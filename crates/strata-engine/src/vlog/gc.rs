@@ -5,11 +5,11 @@
 
 use super::format::EntryKind;
 use super::FrameReader;
-use crate::db::DbInner;
 use crate::error::{Error, Result};
 use crate::get::Found;
 use crate::key::SeqNo;
 use crate::sst::ReadParams;
+use crate::state::DbInner;
 use crate::stats::Counters;
 use crate::version::VersionEdit;
 use crate::vlog::ValuePointer;
