@@ -5,6 +5,7 @@
 
 mod compact;
 mod flush;
+mod gc;
 mod obsolete;
 
 use crate::compaction::filter::{FilterReads, FilterStats};
