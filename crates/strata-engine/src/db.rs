@@ -18,7 +18,7 @@ use crate::options::{Options, ReadOptions, Snapshot, WriteOptions};
 use crate::sst::TableOptions;
 use crate::stats::Counters;
 use crate::table_cache::TableCache;
-use crate::version::{Version, VersionSet};
+use crate::version::VersionSet;
 use crate::vlog::Vlog;
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::{BTreeMap, HashSet};
@@ -458,29 +458,6 @@ fn merged_iter(
     for m in &sv.imms {
         children.push(Box::new(m.iter()));
     }
-    children.extend(table_iters(tables, &sv.version, params)?);
+    children.extend(crate::iter::table_iters(tables, &sv.version, params)?);
     Ok(Box::new(MergingIterator::new(children)))
-}
-
-/// One iterator per L0 table and one per deeper non-empty level of `version`, newest first:
-/// the tables' part of a merged view.
-pub(crate) fn table_iters(
-    tables: &Arc<TableCache>,
-    version: &Version,
-    params: crate::sst::ReadParams,
-) -> Result<Vec<Box<dyn InternalIterator>>> {
-    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-    for f in &version.levels[0] {
-        children.push(tables.iter(f, params)?);
-    }
-    for files in version.levels.iter().skip(1) {
-        if !files.is_empty() {
-            children.push(Box::new(crate::iter::LevelIterator::new(
-                files.clone(),
-                tables.clone(),
-                params,
-            )));
-        }
-    }
-    Ok(children)
 }
