@@ -32,17 +32,18 @@
 #![deny(unsafe_code)]
 
 pub mod batch;
-pub mod cache;
+pub(crate) mod cache;
 mod check;
 mod checkpoint;
 mod commit;
 pub mod compaction;
 mod db;
-pub mod error;
+pub(crate) mod error;
+#[doc(hidden)]
 pub mod filename;
 mod get;
 pub mod io;
-pub mod iter;
+pub(crate) mod iter;
 mod jobs;
 pub mod key;
 pub mod l0tier;
@@ -56,9 +57,9 @@ pub mod sst;
 mod state;
 mod stats;
 mod stats_report;
-pub mod table_cache;
-pub mod varint;
-pub mod version;
+pub(crate) mod table_cache;
+pub(crate) mod varint;
+pub(crate) mod version;
 pub mod vlog;
 mod write;
 
