@@ -1,11 +1,12 @@
-//! [`Db`]: one LSM-tree instance.
+//! [`Db`]: one LSM-tree instance: the public API and `open`. The state it works on is
+//! `state.rs`'s; background work is `jobs/`.
 //!
 //! Concurrency (`docs/design.md` §3): `state` (a mutex) owns the version set, the memtables
 //! and the background bookkeeping and is never held for table I/O; writers go through the
 //! group-commit queue (`write.rs`); readers take the super version and the sequence number
 //! together (`docs/design.md` §5.1) and never take `state`; background threads flush and
-//! compact, one GC thread collects the value log (`vlog/gc.rs`); an I/O error in a log, a
-//! flush or a compaction poisons every later write until reopen.
+//! compact (`jobs/`), one GC thread collects the value log (`jobs/gc.rs`); an I/O error in a
+//! log, a flush or a compaction poisons every later write until reopen.
 
 use crate::batch::WriteBatch;
 use crate::commit::{CommitLog, CommitPipeline};

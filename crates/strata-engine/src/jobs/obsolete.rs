@@ -34,7 +34,7 @@ impl DbInner {
                 FileKind::Wal => *n < min_wal,
                 FileKind::Manifest => *n != st.versions.manifest_number(),
                 FileKind::Temp => !st.pending_outputs.contains(n),
-                // Value-log files are GC's (`vlog/gc.rs`).
+                // Value-log files are GC's (`jobs/gc.rs`).
                 FileKind::Current | FileKind::Lock | FileKind::Vlog => false,
             })
             .collect()
