@@ -240,7 +240,7 @@ fn check_pointers(
         fill_cache: false,
         readahead: 2 << 20,
     };
-    let mut it = MergingIterator::new(crate::db::table_iters(&tables, &version, params)?);
+    let mut it = MergingIterator::new(crate::iter::table_iters(&tables, &version, params)?);
     let mut handles: HashMap<u64, Arc<dyn RandomAccessFile>> = HashMap::new();
     let mut last_key: Option<Vec<u8>> = None;
     it.seek_to_first();

@@ -11,10 +11,10 @@
 //! every log was synced: nothing acknowledged before the pause is missing, nothing after it
 //! is present.
 
-use crate::db::DbInner;
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::io::Fs;
+use crate::state::DbInner;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

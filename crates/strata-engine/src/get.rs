@@ -2,13 +2,13 @@
 //! one table per deeper level; filter before index before data block. How a reader pairs its
 //! super version with its sequence number: `docs/design.md` §5.1, §5.2.
 
-use crate::db::{DbInner, SuperVersion};
 use crate::error::{Error, Result};
 use crate::key::{self, SeqNo, ValueKind};
 use crate::l0tier::{L0Entry, L0ValueRef};
 use crate::memtable::MemLookup;
 use crate::options::ReadOptions;
 use crate::sst::{ReadParams, Table};
+use crate::state::{DbInner, SuperVersion};
 use crate::stats::Counters;
 use crate::version::{FileMeta, Version};
 use crate::vlog::ValuePointer;

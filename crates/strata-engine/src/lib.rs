@@ -1,14 +1,28 @@
 //! Strata's storage engine: one LSM-tree instance.
 //!
-//! Write path: [`WriteBatch`] → group commit (`write.rs`) → WAL (`log/`) → memtable
-//! (`memtable.rs`) → flush (`db.rs`, background) → L0 tables (`sst/`) → leveled compaction
-//! (`compaction/`). Read path: `get.rs`, `multi_get.rs`, `iter/`, `table_cache.rs`.
-//! Recovery: `recovery.rs`, `version/`. All file I/O goes through [`io::Fs`].
-//! Key-value separation (WiscKey): `vlog/` — values at or above
-//! `Options::sep_threshold_bytes` live in the value log, which is then also the WAL; GC in
-//! `vlog/gc.rs`. The byte-addressable L0 tier's table format (mapped tables with a learned
-//! index; not yet used by flush): `l0tier/`. Protocols and invariants (files and their
-//! lifetimes, group commit, recovery, compaction, value-log GC, io_uring): `docs/design.md`.
+//! Layout (no two of the modules above the building blocks import each other; the shared types
+//! are in `state.rs`, which imports none of them but `recovery.rs`'s `RecoveryInfo`):
+//! - `db.rs`: the public API ([`Db`]) and `open`; `checkpoint.rs`, `check.rs` (offline
+//!   verification) and `stats_report.rs` ([`Stats`]) beside it.
+//! - `write.rs` (the write path's engine side: applying to the memtable, making room,
+//!   exclusive writes), `get.rs` and `multi_get.rs` (point reads), `jobs/` (background work:
+//!   flush, compaction install, obsolete-file deletion, value-log GC), `recovery.rs` (open's
+//!   replay of the logs).
+//! - `state.rs`: the shared state all of the above work on (`DbInner`, `DbState`,
+//!   `SuperVersion`) and the commit log the engine gives the commit pipeline.
+//! - The formats and building blocks below them: `commit/` (group commit), `log/` (WAL),
+//!   `memtable.rs`, `sst/` (tables), `l0tier/` (the byte-addressable L0 tier's mapped tables
+//!   with a learned index, `pgm.rs`), `compaction/` (picking and running jobs, the filter),
+//!   `version/` (versions and the MANIFEST), `vlog/` (key-value separation, WiscKey: the
+//!   value log's format, reader, writer, its MANIFEST state and GC's bookkeeping and picker),
+//!   `iter/`, `table_cache.rs`, `cache.rs`; all file I/O goes through [`io::Fs`].
+//!
+//! Write path: [`WriteBatch`] → group commit (`commit/`, `write.rs`) → WAL (`log/`), or with
+//! key-value separation the value log, which is then also the WAL (values at or above
+//! `Options::sep_threshold_bytes` live there) → memtable → flush (`jobs/flush.rs`) → L0 tables
+//! → leveled compaction (`jobs/compact.rs`, `compaction/`). Protocols and invariants (files and
+//! their lifetimes, group commit, recovery, compaction, value-log GC, io_uring):
+//! `docs/design.md`.
 //!
 //! ```no_run
 //! use strata_engine::{Db, Options, ReadOptions};
@@ -32,17 +46,19 @@
 #![deny(unsafe_code)]
 
 pub mod batch;
-pub mod cache;
+pub(crate) mod cache;
 mod check;
 mod checkpoint;
 mod commit;
 pub mod compaction;
 mod db;
-pub mod error;
+pub(crate) mod error;
+#[doc(hidden)]
 pub mod filename;
 mod get;
 pub mod io;
-pub mod iter;
+pub(crate) mod iter;
+mod jobs;
 pub mod key;
 pub mod l0tier;
 pub mod log;
@@ -52,11 +68,12 @@ pub mod options;
 pub mod pgm;
 mod recovery;
 pub mod sst;
+mod state;
 mod stats;
 mod stats_report;
-pub mod table_cache;
-pub mod varint;
-pub mod version;
+pub(crate) mod table_cache;
+pub(crate) mod varint;
+pub(crate) mod version;
 pub mod vlog;
 mod write;
 

@@ -9,7 +9,6 @@
 //! cost a read only when the table cache misses; those opens happen one by one inside a stage
 //! (with `max_open_files` above the number of tables they do not recur).
 
-use crate::db::{DbInner, SuperVersion};
 use crate::error::Result;
 use crate::get::{entry_for, lookup_memtables, params, Found};
 use crate::io::{self, IoBackend, ReadRequest};
@@ -17,6 +16,7 @@ use crate::key;
 use crate::memtable::MemLookup;
 use crate::options::ReadOptions;
 use crate::sst::{Block, BlockHandle, Table};
+use crate::state::{DbInner, SuperVersion};
 use crate::stats::Counters;
 use crate::version::{FileMeta, Version};
 use crate::vlog::ValuePointer;

@@ -6,7 +6,6 @@
 
 use crate::batch::WriteBatch;
 use crate::compaction::job::{JobEnv, OutputWriter};
-use crate::db::RecoveryInfo;
 use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::io::Fs;
@@ -20,9 +19,22 @@ use crate::table_cache::TableCache;
 use crate::version::{FileMeta, Version, VersionEdit, VersionSet};
 use crate::vlog::format::{self, EntryKind, FRAME_NO_REPLAY};
 use crate::vlog::{FrameReader, HeadShared, ValuePointer, VlogFile, VlogFileSet, VlogWriter};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+
+/// What the last open found in the WALs.
+#[derive(Clone, Debug, Default)]
+pub struct RecoveryInfo {
+    pub wal_files: u64,
+    pub wal_records: u64,
+    /// Value-log files read from the durable head on.
+    pub vlog_files: u64,
+    /// Value-log frames (commit groups) replayed.
+    pub vlog_frames: u64,
+    /// A torn log tail (WAL or value log) that was dropped: (file, offset, reason).
+    pub truncated_tail: Option<(PathBuf, u64, String)>,
+}
 
 /// What recovery hands to the opened database.
 pub(crate) struct Recovered {

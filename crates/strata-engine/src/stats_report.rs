@@ -1,6 +1,6 @@
 //! [`Stats`]: figures about one instance, and their human-readable form.
 
-use crate::db::DbInner;
+use crate::state::DbInner;
 use crate::stats::Counters;
 use std::fmt;
 

@@ -7,7 +7,6 @@
 
 use crate::batch::WriteBatch;
 use crate::commit::{Appended, CommitEnv, CommitLog};
-use crate::db::DbInner;
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::get::Found;
@@ -17,10 +16,9 @@ use crate::log::LogWriter;
 use crate::memtable::MemTable;
 use crate::options::WriteOptions;
 use crate::sst::ReadParams;
+use crate::state::{DbInner, DbLog};
 use crate::stats::Counters;
-use crate::vlog::Vlog;
 use crate::vlog::{ValuePointer, VlogFile, VlogWriter};
-use parking_lot::Mutex;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,65 +30,6 @@ pub(crate) struct Relocation {
     pub value: Vec<u8>,
     pub old: ValuePointer,
     pub remove: bool,
-}
-
-/// The engine's commit log, chosen once at open: the WAL, or with key-value separation the
-/// value log, whose frames recovery replays instead (`docs/design.md` §8).
-pub(crate) enum DbLog {
-    /// The WAL writer; `None` once closed.
-    Wal(Mutex<Option<LogWriter>>),
-    /// The value log's head writer (shared with readers of still-buffered values).
-    Vlog { vlog: Arc<Vlog>, threshold: usize },
-}
-
-impl CommitLog for DbLog {
-    fn append(&self, batch: &WriteBatch, disable_wal: bool) -> Result<Appended> {
-        match self {
-            DbLog::Wal(wal) => {
-                if disable_wal {
-                    return Ok(Appended::default());
-                }
-                let mut wal = wal.lock();
-                let w = wal.as_mut().ok_or(Error::Closed)?;
-                w.add_record(batch.data())?;
-                w.flush()?;
-                Ok(Appended {
-                    pointers: Vec::new(),
-                    wal_bytes: batch.size_bytes() as u64,
-                    vlog_bytes: 0,
-                })
-            }
-            DbLog::Vlog { vlog, threshold } => {
-                // With `disable_wal` only a batch with separated values is written, as a
-                // frame recovery does not replay.
-                if disable_wal
-                    && !batch
-                        .iter()
-                        .any(|r| r.is_ok_and(|r| r.value.is_some_and(|v| v.len() >= *threshold)))
-                {
-                    return Ok(Appended::default());
-                }
-                let mut head = vlog.head.lock();
-                let w = head.as_mut().ok_or(Error::Closed)?;
-                let a = w.append_group(batch, batch.seq(), *threshold, !disable_wal)?;
-                Ok(Appended {
-                    pointers: a.pointers,
-                    wal_bytes: 0,
-                    vlog_bytes: a.bytes,
-                })
-            }
-        }
-    }
-
-    fn sync(&self) -> Result<()> {
-        match self {
-            DbLog::Wal(wal) => match wal.lock().as_mut() {
-                Some(w) => w.sync(),
-                None => Ok(()),
-            },
-            DbLog::Vlog { vlog, .. } => vlog.sync(),
-        }
-    }
 }
 
 /// How full L0 is, for write stalls.
@@ -412,7 +351,7 @@ impl DbInner {
 impl DbInner {
     /// Seals the head value-log file when it is full and starts the next one. The old file
     /// is synced first, for the same prefix reason as a WAL switch. Call with `state` held.
-    fn maybe_rotate_vlog(&self, st: &mut crate::db::DbState) -> Result<()> {
+    fn maybe_rotate_vlog(&self, st: &mut crate::state::DbState) -> Result<()> {
         let mut head = self.vlog.head.lock();
         let Some(w) = head.as_mut() else {
             return Ok(());

@@ -32,3 +32,26 @@ pub mod merging;
 pub use db_iter::DbIterator;
 pub use level::LevelIterator;
 pub use merging::MergingIterator;
+
+/// One iterator per L0 table and one per deeper non-empty level of `version`, newest first:
+/// the tables' part of a merged view.
+pub(crate) fn table_iters(
+    tables: &std::sync::Arc<crate::table_cache::TableCache>,
+    version: &crate::version::Version,
+    params: crate::sst::ReadParams,
+) -> crate::Result<Vec<Box<dyn InternalIterator>>> {
+    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    for f in &version.levels[0] {
+        children.push(tables.iter(f, params)?);
+    }
+    for files in version.levels.iter().skip(1) {
+        if !files.is_empty() {
+            children.push(Box::new(LevelIterator::new(
+                files.clone(),
+                tables.clone(),
+                params,
+            )));
+        }
+    }
+    Ok(children)
+}

@@ -8,15 +8,15 @@
 //! garbage accounting and how files are retired: `docs/design.md` §8 and §9. Format:
 //! `docs/format/vlog.md`.
 
-pub mod format;
-pub mod gc;
+pub(crate) mod format;
+pub(crate) mod gc;
 pub mod reader;
-pub mod state;
+pub(crate) mod state;
 pub mod writer;
 
 pub use format::ValuePointer;
 pub use reader::FrameReader;
-pub use state::VlogManifest;
+pub(crate) use state::VlogManifest;
 pub use writer::VlogWriter;
 
 use crate::error::{Error, Result};
