@@ -101,7 +101,7 @@ impl DbInner {
         }
         for (i, r) in idx.into_iter().zip(
             self.vlog
-                .read_many(&sv.vlog_files, &reqs, |r| self.read_batch(r)),
+                .read_many(&sv.vlog_files, &reqs, false, |r| self.read_batch(r)),
         ) {
             results[i] = Some(r.map(Some));
         }

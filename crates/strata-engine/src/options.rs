@@ -143,11 +143,12 @@ pub struct Options {
     /// Values an iterator reads ahead, in one batch, when it is moving forward over
     /// separated values (WiscKey's parallel range-scan prefetch; 0 = off). Default: 32.
     pub vlog_prefetch: usize,
-    /// Read sealed value-log files through memory mappings instead of a `pread` per value
-    /// (ignored with `direct_io`). Default: true: a cached value then costs a copy instead of
-    /// a system call, which is most of a scan over separated values. Off, values not in the
-    /// page cache are read in batches (`io_backend`), so a cold scan overlaps its reads
-    /// where mapped reads fault one page at a time.
+    /// Scans read sealed value-log files through memory mappings instead of a `pread` per
+    /// value (ignored with `direct_io`; point reads and `multi_get` always keep their batched
+    /// reads). Default: true: a cached value then costs a copy instead of a system call,
+    /// which is most of a scan over separated values. Off, a scan's values not in the page
+    /// cache are read in batches (`io_backend`), overlapping where mapped reads fault one
+    /// page at a time.
     pub vlog_mmap: bool,
     /// A hook that may remove records as flushes and compactions write them and as value-log
     /// GC relocates them ([`CompactionFilter`]). Default: none. Not persisted. It is shown

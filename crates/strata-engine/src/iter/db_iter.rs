@@ -185,7 +185,7 @@ impl DbIterator {
                 "value pointer but no value log to resolve it",
             ));
         };
-        src.vlog.read(&src.files, self.key(), &ptr)
+        src.vlog.read_with(&src.files, self.key(), &ptr, true)
     }
 
     /// Copies the entries from the current one on into the look-ahead buffer, up to
@@ -235,7 +235,7 @@ impl DbIterator {
             .zip(&reqs)
             .map(|(i, p)| (self.ahead[*i].key.as_slice(), *p))
             .collect();
-        let values = src.vlog.read_many(&src.files, &keyed, |r| {
+        let values = src.vlog.read_many(&src.files, &keyed, true, |r| {
             crate::io::read_batch(src.io_backend, &*src.vlog.fs, r).0
         });
         for (i, v) in at.into_iter().zip(values) {

@@ -126,13 +126,15 @@ impl Vlog {
         self
     }
 
-    /// The entry bytes `ptr` names, borrowed from the file's mapping: for a sealed file (not
-    /// the head, which still grows), mapped on its first read. `None` where there is no
-    /// mapping; the caller reads the bytes instead. A scan over separated values reads every
+    /// The entry bytes `ptr` names, borrowed from the file's mapping, when the reader `want`s
+    /// them so (scans: point reads and `multi_get` keep their batched reads, which overlap
+    /// reads of values not in the page cache): for a sealed file (not the head, which still
+    /// grows), mapped on its first read. `None` where there is no mapping; the caller reads
+    /// the bytes instead. A scan over separated values reads every
     /// value at a random place: through the mapping a cached value costs a copy instead of
     /// a system call (`docs/design.md` §8).
-    fn mapped<'a>(&self, f: &'a VlogFile, ptr: &ValuePointer) -> Option<&'a [u8]> {
-        if !self.mmap || ptr.file == self.shared.number.load(Ordering::Acquire) {
+    fn mapped<'a>(&self, f: &'a VlogFile, ptr: &ValuePointer, want: bool) -> Option<&'a [u8]> {
+        if !want || !self.mmap || ptr.file == self.shared.number.load(Ordering::Acquire) {
             return None;
         }
         let map = f
@@ -184,8 +186,19 @@ impl Vlog {
 
     /// Reads and verifies the value `ptr` points at for `key`.
     pub fn read(&self, files: &VlogFileSet, key: &[u8], ptr: &ValuePointer) -> Result<Vec<u8>> {
+        self.read_with(files, key, ptr, false)
+    }
+
+    /// [`Vlog::read`] for a scan: from the file's mapping when there is one (`mapped`).
+    pub fn read_with(
+        &self,
+        files: &VlogFileSet,
+        key: &[u8],
+        ptr: &ValuePointer,
+        mapped: bool,
+    ) -> Result<Vec<u8>> {
         let f = self.file(files, ptr)?;
-        if let Some(bytes) = self.mapped(f, ptr) {
+        if let Some(bytes) = self.mapped(f, ptr, mapped) {
             return extract_from(bytes, ptr, key, &f.path);
         }
         let data = match self.buffered(ptr) {
@@ -200,13 +213,15 @@ impl Vlog {
         extract(data, ptr, key, &f.path)
     }
 
-    /// Reads many values at once: buffered ones are copied, the others submitted together
-    /// through `read` (the database's batched read: io_uring, or a pool of threads issuing
-    /// `pread`, per `Options::io_backend`). Results are in request order, each independent.
+    /// Reads many values at once: buffered ones (and with `mapped`, those in mapped files)
+    /// are copied, the others submitted together through `read` (the database's batched
+    /// read: io_uring, or a pool of threads issuing `pread`, per `Options::io_backend`).
+    /// Results are in request order, each independent.
     pub fn read_many(
         &self,
         files: &VlogFileSet,
         reqs: &[(&[u8], ValuePointer)],
+        mapped: bool,
         read: impl FnOnce(&[ReadRequest<'_>]) -> Vec<Result<Vec<u8>>>,
     ) -> Vec<Result<Vec<u8>>> {
         let mut out: Vec<Option<Result<Vec<u8>>>> = Vec::with_capacity(reqs.len());
@@ -219,7 +234,7 @@ impl Vlog {
                     continue;
                 }
             };
-            if let Some(bytes) = self.mapped(f, ptr) {
+            if let Some(bytes) = self.mapped(f, ptr, mapped) {
                 out.push(Some(extract_from(bytes, ptr, key, &f.path)));
                 continue;
             }
