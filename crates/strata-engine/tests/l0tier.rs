@@ -56,6 +56,20 @@ fn sst_files(dir: &Path) -> usize {
         .count()
 }
 
+/// Writes keys `0..n` into a new database, flushes them into one tier table and closes it;
+/// what was written.
+fn one_flushed_table(dir: &Path, tier: &Path, n: u32) -> Map {
+    let db = Db::open(dir, tier_opts(tier)).unwrap();
+    let mut want = Map::new();
+    for i in 0..n {
+        db.put(&key(i), &value(i, 0)).unwrap();
+        want.insert(key(i), value(i, 0));
+    }
+    db.flush().unwrap();
+    db.close().unwrap();
+    want
+}
+
 /// Every key of `want` through get, multi_get and a full scan.
 fn assert_reads(db: &Db, want: &Map, what: &str) {
     let got = common::scan_all(db).unwrap();
@@ -259,16 +273,7 @@ fn separated_values_stay_in_the_value_log_as_pointers() {
 fn a_flipped_byte_in_a_tier_table_is_reported_never_returned() {
     let dir = tempfile::tempdir().unwrap();
     let tier = common::tier_tempdir();
-    let mut want = Map::new();
-    {
-        let db = Db::open(dir.path(), tier_opts(tier.path())).unwrap();
-        for i in 0..400 {
-            db.put(&key(i), &value(i, 0)).unwrap();
-            want.insert(key(i), value(i, 0));
-        }
-        db.flush().unwrap();
-        db.close().unwrap();
-    }
+    let want = one_flushed_table(dir.path(), tier.path(), 400);
     let files = tier_files(tier.path());
     assert_eq!(files.len(), 1, "one flushed table");
     let clean = std::fs::read(&files[0]).unwrap();
@@ -307,16 +312,7 @@ fn a_flipped_byte_in_a_tier_table_is_reported_never_returned() {
 fn torn_unreferenced_tables_are_dropped_and_referenced_missing_ones_refused() {
     let dir = tempfile::tempdir().unwrap();
     let tier = common::tier_tempdir();
-    let mut want = Map::new();
-    {
-        let db = Db::open(dir.path(), tier_opts(tier.path())).unwrap();
-        for i in 0..300 {
-            db.put(&key(i), &value(i, 0)).unwrap();
-            want.insert(key(i), value(i, 0));
-        }
-        db.flush().unwrap();
-        db.close().unwrap();
-    }
+    let want = one_flushed_table(dir.path(), tier.path(), 300);
     // A flush cut short by a crash: its table has no super block and no MANIFEST edit.
     let torn = tier.path().join("999999.l0t");
     std::fs::write(&torn, vec![0u8; 4096]).unwrap();
