@@ -186,21 +186,29 @@ fn l0_closure(l0: &[Arc<FileMeta>], i: usize) -> (Vec<Arc<FileMeta>>, Vec<u8>, V
     (set, lo, hi)
 }
 
-/// The L0 tier's progressive compaction (the NVM seed): move part of L0 down instead of all
-/// of it. Each L0 table with the older tables it must take along is a candidate; preferred
-/// are, in order, candidates that overlap nothing in L1 (rewritten without a merge), the
-/// least recently written (the smallest newest file number), and the fullest. A candidate
-/// that must merge with L1 takes along every other candidate inside the L1 range it
-/// rewrites anyway (with uniformly random keys that is all of L0, as without the tier).
 /// A candidate of progressive compaction: the tables that move together and their range.
 struct Candidate {
-    /// Smallest first: overlaps L1, its newest file number, its bytes reversed (fuller first).
-    rank: (bool, u64, std::cmp::Reverse<u64>),
+    /// Smallest first: holds no overgrown table, overlaps L1, its newest file number, its
+    /// bytes reversed (fuller first).
+    rank: (bool, bool, u64, std::cmp::Reverse<u64>),
     set: Vec<Arc<FileMeta>>,
     lo: Vec<u8>,
     hi: Vec<u8>,
 }
 
+/// An L0 tier table with more entries than this is moved down before anything else (the
+/// seed's "a space with too many entries is reclaimed at once"): a lookup in it searches a
+/// bigger index and, with no Bloom filter, every lookup whose key falls in its range pays
+/// that. 4M entries: a 64 MiB memtable of entries of 16 bytes or less.
+pub const L0_TABLE_MAX_ENTRIES: u64 = 4 << 20;
+
+/// The L0 tier's progressive compaction (the NVM seed): move part of L0 down instead of all
+/// of it. Each L0 table with the older tables it must take along is a candidate; preferred
+/// are, in order, candidates holding a table of more than [`L0_TABLE_MAX_ENTRIES`] entries,
+/// candidates that overlap nothing in L1 (rewritten without a merge), the least recently
+/// written (the smallest newest file number), and the fullest. A candidate that must merge
+/// with L1 takes along every other candidate inside the L1 range it rewrites anyway (with
+/// uniformly random keys that is all of L0, as without the tier).
 fn pick_l0_progressive(v: &Version, busy: &Busy) -> Option<CompactionPlan> {
     let l0 = &v.levels[0];
     let mut best: Option<Candidate> = None;
@@ -212,13 +220,14 @@ fn pick_l0_progressive(v: &Version, busy: &Busy) -> Option<CompactionPlan> {
         let overlaps = !v.overlapping(1, Some(&lo), Some(&hi)).is_empty();
         let newest = set.iter().map(|f| f.number).max().unwrap_or(0);
         let bytes: u64 = set.iter().map(|f| f.size).sum();
-        let rank = (overlaps, newest, std::cmp::Reverse(bytes));
+        let overgrown = set.iter().any(|f| f.num_entries > L0_TABLE_MAX_ENTRIES);
+        let rank = (!overgrown, overlaps, newest, std::cmp::Reverse(bytes));
         if best.as_ref().is_none_or(|b| rank < b.rank) {
             best = Some(Candidate { rank, set, lo, hi });
         }
     }
     let Candidate {
-        rank: (overlaps, ..),
+        rank: (_, overlaps, ..),
         mut set,
         lo,
         hi,
@@ -405,6 +414,55 @@ mod tests {
         next.sort();
         assert_eq!(next, vec![2, 3]);
         assert!(!p.trivial_move);
+    }
+
+    #[test]
+    fn progressive_order_overgrown_then_no_overlap_then_oldest() {
+        let tier = |n: u64, lo: &str, hi: &str, entries: u64| FileMeta {
+            tier: true,
+            num_entries: entries,
+            ..meta(n, lo, hi, 10)
+        };
+        let shape = Shape {
+            l0_tier_bytes: Some(20),
+            ..SHAPE
+        };
+        // Three disjoint tier tables; "m".."n" overlaps L1.
+        let base = [
+            (0, tier(7, "a", "b", 5)),
+            (0, tier(8, "m", "n", 5)),
+            (0, tier(9, "x", "y", 5)),
+            (1, meta(2, "m", "m", 10)),
+        ];
+        // No overlap first, then least recently written: 7.
+        let p = pick(&version(&base), &shape, &Busy::default(), &[]).unwrap();
+        assert_eq!(
+            p.inputs.iter().map(|f| f.number).collect::<Vec<_>>(),
+            vec![7]
+        );
+        assert!(
+            !p.trivial_move,
+            "a tier table is rewritten, never moved as it is"
+        );
+        // An overgrown table goes first, even overlapping L1 and newer.
+        let mut v = base.to_vec();
+        v[1].1.num_entries = L0_TABLE_MAX_ENTRIES + 1;
+        let p = pick(&version(&v), &shape, &Busy::default(), &[]).unwrap();
+        assert_eq!(
+            p.inputs.iter().map(|f| f.number).collect::<Vec<_>>(),
+            vec![8]
+        );
+        assert_eq!(p.next_inputs.len(), 1);
+        // An older table overlapping a newer one moves with it.
+        let v = [(0, tier(7, "a", "c", 5)), (0, tier(9, "b", "d", 5))];
+        let busy = Busy {
+            files: [7].into_iter().collect(),
+            ..Busy::default()
+        };
+        assert!(pick(&version(&v), &shape, &busy, &[]).is_none());
+        let p = pick(&version(&v), &shape, &Busy::default(), &[]).unwrap();
+        assert_eq!(p.inputs.len(), 1, "the oldest alone: nothing older to take");
+        assert_eq!(p.inputs[0].number, 7);
     }
 
     #[test]
