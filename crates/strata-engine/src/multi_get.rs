@@ -107,45 +107,6 @@ impl DbInner {
         }
     }
 
-    /// One L0 tier table's stage: every pending key looked up in place.
-    #[allow(clippy::too_many_arguments)]
-    fn tier_stage(
-        &self,
-        f: &FileMeta,
-        keys: &[&[u8]],
-        seq: key::SeqNo,
-        pending: &[usize],
-        next: &mut Vec<usize>,
-        results: &mut [Option<KeyResult>],
-        pointers: &mut Vec<(usize, Vec<u8>)>,
-    ) {
-        let t = match self.tables.tier_table(f.number) {
-            Ok(t) => t,
-            Err(e) => {
-                for &i in pending {
-                    results[i] = Some(Err(e.clone()));
-                }
-                return;
-            }
-        };
-        for &i in pending {
-            let uk = keys[i];
-            if key::user_key(&f.smallest) > uk || uk > key::user_key(&f.largest) {
-                next.push(i);
-                continue;
-            }
-            match t.get(uk, seq) {
-                Ok(None) => next.push(i),
-                Ok(Some(e)) => match crate::get::tier_found(e) {
-                    Found::Value(v) => results[i] = Some(Ok(Some(v))),
-                    Found::Pointer(p) => pointers.push((i, p)),
-                    Found::Deleted => results[i] = Some(Ok(None)),
-                },
-                Err(e) => results[i] = Some(Err(e)),
-            }
-        }
-    }
-
     pub(crate) fn multi_get(&self, ro: &ReadOptions, keys: &[&[u8]]) -> Vec<KeyResult> {
         Counters::add(&self.counters.multi_gets, 1);
         Counters::add(&self.counters.multi_get_keys, keys.len() as u64);
@@ -176,22 +137,6 @@ impl DbInner {
                 break;
             }
             let mut next = Vec::with_capacity(pending.len());
-            if let Stage::L0(f) = stage {
-                if f.tier {
-                    // A mapped L0 tier table: read in place, nothing to batch.
-                    self.tier_stage(
-                        f,
-                        keys,
-                        seq,
-                        &pending,
-                        &mut next,
-                        &mut results,
-                        &mut pointers,
-                    );
-                    pending = next;
-                    continue;
-                }
-            }
             // Distinct blocks to read, and which keys wait for each.
             let mut reads: Vec<(Arc<Table>, BlockHandle)> = Vec::new();
             let mut read_index: HashMap<(u64, u64), usize> = HashMap::new();
@@ -205,6 +150,21 @@ impl DbInner {
                     next.push(i);
                     continue;
                 };
+                if f.tier {
+                    // A mapped L0 tier table: read in place, nothing to batch.
+                    match self
+                        .tables
+                        .tier_table(f.number)
+                        .and_then(|t| Ok(t.get(uk, seq)?.map(crate::get::tier_found)))
+                    {
+                        Ok(None) => next.push(i),
+                        Ok(Some(Found::Value(v))) => results[i] = Some(Ok(Some(v))),
+                        Ok(Some(Found::Pointer(p))) => pointers.push((i, p)),
+                        Ok(Some(Found::Deleted)) => results[i] = Some(Ok(None)),
+                        Err(e) => results[i] = Some(Err(e)),
+                    }
+                    continue;
+                }
                 let ti = match open.iter().position(|(n, _)| *n == f.number) {
                     Some(ti) => ti,
                     None => match self.tables.get(f.number) {

@@ -48,11 +48,12 @@ impl DbInner {
     /// tables against `l0_tier_bytes` (slow from 3/4, stop when full).
     pub(crate) fn l0_pressure(&self, v: &crate::version::Version) -> L0Pressure {
         let o = &self.opts;
-        let ssts = v.l0_sst_count();
-        let tier = if o.l0_tier_dir.is_some() {
-            v.tier_bytes()
+        // Called before every write: with the tier off (open refuses a version holding tier
+        // tables then) L0's length is its SSTable count, no walk over its files needed.
+        let (ssts, tier) = if o.l0_tier_dir.is_some() {
+            (v.l0_sst_count(), v.tier_bytes())
         } else {
-            0
+            (v.levels[0].len(), 0)
         };
         if ssts >= o.l0_stop_writes_trigger || tier >= o.l0_tier_bytes {
             L0Pressure::Stop

@@ -225,21 +225,24 @@ impl Vlog {
     ) -> Vec<Result<Vec<u8>>> {
         let mut out: Vec<Option<Result<Vec<u8>>>> = Vec::with_capacity(reqs.len());
         let mut handles: Vec<(usize, Arc<dyn RandomAccessFile>)> = Vec::new();
-        if mapped {
-            touch_mapped(reqs.iter().filter_map(|(_, ptr)| {
-                let f = self.file(files, ptr).ok()?;
-                self.mapped(f, ptr, true)
-            }));
-        }
-        for (i, (key, ptr)) in reqs.iter().enumerate() {
-            let f = match self.file(files, ptr) {
-                Ok(f) => f,
+        // Each request's file, and its bytes where they are mapped.
+        let located: Vec<Result<(&Arc<VlogFile>, Option<&[u8]>)>> = reqs
+            .iter()
+            .map(|(_, ptr)| {
+                let f = self.file(files, ptr)?;
+                Ok((f, self.mapped(f, ptr, mapped)))
+            })
+            .collect();
+        touch_mapped(located.iter().filter_map(|l| l.as_ref().ok()?.1));
+        for (i, ((key, ptr), l)) in reqs.iter().zip(located).enumerate() {
+            let (f, bytes) = match l {
+                Ok(l) => l,
                 Err(e) => {
                     out.push(Some(Err(e)));
                     continue;
                 }
             };
-            if let Some(bytes) = self.mapped(f, ptr, mapped) {
+            if let Some(bytes) = bytes {
                 self.mapped_reads.fetch_add(1, Ordering::Relaxed);
                 out.push(Some(extract_from(bytes, ptr, key, &f.path)));
                 continue;
