@@ -226,7 +226,7 @@ impl Vlog {
         let mut out: Vec<Option<Result<Vec<u8>>>> = Vec::with_capacity(reqs.len());
         let mut handles: Vec<(usize, Arc<dyn RandomAccessFile>)> = Vec::new();
         // Each request's file, and its bytes where they are mapped.
-        let located: Vec<Result<(&Arc<VlogFile>, Option<&[u8]>)>> = reqs
+        let located: Vec<Result<Located<'_>>> = reqs
             .iter()
             .map(|(_, ptr)| {
                 let f = self.file(files, ptr)?;
@@ -295,6 +295,9 @@ impl Vlog {
         }
     }
 }
+
+/// A request's value-log file, and the entry's bytes where the file is mapped.
+type Located<'a> = (&'a Arc<VlogFile>, Option<&'a [u8]>);
 
 /// Loads one byte of every cache line of `entries` before any is decoded: the loads do not
 /// depend on each other, so the processor has many cache (and TLB) misses in flight at once
