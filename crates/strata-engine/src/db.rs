@@ -124,7 +124,7 @@ impl Db {
         let commit_log = if opts.separation() {
             DbLog::Vlog {
                 vlog: vlog.clone(),
-                threshold: opts.sep_threshold_bytes,
+                threshold: opts.log_threshold(),
             }
         } else {
             DbLog::Wal(Mutex::new(wal))

@@ -167,8 +167,16 @@ pub struct Options {
     pub l0_tier_dir: Option<PathBuf>,
     /// Capacity of the tier: L0 tables are compacted down to L1 once they hold half of it,
     /// writes slow down at 3/4 and stop when it is full; this replaces the L0 file-count
-    /// triggers while the tier is on. Default: 1 GiB.
+    /// triggers while the tier is on. A table's bytes include the log entries it points at
+    /// that compaction will copy into SSTables (below). Default: 1 GiB.
     pub l0_tier_bytes: u64,
+    /// With the tier on, values of at least this many bytes are not copied into the memtable
+    /// or the L0 table: they stay in the log they were written to (the value log, which is
+    /// then the commit log) and the table holds a pointer, as in the seed; compaction copies
+    /// them into SSTables, except those of at least `sep_threshold_bytes`, which stay
+    /// separated. `usize::MAX`: every value inline (the WAL stays the commit log unless
+    /// separation is on). Default: 32 (the seed's threshold).
+    pub l0_inline_threshold_bytes: usize,
     /// Error bound of an L0 table's learned index, in entries: a lookup searches at most
     /// about `2 * pgm_epsilon` entries around the predicted position. The index is built over
     /// every 16th key (the table's checkpoints), so it is kept in checkpoints as
@@ -218,6 +226,7 @@ impl Default for Options {
             compaction_filter: None,
             l0_tier_dir: None,
             l0_tier_bytes: 1 << 30,
+            l0_inline_threshold_bytes: 32,
             pgm_epsilon: 32,
         }
     }
@@ -278,18 +287,38 @@ impl Options {
         Ok(())
     }
 
-    /// Whether key-value separation is on (the value log is the write-ahead log).
+    /// Whether the value log is the commit log (no WAL): with key-value separation on, or
+    /// with the L0 tier pointing into the log.
     pub fn separation(&self) -> bool {
-        self.sep_threshold_bytes != usize::MAX
+        self.log_threshold() != usize::MAX
+    }
+
+    /// Values of at least this many bytes are written to the value log and held by pointer
+    /// in the memtable (and in L0 tables): `sep_threshold_bytes`, or with the L0 tier on the
+    /// smaller of it and `l0_inline_threshold_bytes`.
+    pub fn log_threshold(&self) -> usize {
+        match self.l0_tier_dir {
+            Some(_) => self.sep_threshold_bytes.min(self.l0_inline_threshold_bytes),
+            None => self.sep_threshold_bytes,
+        }
+    }
+
+    /// Pointers to values shorter than this are replaced by their values when compaction
+    /// writes an SSTable: with the L0 tier on, those below `sep_threshold_bytes` (the tier's
+    /// pointers into the log); 0 otherwise (no pointer is touched).
+    pub fn unseparate_below(&self) -> usize {
+        match self.l0_tier_dir {
+            Some(_) => self.sep_threshold_bytes,
+            None => 0,
+        }
     }
 
     /// How the L0 tier writes its tables. A value is a pointer in an L0 table exactly when
-    /// it is one in the memtable, so the tier's inline threshold is `sep_threshold_bytes`
-    /// (the seed's 32 B: `sep_threshold_bytes = 32`); without separation every value is
-    /// inline (the WAL's records are not addressable value by value).
+    /// it is one in the memtable, so the tier's inline threshold is [`Options::log_threshold`]:
+    /// `l0_inline_threshold_bytes` (the seed's 32 B) or a smaller `sep_threshold_bytes`.
     pub fn l0_table_options(&self) -> crate::l0tier::L0TableOptions {
         crate::l0tier::L0TableOptions {
-            inline_threshold_bytes: self.sep_threshold_bytes.min(u32::MAX as usize),
+            inline_threshold_bytes: self.log_threshold().min(u32::MAX as usize),
             pgm_epsilon: (self.pgm_epsilon / crate::l0tier::ENTRIES_PER_CHECKPOINT as usize).max(1),
         }
     }
@@ -372,6 +401,12 @@ impl Options {
             }
             "l0_tier_bytes" => self.l0_tier_bytes = num(name, value)?,
             "pgm_epsilon" => self.pgm_epsilon = num(name, value)?,
+            "l0_inline_threshold_bytes" => {
+                self.l0_inline_threshold_bytes = match value {
+                    "inf" | "off" | "max" => usize::MAX,
+                    v => num(name, v)?,
+                }
+            }
             _ => return Err(Error::InvalidArgument(format!("unknown option {name:?}"))),
         }
         self.validate()

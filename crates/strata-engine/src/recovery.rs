@@ -328,6 +328,10 @@ fn flush_recovered(
         // Recovery writes the log's records as they are: no database to read yet, and
         // keeping everything is always allowed.
         filter: None,
+        log_values: Some(crate::compaction::job::LogValues {
+            below: opts.unseparate_below(),
+            source: None,
+        }),
     };
     let mut out = OutputWriter::for_flush(&env);
     let mut it = mem.iter();

@@ -18,6 +18,8 @@ pub struct Counters {
     pub flushes: AtomicU64,
     /// Flushes that wrote an L0 tier table.
     pub l0_tier_flushes: AtomicU64,
+    /// Values compaction copied from the log into SSTables (the L0 tier's pointers).
+    pub l0_tier_values_copied: AtomicU64,
     pub compactions: AtomicU64,
     pub trivial_moves: AtomicU64,
     pub filter_checks: AtomicU64,

@@ -42,6 +42,9 @@ pub struct Stats {
     pub l0_tier_bytes: u64,
     /// L0 tier tables written by flushes since open.
     pub l0_tier_flushes: u64,
+    /// Values compaction copied from the log into SSTables: the L0 tier's pointers to values
+    /// below `sep_threshold_bytes`.
+    pub l0_tier_values_copied: u64,
     /// Separated values read through a mapping of their value-log file (`vlog_mmap`).
     pub vlog_mapped_reads: u64,
     pub flushes: u64,
@@ -144,6 +147,7 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         l0_tier_tables: sv.version.levels[0].iter().filter(|f| f.tier).count(),
         l0_tier_bytes: sv.version.tier_bytes(),
         l0_tier_flushes: g(&c.l0_tier_flushes),
+        l0_tier_values_copied: g(&c.l0_tier_values_copied),
         vlog_mapped_reads: inner
             .vlog
             .mapped_reads
@@ -231,6 +235,7 @@ impl Stats {
             t.l0_tier_tables += p.l0_tier_tables;
             t.l0_tier_bytes += p.l0_tier_bytes;
             t.l0_tier_flushes += p.l0_tier_flushes;
+            t.l0_tier_values_copied += p.l0_tier_values_copied;
             t.vlog_mapped_reads += p.vlog_mapped_reads;
             t.flushes += p.flushes;
             t.compactions += p.compactions;
@@ -352,10 +357,11 @@ impl fmt::Display for Stats {
         if self.l0_tier_flushes > 0 || self.l0_tier_tables > 0 {
             writeln!(
                 f,
-                "L0 tier: {} tables, {:.1} MiB; {} written by flushes",
+                "L0 tier: {} tables, {:.1} MiB (with the log they point at); {} written by flushes; {} values copied from the log by compaction",
                 self.l0_tier_tables,
                 mib(self.l0_tier_bytes),
-                self.l0_tier_flushes
+                self.l0_tier_flushes,
+                self.l0_tier_values_copied
             )?;
         }
         writeln!(

@@ -269,6 +269,88 @@ fn separated_values_stay_in_the_value_log_as_pointers() {
     assert_reads(&db, &want, "after reopen");
 }
 
+/// Without separation (the default), the tier still keeps values of
+/// `l0_inline_threshold_bytes` (32) and more where the log put them; compaction copies them
+/// into SSTables, and GC then reclaims the log. With separation at 64 bytes, values from 32 to
+/// 63 bytes are copied and longer ones stay pointers.
+#[test]
+fn tier_pointers_into_the_log_are_copied_into_sstables_by_compaction() {
+    for sep in [usize::MAX, 64] {
+        let dir = tempfile::tempdir().unwrap();
+        let tier = common::tier_tempdir();
+        let opts = Options {
+            sep_threshold_bytes: sep,
+            vlog_file_bytes: 64 << 10,
+            gc_interval_ms: 0,
+            ..tier_opts(tier.path())
+        };
+        let db = Db::open(dir.path(), opts.clone()).unwrap();
+        let mut want = Map::new();
+        for i in 0..2000 {
+            db.put(&key(i), &value(i, 0)).unwrap();
+            want.insert(key(i), value(i, 0));
+        }
+        db.flush().unwrap();
+        let s = db.stats();
+        let logged = want.values().filter(|v| v.len() >= 32).count() as u64;
+        let copied = want
+            .values()
+            .filter(|v| v.len() >= 32 && v.len() < sep)
+            .count() as u64;
+        assert!(copied > 0 && copied <= logged, "sep {sep}");
+        assert_eq!(
+            s.wal_bytes_written, 0,
+            "sep {sep}: the value log is the commit log"
+        );
+        assert_eq!(s.vlog_values_written, logged, "sep {sep}: {s:?}");
+        let t = strata_engine::l0tier::L0Table::open(&tier_files(tier.path())[0]).unwrap();
+        assert_eq!(t.inline_threshold(), 32);
+        let value_bytes: usize = want.values().map(|v| v.len()).sum();
+        assert!(
+            (t.file_size() as usize) < value_bytes,
+            "sep {sep}: table {} bytes for {value_bytes} bytes of values",
+            t.file_size()
+        );
+        assert!(
+            s.l0_tier_bytes > t.file_size(),
+            "sep {sep}: the log the table points at counts toward the tier: {s:?}"
+        );
+        assert_reads(&db, &want, "pointers into the log through the tier");
+
+        db.compact_range(None, None).unwrap();
+        let s = db.stats();
+        assert_eq!(s.l0_tier_tables, 0, "sep {sep}: {s:?}");
+        assert_eq!(s.l0_tier_values_copied, copied, "sep {sep}: {s:?}");
+        assert_reads(&db, &want, "values copied into SSTables");
+        let files_before = s.vlog_files;
+        db.gc().unwrap();
+        let s = db.stats();
+        if sep == usize::MAX {
+            // Nothing in the tree points into the log any more: every sealed file goes.
+            assert_eq!(s.vlog_files, 1, "only the head is left: {s:?}");
+        } else {
+            assert!(s.vlog_files <= files_before, "{s:?}");
+        }
+        assert_reads(&db, &want, "after GC");
+        db.close().unwrap();
+        let db = Db::open(dir.path(), opts.clone()).unwrap();
+        assert_reads(&db, &want, "after reopen");
+        db.close().unwrap();
+        if sep == usize::MAX {
+            // No tier table and no pointer left: the database opens without the tier.
+            let plain = Options {
+                l0_tier_dir: None,
+                ..opts
+            };
+            let db = Db::open(dir.path(), plain.clone()).unwrap();
+            assert_reads(&db, &want, "without the tier");
+            db.close().unwrap();
+            let report = Db::check(dir.path(), plain).unwrap();
+            assert!(report.is_ok(), "{report}");
+        }
+    }
+}
+
 #[test]
 fn a_flipped_byte_in_a_tier_table_is_reported_never_returned() {
     let dir = tempfile::tempdir().unwrap();

@@ -4,7 +4,9 @@
 //!
 //! Which entries are dropped, why outputs are cut only between user keys, and why the job
 //! counts no value-log garbage (the flush that shadowed a pointer counted it):
-//! `docs/design.md` §6.2, §6.3.
+//! `docs/design.md` §6.2, §6.3. The one exception: with the L0 tier on, the tier's pointers
+//! to values below `sep_threshold_bytes` are replaced by their values in SSTable outputs,
+//! and the log entries they named are garbage (§2.9).
 
 use super::filter::{CompactionFilter, FilterReads, FilterReason, FilterRun, FilterStats};
 use super::CompactionPlan;
@@ -17,6 +19,8 @@ use crate::l0tier::{L0TableWriter, L0Value, TierDir};
 use crate::sst::{ReadParams, TableBuilder, TableOptions};
 use crate::table_cache::TableCache;
 use crate::version::{FileMeta, Version};
+use crate::vlog::{format::separated_value_len, ValuePointer, Vlog, VlogFileSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -38,6 +42,47 @@ pub struct JobEnv<'a> {
     pub shutting_down: &'a AtomicBool,
     /// The compaction filter, if one is set and this run may use it.
     pub(crate) filter: Option<JobFilter<'a>>,
+    /// With the L0 tier on: the log its pointers name, read to copy values into SSTables.
+    pub(crate) log_values: Option<LogValues<'a>>,
+}
+
+/// The value log as a job reads it to turn the L0 tier's pointers back into values
+/// (`docs/design.md` §2.9).
+pub(crate) struct LogValues<'a> {
+    /// Pointers to values shorter than this are copied (`Options::unseparate_below`).
+    pub below: usize,
+    /// The log, and the files of the super version current when the job started (`None`
+    /// for the flush of a recovered log, which writes an L0 tier table and copies nothing).
+    pub source: Option<(&'a Vlog, Arc<VlogFileSet>)>,
+}
+
+impl LogValues<'_> {
+    /// The pointer a pointer entry holds, if its value is one an SSTable takes inline.
+    fn copied_pointer(&self, ikey: &[u8], value: &[u8]) -> Result<Option<ValuePointer>> {
+        let Some(p) = key::parse_internal_key(ikey) else {
+            return Ok(None);
+        };
+        if p.kind != ValueKind::Pointer {
+            return Ok(None);
+        }
+        let ptr = ValuePointer::decode_or_corrupt(value, "<compaction input pointer>")?;
+        let copied = separated_value_len(ptr.len, p.user_key.len()).is_some_and(|v| v < self.below);
+        Ok(copied.then_some(ptr))
+    }
+
+    /// The value a copied pointer names. `None` when its file has left the log: GC retires a
+    /// file only once no reader can see an entry pointing into it (§9.4), so such an entry
+    /// is shadowed for everyone and is written as it is, for a later compaction to drop.
+    fn read(&self, ikey: &[u8], ptr: &ValuePointer) -> Result<Option<Vec<u8>>> {
+        let Some((vlog, files)) = &self.source else {
+            return Ok(None);
+        };
+        if !files.contains_key(&ptr.file) {
+            return Ok(None);
+        }
+        vlog.read_with(files, key::user_key(ikey), ptr, true)
+            .map(Some)
+    }
 }
 
 /// The compaction filter as a job uses it.
@@ -70,6 +115,10 @@ pub struct JobOutput {
     pub entries_dropped: u64,
     /// What the compaction filter removed.
     pub filter: FilterStats,
+    /// Per value-log file: bytes of entries whose values were copied into SSTables (garbage
+    /// now), and how many values that was.
+    pub vlog_garbage: BTreeMap<u64, u64>,
+    pub values_copied: u64,
 }
 
 /// The table being written.
@@ -93,6 +142,10 @@ pub struct OutputWriter<'a> {
     env: &'a JobEnv<'a>,
     tier: Option<&'a TierDir>,
     current: Option<Current>,
+    /// Log bytes the current tier table points at that compaction will copy.
+    log_bytes: u64,
+    /// The internal key of a copied value (its kind changed from pointer to value).
+    scratch: Vec<u8>,
     pub out: JobOutput,
 }
 
@@ -103,6 +156,8 @@ impl<'a> OutputWriter<'a> {
             env,
             tier: None,
             current: None,
+            log_bytes: 0,
+            scratch: Vec::new(),
             out: JobOutput::default(),
         }
     }
@@ -134,10 +189,36 @@ impl<'a> OutputWriter<'a> {
                 }
             });
         }
+        let copied = match &self.env.log_values {
+            Some(l) => l.copied_pointer(ikey, value)?.map(|p| (l, p)),
+            None => None,
+        };
         match self.current.as_mut().expect("just set") {
-            Current::Sst(_, b) => b.add(ikey, value),
+            Current::Sst(_, b) => {
+                if let Some((l, ptr)) = copied {
+                    if let Some(v) = l.read(ikey, &ptr)? {
+                        let p = key::parse_internal_key(ikey).expect("parsed above");
+                        self.scratch.clear();
+                        key::encode_internal_key(
+                            &mut self.scratch,
+                            p.user_key,
+                            p.seq,
+                            ValueKind::Value,
+                        );
+                        *self.out.vlog_garbage.entry(ptr.file).or_insert(0) += u64::from(ptr.len);
+                        self.out.values_copied += 1;
+                        return b.add(&self.scratch, &v);
+                    }
+                }
+                b.add(ikey, value)
+            }
             // Pointer entries keep their pointer: the value stays where the log put it.
-            Current::Tier(_, w) => w.add(ikey, L0Value::Inline(value)),
+            Current::Tier(_, w) => {
+                if let Some((_, ptr)) = copied {
+                    self.log_bytes += u64::from(ptr.len);
+                }
+                w.add(ikey, L0Value::Inline(value))
+            }
         }
     }
 
@@ -153,7 +234,7 @@ impl<'a> OutputWriter<'a> {
                     smallest: s.smallest,
                     largest: s.largest,
                     num_entries: s.num_entries,
-                    tier: false,
+                    ..Default::default()
                 }
             }
             // Syncs the table and the tier's directory, then maps and checks it here, off
@@ -170,6 +251,7 @@ impl<'a> OutputWriter<'a> {
                     largest: m.largest,
                     num_entries: m.entries,
                     tier: true,
+                    log_bytes: std::mem::take(&mut self.log_bytes),
                 }
             }
         };

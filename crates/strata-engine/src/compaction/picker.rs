@@ -373,7 +373,7 @@ mod tests {
             smallest: make_internal_key(lo.as_bytes(), 1, ValueKind::Value),
             largest: make_internal_key(hi.as_bytes(), 1, ValueKind::Value),
             num_entries: 1,
-            tier: false,
+            ..Default::default()
         }
     }
 

@@ -86,7 +86,17 @@ impl DbInner {
             // verification scans measure them (§9.5).
             st.gc.needs_verify = true;
         }
-        let mut edit = VersionEdit::default();
+        // The log entries whose values the job copied into SSTables are garbage now. A
+        // pointer a newer table's flush already counted as shadowed is counted again here
+        // (the job keeps a key's newest entry among its inputs, and cannot see tables outside
+        // them); the file then looks emptier than it is and GC, which checks each entry
+        // before copying it, collects it sooner, never wrongly.
+        let found_garbage = !out.vlog_garbage.is_empty();
+        let mut edit = VersionEdit {
+            vlog_garbage: out.vlog_garbage.iter().map(|(f, n)| (*f, *n)).collect(),
+            ..VersionEdit::default()
+        };
+        Counters::add(&self.counters.l0_tier_values_copied, out.values_copied);
         for f in &plan.inputs {
             edit.deleted_files.push((plan.level as u32, f.number));
         }
@@ -114,6 +124,9 @@ impl DbInner {
         st.versions.log_and_apply(edit)?;
         self.install_super_version(&mut st);
         drop(_snapshots);
+        if found_garbage {
+            self.gc_cv.notify_all();
+        }
         if plan.trivial_move {
             Counters::add(&self.counters.trivial_moves, 1);
         } else {

@@ -9,6 +9,7 @@ mod gc;
 mod obsolete;
 
 use crate::compaction::filter::{FilterReads, FilterStats};
+use crate::compaction::job::LogValues;
 use crate::compaction::{self, JobEnv, Shape};
 use crate::error::{Error, Result};
 use crate::key::SeqNo;
@@ -39,6 +40,10 @@ impl DbInner {
             new_file_number,
             shutting_down: &self.shutting_down,
             filter: self.job_filter(use_filter),
+            log_values: (self.opts.unseparate_below() > 0).then(|| LogValues {
+                below: self.opts.unseparate_below(),
+                source: Some((&*self.vlog, self.super_version.read().vlog_files.clone())),
+            }),
         }
     }
 

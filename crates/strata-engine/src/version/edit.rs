@@ -28,6 +28,9 @@ const TAG_VLOG_DELETED: u64 = 11;
 const TAG_VLOG_TAIL: u64 = 12;
 // An L0 table of the L0 tier (`docs/format/l0-tier.md`): the payload of `TAG_NEW_FILE`.
 const TAG_NEW_TIER_FILE: u64 = 13;
+// An L0 tier table holding pointers into the log whose values compaction copies: the payload
+// of `TAG_NEW_FILE`, then those log bytes (`FileMeta::log_bytes`).
+const TAG_NEW_TIER_FILE_LOG: u64 = 14;
 
 /// A table file as the MANIFEST records it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -45,6 +48,10 @@ pub struct FileMeta {
     /// An L0 table of the L0 tier (`NNNNNN.l0t` in `Options::l0_tier_dir`, mapped and read
     /// in place) rather than an SSTable. Only in level 0.
     pub tier: bool,
+    /// For an L0 tier table: bytes of the log entries its pointers name that compaction will
+    /// copy into SSTables (values below `sep_threshold_bytes`). They stay in the log until
+    /// the table is compacted away, so they count toward the tier's capacity. 0 otherwise.
+    pub log_bytes: u64,
 }
 
 impl FileMeta {
@@ -132,10 +139,10 @@ impl VersionEdit {
         for (level, f) in &self.new_files {
             varint::put_u64(
                 out,
-                if f.tier {
-                    TAG_NEW_TIER_FILE
-                } else {
-                    TAG_NEW_FILE
+                match (f.tier, f.log_bytes) {
+                    (false, _) => TAG_NEW_FILE,
+                    (true, 0) => TAG_NEW_TIER_FILE,
+                    (true, _) => TAG_NEW_TIER_FILE_LOG,
                 },
             );
             varint::put_u64(out, u64::from(*level));
@@ -144,6 +151,9 @@ impl VersionEdit {
             varint::put_u64(out, f.num_entries);
             varint::put_len_prefixed(out, &f.smallest);
             varint::put_len_prefixed(out, &f.largest);
+            if f.tier && f.log_bytes > 0 {
+                varint::put_u64(out, f.log_bytes);
+            }
         }
         if let Some((file, offset)) = self.vlog_head {
             varint::put_u64(out, TAG_VLOG_HEAD);
@@ -268,8 +278,8 @@ impl<'a> Decoder<'a> {
                     let number = self.u64("deleted file number")?;
                     edit.deleted_files.push((level, number));
                 }
-                TAG_NEW_FILE | TAG_NEW_TIER_FILE => {
-                    let tier = tag == TAG_NEW_TIER_FILE;
+                TAG_NEW_FILE | TAG_NEW_TIER_FILE | TAG_NEW_TIER_FILE_LOG => {
+                    let tier = tag != TAG_NEW_FILE;
                     let level = self.level()?;
                     if tier && level != 0 {
                         return Err(self.err(tag_at, "an L0 tier table outside level 0"));
@@ -279,6 +289,11 @@ impl<'a> Decoder<'a> {
                     let num_entries = self.u64("new file entry count")?;
                     let smallest = self.key("smallest key")?;
                     let largest = self.key("largest key")?;
+                    let log_bytes = if tag == TAG_NEW_TIER_FILE_LOG {
+                        self.u64("new tier file log bytes")?
+                    } else {
+                        0
+                    };
                     edit.new_files.push((
                         level,
                         FileMeta {
@@ -288,6 +303,7 @@ impl<'a> Decoder<'a> {
                             largest,
                             num_entries,
                             tier,
+                            log_bytes,
                         },
                     ));
                 }
@@ -346,7 +362,7 @@ mod tests {
             smallest: make_internal_key(format!("a{n}").as_bytes(), n, ValueKind::Value),
             largest: make_internal_key(format!("z{n}").as_bytes(), 1 << 40, ValueKind::Delete),
             num_entries: n * 3,
-            tier: false,
+            ..Default::default()
         }
     }
 
@@ -437,6 +453,21 @@ mod tests {
         e.encode(&mut buf);
         assert_eq!(buf[0], 13, "an L0 tier table has its own tag");
         assert_eq!(decode(&buf).unwrap(), e);
+        // One that points into the log carries its log bytes under tag 14.
+        let mut e14 = VersionEdit::new();
+        e14.add_file(
+            0,
+            FileMeta {
+                tier: true,
+                log_bytes: 300,
+                ..meta(5)
+            },
+        );
+        let mut buf14 = Vec::new();
+        e14.encode(&mut buf14);
+        assert_eq!(buf14[0], 14);
+        assert_eq!(&buf14[buf14.len() - 2..], &[0xac, 0x02], "log bytes last");
+        assert_eq!(decode(&buf14).unwrap(), e14);
         // The same payload under the tier tag in level 1 is refused.
         let mut bad = buf.clone();
         bad[1] = 1;
@@ -465,6 +496,7 @@ mod tests {
                 largest: vec![2; 9],
                 num_entries: 10,
                 tier: false,
+                log_bytes: 0,
             },
         );
         let mut buf = Vec::new();

@@ -53,12 +53,15 @@ impl Version {
         v
     }
 
-    /// Total bytes of the tables on `level`.
-    /// Bytes of the L0 tier's tables (`FileMeta::tier`).
+    /// Bytes of the L0 tier's tables (`FileMeta::tier`), with the log bytes they point at that
+    /// compaction will copy (`FileMeta::log_bytes`).
     pub fn tier_bytes(&self) -> u64 {
-        self.levels
-            .first()
-            .map_or(0, |f| f.iter().filter(|m| m.tier).map(|m| m.size).sum())
+        self.levels.first().map_or(0, |f| {
+            f.iter()
+                .filter(|m| m.tier)
+                .map(|m| m.size + m.log_bytes)
+                .sum()
+        })
     }
 
     /// L0 tables that are SSTables.
@@ -68,6 +71,7 @@ impl Version {
             .map_or(0, |f| f.iter().filter(|m| !m.tier).count())
     }
 
+    /// Total bytes of the tables on `level`.
     pub fn level_bytes(&self, level: usize) -> u64 {
         self.levels
             .get(level)

@@ -213,6 +213,19 @@ pub fn encode_entry(out: &mut Vec<u8>, kind: EntryKind, key: &[u8], value: &[u8]
     out.len() - start
 }
 
+/// The value length of a separated entry of `entry_len` bytes whose key has `key_len` bytes,
+/// from the layout above (crc, kind, two varints, key, value); `None` if no value length
+/// fits. Lets compaction judge a pointer's value size without reading it.
+pub fn separated_value_len(entry_len: u32, key_len: usize) -> Option<usize> {
+    let varint_len = |v: u64| (64 - (v | 1).leading_zeros()).div_ceil(7) as usize;
+    let fixed = 4 + 1 + varint_len(key_len as u64) + key_len;
+    let rest = (entry_len as usize).checked_sub(fixed)?;
+    // `rest` = varint_len(value_len) + value_len, with at most 5 varint bytes for a u32.
+    (1..=5)
+        .filter_map(|n| rest.checked_sub(n))
+        .find(|v| varint_len(*v as u64) == rest - v)
+}
+
 /// One decoded entry, borrowing its key and value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Entry<'a> {
@@ -298,6 +311,36 @@ pub fn verify_pointed_entry(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn separated_value_len_inverts_the_entry_length() {
+        for key_len in [0usize, 1, 16, 127, 128, 300] {
+            let key = vec![b'k'; key_len];
+            for value_len in [
+                0usize,
+                1,
+                31,
+                32,
+                126,
+                127,
+                128,
+                129,
+                16_383,
+                16_384,
+                70_000,
+                3 << 20,
+            ] {
+                let mut buf = Vec::new();
+                let n = encode_entry(&mut buf, EntryKind::Separated, &key, &vec![7; value_len]);
+                assert_eq!(
+                    separated_value_len(n as u32, key_len),
+                    Some(value_len),
+                    "key {key_len}, value {value_len}"
+                );
+            }
+        }
+        assert_eq!(separated_value_len(5, 3), None);
+    }
 
     #[test]
     fn entry_round_trip_and_every_flip_detected() {
