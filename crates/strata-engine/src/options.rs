@@ -313,6 +313,21 @@ impl Options {
         }
     }
 
+    /// The most value log one memtable covers before it is frozen: 4 value-log files (the
+    /// log after the durable head can be neither collected nor skipped by recovery), and with
+    /// the L0 tier on no more than `write_buffer_bytes`: compaction copies the values the
+    /// tier's pointers name, so a tier table then holds about a memtable's worth of data, as
+    /// an L0 SSTable would, and the tier's capacity is spent in steps of that size.
+    pub fn memtable_log_span(&self) -> u64 {
+        let files = self.vlog_file_bytes.saturating_mul(4);
+        match self.l0_tier_dir {
+            Some(_) if self.unseparate_below() > self.log_threshold() => {
+                files.min(self.write_buffer_bytes as u64)
+            }
+            _ => files,
+        }
+    }
+
     /// How the L0 tier writes its tables. A value is a pointer in an L0 table exactly when
     /// it is one in the memtable, so the tier's inline threshold is [`Options::log_threshold`]:
     /// `l0_inline_threshold_bytes` (the seed's 32 B) or a smaller `sep_threshold_bytes`.

@@ -89,7 +89,7 @@ impl CommitEnv for DbInner {
                             .vlog_files
                             .get(&head)
                             .is_some_and(|f| f.size() >= self.opts.vlog_file_bytes);
-                        head_full || self.vlog_span() >= self.opts.vlog_file_bytes.saturating_mul(4)
+                        head_full || self.vlog_span() >= self.opts.memtable_log_span()
                     }
                 };
             (slow, full)
@@ -267,11 +267,10 @@ impl DbInner {
                 continue;
             }
             // With separation, a memtable of pointers covers far more log than its own size;
-            // its span is capped too: the log after the durable head can be neither collected
-            // nor skipped by recovery.
+            // its span is capped too (`Options::memtable_log_span`).
             let span = self.vlog_span();
             let full = st.mem.approximate_bytes() >= self.opts.write_buffer_bytes
-                || (wal.is_none() && span >= self.opts.vlog_file_bytes.saturating_mul(4));
+                || (wal.is_none() && span >= self.opts.memtable_log_span());
             if !force && !full {
                 return Ok(());
             }

@@ -46,6 +46,12 @@ pub struct JobEnv<'a> {
     pub(crate) log_values: Option<LogValues<'a>>,
 }
 
+/// Whether compaction copies the value `ptr` names (of a key of `key_len` bytes) into an
+/// SSTable: when it is shorter than `below` (`Options::unseparate_below`).
+pub(crate) fn copied(ptr: &ValuePointer, key_len: usize, below: usize) -> bool {
+    separated_value_len(ptr.len, key_len).is_some_and(|v| v < below)
+}
+
 /// The value log as a job reads it to turn the L0 tier's pointers back into values
 /// (`docs/design.md` §2.9).
 pub(crate) struct LogValues<'a> {
@@ -58,7 +64,7 @@ pub(crate) struct LogValues<'a> {
 
 impl LogValues<'_> {
     /// The pointer a pointer entry holds, if its value is one an SSTable takes inline.
-    fn copied_pointer(&self, ikey: &[u8], value: &[u8]) -> Result<Option<ValuePointer>> {
+    pub(crate) fn copied_pointer(&self, ikey: &[u8], value: &[u8]) -> Result<Option<ValuePointer>> {
         let Some(p) = key::parse_internal_key(ikey) else {
             return Ok(None);
         };
@@ -66,8 +72,7 @@ impl LogValues<'_> {
             return Ok(None);
         }
         let ptr = ValuePointer::decode_or_corrupt(value, "<compaction input pointer>")?;
-        let copied = separated_value_len(ptr.len, p.user_key.len()).is_some_and(|v| v < self.below);
-        Ok(copied.then_some(ptr))
+        Ok(copied(&ptr, p.user_key.len(), self.below).then_some(ptr))
     }
 
     /// The value a copied pointer names. `None` when its file has left the log: GC retires a
@@ -390,6 +395,15 @@ fn merge(plan: &CompactionPlan, env: &JobEnv, out: &mut OutputWriter) -> Result<
                 && is_base_level_for(env.version, plan.output_level, p.user_key)
         };
         last_seq_for_key = p.seq;
+        if drop || kind != p.kind {
+            // A tier pointer this job drops: its log entry is garbage, counted here (and only
+            // here: flushes leave the tier's pointers to the compaction that removes them).
+            if let Some(l) = &env.log_values {
+                if let Some(ptr) = l.copied_pointer(ikey, it.value())? {
+                    *out.out.vlog_garbage.entry(ptr.file).or_insert(0) += u64::from(ptr.len);
+                }
+            }
+        }
         if drop {
             out.out.entries_dropped += 1;
         } else if kind != p.kind {

@@ -86,11 +86,9 @@ impl DbInner {
             // verification scans measure them (§9.5).
             st.gc.needs_verify = true;
         }
-        // The log entries whose values the job copied into SSTables are garbage now. A
-        // pointer a newer table's flush already counted as shadowed is counted again here
-        // (the job keeps a key's newest entry among its inputs, and cannot see tables outside
-        // them); the file then looks emptier than it is and GC, which checks each entry
-        // before copying it, collects it sooner, never wrongly.
+        // The log entries of the tier pointers the job copied into SSTables or dropped are
+        // garbage now; each such pointer passes through exactly one compaction (tier tables
+        // never move down as they are), and flushes do not count them (§2.9).
         let found_garbage = !out.vlog_garbage.is_empty();
         let mut edit = VersionEdit {
             vlog_garbage: out.vlog_garbage.iter().map(|(f, n)| (*f, *n)).collect(),

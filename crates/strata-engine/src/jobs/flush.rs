@@ -164,22 +164,31 @@ impl DbInner {
             v
         };
         let mut garbage: std::collections::BTreeMap<u64, u64> = Default::default();
-        let mut count = |raw: &[u8]| {
-            if let Some(p) = crate::vlog::ValuePointer::decode(raw) {
-                *garbage.entry(p.file).or_insert(0) += u64::from(p.len);
-            }
+        // The L0 tier's pointers that compaction copies are counted by the compaction that
+        // copies or drops them (`docs/design.md` §2.9), never here.
+        let below = self.opts.unseparate_below();
+        let counted = |key: &[u8], raw: &[u8]| {
+            crate::vlog::ValuePointer::decode(raw)
+                .filter(|p| !compaction::job::copied(p, key.len(), below))
+        };
+        let mut count = |p: crate::vlog::ValuePointer| {
+            *garbage.entry(p.file).or_insert(0) += u64::from(p.len);
         };
         let mut it = mem.iter();
         it.seek_to_first();
         // (user key, sequence of its oldest version seen so far in `mem`)
         let mut current: Option<(Vec<u8>, SeqNo)> = None;
-        let tree_check = |key: &[u8], oldest: SeqNo, count: &mut dyn FnMut(&[u8])| {
+        let tree_check = |key: &[u8],
+                          oldest: SeqNo,
+                          count: &mut dyn FnMut(crate::vlog::ValuePointer)| {
             if !tree_has_pointers {
                 return Ok(());
             }
             if let Some((seq, ValueKind::Pointer, raw)) = self.table_entry(version, key)? {
-                if !visible_to_snapshot(seq, oldest) {
-                    count(&raw);
+                if let Some(ptr) = counted(key, &raw) {
+                    if !visible_to_snapshot(seq, oldest) {
+                        count(ptr);
+                    }
                 }
             }
             Ok::<(), Error>(())
@@ -190,8 +199,12 @@ impl DbInner {
             };
             match &mut current {
                 Some((k, newer)) if k.as_slice() == p.user_key => {
-                    if p.kind == ValueKind::Pointer && !visible_to_snapshot(p.seq, *newer) {
-                        count(it.value());
+                    if p.kind == ValueKind::Pointer {
+                        if let Some(ptr) = counted(p.user_key, it.value()) {
+                            if !visible_to_snapshot(p.seq, *newer) {
+                                count(ptr);
+                            }
+                        }
                     }
                     *newer = p.seq;
                 }
