@@ -40,6 +40,13 @@ pub struct IndexBenchArgs {
     /// `--sst`: bytes per value (with 4 KiB blocks, sets how many keys share a block).
     #[arg(long, default_value_t = 100)]
     pub value_size: usize,
+    /// `--sst`: the first table's key count (default 10^4).
+    #[arg(long, default_value_t = 10_000)]
+    pub min_keys: usize,
+    /// `--sst`: each table has this many times the keys of the one before (default 10; a
+    /// smaller factor finds where the learned index starts to pay).
+    #[arg(long, default_value_t = 10.0)]
+    pub factor: f64,
 }
 
 /// xorshift64*: a fast deterministic generator for keys and query order (the benchmark
@@ -192,11 +199,14 @@ fn run_sst(a: &IndexBenchArgs) -> anyhow::Result<()> {
         a.lookups,
         a.rounds
     );
-    println!("| keys | blocks | segments | model bytes | binary ns | learned ns | speedup |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| keys | blocks | segments | model bytes | binary ns | learned ns | speedup | kept by the automatic build |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---|");
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let value = vec![b'v'; a.value_size];
-    let mut n = 10_000;
+    anyhow::ensure!(a.factor > 1.0, "--factor must be more than 1");
+    let mut n = a.min_keys.max(1);
     while n <= a.max_keys {
         let flat = make_keys(n, ks, &a.keys, &mut rng)?;
         let count = flat.len() / ks;
@@ -211,11 +221,11 @@ fn run_sst(a: &IndexBenchArgs) -> anyhow::Result<()> {
         let learned = Table::open_with(fs.open(&path)?, 2, None, true)?;
         if !learned.build_learned_index() {
             println!(
-                "| {count} | {} | (under {} blocks: no model) | | | | |",
+                "| {count} | {} | (under {} blocks: no model) | | | | | |",
                 learned.num_blocks(),
                 learned::MIN_BLOCKS
             );
-            n *= 10;
+            n = ((n as f64) * a.factor).ceil() as usize;
             continue;
         }
         let queries: Vec<Vec<u8>> = (0..a.lookups)
@@ -230,14 +240,29 @@ fn run_sst(a: &IndexBenchArgs) -> anyhow::Result<()> {
         let b_ns = time_lookups(a.rounds, &queries, |q| binary.find_block(q));
         let l_ns = time_lookups(a.rounds, &queries, |q| learned.find_block(q));
         let model_bytes = learned.memory_bytes().saturating_sub(binary.memory_bytes());
+        // What the engine's automatic build decides for this table: it times both searches
+        // on the table's separators once it has served enough lookups.
+        let auto = Table::open_with(fs.open(&path)?, 3, None, true)?;
+        for q in queries
+            .iter()
+            .cycle()
+            .take(learned::BUILD_AFTER_LOOKUPS as usize)
+        {
+            auto.find_block(q);
+        }
         println!(
-            "| {count} | {} | {} | {model_bytes} | {b_ns:.1} | {l_ns:.1} | {:.2} |",
+            "| {count} | {} | {} | {model_bytes} | {b_ns:.1} | {l_ns:.1} | {:.2} | {} |",
             learned.num_blocks(),
             learned.learned_index_levels().iter().sum::<usize>(),
-            b_ns / l_ns
+            b_ns / l_ns,
+            if auto.has_learned_index() {
+                "yes"
+            } else {
+                "no"
+            }
         );
         fs.remove(&path)?;
-        n *= 10;
+        n = ((n as f64) * a.factor).ceil() as usize;
     }
     Ok(())
 }

@@ -143,12 +143,12 @@ pub struct Options {
     /// Values an iterator reads ahead, in one batch, when it is moving forward over
     /// separated values (WiscKey's parallel range-scan prefetch; 0 = off). Default: 32.
     pub vlog_prefetch: usize,
-    /// Scans read sealed value-log files through memory mappings instead of a `pread` per
-    /// value (ignored with `direct_io`; point reads and `multi_get` always keep their batched
-    /// reads). Default: true: a cached value then costs a copy instead of a system call,
-    /// which is most of a scan over separated values. Off, a scan's values not in the page
-    /// cache are read in batches (`io_backend`), overlapping where mapped reads fault one
-    /// page at a time.
+    /// Scans and point reads (`get`) read sealed value-log files through memory mappings
+    /// instead of a `pread` per value (ignored with `direct_io`; `multi_get` always keeps its
+    /// batched reads). Default: true: a cached value then costs a copy instead of a system
+    /// call, which is most of a scan over separated values. Off, a scan's values not in the
+    /// page cache are read in batches (`io_backend`), overlapping where mapped reads fault
+    /// one page at a time.
     pub vlog_mmap: bool,
     /// A hook that may remove records as flushes and compactions write them and as value-log
     /// GC relocates them ([`CompactionFilter`]). Default: none. Not persisted. It is shown
@@ -525,5 +525,28 @@ mod tests {
         o.set("sst_learned_index", "false").unwrap();
         assert!(!o.sst_learned_index);
         assert!(o.set("sst_learned_index", "2").is_err());
+    }
+
+    #[test]
+    fn the_l0_tier_makes_the_value_log_the_commit_log() {
+        let mut o = Options::default();
+        assert!(!o.separation() && o.unseparate_below() == 0);
+        o.set("l0_tier_dir", "/some/tier").unwrap();
+        // Values of 32 bytes and more go to the log; compaction copies all of them back.
+        assert_eq!(o.l0_inline_threshold_bytes, 32);
+        assert!(o.separation());
+        assert_eq!(o.log_threshold(), 32);
+        assert_eq!(o.unseparate_below(), usize::MAX);
+        assert_eq!(o.l0_table_options().inline_threshold_bytes, 32);
+        assert_eq!(o.memtable_log_span(), o.write_buffer_bytes as u64);
+        // With separation at 1 KiB, only values below it are copied.
+        o.set("sep_threshold_bytes", "1024").unwrap();
+        assert_eq!((o.log_threshold(), o.unseparate_below()), (32, 1024));
+        // Pointers off: the tier holds every value inline and the WAL is the log again.
+        o.set("sep_threshold_bytes", "inf").unwrap();
+        o.set("l0_inline_threshold_bytes", "inf").unwrap();
+        assert!(!o.separation());
+        assert_eq!(o.memtable_log_span(), o.vlog_file_bytes * 4);
+        assert!(o.set("l0_inline_threshold_bytes", "lots").is_err());
     }
 }

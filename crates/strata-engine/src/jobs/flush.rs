@@ -178,21 +178,20 @@ impl DbInner {
         it.seek_to_first();
         // (user key, sequence of its oldest version seen so far in `mem`)
         let mut current: Option<(Vec<u8>, SeqNo)> = None;
-        let tree_check = |key: &[u8],
-                          oldest: SeqNo,
-                          count: &mut dyn FnMut(crate::vlog::ValuePointer)| {
-            if !tree_has_pointers {
-                return Ok(());
-            }
-            if let Some((seq, ValueKind::Pointer, raw)) = self.table_entry(version, key)? {
-                if let Some(ptr) = counted(key, &raw) {
-                    if !visible_to_snapshot(seq, oldest) {
-                        count(ptr);
+        let tree_check =
+            |key: &[u8], oldest: SeqNo, count: &mut dyn FnMut(crate::vlog::ValuePointer)| {
+                if !tree_has_pointers {
+                    return Ok(());
+                }
+                if let Some((seq, ValueKind::Pointer, raw)) = self.table_entry(version, key)? {
+                    if let Some(ptr) = counted(key, &raw) {
+                        if !visible_to_snapshot(seq, oldest) {
+                            count(ptr);
+                        }
                     }
                 }
-            }
-            Ok::<(), Error>(())
-        };
+                Ok::<(), Error>(())
+            };
         while it.valid() {
             let Some(p) = crate::key::parse_internal_key(it.key()) else {
                 return Err(Error::corruption("<memtable>", 0, "malformed internal key"));

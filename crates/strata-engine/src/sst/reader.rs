@@ -215,9 +215,9 @@ impl Table {
         self.index.find(seek_ikey)
     }
 
-    /// Builds the learned index now instead of after enough lookups (benchmarks and tests).
-    /// True if the table has one: it was opened with the learned index on and has at least
-    /// `sst::learned::MIN_BLOCKS` blocks.
+    /// Builds the learned index now instead of after enough lookups, and without timing it
+    /// against the binary search (benchmarks and tests). True if the table has one: it was
+    /// opened with the learned index on and has at least `sst::learned::MIN_BLOCKS` blocks.
     #[doc(hidden)]
     pub fn build_learned_index(&self) -> bool {
         self.learned
@@ -229,6 +229,13 @@ impl Table {
     #[doc(hidden)]
     pub fn has_learned_index(&self) -> bool {
         self.learned.as_ref().is_some_and(|l| l.model().is_some())
+    }
+
+    /// Whether the table decided on its learned index: built and kept, measured slower and
+    /// dropped, or too small.
+    #[doc(hidden)]
+    pub fn learned_index_decided(&self) -> bool {
+        self.learned.as_ref().is_some_and(|l| l.decided())
     }
 
     /// Segments per level of the learned index, bottom first (empty if it is not built).
