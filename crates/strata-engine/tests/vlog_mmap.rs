@@ -1,6 +1,7 @@
-//! Scans read sealed value-log files through memory mappings (`Options::vlog_mmap`, on by
-//! default) on a real directory: they return what `pread` returns, point reads and
-//! `multi_get` keep their batched reads, and a damaged value is reported, never returned.
+//! Scans and point reads read sealed value-log files through memory mappings
+//! (`Options::vlog_mmap`, on by default) on a real directory: they return what `pread`
+//! returns, `multi_get` keeps its batched reads, and a damaged value is reported, never
+//! returned.
 
 mod common;
 
@@ -121,3 +122,4 @@ fn mapped_reads_match_and_damage_is_reported() {
     }
     assert!(errors >= 1, "the flipped byte went unnoticed");
 }
+

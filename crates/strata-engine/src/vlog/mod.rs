@@ -127,7 +127,7 @@ impl Vlog {
     }
 
     /// The entry bytes `ptr` names, borrowed from the file's mapping, when the reader `want`s
-    /// them so (scans: point reads and `multi_get` keep their batched reads, which overlap
+    /// them so (scans and point reads; `multi_get` keeps its batched reads, which overlap
     /// reads of values not in the page cache): for a sealed file (not the head, which still
     /// grows), mapped on its first read. `None` where there is no mapping; the caller reads
     /// the bytes instead. A scan over separated values reads every
