@@ -122,4 +122,3 @@ fn mapped_reads_match_and_damage_is_reported() {
     }
     assert!(errors >= 1, "the flipped byte went unnoticed");
 }
-
