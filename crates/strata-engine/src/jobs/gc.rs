@@ -12,7 +12,7 @@ use crate::sst::ReadParams;
 use crate::state::DbInner;
 use crate::stats::Counters;
 use crate::version::VersionEdit;
-use crate::vlog::format::EntryKind;
+use crate::vlog::format::{Entry, EntryKind};
 use crate::vlog::gc::{pick, FileGarbage, GcReport};
 use crate::vlog::FrameReader;
 use crate::vlog::ValuePointer;
@@ -24,6 +24,14 @@ use std::time::{Duration, Instant};
 
 /// Bytes of live entries gathered before they are rewritten as one conditional write.
 const RELOCATE_BATCH_BYTES: usize = 1 << 20;
+
+/// One step of [`DbInner::walk_separated`].
+enum Walked<'a> {
+    /// A separated entry of the file, and the pointer that names it.
+    Entry(ValuePointer, Entry<'a>),
+    /// The end of a frame of this many bytes (to count as read and to pace).
+    FrameEnd(u64),
+}
 
 /// Paces GC to `per_sec` bytes per second (0: unlimited).
 struct Pace {
@@ -213,51 +221,22 @@ impl DbInner {
             }
         };
         let size = self.fs.file_size(&entry.path)?;
-        let mut reader = FrameReader::new(
-            entry.handle(&self.fs, self.opts.direct_io)?,
-            &entry.path,
-            size,
-            0,
-        );
         let mut live = 0u64;
-        let mut read = 0u64;
-        loop {
-            if self.shutting_down.load(Ordering::Acquire) {
-                return Err(Error::Closed);
-            }
-            let frame = match reader.next_frame() {
-                Ok(Some(f)) => f,
-                Ok(None) => break,
-                Err(e) => {
-                    if e.is_corruption() {
-                        self.state.lock().gc.failed.insert(number);
-                    }
-                    return Err(e);
-                }
-            };
-            for (offset, e) in frame.entries() {
-                if e.kind != EntryKind::Separated {
-                    continue;
-                }
-                if let Some((_, crate::key::ValueKind::Pointer, raw)) =
-                    self.table_entry(&version, e.key)?
-                {
-                    let here = ValuePointer {
-                        file: number,
-                        offset,
-                        len: e.len as u32,
-                    };
-                    if ValuePointer::decode(&raw) == Some(here) {
-                        live += e.len as u64;
+        self.walk_separated(number, &entry, size, |step| {
+            match step {
+                Walked::Entry(here, e) => {
+                    if let Some((_, crate::key::ValueKind::Pointer, raw)) =
+                        self.table_entry(&version, e.key)?
+                    {
+                        if ValuePointer::decode(&raw) == Some(here) {
+                            live += e.len as u64;
+                        }
                     }
                 }
+                Walked::FrameEnd(bytes) => self.count_read(bytes, pace, report),
             }
-            let now = reader.bytes_read();
-            Counters::add(&self.counters.gc_bytes_read, now - read);
-            report.bytes_read += now - read;
-            pace.consume(now - read);
-            read = now;
-        }
+            Ok(())
+        })?;
         drop(version);
         let recorded = {
             let mut st = self.state.lock();
@@ -282,16 +261,19 @@ impl DbInner {
         Ok(())
     }
 
-    /// Collects one file (steps 1-3 of `docs/design.md` §9.2).
-    fn gc_file(&self, number: u64, pace: &mut Pace, report: &mut GcReport) -> Result<()> {
-        let Some(entry) = self.state.lock().vlog_files.get(&number).cloned() else {
-            return Ok(());
-        };
+    /// Reads file `number`'s frames in order (`size` bytes of it), handing `step` each
+    /// separated entry and then the end of its frame. A damaged frame marks the file failed
+    /// (kept until reopen) and ends the walk with the error. Returns where the last whole
+    /// frame ends.
+    fn walk_separated(
+        &self,
+        number: u64,
+        entry: &crate::vlog::VlogFile,
+        size: u64,
+        mut step: impl FnMut(Walked<'_>) -> Result<()>,
+    ) -> Result<u64> {
         let handle = entry.handle(&self.fs, self.opts.direct_io)?;
-        let size = self.fs.file_size(&entry.path)?;
         let mut reader = FrameReader::new(handle, &entry.path, size, 0);
-        let mut batch: Vec<Relocation> = Vec::new();
-        let mut batch_bytes = 0usize;
         let mut read = 0u64;
         loop {
             if self.shutting_down.load(Ordering::Acquire) {
@@ -299,7 +281,7 @@ impl DbInner {
             }
             let frame = match reader.next_frame() {
                 Ok(Some(f)) => f,
-                Ok(None) => break,
+                Ok(None) => return Ok(reader.position()),
                 Err(e) => {
                     if e.is_corruption() {
                         self.state.lock().gc.failed.insert(number);
@@ -308,40 +290,66 @@ impl DbInner {
                 }
             };
             for (offset, e) in frame.entries() {
-                if e.kind != EntryKind::Separated {
-                    continue;
-                }
-                batch_bytes += e.len;
-                batch.push(Relocation {
-                    key: e.key.to_vec(),
-                    value: e.value.to_vec(),
-                    old: ValuePointer {
+                if e.kind == EntryKind::Separated {
+                    let here = ValuePointer {
                         file: number,
                         offset,
                         len: e.len as u32,
-                    },
-                    remove: false,
-                });
+                    };
+                    step(Walked::Entry(here, e))?;
+                }
             }
             let now = reader.bytes_read();
-            Counters::add(&self.counters.gc_bytes_read, now - read);
-            report.bytes_read += now - read;
-            pace.consume(now - read);
+            step(Walked::FrameEnd(now - read))?;
             read = now;
-            if batch_bytes >= RELOCATE_BATCH_BYTES {
-                self.relocate(std::mem::take(&mut batch), pace, report)?;
-                batch_bytes = 0;
-            }
         }
-        if reader.position() < size {
+    }
+
+    /// Counts `bytes` of a file as read by GC and paces them.
+    fn count_read(&self, bytes: u64, pace: &mut Pace, report: &mut GcReport) {
+        Counters::add(&self.counters.gc_bytes_read, bytes);
+        report.bytes_read += bytes;
+        pace.consume(bytes);
+    }
+
+    /// Collects one file (steps 1-3 of `docs/design.md` §9.2).
+    fn gc_file(&self, number: u64, pace: &mut Pace, report: &mut GcReport) -> Result<()> {
+        let Some(entry) = self.state.lock().vlog_files.get(&number).cloned() else {
+            return Ok(());
+        };
+        let size = self.fs.file_size(&entry.path)?;
+        let mut batch: Vec<Relocation> = Vec::new();
+        let mut batch_bytes = 0usize;
+        let end = self.walk_separated(number, &entry, size, |step| {
+            match step {
+                Walked::Entry(old, e) => {
+                    batch_bytes += e.len;
+                    batch.push(Relocation {
+                        key: e.key.to_vec(),
+                        value: e.value.to_vec(),
+                        old,
+                        remove: false,
+                    });
+                }
+                Walked::FrameEnd(bytes) => {
+                    self.count_read(bytes, pace, report);
+                    if batch_bytes >= RELOCATE_BATCH_BYTES {
+                        self.relocate(std::mem::take(&mut batch), pace, report)?;
+                        batch_bytes = 0;
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        if end < size {
             let known = self.state.lock().versions.vlog.tails.get(&number).copied();
-            if known != Some(reader.position()) {
+            if known != Some(end) {
                 // Frames end early in a file no crash tore: its last frames are damaged and
                 // may hold live values. Keep the file.
                 self.state.lock().gc.failed.insert(number);
                 return Err(Error::corruption(
                     &entry.path,
-                    reader.position(),
+                    end,
                     "damaged frames at the end of a sealed value-log file",
                 ));
             }
