@@ -88,9 +88,11 @@ pub struct Options {
     /// Find a key's data block in an SSTable through a learned index (Bourbon; a PGM over
     /// the index block's separators, `docs/design.md` §5.5)
     /// instead of a binary search over the index block. Built in memory, never persisted,
-    /// and only once a table has served 1,000 lookups, so short-lived tables never pay; it
+    /// and only once a table has served 1,000 lookups, so short-lived tables never pay; then
+    /// timed against the binary search on the table's own keys and kept only if faster. It
     /// adds about 24 bytes per model segment to the table's memory. Applies to tables opened
-    /// while it is on. Default: false (measured, optional on: `strata index-bench --sst`).
+    /// while it is on. Default: true (random reads 5% faster on a compacted 2M-key set;
+    /// `docs/benchmarks.md`; per table: `strata index-bench --sst`).
     pub sst_learned_index: bool,
     /// How `multi_get` submits the block reads of a batch that miss the block cache.
     /// Default: [`IoBackend::Auto`] — io_uring (all reads of a stage in flight at once, one
@@ -212,7 +214,7 @@ impl Default for Options {
             background_threads: cores.max(2),
             compaction_readahead_bytes: 2 << 20,
             paranoid_checks: true,
-            sst_learned_index: false,
+            sst_learned_index: true,
             io_backend: IoBackend::Auto,
             direct_io: false,
             sep_threshold_bytes: usize::MAX,
@@ -517,13 +519,13 @@ mod tests {
     }
 
     #[test]
-    fn sst_learned_index_is_off_by_default_and_settable() {
+    fn sst_learned_index_is_on_by_default_and_settable() {
         let mut o = Options::default();
-        assert!(!o.sst_learned_index);
-        o.set("sst_learned_index", "on").unwrap();
         assert!(o.sst_learned_index);
-        o.set("sst_learned_index", "false").unwrap();
+        o.set("sst_learned_index", "off").unwrap();
         assert!(!o.sst_learned_index);
+        o.set("sst_learned_index", "true").unwrap();
+        assert!(o.sst_learned_index);
         assert!(o.set("sst_learned_index", "2").is_err());
     }
 
