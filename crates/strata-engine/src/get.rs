@@ -73,11 +73,7 @@ impl DbInner {
             Some(Found::Value(v)) => Ok(Some(v)),
             Some(Found::Pointer(p)) => {
                 let ptr = ValuePointer::decode_or_corrupt(&p, "<lsm value pointer>")?;
-                // A sealed file's value comes from its mapping (`vlog_mmap`): a cached value
-                // then costs a copy, not a system call.
-                self.vlog
-                    .read_with(&sv.vlog_files, user_key, &ptr, true)
-                    .map(Some)
+                self.vlog.read(&sv.vlog_files, user_key, &ptr).map(Some)
             }
             Some(Found::Deleted) | None => Ok(None),
         }

@@ -51,7 +51,7 @@ impl DbInner {
         // Called before every write: with the tier off (open refuses a version holding tier
         // tables then) L0's length is its SSTable count, no walk over its files needed.
         let (ssts, tier) = if o.l0_tier_dir.is_some() {
-            (v.l0_sst_count(), v.tier_bytes())
+            v.l0_usage()
         } else {
             (v.levels[0].len(), 0)
         };

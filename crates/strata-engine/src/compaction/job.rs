@@ -63,11 +63,13 @@ pub(crate) struct LogValues<'a> {
 }
 
 impl LogValues<'_> {
-    /// The pointer a pointer entry holds, if its value is one an SSTable takes inline.
-    pub(crate) fn copied_pointer(&self, ikey: &[u8], value: &[u8]) -> Result<Option<ValuePointer>> {
-        let Some(p) = key::parse_internal_key(ikey) else {
-            return Ok(None);
-        };
+    /// The pointer the entry `p` (with `value`) holds, if it is a pointer to a value an
+    /// SSTable takes inline.
+    pub(crate) fn copied_pointer(
+        &self,
+        p: &key::ParsedKey<'_>,
+        value: &[u8],
+    ) -> Result<Option<ValuePointer>> {
         if p.kind != ValueKind::Pointer {
             return Ok(None);
         }
@@ -75,18 +77,18 @@ impl LogValues<'_> {
         Ok(copied(&ptr, p.user_key.len(), self.below).then_some(ptr))
     }
 
-    /// The value a copied pointer names. `None` when its file has left the log: GC retires a
-    /// file only once no reader can see an entry pointing into it (§9.4), so such an entry
-    /// is shadowed for everyone and is written as it is, for a later compaction to drop.
-    fn read(&self, ikey: &[u8], ptr: &ValuePointer) -> Result<Option<Vec<u8>>> {
+    /// The value a copied pointer of `user_key` names. `None` when its file has left the log:
+    /// GC retires a file only once no reader can see an entry pointing into it (§9.4), so
+    /// such an entry is shadowed for everyone and is written as it is, for a later
+    /// compaction to drop.
+    fn read(&self, user_key: &[u8], ptr: &ValuePointer) -> Result<Option<Vec<u8>>> {
         let Some((vlog, files)) = &self.source else {
             return Ok(None);
         };
         if !files.contains_key(&ptr.file) {
             return Ok(None);
         }
-        vlog.read_with(files, key::user_key(ikey), ptr, true)
-            .map(Some)
+        vlog.read(files, user_key, ptr).map(Some)
     }
 }
 
@@ -194,15 +196,17 @@ impl<'a> OutputWriter<'a> {
                 }
             });
         }
-        let copied = match &self.env.log_values {
-            Some(l) => l.copied_pointer(ikey, value)?.map(|p| (l, p)),
-            None => None,
-        };
+        // With the tier on: the parsed key and the pointer compaction copies, if it is one.
+        let mut copied = None;
+        if let Some(l) = &self.env.log_values {
+            if let Some(p) = key::parse_internal_key(ikey) {
+                copied = l.copied_pointer(&p, value)?.map(|ptr| (l, p, ptr));
+            }
+        }
         match self.current.as_mut().expect("just set") {
             Current::Sst(_, b) => {
-                if let Some((l, ptr)) = copied {
-                    if let Some(v) = l.read(ikey, &ptr)? {
-                        let p = key::parse_internal_key(ikey).expect("parsed above");
+                if let Some((l, p, ptr)) = copied {
+                    if let Some(v) = l.read(p.user_key, &ptr)? {
                         self.scratch.clear();
                         key::encode_internal_key(
                             &mut self.scratch,
@@ -219,7 +223,7 @@ impl<'a> OutputWriter<'a> {
             }
             // Pointer entries keep their pointer: the value stays where the log put it.
             Current::Tier(_, w) => {
-                if let Some((_, ptr)) = copied {
+                if let Some((_, _, ptr)) = copied {
                     self.log_bytes += u64::from(ptr.len);
                 }
                 w.add(ikey, L0Value::Inline(value))
@@ -399,7 +403,7 @@ fn merge(plan: &CompactionPlan, env: &JobEnv, out: &mut OutputWriter) -> Result<
             // A tier pointer this job drops: its log entry is garbage, counted here (and only
             // here: flushes leave the tier's pointers to the compaction that removes them).
             if let Some(l) = &env.log_values {
-                if let Some(ptr) = l.copied_pointer(ikey, it.value())? {
+                if let Some(ptr) = l.copied_pointer(&p, it.value())? {
                     *out.out.vlog_garbage.entry(ptr.file).or_insert(0) += u64::from(ptr.len);
                 }
             }

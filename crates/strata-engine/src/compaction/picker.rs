@@ -114,11 +114,12 @@ pub fn scores(v: &Version, shape: &Shape) -> Vec<(usize, f64)> {
 /// L0's score: its SSTables against `l0_compaction_trigger`; with the tier on, the tier's
 /// bytes against half its capacity, and all L0 tables against `l0_max_tables`.
 fn l0_score(v: &Version, shape: &Shape) -> f64 {
-    let ssts = v.l0_sst_count() as f64 / shape.l0_compaction_trigger as f64;
+    let (ssts, tier) = v.l0_usage();
+    let ssts = ssts as f64 / shape.l0_compaction_trigger as f64;
     match shape.l0_tier_bytes {
         None => ssts,
         Some(cap) => {
-            let bytes = v.tier_bytes() as f64 / (cap / 2).max(1) as f64;
+            let bytes = tier as f64 / (cap / 2).max(1) as f64;
             let count = v.levels[0].len() as f64 / shape.l0_max_tables.max(1) as f64;
             ssts.max(bytes).max(count)
         }

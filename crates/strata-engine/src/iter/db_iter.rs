@@ -185,7 +185,7 @@ impl DbIterator {
                 "value pointer but no value log to resolve it",
             ));
         };
-        src.vlog.read_with(&src.files, self.key(), &ptr, true)
+        src.vlog.read(&src.files, self.key(), &ptr)
     }
 
     /// Copies the entries from the current one on into the look-ahead buffer, up to

@@ -40,10 +40,12 @@ impl DbInner {
             new_file_number,
             shutting_down: &self.shutting_down,
             filter: self.job_filter(use_filter),
-            log_values: (self.opts.unseparate_below() > 0).then(|| LogValues {
-                below: self.opts.unseparate_below(),
-                source: Some((&*self.vlog, self.super_version.read().vlog_files.clone())),
-            }),
+            log_values: Some(self.opts.unseparate_below())
+                .filter(|below| *below > 0)
+                .map(|below| LogValues {
+                    below,
+                    source: Some((&*self.vlog, self.super_version.read().vlog_files.clone())),
+                }),
         }
     }
 

@@ -56,19 +56,20 @@ impl Version {
     /// Bytes of the L0 tier's tables (`FileMeta::tier`), with the log bytes they point at that
     /// compaction will copy (`FileMeta::log_bytes`).
     pub fn tier_bytes(&self) -> u64 {
-        self.levels.first().map_or(0, |f| {
-            f.iter()
-                .filter(|m| m.tier)
-                .map(|m| m.size + m.log_bytes)
-                .sum()
-        })
+        self.l0_usage().1
     }
 
-    /// L0 tables that are SSTables.
-    pub fn l0_sst_count(&self) -> usize {
-        self.levels
-            .first()
-            .map_or(0, |f| f.iter().filter(|m| !m.tier).count())
+    /// L0 in one pass: how many of its tables are SSTables, and the tier's bytes
+    /// ([`Version::tier_bytes`]).
+    pub fn l0_usage(&self) -> (usize, u64) {
+        let l0 = self.levels.first().map_or(&[][..], |f| f.as_slice());
+        l0.iter().fold((0, 0), |(ssts, tier), m| {
+            if m.tier {
+                (ssts, tier + m.size + m.log_bytes)
+            } else {
+                (ssts + 1, tier)
+            }
+        })
     }
 
     /// Total bytes of the tables on `level`.

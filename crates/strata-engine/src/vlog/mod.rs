@@ -182,21 +182,11 @@ impl Vlog {
         Ok(f)
     }
 
-    /// Reads and verifies the value `ptr` points at for `key`.
+    /// Reads and verifies the value `ptr` points at for `key`: from the file's mapping when
+    /// it has one (a sealed file with `vlog_mmap`), else with a read.
     pub fn read(&self, files: &VlogFileSet, key: &[u8], ptr: &ValuePointer) -> Result<Vec<u8>> {
-        self.read_with(files, key, ptr, false)
-    }
-
-    /// [`Vlog::read`] for a scan: from the file's mapping when there is one (`mapped`).
-    pub fn read_with(
-        &self,
-        files: &VlogFileSet,
-        key: &[u8],
-        ptr: &ValuePointer,
-        mapped: bool,
-    ) -> Result<Vec<u8>> {
         let f = self.file(files, ptr)?;
-        if let Some(bytes) = self.mapped(f, ptr, mapped) {
+        if let Some(bytes) = self.mapped(f, ptr, true) {
             self.mapped_reads.fetch_add(1, Ordering::Relaxed);
             return extract_from(bytes, ptr, key, &f.path);
         }
