@@ -199,11 +199,15 @@ impl Part {
         }
     }
 
-    /// Records this part's outcome; the last part of the batch commits or aborts it and
-    /// answers the caller. Returns the batch's outcome when this was the last part.
-    pub(crate) fn finish(&mut self, r: Result<()>) {
+    /// Records this part's outcome. The last part of the batch leaves the gate; if a part
+    /// failed it aborts the batch and answers the caller; if every part succeeded it
+    /// returns the batch, which the caller commits with [`commit_batches`] (together with
+    /// the other batches its group finished: one wait for the transaction log, not one
+    /// each).
+    #[must_use = "a finished batch must be committed"]
+    pub(crate) fn finish(&mut self, r: Result<()>) -> Option<Arc<Cross>> {
         if self.finished {
-            return;
+            return None;
         }
         self.finished = true;
         let c = &self.cross;
@@ -211,22 +215,38 @@ impl Part {
             c.error.lock().get_or_insert(e);
         }
         if c.remaining.fetch_sub(1, Ordering::AcqRel) != 1 {
-            return;
+            return None;
         }
         c.coord.gate.exit();
         let err = c.error.lock().take();
-        let outcome = match err {
+        match err {
             Some(e) => {
                 c.coord.txlog.abort(c.gsn, &e);
                 c.coord.health.fail(e.clone());
-                Err(e)
+                if let Some(reply) = c.reply.lock().take() {
+                    reply.send(Err(e));
+                }
+                None
             }
-            None => c.coord.txlog.commit(c.gsn).inspect_err(|e| {
-                c.coord.health.fail_writes(e.clone());
-            }),
-        };
+            None => Some(c.clone()),
+        }
+    }
+}
+
+/// Commits batches whose parts are all applied (ascending GSNs) and answers their callers:
+/// every GSN is marked ready at once, then one wait covers the highest, since commits are
+/// durable in GSN order.
+pub(crate) fn commit_batches(coord: &Coord, batches: Vec<Arc<Cross>>) {
+    if batches.is_empty() {
+        return;
+    }
+    let gsns: Vec<u64> = batches.iter().map(|c| c.gsn).collect();
+    let outcome = coord.txlog.commit_many(&gsns).inspect_err(|e| {
+        coord.health.fail_writes(e.clone());
+    });
+    for c in batches {
         if let Some(reply) = c.reply.lock().take() {
-            reply.send(outcome);
+            reply.send(outcome.clone());
         }
     }
 }
@@ -234,7 +254,8 @@ impl Part {
 impl Drop for Part {
     fn drop(&mut self) {
         if !self.finished {
-            self.finish(Err(Error::Poisoned(format!(
+            // An error never leaves a batch to commit.
+            let _ = self.finish(Err(Error::Poisoned(format!(
                 "part of cross-shard batch {} was dropped before it was applied",
                 self.cross.gsn
             ))));

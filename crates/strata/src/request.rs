@@ -117,7 +117,10 @@ impl<E: Engine> Request<E> {
             Request::Write { reply, .. } => reply.send(Err(e)),
             Request::Get { reply, .. } => reply.send(Err(e)),
             Request::MultiGet { reply, .. } => reply.send(Err(e)),
-            Request::Part(mut p) => p.finish(Err(e)),
+            Request::Part(mut p) => {
+                // An error never leaves a batch to commit.
+                let _ = p.finish(Err(e));
+            }
             Request::Job(f) => f(Err(e)),
             Request::Exec(x) => {
                 if let Some(done) = (x.f)(Err(e.clone())) {

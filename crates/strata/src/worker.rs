@@ -321,9 +321,11 @@ impl<E: Engine> Worker<E> {
         let last = parts.last().map_or(0, |p| p.cross.gsn);
         let gsns: Vec<u64> = parts.iter().map(|p| p.cross.gsn).collect();
         self.stats.record_cross_parts(parts.len());
-        for mut p in parts {
-            p.finish(r.clone());
-        }
+        let finished: Vec<_> = parts
+            .into_iter()
+            .filter_map(|mut p| p.finish(r.clone()))
+            .collect();
+        crate::coord::commit_batches(&self.coord, finished);
         if !ok {
             return;
         }

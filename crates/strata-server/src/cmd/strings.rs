@@ -323,7 +323,7 @@ fn mset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     }
     let pairs = string_pairs(ctx, rest);
     let keys: Vec<&[u8]> = pairs.iter().map(|(k, _)| *k).collect();
-    let _g = ctx.shared.store.lock(ctx.conn.db, &keys);
+    let _g = ctx.shared.store.lock_blind(ctx.conn.db, &keys);
     // Blind writes: an existing key's access is counted as Redis's `setKey` does.
     let now = now_ms();
     for k in &keys {
