@@ -414,7 +414,9 @@ pub struct Store {
     pub access: AccessTable,
 }
 
-/// Stripe locks held exclusively for the duration of one command.
+/// Stripe locks held for the duration of one command: exclusively, or shared by a blind
+/// write ([`Store::lock_blind`]).
+#[derive(Default)]
 pub struct KeyGuard<'a> {
     _guards: Vec<RwLockWriteGuard<'a, ()>>,
     _shared: Vec<parking_lot::RwLockReadGuard<'a, ()>>,
@@ -887,24 +889,7 @@ impl Store {
     /// [`Store::lock`]. On a worker, nothing to take (as [`Store::lock`]).
     /// In an EXEC, the stripes are already held for its commands.
     pub fn lock_in(&self, keys: &[(u8, &[u8])]) -> KeyGuard<'_> {
-        let none = || KeyGuard {
-            _guards: Vec::new(),
-            _shared: Vec::new(),
-        };
-        if on_worker() {
-            return none();
-        }
-        let idx = || stripes(keys.iter().copied());
-        if in_front(|_, l| l.ensure(&self.stripes, idx())).is_some() {
-            return none();
-        }
-        KeyGuard {
-            _guards: stripes(keys.iter().copied())
-                .into_iter()
-                .map(|i| self.stripes[i].write())
-                .collect(),
-            _shared: Vec::new(),
-        }
+        self.lock_stripes(keys, false)
     }
 
     /// [`Store::lock`] for a command that writes without reading (MSET): the stripes are
@@ -916,23 +901,26 @@ impl Store {
     /// MSETs of ten random keys each waited on each other's commits.
     pub fn lock_blind<K: AsRef<[u8]>>(&self, db: u8, keys: &[K]) -> KeyGuard<'_> {
         let keys: Vec<(u8, &[u8])> = keys.iter().map(|k| (db, k.as_ref())).collect();
+        self.lock_stripes(&keys, true)
+    }
+
+    fn lock_stripes(&self, keys: &[(u8, &[u8])], shared: bool) -> KeyGuard<'_> {
         if on_worker() {
-            return KeyGuard {
-                _guards: Vec::new(),
-                _shared: Vec::new(),
-            };
+            return KeyGuard::default();
         }
         let idx = || stripes(keys.iter().copied());
         if in_front(|_, l| l.ensure(&self.stripes, idx())).is_some() {
-            return KeyGuard {
-                _guards: Vec::new(),
-                _shared: Vec::new(),
-            };
+            return KeyGuard::default();
         }
-        KeyGuard {
-            _guards: Vec::new(),
-            _shared: idx().into_iter().map(|i| self.stripes[i].read()).collect(),
+        let mut g = KeyGuard::default();
+        for i in idx() {
+            if shared {
+                g._shared.push(self.stripes[i].read());
+            } else {
+                g._guards.push(self.stripes[i].write());
+            }
         }
+        g
     }
 
     /// Takes the stripes of `keys` shared for a command queued to a worker, as a guard that may
