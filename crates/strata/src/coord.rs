@@ -2,8 +2,10 @@
 //! write epoch, the transaction log, and the bookkeeping of cross-shard batches.
 //!
 //! A cross-shard batch gets its GSN and is enqueued on every shard in GSN order (the enqueue
-//! lock); the part that finishes last commits or aborts the GSN ([`Part::finish`]) and answers
-//! the caller; every worker that applied a part waits for the commit before its next request.
+//! lock); the part that finishes last aborts the GSN and answers the caller ([`Part::finish`]),
+//! or hands the batch to its worker, which commits it with the other batches its group
+//! finished and then answers ([`commit_batches`]); every worker that applied a part waits for
+//! the commit before its next request.
 //! A snapshot ([`Coord::snapshot_barrier`]) closes the gate, waits for cross-shard batches in
 //! flight, and takes the epoch lock in write mode, so the shards' snapshots are one cut. The
 //! protocol, why it cannot deadlock, and what a crash leaves: `docs/design.md` §11.5, §12.
@@ -180,6 +182,13 @@ impl Cross {
             coord,
         })
     }
+
+    /// Answers the caller (once).
+    fn answer(&self, outcome: Result<()>) {
+        if let Some(reply) = self.reply.lock().take() {
+            reply.send(outcome);
+        }
+    }
 }
 
 /// One shard's part of a cross-shard batch. Dropped unfinished (queue closed, worker died), it
@@ -223,9 +232,7 @@ impl Part {
             Some(e) => {
                 c.coord.txlog.abort(c.gsn, &e);
                 c.coord.health.fail(e.clone());
-                if let Some(reply) = c.reply.lock().take() {
-                    reply.send(Err(e));
-                }
+                c.answer(Err(e));
                 None
             }
             None => Some(c.clone()),
@@ -245,9 +252,7 @@ pub(crate) fn commit_batches(coord: &Coord, batches: Vec<Arc<Cross>>) {
         coord.health.fail_writes(e.clone());
     });
     for c in batches {
-        if let Some(reply) = c.reply.lock().take() {
-            reply.send(outcome.clone());
-        }
+        c.answer(outcome.clone());
     }
 }
 
