@@ -30,7 +30,20 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// The value-log buffer of most runs; 0 (the default) writes each group at once, separated
+/// values straight from the batch.
+const BUFFER: usize = 2 << 10;
+
 fn options(fs: Arc<dyn Fs>, threshold: usize, background_gc: bool) -> Options {
+    options_buffered(fs, threshold, background_gc, BUFFER)
+}
+
+fn options_buffered(
+    fs: Arc<dyn Fs>,
+    threshold: usize,
+    background_gc: bool,
+    buffer: usize,
+) -> Options {
     Options {
         fs,
         write_buffer_bytes: 16 << 10,
@@ -42,7 +55,7 @@ fn options(fs: Arc<dyn Fs>, threshold: usize, background_gc: bool) -> Options {
         background_threads: 2,
         sep_threshold_bytes: threshold,
         vlog_file_bytes: 6 << 10,
-        vlog_buffer_bytes: 2 << 10,
+        vlog_buffer_bytes: buffer,
         gc_garbage_ratio: 0.3,
         gc_interval_ms: if background_gc { 1 } else { 0 },
         gc_bytes_per_sec: 0,
@@ -93,6 +106,7 @@ struct Run {
     dir: &'static Path,
     threshold: usize,
     background_gc: bool,
+    buffer: usize,
     db: Option<Db>,
     /// Files GC collected over all opens.
     collected: u64,
@@ -100,14 +114,20 @@ struct Run {
 
 impl Run {
     fn new(threshold: usize, background_gc: bool) -> Run {
+        Run::with_buffer(threshold, background_gc, BUFFER)
+    }
+
+    fn with_buffer(threshold: usize, background_gc: bool, buffer: usize) -> Run {
         let fs = MemFs::new();
         let dir = Path::new("/db");
-        let db = Db::open(dir, options(Arc::new(fs.clone()), threshold, background_gc)).unwrap();
+        let opts = options_buffered(Arc::new(fs.clone()), threshold, background_gc, buffer);
+        let db = Db::open(dir, opts).unwrap();
         Run {
             fs,
             dir,
             threshold,
             background_gc,
+            buffer,
             db: Some(db),
             collected: 0,
         }
@@ -124,10 +144,11 @@ impl Run {
         self.db = Some(
             Db::open(
                 self.dir,
-                options(
+                options_buffered(
                     Arc::new(self.fs.clone()),
                     self.threshold,
                     self.background_gc,
+                    self.buffer,
                 ),
             )
             .unwrap(),
@@ -351,8 +372,8 @@ fn assert_no_orphans(run: &Run, m: &Map) {
 
 #[test]
 fn model_with_separation_and_gc() {
-    for (seed, threshold) in [(1, 0), (2, 200), (3, 1024), (4, 64)] {
-        let mut run = Run::new(threshold, false);
+    for (seed, threshold, buffer) in [(1, 0, BUFFER), (2, 200, 0), (3, 1024, BUFFER), (4, 64, 0)] {
+        let mut run = Run::with_buffer(threshold, false, buffer);
         let mut t = Trace::default();
         let m = run_ops(&mut run, seed, 1500, &mut t);
         let s = run.db().stats();
@@ -375,7 +396,7 @@ fn model_with_separation_and_gc() {
 
 #[test]
 fn model_with_background_gc() {
-    let mut run = Run::new(100, true);
+    let mut run = Run::with_buffer(100, true, 0);
     let mut t = Trace::default();
     let m = run_ops(&mut run, 11, 1500, &mut t);
     assert!(run.db().stats().gc_runs > 0);

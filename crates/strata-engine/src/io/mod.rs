@@ -36,6 +36,7 @@ pub use mem::{CrashMode, MemFs, UnsyncedWrites};
 pub use real::{direct_io_refusals, RealFs};
 
 use crate::error::Result;
+use std::io::IoSlice;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -45,6 +46,16 @@ pub trait WritableFile: Send {
     fn append(&mut self, data: &[u8]) -> Result<()>;
     /// Hands any user-space buffer to the operating system (not durable yet).
     fn flush(&mut self) -> Result<()>;
+    /// Appends the concatenation of `parts` and hands everything appended so far to the
+    /// operating system, as `append` of each part then `flush` would; for callers that
+    /// assemble their own records, so that a file can write the parts from where they are
+    /// (one `writev`) instead of copying them through its buffer.
+    fn append_vectored_now(&mut self, parts: &[IoSlice<'_>]) -> Result<()> {
+        for p in parts {
+            self.append(p)?;
+        }
+        self.flush()
+    }
     /// Flushes and makes every appended byte durable (fdatasync).
     fn sync(&mut self) -> Result<()>;
     /// Bytes appended so far.

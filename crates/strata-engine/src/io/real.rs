@@ -18,7 +18,7 @@ use super::aligned::{AlignedBuf, AlignedRange, DIRECT_IO_ALIGN};
 use super::*;
 use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
-use std::io::{self, ErrorKind, Write};
+use std::io::{self, ErrorKind, IoSlice, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -112,6 +112,35 @@ impl WritableFile for RealWritableFile {
     fn flush(&mut self) -> Result<()> {
         self.check_failed()?;
         self.flush_buffer("flush")
+    }
+
+    fn append_vectored_now(&mut self, parts: &[IoSlice<'_>]) -> Result<()> {
+        self.check_failed()?;
+        self.flush_buffer("append")?;
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let mut owned: Vec<IoSlice<'_>> = parts.to_vec();
+        let mut left: &mut [IoSlice<'_>] = &mut owned;
+        IoSlice::advance_slices(&mut left, 0);
+        while !left.is_empty() {
+            // The kernel takes at most IOV_MAX (1,024) slices per call.
+            let n = left.len().min(1024);
+            match self.file.write_vectored(&left[..n]) {
+                Ok(0) => {
+                    let err = Error::io("append", &self.path, ErrorKind::WriteZero.into());
+                    self.failed = Some(err.clone());
+                    return Err(err);
+                }
+                Ok(written) => IoSlice::advance_slices(&mut left, written),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    let err = Error::io("append", &self.path, e);
+                    self.failed = Some(err.clone());
+                    return Err(err);
+                }
+            }
+        }
+        self.size += total as u64;
+        Ok(())
     }
 
     fn sync(&mut self) -> Result<()> {
@@ -414,6 +443,32 @@ mod tests {
         w.append(b"def").unwrap();
         drop(w);
         assert_eq!(fs.read_all(&p).unwrap(), b"abcdef");
+    }
+
+    #[test]
+    fn vectored_appends_follow_buffered_bytes_and_reach_the_os_at_once() {
+        let dir = tmp();
+        let fs = RealFs::new();
+        let p = dir.path().join("v");
+        let mut w = fs.create(&p).unwrap();
+        w.append(b"head:").unwrap();
+        let mut expect = b"head:".to_vec();
+        // More slices than one writev takes (IOV_MAX), empty ones among them.
+        let pieces: Vec<Vec<u8>> = (0..2500u32)
+            .map(|i| vec![(i % 251) as u8; (i % 7) as usize])
+            .collect();
+        let parts: Vec<IoSlice<'_>> = pieces.iter().map(|p| IoSlice::new(p)).collect();
+        w.append_vectored_now(&parts).unwrap();
+        pieces.iter().for_each(|p| expect.extend_from_slice(p));
+        assert_eq!(w.size(), expect.len() as u64);
+        // Nothing is left in user space: the file has it all before any flush.
+        assert_eq!(fs.read_all(&p).unwrap(), expect);
+        w.append_vectored_now(&[IoSlice::new(&[]), IoSlice::new(b"tail")])
+            .unwrap();
+        expect.extend_from_slice(b"tail");
+        assert_eq!(fs.read_all(&p).unwrap(), expect);
+        w.append_vectored_now(&[]).unwrap();
+        assert_eq!(w.size(), expect.len() as u64);
     }
 
     #[test]

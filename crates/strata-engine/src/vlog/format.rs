@@ -198,19 +198,34 @@ impl FrameHeader {
 /// Appends one entry to `out`; returns its length.
 pub fn encode_entry(out: &mut Vec<u8>, kind: EntryKind, key: &[u8], value: &[u8]) -> usize {
     let start = out.len();
-    out.extend_from_slice(&[0u8; 4]);
-    out.push(kind as u8);
-    varint::put_u64(out, key.len() as u64);
-    if kind != EntryKind::Delete {
-        varint::put_u64(out, value.len() as u64);
-    }
+    let len = encode_entry_head(out, kind, key, value);
     out.extend_from_slice(key);
     if kind != EntryKind::Delete {
         out.extend_from_slice(value);
     }
-    let crc = mask_crc(crc32c::crc32c(&out[start + 4..]));
-    out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
-    out.len() - start
+    debug_assert_eq!(out.len() - start, len);
+    len
+}
+
+/// Appends the head of one entry (checksum, kind, lengths: everything before the key) to
+/// `out`, its checksum covering the `key` and `value` that must follow it; returns the whole
+/// entry's length. Lets a writer hand the key and value to the file from where they are
+/// rather than copy them behind the head first.
+pub fn encode_entry_head(out: &mut Vec<u8>, kind: EntryKind, key: &[u8], value: &[u8]) -> usize {
+    let start = out.len();
+    out.extend_from_slice(&[0u8; 4]);
+    out.push(kind as u8);
+    varint::put_u64(out, key.len() as u64);
+    let value = if kind == EntryKind::Delete {
+        &[][..]
+    } else {
+        varint::put_u64(out, value.len() as u64);
+        value
+    };
+    let crc = crc32c::crc32c(&out[start + 4..]);
+    let crc = crc32c::crc32c_append(crc32c::crc32c_append(crc, key), value);
+    out[start..start + 4].copy_from_slice(&mask_crc(crc).to_le_bytes());
+    out.len() - start + key.len() + value.len()
 }
 
 /// The value length of a separated entry of `entry_len` bytes whose key has `key_len` bytes,
@@ -311,6 +326,26 @@ pub fn verify_pointed_entry(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_head_then_the_key_and_value_is_the_whole_entry() {
+        for (kind, key, value) in [
+            (EntryKind::Separated, &b"key"[..], &[7u8; 300][..]),
+            (EntryKind::Inline, b"k", b""),
+            (EntryKind::Delete, b"gone", b"ignored"),
+        ] {
+            let mut whole = Vec::new();
+            let len = encode_entry(&mut whole, kind, key, value);
+            let mut parts = Vec::new();
+            assert_eq!(encode_entry_head(&mut parts, kind, key, value), len);
+            parts.extend_from_slice(key);
+            if kind != EntryKind::Delete {
+                parts.extend_from_slice(value);
+            }
+            assert_eq!(parts, whole);
+            assert_eq!(whole.len(), len);
+        }
+    }
 
     #[test]
     fn separated_value_len_inverts_the_entry_length() {

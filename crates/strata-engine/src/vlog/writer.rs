@@ -1,17 +1,19 @@
 //! [`VlogWriter`]: appends commit groups to the head value-log file through a user-space
-//! buffer (WiscKey 3.4.1) holding the bytes `[buf_start, position)` of the file. When the buffer
-//! reaches the OS, how readers read still-buffered entries, and why a failed write stops the
-//! writer: `docs/design.md` §8.2.
+//! buffer (WiscKey 3.4.1) holding the bytes `[buf_start, position)` of the file, or, without
+//! one (the default), straight to the file with each separated value written from the
+//! caller's batch. When the buffer reaches the OS, how readers read still-buffered entries,
+//! and why a failed write stops the writer: `docs/design.md` §8.2.
 
 use super::format::{
-    encode_entry, file_header, EntryKind, FrameHeader, ValuePointer, FRAME_HEADER_LEN,
-    MAX_FRAME_BODY,
+    encode_entry, encode_entry_head, file_header, EntryKind, FrameHeader, ValuePointer,
+    FRAME_HEADER_LEN, MAX_FRAME_BODY,
 };
 use super::{HeadShared, VlogFile};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::io::WritableFile;
 use crate::key::ValueKind;
+use std::io::IoSlice;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -71,6 +73,10 @@ impl VlogWriter {
 
     /// Appends the records of `batch` (sequence numbers from `first_seq`) as one frame.
     /// Puts of `threshold` bytes or more become separated entries.
+    ///
+    /// Without a buffer (`buffer_bytes` 0) the frame goes to the file at once, its separated
+    /// values straight from `batch` (one `writev`): only the heads, keys and small entries
+    /// are assembled here, so a large value is copied once, into the page cache.
     pub fn append_group(
         &mut self,
         batch: &WriteBatch,
@@ -79,10 +85,14 @@ impl VlogWriter {
         replay: bool,
     ) -> Result<Appended> {
         self.check()?;
+        let direct = self.buffer_bytes == 0;
         let frame_at = self.buf.len();
         let file_frame_at = self.position();
         self.buf.extend_from_slice(&[0u8; FRAME_HEADER_LEN]);
         let mut pointers = Vec::with_capacity(batch.count() as usize);
+        // Direct: the values left out of `buf`, each with the length of `buf` it follows.
+        let mut values: Vec<(usize, &[u8])> = Vec::new();
+        let mut values_len = 0usize;
         let mut separated_bytes = 0u64;
         let mut count = 0u32;
         for r in batch.iter() {
@@ -99,8 +109,16 @@ impl VlogWriter {
                 _ if value.len() >= threshold => EntryKind::Separated,
                 _ => EntryKind::Inline,
             };
-            let offset = self.buf_start + self.buf.len() as u64;
-            let len = encode_entry(&mut self.buf, kind, r.key, value);
+            let offset = self.position() + values_len as u64;
+            let len = if direct && kind == EntryKind::Separated {
+                let len = encode_entry_head(&mut self.buf, kind, r.key, value);
+                self.buf.extend_from_slice(r.key);
+                values.push((self.buf.len(), value));
+                values_len += value.len();
+                len
+            } else {
+                encode_entry(&mut self.buf, kind, r.key, value)
+            };
             count += 1;
             pointers.push((kind == EntryKind::Separated).then(|| {
                 separated_bytes += len as u64;
@@ -111,7 +129,7 @@ impl VlogWriter {
                 }
             }));
         }
-        let body_len = self.buf.len() - frame_at - FRAME_HEADER_LEN;
+        let body_len = self.buf.len() - frame_at - FRAME_HEADER_LEN + values_len;
         if body_len > MAX_FRAME_BODY
             || pointers
                 .iter()
@@ -134,10 +152,13 @@ impl VlogWriter {
             first_seq,
         };
         self.buf[frame_at..frame_at + FRAME_HEADER_LEN].copy_from_slice(&h.encode());
-        let bytes = self.position() - file_frame_at;
-        self.entry.size.store(self.position(), Ordering::Relaxed);
+        let end = self.position() + values_len as u64;
+        let bytes = end - file_frame_at;
+        self.entry.size.store(end, Ordering::Relaxed);
         self.shared.appended.fetch_add(bytes, Ordering::Relaxed);
-        if self.buf.len() >= self.buffer_bytes {
+        if direct {
+            self.write_direct(&values)?;
+        } else if self.buf.len() >= self.buffer_bytes {
             self.flush()?;
         }
         Ok(Appended {
@@ -145,6 +166,28 @@ impl VlogWriter {
             bytes,
             separated_bytes,
         })
+    }
+
+    /// Hands `buf` to the file with `values` in their places (each after the first `at`
+    /// bytes of `buf`), in one call.
+    fn write_direct(&mut self, values: &[(usize, &[u8])]) -> Result<()> {
+        let mut parts = Vec::with_capacity(2 * values.len() + 1);
+        let mut from = 0;
+        for &(at, value) in values {
+            parts.push(IoSlice::new(&self.buf[from..at]));
+            parts.push(IoSlice::new(value));
+            from = at;
+        }
+        parts.push(IoSlice::new(&self.buf[from..]));
+        let written = self.buf.len() + values.iter().map(|(_, v)| v.len()).sum::<usize>();
+        if let Err(e) = self.file.append_vectored_now(&parts) {
+            self.failed = Some(e.clone());
+            return Err(e);
+        }
+        self.buf_start += written as u64;
+        self.buf.clear();
+        self.shared.flushed.store(self.buf_start, Ordering::Release);
+        Ok(())
     }
 
     /// The entry `ptr` if it is still in the buffer.
@@ -163,8 +206,8 @@ impl VlogWriter {
         if self.buf.is_empty() {
             return Ok(());
         }
-        let r = self.file.append(&self.buf).and_then(|()| self.file.flush());
-        if let Err(e) = r {
+        // Straight from this buffer, not copied through the file's.
+        if let Err(e) = self.file.append_vectored_now(&[IoSlice::new(&self.buf)]) {
             self.failed = Some(e.clone());
             return Err(e);
         }
