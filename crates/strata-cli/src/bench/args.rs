@@ -99,6 +99,11 @@ pub struct BenchArgs {
     /// Bytes per value (random, incompressible).
     #[arg(long, value_name = "BYTES", default_value_t = 128)]
     pub value_size: usize,
+    /// Draw each value's size uniformly from [--value-size, BYTES] (db_bench's
+    /// --value_size_distribution_type=uniform with --value_size_min and --value_size_max);
+    /// byte figures (MB/s, write and space amplification) then use the mean size.
+    #[arg(long, value_name = "BYTES")]
+    pub value_size_max: Option<usize>,
     /// Threads running each benchmark concurrently.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub threads: usize,
@@ -216,7 +221,24 @@ impl BenchArgs {
         }
     }
 
+    /// The smallest and largest value size.
+    pub fn value_sizes(&self) -> (usize, usize) {
+        (
+            self.value_size,
+            self.value_size_max.unwrap_or(self.value_size),
+        )
+    }
+
+    /// The mean value size, for byte figures.
+    pub fn mean_value_size(&self) -> usize {
+        let (min, max) = self.value_sizes();
+        (min + max) / 2
+    }
+
     pub(super) fn validate(&self) -> Result<()> {
+        if self.value_size_max.is_some_and(|m| m < self.value_size) {
+            bail!("--value-size-max must be at least --value-size");
+        }
         if !(self.gaussian_sigma.is_finite() && self.gaussian_sigma > 0.0) {
             bail!("--gaussian-sigma must be a positive fraction of --num");
         }
@@ -546,6 +568,21 @@ mod tests {
                 .to_string();
             assert!(e.contains("--gaussian-sigma"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn a_value_size_range_has_its_mean_and_must_not_be_reversed() {
+        let a = bench_args(&[]).unwrap();
+        assert_eq!((a.value_sizes(), a.mean_value_size()), ((128, 128), 128));
+        let a = bench_args(&["--value-size", "64", "--value-size-max", "8192"]).unwrap();
+        a.validate().unwrap();
+        assert_eq!((a.value_sizes(), a.mean_value_size()), ((64, 8192), 4128));
+        let e = bench_args(&["--value-size", "100", "--value-size-max", "99"])
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--value-size-max"), "{e}");
     }
 
     #[test]

@@ -56,7 +56,13 @@ pub fn header(args: &BenchArgs, infos: &[EngineInfo], dir: &Path, temp: bool) ->
     );
     line(
         "Values:",
-        format!("{} bytes each (random, incompressible)", args.value_size),
+        match args.value_size_max {
+            Some(max) if max > args.value_size => format!(
+                "{} to {max} bytes, uniform (random, incompressible)",
+                args.value_size
+            ),
+            _ => format!("{} bytes each (random, incompressible)", args.value_size),
+        },
     );
     line(
         "Entries:",
@@ -107,7 +113,7 @@ pub fn header(args: &BenchArgs, infos: &[EngineInfo], dir: &Path, temp: bool) ->
         "RawSize:",
         format!(
             "{} (estimated)",
-            human_bytes(args.num * (args.key_size + args.value_size) as u64)
+            human_bytes(args.num * (args.key_size + args.mean_value_size()) as u64)
         ),
     );
     let what = if temp && args.keep {

@@ -49,6 +49,7 @@ pub fn write(
             "duration": args.duration,
             "key_size": args.key_size,
             "value_size": args.value_size,
+            "value_size_max": args.value_size_max,
             "threads": args.threads,
             "batch_size": args.batch_size,
             "seek_nexts": args.seek_nexts,

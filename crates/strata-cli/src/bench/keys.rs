@@ -140,35 +140,47 @@ pub fn scramble(k: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Hands out values: consecutive slices of a pool of random bytes.
+/// Hands out values: consecutive slices of a pool of random bytes, each of a fixed size or,
+/// with a range of sizes, of a size drawn uniformly from it.
 pub struct ValueGen {
     pool: Vec<u8>,
     pos: usize,
-    value_size: usize,
+    min: usize,
+    max: usize,
+    sizes: Rng,
 }
 
 impl ValueGen {
     /// Pool size: large enough that repeats are far apart (1 MiB, or two values if larger).
     const POOL_BYTES: usize = 1 << 20;
 
-    pub fn new(value_size: usize, rng: &mut Rng) -> Self {
-        let mut pool = vec![0u8; Self::POOL_BYTES.max(2 * value_size)];
+    /// Values of `min..=max` bytes (`max` below `min` counts as `min`: a fixed size).
+    pub fn new(min: usize, max: usize, rng: &mut Rng) -> Self {
+        let max = max.max(min);
+        let mut pool = vec![0u8; Self::POOL_BYTES.max(2 * max)];
         rng.fill(&mut pool);
         ValueGen {
             pool,
             pos: 0,
-            value_size,
+            min,
+            max,
+            sizes: Rng::new(rng.next_u64()),
         }
     }
 
     pub fn next_value(&mut self) -> &[u8] {
-        if self.pos + self.value_size > self.pool.len() {
+        let size = if self.max > self.min {
+            self.min + self.sizes.below((self.max - self.min + 1) as u64) as usize
+        } else {
+            self.min
+        };
+        if self.pos + size > self.pool.len() {
             self.pos = 0;
         }
-        let v = &self.pool[self.pos..self.pos + self.value_size];
+        let v = &self.pool[self.pos..self.pos + size];
         // Move by an amount that is not a multiple of the value size so that the pool's
         // slices do not line up again after one lap.
-        self.pos += self.value_size + 1;
+        self.pos += size + 1;
         v
     }
 }
@@ -331,7 +343,7 @@ mod tests {
     #[test]
     fn values_have_the_right_size_and_vary() {
         let mut rng = Rng::new(5);
-        let mut g = ValueGen::new(100, &mut rng);
+        let mut g = ValueGen::new(100, 0, &mut rng);
         let a = g.next_value().to_vec();
         let b = g.next_value().to_vec();
         assert_eq!(a.len(), 100);
@@ -339,11 +351,26 @@ mod tests {
         for _ in 0..100_000 {
             assert_eq!(g.next_value().len(), 100);
         }
-        let mut big = ValueGen::new(3 << 20, &mut rng);
+        let mut big = ValueGen::new(3 << 20, 3 << 20, &mut rng);
         assert_eq!(big.next_value().len(), 3 << 20);
         assert_eq!(big.next_value().len(), 3 << 20);
-        let mut empty = ValueGen::new(0, &mut rng);
+        let mut empty = ValueGen::new(0, 0, &mut rng);
         assert!(empty.next_value().is_empty());
+    }
+
+    #[test]
+    fn a_size_range_draws_every_size_uniformly() {
+        let mut rng = Rng::new(9);
+        let mut g = ValueGen::new(10, 19, &mut rng);
+        let mut counts = [0u32; 10];
+        for _ in 0..100_000 {
+            let n = g.next_value().len();
+            assert!((10..=19).contains(&n), "{n}");
+            counts[n - 10] += 1;
+        }
+        for c in counts {
+            assert!((9_000..11_000).contains(&c), "{counts:?}");
+        }
     }
 
     #[test]

@@ -180,7 +180,7 @@ impl<'a, E: Engine> Runner<'a, E> {
             live_bytes: self
                 .live
                 .as_ref()
-                .map(|l| l.count() * (self.args.key_size + self.args.value_size) as u64),
+                .map(|l| l.count() * (self.args.key_size + self.args.mean_value_size()) as u64),
             peak_rss_bytes: sysstat::peak_rss(),
             timeline: t.samples.timeline(),
             ..Record::default()
@@ -312,11 +312,11 @@ impl<'a, E: Engine> Runner<'a, E> {
             let handles: Vec<_> = (0..n)
                 .map(|t| {
                     let (work, barrier, stop, counter) = (&work, &barrier, &stop, &counters[t]);
-                    let (keys, seed, value_size) =
-                        (self.keys, self.args.seed, self.args.value_size);
+                    let (keys, seed, value_sizes) =
+                        (self.keys, self.args.seed, self.args.value_sizes());
                     let tx = tx.clone();
                     s.spawn(move || {
-                        let (rng, values) = thread_rng(seed, index, t, value_size);
+                        let (rng, values) = thread_rng(seed, index, t, value_sizes);
                         let mut stats = ThreadStats::new();
                         if with_kinds {
                             stats = stats.with_kinds();

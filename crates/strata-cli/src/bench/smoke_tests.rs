@@ -23,7 +23,7 @@ fn bench_args(args: &[&str]) -> BenchArgs {
 fn draws(a: &BenchArgs, index: usize, threads: std::ops::Range<usize>, n: u64) -> Vec<u64> {
     let mut out = Vec::new();
     for t in threads {
-        let (mut rng, _) = thread_rng(a.seed, index, t, a.value_size);
+        let (mut rng, _) = thread_rng(a.seed, index, t, a.value_sizes());
         for _ in 0..n {
             out.push(rng.below(a.num));
         }
@@ -473,7 +473,7 @@ fn gaussian_reads_follow_their_distribution() {
     let gaussian = |index: usize| -> Vec<u64> {
         let mut out = Vec::new();
         for t in 0..2 {
-            let (mut rng, _) = thread_rng(a.seed, index, t, a.value_size);
+            let (mut rng, _) = thread_rng(a.seed, index, t, a.value_sizes());
             out.extend((0..400).map(|_| d.next(&mut rng, a.num)));
         }
         out

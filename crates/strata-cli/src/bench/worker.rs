@@ -174,9 +174,14 @@ impl Worker<'_> {
 
 /// The generator and values of thread `t` of benchmark `index`: a function so that tests
 /// can replay which keys a benchmark used.
-pub fn thread_rng(seed: u64, index: usize, t: usize, value_size: usize) -> (Rng, ValueGen) {
+pub fn thread_rng(
+    seed: u64,
+    index: usize,
+    t: usize,
+    (min, max): (usize, usize),
+) -> (Rng, ValueGen) {
     let mut rng = Rng::for_thread(seed, index, t);
-    let values = ValueGen::new(value_size, &mut rng);
+    let values = ValueGen::new(min, max, &mut rng);
     (rng, values)
 }
 
