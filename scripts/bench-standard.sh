@@ -12,12 +12,18 @@
 #   REPORT_ONLY=1 scripts/bench-standard.sh  # only rewrite the .md files and
 #                                            # docs/benchmarks.md from the logs of a run
 #
-# Needs: fio, and for rocksdb `apt-get install -y librocksdb-dev libclang-dev` (the script
-# builds strata with --features rocksdb). Run it on a quiet machine.
+# Needs: fio, and for rocksdb `apt-get install -y libclang-dev` (plus librocksdb-dev with
+# ROCKSDB_BUILD=debian; the script builds strata with --features rocksdb). Run it on a quiet
+# machine.
 #
 # Environment (defaults: full / SMALL=1):
 #   OUT            where results go                          docs/bench
 #   ENGINES        engines, first is the baseline of ratios  strata,rocksdb,fjall
+#   ROCKSDB_BUILD  release: the RocksDB 7.9.2 librocksdb-sys  release
+#                  bundles, compiled with NDEBUG (~20 min the
+#                  first time, target/rocksdb-release); debian:
+#                  Debian's librocksdb (assertions on)
+#   DB_BENCH       db_bench of the reference check           db_bench
 #   ROUNDS         rounds per workload                        3 / 1
 #   DB_DIR         scratch directory on the device to test   a new directory in /tmp
 #   SMALL_NUM      small-load keys (and ops)                 5000000 / 500000
@@ -53,6 +59,12 @@ else
 fi
 OUT="${OUT:-docs/bench}"
 ENGINES="${ENGINES:-strata,rocksdb,fjall}"
+ROCKSDB_BUILD="${ROCKSDB_BUILD:-release}"
+case "$ROCKSDB_BUILD" in
+  release) rocksdb_build="release build of 7.9.2 (bundled by librocksdb-sys, NDEBUG)" ;;
+  debian) rocksdb_build="Debian's librocksdb (assertions on, ~1.3x slower)" ;;
+  *) echo "ROCKSDB_BUILD must be release or debian" >&2; exit 1 ;;
+esac
 ROUNDS="${ROUNDS:-$d_rounds}"
 SMALL_NUM="${SMALL_NUM:-$d_small}"
 LARGE_BYTES="${LARGE_BYTES:-$d_large}"
@@ -84,27 +96,35 @@ wants() { case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 # When and on what a section was measured (the load average says how quiet the machine was).
 measured() {
   echo "Measured $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD 2>/dev/null ||
-    echo unknown), load average $(cut -d' ' -f1-3 /proc/loadavg) at the start."
+    echo unknown), load average $(cut -d' ' -f1-3 /proc/loadavg) at the start; RocksDB: $rocksdb_build."
 }
 
 # --- build -------------------------------------------------------------------------------
 features=()
-if [ "$REPORT_ONLY" != 1 ] && [[ ",$ENGINES," == *",rocksdb,"* ]]; then
-  if [ -z "${ROCKSDB_LIB_DIR:-}" ]; then
+target="${CARGO_TARGET_DIR:-target}"
+if [[ ",$ENGINES," == *",rocksdb,"* ]]; then
+  features=(--features rocksdb)
+  if [ "$ROCKSDB_BUILD" = release ]; then
+    # Without ROCKSDB_LIB_DIR, librocksdb-sys compiles the RocksDB it bundles (7.9.2) with
+    # NDEBUG: a release build, in its own target directory so that the default build keeps
+    # its own (about 20 minutes the first time).
+    target="${CARGO_TARGET_DIR:-target/rocksdb-release}"
+    build_env=(env -u ROCKSDB_LIB_DIR CARGO_TARGET_DIR="$target")
+  else
     lib="$(dpkg -L librocksdb-dev 2>/dev/null | grep '/librocksdb\.so$' | head -n 1 || true)"
-    if [ -z "$lib" ]; then
-      echo "rocksdb is in ENGINES but librocksdb-dev is not installed:" >&2
+    if [ -z "${ROCKSDB_LIB_DIR:-}" ] && [ -z "$lib" ] && [ "$REPORT_ONLY" != 1 ]; then
+      echo "ROCKSDB_BUILD=debian but librocksdb-dev is not installed:" >&2
       echo "  apt-get install -y librocksdb-dev libclang-dev" >&2
       exit 1
     fi
-    export ROCKSDB_LIB_DIR="$(dirname "$lib")"
+    build_env=(env ROCKSDB_LIB_DIR="${ROCKSDB_LIB_DIR:-$(dirname "${lib:-/x/x}")}")
   fi
-  features=(--features rocksdb)
+else
+  build_env=(env)
 fi
 if [ "$REPORT_ONLY" != 1 ]; then
-  cargo build --release -p strata-cli "${features[@]}"
+  "${build_env[@]}" cargo build --release -p strata-cli "${features[@]}"
 fi
-target="${CARGO_TARGET_DIR:-target}"
 STRATA="$target/release/strata"
 
 # --- one workload --------------------------------------------------------------------------
@@ -245,12 +265,13 @@ each, $YCSB_THREADS thread(s)), in YCSB's recommended order (D and E insert)." \
 fi
 # --- found ratios and key counts against RocksDB's db_bench ---------------------------------
 if wants reference && [ "$REPORT_ONLY" != 1 ]; then
-  if command -v db_bench > /dev/null; then
+  DB_BENCH="${DB_BENCH:-db_bench}"
+  if command -v "$DB_BENCH" > /dev/null; then
     ref="$DB_DIR/ref"
     # ops/s and "(N of M found)" of one benchmark's line in a tool's output.
     rate() { grep "^$1 " | sed 's/.* micros\/op \([0-9]*\) ops\/sec.*/\1/'; }
     found() { grep "^$1 " | sed 's/.*(//; s/ found).*//'; }
-    version="$(db_bench --version 2>/dev/null | head -n 1 | sed 's/[^0-9.]//g')"
+    version="$("$DB_BENCH" --version 2>/dev/null | head -n 1 | sed 's/[^0-9.]//g')"
     {
       echo "### reference: the same command line given to db_bench and strata bench"
       echo
@@ -267,7 +288,7 @@ if wants reference && [ "$REPORT_ONLY" != 1 ]; then
       echo "|--:|---|--:|--:|--:|"
       for t in 1 4; do
         rm -rf "$ref"
-        out="$(db_bench --benchmarks=fillrandom,readrandom --num="$CHECK_NUM" --key_size=16 \
+        out="$("$DB_BENCH" --benchmarks=fillrandom,readrandom --num="$CHECK_NUM" --key_size=16 \
           --value_size=128 --threads="$t" --compression_type=none --bloom_bits=10 \
           --cache_size=8388608 --db="$ref" 2>&1)"
         rm -rf "$ref"

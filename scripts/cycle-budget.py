@@ -5,8 +5,10 @@ fillrandom and readrandom (16-byte keys, 128-byte values, --num keys).
 For each side and benchmark: `perf stat -e task-clock` over a run gives the process's CPU
 time (the cycle budget in ns: virtual machines often expose no cycle counter); `perf record`
 of the same workload gives each symbol's share of it; symbols are put into stages by name
-(STAGES below: memtable, log, key comparison, block search, filter, allocation, locking and
-waking, checksums, kernel I/O, copies, other). A stage's cost per operation is the process's
+(STAGES below: the benchmark tool's own work, memtable, log, key comparison, block search
+with the block cache, filter, allocation, locking and waking, checksums, kernel I/O, copies,
+other). RocksDB's side needs a db_bench with symbols (release-db-bench.sh strips its copy:
+rebuild it with the same make command and keep the unstripped binary). A stage's cost per operation is the process's
 CPU time x its share / operations. The load of readrandom is a separate, untimed
 fillrandom with the same seed (db_bench and `strata bench` each load their own database).
 
@@ -20,10 +22,12 @@ import argparse, os, re, shutil, subprocess, sys
 
 # (stage, regular expression over the symbol name); first match wins.
 STAGES = [
+    ("benchmark tool (keys, values, histograms)",
+     r"Benchmark::|RandomGenerator|HistogramImpl|HistogramStat|Stats::Finished|strata::bench|hdrhistogram|KeyGen|ValueGen"),
     ("checksum", r"crc32|crc_u64|Crc32c|crc32c"),
     ("memtable", r"SkipList|skiplist|MemTable|memtable|InlineSkipList|MemTableRep|crossbeam_skiplist|crossbeam_epoch"),
     ("key comparison", r"memcmp|Compare|compare_internal|Comparator|cmp::"),
-    ("block search", r"Block|block::|BlockIter|IndexBlock|find_block|DataBlockIter|Index::find|BinarySeek|restart"),
+    ("block search", r"Block|block::|BlockIter|IndexBlock|find_block|DataBlockIter|Index::find|BinarySeek|restart|LRUCache|ShardedCache|LRUHandle|BlockCache"),
     ("filter", r"Filter|filter|Bloom|bloom|xorf|fuse|may_contain"),
     ("log", r"LogWriter|log::Writer|log_writer|add_record|WriteBatch|batch|append_group|WalAdd|EmitPhysicalRecord"),
     ("allocation", r"malloc|free|je_|rjem|jemalloc|arena|tcache|operator new|operator delete|sdallocx|realloc|__rust_alloc|__rust_dealloc"),

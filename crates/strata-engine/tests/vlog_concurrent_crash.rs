@@ -391,7 +391,9 @@ fn no_orphans(db: Arc<Db>, mem: &MemFs, ctx: &str) {
     let d = db.clone();
     within(60, "gc_opt(0.0)", move || d.gc_opt(0.0).map(|_| ()))
         .unwrap_or_else(|e| panic!("{ctx}: gc after reopen: {e}"));
-    let (known, on_disk) = vlog_files(&db, mem);
+    // What the database knows first: a file it drops later is removed before the listing.
+    let known = known_vlog_files(&db);
+    let on_disk = vlog_files_on_disk(mem);
     let orphans: Vec<&u64> = on_disk.difference(&known).collect();
     assert!(
         orphans.is_empty(),
@@ -400,22 +402,38 @@ fn no_orphans(db: Arc<Db>, mem: &MemFs, ctx: &str) {
     no_missing(&db, mem, ctx);
 }
 
-/// The value-log files the database knows, and those in the directory.
-fn vlog_files(db: &Db, mem: &MemFs) -> (BTreeSet<u64>, BTreeSet<u64>) {
-    let known = db.vlog_file_numbers().into_iter().collect();
-    let on_disk = mem
-        .list(&mem_dir())
+/// The value-log files the database knows.
+fn known_vlog_files(db: &Db) -> BTreeSet<u64> {
+    db.vlog_file_numbers().into_iter().collect()
+}
+
+/// The value-log files in the directory.
+fn vlog_files_on_disk(mem: &MemFs) -> BTreeSet<u64> {
+    mem.list(&mem_dir())
         .unwrap()
         .iter()
         .filter_map(|n| n.strip_suffix(".vlog")?.parse().ok())
-        .collect();
-    (known, on_disk)
+        .collect()
 }
 
-/// Checks that every value-log file the database knows is in the directory.
+/// Checks that every value-log file the database knows is in the directory. Background work
+/// runs meanwhile: GC drops a file from what the database knows, then removes it; a log
+/// rotation or GC's output registers a new file around its creation. One look can catch
+/// either half-way, so a file counts as missing only if it is known and absent at every look
+/// for a second.
 fn no_missing(db: &Db, mem: &MemFs, ctx: &str) {
-    let (known, on_disk) = vlog_files(db, mem);
-    let missing: Vec<&u64> = known.difference(&on_disk).collect();
+    let missing_now = || -> BTreeSet<u64> {
+        let on_disk = vlog_files_on_disk(mem);
+        known_vlog_files(db).difference(&on_disk).copied().collect()
+    };
+    let mut missing = missing_now();
+    for _ in 0..20 {
+        if missing.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        missing = missing.intersection(&missing_now()).copied().collect();
+    }
     assert!(
         missing.is_empty(),
         "{ctx}: value-log files {missing:?} are known but not in the directory"
