@@ -41,6 +41,14 @@ impl WriteBatch {
         }
     }
 
+    /// An empty batch with room for about `bytes` of records without growing (RocksDB's
+    /// `reserved_bytes`): a record takes its key and value plus up to 11 bytes.
+    pub fn with_capacity(bytes: usize) -> Self {
+        let mut rep = Vec::with_capacity(HEADER_LEN + bytes);
+        rep.resize(HEADER_LEN, 0);
+        WriteBatch { rep }
+    }
+
     /// Adds a put. Panics never; an oversized key or value is reported when the batch is
     /// written (see [`WriteBatch::validate`]).
     pub fn put(&mut self, key: &[u8], value: &[u8]) {

@@ -65,6 +65,7 @@ impl Publisher {
 
     /// Marks `slot` done and returns once it is visible (with every batch before it).
     pub fn publish(&self, slot: &Arc<Slot>) {
+        // The other writers to wake (none when one writes alone: no allocation then).
         let mut woken = Vec::new();
         {
             let mut q = self.queue.lock();
@@ -75,16 +76,16 @@ impl Publisher {
                 // (Release) every entry of the batches up to it was inserted before.
                 self.visible.store(s.last_seq, Ordering::Release);
                 s.published.store(true, Ordering::Release);
-                woken.push(s);
+                if !Arc::ptr_eq(&s, slot) {
+                    woken.push(s);
+                }
             }
             if q.is_empty() {
                 self.drained.notify_all();
             }
         }
         for s in woken {
-            if !Arc::ptr_eq(&s, slot) {
-                s.thread.unpark();
-            }
+            s.thread.unpark();
         }
         // `park` may return spuriously or on an old token: the flag decides.
         while !slot.published.load(Ordering::Acquire) {
