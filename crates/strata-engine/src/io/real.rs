@@ -80,6 +80,22 @@ impl RealWritableFile {
         Ok(())
     }
 
+    /// One `writev` of `parts` (retried if interrupted), poisoning the file on failure;
+    /// returns the bytes written, which are more than 0 if `parts` has any.
+    fn write_vectored(&mut self, parts: &[IoSlice<'_>]) -> Result<usize> {
+        loop {
+            let e = match self.file.write_vectored(parts) {
+                Ok(0) if parts.iter().any(|p| !p.is_empty()) => ErrorKind::WriteZero.into(),
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => e,
+            };
+            let err = Error::io("append", &self.path, e);
+            self.failed = Some(err.clone());
+            return Err(err);
+        }
+    }
+
     fn flush_buffer(&mut self, op: &'static str) -> Result<()> {
         if self.buf.is_empty() {
             return Ok(());
@@ -118,25 +134,19 @@ impl WritableFile for RealWritableFile {
         self.check_failed()?;
         self.flush_buffer("append")?;
         let total: usize = parts.iter().map(|p| p.len()).sum();
-        let mut owned: Vec<IoSlice<'_>> = parts.to_vec();
-        let mut left: &mut [IoSlice<'_>] = &mut owned;
-        IoSlice::advance_slices(&mut left, 0);
-        while !left.is_empty() {
-            // The kernel takes at most IOV_MAX (1,024) slices per call.
-            let n = left.len().min(1024);
-            match self.file.write_vectored(&left[..n]) {
-                Ok(0) => {
-                    let err = Error::io("append", &self.path, ErrorKind::WriteZero.into());
-                    self.failed = Some(err.clone());
-                    return Err(err);
-                }
-                Ok(written) => IoSlice::advance_slices(&mut left, written),
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => {
-                    let err = Error::io("append", &self.path, e);
-                    self.failed = Some(err.clone());
-                    return Err(err);
-                }
+        // The kernel takes at most IOV_MAX (1,024) slices per call.
+        let mut written = 0;
+        if parts.len() <= 1024 {
+            written = self.write_vectored(parts)?;
+        }
+        if written < total {
+            // A short write (or too many slices): go on from where it stopped.
+            let mut owned: Vec<IoSlice<'_>> = parts.to_vec();
+            let mut left: &mut [IoSlice<'_>] = &mut owned;
+            IoSlice::advance_slices(&mut left, written);
+            while !left.is_empty() {
+                let n = self.write_vectored(&left[..left.len().min(1024)])?;
+                IoSlice::advance_slices(&mut left, n);
             }
         }
         self.size += total as u64;

@@ -13,6 +13,7 @@ use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::io::WritableFile;
 use crate::key::ValueKind;
+use smallvec::SmallVec;
 use std::io::IoSlice;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -91,7 +92,7 @@ impl VlogWriter {
         self.buf.extend_from_slice(&[0u8; FRAME_HEADER_LEN]);
         let mut pointers = Vec::with_capacity(batch.count() as usize);
         // Direct: the values left out of `buf`, each with the length of `buf` it follows.
-        let mut values: Vec<(usize, &[u8])> = Vec::new();
+        let mut values: SmallVec<[(usize, &[u8]); 4]> = SmallVec::new();
         let mut values_len = 0usize;
         let mut separated_bytes = 0u64;
         let mut count = 0u32;
@@ -171,16 +172,20 @@ impl VlogWriter {
     /// Hands `buf` to the file with `values` in their places (each after the first `at`
     /// bytes of `buf`), in one call.
     fn write_direct(&mut self, values: &[(usize, &[u8])]) -> Result<()> {
-        let mut parts = Vec::with_capacity(2 * values.len() + 1);
-        let mut from = 0;
-        for &(at, value) in values {
-            parts.push(IoSlice::new(&self.buf[from..at]));
-            parts.push(IoSlice::new(value));
-            from = at;
-        }
-        parts.push(IoSlice::new(&self.buf[from..]));
         let written = self.buf.len() + values.iter().map(|(_, v)| v.len()).sum::<usize>();
-        if let Err(e) = self.file.append_vectored_now(&parts) {
+        let r = {
+            let mut parts: SmallVec<[IoSlice<'_>; 9]> =
+                SmallVec::with_capacity(2 * values.len() + 1);
+            let mut from = 0;
+            for &(at, value) in values {
+                parts.push(IoSlice::new(&self.buf[from..at]));
+                parts.push(IoSlice::new(value));
+                from = at;
+            }
+            parts.push(IoSlice::new(&self.buf[from..]));
+            self.file.append_vectored_now(&parts)
+        };
+        if let Err(e) = r {
             self.failed = Some(e.clone());
             return Err(e);
         }
