@@ -26,9 +26,10 @@ const INLINE_PREFIX: usize = 16;
 /// largest cost of a server SET).
 #[derive(Clone)]
 struct MemKey {
-    prefix: [u8; INLINE_PREFIX],
-    /// Bytes of `prefix` in use: the user key's length, at most [`INLINE_PREFIX`].
-    prefix_len: u8,
+    /// The user key's first [`INLINE_PREFIX`] bytes, zero-padded, as two big-endian words:
+    /// comparing the words orders the prefixes as bytes would, in two integer comparisons
+    /// instead of a call to `memcmp` (profiled: 9% of a 1-thread fillrandom).
+    prefix: [u64; 2],
     /// Bytes of `data` that are the internal key; the value follows.
     key_len: u32,
     /// The internal key, then the value.
@@ -40,14 +41,15 @@ impl MemKey {
     fn new(ikey: &[u8], value: &[u8]) -> MemKey {
         let user = key::user_key(ikey);
         let n = user.len().min(INLINE_PREFIX);
-        let mut prefix = [0u8; INLINE_PREFIX];
-        prefix[..n].copy_from_slice(&user[..n]);
+        let mut bytes = [0u8; INLINE_PREFIX];
+        bytes[..n].copy_from_slice(&user[..n]);
+        let word = |i: usize| u64::from_be_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
+        let prefix = [word(0), word(8)];
         let mut data = Vec::with_capacity(ikey.len() + value.len());
         data.extend_from_slice(ikey);
         data.extend_from_slice(value);
         MemKey {
             prefix,
-            prefix_len: n as u8,
             key_len: ikey.len() as u32,
             data: data.into_boxed_slice(),
         }
@@ -77,10 +79,11 @@ impl Eq for MemKey {}
 
 impl Ord for MemKey {
     fn cmp(&self, other: &Self) -> Ordering {
-        // Bytes both user keys have: if they differ there, they order the user keys, and
-        // user keys order internal keys first.
-        let n = usize::from(self.prefix_len.min(other.prefix_len));
-        match self.prefix[..n].cmp(&other.prefix[..n]) {
+        // User keys order internal keys first. Where the zero-padded prefixes first differ,
+        // either both keys have a byte there, which orders them, or one key has ended (its
+        // padding is 0, the other's byte is not) and, being a prefix of the other, is the
+        // smaller: the prefixes' order is the user keys' whenever they differ.
+        match self.prefix.cmp(&other.prefix) {
             Ordering::Equal => compare_internal(self.ikey(), other.ikey()),
             o => o,
         }
