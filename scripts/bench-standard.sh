@@ -271,7 +271,7 @@ if wants reference && [ "$REPORT_ONLY" != 1 ]; then
     # ops/s and "(N of M found)" of one benchmark's line in a tool's output.
     rate() { grep "^$1 " | sed 's/.* micros\/op \([0-9]*\) ops\/sec.*/\1/'; }
     found() { grep "^$1 " | sed 's/.*(//; s/ found).*//'; }
-    version="$("$DB_BENCH" --version 2>/dev/null | head -n 1 | sed 's/[^0-9.]//g')"
+    version="$("$DB_BENCH" --version 2>/dev/null | head -n 1 | grep -o '[0-9][0-9.]*[0-9]' | tail -n 1)"
     {
       echo "### reference: the same command line given to db_bench and strata bench"
       echo
