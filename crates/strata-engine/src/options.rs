@@ -113,11 +113,14 @@ pub struct Options {
     /// Values of at least this many bytes live in the value log and the tree keeps a
     /// pointer; with a finite threshold the value log is also the write-ahead log (no WAL).
     /// `usize::MAX` turns separation off (a plain LSM with a WAL). Default: `usize::MAX`
-    /// (off): separation trades range scans (0.58x RocksDB at 1 KiB) and a lag of disk space
-    /// behind GC for write speed and write amplification near 1, and which side matters is
-    /// the application's call. The measured choice when it is on is 1 KiB
-    /// ([`RECOMMENDED_SEP_THRESHOLD_BYTES`], `docs/benchmarks.md`, the key-value separation benchmarks). Lower: less
-    /// write amplification, more random reads in lookups and scans.
+    /// (off), chosen from one measured table (`docs/benchmarks.md`, "The separation
+    /// threshold's default"): on values of 64 B to 8 KiB a threshold of 512 B or 1 KiB wins
+    /// loads (1.4x), cached reads, scans and YCSB A–D, F, and loses direct-I/O reads (0.69x)
+    /// and YCSB E; but the value log then is the commit log of every write, which costs
+    /// small-value writes 7% and keeps deleted small records on disk until GC can collect
+    /// their 64 MiB file. For values of 512 B and more, 1 KiB is the setting
+    /// ([`RECOMMENDED_SEP_THRESHOLD_BYTES`]). Lower: less write amplification, more random
+    /// reads in lookups and scans.
     pub sep_threshold_bytes: usize,
     /// Size at which the head value-log file is sealed and a new one started. Default:
     /// 64 MiB. Smaller files let GC reclaim space in finer steps; each file is one open
