@@ -17,6 +17,7 @@
 use super::aligned::{AlignedBuf, AlignedRange, DIRECT_IO_ALIGN};
 use super::*;
 use crate::error::{Error, Result};
+use smallvec::SmallVec;
 use std::fs::{File, OpenOptions};
 use std::io::{self, ErrorKind, IoSlice, Write};
 use std::os::fd::{AsRawFd, RawFd};
@@ -70,9 +71,23 @@ impl RealWritableFile {
         }
     }
 
-    /// Writes `data` to the OS, poisoning the file on failure.
-    fn write_through(&mut self, op: &'static str, data: &[u8]) -> Result<()> {
-        if let Err(e) = self.file.write_all(data) {
+    /// Writes all of `parts` to the OS (`writev`, at most IOV_MAX slices a call, short
+    /// writes and interruptions continued), poisoning the file on failure.
+    fn write_through(&mut self, op: &'static str, parts: &[IoSlice<'_>]) -> Result<()> {
+        // A copy of the slice list to advance through: on the stack for the usual few.
+        let mut rest: SmallVec<[IoSlice<'_>; 8]> = parts.iter().copied().collect();
+        let mut left: &mut [IoSlice<'_>] = &mut rest;
+        IoSlice::advance_slices(&mut left, 0);
+        while !left.is_empty() {
+            let e = match self.file.write_vectored(&left[..left.len().min(1024)]) {
+                Ok(0) => ErrorKind::WriteZero.into(),
+                Ok(n) => {
+                    IoSlice::advance_slices(&mut left, n);
+                    continue;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => e,
+            };
             let err = Error::io(op, &self.path, e);
             self.failed = Some(err.clone());
             return Err(err);
@@ -80,28 +95,12 @@ impl RealWritableFile {
         Ok(())
     }
 
-    /// One `writev` of `parts` (retried if interrupted), poisoning the file on failure;
-    /// returns the bytes written, which are more than 0 if `parts` has any.
-    fn write_vectored(&mut self, parts: &[IoSlice<'_>]) -> Result<usize> {
-        loop {
-            let e = match self.file.write_vectored(parts) {
-                Ok(0) if parts.iter().any(|p| !p.is_empty()) => ErrorKind::WriteZero.into(),
-                Ok(n) => return Ok(n),
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => e,
-            };
-            let err = Error::io("append", &self.path, e);
-            self.failed = Some(err.clone());
-            return Err(err);
-        }
-    }
-
     fn flush_buffer(&mut self, op: &'static str) -> Result<()> {
         if self.buf.is_empty() {
             return Ok(());
         }
         let buf = std::mem::take(&mut self.buf);
-        let r = self.write_through(op, &buf);
+        let r = self.write_through(op, &[IoSlice::new(&buf)]);
         // Keep the allocation for the next appends.
         self.buf = buf;
         self.buf.clear();
@@ -117,7 +116,7 @@ impl WritableFile for RealWritableFile {
         }
         if data.len() >= WRITE_BUFFER_BYTES {
             // Copying a large append into the buffer would only add a memcpy.
-            self.write_through("append", data)?;
+            self.write_through("append", &[IoSlice::new(data)])?;
         } else {
             self.buf.extend_from_slice(data);
         }
@@ -133,23 +132,8 @@ impl WritableFile for RealWritableFile {
     fn append_vectored_now(&mut self, parts: &[IoSlice<'_>]) -> Result<()> {
         self.check_failed()?;
         self.flush_buffer("append")?;
-        let total: usize = parts.iter().map(|p| p.len()).sum();
-        // The kernel takes at most IOV_MAX (1,024) slices per call.
-        let mut written = 0;
-        if parts.len() <= 1024 {
-            written = self.write_vectored(parts)?;
-        }
-        if written < total {
-            // A short write (or too many slices): go on from where it stopped.
-            let mut owned: Vec<IoSlice<'_>> = parts.to_vec();
-            let mut left: &mut [IoSlice<'_>] = &mut owned;
-            IoSlice::advance_slices(&mut left, written);
-            while !left.is_empty() {
-                let n = self.write_vectored(&left[..left.len().min(1024)])?;
-                IoSlice::advance_slices(&mut left, n);
-            }
-        }
-        self.size += total as u64;
+        self.write_through("append", parts)?;
+        self.size += parts.iter().map(|p| p.len() as u64).sum::<u64>();
         Ok(())
     }
 

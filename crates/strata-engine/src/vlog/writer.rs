@@ -170,7 +170,8 @@ impl VlogWriter {
     }
 
     /// Hands `buf` to the file with `values` in their places (each after the first `at`
-    /// bytes of `buf`), in one call.
+    /// bytes of `buf`), in one call, straight from where they are (not copied through the
+    /// file's buffer).
     fn write_direct(&mut self, values: &[(usize, &[u8])]) -> Result<()> {
         let written = self.buf.len() + values.iter().map(|(_, v)| v.len()).sum::<usize>();
         let r = {
@@ -211,15 +212,7 @@ impl VlogWriter {
         if self.buf.is_empty() {
             return Ok(());
         }
-        // Straight from this buffer, not copied through the file's.
-        if let Err(e) = self.file.append_vectored_now(&[IoSlice::new(&self.buf)]) {
-            self.failed = Some(e.clone());
-            return Err(e);
-        }
-        self.buf_start += self.buf.len() as u64;
-        self.buf.clear();
-        self.shared.flushed.store(self.buf_start, Ordering::Release);
-        Ok(())
+        self.write_direct(&[])
     }
 
     /// Flushes and makes every appended byte durable.
