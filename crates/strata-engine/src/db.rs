@@ -21,7 +21,7 @@ use crate::stats::Counters;
 use crate::table_cache::TableCache;
 use crate::version::VersionSet;
 use crate::vlog::Vlog;
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -163,7 +163,7 @@ impl Db {
             vlog,
             gc_cv: Condvar::new(),
             gc_lock: Mutex::new(()),
-            super_version: RwLock::new(sv),
+            super_version: arc_swap::ArcSwap::new(sv),
             bg_error: Mutex::new(None),
             has_bg_error: AtomicBool::new(false),
             shutting_down: AtomicBool::new(false),
@@ -254,6 +254,8 @@ impl Db {
     /// An iterator over the database as of `ro.snapshot` (or now).
     pub fn iter(&self, ro: &ReadOptions) -> Result<DbIterator> {
         let (sv, seq) = self.inner.read_view(ro);
+        // An iterator lives long: it owns its super version rather than hold the load's guard.
+        let sv = arc_swap::Guard::into_inner(sv);
         let params = crate::sst::ReadParams {
             verify_checksums: ro.verify_checksums,
             fill_cache: ro.fill_cache,

@@ -93,7 +93,7 @@ impl DbInner {
             MemLookup::Deleted => return Ok(Some(Found::Deleted)),
             MemLookup::Absent => {}
         }
-        let seek = key::seek_key(user_key, seq);
+        let seek = key::seek_key_inline(user_key, seq);
         for f in candidate_files(&sv.version, user_key, &seek) {
             if f.tier {
                 match self.tables.tier_table(f.number)?.get(user_key, seq)? {
@@ -101,7 +101,7 @@ impl DbInner {
                     None => continue,
                 }
             }
-            let t = self.tables.get(f.number)?;
+            let t = self.tables.get_for(f)?;
             if !self.filter_may_contain(&t, user_key) {
                 continue;
             }
@@ -120,7 +120,7 @@ impl DbInner {
         version: &Version,
         user_key: &[u8],
     ) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
-        let seek = key::seek_key(user_key, key::MAX_SEQ);
+        let seek = key::seek_key_inline(user_key, key::MAX_SEQ);
         let p = ReadParams {
             verify_checksums: true,
             fill_cache: true,
@@ -143,7 +143,7 @@ impl DbInner {
                     None => continue,
                 }
             }
-            let t = self.tables.get(f.number)?;
+            let t = self.tables.get_for(f)?;
             if !t.may_contain(user_key) {
                 continue;
             }

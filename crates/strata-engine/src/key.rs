@@ -72,6 +72,19 @@ pub fn seek_key(user_key: &[u8], seq: SeqNo) -> Vec<u8> {
     make_internal_key(user_key, seq, KIND_FOR_SEEK)
 }
 
+/// A seek key kept on the stack for user keys up to 56 bytes: a point lookup builds one per
+/// call, and a heap allocation there was most of what a cached hit allocated.
+pub type InlineSeekKey = smallvec::SmallVec<[u8; 64]>;
+
+/// [`seek_key`] without a heap allocation for keys up to 56 bytes.
+#[inline]
+pub fn seek_key_inline(user_key: &[u8], seq: SeqNo) -> InlineSeekKey {
+    let mut k = InlineSeekKey::with_capacity(user_key.len() + TRAILER_LEN);
+    k.extend_from_slice(user_key);
+    k.extend_from_slice(&pack_trailer(seq, KIND_FOR_SEEK).to_le_bytes());
+    k
+}
+
 /// A parsed internal key borrowing its user key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ParsedKey<'a> {
@@ -135,6 +148,9 @@ mod tests {
         assert_eq!(compare_internal(&a1, &b1), Ordering::Less);
         assert_ne!(compare_internal(&seek_key(b"a", 1), &a1), Ordering::Greater);
         assert_eq!(compare_internal(&a2, &seek_key(b"a", 1)), Ordering::Less);
+        for uk in [&b""[..], b"a", &[7u8; 56], &[9u8; 57], &[1u8; 300]] {
+            assert_eq!(&seek_key_inline(uk, 42)[..], &seek_key(uk, 42)[..]);
+        }
     }
 
     #[test]

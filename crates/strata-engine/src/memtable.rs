@@ -39,20 +39,40 @@ struct MemKey {
 impl MemKey {
     /// An entry of `ikey` and `value`.
     fn new(ikey: &[u8], value: &[u8]) -> MemKey {
-        let user = key::user_key(ikey);
-        let n = user.len().min(INLINE_PREFIX);
-        let mut bytes = [0u8; INLINE_PREFIX];
-        bytes[..n].copy_from_slice(&user[..n]);
-        let word = |i: usize| u64::from_be_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
-        let prefix = [word(0), word(8)];
         let mut data = Vec::with_capacity(ikey.len() + value.len());
         data.extend_from_slice(ikey);
         data.extend_from_slice(value);
         MemKey {
-            prefix,
+            prefix: prefix_words(key::user_key(ikey)),
             key_len: ikey.len() as u32,
             data: data.into_boxed_slice(),
         }
+    }
+
+    /// Runs `f` with a search key for `ikey`, built in this thread's reused buffer rather
+    /// than a fresh allocation (a point lookup allocated one per memtable it searched). The
+    /// bytes after `key_len` are left over from earlier keys; a search key's value is never
+    /// read.
+    fn with_seek<R>(ikey: &[u8], f: impl FnOnce(&MemKey) -> R) -> R {
+        thread_local! {
+            static SEEK: std::cell::Cell<Option<MemKey>> = const { std::cell::Cell::new(None) };
+        }
+        let mut k = match SEEK.with(std::cell::Cell::take) {
+            Some(k) if k.data.len() >= ikey.len() => k,
+            _ => MemKey {
+                prefix: [0; 2],
+                key_len: 0,
+                data: vec![0u8; ikey.len().max(64)].into_boxed_slice(),
+            },
+        };
+        k.data[..ikey.len()].copy_from_slice(ikey);
+        k.key_len = ikey.len() as u32;
+        k.prefix = prefix_words(key::user_key(ikey));
+        let r = f(&k);
+        if k.data.len() <= 4096 {
+            SEEK.with(|c| c.set(Some(k)));
+        }
+        r
     }
 
     /// A search key: `ikey` with no value.
@@ -67,6 +87,16 @@ impl MemKey {
     fn value(&self) -> &[u8] {
         &self.data[self.key_len as usize..]
     }
+}
+
+/// The first [`INLINE_PREFIX`] bytes of `user`, zero-padded, as two big-endian words.
+#[inline]
+fn prefix_words(user: &[u8]) -> [u64; 2] {
+    let n = user.len().min(INLINE_PREFIX);
+    let mut bytes = [0u8; INLINE_PREFIX];
+    bytes[..n].copy_from_slice(&user[..n]);
+    let word = |i: usize| u64::from_be_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
+    [word(0), word(8)]
 }
 
 impl PartialEq for MemKey {
@@ -271,8 +301,10 @@ impl MemTable {
         if !self.bloom.may_contain(user_key) {
             return MemLookup::Absent;
         }
-        let seek = MemKey::seek(&key::seek_key(user_key, seq));
-        match self.map.lower_bound(Bound::Included(&seek)) {
+        let found = MemKey::with_seek(&key::seek_key_inline(user_key, seq), |seek| {
+            self.map.lower_bound(Bound::Included(seek))
+        });
+        match found {
             Some(e) => match key::parse_internal_key(e.key().ikey()) {
                 Some(p) if p.user_key == user_key => match p.kind {
                     ValueKind::Value => MemLookup::Found(e.key().value().to_vec()),

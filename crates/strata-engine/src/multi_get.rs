@@ -167,7 +167,7 @@ impl DbInner {
                 }
                 let ti = match open.iter().position(|(n, _)| *n == f.number) {
                     Some(ti) => ti,
-                    None => match self.tables.get(f.number) {
+                    None => match self.tables.get_for(f) {
                         Ok(t) => {
                             open.push((f.number, t));
                             open.len() - 1

@@ -20,7 +20,8 @@ use crate::stats::Counters;
 use crate::table_cache::TableCache;
 use crate::version::{Version, VersionSet};
 use crate::vlog::{Vlog, VlogFileSet};
-use parking_lot::{Condvar, Mutex, RwLock};
+use arc_swap::{ArcSwap, Guard};
+use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -68,7 +69,11 @@ pub(crate) struct DbInner {
     pub vlog: Arc<Vlog>,
     pub gc_cv: Condvar,
     pub gc_lock: Mutex<()>,
-    pub super_version: RwLock<Arc<SuperVersion>>,
+    /// What readers read through. Swapped whole by [`DbInner::install_super_version`];
+    /// loading it takes no lock and, on the fast path, touches no counter another thread
+    /// writes (arc-swap's per-thread debt slots instead of the `Arc`'s shared count), so
+    /// readers and writers on many cores do not bounce one cache line per operation.
+    pub super_version: ArcSwap<SuperVersion>,
     pub bg_error: Mutex<Option<Error>>,
     pub has_bg_error: AtomicBool,
     pub shutting_down: AtomicBool,
@@ -185,21 +190,35 @@ impl DbInner {
         self.done_cv.notify_all();
     }
 
-    /// A reader's view: the super version and the sequence number to read at, taken together
-    /// under the super version's read lock. A new super version (a new memtable, a new
-    /// value-log file) is installed under the write lock before any write that depends on it
-    /// is applied, so every write at or below the sequence taken here is reachable through
+    /// A reader's view: the super version and the sequence number to read at, such that the
+    /// super version was the installed one when the sequence was read. A new super version
+    /// (a new memtable, a new value-log file) is installed before any write that depends on
+    /// it is applied, so every write at or below the sequence taken here is reachable through
     /// the super version taken with it: its memtable is listed and the value-log file its
     /// pointer names is in the file set. Taken apart, a reader could hold the file set of
     /// before a rotation and a sequence of after it, and see a pointer into a file its set
     /// lacks. A file leaves the set only when GC retires it, which waits for every snapshot
     /// older than the rewrites, so a snapshot's sequence is covered too.
-    pub(crate) fn read_view(&self, ro: &ReadOptions) -> (Arc<SuperVersion>, SeqNo) {
-        let sv = self.super_version.read();
-        #[cfg(test)]
-        read_view_pause::pause();
-        let seq = self.read_seq(ro);
-        (sv.clone(), seq)
+    ///
+    /// Without a lock, "installed when the sequence was read" is checked: the super version
+    /// is loaded before and after reading the sequence, and the read is retried if they
+    /// differ. Every install is a new allocation, and the first load holds it alive, so equal
+    /// pointers mean no install happened in between. Installs are rare (a memtable switch, a
+    /// flush, a compaction, a value-log rotation); a reader that loses the race twice takes
+    /// the state mutex, under which every install happens, so it cannot be starved.
+    pub(crate) fn read_view(&self, ro: &ReadOptions) -> (Guard<Arc<SuperVersion>>, SeqNo) {
+        for _ in 0..2 {
+            let sv = self.super_version.load();
+            #[cfg(test)]
+            read_view_pause::pause();
+            let seq = self.read_seq(ro);
+            if Arc::ptr_eq(&sv, &self.super_version.load()) {
+                return (sv, seq);
+            }
+        }
+        let _installs = self.state.lock();
+        let sv = self.super_version.load();
+        (sv, self.read_seq(ro))
     }
 
     pub(crate) fn read_seq(&self, ro: &ReadOptions) -> SeqNo {
@@ -217,7 +236,7 @@ impl DbInner {
             version: st.versions.hand_out(),
             vlog_files: st.vlog_files.clone(),
         });
-        *self.super_version.write() = sv;
+        self.super_version.store(sv);
     }
 
     /// The smallest sequence number any reader may still read at.

@@ -98,7 +98,7 @@ pub struct Stats {
 pub(crate) fn collect(inner: &DbInner) -> Stats {
     let c = &inner.counters;
     let g = Counters::get;
-    let sv = inner.super_version.read().clone();
+    let sv = inner.super_version.load_full();
     let user = g(&c.user_bytes);
     let wal = g(&c.wal_bytes);
     let flush = g(&c.flush_bytes);

@@ -112,6 +112,19 @@ impl TableCache {
         Ok(t)
     }
 
+    /// The open reader of table `f`: the one its version recorded while the cache still
+    /// holds it (no hashing, no lock), else through the cache, recorded for next time.
+    #[inline]
+    pub fn get_for(&self, f: &FileMeta) -> Result<Arc<Table>> {
+        if let Some(t) = f.reader.get() {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(t);
+        }
+        let t = self.get(f.number)?;
+        f.reader.set(&t);
+        Ok(t)
+    }
+
     /// Forgets table `number` (it was deleted).
     pub fn evict(&self, number: u64) {
         self.tables.remove(&number);

@@ -76,9 +76,9 @@ impl CommitEnv for DbInner {
 
     fn before_write(&self) -> bool {
         let (slow, full) = {
-            // Read under the guard, without cloning the `Arc` (a shared counter every writer
-            // would bounce) and without sleeping while holding it.
-            let sv = self.super_version.read();
+            // Read through the load's guard, without cloning the `Arc` (a shared counter
+            // every writer would bounce) and without sleeping while holding it.
+            let sv = self.super_version.load();
             let slow = self.l0_pressure(&sv.version) >= L0Pressure::Slow;
             let full = sv.mem.approximate_bytes() >= self.opts.write_buffer_bytes
                 || match self.commit.log() {
@@ -110,7 +110,8 @@ impl CommitEnv for DbInner {
     }
 
     fn apply(&self, batch: &WriteBatch, appended: &Appended, disable_wal: bool) -> Result<()> {
-        let mem = self.super_version.read().mem.clone();
+        let sv = self.super_version.load();
+        let mem = &sv.mem;
         if disable_wal {
             mem.mark_unlogged();
         }

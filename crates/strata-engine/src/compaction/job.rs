@@ -261,6 +261,7 @@ impl<'a> OutputWriter<'a> {
                     num_entries: m.entries,
                     tier: true,
                     log_bytes: std::mem::take(&mut self.log_bytes),
+                    reader: Default::default(),
                 }
             }
         };

@@ -37,7 +37,7 @@ impl LevelIterator {
         if index >= self.files.len() {
             return false;
         }
-        match self.tables.get(self.files[index].number) {
+        match self.tables.get_for(&self.files[index]) {
             Ok(t) => {
                 self.current = Some(t.iter(self.params));
                 true

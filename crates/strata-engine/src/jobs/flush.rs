@@ -33,7 +33,7 @@ impl DbInner {
     /// (GC let such a write decide that an older value was garbage, so the write must
     /// outlive a crash), and by a clean close.
     pub(crate) fn flush_unlogged(&self) -> Result<()> {
-        let sv = self.super_version.read().clone();
+        let sv = self.super_version.load_full();
         let targets: Vec<Arc<MemTable>> = std::iter::once(&sv.mem)
             .chain(sv.imms.iter())
             .filter(|m| m.has_unlogged())

@@ -44,7 +44,7 @@ impl DbInner {
                 .filter(|below| *below > 0)
                 .map(|below| LogValues {
                     below,
-                    source: Some((&*self.vlog, self.super_version.read().vlog_files.clone())),
+                    source: Some((&*self.vlog, self.super_version.load().vlog_files.clone())),
                 }),
         }
     }
@@ -159,7 +159,7 @@ impl FilterReads for DbInner {
 
     fn resolve(&self, key: &[u8], pointer: &[u8]) -> Result<Vec<u8>> {
         let ptr = crate::vlog::ValuePointer::decode_or_corrupt(pointer, "<lsm value pointer>")?;
-        let files = self.super_version.read().vlog_files.clone();
+        let files = self.super_version.load().vlog_files.clone();
         self.vlog.read(&files, key, &ptr)
     }
 }

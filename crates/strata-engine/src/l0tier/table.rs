@@ -15,7 +15,9 @@ use super::format::{
 use super::iter::L0TableIter;
 use super::L0ValueRef;
 use crate::error::{Error, Result};
-use crate::key::{compare_internal, parse_internal_key, seek_key, user_key, SeqNo, ValueKind};
+use crate::key::{
+    compare_internal, parse_internal_key, seek_key_inline, user_key, SeqNo, ValueKind,
+};
 use crate::log::unmask_crc;
 use crate::pgm::{key_to_u64, Pgm};
 use crate::varint;
@@ -150,7 +152,7 @@ impl L0Table {
     /// The newest version of `user_key` with sequence `<= snapshot_seq` (a tombstone is
     /// returned as one, kind `Delete`); `None` if the table has none.
     pub fn get(&self, user_key: &[u8], snapshot_seq: SeqNo) -> Result<Option<L0Entry<'_>>> {
-        let target = seek_key(user_key, snapshot_seq);
+        let target = seek_key_inline(user_key, snapshot_seq);
         let Some((key, loc)) = self.first_at_or_after(&target)? else {
             return Ok(None);
         };

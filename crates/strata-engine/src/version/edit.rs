@@ -52,6 +52,49 @@ pub struct FileMeta {
     /// copy into SSTables (values below `sep_threshold_bytes`). They stay in the log until
     /// the table is compacted away, so they count toward the tier's capacity. 0 otherwise.
     pub log_bytes: u64,
+    /// The open reader of this table once a lookup has asked for it, held weakly: the table
+    /// cache owns readers and bounds how many are open; while it keeps this one, a lookup
+    /// reaches it through the version without the cache's hash and shard lock. Not part of
+    /// the MANIFEST; a clone starts empty and every slot compares equal.
+    pub reader: ReaderSlot,
+}
+
+/// See [`FileMeta::reader`].
+#[derive(Default)]
+pub struct ReaderSlot(std::sync::OnceLock<std::sync::Weak<crate::sst::Table>>);
+
+impl ReaderSlot {
+    /// The reader, if one was recorded and the table cache still holds it.
+    #[inline]
+    pub fn get(&self) -> Option<std::sync::Arc<crate::sst::Table>> {
+        self.0.get().and_then(std::sync::Weak::upgrade)
+    }
+
+    /// Records `t` as this table's reader (the first record stays: after the cache drops
+    /// it, lookups go through the cache).
+    pub fn set(&self, t: &std::sync::Arc<crate::sst::Table>) {
+        let _ = self.0.set(std::sync::Arc::downgrade(t));
+    }
+}
+
+impl Clone for ReaderSlot {
+    fn clone(&self) -> Self {
+        ReaderSlot::default()
+    }
+}
+
+impl PartialEq for ReaderSlot {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for ReaderSlot {}
+
+impl std::fmt::Debug for ReaderSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.get().is_some() { "open" } else { "-" })
+    }
 }
 
 impl FileMeta {
@@ -304,6 +347,7 @@ impl<'a> Decoder<'a> {
                             num_entries,
                             tier,
                             log_bytes,
+                            reader: Default::default(),
                         },
                     ));
                 }
@@ -497,6 +541,7 @@ mod tests {
                 num_entries: 10,
                 tier: false,
                 log_bytes: 0,
+                reader: Default::default(),
             },
         );
         let mut buf = Vec::new();
