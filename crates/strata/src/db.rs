@@ -3,7 +3,7 @@
 
 use crate::batch::{Op, WriteBatch};
 use crate::coord::{Coord, Cross, Part};
-use crate::engine::{Engine, EngineIter, PartsInDoubt};
+use crate::engine::{Engine, EngineBatch, EngineIter, PartsInDoubt};
 use crate::exec::{Exec, ShardTxn};
 use crate::iter::{collect, DbIter};
 use crate::meta::{shard_dir, ShardMeta};
@@ -17,7 +17,8 @@ use crate::txlog::{self, TxLog};
 use crate::undo::{check_user_key, check_value};
 use crate::worker::{in_worker, Worker};
 use crossbeam_channel::{bounded, Sender};
-use parking_lot::Mutex;
+use parking_lot::RwLock;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -33,8 +34,9 @@ struct ShardHandle<E: Engine> {
     thread: Option<JoinHandle<()>>,
     /// Write requests queued or being applied (see `Options::direct_reads`).
     pending_writes: Arc<AtomicUsize>,
-    /// Held by the worker while it handles a request (see `exec_here_or_queued`).
-    shard_lock: Arc<Mutex<()>>,
+    /// The shard's latch: the worker holds it exclusively while it handles a request (see
+    /// `exec_here_or_queued`), direct writers shared (`Options::direct_writes`).
+    shard_lock: Arc<RwLock<()>>,
 }
 
 /// A database partitioned over `shards` engine instances by key hash, each owned by one
@@ -53,9 +55,21 @@ pub struct ShardedDb<E: Engine> {
     recovery: RecoveryReport,
     routing: Routing,
     direct_reads: bool,
+    direct_writes: bool,
     /// The file system of the front's own files (`SHARDS`, `TXLOG`).
     fs: Arc<dyn Fs>,
     _lock: Box<dyn FileLock>,
+}
+
+/// Every key and value of `batch` within the limits.
+fn check_batch(batch: &WriteBatch) -> Result<()> {
+    for op in &batch.ops {
+        match op {
+            Op::Put(k, v) => check_user_key(k).and_then(|()| check_value(v))?,
+            Op::Delete(k) => check_user_key(k)?,
+        }
+    }
+    Ok(())
 }
 
 fn from_worker() -> Error {
@@ -155,7 +169,7 @@ impl<E: Engine> ShardedDb<E> {
             let (tx, rx) = bounded(opts.queue_depth);
             let stats = Arc::new(ShardCounters::new(opts.max_batch));
             let pending_writes = Arc::new(AtomicUsize::new(0));
-            let shard_lock = Arc::new(Mutex::new(()));
+            let shard_lock = Arc::new(RwLock::new(()));
             counters.push(stats.clone());
             let worker = Worker {
                 id,
@@ -191,6 +205,7 @@ impl<E: Engine> ShardedDb<E> {
             recovery,
             routing: meta.routing,
             direct_reads: opts.direct_reads,
+            direct_writes: opts.direct_writes,
             fs,
             _lock: lock,
         })
@@ -252,7 +267,10 @@ impl<E: Engine> ShardedDb<E> {
     /// Sets the hot tier's total capacity (split evenly over the shards; 0: off), live:
     /// shrinking evicts at once.
     pub fn set_hot_bytes(&self, total: u64) {
-        for e in &self.engines {
+        for (e, shard) in self.engines.iter().zip(&self.shards) {
+            // Under the latch, so that every write in flight on the shard sees the tier in
+            // one state (`hot.rs`). A worker thread holds its own shard's latch already.
+            let _latch = (!in_worker()).then(|| shard.shard_lock.write());
             e.set_hot_bytes(total / self.engines.len() as u64);
         }
     }
@@ -328,6 +346,58 @@ impl<E: Engine> ShardedDb<E> {
 
     // ---- writes -----------------------------------------------------------------------
 
+    /// Writes shard `s` in the calling thread, `fill` adding the operations to the batch:
+    /// `None`, without calling `fill`, if the write must be queued instead (direct writes
+    /// are off, this is a worker thread, or a write is queued or being applied in the shard,
+    /// which this one must not overtake). Holds the shard's latch shared, so it never runs
+    /// while the worker applies a cross-shard part (until that part commits: a rollback
+    /// restores before-images, and must not erase this write) or runs executions (which
+    /// read, then write, the shard alone). A failure fails the database as a worker's
+    /// would.
+    fn write_here(
+        &self,
+        s: usize,
+        wo: &WriteOptions,
+        fill: impl FnOnce(&mut E::Batch),
+    ) -> Option<Result<()>> {
+        if !self.direct_writes
+            || in_worker()
+            || self.shards[s].pending_writes.load(Ordering::Acquire) != 0
+        {
+            return None;
+        }
+        let _latch = self.shards[s].shard_lock.read();
+        // After the latch: a part that failed released it, and this write must not land
+        // after an aborted batch.
+        if let Err(e) = self.coord.health.check() {
+            return Some(Err(e));
+        }
+        let mut batch = E::Batch::default();
+        fill(&mut batch);
+        let r = {
+            let _epoch = self.coord.epoch.read();
+            catch_unwind(AssertUnwindSafe(|| self.engines[s].write(batch, wo.sync)))
+        };
+        self.counters[s].record_direct_write();
+        Some(match r {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => {
+                // As a worker's failed write: later writes are refused, reads go on (§11.2).
+                let e = Error::Poisoned(format!("shard {s} failed: {e}"));
+                self.coord.health.fail_writes(e.clone());
+                Err(e)
+            }
+            Err(panic) => {
+                let e = Error::Poisoned(format!(
+                    "shard {s} write panicked: {}",
+                    crate::worker::panic_message(&*panic)
+                ));
+                self.coord.health.fail(e.clone());
+                Err(e)
+            }
+        })
+    }
+
     fn submit_write(&self, wo: &WriteOptions, ops: WriteOps, key: &[u8], reply: Reply<()>) {
         let s = self.shard_of(key);
         self.enqueue(
@@ -355,14 +425,8 @@ impl<E: Engine> ShardedDb<E> {
     }
 
     fn submit_batch(&self, wo: &WriteOptions, batch: WriteBatch, reply: Reply<()>) {
-        for op in &batch.ops {
-            let r = match op {
-                Op::Put(k, v) => check_user_key(k).and_then(|()| check_value(v)),
-                Op::Delete(k) => check_user_key(k),
-            };
-            if let Err(e) = r {
-                return reply.send(Err(e));
-            }
+        if let Err(e) = check_batch(&batch) {
+            return reply.send(Err(e));
         }
         if batch.ops.is_empty() {
             return reply.send(Ok(()));
@@ -407,6 +471,10 @@ impl<E: Engine> ShardedDb<E> {
     }
 
     pub fn put_opt(&self, wo: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
+        check_user_key(key).and_then(|()| check_value(value))?;
+        if let Some(r) = self.write_here(self.shard_of(key), wo, |b| b.put(key, value)) {
+            return r;
+        }
         let (reply, pending) = Reply::slot();
         self.submit_put(wo, key, value, reply);
         pending.wait()
@@ -418,6 +486,10 @@ impl<E: Engine> ShardedDb<E> {
     }
 
     pub fn delete_opt(&self, wo: &WriteOptions, key: &[u8]) -> Result<()> {
+        check_user_key(key)?;
+        if let Some(r) = self.write_here(self.shard_of(key), wo, |b| b.delete(key)) {
+            return r;
+        }
         let (reply, pending) = Reply::slot();
         self.submit_delete(wo, key, reply);
         pending.wait()
@@ -430,6 +502,23 @@ impl<E: Engine> ShardedDb<E> {
     }
 
     pub fn write_opt(&self, wo: &WriteOptions, batch: WriteBatch) -> Result<()> {
+        if let Some(first) = batch.ops.first() {
+            let s = self.shard_of(first.key());
+            if batch.ops.iter().all(|op| self.shard_of(op.key()) == s) {
+                check_batch(&batch)?;
+                let direct = self.write_here(s, wo, |b| {
+                    for op in &batch.ops {
+                        match op {
+                            Op::Put(k, v) => b.put(k, v),
+                            Op::Delete(k) => b.delete(k),
+                        }
+                    }
+                });
+                if let Some(r) = direct {
+                    return r;
+                }
+            }
+        }
         let (reply, pending) = Reply::slot();
         self.submit_batch(wo, batch, reply);
         pending.wait()
@@ -568,7 +657,7 @@ impl<E: Engine> ShardedDb<E> {
         if shard >= self.shards.len() || in_worker() || self.coord.health.check().is_err() {
             return None;
         }
-        let held = self.shards[shard].shard_lock.try_lock()?;
+        let held = self.shards[shard].shard_lock.try_write()?;
         if self.shards[shard].pending_writes.load(Ordering::Acquire) != 0 {
             return None;
         }

@@ -43,8 +43,9 @@ pub trait EngineIter {
     fn status(&self) -> Result<()>;
 }
 
-/// One key-value store instance. Shared by its shard's worker (all writes and batched reads)
-/// and by user threads (iterators, snapshot reads), hence `Sync`.
+/// One key-value store instance. Shared by its shard's worker (queued writes and batched
+/// reads) and by user threads (direct writes and reads, iterators, snapshot reads), hence
+/// `Sync`; `write` may be called from several threads at once.
 pub trait Engine: Send + Sync + Sized + 'static {
     /// Options for opening one instance (applied to each shard).
     type Config: Clone + Send + Sync + 'static;
@@ -327,9 +328,10 @@ impl Engine for StrataEngine {
         };
         // Write-through: the records go to the tier once the engine has them.
         let records = batch.clone();
-        hot.begin_write();
+        let ticket = hot.begin_write();
         let r = self.db.write(&wo, batch);
         hot.end_write(
+            ticket,
             records
                 .iter()
                 .map_while(|r| r.ok())

@@ -15,8 +15,17 @@
 //! after updating the cache; a read promotes only if no write was in flight when it began
 //! (`started == finished`) and none has started since (`started` unchanged when it
 //! promotes, checked under `promote`, which the writer's cache update also holds). Reads
-//! that lose the race simply do not promote. Writes to one shard are serialized by the
-//! front, so `promote` is uncontended between writers.
+//! that lose the race simply do not promote.
+//!
+//! Writes to one shard may also overlap each other: the front lets callers write a shard on
+//! their own threads (`Options::direct_writes`), and two writes of one key can reach the
+//! engine in one order and the tier in the other. So a write updates the tier only if it ran
+//! alone: every earlier write had finished when it began (`finished` equal to its place in
+//! `started`) and none began after it (`started` one past its place when it ends, checked
+//! under `promote`). A write that overlapped another removes the records it named instead;
+//! the next read promotes the engine's value. The tier's capacity is changed only while no
+//! write is in flight (the front holds each shard's latch), so every overlapping write sees
+//! the tier in the same state.
 
 use parking_lot::Mutex;
 use quick_cache::sync::Cache;
@@ -141,6 +150,14 @@ impl HotStats {
 /// A ticket from [`HotTier::begin_read`]: whether the read may promote what it finds.
 pub struct ReadTicket(Option<u64>);
 
+/// A ticket from [`HotTier::begin_write`]: the write's place among the tier's writes, and
+/// whether every write before it had finished when it began.
+#[must_use = "pass it to HotTier::end_write"]
+pub struct WriteTicket {
+    place: u64,
+    after_all: bool,
+}
+
 impl HotTier {
     /// A tier of `capacity` bytes.
     pub fn new(capacity: u64) -> HotTier {
@@ -217,23 +234,30 @@ impl HotTier {
     }
 
     /// Call before a write reaches the engine.
-    pub fn begin_write(&self) {
-        self.started.fetch_add(1, Ordering::SeqCst);
+    pub fn begin_write(&self) -> WriteTicket {
+        let place = self.started.fetch_add(1, Ordering::SeqCst);
+        WriteTicket {
+            place,
+            after_all: self.finished.load(Ordering::SeqCst) == place,
+        }
     }
 
     /// Call after the write: `applied` holds its records (`None`: deleted) if the engine
     /// applied it, `None` if it failed (the records it named are dropped from the tier, since
-    /// a failed write may have reached the engine in part).
+    /// a failed write may have reached the engine in part). A write that overlapped another
+    /// drops its records too (see the module comment).
     pub fn end_write<'a>(
         &self,
+        ticket: WriteTicket,
         records: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
         applied: bool,
     ) {
         {
             let _g = self.promote.lock();
+            let alone = ticket.after_all && self.started.load(Ordering::SeqCst) == ticket.place + 1;
             for (k, v) in records {
                 match v {
-                    Some(v) if applied && self.fits(k, v) => {
+                    Some(v) if applied && alone && self.fits(k, v) => {
                         self.cache.insert(key_hash(k), make_record(k, v));
                     }
                     _ => {
@@ -277,18 +301,18 @@ mod tests {
     #[test]
     fn write_through_and_bounded() {
         let t = HotTier::new(64 * 1024);
-        t.begin_write();
-        t.end_write([(&b"a"[..], Some(&b"1"[..]))].into_iter(), true);
+        let w = t.begin_write();
+        t.end_write(w, [(&b"a"[..], Some(&b"1"[..]))].into_iter(), true);
         assert_eq!(t.get(b"a"), Some(b"1".to_vec()));
-        t.begin_write();
-        t.end_write([(&b"a"[..], None)].into_iter(), true);
+        let w = t.begin_write();
+        t.end_write(w, [(&b"a"[..], None)].into_iter(), true);
         assert_eq!(t.get(b"a"), None);
         // A failed write drops what it named.
         let tk = t.begin_read();
         t.promote(&tk, b"b", b"2");
         assert_eq!(t.get(b"b"), Some(b"2".to_vec()));
-        t.begin_write();
-        t.end_write([(&b"b"[..], Some(&b"3"[..]))].into_iter(), false);
+        let w = t.begin_write();
+        t.end_write(w, [(&b"b"[..], Some(&b"3"[..]))].into_iter(), false);
         assert_eq!(t.get(b"b"), None);
         // Bounded: far more than fits.
         for i in 0..10_000u32 {
@@ -336,21 +360,48 @@ mod tests {
         let t = HotTier::new(1 << 20);
         // The write begins after the read began: the read's value may be the old one.
         let tk = t.begin_read();
-        t.begin_write();
-        t.end_write([(&b"k"[..], Some(&b"new"[..]))].into_iter(), true);
+        let w = t.begin_write();
+        t.end_write(w, [(&b"k"[..], Some(&b"new"[..]))].into_iter(), true);
         t.promote(&tk, b"k", b"old");
         assert_eq!(t.get(b"k"), Some(b"new".to_vec()));
-        t.begin_write();
-        t.end_write([(&b"k"[..], None)].into_iter(), true);
+        let w = t.begin_write();
+        t.end_write(w, [(&b"k"[..], None)].into_iter(), true);
         // A write in flight when the read begins: no promotion either.
-        t.begin_write();
+        let w = t.begin_write();
         let tk = t.begin_read();
         t.promote(&tk, b"k", b"old");
-        t.end_write([(&b"k"[..], None)].into_iter(), true);
+        t.end_write(w, [(&b"k"[..], None)].into_iter(), true);
         assert_eq!(t.get(b"k"), None);
         // No write around: promoted.
         let tk = t.begin_read();
         t.promote(&tk, b"k", b"v");
         assert_eq!(t.get(b"k"), Some(b"v".to_vec()));
+    }
+
+    #[test]
+    fn overlapping_writes_leave_the_key_uncached_in_either_order() {
+        for second_ends_first in [false, true] {
+            let t = HotTier::new(1 << 20);
+            let w = t.begin_write();
+            t.end_write(w, [(&b"k"[..], Some(&b"0"[..]))].into_iter(), true);
+            assert!(t.contains(b"k"));
+            // Two writes of k in flight at once: the engine may hold either value last.
+            let a = t.begin_write();
+            let b = t.begin_write();
+            let (first, second) = ((a, &b"1"[..]), (b, &b"2"[..]));
+            let ends = if second_ends_first {
+                [second, first]
+            } else {
+                [first, second]
+            };
+            for (w, v) in ends {
+                t.end_write(w, [(&b"k"[..], Some(v))].into_iter(), true);
+            }
+            assert!(!t.contains(b"k"), "second ends first: {second_ends_first}");
+            // Alone again: the tier follows the writes.
+            let w = t.begin_write();
+            t.end_write(w, [(&b"k"[..], Some(&b"3"[..]))].into_iter(), true);
+            assert_eq!(t.get(b"k"), Some(b"3".to_vec()));
+        }
     }
 }

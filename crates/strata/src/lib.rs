@@ -2,12 +2,16 @@
 //!
 //! **Horizontal dimension.** The key space is hash-partitioned (`routing.rs`:
 //! `xxh3_64(key) mod shards`, persisted with the shard count in the `SHARDS` file) over
-//! `shards` independent engine instances, each written only by its own worker thread.
+//! `shards` independent engine instances, each with its own worker thread.
 //!
-//! **Vertical dimension.** User threads only route and enqueue on the owning shard's bounded
+//! **Vertical dimension.** User threads route and enqueue on the owning shard's bounded
 //! queue, then wait (sync API) or go on (async API: [`Pending`] futures and callbacks). A
 //! worker (`worker.rs`) batches opportunistically: consecutive writes become one engine
-//! write, consecutive reads one `multi_get`, without ever waiting for more to arrive.
+//! write, consecutive reads one `multi_get`, without ever waiting for more to arrive. When
+//! nothing is queued in the shard, reads and single-shard writes of the blocking API run in
+//! the caller's thread instead (`Options::direct_reads`, `Options::direct_writes`): the
+//! engine's own commit pipeline already takes concurrent writers, and the hand-off costs two
+//! thread switches.
 //!
 //! **Cross-shard atomicity.** A [`WriteBatch`] spanning shards gets a global sequence number;
 //! each shard applies its part with an undo record; a commit record is made durable in the

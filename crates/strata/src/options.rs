@@ -40,6 +40,18 @@ pub struct Options<C> {
     /// direct, and YCSB A 103k against 143k ops/s (`docs/benchmarks.md`, the sharded-front benchmarks). Reads
     /// issued while the shard is writing still go through the worker and are batched.
     pub direct_reads: bool,
+    /// Let `put`, `delete` and `write` of a batch within one shard write the shard's engine
+    /// in the calling thread when no write is queued in that shard (otherwise they are
+    /// queued behind it, which keeps per-key order with the caller's earlier asynchronous
+    /// writes). Default: true. The engine's commit pipeline already lets many threads write
+    /// one instance at once, and a synced write still shares its fsync with the others in
+    /// flight; the hand-off to the worker cost two thread switches per write and made the
+    /// front slower than the engine it wraps (`docs/benchmarks.md`, the sharded front).
+    /// Such writes wait while the shard's worker applies a cross-shard part (until it
+    /// commits) or runs executions, so they never interleave with either. Off, every write
+    /// goes through the worker and is batched, as in p2KVS. The asynchronous forms are
+    /// always queued.
+    pub direct_writes: bool,
     /// Bytes of RAM for the hot tier (`hot.rs`), split evenly over the shards: recently and
     /// frequently read or written records, served without reading the engine. Default: 0
     /// (off; the engine's own block cache still applies). Engines without a hot tier ignore
@@ -58,6 +70,7 @@ impl<C: Default> Default for Options<C> {
             queue_depth: 1024,
             pin_workers: false,
             direct_reads: true,
+            direct_writes: true,
             hot_bytes: 0,
             engine: C::default(),
         }
@@ -74,6 +87,7 @@ impl<C> Options<C> {
             queue_depth: 1024,
             pin_workers: false,
             direct_reads: true,
+            direct_writes: true,
             hot_bytes: 0,
             engine,
         }

@@ -13,6 +13,7 @@ pub(crate) struct ShardCounters {
     cross_parts: AtomicU64,
     cross_part_writes: AtomicU64,
     scans: AtomicU64,
+    direct_writes: AtomicU64,
 }
 
 impl ShardCounters {
@@ -25,6 +26,7 @@ impl ShardCounters {
             cross_parts: AtomicU64::new(0),
             cross_part_writes: AtomicU64::new(0),
             scans: AtomicU64::new(0),
+            direct_writes: AtomicU64::new(0),
         }
     }
     pub(crate) fn record_write(&self, requests: usize) {
@@ -41,6 +43,10 @@ impl ShardCounters {
         self.cross_part_writes.fetch_add(1, Ordering::Relaxed);
         self.cross_parts.fetch_add(parts as u64, Ordering::Relaxed);
     }
+    /// One write applied in its caller's thread (`Options::direct_writes`).
+    pub(crate) fn record_direct_write(&self) {
+        self.direct_writes.fetch_add(1, Ordering::Relaxed);
+    }
     pub(crate) fn record_scan(&self) {
         self.scans.fetch_add(1, Ordering::Relaxed);
     }
@@ -53,6 +59,7 @@ impl ShardCounters {
             cross_shard_parts: self.cross_parts.load(Ordering::Relaxed),
             cross_shard_part_writes: self.cross_part_writes.load(Ordering::Relaxed),
             scans: self.scans.load(Ordering::Relaxed),
+            direct_writes: self.direct_writes.load(Ordering::Relaxed),
         }
     }
 }
@@ -72,6 +79,9 @@ pub struct BatchStats {
     pub cross_shard_part_writes: u64,
     /// Range and parallel-scan jobs run on workers.
     pub scans: u64,
+    /// Writes applied in their callers' threads, not through a worker
+    /// (`Options::direct_writes`; not in `write_sizes`).
+    pub direct_writes: u64,
 }
 
 fn totals(sizes: &[u64]) -> (u64, u64) {
@@ -131,6 +141,7 @@ impl BatchStats {
         self.cross_shard_parts += other.cross_shard_parts;
         self.cross_shard_part_writes += other.cross_shard_part_writes;
         self.scans += other.scans;
+        self.direct_writes += other.direct_writes;
     }
 }
 
@@ -138,10 +149,11 @@ impl fmt::Display for BatchStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "writes: {} requests in {} engine writes (mean batch {:.2})",
+            "writes: {} requests in {} engine writes (mean batch {:.2}), {} direct",
             self.write_requests(),
             self.write_batches(),
-            self.mean_write_batch()
+            self.mean_write_batch(),
+            self.direct_writes
         )?;
         writeln!(
             f,

@@ -15,7 +15,7 @@ use crate::request::{Class, Request, Values};
 use crate::stats::ShardCounters;
 use crate::undo::{undo_key, UndoRecord};
 use crossbeam_channel::Receiver;
-use parking_lot::Mutex;
+use parking_lot::RwLock;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -30,6 +30,15 @@ thread_local! {
 }
 
 /// Whether the current thread is a shard worker (completion callbacks run there).
+/// What a caught panic said.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string())
+}
+
 pub(crate) fn in_worker() -> bool {
     IN_WORKER.with(|c| c.get())
 }
@@ -61,9 +70,11 @@ pub(crate) struct Worker<E: Engine> {
     pub gc: Vec<Vec<u8>>,
     /// Write requests queued or being applied; decremented once a write is visible.
     pub pending_writes: Arc<AtomicUsize>,
-    /// Held while the worker handles a request; a caller holding it may run an execution on
-    /// its own thread ([`crate::ShardedDb::exec_here_or_queued`]).
-    pub shard_lock: Arc<Mutex<()>>,
+    /// The shard's latch: held exclusively while the worker handles a request (for a
+    /// cross-shard part, until it commits); a caller holding it exclusively may run an
+    /// execution on its own thread ([`crate::ShardedDb::exec_here_or_queued`]); callers
+    /// writing the shard on their own threads hold it shared (`Options::direct_writes`).
+    pub shard_lock: Arc<RwLock<()>>,
     /// Raised while parts applied here may be rolled back (the compaction filter waits).
     pub in_doubt: Arc<crate::engine::PartsInDoubt>,
 }
@@ -85,18 +96,14 @@ impl<E: Engine> Worker<E> {
             };
             let lock = self.shard_lock.clone();
             let r = {
-                let _held = lock.lock();
+                let _held = lock.write();
                 catch_unwind(AssertUnwindSafe(|| self.handle(req)))
             };
             if let Err(panic) = r {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".to_string());
                 self.coord.health.fail(Error::Poisoned(format!(
-                    "shard {} worker panicked: {what}",
-                    self.id
+                    "shard {} worker panicked: {}",
+                    self.id,
+                    panic_message(&*panic)
                 )));
             }
         }

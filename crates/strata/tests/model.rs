@@ -20,12 +20,13 @@ use strata_engine::io::{Fs, MemFs};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
-/// `max_batch` 0 stands for "batching 32 with direct reads".
+/// `max_batch` 0 stands for "batching 32 with direct reads and writes".
 fn opts(fs: Arc<dyn Fs>, shards: usize, max_batch: usize) -> DbOptions {
     let mut o = DbOptions {
         shards: Some(shards),
         max_batch: if max_batch == 0 { 32 } else { max_batch },
         direct_reads: max_batch == 0,
+        direct_writes: max_batch == 0,
         queue_depth: 64,
         ..DbOptions::default()
     };

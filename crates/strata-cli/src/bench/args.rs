@@ -177,6 +177,11 @@ pub struct BenchArgs {
     /// (the front's default); false sends every read through the shard's worker (p2KVS).
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     pub direct_reads: bool,
+    /// Sharded engines: put, delete and single-shard batches write the shard's engine in the
+    /// calling thread when the shard has no queued write (the front's default); false sends
+    /// every write through the shard's worker, batched (p2KVS).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub direct_writes: bool,
     /// Write benchmarks (fill*, overwrite, ycsb-load) use the asynchronous put of the sharded
     /// engines: a thread queues its puts and goes on, each latency is measured until its
     /// completion callback, at most --async-depth puts per thread in flight. Engines without an
@@ -337,6 +342,7 @@ impl BenchArgs {
             shards: self.shards,
             max_batch: self.max_batch,
             direct_reads: self.direct_reads,
+            direct_writes: self.direct_writes,
         }
     }
 

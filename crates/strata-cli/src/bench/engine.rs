@@ -51,6 +51,8 @@ pub struct EngineConfig {
     pub max_batch: usize,
     /// The sharded engines: reads skip the worker when the shard has no pending write.
     pub direct_reads: bool,
+    /// The sharded engines: writes skip the worker when the shard has no queued write.
+    pub direct_writes: bool,
 }
 
 impl EngineConfig {
@@ -95,6 +97,7 @@ impl Default for EngineConfig {
             shards: None,
             max_batch: 32,
             direct_reads: true,
+            direct_writes: true,
         }
     }
 }

@@ -86,8 +86,8 @@ impl<E: Front> Engine for Sharded<E> {
             _ => n.to_string(),
         };
         Ok(format!(
-            "shards={count} max_batch={} direct_reads={}; {d}",
-            cfg.max_batch, cfg.direct_reads
+            "shards={count} max_batch={} direct_reads={} direct_writes={}; {d}",
+            cfg.max_batch, cfg.direct_reads, cfg.direct_writes
         ))
     }
 
@@ -112,6 +112,7 @@ impl<E: Front> Engine for Sharded<E> {
             },
             max_batch: cfg.max_batch,
             direct_reads: cfg.direct_reads,
+            direct_writes: cfg.direct_writes,
             ..Options::with_engine(engine)
         };
         let db = ShardedDb::<E>::open(dir, opts)
