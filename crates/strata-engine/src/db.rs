@@ -164,6 +164,7 @@ impl Db {
             gc_cv: Condvar::new(),
             gc_lock: Mutex::new(()),
             super_version: arc_swap::ArcSwap::new(sv),
+            install_lock: Mutex::new(()),
             bg_error: Mutex::new(None),
             has_bg_error: AtomicBool::new(false),
             shutting_down: AtomicBool::new(false),

@@ -74,6 +74,9 @@ pub(crate) struct DbInner {
     /// writes (arc-swap's per-thread debt slots instead of the `Arc`'s shared count), so
     /// readers and writers on many cores do not bounce one cache line per operation.
     pub super_version: ArcSwap<SuperVersion>,
+    /// Held around each install of a super version and by a reader that lost the race of
+    /// [`DbInner::read_view`] twice. A leaf: nothing is taken while it is held.
+    pub install_lock: Mutex<()>,
     pub bg_error: Mutex<Option<Error>>,
     pub has_bg_error: AtomicBool,
     pub shutting_down: AtomicBool,
@@ -205,7 +208,8 @@ impl DbInner {
     /// differ. Every install is a new allocation, and the first load holds it alive, so equal
     /// pointers mean no install happened in between. Installs are rare (a memtable switch, a
     /// flush, a compaction, a value-log rotation); a reader that loses the race twice takes
-    /// the state mutex, under which every install happens, so it cannot be starved.
+    /// `install_lock`, which every install holds, so it cannot be starved (and, the lock
+    /// being a leaf, a caller may hold any other lock, `state` included).
     pub(crate) fn read_view(&self, ro: &ReadOptions) -> (Guard<Arc<SuperVersion>>, SeqNo) {
         for _ in 0..2 {
             let sv = self.super_version.load();
@@ -216,7 +220,7 @@ impl DbInner {
                 return (sv, seq);
             }
         }
-        let _installs = self.state.lock();
+        let _installs = self.install_lock.lock();
         let sv = self.super_version.load();
         (sv, self.read_seq(ro))
     }
@@ -236,6 +240,7 @@ impl DbInner {
             version: st.versions.hand_out(),
             vlog_files: st.vlog_files.clone(),
         });
+        let _install = self.install_lock.lock();
         self.super_version.store(sv);
     }
 
