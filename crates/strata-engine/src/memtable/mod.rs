@@ -4,127 +4,17 @@
 //! sequence order afterwards, `commit/`); readers look up concurrently without locks and
 //! see an entry only once its sequence number is published. A memtable is frozen (made immutable) when it reaches
 //! `write_buffer_bytes` and flushed to an L0 table by a background thread (`docs/design.md`
-//! §4.4, §6.1).
+//! §4.4, §6.1). Entries' bytes live in the memtable's arena (`entry.rs`).
+
+mod entry;
 
 use crate::iter::InternalIterator;
-use crate::key::{self, compare_internal, SeqNo, ValueKind};
+use crate::key::{self, SeqNo, ValueKind};
 use crossbeam_skiplist::SkipMap;
-use std::cmp::Ordering;
+use entry::{Arena, MemKey};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
-
-/// Bytes of the user key kept inline in a skiplist node.
-const INLINE_PREFIX: usize = 16;
-
-/// An entry owned by the skiplist: its internal key and value in one allocation, ordered
-/// by [`compare_internal`] on the key. One allocation per entry instead of a key box and a
-/// value box saves an allocator header, its rounding and a pointer per entry (a sixth of a
-/// small entry's memory) and one `malloc` per insert. The first bytes of the user key are
-/// kept inline, in the node itself: most comparisons of a search are decided there, without
-/// following the pointer (a second cache miss per level on a large memtable; profiled as the
-/// largest cost of a server SET).
-#[derive(Clone)]
-struct MemKey {
-    /// The user key's first [`INLINE_PREFIX`] bytes, zero-padded, as two big-endian words:
-    /// comparing the words orders the prefixes as bytes would, in two integer comparisons
-    /// instead of a call to `memcmp` (profiled: 9% of a 1-thread fillrandom).
-    prefix: [u64; 2],
-    /// Bytes of `data` that are the internal key; the value follows.
-    key_len: u32,
-    /// The internal key, then the value.
-    data: Box<[u8]>,
-}
-
-impl MemKey {
-    /// An entry of `ikey` and `value`.
-    fn new(ikey: &[u8], value: &[u8]) -> MemKey {
-        let mut data = Vec::with_capacity(ikey.len() + value.len());
-        data.extend_from_slice(ikey);
-        data.extend_from_slice(value);
-        MemKey {
-            prefix: prefix_words(key::user_key(ikey)),
-            key_len: ikey.len() as u32,
-            data: data.into_boxed_slice(),
-        }
-    }
-
-    /// Runs `f` with a search key for `ikey`, built in this thread's reused buffer rather
-    /// than a fresh allocation (a point lookup allocated one per memtable it searched). The
-    /// bytes after `key_len` are left over from earlier keys; a search key's value is never
-    /// read.
-    fn with_seek<R>(ikey: &[u8], f: impl FnOnce(&MemKey) -> R) -> R {
-        thread_local! {
-            static SEEK: std::cell::Cell<Option<MemKey>> = const { std::cell::Cell::new(None) };
-        }
-        let mut k = match SEEK.with(std::cell::Cell::take) {
-            Some(k) if k.data.len() >= ikey.len() => k,
-            _ => MemKey {
-                prefix: [0; 2],
-                key_len: 0,
-                data: vec![0u8; ikey.len().max(64)].into_boxed_slice(),
-            },
-        };
-        k.data[..ikey.len()].copy_from_slice(ikey);
-        k.key_len = ikey.len() as u32;
-        k.prefix = prefix_words(key::user_key(ikey));
-        let r = f(&k);
-        if k.data.len() <= 4096 {
-            SEEK.with(|c| c.set(Some(k)));
-        }
-        r
-    }
-
-    /// A search key: `ikey` with no value.
-    fn seek(ikey: &[u8]) -> MemKey {
-        MemKey::new(ikey, &[])
-    }
-
-    fn ikey(&self) -> &[u8] {
-        &self.data[..self.key_len as usize]
-    }
-
-    fn value(&self) -> &[u8] {
-        &self.data[self.key_len as usize..]
-    }
-}
-
-/// The first [`INLINE_PREFIX`] bytes of `user`, zero-padded, as two big-endian words.
-#[inline]
-fn prefix_words(user: &[u8]) -> [u64; 2] {
-    let n = user.len().min(INLINE_PREFIX);
-    let mut bytes = [0u8; INLINE_PREFIX];
-    bytes[..n].copy_from_slice(&user[..n]);
-    let word = |i: usize| u64::from_be_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
-    [word(0), word(8)]
-}
-
-impl PartialEq for MemKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.ikey() == other.ikey()
-    }
-}
-
-impl Eq for MemKey {}
-
-impl Ord for MemKey {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // User keys order internal keys first. Where the zero-padded prefixes first differ,
-        // either both keys have a byte there, which orders them, or one key has ended (its
-        // padding is 0, the other's byte is not) and, being a prefix of the other, is the
-        // smaller: the prefixes' order is the user keys' whenever they differ.
-        match self.prefix.cmp(&other.prefix) {
-            Ordering::Equal => compare_internal(self.ikey(), other.ikey()),
-            o => o,
-        }
-    }
-}
-
-impl PartialOrd for MemKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
 
 /// Bytes of an entry's skiplist node with its average tower (crossbeam-skiplist: the
 /// [`MemKey`], the reference count and height, and two level pointers on average) as the
@@ -202,7 +92,9 @@ pub enum MemLookup {
 
 /// One memtable and the WAL file that holds its writes.
 pub struct MemTable {
+    /// Declared before `arena`, so dropped before it: its keys point into the arena.
     map: SkipMap<MemKey, ()>,
+    arena: Arena,
     bloom: MemBloom,
     approx_bytes: AtomicUsize,
     /// Number of the WAL file whose records this memtable holds (0: none).
@@ -231,6 +123,7 @@ impl MemTable {
     ) -> Self {
         MemTable {
             map: SkipMap::new(),
+            arena: Arena::for_buffer(buffer_bytes),
             bloom: MemBloom::for_buffer(buffer_bytes),
             approx_bytes: AtomicUsize::new(0),
             wal_number,
@@ -275,12 +168,17 @@ impl MemTable {
     /// Inserts one entry. Sequence numbers are unique, so keys never collide.
     pub fn add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
         self.bloom.add(user_key);
-        let ikey = key::make_internal_key(user_key, seq, kind);
+        let mut ikey = key::InlineSeekKey::with_capacity(user_key.len() + key::TRAILER_LEN);
+        ikey.extend_from_slice(user_key);
+        ikey.extend_from_slice(&key::pack_trailer(seq, kind).to_le_bytes());
+        // Counted as if each entry were its own allocation (what `write_buffer_bytes` was
+        // tuned against); the arena holds the same bytes without the headers and rounding.
         self.approx_bytes.fetch_add(
             NODE_BYTES + heap_bytes(ikey.len() + value.len()),
             AtomicOrdering::Relaxed,
         );
-        self.map.insert(MemKey::new(&ikey, value), ());
+        self.map
+            .insert(MemKey::in_arena(&self.arena, &ikey, value), ());
     }
 
     /// Approximate memory used.
@@ -301,7 +199,7 @@ impl MemTable {
         if !self.bloom.may_contain(user_key) {
             return MemLookup::Absent;
         }
-        let found = MemKey::with_seek(&key::seek_key_inline(user_key, seq), |seek| {
+        let found = MemKey::scoped(&key::seek_key_inline(user_key, seq), |seek| {
             self.map.lower_bound(Bound::Included(seek))
         });
         match found {
@@ -322,6 +220,7 @@ impl MemTable {
         MemTableIter {
             mem: self.clone(),
             arena: Vec::new(),
+            bound: Vec::new(),
             entries: Vec::new(),
             pos: 0,
             valid: false,
@@ -344,6 +243,9 @@ pub struct MemTableIter {
     mem: Arc<MemTable>,
     /// Keys and values of the chunk, back to back.
     arena: Vec<u8>,
+    /// The key a reload starts after (or before): a copy of the current key, since the
+    /// reload clears `arena`.
+    bound: Vec<u8>,
     /// Per entry of the chunk, in internal-key order: (key start, key len, value len); the
     /// value follows the key in the arena.
     entries: Vec<(usize, usize, usize)>,
@@ -364,7 +266,7 @@ impl MemTableIter {
     fn push(&mut self, e: &crossbeam_skiplist::map::Entry<'_, MemKey, ()>) {
         let start = self.arena.len();
         let entry = e.key();
-        self.arena.extend_from_slice(&entry.data);
+        self.arena.extend_from_slice(entry.bytes());
         self.entries
             .push((start, entry.ikey().len(), entry.value().len()));
     }
@@ -393,8 +295,19 @@ impl MemTableIter {
         self.pos = self.entries.len().saturating_sub(1);
     }
 
-    fn current_key(&self) -> MemKey {
-        MemKey::seek(self.key())
+    /// Reloads the chunk after (`forward`) or before the current entry.
+    fn reload_past_current(&mut self, forward: bool) {
+        let mut cur = std::mem::take(&mut self.bound);
+        cur.clear();
+        cur.extend_from_slice(self.key());
+        MemKey::scoped(&cur, |k| {
+            if forward {
+                self.load_forward(Bound::Excluded(k))
+            } else {
+                self.load_backward(Bound::Excluded(k))
+            }
+        });
+        self.bound = cur;
     }
 }
 
@@ -412,23 +325,20 @@ impl InternalIterator for MemTableIter {
     }
     fn seek(&mut self, target: &[u8]) {
         self.chunk = 1;
-        let t = MemKey::seek(target);
-        self.load_forward(Bound::Included(&t));
+        MemKey::scoped(target, |t| self.load_forward(Bound::Included(t)));
     }
     fn next(&mut self) {
         if self.pos + 1 < self.entries.len() {
             self.pos += 1;
         } else {
-            let cur = self.current_key();
-            self.load_forward(Bound::Excluded(&cur));
+            self.reload_past_current(true);
         }
     }
     fn prev(&mut self) {
         if self.pos > 0 {
             self.pos -= 1;
         } else {
-            let cur = self.current_key();
-            self.load_backward(Bound::Excluded(&cur));
+            self.reload_past_current(false);
         }
     }
     fn key(&self) -> &[u8] {
@@ -446,6 +356,7 @@ impl InternalIterator for MemTableIter {
 
 #[cfg(test)]
 mod tests {
+    use crate::key::compare_internal;
 
     #[test]
     fn inline_prefix_orders_exactly_as_internal_keys() {
@@ -472,10 +383,13 @@ mod tests {
                 })
             })
             .collect();
+        let arena = Arena::for_buffer(64 << 10);
         for a in &keys {
+            let ma = MemKey::in_arena(&arena, a, b"x");
+            assert_eq!((ma.ikey(), ma.value()), (&a[..], &b"x"[..]));
             for b in &keys {
-                let (ma, mb) = (MemKey::new(a, b"x"), MemKey::seek(b));
-                assert_eq!(ma.cmp(&mb), compare_internal(a, b), "{a:?} vs {b:?}");
+                let got = MemKey::scoped(b, |mb| ma.cmp(mb));
+                assert_eq!(got, compare_internal(a, b), "{a:?} vs {b:?}");
             }
         }
     }
