@@ -264,6 +264,7 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
             kv("strata_appendfsync", cfg.appendfsync.name().to_string());
             kv("strata_write_batches", b.write_batches().to_string());
             kv("strata_write_requests", b.write_requests().to_string());
+            kv("strata_direct_writes", b.direct_writes.to_string());
             kv("strata_read_batches", b.read_batches().to_string());
             kv("strata_read_requests", b.read_requests().to_string());
             kv("strata_cross_shard_parts", b.cross_shard_parts.to_string());

@@ -398,8 +398,7 @@ impl<E: Engine> ShardedDb<E> {
         })
     }
 
-    fn submit_write(&self, wo: &WriteOptions, ops: WriteOps, key: &[u8], reply: Reply<()>) {
-        let s = self.shard_of(key);
+    fn submit_write(&self, s: usize, wo: &WriteOptions, ops: WriteOps, reply: Reply<()>) {
         self.enqueue(
             s,
             Request::Write {
@@ -414,14 +413,19 @@ impl<E: Engine> ShardedDb<E> {
         if let Err(e) = check_user_key(key).and_then(|()| check_value(value)) {
             return reply.send(Err(e));
         }
-        self.submit_write(wo, WriteOps::put(key, value), key, reply)
+        self.submit_write(self.shard_of(key), wo, WriteOps::put(key, value), reply)
     }
 
     fn submit_delete(&self, wo: &WriteOptions, key: &[u8], reply: Reply<()>) {
         if let Err(e) = check_user_key(key) {
             return reply.send(Err(e));
         }
-        self.submit_write(wo, WriteOps::Delete(key.to_vec()), key, reply)
+        self.submit_write(
+            self.shard_of(key),
+            wo,
+            WriteOps::Delete(key.to_vec()),
+            reply,
+        )
     }
 
     fn submit_batch(&self, wo: &WriteOptions, batch: WriteBatch, reply: Reply<()>) {
@@ -472,11 +476,12 @@ impl<E: Engine> ShardedDb<E> {
 
     pub fn put_opt(&self, wo: &WriteOptions, key: &[u8], value: &[u8]) -> Result<()> {
         check_user_key(key).and_then(|()| check_value(value))?;
-        if let Some(r) = self.write_here(self.shard_of(key), wo, |b| b.put(key, value)) {
+        let s = self.shard_of(key);
+        if let Some(r) = self.write_here(s, wo, |b| b.put(key, value)) {
             return r;
         }
         let (reply, pending) = Reply::slot();
-        self.submit_put(wo, key, value, reply);
+        self.submit_write(s, wo, WriteOps::put(key, value), reply);
         pending.wait()
     }
 
@@ -487,11 +492,12 @@ impl<E: Engine> ShardedDb<E> {
 
     pub fn delete_opt(&self, wo: &WriteOptions, key: &[u8]) -> Result<()> {
         check_user_key(key)?;
-        if let Some(r) = self.write_here(self.shard_of(key), wo, |b| b.delete(key)) {
+        let s = self.shard_of(key);
+        if let Some(r) = self.write_here(s, wo, |b| b.delete(key)) {
             return r;
         }
         let (reply, pending) = Reply::slot();
-        self.submit_delete(wo, key, reply);
+        self.submit_write(s, wo, WriteOps::Delete(key.to_vec()), reply);
         pending.wait()
     }
 

@@ -47,24 +47,26 @@ unsafe impl Send for MemKey {}
 unsafe impl Sync for MemKey {}
 
 impl MemKey {
-    /// An entry of `ikey` and `value`, its bytes copied into `arena`. It must not outlive
-    /// `arena` (the module comment).
-    pub(super) fn in_arena(arena: &Arena, ikey: &[u8], value: &[u8]) -> MemKey {
-        let len = ikey.len() + value.len();
+    /// The entry of `user_key` with internal-key trailer `trailer` (sequence and kind) and
+    /// `value`, its bytes written into `arena` in one pass (no internal key built first). It
+    /// must not outlive `arena` (the module comment).
+    pub(super) fn in_arena(arena: &Arena, user_key: &[u8], trailer: u64, value: &[u8]) -> MemKey {
+        let trailer = trailer.to_le_bytes();
+        let parts = [user_key, &trailer[..], value];
+        let len = parts.iter().map(|p| p.len()).sum();
         let data = arena.alloc(len);
-        // SAFETY: `alloc` handed the `len` bytes at `data` to this call alone; the sources
-        // are distinct live slices.
-        unsafe {
-            std::ptr::copy_nonoverlapping(ikey.as_ptr(), data.as_ptr(), ikey.len());
-            std::ptr::copy_nonoverlapping(
-                value.as_ptr(),
-                data.as_ptr().add(ikey.len()),
-                value.len(),
-            );
+        let mut at = 0;
+        for part in parts {
+            // SAFETY: `alloc` handed the `len` bytes at `data` to this call alone, and the
+            // parts fill them exactly, in order; each source is a distinct live slice.
+            unsafe {
+                std::ptr::copy_nonoverlapping(part.as_ptr(), data.as_ptr().add(at), part.len())
+            };
+            at += part.len();
         }
         MemKey {
-            prefix: prefix_words(key::user_key(ikey)),
-            key_len: ikey.len() as u32,
+            prefix: prefix_words(user_key),
+            key_len: (user_key.len() + key::TRAILER_LEN) as u32,
             len: len as u32,
             data,
         }
@@ -256,18 +258,16 @@ mod tests {
                     s.spawn(move || {
                         (0..3000u32)
                             .map(|i| {
-                                let ikey = key::make_internal_key(
-                                    format!("{t}-{i}").as_bytes(),
-                                    u64::from(i),
-                                    key::ValueKind::Value,
-                                );
+                                let trailer =
+                                    key::pack_trailer(u64::from(i), key::ValueKind::Value);
                                 // Some values larger than a quarter chunk: their own chunk.
                                 let len = if i % 500 == 0 {
                                     2000
                                 } else {
                                     (i % 40) as usize
                                 };
-                                MemKey::in_arena(arena, &ikey, &vec![t; len])
+                                let uk = format!("{t}-{i}");
+                                MemKey::in_arena(arena, uk.as_bytes(), trailer, &vec![t; len])
                             })
                             .collect()
                     })

@@ -168,17 +168,15 @@ impl MemTable {
     /// Inserts one entry. Sequence numbers are unique, so keys never collide.
     pub fn add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
         self.bloom.add(user_key);
-        let mut ikey = key::InlineSeekKey::with_capacity(user_key.len() + key::TRAILER_LEN);
-        ikey.extend_from_slice(user_key);
-        ikey.extend_from_slice(&key::pack_trailer(seq, kind).to_le_bytes());
         // Counted as if each entry were its own allocation (what `write_buffer_bytes` was
         // tuned against); the arena holds the same bytes without the headers and rounding.
         self.approx_bytes.fetch_add(
-            NODE_BYTES + heap_bytes(ikey.len() + value.len()),
+            NODE_BYTES + heap_bytes(user_key.len() + key::TRAILER_LEN + value.len()),
             AtomicOrdering::Relaxed,
         );
+        let trailer = key::pack_trailer(seq, kind);
         self.map
-            .insert(MemKey::in_arena(&self.arena, &ikey, value), ());
+            .insert(MemKey::in_arena(&self.arena, user_key, trailer, value), ());
     }
 
     /// Approximate memory used.
@@ -220,7 +218,6 @@ impl MemTable {
         MemTableIter {
             mem: self.clone(),
             arena: Vec::new(),
-            bound: Vec::new(),
             entries: Vec::new(),
             pos: 0,
             valid: false,
@@ -243,9 +240,6 @@ pub struct MemTableIter {
     mem: Arc<MemTable>,
     /// Keys and values of the chunk, back to back.
     arena: Vec<u8>,
-    /// The key a reload starts after (or before): a copy of the current key, since the
-    /// reload clears `arena`.
-    bound: Vec<u8>,
     /// Per entry of the chunk, in internal-key order: (key start, key len, value len); the
     /// value follows the key in the arena.
     entries: Vec<(usize, usize, usize)>,
@@ -295,11 +289,10 @@ impl MemTableIter {
         self.pos = self.entries.len().saturating_sub(1);
     }
 
-    /// Reloads the chunk after (`forward`) or before the current entry.
+    /// Reloads the chunk after (`forward`) or before the current entry (its key copied out
+    /// first: the reload clears `arena`).
     fn reload_past_current(&mut self, forward: bool) {
-        let mut cur = std::mem::take(&mut self.bound);
-        cur.clear();
-        cur.extend_from_slice(self.key());
+        let cur = self.key().to_vec();
         MemKey::scoped(&cur, |k| {
             if forward {
                 self.load_forward(Bound::Excluded(k))
@@ -307,7 +300,6 @@ impl MemTableIter {
                 self.load_backward(Bound::Excluded(k))
             }
         });
-        self.bound = cur;
     }
 }
 
@@ -385,7 +377,9 @@ mod tests {
             .collect();
         let arena = Arena::for_buffer(64 << 10);
         for a in &keys {
-            let ma = MemKey::in_arena(&arena, a, b"x");
+            let (user, trailer) = a.split_at(a.len() - key::TRAILER_LEN);
+            let trailer = u64::from_le_bytes(trailer.try_into().unwrap());
+            let ma = MemKey::in_arena(&arena, user, trailer, b"x");
             assert_eq!((ma.ikey(), ma.value()), (&a[..], &b"x"[..]));
             for b in &keys {
                 let got = MemKey::scoped(b, |mb| ma.cmp(mb));
