@@ -25,7 +25,8 @@
 //! subscriber and that branch never fires.
 
 use crate::clients::{ClientInfo, READ_BYTES};
-use crate::cmd::{dispatch, ConnState, Ctx};
+use crate::cmd::table::Keys;
+use crate::cmd::{dispatch_found, ConnState, Ctx, Found};
 use crate::config::OutputLimit;
 use crate::exec::{self, Route};
 use crate::protocol::parse::{Limits, Parser};
@@ -408,7 +409,7 @@ async fn run_buffered(
     queued: &mut Queued,
 ) -> Step {
     // A request (routed) parsed while gathering a run that belongs to the next step.
-    let mut carried: Option<(Vec<Bytes>, Route)> = None;
+    let mut carried: Option<(Vec<Bytes>, Found, Route)> = None;
     loop {
         if queued.len() >= MAX_QUEUED {
             drain(queued, reply).await;
@@ -419,12 +420,12 @@ async fn run_buffered(
         if carried.is_none() && reply.len() >= REPLY_FLUSH_BYTES {
             return Step::Flush;
         }
-        let (argv, route) = match carried.take() {
+        let (argv, found, route) = match carried.take() {
             Some(x) => x,
             None => match parser.next(buf, limits(shared, conn)) {
                 Ok(Some(a)) => {
-                    let r = exec::route(shared, conn, &a);
-                    (a, r)
+                    let (found, r) = exec::route(shared, conn, &a);
+                    (a, found, r)
                 }
                 Ok(None) => {
                     drain(queued, reply).await;
@@ -445,13 +446,16 @@ async fn run_buffered(
             Route::Shard {
                 shard,
                 write,
+                keys,
                 reads,
             } => {
                 let dropped = skip || conn.reply_off;
                 let first = Routed {
                     argv,
+                    found,
                     shard,
                     write,
+                    keys,
                     reads,
                 };
                 if queued.is_empty() && !shared.store.sync_writes() && !dropped {
@@ -463,18 +467,24 @@ async fn run_buffered(
                     while run.len() < MAX_RUN {
                         match parser.next(buf, limits(shared, conn)) {
                             Ok(Some(a)) => match exec::route(shared, conn, &a) {
-                                Route::Shard {
-                                    shard: s,
-                                    write,
-                                    reads,
-                                } if s == shard => run.push(Routed {
+                                (
+                                    found,
+                                    Route::Shard {
+                                        shard: s,
+                                        write,
+                                        keys,
+                                        reads,
+                                    },
+                                ) if s == shard => run.push(Routed {
                                     argv: a,
+                                    found,
                                     shard,
                                     write,
+                                    keys,
                                     reads,
                                 }),
-                                other => {
-                                    carried = Some((a, other));
+                                (found, other) => {
+                                    carried = Some((a, found, other));
                                     break;
                                 }
                             },
@@ -520,7 +530,7 @@ async fn run_buffered(
                         conn: &mut *conn,
                         reply: &mut *reply,
                     };
-                    dispatch(&mut ctx, argv);
+                    dispatch_found(&mut ctx, argv, found);
                 });
                 if let Some(wait) = crate::blocking::take_blocked() {
                     conn.info.obl.store(reply.len(), Ordering::Relaxed);
@@ -541,8 +551,10 @@ async fn run_buffered(
 /// A request that runs on one shard, with what [`exec::route`] found for it.
 struct Routed {
     argv: Vec<Bytes>,
+    found: Found,
     shard: usize,
     write: bool,
+    keys: Keys,
     reads: Vec<Vec<u8>>,
 }
 
@@ -573,7 +585,7 @@ fn run_in_place(
     let keys: Vec<&[u8]> = run
         .iter()
         .filter(|r| r.write)
-        .flat_map(|r| exec::keys_of(&r.argv))
+        .flat_map(|r| exec::key_args(&r.argv, &r.keys))
         .collect();
     let Some(guard) = store.try_lock_owned(conn.db, &keys) else {
         return run;
@@ -590,7 +602,7 @@ fn run_in_place(
                     conn: &mut *conn,
                     reply: &mut *reply,
                 };
-                dispatch(&mut ctx, r.argv);
+                dispatch_found(&mut ctx, r.argv, r.found);
             }
         })
     });
@@ -626,7 +638,7 @@ async fn queue_one(
 ) {
     let guard = if r.write {
         let store = &shared.store;
-        let keys = exec::keys_of(&r.argv);
+        let keys = exec::key_args(&r.argv, &r.keys);
         match store.try_lock_owned(conn.db, &keys) {
             Some(g) => Some(g),
             None => {
@@ -642,6 +654,8 @@ async fn queue_one(
         None
     };
     let proto = reply.proto;
-    let rx = exec::submit(shared, conn, proto, r.argv, r.shard, r.reads, guard);
+    let rx = exec::submit(
+        shared, conn, proto, r.argv, r.found, r.shard, r.reads, guard,
+    );
     queued.push_back((rx, dropped));
 }

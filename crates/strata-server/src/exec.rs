@@ -21,7 +21,8 @@
 //! connection's commands still take effect in its order. See `store.rs` for how the two kinds
 //! exclude each other.
 
-use crate::cmd::{dispatch, flag, lookup_argv, ConnState, Ctx};
+use crate::cmd::table::{self, key_flag, traits, Keys};
+use crate::cmd::{dispatch_found, find_command, flag, ConnState, Ctx, Found, Spec};
 use crate::keys::meta_key;
 use crate::protocol::reply::{Proto, ReplyBuf};
 use crate::server::Shared;
@@ -36,114 +37,93 @@ pub enum Route {
     /// On the connection's thread.
     Inline,
     /// On the worker of `shard`; `write`: the command may write (its keys' stripes are held
-    /// while it is in flight); `reads`: the records the worker fetches for it, batched with
-    /// the other commands of its group.
+    /// while it is in flight); `keys`: its keys' positions in the request; `reads`: the
+    /// records the worker fetches for it, batched with the other commands of its group.
     Shard {
         shard: usize,
         write: bool,
+        keys: Keys,
         reads: Vec<Vec<u8>>,
     },
 }
 
-/// Commands with keys that still run inline: their meaning reaches beyond the keys the
-/// command table names (COPY and MOVE name a destination database; the sorted-set *STORE
-/// commands name only their destination, their sources follow a key count; WATCH registers
-/// on the connection's thread).
-const INLINE_ONLY: &[&str] = &[
-    "copy",
-    "move",
-    "watch",
-    "zunionstore",
-    "zinterstore",
-    "zdiffstore",
-];
-
-/// Commands that usually write without reading their keys first: their records are not
-/// fetched ahead (a read they do need, for an option such as SET's NX or GET, is made then).
-const BLIND_WRITES: &[&str] = &["set", "setex", "psetex", "mset"];
-
-/// Decides where `argv` runs for a client in `conn`'s state.
-pub fn route(shared: &Shared, conn: &ConnState, argv: &[Bytes]) -> Route {
-    let Some(spec) = lookup_argv(argv) else {
-        return Route::Inline; // unknown command or wrong arity: the error is replied inline
+/// Looks `argv` up in the command table (once: the result goes on to `dispatch_found`) and
+/// decides where it runs for a client in `conn`'s state. Everything the decision needs is
+/// in the command's table entry: its flags, its key specs and Strata's execution traits.
+pub fn route(shared: &Shared, conn: &ConnState, argv: &[Bytes]) -> (Found, Route) {
+    let found = find_command(argv);
+    let Found::Command(spec, _) = found else {
+        return (found, Route::Inline); // unknown command: the error is replied inline
     };
+    (found, route_spec(shared, conn, spec, argv))
+}
+
+fn route_spec(shared: &Shared, conn: &ConnState, spec: &'static Spec, argv: &[Bytes]) -> Route {
     // In MULTI, commands are queued on the connection's thread; WATCH takes its keys'
     // stripes there (`cmd/multi.rs`). Blocking commands run here too: a client that blocks
     // waits in its connection task, and registers under its keys' stripes (`blocking.rs`).
+    // Commands whose keys follow a count or a keyword find them by parsing, and take their
+    // stripes here.
     if conn.multi.is_some()
-        || spec.keys.0 <= 0
-        || INLINE_ONLY.contains(&spec.name)
-        || spec.flags & flag::BLOCKING != 0
+        || !spec.arity_ok(argv.len())
+        || spec.has(flag::BLOCKING)
+        || spec.has(flag::MOVABLE_KEYS)
+        || spec.has_trait(traits::CONNECTION_THREAD)
     {
         return Route::Inline;
     }
-    if spec.flags & flag::NO_AUTH == 0 && !conn.authenticated {
+    if !spec.has(flag::NO_AUTH) && !conn.authenticated {
         let password = shared.config.read().requirepass.is_some();
         if password {
             return Route::Inline;
         }
     }
-    let keys = command_keys(spec.keys, argv);
+    let Some(keys) = table::keys(spec, argv).filter(|k| !k.is_empty()) else {
+        return Route::Inline;
+    };
     let db = shared.store.db();
     let mut shard = None;
     let mut reads = Vec::with_capacity(keys.len());
     for k in &keys {
-        let mk = meta_key(conn.db, k);
+        let mk = meta_key(conn.db, &argv[k.pos]);
         let s = db.shard_of(&mk);
         match shard {
             None => shard = Some(s),
             Some(first) if first != s => return Route::Inline,
             Some(_) => {}
         }
-        reads.push(mk);
-    }
-    if BLIND_WRITES.contains(&spec.name) {
-        reads.clear();
+        // A key the command overwrites without reading it is not fetched ahead (a read it
+        // does need, for an option such as SET's NX, is made then).
+        if k.flags & key_flag::OW == 0 {
+            reads.push(mk);
+        }
     }
     match shard {
         Some(shard) => Route::Shard {
             shard,
-            write: spec.flags & flag::WRITE != 0,
+            write: spec.has(flag::WRITE),
+            keys,
             reads,
         },
         None => Route::Inline,
     }
 }
 
-/// The keys of `argv` as its command's table entry names them (none for an unknown command).
-pub fn keys_of(argv: &[Bytes]) -> Vec<&[u8]> {
-    command_keys(lookup_argv(argv).map_or((0, 0, 0), |s| s.keys), argv)
-}
-
-/// The keys of a request by the command table's `(first, last, step)` (argv positions; a
-/// negative `last` counts from the end).
-pub fn command_keys(keys: (i32, i32, i32), argv: &[Bytes]) -> Vec<&[u8]> {
-    let (first, last, step) = keys;
-    let argc = argv.len() as i64;
-    let first = i64::from(first);
-    let last = if last < 0 {
-        argc + i64::from(last)
-    } else {
-        i64::from(last)
-    };
-    let step = i64::from(step.max(1));
-    let mut out = Vec::new();
-    let mut i = first;
-    while i >= 1 && i <= last && i < argc {
-        out.push(&argv[i as usize][..]);
-        i += step;
-    }
-    out
+/// The arguments at `keys`' positions.
+pub fn key_args<'a>(argv: &'a [Bytes], keys: &Keys) -> Vec<&'a [u8]> {
+    keys.iter().map(|k| &argv[k.pos][..]).collect()
 }
 
 /// Queues `argv` to `shard`'s worker, which fetches `reads` ahead. The reply (in `proto`) arrives on the returned channel
 /// once the command's group is written; `guard` (the stripes of a writing command's keys) is
 /// released then.
+#[allow(clippy::too_many_arguments)]
 pub fn submit(
     shared: &Arc<Shared>,
     conn: &ConnState,
     proto: Proto,
     argv: Vec<Bytes>,
+    found: Found,
     shard: usize,
     reads: Vec<Vec<u8>>,
     guard: Option<OwnedKeyGuard>,
@@ -167,7 +147,7 @@ pub fn submit(
                 conn: &mut conn,
                 reply: &mut reply,
             };
-            dispatch(&mut ctx, argv);
+            dispatch_found(&mut ctx, argv, found);
         });
         // Clients blocked on keys this command wrote, served by it: they get their replies
         // once the group's write is applied, as the command does.
@@ -216,21 +196,71 @@ pub fn error_reply(proto: Proto, e: &strata::Error) -> BytesMut {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cmd::lookup_argv;
 
     fn argv(parts: &[&str]) -> Vec<Bytes> {
         parts.iter().map(|p| Bytes::from(p.to_string())).collect()
     }
 
+    fn keys_of(parts: &[&str]) -> Vec<(String, u32)> {
+        let a = argv(parts);
+        let spec = lookup_argv(&a).expect("a command with its arity");
+        table::keys(spec, &a)
+            .expect("keys")
+            .iter()
+            .map(|k| (parts[k.pos].to_string(), k.flags))
+            .collect()
+    }
+
     #[test]
-    fn keys_by_table_positions() {
-        let a = argv(&["mset", "a", "1", "b", "2"]);
-        assert_eq!(command_keys((1, -1, 2), &a), vec![&b"a"[..], b"b"]);
-        let a = argv(&["get", "k"]);
-        assert_eq!(command_keys((1, 1, 1), &a), vec![&b"k"[..]]);
-        let a = argv(&["del", "a", "b", "c"]);
-        assert_eq!(command_keys((1, -1, 1), &a).len(), 3);
-        let a = argv(&["object", "encoding", "k"]);
-        assert_eq!(command_keys((2, 2, 1), &a), vec![&b"k"[..]]);
-        assert!(command_keys((0, 0, 0), &a).is_empty());
+    fn keys_and_what_the_command_does_with_them() {
+        use key_flag::*;
+        let names = |v: Vec<(String, u32)>| v.into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+        assert_eq!(names(keys_of(&["mset", "a", "1", "b", "2"])), ["a", "b"]);
+        assert_eq!(names(keys_of(&["del", "a", "b", "c"])), ["a", "b", "c"]);
+        assert_eq!(names(keys_of(&["object", "encoding", "k"])), ["k"]);
+        assert_eq!(keys_of(&["get", "k"]), [("k".into(), RO | ACCESS)]);
+        // SET overwrites blindly unless GET reads the old value.
+        assert_eq!(keys_of(&["set", "k", "v"]), [("k".into(), OW | UPDATE)]);
+        assert_eq!(
+            keys_of(&["set", "k", "v", "nx", "get"]),
+            [("k".into(), RW | ACCESS | UPDATE)]
+        );
+        // A count, then the keys (and a destination first).
+        assert_eq!(
+            names(keys_of(&[
+                "zunionstore",
+                "d",
+                "2",
+                "a",
+                "b",
+                "weights",
+                "1",
+                "2"
+            ])),
+            ["d", "a", "b"]
+        );
+        assert_eq!(
+            names(keys_of(&["lmpop", "2", "a", "b", "left"])),
+            ["a", "b"]
+        );
+        assert_eq!(
+            names(keys_of(&["zinter", "2", "a", "b", "withscores"])),
+            ["a", "b"]
+        );
+    }
+
+    #[test]
+    fn malformed_counts_name_no_keys() {
+        for bad in [
+            &["zunionstore", "d", "x", "a"][..],
+            &["zunionstore", "d", "-1", "a"],
+            &["zunionstore", "d", "3", "a"],
+            &["lmpop", "0", "a", "left"],
+        ] {
+            let a = argv(bad);
+            let spec = lookup_argv(&a).unwrap();
+            assert!(table::keys(spec, &a).is_none(), "{bad:?}");
+        }
     }
 }

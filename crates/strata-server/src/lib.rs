@@ -35,6 +35,7 @@ mod blocking;
 pub mod check;
 mod clients;
 mod cmd;
+pub mod compat;
 pub mod config;
 mod config_rewrite;
 mod conn;

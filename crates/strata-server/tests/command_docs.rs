@@ -131,3 +131,60 @@ fn command_docs_arguments_match_redis() {
     );
     s.shutdown().unwrap();
 }
+
+/// COMMAND INFO's key specs and COMMAND GETKEYS(ANDFLAGS) come from the same table entries
+/// the server routes and locks by; the expected replies are redis-server 7.0.15's.
+#[test]
+fn key_specs_and_getkeys_match_redis() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut c = Client::connect(s.local_addr());
+    assert!(matches!(c.q(&["HELLO", "3"]), V::Map(_)));
+    let V::Array(info) = c.q(&["COMMAND", "INFO", "zunionstore"]) else {
+        panic!()
+    };
+    let V::Array(z) = &info[0] else { panic!() };
+    assert_eq!(
+        show(&z[2]),
+        "~(+write +denyoom +movablekeys)",
+        "flags, movablekeys included"
+    );
+    assert_eq!(
+        show(&z[8]),
+        "~({flags=~(+OW +update) begin_search={type=index spec={index=:1}} \
+         find_keys={type=range spec={lastkey=:0 keystep=:1 limit=:0}}} \
+         {flags=~(+RO +access) begin_search={type=index spec={index=:2}} \
+         find_keys={type=keynum spec={keynumidx=:0 firstkey=:1 keystep=:1}}})"
+    );
+    let q = |c: &mut Client, line: &str| {
+        let mut args = vec!["COMMAND"];
+        args.extend(line.split(' '));
+        show(&c.q(&args))
+    };
+    assert_eq!(q(&mut c, "GETKEYS zunionstore d 2 a b"), "[d a b]");
+    assert_eq!(
+        q(&mut c, "GETKEYSANDFLAGS set k v get"),
+        "[[k ~(+RW +access +update)]]"
+    );
+    assert_eq!(q(&mut c, "GETKEYSANDFLAGS set k v"), "[[k ~(+OW +update)]]");
+    assert_eq!(q(&mut c, "GETKEYS mset a 1 b 2"), "[a b]");
+    assert_eq!(q(&mut c, "GETKEYS lmpop 2 a b left"), "[a b]");
+    for (line, err) in [
+        (
+            "GETKEYS zunionstore d x a",
+            "Invalid arguments specified for command",
+        ),
+        (
+            "GETKEYS get a b",
+            "Invalid number of arguments specified for command",
+        ),
+        ("GETKEYS ping x", "The command has no key arguments"),
+        ("GETKEYS nosuch k", "Invalid command specified"),
+    ] {
+        assert_eq!(
+            q(&mut c, line),
+            format!("{:?}", V::err(&format!("ERR {err}")))
+        );
+    }
+    s.shutdown().unwrap();
+}

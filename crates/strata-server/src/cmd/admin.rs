@@ -1,206 +1,23 @@
 //! Introspection commands: SLOWLOG, MEMORY, OBJECT, LASTSAVE.
 
 use super::args::ERR_SYNTAX;
-use super::flag::*;
-use super::{reply_help, Args, CmdError, CmdResult, Ctx, Spec};
+use super::{cmd, reply_help, Args, CmdError, CmdResult, Ctx, Entry};
 use crate::protocol::parse::parse_i64;
 use crate::store::{now_ms, Meta, RType};
 
-macro_rules! admin_cmd {
-    ($name:literal, $arity:expr, $flags:expr, $keys:expr, $group:literal, $since:literal,
-     $summary:literal, $h:expr, $subs:expr) => {
-        Spec {
-            name: $name,
-            arity: $arity,
-            flags: $flags,
-            keys: $keys,
-            group: $group,
-            since: $since,
-            summary: $summary,
-            handler: $h,
-            subcommands: $subs,
-        }
-    };
-}
-
-const NO_KEYS: (i32, i32, i32) = (0, 0, 0);
-const KEY2: (i32, i32, i32) = (2, 2, 1);
-
-static SLOWLOG_SUBCOMMANDS: &[Spec] = &[
-    admin_cmd!(
-        "get",
-        -2,
-        ADMIN | LOADING | STALE,
-        NO_KEYS,
-        "server",
-        "2.2.12",
-        "Returns the slow log's entries.",
-        slowlog_get,
-        &[]
-    ),
-    admin_cmd!(
-        "len",
-        2,
-        ADMIN | LOADING | STALE,
-        NO_KEYS,
-        "server",
-        "2.2.12",
-        "Returns the number of entries in the slow log.",
-        slowlog_len,
-        &[]
-    ),
-    admin_cmd!(
-        "reset",
-        2,
-        ADMIN | LOADING | STALE,
-        NO_KEYS,
-        "server",
-        "2.2.12",
-        "Clears all entries from the slow log.",
-        slowlog_reset,
-        &[]
-    ),
-    admin_cmd!(
-        "help",
-        2,
-        LOADING | STALE,
-        NO_KEYS,
-        "server",
-        "6.2.0",
-        "Show helpful text about the different subcommands",
-        slowlog_help,
-        &[]
-    ),
-];
-
-static MEMORY_SUBCOMMANDS: &[Spec] = &[
-    admin_cmd!(
-        "usage",
-        -3,
-        READONLY,
-        KEY2,
-        "server",
-        "4.0.0",
-        "Estimates the memory usage of a key.",
-        memory_usage,
-        &[]
-    ),
-    admin_cmd!(
-        "help",
-        2,
-        LOADING | STALE,
-        NO_KEYS,
-        "server",
-        "4.0.0",
-        "Outputs helpful text about memory commands.",
-        memory_help,
-        &[]
-    ),
-];
-
-static OBJECT_SUBCOMMANDS: &[Spec] = &[
-    admin_cmd!(
-        "encoding",
-        3,
-        READONLY,
-        KEY2,
-        "generic",
-        "2.2.3",
-        "Returns the internal encoding of a Redis object.",
-        object_encoding,
-        &[]
-    ),
-    admin_cmd!(
-        "freq",
-        3,
-        READONLY,
-        KEY2,
-        "generic",
-        "4.0.0",
-        "Returns the logarithmic access frequency counter of a Redis object.",
-        object_freq,
-        &[]
-    ),
-    admin_cmd!(
-        "idletime",
-        3,
-        READONLY,
-        KEY2,
-        "generic",
-        "2.2.3",
-        "Returns the time since the last access to a Redis object.",
-        object_idletime,
-        &[]
-    ),
-    admin_cmd!(
-        "refcount",
-        3,
-        READONLY,
-        KEY2,
-        "generic",
-        "2.2.3",
-        "Returns the reference count of a value of a key.",
-        object_refcount,
-        &[]
-    ),
-    admin_cmd!(
-        "help",
-        2,
-        LOADING | STALE,
-        NO_KEYS,
-        "generic",
-        "6.2.0",
-        "Returns helpful text about the different subcommands.",
-        object_help,
-        &[]
-    ),
-];
-
-pub static COMMANDS: &[Spec] = &[
-    admin_cmd!(
-        "slowlog",
-        -2,
-        0,
-        NO_KEYS,
-        "server",
-        "2.2.12",
-        "A container for slow log commands.",
-        slowlog_help,
-        SLOWLOG_SUBCOMMANDS
-    ),
-    admin_cmd!(
-        "memory",
-        -2,
-        0,
-        NO_KEYS,
-        "server",
-        "4.0.0",
-        "A container for memory diagnostics commands.",
-        memory_help,
-        MEMORY_SUBCOMMANDS
-    ),
-    admin_cmd!(
-        "object",
-        -2,
-        0,
-        NO_KEYS,
-        "generic",
-        "2.2.3",
-        "A container for object introspection commands.",
-        object_help,
-        OBJECT_SUBCOMMANDS
-    ),
-    admin_cmd!(
-        "lastsave",
-        1,
-        LOADING | STALE | FAST,
-        NO_KEYS,
-        "server",
-        "1.0.0",
-        "Returns the Unix timestamp of the last successful save to disk.",
-        lastsave,
-        &[]
-    ),
+pub static COMMANDS: &[Entry] = &[
+    cmd("slowlog|get", slowlog_get),
+    cmd("slowlog|len", slowlog_len),
+    cmd("slowlog|reset", slowlog_reset),
+    cmd("slowlog|help", slowlog_help),
+    cmd("memory|usage", memory_usage),
+    cmd("memory|help", memory_help),
+    cmd("object|encoding", object_encoding),
+    cmd("object|freq", object_freq),
+    cmd("object|idletime", object_idletime),
+    cmd("object|refcount", object_refcount),
+    cmd("object|help", object_help),
+    cmd("lastsave", lastsave),
 ];
 
 fn slowlog_get(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {

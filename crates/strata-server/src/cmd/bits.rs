@@ -8,33 +8,16 @@
 //! a missing key (0, or BITPOS's -1/0) before looking at the range arguments.
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
-use super::flag::*;
 use super::strings::{check_len, modify, read_string};
-use super::{Args, CmdError, CmdResult, Ctx, Spec};
+use super::{cmd, Args, CmdError, CmdResult, Ctx, Entry};
 use crate::protocol::parse::parse_i64;
 use bytes::Bytes;
 
-macro_rules! bit_cmd {
-    ($name:literal, $arity:expr, $flags:expr, $since:literal, $summary:literal, $h:expr) => {
-        Spec {
-            name: $name,
-            arity: $arity,
-            flags: $flags,
-            keys: (1, 1, 1),
-            group: "bitmap",
-            since: $since,
-            summary: $summary,
-            handler: $h,
-            subcommands: &[],
-        }
-    };
-}
-
-pub static COMMANDS: &[Spec] = &[
-    bit_cmd!("setbit", 4, WRITE | DENYOOM, "2.2.0", "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist.", setbit),
-    bit_cmd!("getbit", 3, READONLY | FAST, "2.2.0", "Returns a bit value by offset.", getbit),
-    bit_cmd!("bitcount", -2, READONLY, "2.6.0", "Counts the number of set bits (population counting) in a string.", bitcount),
-    bit_cmd!("bitpos", -3, READONLY, "2.8.7", "Finds the first set (1) or clear (0) bit in a string.", bitpos),
+pub static COMMANDS: &[Entry] = &[
+    cmd("setbit", setbit),
+    cmd("getbit", getbit),
+    cmd("bitcount", bitcount),
+    cmd("bitpos", bitpos),
 ];
 
 const ERR_OFFSET: &str = "ERR bit offset is not an integer or out of range";

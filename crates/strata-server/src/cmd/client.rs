@@ -2,148 +2,27 @@
 //! and RESET, over the client registry (`clients.rs`).
 
 use super::args::ERR_SYNTAX;
-use super::flag::*;
-use super::{reply_help, Args, CmdError, CmdResult, Ctx, Spec};
+use super::table::traits::*;
+use super::{cmd, cmd_with, reply_help, Args, CmdError, CmdResult, Ctx, Entry};
 use crate::clients::ClientInfo;
 use crate::protocol::parse::parse_i64;
 use crate::protocol::reply::Proto;
 use std::sync::Arc;
 
-macro_rules! client_cmd {
-    ($name:literal, $arity:expr, $flags:expr, $since:literal, $summary:literal, $h:expr) => {
-        Spec {
-            name: $name,
-            arity: $arity,
-            flags: $flags,
-            keys: (0, 0, 0),
-            group: "connection",
-            since: $since,
-            summary: $summary,
-            handler: $h,
-            subcommands: &[],
-        }
-    };
-}
-
-static CLIENT_SUBCOMMANDS: &[Spec] = &[
-    client_cmd!(
-        "id",
-        2,
-        NOSCRIPT | LOADING | STALE,
-        "5.0.0",
-        "Returns the unique client ID of the connection.",
-        client_id
-    ),
-    client_cmd!(
-        "setname",
-        3,
-        NOSCRIPT | LOADING | STALE,
-        "2.6.9",
-        "Sets the connection name.",
-        client_setname
-    ),
-    client_cmd!(
-        "getname",
-        2,
-        NOSCRIPT | LOADING | STALE,
-        "2.6.9",
-        "Returns the name of the connection.",
-        client_getname
-    ),
-    client_cmd!(
-        "list",
-        -2,
-        ADMIN | NOSCRIPT | LOADING | STALE,
-        "2.4.0",
-        "Lists open connections.",
-        client_list
-    ),
-    client_cmd!(
-        "info",
-        2,
-        NOSCRIPT | LOADING | STALE,
-        "6.2.0",
-        "Returns information about the connection.",
-        client_info
-    ),
-    client_cmd!(
-        "kill",
-        -3,
-        ADMIN | NOSCRIPT | LOADING | STALE,
-        "2.4.0",
-        "Terminates open connections.",
-        client_kill
-    ),
-    client_cmd!(
-        "setinfo",
-        4,
-        NOSCRIPT | LOADING | STALE,
-        "7.2.0",
-        "Sets information specific to the client or connection.",
-        client_setinfo
-    ),
-    client_cmd!(
-        "no-evict",
-        3,
-        ADMIN | NOSCRIPT | LOADING | STALE,
-        "7.0.0",
-        "Sets the client eviction mode of the connection.",
-        client_no_evict
-    ),
-    client_cmd!(
-        "no-touch",
-        3,
-        NOSCRIPT | LOADING | STALE,
-        "7.2.0",
-        "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.",
-        client_no_touch
-    ),
-    client_cmd!(
-        "reply",
-        3,
-        NOSCRIPT | LOADING | STALE,
-        "3.2.0",
-        "Instructs the server whether to reply to commands.",
-        client_reply
-    ),
-    client_cmd!(
-        "unblock",
-        -3,
-        ADMIN | NOSCRIPT | LOADING | STALE,
-        "5.0.0",
-        "Unblock a client blocked in a blocking command from a different connection",
-        client_unblock
-    ),
-    client_cmd!(
-        "help",
-        2,
-        LOADING | STALE,
-        "5.0.0",
-        "Returns helpful text about the different subcommands.",
-        client_help
-    ),
-];
-
-pub static COMMANDS: &[Spec] = &[
-    Spec {
-        name: "client",
-        arity: -2,
-        flags: 0,
-        keys: (0, 0, 0),
-        group: "connection",
-        since: "2.4.0",
-        summary: "A container for client connection commands.",
-        handler: client_help,
-        subcommands: CLIENT_SUBCOMMANDS,
-    },
-    client_cmd!(
-        "reset",
-        1,
-        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY,
-        "6.2.0",
-        "Resets the connection.",
-        reset
-    ),
+pub static COMMANDS: &[Entry] = &[
+    cmd("client|id", client_id),
+    cmd("client|setname", client_setname),
+    cmd("client|getname", client_getname),
+    cmd("client|list", client_list),
+    cmd("client|info", client_info),
+    cmd("client|kill", client_kill),
+    cmd("client|setinfo", client_setinfo),
+    cmd("client|no-evict", client_no_evict),
+    cmd("client|no-touch", client_no_touch),
+    cmd("client|reply", client_reply),
+    cmd("client|unblock", client_unblock),
+    cmd("client|help", client_help),
+    cmd_with("reset", reset, RUNS_IN_MULTI | WHILE_SUBSCRIBED),
 ];
 
 const ERR_NAME: &str = "ERR Client names cannot contain spaces, newlines or special characters.";

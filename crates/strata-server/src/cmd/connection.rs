@@ -1,78 +1,18 @@
 //! Connection commands: PING, ECHO, QUIT, HELLO, AUTH, SELECT.
 
 use super::args::ERR_SYNTAX;
-use super::flag::*;
-use super::{Args, CmdError, CmdResult, Ctx, Spec};
+use super::table::traits::*;
+use super::{cmd, cmd_with, Args, CmdError, CmdResult, Ctx, Entry};
 use crate::protocol::reply::Proto;
 use crate::server::REDIS_VERSION;
 
-pub static COMMANDS: &[Spec] = &[
-    Spec {
-        name: "ping",
-        arity: -1,
-        flags: FAST | SENTINEL,
-        keys: (0, 0, 0),
-        group: "connection",
-        since: "1.0.0",
-        summary: "Returns the server's liveliness response.",
-        handler: ping,
-        subcommands: &[],
-    },
-    Spec {
-        name: "echo",
-        arity: 2,
-        flags: FAST,
-        keys: (0, 0, 0),
-        group: "connection",
-        since: "1.0.0",
-        summary: "Returns the given string.",
-        handler: echo,
-        subcommands: &[],
-    },
-    Spec {
-        name: "quit",
-        arity: -1,
-        flags: NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY,
-        keys: (0, 0, 0),
-        group: "connection",
-        since: "1.0.0",
-        summary: "Closes the connection.",
-        handler: quit,
-        subcommands: &[],
-    },
-    Spec {
-        name: "hello",
-        arity: -1,
-        flags: NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL | ALLOW_BUSY,
-        keys: (0, 0, 0),
-        group: "connection",
-        since: "6.0.0",
-        summary: "Handshakes with the Redis server.",
-        handler: hello,
-        subcommands: &[],
-    },
-    Spec {
-        name: "auth",
-        arity: -2,
-        flags: NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL | ALLOW_BUSY,
-        keys: (0, 0, 0),
-        group: "connection",
-        since: "1.0.0",
-        summary: "Authenticates the connection.",
-        handler: auth,
-        subcommands: &[],
-    },
-    Spec {
-        name: "select",
-        arity: 2,
-        flags: LOADING | STALE | FAST,
-        keys: (0, 0, 0),
-        group: "connection",
-        since: "1.0.0",
-        summary: "Changes the selected database.",
-        handler: select,
-        subcommands: &[],
-    },
+pub static COMMANDS: &[Entry] = &[
+    cmd_with("ping", ping, WHILE_SUBSCRIBED),
+    cmd("echo", echo),
+    cmd_with("quit", quit, RUNS_IN_MULTI | WHILE_SUBSCRIBED),
+    cmd("hello", hello),
+    cmd("auth", auth),
+    cmd("select", select),
 ];
 
 fn ping(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {

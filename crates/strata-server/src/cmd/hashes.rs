@@ -5,9 +5,8 @@
 //! stripe), and its writes go out in one `Writes`.
 
 use super::args::{ERR_NOT_FLOAT, ERR_SYNTAX};
-use super::flag::*;
 use super::members::{self, Emit};
-use super::{lookup_typed, Args, CmdError, CmdResult, Ctx, Spec};
+use super::{cmd, lookup_typed, Args, CmdError, CmdResult, Ctx, Entry};
 use crate::long_double::{self, Parsed};
 use crate::protocol::parse::parse_i64;
 use crate::protocol::reply::Proto;
@@ -15,39 +14,23 @@ use crate::store::{Meta, RType, Writes};
 use bytes::Bytes;
 use std::collections::HashMap;
 
-macro_rules! hash_cmd {
-    ($name:literal, $arity:expr, $flags:expr, $since:literal, $summary:literal, $h:expr) => {
-        Spec {
-            name: $name,
-            arity: $arity,
-            flags: $flags,
-            keys: (1, 1, 1),
-            group: "hash",
-            since: $since,
-            summary: $summary,
-            handler: $h,
-            subcommands: &[],
-        }
-    };
-}
-
-pub static COMMANDS: &[Spec] = &[
-    hash_cmd!("hset", -4, WRITE | DENYOOM | FAST, "2.0.0", "Creates or modifies the value of a field in a hash.", hset),
-    hash_cmd!("hsetnx", 4, WRITE | DENYOOM | FAST, "2.0.0", "Sets the value of a field in a hash only when the field doesn't exist.", hsetnx),
-    hash_cmd!("hmset", -4, WRITE | DENYOOM | FAST, "2.0.0", "Sets the values of multiple fields.", hmset),
-    hash_cmd!("hget", 3, READONLY | FAST, "2.0.0", "Returns the value of a field in a hash.", hget),
-    hash_cmd!("hmget", -3, READONLY | FAST, "2.0.0", "Returns the values of all fields in a hash.", hmget),
-    hash_cmd!("hgetall", 2, READONLY, "2.0.0", "Returns all fields and values in a hash.", hgetall),
-    hash_cmd!("hdel", -3, WRITE | FAST, "2.0.0", "Deletes one or more fields and their values from a hash. Deletes the hash if no fields remain.", hdel),
-    hash_cmd!("hlen", 2, READONLY | FAST, "2.0.0", "Returns the number of fields in a hash.", hlen),
-    hash_cmd!("hexists", 3, READONLY | FAST, "2.0.0", "Determines whether a field exists in a hash.", hexists),
-    hash_cmd!("hkeys", 2, READONLY, "2.0.0", "Returns all fields in a hash.", hkeys),
-    hash_cmd!("hvals", 2, READONLY, "2.0.0", "Returns all values in a hash.", hvals),
-    hash_cmd!("hincrby", 4, WRITE | DENYOOM | FAST, "2.0.0", "Increments the integer value of a field in a hash by a number. Uses 0 as initial value if the field doesn't exist.", hincrby),
-    hash_cmd!("hincrbyfloat", 4, WRITE | DENYOOM | FAST, "2.6.0", "Increments the floating point value of a field by a number. Uses 0 as initial value if the field doesn't exist.", hincrbyfloat),
-    hash_cmd!("hstrlen", 3, READONLY | FAST, "3.2.0", "Returns the length of the value of a field.", hstrlen),
-    hash_cmd!("hrandfield", -2, READONLY, "6.2.0", "Returns one or more random fields from a hash.", hrandfield),
-    hash_cmd!("hscan", -3, READONLY, "2.8.0", "Iterates over fields and values of a hash.", hscan),
+pub static COMMANDS: &[Entry] = &[
+    cmd("hset", hset),
+    cmd("hsetnx", hsetnx),
+    cmd("hmset", hmset),
+    cmd("hget", hget),
+    cmd("hmget", hmget),
+    cmd("hgetall", hgetall),
+    cmd("hdel", hdel),
+    cmd("hlen", hlen),
+    cmd("hexists", hexists),
+    cmd("hkeys", hkeys),
+    cmd("hvals", hvals),
+    cmd("hincrby", hincrby),
+    cmd("hincrbyfloat", hincrbyfloat),
+    cmd("hstrlen", hstrlen),
+    cmd("hrandfield", hrandfield),
+    cmd("hscan", hscan),
 ];
 
 /// The conversion limits of a listpack hash: `hash-max-listpack-entries` and

@@ -3,209 +3,33 @@
 //! RENAME, RENAMENX, COPY.
 
 use super::args::ERR_SYNTAX;
-use super::flag::*;
-use super::{Args, CmdError, CmdResult, Ctx, Spec};
+use super::table::traits::*;
+use super::{cmd, cmd_with, Args, CmdError, CmdResult, Ctx, Entry};
 use crate::cursor;
 use crate::glob;
 use crate::store::{now_ms, Meta, Writes};
 
-macro_rules! key_cmd {
-    ($name:literal, $arity:expr, $flags:expr, $keys:expr, $since:literal, $summary:literal, $h:expr) => {
-        Spec {
-            name: $name,
-            arity: $arity,
-            flags: $flags,
-            keys: $keys,
-            group: "generic",
-            since: $since,
-            summary: $summary,
-            handler: $h,
-            subcommands: &[],
-        }
-    };
-}
-
-pub static COMMANDS: &[Spec] = &[
-    key_cmd!(
-        "del",
-        -2,
-        WRITE,
-        (1, -1, 1),
-        "1.0.0",
-        "Deletes one or more keys.",
-        del
-    ),
-    key_cmd!(
-        "unlink",
-        -2,
-        WRITE | FAST,
-        (1, -1, 1),
-        "4.0.0",
-        "Asynchronously deletes one or more keys.",
-        del
-    ),
-    key_cmd!(
-        "exists",
-        -2,
-        READONLY | FAST,
-        (1, -1, 1),
-        "1.0.0",
-        "Determines whether one or more keys exist.",
-        exists
-    ),
-    key_cmd!(
-        "type",
-        2,
-        READONLY | FAST,
-        (1, 1, 1),
-        "1.0.0",
-        "Determines the type of value stored at a key.",
-        type_
-    ),
-    key_cmd!(
-        "expire",
-        -3,
-        WRITE | FAST,
-        (1, 1, 1),
-        "1.0.0",
-        "Sets the expiration time of a key in seconds.",
-        expire
-    ),
-    key_cmd!(
-        "pexpire",
-        -3,
-        WRITE | FAST,
-        (1, 1, 1),
-        "2.6.0",
-        "Sets the expiration time of a key in milliseconds.",
-        pexpire
-    ),
-    key_cmd!(
-        "expireat",
-        -3,
-        WRITE | FAST,
-        (1, 1, 1),
-        "1.2.0",
-        "Sets the expiration time of a key to a Unix timestamp.",
-        expireat
-    ),
-    key_cmd!(
-        "pexpireat",
-        -3,
-        WRITE | FAST,
-        (1, 1, 1),
-        "2.6.0",
-        "Sets the expiration time of a key to a Unix milliseconds timestamp.",
-        pexpireat
-    ),
-    key_cmd!(
-        "ttl",
-        2,
-        READONLY | FAST,
-        (1, 1, 1),
-        "1.0.0",
-        "Returns the expiration time in seconds of a key.",
-        ttl
-    ),
-    key_cmd!(
-        "pttl",
-        2,
-        READONLY | FAST,
-        (1, 1, 1),
-        "2.6.0",
-        "Returns the expiration time in milliseconds of a key.",
-        pttl
-    ),
-    key_cmd!(
-        "persist",
-        2,
-        WRITE | FAST,
-        (1, 1, 1),
-        "2.2.0",
-        "Removes the expiration time of a key.",
-        persist
-    ),
-    key_cmd!(
-        "keys",
-        2,
-        READONLY,
-        (0, 0, 0),
-        "1.0.0",
-        "Returns all key names that match a pattern.",
-        keys
-    ),
-    key_cmd!(
-        "expiretime",
-        2,
-        READONLY | FAST,
-        (1, 1, 1),
-        "7.0.0",
-        "Get the expiration Unix timestamp for a key",
-        expiretime
-    ),
-    key_cmd!(
-        "pexpiretime",
-        2,
-        READONLY | FAST,
-        (1, 1, 1),
-        "7.0.0",
-        "Get the expiration Unix timestamp for a key in milliseconds",
-        pexpiretime
-    ),
-    key_cmd!(
-        "touch",
-        -2,
-        READONLY | FAST,
-        (1, -1, 1),
-        "3.2.1",
-        "Alters the last access time of a key(s). Returns the number of existing keys specified.",
-        touch
-    ),
-    key_cmd!(
-        "randomkey",
-        1,
-        READONLY,
-        (0, 0, 0),
-        "1.0.0",
-        "Return a random key from the keyspace",
-        randomkey
-    ),
-    key_cmd!(
-        "scan",
-        -2,
-        READONLY,
-        (0, 0, 0),
-        "2.8.0",
-        "Incrementally iterate the keys space",
-        scan
-    ),
-    key_cmd!(
-        "rename",
-        3,
-        WRITE,
-        (1, 2, 1),
-        "1.0.0",
-        "Rename a key",
-        rename
-    ),
-    key_cmd!(
-        "renamenx",
-        3,
-        WRITE | FAST,
-        (1, 2, 1),
-        "1.0.0",
-        "Rename a key, only if the new key does not exist",
-        renamenx
-    ),
-    key_cmd!(
-        "copy",
-        -3,
-        WRITE | DENYOOM,
-        (1, 2, 1),
-        "6.2.0",
-        "Copy a key",
-        copy
-    ),
+pub static COMMANDS: &[Entry] = &[
+    cmd("del", del),
+    cmd("unlink", del),
+    cmd("exists", exists),
+    cmd("type", type_),
+    cmd("expire", expire),
+    cmd("pexpire", pexpire),
+    cmd("expireat", expireat),
+    cmd("pexpireat", pexpireat),
+    cmd("ttl", ttl),
+    cmd("pttl", pttl),
+    cmd("persist", persist),
+    cmd("keys", keys),
+    cmd("expiretime", expiretime),
+    cmd("pexpiretime", pexpiretime),
+    cmd("touch", touch),
+    cmd("randomkey", randomkey),
+    cmd("scan", scan),
+    cmd("rename", rename),
+    cmd("renamenx", renamenx),
+    cmd_with("copy", copy, CONNECTION_THREAD),
 ];
 
 /// DEL and UNLINK (UNLINK frees memory in the background in Redis; here both just write

@@ -4,8 +4,7 @@
 //! and makes all its writes in one `Writes`.
 
 use super::args::ERR_SYNTAX;
-use super::flag::*;
-use super::{Args, CmdError, CmdResult, Ctx, Spec, ERR_WRONGTYPE};
+use super::{cmd, Args, CmdError, CmdResult, Ctx, Entry, ERR_WRONGTYPE};
 use crate::blocking::{parse_timeout, Attempt, ServeFn, Served};
 use crate::list::{range, End, List};
 use crate::protocol::parse::parse_i64;
@@ -15,47 +14,29 @@ use crate::store::{Meta, RType, Store, Writes};
 use bytes::{Bytes, BytesMut};
 use std::time::Duration;
 
-macro_rules! list_cmd {
-    ($name:literal, $arity:expr, $flags:expr, $keys:expr, $since:literal, $summary:literal, $h:expr) => {
-        Spec {
-            name: $name,
-            arity: $arity,
-            flags: $flags,
-            keys: $keys,
-            group: "list",
-            since: $since,
-            summary: $summary,
-            handler: $h,
-            subcommands: &[],
-        }
-    };
-}
-
-pub static COMMANDS: &[Spec] = &[
-    list_cmd!("lpush", -3, WRITE | DENYOOM | FAST, (1, 1, 1), "1.0.0", "Prepend one or multiple elements to a list", lpush),
-    list_cmd!("rpush", -3, WRITE | DENYOOM | FAST, (1, 1, 1), "1.0.0", "Append one or multiple elements to a list", rpush),
-    list_cmd!("lpushx", -3, WRITE | DENYOOM | FAST, (1, 1, 1), "2.2.0", "Prepend an element to a list, only if the list exists", lpushx),
-    list_cmd!("rpushx", -3, WRITE | DENYOOM | FAST, (1, 1, 1), "2.2.0", "Append an element to a list, only if the list exists", rpushx),
-    list_cmd!("lpop", -2, WRITE | FAST, (1, 1, 1), "1.0.0", "Remove and get the first elements in a list", lpop),
-    list_cmd!("rpop", -2, WRITE | FAST, (1, 1, 1), "1.0.0", "Remove and get the last elements in a list", rpop),
-    list_cmd!("llen", 2, READONLY | FAST, (1, 1, 1), "1.0.0", "Get the length of a list", llen),
-    list_cmd!("lrange", 4, READONLY, (1, 1, 1), "1.0.0", "Get a range of elements from a list", lrange),
-    list_cmd!("lindex", 3, READONLY, (1, 1, 1), "1.0.0", "Get an element from a list by its index", lindex),
-    list_cmd!("lset", 4, WRITE | DENYOOM, (1, 1, 1), "1.0.0", "Set the value of an element in a list by its index", lset),
-    list_cmd!("linsert", 5, WRITE | DENYOOM, (1, 1, 1), "2.2.0", "Insert an element before or after another element in a list", linsert),
-    list_cmd!("lrem", 4, WRITE, (1, 1, 1), "1.0.0", "Remove elements from a list", lrem),
-    list_cmd!("ltrim", 4, WRITE, (1, 1, 1), "1.0.0", "Trim a list to the specified range", ltrim),
-    list_cmd!("lpos", -3, READONLY, (1, 1, 1), "6.0.6", "Return the index of matching elements on a list", lpos),
-    list_cmd!("lmove", 5, WRITE | DENYOOM, (1, 2, 1), "6.2.0", "Pop an element from a list, push it to another list and return it", lmove),
-    list_cmd!("rpoplpush", 3, WRITE | DENYOOM, (1, 2, 1), "1.2.0", "Remove the last element in a list, prepend it to another list and return it", rpoplpush),
-    // Movable keys (after numkeys): as in Redis, no fixed positions; it runs on the
-    // connection's thread and locks its keys itself.
-    list_cmd!("lmpop", -4, WRITE, (0, 0, 0), "7.0.0", "Pop elements from a list", lmpop),
-    list_cmd!("blpop", -3, WRITE | NOSCRIPT | BLOCKING, (1, -2, 1), "2.0.0", "Remove and get the first element in a list, or block until one is available", blpop),
-    list_cmd!("brpop", -3, WRITE | NOSCRIPT | BLOCKING, (1, -2, 1), "2.0.0", "Remove and get the last element in a list, or block until one is available", brpop),
-    list_cmd!("blmove", 6, WRITE | DENYOOM | NOSCRIPT | BLOCKING, (1, 2, 1), "6.2.0", "Pop an element from a list, push it to another list and return it; or block until one is available", blmove),
-    list_cmd!("brpoplpush", 4, WRITE | DENYOOM | NOSCRIPT | BLOCKING, (1, 2, 1), "2.2.0", "Pop an element from a list, push it to another list and return it; or block until one is available", brpoplpush),
-    list_cmd!("blmpop", -5, WRITE | BLOCKING, (0, 0, 0), "7.0.0", "Pop elements from a list, or block until one is available", blmpop),
+pub static COMMANDS: &[Entry] = &[
+    cmd("lpush", lpush),
+    cmd("rpush", rpush),
+    cmd("lpushx", lpushx),
+    cmd("rpushx", rpushx),
+    cmd("lpop", lpop),
+    cmd("rpop", rpop),
+    cmd("llen", llen),
+    cmd("lrange", lrange),
+    cmd("lindex", lindex),
+    cmd("lset", lset),
+    cmd("linsert", linsert),
+    cmd("lrem", lrem),
+    cmd("ltrim", ltrim),
+    cmd("lpos", lpos),
+    cmd("lmove", lmove),
+    cmd("rpoplpush", rpoplpush),
+    cmd("lmpop", lmpop),
+    cmd("blpop", blpop),
+    cmd("brpop", brpop),
+    cmd("blmove", blmove),
+    cmd("brpoplpush", brpoplpush),
+    cmd("blmpop", blmpop),
 ];
 
 /// The list at `key` for a write (no keyspace hit/miss counted, as Redis's

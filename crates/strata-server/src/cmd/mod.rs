@@ -8,8 +8,8 @@ mod admin;
 pub mod args;
 mod bits;
 mod client;
+mod command;
 mod connection;
-mod docs;
 mod hashes;
 mod keyspace;
 mod lists;
@@ -20,6 +20,7 @@ mod save;
 mod server;
 mod sets;
 mod strings;
+pub mod table;
 mod zblocking;
 mod zsetops;
 pub mod zsets;
@@ -29,7 +30,6 @@ use crate::protocol::reply::ReplyBuf;
 use crate::server::Shared;
 pub use args::Args;
 use bytes::Bytes;
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -53,8 +53,16 @@ pub mod flag {
     /// Not logged in the slow log itself (EXEC: its commands are).
     pub const SKIP_SLOWLOG: u32 = 1 << 14;
     pub const PUBSUB: u32 = 1 << 15;
+    pub const SKIP_MONITOR: u32 = 1 << 16;
+    pub const MAY_REPLICATE: u32 = 1 << 17;
+    pub const NO_MANDATORY_KEYS: u32 = 1 << 18;
+    /// Redis computes it: keys that the legacy `(first, last, step)` range cannot find.
+    pub const MOVABLE_KEYS: u32 = 1 << 19;
+    pub const ASKING: u32 = 1 << 20;
+    pub const ONLY_SENTINEL: u32 = 1 << 21;
+    pub const PROTECTED: u32 = 1 << 22;
 
-    /// Names in COMMAND INFO order.
+    /// Names as COMMAND INFO prints them.
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
         (READONLY, "readonly"),
@@ -65,36 +73,27 @@ pub mod flag {
         (BLOCKING, "blocking"),
         (LOADING, "loading"),
         (STALE, "stale"),
+        (SKIP_MONITOR, "skip_monitor"),
         (SKIP_SLOWLOG, "skip_slowlog"),
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
+        (MAY_REPLICATE, "may_replicate"),
         (SENTINEL, "sentinel"),
+        (ONLY_SENTINEL, "only_sentinel"),
+        (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+        (PROTECTED, "protected"),
         (NO_ASYNC_LOADING, "no_async_loading"),
         (NO_MULTI, "no_multi"),
+        (MOVABLE_KEYS, "movablekeys"),
         (ALLOW_BUSY, "allow_busy"),
+        (ASKING, "asking"),
     ];
 }
 
 /// A command's implementation.
 pub type Handler = fn(&mut Ctx<'_>, &mut Args) -> CmdResult;
 
-/// One entry of the command table (Redis's `commands/*.json`, Kvrocks' `MakeCmdAttr`).
-pub struct Spec {
-    /// Lower-case name (subcommands: without the container's name).
-    pub name: &'static str,
-    /// Redis arity: `n` exactly n arguments (name included), `-n` at least n.
-    pub arity: i32,
-    pub flags: u32,
-    /// First key, last key (negative: from the end), step; 0, 0, 0 without keys.
-    pub keys: (i32, i32, i32),
-    /// Command group (COMMAND DOCS): "string", "bitmap", "hash", "set", "generic",
-    /// "connection", "server".
-    pub group: &'static str,
-    pub since: &'static str,
-    pub summary: &'static str,
-    pub handler: Handler,
-    pub subcommands: &'static [Spec],
-}
+pub use table::{cmd, cmd_with, Entry, Spec};
 
 /// Per-connection state commands may read and change.
 #[derive(Clone)]
@@ -186,15 +185,15 @@ pub fn lookup_typed(
     }
 }
 
-/// Every command, from the families' tables.
-pub fn all_commands() -> &'static [&'static Spec] {
-    static ALL: OnceLock<Vec<&'static Spec>> = OnceLock::new();
-    ALL.get_or_init(|| {
-        let mut v: Vec<&'static Spec> = Vec::new();
-        for family in [
+/// The command table: Redis's metadata joined with the families' handlers (`table.rs`).
+pub fn table() -> &'static table::Table {
+    static TABLE: OnceLock<table::Table> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        table::build(&[
             connection::COMMANDS,
             client::COMMANDS,
             server::COMMANDS,
+            command::COMMANDS,
             admin::COMMANDS,
             strings::COMMANDS,
             bits::COMMANDS,
@@ -206,30 +205,45 @@ pub fn all_commands() -> &'static [&'static Spec] {
             multi::COMMANDS,
             pubsub::COMMANDS,
             zsets::COMMANDS,
-        ] {
-            v.extend(family.iter());
-        }
-        v
+        ])
     })
 }
 
-/// The command named `name` (lower case).
-pub fn lookup(name: &str) -> Option<&'static Spec> {
-    static MAP: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
-    MAP.get_or_init(|| all_commands().iter().map(|s| (s.name, *s)).collect())
-        .get(name)
-        .copied()
+/// Every top-level command Strata implements.
+pub fn all_commands() -> &'static [&'static Spec] {
+    &table().commands
+}
+
+/// What a request's name (and subcommand) finds in the table.
+#[derive(Clone, Copy)]
+pub enum Found {
+    /// The command (subcommand resolved) and how many leading arguments name it.
+    Command(&'static Spec, usize),
+    UnknownCommand,
+    /// A container without the subcommand named by `argv[1]`.
+    UnknownSubcommand(&'static Spec),
+}
+
+/// Looks `argv`'s command up: the name, then a container's subcommand.
+pub fn find_command(argv: &[Bytes]) -> Found {
+    let Some(spec) = argv.first().and_then(|n| table().get(n)) else {
+        return Found::UnknownCommand;
+    };
+    if spec.subcommands.is_empty() || argv.len() < 2 {
+        return Found::Command(spec, 1);
+    }
+    match spec.subcommand(&argv[1]) {
+        Some(sub) => Found::Command(sub, 2),
+        None => Found::UnknownSubcommand(spec),
+    }
 }
 
 /// The table entry (subcommand resolved) `argv` runs, if it names one and has its arity.
 pub fn lookup_argv(argv: &[Bytes]) -> Option<&'static Spec> {
-    let name = String::from_utf8_lossy(argv.first()?).to_ascii_lowercase();
-    let mut spec = lookup(&name)?;
-    if !spec.subcommands.is_empty() && argv.len() >= 2 {
-        let sub = String::from_utf8_lossy(&argv[1]).to_ascii_lowercase();
-        spec = spec.subcommands.iter().find(|s| s.name == sub)?;
+    match find_command(argv) {
+        Found::Command(spec, _) if spec.arity_ok(argv.len()) => Some(spec),
+        _ => None,
     }
-    arity_ok(spec.arity, argv.len()).then_some(spec)
 }
 
 /// An argument as C's `%.*s` prints it (Redis formats its errors with it): up to the first
@@ -258,51 +272,48 @@ fn unknown_command(argv: &[Bytes]) -> Vec<u8> {
     msg
 }
 
-fn arity_ok(arity: i32, argc: usize) -> bool {
-    let argc = argc as i64;
-    let arity = i64::from(arity);
-    (arity > 0 && argc == arity) || (arity < 0 && argc >= -arity)
-}
-
 /// Runs one request (`argv` is not empty) and writes its reply; in MULTI, checks and queues
 /// it instead (`multi.rs`).
 pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
-    let name = String::from_utf8_lossy(&argv[0]).to_ascii_lowercase();
-    let queueing = ctx.conn.multi.is_some() && !multi::NOT_QUEUED.contains(&name.as_str());
+    let found = find_command(&argv);
+    dispatch_found(ctx, argv, found);
+}
+
+/// [`dispatch`] for a request already looked up (a connection resolves each request once,
+/// to route it, and hands the result on).
+pub fn dispatch_found(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) {
+    let queueing = ctx.conn.multi.is_some()
+        && !matches!(found, Found::Command(s, _) if s.has_trait(table::traits::RUNS_IN_MULTI));
     if !queueing {
         ctx.shared
             .stats
             .commands_processed
             .fetch_add(1, Ordering::Relaxed);
     }
-    let Some(mut spec) = lookup(&name) else {
-        return multi::reject(ctx, false, &unknown_command(&argv));
+    let (spec, skip) = match found {
+        Found::Command(spec, skip) => (spec, skip),
+        Found::UnknownCommand => return multi::reject(ctx, false, &unknown_command(&argv)),
+        Found::UnknownSubcommand(container) => {
+            let mut msg = b"ERR unknown subcommand '".to_vec();
+            msg.extend_from_slice(cstr(&argv[1], 128));
+            msg.extend_from_slice(
+                format!("'. Try {} HELP.", container.name.to_ascii_uppercase()).as_bytes(),
+            );
+            return multi::reject(ctx, false, &msg);
+        }
     };
     let is_exec = spec.name == "exec";
-    let mut full_name = spec.name.to_string();
-    let mut skip = 1;
-    if !spec.subcommands.is_empty() && argv.len() >= 2 {
-        let sub = String::from_utf8_lossy(&argv[1]).to_ascii_lowercase();
-        match spec.subcommands.iter().find(|s| s.name == sub) {
-            Some(s) => {
-                full_name = format!("{}|{}", spec.name, s.name);
-                spec = s;
-                skip = 2;
-            }
-            None => {
-                let mut msg = b"ERR unknown subcommand '".to_vec();
-                msg.extend_from_slice(cstr(&argv[1], 128));
-                msg.extend_from_slice(
-                    format!("'. Try {} HELP.", spec.name.to_ascii_uppercase()).as_bytes(),
-                );
-                return multi::reject(ctx, false, &msg);
-            }
-        }
-    }
-    if !arity_ok(spec.arity, argv.len()) {
+    let full_name = spec.name;
+    if !spec.arity_ok(argv.len()) {
         let msg = format!("ERR wrong number of arguments for '{full_name}' command");
         return multi::reject(ctx, is_exec, msg.as_bytes());
     }
+    // A container called with its arity but no subcommand has nothing to run (Redis's
+    // containers all need one, so the arity check above answers first).
+    let Some(handler) = spec.handler else {
+        let msg = format!("ERR wrong number of arguments for '{full_name}' command");
+        return multi::reject(ctx, is_exec, msg.as_bytes());
+    };
     if spec.flags & flag::NO_AUTH == 0 && ctx.auth_required() {
         return multi::reject(ctx, is_exec, b"NOAUTH Authentication required.");
     }
@@ -327,17 +338,17 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
     // Inside EXEC, CLIENT LIST shows EXEC's name and arguments, as Redis.
     let nested = ctx.conn.in_exec;
     if !nested {
-        info.published.lock().cmd = full_name;
+        info.published.lock().cmd = full_name.to_string();
         info.argv_mem
             .store(argv.iter().map(|a| a.len()).sum(), Ordering::Relaxed);
     }
     // Kept for the slow log; cheap (reference-counted arguments).
-    let logged = (!name.eq("auth") && !name.eq("hello") && spec.flags & flag::SKIP_SLOWLOG == 0)
+    let logged = (full_name != "auth" && full_name != "hello" && !spec.has(flag::SKIP_SLOWLOG))
         .then(|| argv.clone());
     // Redis's processCommand: a RESP2 subscriber may only (un)subscribe, ping, quit, reset.
     if ctx.conn.sub.is_some()
         && ctx.reply.proto == crate::protocol::reply::Proto::Resp2
-        && !ALLOWED_SUBSCRIBED.contains(&name.as_str())
+        && !spec.has_trait(table::traits::WHILE_SUBSCRIBED)
     {
         let full_name = info.published.lock().cmd.clone();
         return ctx.reply.error(&format!(
@@ -352,9 +363,9 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
     // after EXEC: `MULTI; LPUSH k a; LLEN k; EXEC` sees the element).
     let shared = ctx.shared;
     let result = if nested {
-        (spec.handler)(ctx, &mut args)
+        handler(ctx, &mut args)
     } else {
-        crate::blocking::around_command(shared, || (spec.handler)(ctx, &mut args))
+        crate::blocking::around_command(shared, || handler(ctx, &mut args))
     };
     let micros = started.elapsed().as_micros() as u64;
     if let Err(e) = result {
@@ -393,19 +404,6 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
         }
     }
 }
-
-/// Commands a RESP2 connection may run while it holds a subscription.
-const ALLOWED_SUBSCRIBED: &[&str] = &[
-    "ping",
-    "subscribe",
-    "ssubscribe",
-    "unsubscribe",
-    "sunsubscribe",
-    "psubscribe",
-    "punsubscribe",
-    "quit",
-    "reset",
-];
 
 /// Redis's `-MISCONF` error for a database whose log failed (a failed append or sync, in a
 /// write or in the background sync of `appendfsync everysec`): writes are refused until
@@ -469,20 +467,62 @@ mod tests {
 
     #[test]
     fn table_is_consistent() {
+        // Building the table checks that every entry has Redis's metadata, once.
+        let t = table();
         let mut seen = std::collections::HashSet::new();
         for s in all_commands() {
             assert!(seen.insert(s.name), "duplicate {}", s.name);
             assert_eq!(s.name, s.name.to_ascii_lowercase());
             assert!(s.arity != 0, "{}", s.name);
-            let (first, last, step) = s.keys;
-            assert_eq!(first == 0, step == 0, "{}", s.name);
-            assert!(first >= 0 && (first == 0 || last != 0), "{}", s.name);
-            let writes = s.flags & flag::WRITE != 0;
-            let reads = s.flags & flag::READONLY != 0;
-            assert!(!(writes && reads), "{}", s.name);
+            assert!(!(s.has(flag::WRITE) && s.has(flag::READONLY)), "{}", s.name);
+            // A command either runs itself or is a container of subcommands.
+            assert!(
+                s.handler.is_some() || !s.subcommands.is_empty(),
+                "{}",
+                s.name
+            );
+            for (short, sub) in &s.subcommands {
+                assert_eq!(sub.name, format!("{}|{short}", s.name));
+                assert!(sub.handler.is_some(), "{}", sub.name);
+            }
+            // Every flag Redis names is one the table understands.
+            for f in &s.meta.flags {
+                assert!(flag::NAMES.iter().any(|(_, n)| n == f), "{}: {f}", s.name);
+            }
+            for ks in s.key_specs {
+                assert_eq!(ks.flags.len(), table::key_flag::names(ks.bits).count());
+            }
         }
-        assert!(lookup("get").is_some());
-        assert!(lookup("GET").is_none());
+        assert!(t.get(b"get").is_some() && t.get(b"GeT").is_some());
+        assert!(t.get(b"nosuch").is_none());
+        assert!(
+            lookup_argv(&[Bytes::from("config"), Bytes::from("GET"), Bytes::from("x")])
+                .is_some_and(|s| s.name == "config|get")
+        );
+    }
+
+    #[test]
+    fn execution_traits_are_on_the_entries() {
+        use table::traits::*;
+        let t = table();
+        let has = |n: &str, tr: u32| t.get(n.as_bytes()).unwrap().has_trait(tr);
+        for n in ["exec", "discard", "multi", "watch", "quit", "reset"] {
+            assert!(has(n, RUNS_IN_MULTI), "{n}");
+        }
+        for n in [
+            "ping",
+            "subscribe",
+            "unsubscribe",
+            "psubscribe",
+            "punsubscribe",
+        ] {
+            assert!(has(n, WHILE_SUBSCRIBED), "{n}");
+        }
+        assert!(!has(
+            "get",
+            RUNS_IN_MULTI | WHILE_SUBSCRIBED | CONNECTION_THREAD
+        ));
+        assert!(has("copy", CONNECTION_THREAD));
     }
 
     #[test]
@@ -502,7 +542,9 @@ mod tests {
 
     #[test]
     fn arity_rules() {
-        assert!(arity_ok(2, 2) && !arity_ok(2, 3));
-        assert!(arity_ok(-3, 3) && arity_ok(-3, 9) && !arity_ok(-3, 2));
+        let get = table().get(b"get").unwrap(); // 2
+        assert!(get.arity_ok(2) && !get.arity_ok(3));
+        let del = table().get(b"del").unwrap(); // -2
+        assert!(del.arity_ok(2) && del.arity_ok(9) && !del.arity_ok(1));
     }
 }

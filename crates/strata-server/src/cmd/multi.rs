@@ -19,17 +19,15 @@
 //! write fails, every reply becomes that failure.
 
 use super::flag::*;
-use super::{dispatch, lookup_argv, Args, CmdError, CmdResult, Ctx, Spec};
-use crate::exec::command_keys;
+use super::table::traits::*;
+use super::table::{self, key_flag, BeginSearch, FindKeys};
+use super::{cmd, cmd_with, dispatch, lookup_argv, Args, CmdError, CmdResult, Ctx, Entry};
 use crate::protocol::parse::parse_i64;
 use crate::protocol::reply::ReplyBuf;
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 
 const ERR_EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
-
-/// Commands that run at once in MULTI instead of being queued (Redis's `processCommand`).
-pub const NOT_QUEUED: &[&str] = &["exec", "discard", "multi", "watch", "quit", "reset"];
 
 /// A client's open transaction.
 #[derive(Clone, Default)]
@@ -39,70 +37,12 @@ pub struct MultiState {
     pub failed: bool,
 }
 
-macro_rules! txn_cmd {
-    ($name:literal, $arity:expr, $flags:expr, $keys:expr, $since:literal, $summary:literal, $h:expr) => {
-        Spec {
-            name: $name,
-            arity: $arity,
-            flags: $flags,
-            keys: $keys,
-            group: "transactions",
-            since: $since,
-            summary: $summary,
-            handler: $h,
-            subcommands: &[],
-        }
-    };
-}
-
-const TXN_FLAGS: u32 = NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY;
-
-pub static COMMANDS: &[Spec] = &[
-    txn_cmd!(
-        "multi",
-        1,
-        TXN_FLAGS,
-        (0, 0, 0),
-        "1.2.0",
-        "Mark the start of a transaction block",
-        multi
-    ),
-    txn_cmd!(
-        "exec",
-        1,
-        NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG,
-        (0, 0, 0),
-        "1.2.0",
-        "Execute all commands issued after MULTI",
-        exec
-    ),
-    txn_cmd!(
-        "discard",
-        1,
-        TXN_FLAGS,
-        (0, 0, 0),
-        "2.0.0",
-        "Discard all commands issued after MULTI",
-        discard
-    ),
-    txn_cmd!(
-        "watch",
-        -2,
-        TXN_FLAGS,
-        (1, -1, 1),
-        "2.2.0",
-        "Watch the given keys to determine execution of the MULTI/EXEC block",
-        watch
-    ),
-    txn_cmd!(
-        "unwatch",
-        1,
-        TXN_FLAGS,
-        (0, 0, 0),
-        "2.2.0",
-        "Forget about all watched keys",
-        unwatch
-    ),
+pub static COMMANDS: &[Entry] = &[
+    cmd_with("multi", multi, RUNS_IN_MULTI),
+    cmd_with("exec", exec, RUNS_IN_MULTI),
+    cmd_with("discard", discard, RUNS_IN_MULTI),
+    cmd_with("watch", watch, RUNS_IN_MULTI | CONNECTION_THREAD),
+    cmd("unwatch", unwatch),
 ];
 
 /// Publishes the transaction's size for CLIENT LIST (`multi=`, `multi-mem=`, flag `x`).
@@ -221,39 +161,12 @@ fn unwatch(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     Ok(())
 }
 
-/// Commands whose keys the table's `(first, last, step)` does not describe (Redis's
-/// `movablekeys`: a `numkeys` argument, STORE/BY options, streams): EXEC locks every stripe
-/// for them.
-const MOVABLE_KEYS: &[&str] = &[
-    "zunionstore",
-    "zinterstore",
-    "zdiffstore",
-    "zunion",
-    "zinter",
-    "zdiff",
-    "zintercard",
-    "sintercard",
-    "lmpop",
-    "blmpop",
-    "zmpop",
-    "bzmpop",
-    "sort",
-    "sort_ro",
-    "georadius",
-    "georadiusbymember",
-    "xread",
-    "xreadgroup",
-    "eval",
-    "evalsha",
-    "eval_ro",
-    "evalsha_ro",
-    "fcall",
-    "fcall_ro",
-];
-
 /// The `(database, key)`s EXEC locks: the watched keys and the keys of the queued commands
-/// (in the database each runs in, following SELECTs); `None` for every stripe, when a
-/// command touches the keyspace without naming its keys in the command table.
+/// (in the database each runs in, following SELECTs), found from each command's key specs;
+/// `None` for every stripe, when a command touches the keyspace beyond the keys its specs
+/// can name: no key specs at all (FLUSHDB, KEYS, SCAN), specs that are incomplete or whose
+/// keys live in the data (SORT BY), another database (COPY ... DB, MOVE), or arguments the
+/// specs cannot parse.
 fn lock_plan<'a>(
     first_db: u8,
     databases: usize,
@@ -273,17 +186,23 @@ fn lock_plan<'a>(
             }
             continue;
         }
-        let keyspace = spec.flags & (WRITE | READONLY) != 0;
-        if spec.keys.0 <= 0 {
+        let keyspace = spec.has(WRITE | READONLY);
+        if !spec.has_keys() {
             if keyspace {
                 return None;
             }
             continue;
         }
-        if matches!(spec.name, "copy" | "move") || MOVABLE_KEYS.contains(&spec.name) {
-            return None; // a destination in another database, or keys found by parsing
+        let partial = spec.key_specs.iter().any(|k| {
+            k.bits & key_flag::INCOMPLETE != 0
+                || matches!(k.begin_search, BeginSearch::Unknown {})
+                || matches!(k.find_keys, FindKeys::Unknown {})
+        });
+        if partial || spec.has_trait(CONNECTION_THREAD) {
+            return None;
         }
-        keys.extend(command_keys(spec.keys, argv).into_iter().map(|k| (db, k)));
+        let found = table::keys(spec, argv)?;
+        keys.extend(found.iter().map(|k| (db, &argv[k.pos][..])));
     }
     Some(keys)
 }
@@ -380,9 +299,26 @@ mod tests {
             plan,
             vec![(3, &b"w"[..]), (0, b"a"), (2, b"b"), (2, b"c"), (2, b"d")]
         );
-        for all in ["flushdb", "dbsize", "keys *", "scan 0", "copy a b db 1"] {
+        for all in [
+            "flushdb",
+            "dbsize",
+            "keys *",
+            "scan 0",
+            "copy a b db 1",
+            "zunionstore d x a",
+        ] {
             let q = vec![argv("set a 1"), argv(all)];
             assert_eq!(lock_plan(0, 16, &q, &[]), None, "{all}");
         }
+    }
+
+    #[test]
+    fn lock_plan_finds_keys_after_a_count() {
+        let q = vec![
+            argv("zunionstore d 2 a b weights 1 2"),
+            argv("lmpop 1 l left"),
+        ];
+        let plan = lock_plan(0, 16, &q, &[]).unwrap();
+        assert_eq!(plan, vec![(0, &b"d"[..]), (0, b"a"), (0, b"b"), (0, b"l")]);
     }
 }

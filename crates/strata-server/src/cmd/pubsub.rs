@@ -6,137 +6,24 @@
 //! `addReplyPubsubSubscribed`. Shard channels (SSUBSCRIBE, SPUBLISH) are not built: PUBSUB
 //! SHARDCHANNELS and SHARDNUMSUB answer as Redis does when no shard channel exists.
 
-use super::flag::*;
-use super::{reply_help, Args, CmdError, CmdResult, Ctx, Spec};
+use super::table::traits::*;
+use super::{cmd, cmd_with, reply_help, Args, CmdError, CmdResult, Ctx, Entry};
 use crate::protocol::reply::Proto;
 use crate::pubsub::{Change, Kind, Subscriber};
 use bytes::{Bytes, BytesMut};
 
-const SUB_FLAGS: u32 = PUBSUB | NOSCRIPT | LOADING | STALE;
-const INTROSPECT: u32 = PUBSUB | LOADING | STALE;
-
-const fn spec(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    since: &'static str,
-    summary: &'static str,
-    handler: super::Handler,
-) -> Spec {
-    Spec {
-        name,
-        arity,
-        flags,
-        keys: (0, 0, 0),
-        group: "pubsub",
-        since,
-        summary,
-        handler,
-        subcommands: &[],
-    }
-}
-
-pub static COMMANDS: &[Spec] = &[
-    spec(
-        "subscribe",
-        -2,
-        SUB_FLAGS,
-        "2.0.0",
-        "Listen for messages published to the given channels",
-        subscribe,
-    ),
-    spec(
-        "unsubscribe",
-        -1,
-        SUB_FLAGS,
-        "2.0.0",
-        "Stop listening for messages posted to the given channels",
-        unsubscribe,
-    ),
-    spec(
-        "psubscribe",
-        -2,
-        SUB_FLAGS,
-        "2.0.0",
-        "Listen for messages published to channels matching the given patterns",
-        psubscribe,
-    ),
-    spec(
-        "punsubscribe",
-        -1,
-        SUB_FLAGS,
-        "2.0.0",
-        "Stop listening for messages posted to channels matching the given patterns",
-        punsubscribe,
-    ),
-    spec(
-        "publish",
-        3,
-        PUBSUB | LOADING | STALE | FAST,
-        "2.0.0",
-        "Post a message to a channel",
-        publish,
-    ),
-    Spec {
-        name: "pubsub",
-        arity: -2,
-        flags: 0,
-        keys: (0, 0, 0),
-        group: "pubsub",
-        since: "2.8.0",
-        summary: "A container for Pub/Sub commands",
-        handler: pubsub_container,
-        subcommands: &[
-            spec(
-                "channels",
-                -2,
-                INTROSPECT,
-                "2.8.0",
-                "List active channels",
-                channels,
-            ),
-            spec(
-                "numpat",
-                2,
-                INTROSPECT,
-                "2.8.0",
-                "Get the count of unique patterns pattern subscriptions",
-                numpat,
-            ),
-            spec(
-                "numsub",
-                -2,
-                INTROSPECT,
-                "2.8.0",
-                "Get the count of subscribers for channels",
-                numsub,
-            ),
-            spec(
-                "shardchannels",
-                -2,
-                INTROSPECT,
-                "7.0.0",
-                "List active shard channels",
-                shardchannels,
-            ),
-            spec(
-                "shardnumsub",
-                -2,
-                INTROSPECT,
-                "7.0.0",
-                "Get the count of subscribers for shard channels",
-                shardnumsub,
-            ),
-            spec(
-                "help",
-                2,
-                LOADING | STALE,
-                "6.2.0",
-                "Show helpful text about the different subcommands",
-                help,
-            ),
-        ],
-    },
+pub static COMMANDS: &[Entry] = &[
+    cmd_with("subscribe", subscribe, WHILE_SUBSCRIBED),
+    cmd_with("unsubscribe", unsubscribe, WHILE_SUBSCRIBED),
+    cmd_with("psubscribe", psubscribe, WHILE_SUBSCRIBED),
+    cmd_with("punsubscribe", punsubscribe, WHILE_SUBSCRIBED),
+    cmd("publish", publish),
+    cmd("pubsub|channels", channels),
+    cmd("pubsub|numpat", numpat),
+    cmd("pubsub|numsub", numsub),
+    cmd("pubsub|shardchannels", shardchannels),
+    cmd("pubsub|shardnumsub", shardnumsub),
+    cmd("pubsub|help", help),
 ];
 
 /// Writes the messages published before the change, then its confirmations.
@@ -209,13 +96,6 @@ fn publish(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     ctx.reply.raw(&own);
     ctx.reply.int(n as i64);
     Ok(())
-}
-
-fn pubsub_container(_ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
-    // Reached only without a subcommand, which the arity check refuses first.
-    Err(CmdError::reply(
-        "ERR wrong number of arguments for 'pubsub' command",
-    ))
 }
 
 /// Redis's `addReplySubcommandSyntaxError`: CHANNELS and SHARDCHANNELS take one optional

@@ -1,33 +1,9 @@
 //! Persistence commands: SAVE, BGSAVE (checkpoints of the database; `save.rs`).
 
 use super::args::ERR_SYNTAX;
-use super::flag::*;
-use super::{Args, CmdError, CmdResult, Ctx, Spec};
+use super::{cmd, Args, CmdError, CmdResult, Ctx, Entry};
 
-pub static COMMANDS: &[Spec] = &[
-    Spec {
-        name: "save",
-        arity: 1,
-        flags: ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI,
-        keys: (0, 0, 0),
-        group: "server",
-        since: "1.0.0",
-        summary: "Synchronously saves the database(s) to disk.",
-        handler: save,
-        subcommands: &[],
-    },
-    Spec {
-        name: "bgsave",
-        arity: -1,
-        flags: ADMIN | NOSCRIPT | NO_ASYNC_LOADING,
-        keys: (0, 0, 0),
-        group: "server",
-        since: "1.0.0",
-        summary: "Asynchronously saves the database(s) to disk.",
-        handler: bgsave,
-        subcommands: &[],
-    },
-];
+pub static COMMANDS: &[Entry] = &[cmd("save", save), cmd("bgsave", bgsave)];
 
 fn save(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     let (dir, name) = {

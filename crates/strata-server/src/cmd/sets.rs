@@ -8,50 +8,31 @@
 //! out as one `Writes`, atomic across shards.
 
 use super::args::ERR_SYNTAX;
-use super::flag::*;
 use super::members::{self, Emit};
-use super::{lookup_typed, Args, CmdError, CmdResult, Ctx, Spec, ERR_WRONGTYPE};
+use super::{cmd, lookup_typed, Args, CmdError, CmdResult, Ctx, Entry, ERR_WRONGTYPE};
 use crate::protocol::parse::parse_i64;
 use crate::store::{Meta, RType, Writes};
 use bytes::Bytes;
 use std::collections::BTreeSet;
 
-macro_rules! set_cmd {
-    ($name:literal, $arity:expr, $flags:expr, $keys:expr, $since:literal, $summary:literal, $h:expr) => {
-        Spec {
-            name: $name,
-            arity: $arity,
-            flags: $flags,
-            keys: $keys,
-            group: "set",
-            since: $since,
-            summary: $summary,
-            handler: $h,
-            subcommands: &[],
-        }
-    };
-}
-
-pub static COMMANDS: &[Spec] = &[
-    set_cmd!("sadd", -3, WRITE | DENYOOM | FAST, (1, 1, 1), "1.0.0", "Adds one or more members to a set. Creates the key if it doesn't exist.", sadd),
-    set_cmd!("srem", -3, WRITE | FAST, (1, 1, 1), "1.0.0", "Removes one or more members from a set. Deletes the set if the last member was removed.", srem),
-    set_cmd!("smembers", 2, READONLY, (1, 1, 1), "1.0.0", "Returns all members of a set.", smembers),
-    set_cmd!("sismember", 3, READONLY | FAST, (1, 1, 1), "1.0.0", "Determines whether a member belongs to a set.", sismember),
-    set_cmd!("smismember", -3, READONLY | FAST, (1, 1, 1), "6.2.0", "Determines whether multiple members belong to a set.", smismember),
-    set_cmd!("scard", 2, READONLY | FAST, (1, 1, 1), "1.0.0", "Returns the number of members in a set.", scard),
-    set_cmd!("spop", -2, WRITE | FAST, (1, 1, 1), "1.0.0", "Returns one or more random members from a set after removing them. Deletes the set if the last member was popped.", spop),
-    set_cmd!("srandmember", -2, READONLY, (1, 1, 1), "1.0.0", "Get one or multiple random members from a set", srandmember),
-    set_cmd!("smove", 4, WRITE | FAST, (1, 2, 1), "1.0.0", "Moves a member from one set to another.", smove),
-    set_cmd!("sinter", -2, READONLY, (1, -1, 1), "1.0.0", "Returns the intersect of multiple sets.", sinter),
-    set_cmd!("sunion", -2, READONLY, (1, -1, 1), "1.0.0", "Returns the union of multiple sets.", sunion),
-    set_cmd!("sdiff", -2, READONLY, (1, -1, 1), "1.0.0", "Returns the difference of multiple sets.", sdiff),
-    set_cmd!("sinterstore", -3, WRITE | DENYOOM, (1, -1, 1), "1.0.0", "Stores the intersect of multiple sets in a key.", sinterstore),
-    set_cmd!("sunionstore", -3, WRITE | DENYOOM, (1, -1, 1), "1.0.0", "Stores the union of multiple sets in a key.", sunionstore),
-    set_cmd!("sdiffstore", -3, WRITE | DENYOOM, (1, -1, 1), "1.0.0", "Stores the difference of multiple sets in a key.", sdiffstore),
-    // Its keys follow a count (Redis: movablekeys, legacy key range 0 0 0): it runs on the
-    // connection's thread and locks them itself.
-    set_cmd!("sintercard", -3, READONLY, (0, 0, 0), "7.0.0", "Returns the number of members of the intersect of multiple sets.", sintercard),
-    set_cmd!("sscan", -3, READONLY, (1, 1, 1), "2.8.0", "Iterates over members of a set.", sscan),
+pub static COMMANDS: &[Entry] = &[
+    cmd("sadd", sadd),
+    cmd("srem", srem),
+    cmd("smembers", smembers),
+    cmd("sismember", sismember),
+    cmd("smismember", smismember),
+    cmd("scard", scard),
+    cmd("spop", spop),
+    cmd("srandmember", srandmember),
+    cmd("smove", smove),
+    cmd("sinter", sinter),
+    cmd("sunion", sunion),
+    cmd("sdiff", sdiff),
+    cmd("sinterstore", sinterstore),
+    cmd("sunionstore", sunionstore),
+    cmd("sdiffstore", sdiffstore),
+    cmd("sintercard", sintercard),
+    cmd("sscan", sscan),
 ];
 
 /// `set-max-intset-entries`.

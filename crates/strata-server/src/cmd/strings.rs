@@ -4,52 +4,35 @@
 //! record; read-modify-write commands hold their key's stripe lock (see `store.rs`).
 
 use super::args::{ERR_NOT_FLOAT, ERR_NOT_INT, ERR_SYNTAX};
-use super::flag::*;
-use super::{Args, CmdError, CmdResult, Ctx, Spec, ERR_WRONGTYPE};
+use super::{cmd, Args, CmdError, CmdResult, Ctx, Entry, ERR_WRONGTYPE};
 use crate::long_double::{self, Parsed};
 use crate::protocol::parse::parse_i64;
 use crate::store::{now_ms, Meta, RType};
 use bytes::Bytes;
 
-macro_rules! string_cmd {
-    ($name:literal, $arity:expr, $flags:expr, $keys:expr, $since:literal, $summary:literal, $h:expr) => {
-        Spec {
-            name: $name,
-            arity: $arity,
-            flags: $flags,
-            keys: $keys,
-            group: "string",
-            since: $since,
-            summary: $summary,
-            handler: $h,
-            subcommands: &[],
-        }
-    };
-}
-
-pub static COMMANDS: &[Spec] = &[
-    string_cmd!("get", 2, READONLY | FAST, (1, 1, 1), "1.0.0", "Returns the string value of a key.", get),
-    string_cmd!("set", -3, WRITE | DENYOOM, (1, 1, 1), "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", set),
-    string_cmd!("setnx", 3, WRITE | DENYOOM | FAST, (1, 1, 1), "1.0.0", "Set the string value of a key only when the key doesn't exist.", setnx),
-    string_cmd!("setex", 4, WRITE | DENYOOM, (1, 1, 1), "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.", setex),
-    string_cmd!("psetex", 4, WRITE | DENYOOM, (1, 1, 1), "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.", psetex),
-    string_cmd!("getset", 3, WRITE | DENYOOM | FAST, (1, 1, 1), "1.0.0", "Returns the previous string value of a key after setting it to a new value.", getset),
-    string_cmd!("getdel", 2, WRITE | FAST, (1, 1, 1), "6.2.0", "Returns the string value of a key after deleting the key.", getdel),
-    string_cmd!("getex", -2, WRITE | FAST, (1, 1, 1), "6.2.0", "Returns the string value of a key after setting its expiration time.", getex),
-    string_cmd!("mget", -2, READONLY | FAST, (1, -1, 1), "1.0.0", "Atomically returns the string values of one or more keys.", mget),
-    string_cmd!("mset", -3, WRITE | DENYOOM, (1, -1, 2), "1.0.1", "Atomically creates or modifies the string values of one or more keys.", mset),
-    string_cmd!("msetnx", -3, WRITE | DENYOOM, (1, -1, 2), "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist.", msetnx),
-    string_cmd!("append", 3, WRITE | DENYOOM | FAST, (1, 1, 1), "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist.", append),
-    string_cmd!("strlen", 2, READONLY | FAST, (1, 1, 1), "2.2.0", "Returns the length of a string value.", strlen),
-    string_cmd!("incr", 2, WRITE | DENYOOM | FAST, (1, 1, 1), "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", incr),
-    string_cmd!("decr", 2, WRITE | DENYOOM | FAST, (1, 1, 1), "1.0.0", "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.", decr),
-    string_cmd!("incrby", 3, WRITE | DENYOOM | FAST, (1, 1, 1), "1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist.", incrby),
-    string_cmd!("decrby", 3, WRITE | DENYOOM | FAST, (1, 1, 1), "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.", decrby),
-    string_cmd!("incrbyfloat", 3, WRITE | DENYOOM | FAST, (1, 1, 1), "2.6.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.", incrbyfloat),
-    string_cmd!("getrange", 4, READONLY, (1, 1, 1), "2.4.0", "Returns a substring of the string stored at a key.", getrange),
-    string_cmd!("substr", 4, READONLY, (1, 1, 1), "1.0.0", "Returns a substring from a string value.", getrange),
-    string_cmd!("setrange", 4, WRITE | DENYOOM, (1, 1, 1), "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", setrange),
-    string_cmd!("lcs", -3, READONLY, (1, 2, 1), "7.0.0", "Finds the longest common substring.", lcs),
+pub static COMMANDS: &[Entry] = &[
+    cmd("get", get),
+    cmd("set", set),
+    cmd("setnx", setnx),
+    cmd("setex", setex),
+    cmd("psetex", psetex),
+    cmd("getset", getset),
+    cmd("getdel", getdel),
+    cmd("getex", getex),
+    cmd("mget", mget),
+    cmd("mset", mset),
+    cmd("msetnx", msetnx),
+    cmd("append", append),
+    cmd("strlen", strlen),
+    cmd("incr", incr),
+    cmd("decr", decr),
+    cmd("incrby", incrby),
+    cmd("decrby", decrby),
+    cmd("incrbyfloat", incrbyfloat),
+    cmd("getrange", getrange),
+    cmd("substr", getrange),
+    cmd("setrange", setrange),
+    cmd("lcs", lcs),
 ];
 
 const ERR_TOO_BIG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";

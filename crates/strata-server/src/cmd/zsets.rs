@@ -9,67 +9,49 @@
 //! they are held for it), with all its writes in one `Writes`.
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
-use super::flag::*;
-use super::{zblocking, zsetops, Args, CmdError, CmdResult, Ctx, Spec, ERR_WRONGTYPE};
+use super::{cmd, zblocking, zsetops, Args, CmdError, CmdResult, Ctx, ERR_WRONGTYPE};
 use crate::protocol::reply::{Proto, ReplyBuf};
 use crate::store::{Meta, RType, Store, Writes};
 use crate::zset::{self, Entry, Lex, LexRange, Limits, Loc, ScoreRange};
 use bytes::Bytes;
 use std::collections::HashMap;
 
-macro_rules! zset_cmd {
-    ($name:literal, $arity:expr, $flags:expr, $keys:expr, $since:literal, $summary:literal, $h:expr) => {
-        Spec {
-            name: $name,
-            arity: $arity,
-            flags: $flags,
-            keys: $keys,
-            group: "sorted-set",
-            since: $since,
-            summary: $summary,
-            handler: $h,
-            subcommands: &[],
-        }
-    };
-}
-
-pub static COMMANDS: &[Spec] = &[
-    zset_cmd!("zadd", -4, WRITE | DENYOOM | FAST, (1, 1, 1), "1.2.0", "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist.", zadd),
-    zset_cmd!("zincrby", 4, WRITE | DENYOOM | FAST, (1, 1, 1), "1.2.0", "Increments the score of a member in a sorted set.", zincrby),
-    zset_cmd!("zrem", -3, WRITE | FAST, (1, 1, 1), "1.2.0", "Removes one or more members from a sorted set. Deletes the sorted set if all members were removed.", zrem),
-    zset_cmd!("zcard", 2, READONLY | FAST, (1, 1, 1), "1.2.0", "Returns the number of members in a sorted set.", zcard),
-    zset_cmd!("zcount", 4, READONLY | FAST, (1, 1, 1), "2.0.0", "Returns the count of members in a sorted set that have scores within a range.", zcount),
-    zset_cmd!("zlexcount", 4, READONLY | FAST, (1, 1, 1), "2.8.9", "Returns the number of members in a sorted set within a lexicographical range.", zlexcount),
-    zset_cmd!("zscore", 3, READONLY | FAST, (1, 1, 1), "1.2.0", "Returns the score of a member in a sorted set.", zscore),
-    zset_cmd!("zmscore", -3, READONLY | FAST, (1, 1, 1), "6.2.0", "Returns the score of one or more members in a sorted set.", zmscore),
-    zset_cmd!("zrank", 3, READONLY | FAST, (1, 1, 1), "2.0.0", "Returns the index of a member in a sorted set ordered by ascending scores.", zrank),
-    zset_cmd!("zrevrank", 3, READONLY | FAST, (1, 1, 1), "2.0.0", "Returns the index of a member in a sorted set ordered by descending scores.", zrevrank),
-    zset_cmd!("zrange", -4, READONLY, (1, 1, 1), "1.2.0", "Returns members in a sorted set within a range of indexes.", zrange),
-    zset_cmd!("zrevrange", -4, READONLY, (1, 1, 1), "1.2.0", "Returns members in a sorted set within a range of indexes in reverse order.", zrevrange),
-    zset_cmd!("zrangebyscore", -4, READONLY, (1, 1, 1), "1.0.5", "Returns members in a sorted set within a range of scores.", zrangebyscore),
-    zset_cmd!("zrevrangebyscore", -4, READONLY, (1, 1, 1), "2.2.0", "Returns members in a sorted set within a range of scores in reverse order.", zrevrangebyscore),
-    zset_cmd!("zrangebylex", -4, READONLY, (1, 1, 1), "2.8.9", "Returns members in a sorted set within a lexicographical range.", zrangebylex),
-    zset_cmd!("zrevrangebylex", -4, READONLY, (1, 1, 1), "2.8.9", "Returns members in a sorted set within a lexicographical range in reverse order.", zrevrangebylex),
-    zset_cmd!("zrangestore", -5, WRITE | DENYOOM, (1, 2, 1), "6.2.0", "Stores a range of members from sorted set in a key.", zrangestore),
-    zset_cmd!("zpopmin", -2, WRITE | FAST, (1, 1, 1), "5.0.0", "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", zpopmin),
-    zset_cmd!("zpopmax", -2, WRITE | FAST, (1, 1, 1), "5.0.0", "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", zpopmax),
-    zset_cmd!("zmpop", -4, WRITE, (0, 0, 0), "7.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped.", zmpop),
-    zset_cmd!("bzpopmin", -3, WRITE | NOSCRIPT | BLOCKING | FAST, (1, -2, 1), "5.0.0", "Remove and return the member with the lowest score from one or more sorted sets, or block until one is available", zblocking::bzpopmin),
-    zset_cmd!("bzpopmax", -3, WRITE | NOSCRIPT | BLOCKING | FAST, (1, -2, 1), "5.0.0", "Remove and return the member with the highest score from one or more sorted sets, or block until one is available", zblocking::bzpopmax),
-    // Movable keys (after numkeys), as ZMPOP: it runs on the connection's thread.
-    zset_cmd!("bzmpop", -5, WRITE | BLOCKING, (0, 0, 0), "7.0.0", "Remove and return members with scores in a sorted set or block until one is available", zblocking::bzmpop),
-    zset_cmd!("zremrangebyrank", 4, WRITE, (1, 1, 1), "2.0.0", "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed.", zremrangebyrank),
-    zset_cmd!("zremrangebyscore", 4, WRITE, (1, 1, 1), "1.2.0", "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed.", zremrangebyscore),
-    zset_cmd!("zremrangebylex", 4, WRITE, (1, 1, 1), "2.8.9", "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed.", zremrangebylex),
-    zset_cmd!("zscan", -3, READONLY, (1, 1, 1), "2.8.0", "Iterates over members and scores of a sorted set.", zscan),
-    zset_cmd!("zunion", -3, READONLY, (0, 0, 0), "6.2.0", "Returns the union of multiple sorted sets.", zsetops::zunion),
-    zset_cmd!("zinter", -3, READONLY, (0, 0, 0), "6.2.0", "Returns the intersect of multiple sorted sets.", zsetops::zinter),
-    zset_cmd!("zdiff", -3, READONLY, (0, 0, 0), "6.2.0", "Returns the difference between multiple sorted sets.", zsetops::zdiff),
-    zset_cmd!("zunionstore", -4, WRITE | DENYOOM, (1, 1, 1), "2.0.0", "Stores the union of multiple sorted sets in a key.", zsetops::zunionstore),
-    zset_cmd!("zinterstore", -4, WRITE | DENYOOM, (1, 1, 1), "2.0.0", "Stores the intersect of multiple sorted sets in a key.", zsetops::zinterstore),
-    zset_cmd!("zdiffstore", -4, WRITE | DENYOOM, (1, 1, 1), "6.2.0", "Stores the difference of multiple sorted sets in a key.", zsetops::zdiffstore),
-    zset_cmd!("zintercard", -3, READONLY, (0, 0, 0), "7.0.0", "Returns the number of members of the intersect of multiple sorted sets.", zsetops::zintercard),
-    zset_cmd!("zrandmember", -2, READONLY, (1, 1, 1), "6.2.0", "Returns one or more random members from a sorted set.", zsetops::zrandmember),
+pub static COMMANDS: &[super::Entry] = &[
+    cmd("zadd", zadd),
+    cmd("zincrby", zincrby),
+    cmd("zrem", zrem),
+    cmd("zcard", zcard),
+    cmd("zcount", zcount),
+    cmd("zlexcount", zlexcount),
+    cmd("zscore", zscore),
+    cmd("zmscore", zmscore),
+    cmd("zrank", zrank),
+    cmd("zrevrank", zrevrank),
+    cmd("zrange", zrange),
+    cmd("zrevrange", zrevrange),
+    cmd("zrangebyscore", zrangebyscore),
+    cmd("zrevrangebyscore", zrevrangebyscore),
+    cmd("zrangebylex", zrangebylex),
+    cmd("zrevrangebylex", zrevrangebylex),
+    cmd("zrangestore", zrangestore),
+    cmd("zpopmin", zpopmin),
+    cmd("zpopmax", zpopmax),
+    cmd("zmpop", zmpop),
+    cmd("bzpopmin", zblocking::bzpopmin),
+    cmd("bzpopmax", zblocking::bzpopmax),
+    cmd("bzmpop", zblocking::bzmpop),
+    cmd("zremrangebyrank", zremrangebyrank),
+    cmd("zremrangebyscore", zremrangebyscore),
+    cmd("zremrangebylex", zremrangebylex),
+    cmd("zscan", zscan),
+    cmd("zunion", zsetops::zunion),
+    cmd("zinter", zsetops::zinter),
+    cmd("zdiff", zsetops::zdiff),
+    cmd("zunionstore", zsetops::zunionstore),
+    cmd("zinterstore", zsetops::zinterstore),
+    cmd("zdiffstore", zsetops::zdiffstore),
+    cmd("zintercard", zsetops::zintercard),
+    cmd("zrandmember", zsetops::zrandmember),
 ];
 
 pub(super) const ERR_NOT_FLOAT_SCORE: &str = "ERR value is not a valid float";

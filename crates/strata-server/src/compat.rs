@@ -1,0 +1,172 @@
+//! The Redis compatibility page (`docs/redis-compatibility.md`), rendered from the command
+//! table and the configuration tables so it cannot drift from what the server does: every
+//! command of redis-server 7.0.15 with its status here, and every config directive with
+//! what it does. A test compares the checked-in page with this rendering;
+//! `STRATA_UPDATE_COMPAT=1 cargo test -p strata-server --lib compat` rewrites it.
+
+use crate::cmd::table::{redis_metadata, Meta};
+use std::fmt::Write;
+
+/// Why a command family is missing, by the command's name or group.
+fn missing_reason(m: &Meta) -> &'static str {
+    let name = m.name.split('|').next().unwrap_or(&m.name);
+    let group = m.docs.group.as_deref().unwrap_or("");
+    match (name, group) {
+        ("module", _) => "no modules: answers as a server without module support",
+        ("debug", _) => "no DEBUG: answers as a server with the debug command disabled",
+        ("monitor" | "latency" | "lolwut" | "failover" | "psync" | "sync" | "replconf", _) => {
+            "not built yet"
+        }
+        ("replicaof" | "slaveof" | "role" | "wait", _) => "replication is not built yet",
+        ("readonly" | "readwrite" | "asking" | "cluster", _) => "cluster mode is not built yet",
+        ("acl", _) => "ACL users are not built yet (requirepass works)",
+        (_, "scripting") => "scripting is not built yet",
+        (_, "stream") => "streams are not built yet",
+        (_, "hyperloglog") => "HyperLogLog is not built yet",
+        (_, "geo") => "geo commands are not built yet",
+        _ => "not built yet",
+    }
+}
+
+/// Commands Strata answers with a difference from Redis worth naming.
+const DIFFERENCES: &[(&str, &str)] = &[
+    (
+        "save",
+        "writes a checkpoint of the database (a directory of table files), not an RDB file",
+    ),
+    (
+        "bgsave",
+        "writes a checkpoint of the database (a directory of table files), not an RDB file",
+    ),
+    ("flushdb", "ASYNC flushes synchronously"),
+    ("flushall", "ASYNC flushes synchronously"),
+    (
+        "object|freq",
+        "answers as Redis does under an LFU policy; Strata has no eviction",
+    ),
+    (
+        "memory|usage",
+        "an estimate of the bytes the key's records hold on disk",
+    ),
+];
+
+fn status(name: &str, implemented: bool, meta: &Meta) -> String {
+    if !implemented {
+        return format!("not supported: {}", missing_reason(meta));
+    }
+    match DIFFERENCES.iter().find(|(n, _)| *n == name) {
+        Some((_, d)) => format!("supported, differs: {d}"),
+        None => "supported".to_string(),
+    }
+}
+
+/// The page.
+pub fn render() -> String {
+    let implemented = |name: &str| {
+        let mut parts = name.splitn(2, '|');
+        let top = parts
+            .next()
+            .and_then(|n| crate::cmd::table().get(n.as_bytes()));
+        match (top, parts.next()) {
+            (Some(t), None) => t.handler.is_some() || !t.subcommands.is_empty(),
+            (Some(t), Some(sub)) => t.subcommand(sub.as_bytes()).is_some(),
+            (None, _) => false,
+        }
+    };
+    let mut rows = Vec::new();
+    for m in redis_metadata() {
+        rows.push((m, implemented(&m.name)));
+        for s in &m.subcommands {
+            rows.push((s, implemented(&s.name)));
+        }
+    }
+    // Rows of Redis 7.0 itself (the 7.2 subcommands Strata answers are listed too).
+    let later = |m: &Meta| {
+        m.docs
+            .since
+            .as_deref()
+            .is_some_and(|s| s.starts_with("7.2"))
+    };
+    let redis_rows = rows.iter().filter(|(m, _)| !later(m)).count();
+    let supported = rows.iter().filter(|(m, i)| *i && !later(m)).count();
+    let mut out = String::new();
+    let _ = writeln!(out, "# Redis compatibility\n");
+    let _ = writeln!(
+        out,
+        "Generated from `strata serve`'s command table (`crates/strata-server/src/compat.rs`); \
+         a test fails when this page and the server disagree. Regenerate with \
+         `STRATA_UPDATE_COMPAT=1 cargo test -p strata-server --lib compat`.\n"
+    );
+    let _ = writeln!(
+        out,
+        "Strata speaks Redis 7.0.15: its replies, error texts, COMMAND metadata (key specs, \
+         flags, ACL categories, docs) and config directive names are Redis's. Of the \
+         {redis_rows} commands and subcommands redis-server 7.0.15 lists in `COMMAND LIST`, \
+         Strata implements {supported} (and CLIENT SETINFO and CLIENT NO-TOUCH from Redis \
+         7.2).\n"
+    );
+    let _ = writeln!(out, "## Commands\n");
+    let _ = writeln!(out, "| command | group | status |");
+    let _ = writeln!(out, "|---|---|---|");
+    for (m, imp) in &rows {
+        let group = m.docs.group.as_deref().unwrap_or("");
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} |",
+            m.name.replace('|', " "),
+            group,
+            status(&m.name, *imp, m)
+        );
+    }
+    let _ = writeln!(out, "\n## Config directives\n");
+    let _ = writeln!(
+        out,
+        "Directives in redis.conf syntax, as `strata serve` flags, and through CONFIG GET/SET.\n"
+    );
+    let _ = writeln!(out, "| directive | here |");
+    let _ = writeln!(out, "|---|---|");
+    let mut names: Vec<(&str, String)> = crate::config::DIRECTIVES
+        .iter()
+        .map(|d| {
+            let what = if d.mutable {
+                "acts; CONFIG SET changes it at run time"
+            } else {
+                "acts; fixed at start"
+            };
+            (d.name, what.to_string())
+        })
+        .collect();
+    for t in crate::tuning::TUNING {
+        let what = match t.alias {
+            Some(a) => format!("accepted and read back, no effect here (alias `{a}`)"),
+            None => "accepted and read back, no effect here".to_string(),
+        };
+        names.push((t.name, what));
+    }
+    names.sort();
+    for (n, what) in names {
+        let _ = writeln!(out, "| `{n}` | {what} |");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn compat_page_is_current() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/redis-compatibility.md"
+        );
+        let page = super::render();
+        if std::env::var_os("STRATA_UPDATE_COMPAT").is_some() {
+            std::fs::write(path, &page).expect("write the page");
+        }
+        let on_disk = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            on_disk == page,
+            "docs/redis-compatibility.md is stale: STRATA_UPDATE_COMPAT=1 cargo test -p \
+             strata-server --lib compat"
+        );
+    }
+}
