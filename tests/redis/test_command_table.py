@@ -116,7 +116,8 @@ def example(args, counter):
     arguments once, `oneof` by its first choice, a count of 1 before the keys it counts."""
     out = []
     for a in args:
-        a = dict(a)
+        # RESP2: each argument is a flat list of field, value pairs.
+        a = dict(zip(a[::2], a[1::2])) if a and isinstance(a[0], bytes) else dict(a)
         flags = [f[1] if isinstance(f, tuple) else f for f in a.get(b"flags", [])]
         if b"optional" in [f.encode() if isinstance(f, str) else f for f in flags]:
             continue
