@@ -318,10 +318,10 @@ SCENARIO = [
 ]
 
 
-def run_scenario(port):
+def run_scenario(port, scenario=SCENARIO):
     conns = [RawClient(port), RawClient(port)]
     out = []
-    for who, cmd, n in SCENARIO:
+    for who, cmd, n in scenario:
         c = conns[who]
         if cmd:
             c.send(cmd)
@@ -369,3 +369,50 @@ def test_server_stops_promptly_with_subscribers():
         idle.close()
     finally:
         s.stop()
+
+
+# Shard channels (SSUBSCRIBE, SPUBLISH): a namespace apart from channels and patterns.
+SHARD_SCENARIO = [
+    (0, ["SUNSUBSCRIBE"], 1),
+    (0, ["SUNSUBSCRIBE", "x"], 1),
+    (0, ["SSUBSCRIBE", "s"], 1),
+    (0, ["SSUBSCRIBE", "s"], 1),
+    (0, ["GET", "x"], 1),
+    (0, ["SUBSCRIBE", "s"], 1),
+    (0, ["PSUBSCRIBE", "s*"], 1),
+    (1, ["SPUBLISH", "s", "shard"], 1),
+    (0, [], 1),  # smessage only
+    (1, ["PUBLISH", "s", "plain"], 1),
+    (0, [], 2),  # message, pmessage: no smessage
+    (1, ["SPUBLISH", "nobody", "m"], 1),
+    (1, ["PUBSUB", "SHARDCHANNELS"], 1),
+    (1, ["PUBSUB", "SHARDCHANNELS", "s*"], 1),
+    (1, ["PUBSUB", "SHARDCHANNELS", "x*"], 1),
+    (1, ["PUBSUB", "SHARDNUMSUB", "s", "x"], 1),
+    (1, ["PUBSUB", "NUMSUB", "s"], 1),
+    (1, ["PUBSUB", "CHANNELS"], 1),
+    (0, ["SUNSUBSCRIBE", "s", "t"], 2),
+    (0, ["UNSUBSCRIBE"], 1),
+    (0, ["PUNSUBSCRIBE"], 1),
+    (0, ["GET", "pubsub-none"], 1),
+    (0, ["SSUBSCRIBE", "t"], 1),
+    (0, ["SUNSUBSCRIBE"], 1),
+    (0, ["GET", "pubsub-none"], 1),
+    (1, ["SPUBLISH", "t", "m"], 1),
+    (0, ["HELLO", "3"], None),
+    (0, ["SSUBSCRIBE", "u"], 1),
+    (1, ["SPUBLISH", "u", "pushed"], 1),
+    (0, [], 1),
+    (0, ["SPUBLISH", "u", "own"], 2),  # own smessage, then the count
+    (0, ["RESET"], 1),
+    (1, ["SPUBLISH", "u", "m"], 1),
+    (0, ["QUIT"], 1),
+]
+
+
+def test_shard_channels_same_bytes_as_redis(redis_server, strata_server):
+    want = run_scenario(redis_server.port, SHARD_SCENARIO)
+    got = run_scenario(strata_server.port, SHARD_SCENARIO)
+    for i, (w, g) in enumerate(zip(want, got)):
+        assert g == w, f"reply {i} of {w[1]} (connection {w[0]}) differs: {w[2]!r} {g[2]!r}"
+    assert len(got) == len(want)

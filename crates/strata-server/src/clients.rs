@@ -63,10 +63,11 @@ pub struct ClientInfo {
     pub multi_mem: AtomicUsize,
     /// A watched key was modified (flag `d`; set by the writer, `watch.rs`).
     pub watch_dirty: Arc<AtomicBool>,
-    /// Channels and patterns subscribed to (CLIENT LIST `sub`, `psub`; flag `P`), set by
-    /// the pub/sub registry.
+    /// Channels, patterns and shard channels subscribed to (CLIENT LIST `sub`, `psub`,
+    /// `ssub`; flag `P`), set by the pub/sub registry.
     sub: AtomicUsize,
     psub: AtomicUsize,
+    ssub: AtomicUsize,
     pub killed: AtomicBool,
     pub kill: Notify,
     /// Blocked in a blocking command (CLIENT LIST flag `b`).
@@ -97,6 +98,7 @@ impl ClientInfo {
             watch_dirty: Arc::new(AtomicBool::new(false)),
             sub: AtomicUsize::new(0),
             psub: AtomicUsize::new(0),
+            ssub: AtomicUsize::new(0),
             killed: AtomicBool::new(false),
             kill: Notify::new(),
             blocked: AtomicBool::new(false),
@@ -104,9 +106,10 @@ impl ClientInfo {
     }
 
     /// Publishes the client's subscription counts (the pub/sub registry calls it).
-    pub fn set_subscriptions(&self, channels: usize, patterns: usize) {
+    pub fn set_subscriptions(&self, channels: usize, patterns: usize, shard: usize) {
         self.sub.store(channels, Ordering::Relaxed);
         self.psub.store(patterns, Ordering::Relaxed);
+        self.ssub.store(shard, Ordering::Relaxed);
     }
 
     /// Channels subscribed to.
@@ -122,7 +125,7 @@ impl ClientInfo {
     /// Whether the client holds a subscription (Redis's `CLIENT_PUBSUB`: client type
     /// `pubsub`, flag `P`).
     pub fn is_subscriber(&self) -> bool {
-        self.sub() + self.psub() > 0
+        self.sub() + self.psub() + self.ssub.load(Ordering::Relaxed) > 0
     }
 
     /// Marks a command's start (CLIENT LIST `idle=`).
@@ -166,8 +169,9 @@ impl ClientInfo {
             .unwrap_or_default();
         // In Redis's order (networking.c `catClientInfoString`).
         let (sub, psub) = (self.sub(), self.psub());
+        let ssub = self.ssub.load(Ordering::Relaxed);
         let mut flags = String::new();
-        if sub + psub > 0 {
+        if sub + psub + ssub > 0 {
             flags.push('P');
         }
         if multi >= 0 {
@@ -194,7 +198,7 @@ impl ClientInfo {
         let _ = write!(
             s,
             "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} \
-             ssub=0 multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} \
+             ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} \
              obl={} oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
             self.id,
             self.addr,
@@ -207,6 +211,7 @@ impl ClientInfo {
             p.db,
             sub,
             psub,
+            ssub,
             multi,
             qbuf,
             qcap - qbuf,
@@ -277,9 +282,9 @@ mod tests {
         assert!(line.starts_with("id=7 addr=127.0.0.1:5000 laddr=127.0.0.1:6379 fd=9 name= "));
         assert!(line.ends_with("cmd=client|list user=default redir=-1 resp=2"));
         assert!(line.contains(" flags=N db=0 sub=0 psub=0 "));
-        c.set_subscriptions(2, 1);
+        c.set_subscriptions(2, 1, 0);
         assert!(c.line().contains(" flags=P db=0 sub=2 psub=1 "));
-        c.set_subscriptions(0, 0);
+        c.set_subscriptions(0, 0, 0);
         let r = Registry::default();
         r.add(Arc::new(c));
         assert_eq!(r.len(), 1);

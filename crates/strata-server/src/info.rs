@@ -202,10 +202,10 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
             kv("evicted_keys", "0".to_string());
             kv("keyspace_hits", load(&ks.hits));
             kv("keyspace_misses", load(&ks.misses));
-            let (channels, patterns) = shared.pubsub.counts();
+            let (channels, patterns, shard) = shared.pubsub.counts();
             kv("pubsub_channels", channels.to_string());
             kv("pubsub_patterns", patterns.to_string());
-            kv("pubsubshard_channels", "0".to_string());
+            kv("pubsubshard_channels", shard.to_string());
         }
         "replication" => {
             // A standalone primary without replicas (replication is not built yet).

@@ -39,11 +39,13 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::Notify;
 
-/// Channel subscriptions or pattern subscriptions.
+/// Channel, pattern or shard channel subscriptions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Channel,
     Pattern,
+    /// SSUBSCRIBE's shard channels: their own namespace, published to by SPUBLISH only.
+    Shard,
 }
 
 /// One subscribed connection's mailbox, shared by the registry and the connection.
@@ -135,12 +137,13 @@ pub async fn ready(sub: Option<&Arc<Subscriber>>) {
 
 /// What a subscription change replies: the messages published before it, then one
 /// confirmation per name: the name (`None` when there was nothing to unsubscribe from) and
-/// the client's subscription count after it.
+/// the client's subscription count after it (channels plus patterns; for shard channels,
+/// shard channels: Redis's `subscriptionCount` of the kind).
 #[derive(Debug, Default)]
 pub struct Change {
     pub pending: BytesMut,
     pub replies: Vec<(Option<Bytes>, usize)>,
-    /// The client's channels plus patterns afterwards.
+    /// The client's subscriptions of every kind afterwards (0: it leaves pub/sub mode).
     pub total: usize,
 }
 
@@ -149,18 +152,45 @@ struct ClientSubs {
     sub: Arc<Subscriber>,
     channels: IndexSet<Bytes>,
     patterns: IndexSet<Bytes>,
+    shard_channels: IndexSet<Bytes>,
 }
 
 impl ClientSubs {
+    fn new(sub: Arc<Subscriber>) -> ClientSubs {
+        ClientSubs {
+            sub,
+            channels: IndexSet::new(),
+            patterns: IndexSet::new(),
+            shard_channels: IndexSet::new(),
+        }
+    }
+
     fn names(&mut self, kind: Kind) -> &mut IndexSet<Bytes> {
         match kind {
             Kind::Channel => &mut self.channels,
             Kind::Pattern => &mut self.patterns,
+            Kind::Shard => &mut self.shard_channels,
+        }
+    }
+
+    /// What a confirmation of `kind` counts.
+    fn count(&self, kind: Kind) -> usize {
+        match kind {
+            Kind::Channel | Kind::Pattern => self.channels.len() + self.patterns.len(),
+            Kind::Shard => self.shard_channels.len(),
         }
     }
 
     fn total(&self) -> usize {
-        self.channels.len() + self.patterns.len()
+        self.channels.len() + self.patterns.len() + self.shard_channels.len()
+    }
+
+    fn publish_counts(&self) -> (usize, usize, usize) {
+        (
+            self.channels.len(),
+            self.patterns.len(),
+            self.shard_channels.len(),
+        )
     }
 }
 
@@ -172,6 +202,7 @@ struct State {
     /// Patterns in first-subscription order (a message matching several patterns of one
     /// client arrives once per pattern, in this order).
     patterns: IndexMap<Bytes, Subscribers>,
+    shard_channels: HashMap<Bytes, Subscribers>,
     clients: HashMap<u64, ClientSubs>,
 }
 
@@ -180,6 +211,7 @@ impl State {
         match kind {
             Kind::Channel => &mut self.channels,
             Kind::Pattern => &mut self.patterns,
+            Kind::Shard => &mut self.shard_channels,
         }
     }
 
@@ -189,7 +221,7 @@ impl State {
     }
 }
 
-/// The name → subscribers maps of both kinds.
+/// The name → subscribers maps of every kind.
 trait SubMap {
     fn attach(&mut self, name: Bytes, sub: Arc<Subscriber>);
     fn detach(&mut self, name: &Bytes, id: u64);
@@ -236,23 +268,23 @@ impl PubSub {
         let pending = sub.take();
         let mut replies = Vec::with_capacity(names.len());
         for name in names {
-            let c = st.clients.entry(sub.id).or_insert_with(|| ClientSubs {
-                sub: sub.clone(),
-                channels: IndexSet::new(),
-                patterns: IndexSet::new(),
-            });
+            let c = st
+                .clients
+                .entry(sub.id)
+                .or_insert_with(|| ClientSubs::new(sub.clone()));
             let added = c.names(kind).insert(name.clone());
-            let total = c.total();
+            let count = c.count(kind);
             if added {
                 st.map(kind).attach(name.clone(), sub.clone());
             }
-            replies.push((Some(name.clone()), total));
+            replies.push((Some(name.clone()), count));
         }
         let total = st.clients.get(&sub.id).map_or(0, ClientSubs::total);
-        sub.info.set_subscriptions(
-            st.clients.get(&sub.id).map_or(0, |c| c.channels.len()),
-            st.clients.get(&sub.id).map_or(0, |c| c.patterns.len()),
-        );
+        let (ch, pat, shard) = st
+            .clients
+            .get(&sub.id)
+            .map_or((0, 0, 0), ClientSubs::publish_counts);
+        sub.info.set_subscriptions(ch, pat, shard);
         Change {
             pending,
             replies,
@@ -292,24 +324,25 @@ impl PubSub {
                 break;
             };
             let removed = c.names(kind).shift_remove(&name);
-            let total = c.total();
+            let count = c.count(kind);
             if removed {
                 st.detach(kind, &name, id);
             }
-            replies.push((Some(name), total));
+            replies.push((Some(name), count));
         }
-        let (channels, patterns) = st
+        let (channels, patterns, shard) = st
             .clients
             .get(&id)
-            .map_or((0, 0), |c| (c.channels.len(), c.patterns.len()));
-        let total = channels + patterns;
+            .map_or((0, 0, 0), ClientSubs::publish_counts);
+        let total = channels + patterns + shard;
         if replies.is_empty() {
-            replies.push((None, total));
+            let count = st.clients.get(&id).map_or(0, |c| c.count(kind));
+            replies.push((None, count));
         }
         if total == 0 {
             st.clients.remove(&id);
         }
-        info.set_subscriptions(channels, patterns);
+        info.set_subscriptions(channels, patterns, shard);
         Change {
             pending,
             replies,
@@ -330,8 +363,11 @@ impl PubSub {
             for p in &c.patterns {
                 st.detach(Kind::Pattern, p, id);
             }
+            for ch in &c.shard_channels {
+                st.detach(Kind::Shard, ch, id);
+            }
         }
-        info.set_subscriptions(0, 0);
+        info.set_subscriptions(0, 0, 0);
         pending
     }
 
@@ -339,8 +375,12 @@ impl PubSub {
     /// returns how many received it (a client once per matching subscription). The
     /// publisher's own copies (`me` subscribed) go to `own` instead of its outbox, so they
     /// precede PUBLISH's reply, as in Redis.
+    /// SPUBLISH goes to `Kind::Shard` subscribers only (`smessage`); PUBLISH (any other
+    /// kind) to channel and pattern subscribers.
+    #[allow(clippy::too_many_arguments)]
     pub fn publish(
         &self,
+        kind: Kind,
         channel: &[u8],
         message: &[u8],
         limit: OutputLimit,
@@ -361,6 +401,12 @@ impl PubSub {
                 }
             }
         };
+        if kind == Kind::Shard {
+            if let Some(subs) = st.shard_channels.get(channel) {
+                send(subs, &encode(&[b"smessage", channel, message]));
+            }
+            return receivers;
+        }
         if let Some(subs) = st.channels.get(channel) {
             send(subs, &encode(&[b"message", channel, message]));
         }
@@ -372,30 +418,42 @@ impl PubSub {
         receivers
     }
 
-    /// Channels with at least one subscriber, matching `pattern` if given.
-    pub fn channels(&self, pattern: Option<&[u8]>) -> Vec<Bytes> {
+    /// Channels (or shard channels) with at least one subscriber, matching `pattern` if
+    /// given.
+    pub fn channels(&self, kind: Kind, pattern: Option<&[u8]>) -> Vec<Bytes> {
         let st = self.state.read();
-        st.channels
-            .keys()
+        let map = if kind == Kind::Shard {
+            &st.shard_channels
+        } else {
+            &st.channels
+        };
+        map.keys()
             .filter(|c| pattern.is_none_or(|p| glob::matches(p, c, false)))
             .cloned()
             .collect()
     }
 
-    /// Subscribers of `channel` (pattern subscriptions not counted).
-    pub fn numsub(&self, channel: &[u8]) -> usize {
-        self.state
-            .read()
-            .channels
-            .get(channel)
-            .map_or(0, |s| s.len())
+    /// Subscribers of `channel` (or of the shard channel; pattern subscriptions not
+    /// counted).
+    pub fn numsub(&self, kind: Kind, channel: &[u8]) -> usize {
+        let st = self.state.read();
+        let map = if kind == Kind::Shard {
+            &st.shard_channels
+        } else {
+            &st.channels
+        };
+        map.get(channel).map_or(0, |s| s.len())
     }
 
-    /// Channels and patterns with at least one subscriber (INFO `pubsub_channels`,
-    /// `pubsub_patterns`; PUBSUB NUMPAT).
-    pub fn counts(&self) -> (usize, usize) {
+    /// Channels, patterns and shard channels with at least one subscriber (INFO
+    /// `pubsub_channels`, `pubsub_patterns`, `pubsubshard_channels`; PUBSUB NUMPAT).
+    pub fn counts(&self) -> (usize, usize, usize) {
         let st = self.state.read();
-        (st.channels.len(), st.patterns.len())
+        (
+            st.channels.len(),
+            st.patterns.len(),
+            st.shard_channels.len(),
+        )
     }
 }
 
@@ -442,6 +500,7 @@ mod tests {
     fn publish(ps: &PubSub, ch: &str, msg: &str) -> usize {
         let mut own = BytesMut::new();
         ps.publish(
+            Kind::Channel,
             ch.as_bytes(),
             msg.as_bytes(),
             OutputLimit::default(),
@@ -461,7 +520,7 @@ mod tests {
         let c = ps.subscribe(&a, Kind::Pattern, &names(&["x*"]));
         assert_eq!(c.replies, vec![(Some(b("x*")), 3)]);
         assert_eq!((ia.sub(), ia.psub()), (2, 1));
-        assert_eq!(ps.counts(), (2, 1));
+        assert_eq!(ps.counts(), (2, 1, 0));
         // Unsubscribing from everything replies in subscription order.
         let c = ps.unsubscribe(1, &ia, Kind::Channel, None);
         assert_eq!(c.replies, vec![(Some(b("x")), 2), (Some(b("y")), 1)]);
@@ -470,7 +529,7 @@ mod tests {
         assert_eq!(c.replies, vec![(None, 1)]);
         let c = ps.unsubscribe(1, &ia, Kind::Pattern, Some(&names(&["nope", "x*"])));
         assert_eq!(c.replies, vec![(Some(b("nope")), 1), (Some(b("x*")), 0)]);
-        assert_eq!(ps.counts(), (0, 0));
+        assert_eq!(ps.counts(), (0, 0, 0));
         assert!(ps.state.read().clients.is_empty());
     }
 
@@ -507,7 +566,15 @@ mod tests {
         let (_, a) = client(1);
         ps.subscribe(&a, Kind::Channel, &names(&["c"]));
         let mut own = BytesMut::new();
-        let n = ps.publish(b"c", b"m", OutputLimit::default(), 1, &mut own, true);
+        let n = ps.publish(
+            Kind::Channel,
+            b"c",
+            b"m",
+            OutputLimit::default(),
+            1,
+            &mut own,
+            true,
+        );
         assert_eq!(n, 1);
         assert_eq!(&own[..], b">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nm\r\n");
         assert!(a.take().is_empty());
@@ -534,10 +601,10 @@ mod tests {
         ps.subscribe(&a, Kind::Pattern, &names(&["p*"]));
         ps.subscribe(&b2, Kind::Channel, &names(&["c"]));
         ps.leave(1, &ia);
-        assert_eq!(ps.counts(), (1, 0));
-        assert_eq!(ps.numsub(b"c"), 1);
-        assert_eq!(ps.numsub(b"d"), 0);
-        assert_eq!(ps.channels(None), vec![b("c")]);
+        assert_eq!(ps.counts(), (1, 0, 0));
+        assert_eq!(ps.numsub(Kind::Channel, b"c"), 1);
+        assert_eq!(ps.numsub(Kind::Channel, b"d"), 0);
+        assert_eq!(ps.channels(Kind::Channel, None), vec![b("c")]);
         assert_eq!((ia.sub(), ia.psub()), (0, 0));
     }
 
@@ -546,10 +613,10 @@ mod tests {
         let ps = PubSub::default();
         let (_, a) = client(1);
         ps.subscribe(&a, Kind::Channel, &names(&["news.a", "news.b", "sport"]));
-        let mut v = ps.channels(Some(b"news.*"));
+        let mut v = ps.channels(Kind::Channel, Some(b"news.*"));
         v.sort();
         assert_eq!(v, names(&["news.a", "news.b"]));
-        assert_eq!(ps.channels(Some(b"[")).len(), 0);
+        assert_eq!(ps.channels(Kind::Channel, Some(b"[")).len(), 0);
     }
 
     #[test]
@@ -565,7 +632,10 @@ mod tests {
         let mut own = BytesMut::new();
         // Still counted while it has not left; the outbox is dropped.
         for _ in 0..5 {
-            assert_eq!(ps.publish(b"c", &[b'x'; 30], limit, 0, &mut own, false), 1);
+            assert_eq!(
+                ps.publish(Kind::Channel, b"c", &[b'x'; 30], limit, 0, &mut own, false),
+                1
+            );
         }
         assert!(ia.is_killed());
         assert!(a.take().is_empty());
@@ -582,10 +652,64 @@ mod tests {
             soft_secs: 0,
         };
         let mut own = BytesMut::new();
-        ps.publish(b"c", b"0123456789", limit, 0, &mut own, false);
+        ps.publish(
+            Kind::Channel,
+            b"c",
+            b"0123456789",
+            limit,
+            0,
+            &mut own,
+            false,
+        );
         assert!(!ia.is_killed(), "the soft limit starts its clock");
         std::thread::sleep(Duration::from_millis(1100));
-        ps.publish(b"c", b"0123456789", limit, 0, &mut own, false);
+        ps.publish(
+            Kind::Channel,
+            b"c",
+            b"0123456789",
+            limit,
+            0,
+            &mut own,
+            false,
+        );
         assert!(ia.is_killed());
+    }
+
+    #[test]
+    fn shard_channels_are_their_own_namespace() {
+        let ps = PubSub::default();
+        let (_, a) = client(1);
+        let (_, b2) = client(2);
+        let c = ps.subscribe(&a, Kind::Shard, &names(&["s1", "s2"]));
+        // A shard confirmation counts shard channels only.
+        assert_eq!(c.replies, vec![(Some(b("s1")), 1), (Some(b("s2")), 2)]);
+        ps.subscribe(&a, Kind::Channel, &names(&["s1"]));
+        let c = ps.subscribe(&b2, Kind::Pattern, &names(&["s*"]));
+        assert_eq!(c.replies, vec![(Some(b("s*")), 1)]);
+        assert_eq!(ps.counts(), (1, 1, 2));
+        let mut own = BytesMut::new();
+        let limit = OutputLimit::default();
+        // SPUBLISH reaches shard subscribers only; PUBLISH never reaches them.
+        assert_eq!(
+            ps.publish(Kind::Shard, b"s1", b"m", limit, 9, &mut own, false),
+            1
+        );
+        assert!(a.take().windows(6).any(|w| w == b"smessa"));
+        assert_eq!(
+            ps.publish(Kind::Channel, b"s1", b"m", limit, 9, &mut own, false),
+            2
+        );
+        assert_eq!(ps.numsub(Kind::Shard, b"s2"), 1);
+        assert_eq!(ps.channels(Kind::Shard, Some(b"s?")).len(), 2);
+        // SUNSUBSCRIBE of all: the client keeps its channel, so stays subscribed.
+        let c = ps.unsubscribe(1, &a.info, Kind::Shard, None);
+        assert_eq!(c.replies, vec![(Some(b("s1")), 1), (Some(b("s2")), 0)]);
+        assert_eq!(c.total, 1);
+        let c = ps.unsubscribe(1, &a.info, Kind::Shard, None);
+        assert_eq!(c.replies, vec![(None, 0)]);
+        // The pattern subscriber got PUBLISH's message, not SPUBLISH's.
+        let pending = ps.leave(2, &b2.info);
+        assert!(pending.starts_with(b"*4\r\n$8\r\npmessage"));
+        assert_eq!(ps.counts(), (1, 0, 0));
     }
 }

@@ -3,8 +3,9 @@
 //! They touch no keys and run on the connection's thread; the registry is `pubsub.rs`.
 //! Confirmations are pushes (`>` in RESP3, arrays in RESP2), one per channel or pattern,
 //! each with the client's channel plus pattern count after it, as Redis's
-//! `addReplyPubsubSubscribed`. Shard channels (SSUBSCRIBE, SPUBLISH) are not built: PUBSUB
-//! SHARDCHANNELS and SHARDNUMSUB answer as Redis does when no shard channel exists.
+//! `addReplyPubsubSubscribed`. Shard channels (SSUBSCRIBE, SUNSUBSCRIBE, SPUBLISH, PUBSUB
+//! SHARDCHANNELS/SHARDNUMSUB) are a namespace of their own; outside cluster mode every
+//! shard channel lives on this node.
 
 use super::table::traits::*;
 use super::{cmd, cmd_with, reply_help, Args, CmdError, CmdResult, Ctx, Entry};
@@ -17,7 +18,10 @@ pub static COMMANDS: &[Entry] = &[
     cmd_with("unsubscribe", unsubscribe, WHILE_SUBSCRIBED),
     cmd_with("psubscribe", psubscribe, WHILE_SUBSCRIBED),
     cmd_with("punsubscribe", punsubscribe, WHILE_SUBSCRIBED),
+    cmd_with("ssubscribe", ssubscribe, WHILE_SUBSCRIBED),
+    cmd_with("sunsubscribe", sunsubscribe, WHILE_SUBSCRIBED),
     cmd("publish", publish),
+    cmd("spublish", spublish),
     cmd("pubsub|channels", channels),
     cmd("pubsub|numpat", numpat),
     cmd("pubsub|numsub", numsub),
@@ -80,12 +84,29 @@ fn punsubscribe(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     unsubscribe_from(ctx, args, Kind::Pattern, "punsubscribe")
 }
 
+fn ssubscribe(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    subscribe_to(ctx, args, Kind::Shard, "ssubscribe")
+}
+
+fn sunsubscribe(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    unsubscribe_from(ctx, args, Kind::Shard, "sunsubscribe")
+}
+
 fn publish(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    publish_to(ctx, args, Kind::Channel)
+}
+
+fn spublish(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    publish_to(ctx, args, Kind::Shard)
+}
+
+fn publish_to(ctx: &mut Ctx<'_>, args: &mut Args, kind: Kind) -> CmdResult {
     let channel = args.next_bytes()?;
     let message = args.next_bytes()?;
     let limit = ctx.shared.config.read().output_limits[2];
     let mut own = BytesMut::new();
     let n = ctx.shared.pubsub.publish(
+        kind,
         &channel,
         &message,
         limit,
@@ -111,13 +132,17 @@ fn at_most_one_pattern(args: &Args) -> Result<(), CmdError> {
 }
 
 fn channels(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    list_channels(ctx, args, Kind::Channel)
+}
+
+fn list_channels(ctx: &mut Ctx<'_>, args: &mut Args, kind: Kind) -> CmdResult {
     at_most_one_pattern(args)?;
     let pattern = if args.is_done() {
         None
     } else {
         Some(args.next_bytes()?)
     };
-    let list = ctx.shared.pubsub.channels(pattern.as_deref());
+    let list = ctx.shared.pubsub.channels(kind, pattern.as_deref());
     ctx.reply.array(list.len());
     for c in list {
         ctx.reply.bulk(&c);
@@ -126,35 +151,31 @@ fn channels(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 }
 
 fn numpat(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
-    let (_, patterns) = ctx.shared.pubsub.counts();
+    let (_, patterns, _) = ctx.shared.pubsub.counts();
     ctx.reply.int(patterns as i64);
     Ok(())
 }
 
 fn numsub(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    count_subscribers(ctx, args, Kind::Channel)
+}
+
+fn count_subscribers(ctx: &mut Ctx<'_>, args: &mut Args, kind: Kind) -> CmdResult {
     let names = args.rest().to_vec();
     ctx.reply.array(names.len() * 2);
     for n in names {
         ctx.reply.bulk(&n);
-        ctx.reply.int(ctx.shared.pubsub.numsub(&n) as i64);
+        ctx.reply.int(ctx.shared.pubsub.numsub(kind, &n) as i64);
     }
     Ok(())
 }
 
 fn shardchannels(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
-    at_most_one_pattern(args)?;
-    ctx.reply.array(0);
-    Ok(())
+    list_channels(ctx, args, Kind::Shard)
 }
 
 fn shardnumsub(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
-    let names = args.rest().to_vec();
-    ctx.reply.array(names.len() * 2);
-    for n in names {
-        ctx.reply.bulk(&n);
-        ctx.reply.int(0);
-    }
-    Ok(())
+    count_subscribers(ctx, args, Kind::Shard)
 }
 
 fn help(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
