@@ -282,6 +282,12 @@ pub static SYNTAX: &[(&str, &str)] = &[
         "copy",
         "source:key destination:key#1 destination-db:integer=DB? REPLACE?",
     ),
+    ("dump", "key:key"),
+    (
+        "restore",
+        "key:key ttl:integer serialized-value:string REPLACE?@3.0.0 ABSTTL?@5.0.0 \
+         seconds:integer=IDLETIME?@5.0.0 frequency:integer=FREQ?@5.0.0",
+    ),
     // list
     ("lpush", "key:key element:string*"),
     ("rpush", "key:key element:string*"),

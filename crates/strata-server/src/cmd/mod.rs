@@ -10,6 +10,7 @@ mod bits;
 mod client;
 mod connection;
 mod docs;
+mod dump;
 mod hashes;
 mod keyspace;
 mod lists;
@@ -206,6 +207,7 @@ pub fn all_commands() -> &'static [&'static Spec] {
             multi::COMMANDS,
             pubsub::COMMANDS,
             zsets::COMMANDS,
+            dump::COMMANDS,
         ] {
             v.extend(family.iter());
         }
