@@ -318,3 +318,72 @@ fn big_collections_restore_whole() {
     assert_eq!(c.q(&["LINDEX", "l2", "-1"]), V::bulk("item:019999"));
     assert_eq!(c.q(&["ZCARD", "z2"]), int(n));
 }
+
+#[test]
+fn move_between_databases() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut c = Client::connect(s.local_addr());
+    c.q(&["SET", "k", "v"]);
+    c.q(&["PEXPIRE", "k", "100000"]);
+    c.q(&["RPUSH", "l", "a", "b", "c"]);
+    c.q(&["ZADD", "z", "1", "x", "2", "y"]);
+    // Redis's checks, in its order: the index, its range, the same database.
+    assert_eq!(
+        c.q(&["MOVE", "k", "0"]),
+        V::err("ERR source and destination objects are the same")
+    );
+    assert_eq!(
+        c.q(&["MOVE", "nokey", "0"]),
+        V::err("ERR source and destination objects are the same")
+    );
+    assert_eq!(
+        c.q(&["MOVE", "k", "16"]),
+        V::err("ERR DB index is out of range")
+    );
+    assert_eq!(
+        c.q(&["MOVE", "k", "-1"]),
+        V::err("ERR DB index is out of range")
+    );
+    assert_eq!(
+        c.q(&["MOVE", "k", "x"]),
+        V::err("ERR value is not an integer or out of range")
+    );
+    assert_eq!(
+        c.q(&["MOVE", "k", "99999999999"]),
+        V::err("ERR value is out of range, value must between -2147483648 and 2147483647")
+    );
+    assert_eq!(c.q(&["MOVE", "nokey", "1"]), int(0));
+    for key in ["k", "l", "z"] {
+        assert_eq!(c.q(&["MOVE", key, "1"]), int(1), "{key}");
+        assert_eq!(c.q(&["EXISTS", key]), int(0));
+    }
+    assert_eq!(c.q(&["SELECT", "1"]), V::ok());
+    assert_eq!(c.q(&["GET", "k"]), V::bulk("v"));
+    match c.q(&["PTTL", "k"]) {
+        V::Int(ms) => assert!((90_000..=100_000).contains(&ms), "{ms}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(c.q(&["LRANGE", "l", "0", "-1"]), V::arr(&["a", "b", "c"]));
+    assert_eq!(
+        c.q(&["ZRANGE", "z", "0", "-1", "WITHSCORES"]),
+        V::arr(&["x", "1", "y", "2"])
+    );
+    // Moving back onto an existing key: 0, both stay.
+    assert_eq!(c.q(&["SELECT", "0"]), V::ok());
+    c.q(&["SET", "k", "here"]);
+    assert_eq!(c.q(&["SELECT", "1"]), V::ok());
+    assert_eq!(c.q(&["MOVE", "k", "0"]), int(0));
+    assert_eq!(c.q(&["GET", "k"]), V::bulk("v"));
+    // Back into an empty database 0 name, and the list's records went with it.
+    assert_eq!(c.q(&["MOVE", "l", "0"]), int(1));
+    assert_eq!(c.q(&["SELECT", "0"]), V::ok());
+    assert_eq!(c.q(&["LPOP", "l"]), V::bulk("a"));
+    assert_eq!(c.q(&["LLEN", "l"]), int(2));
+    // Inside MULTI too.
+    assert_eq!(c.q(&["MULTI"]), V::ok());
+    assert_eq!(c.q(&["MOVE", "l", "3"]), V::Simple("QUEUED".into()));
+    assert_eq!(c.q(&["EXEC"]), V::Array(vec![int(1)]));
+    assert_eq!(c.q(&["SELECT", "3"]), V::ok());
+    assert_eq!(c.q(&["LRANGE", "l", "0", "-1"]), V::arr(&["b", "c"]));
+}

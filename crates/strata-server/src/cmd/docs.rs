@@ -283,6 +283,7 @@ pub static SYNTAX: &[(&str, &str)] = &[
         "source:key destination:key#1 destination-db:integer=DB? REPLACE?",
     ),
     ("dump", "key:key"),
+    ("move", "key:key db:integer"),
     (
         "restore",
         "key:key ttl:integer serialized-value:string REPLACE?@3.0.0 ABSTTL?@5.0.0 \

@@ -1,6 +1,7 @@
-//! DUMP and RESTORE (Redis's `cluster.c`): a key's value as a DUMP payload, and a key made
-//! from one. The payload codec is `rdb/` (`docs/format/rdb.md`); this module moves values
-//! between it and the store.
+//! Moving values between keys, databases and servers: DUMP and RESTORE (Redis's
+//! `cluster.c`): a key's value as a DUMP payload, and a key made from one; MOVE (`db.c`): a
+//! key to another database. The payload codec is `rdb/` (`docs/format/rdb.md`); this module
+//! moves values between it and the store.
 //!
 //! DUMP writes RDB 9 encodings with version 9 in the footer, so that every Redis from 5.0
 //! to 7.4 restores Strata's payloads. RESTORE reads payloads up to version 12 (Redis 7.4;
@@ -38,6 +39,17 @@ pub static COMMANDS: &[Spec] = &[
         summary: "Create a key using the provided serialized value, previously obtained using \
                   DUMP.",
         handler: restore,
+        subcommands: &[],
+    },
+    Spec {
+        name: "move",
+        arity: 3,
+        flags: WRITE | FAST,
+        keys: (1, 1, 1),
+        group: "generic",
+        since: "1.0.0",
+        summary: "Move a key to another database",
+        handler: move_,
         subcommands: &[],
     },
 ];
@@ -83,6 +95,44 @@ fn loc<'a>(db: u8, key: &'a [u8], m: &Meta) -> zset::Loc<'a> {
         key,
         version: m.version,
     }
+}
+
+/// MOVE key db (Redis's `moveCommand`): 1 if the key moved, 0 if it is missing here or
+/// exists there. The value keeps its expiry and its access state; the member records of a
+/// collection are rewritten under the destination database (a new version), and the delete
+/// of the source and the write of the destination are one atomic batch.
+fn move_(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let key = args.next_bytes()?;
+    let n = args.next_i32()?;
+    if n < 0 || n as usize >= ctx.shared.config.read().databases {
+        return Err(CmdError::reply("ERR DB index is out of range"));
+    }
+    let (src_db, dst_db) = (ctx.conn.db, n as u8);
+    if src_db == dst_db {
+        return Err(CmdError::reply(
+            "ERR source and destination objects are the same",
+        ));
+    }
+    let store = &ctx.shared.store;
+    let _g = store.lock_in(&[(src_db, &key[..]), (dst_db, &key[..])]);
+    let Some(m) = store.get(src_db, &key)? else {
+        ctx.reply.int(0);
+        return Ok(());
+    };
+    if store.get(dst_db, &key)?.is_some() {
+        ctx.reply.int(0);
+        return Ok(());
+    }
+    let mut moved = m.clone();
+    moved.version = store.next_version();
+    let mut w = Writes::new();
+    store.copy_members(&mut w, (src_db, &key), &m, (dst_db, &key), moved.version)?;
+    w.meta(src_db, &key, None).meta(dst_db, &key, Some(&moved));
+    let access = store.access.state(src_db, &key);
+    store.apply(w)?;
+    store.access.carry(dst_db, &key, access);
+    ctx.reply.int(1);
+    Ok(())
 }
 
 /// What RESTORE's options ask for.
