@@ -350,3 +350,88 @@ fn set_access(ctx: &Ctx<'_>, key: &[u8], opts: &Options, now_ms: u64) {
         .access
         .carry(ctx.conn.db, key, Some((secs, counter)));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: Limits = Limits {
+        hash_entries: 2,
+        hash_value: 8,
+        set_intset_entries: 2,
+        zset_entries: 2,
+        zset_value: 8,
+    };
+
+    /// Writes `v` as `key` and reads it back with its metadata.
+    fn put_and_load(store: &Store, key: &[u8], v: Value, expire_ms: u64) -> (Meta, Value) {
+        let mut w = Writes::new();
+        put_value(store, &mut w, 0, key, v, expire_ms, &LIMITS);
+        store.apply(w).unwrap();
+        let m = store.get(0, key).unwrap().expect("written");
+        let back = load(store, 0, key, &m).unwrap();
+        (m, back)
+    }
+
+    fn b(s: &str) -> Vec<u8> {
+        s.as_bytes().to_vec()
+    }
+
+    #[test]
+    fn values_round_trip_through_the_store_with_redis_s_encodings() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::tests::open_store(dir.path(), 2);
+        let far = now_ms() + 1_000_000;
+        let cases = [
+            (Value::String(b("v")), None),
+            (Value::List(vec![b("a"), b(""), b("a")]), Some("quicklist")),
+            (Value::Hash(vec![(b("f"), b("v"))]), Some("listpack")),
+            (
+                Value::Hash(vec![(b("f"), b("a value past 8"))]),
+                Some("hashtable"),
+            ),
+            (
+                Value::Hash(vec![(b("a"), b("1")), (b("b"), b("2")), (b("c"), b("3"))]),
+                Some("hashtable"),
+            ),
+            (Value::Set(vec![b("-1"), b("2")]), Some("intset")),
+            (Value::Set(vec![b("1"), b("x")]), Some("hashtable")),
+            (Value::Set(vec![b("1"), b("2"), b("3")]), Some("hashtable")),
+            (
+                Value::ZSet(vec![(b("m"), 1.5), (b("n"), f64::NEG_INFINITY)]),
+                Some("listpack"),
+            ),
+            (
+                Value::ZSet(vec![(b("a member past 8"), 1.0)]),
+                Some("skiplist"),
+            ),
+        ];
+        for (i, (v, enc)) in cases.into_iter().enumerate() {
+            let key = format!("k{i}").into_bytes();
+            let (m, back) = put_and_load(&store, &key, v.clone(), far);
+            assert_eq!(back, v, "{i}");
+            assert_eq!(m.expire_ms, far);
+            let got = match m.rtype {
+                RType::String => None,
+                RType::List => Some("quicklist"),
+                RType::ZSet => Some(super::super::zsets::encoding(&m)),
+                _ => members::encoding(&m),
+            };
+            assert_eq!(got, enc, "{i}");
+        }
+        // A listpack sorted set keeps -0 as 0, a skiplist one keeps the sign.
+        let (_, small) = put_and_load(&store, b"z0", Value::ZSet(vec![(b("m"), -0.0)]), 0);
+        let Value::ZSet(small) = small else { panic!() };
+        assert!(small[0].1.is_sign_positive());
+        let big = Value::ZSet(vec![(b("a"), -0.0), (b("b"), 1.0), (b("c"), 2.0)]);
+        let (_, big) = put_and_load(&store, b"z1", big, 0);
+        let Value::ZSet(big) = big else { panic!() };
+        assert!(big[0].1.is_sign_negative());
+        // Replacing a collection by a string: the old members are unreachable.
+        let (m, back) = put_and_load(&store, b"k1", Value::String(b("now a string")), 0);
+        assert_eq!(
+            (m.rtype, back),
+            (RType::String, Value::String(b("now a string")))
+        );
+    }
+}
