@@ -75,6 +75,11 @@ pub const WRITE_VERSION: u16 = 9;
 /// own version, 10; Strata reads the encodings of 7.2 (11) and 7.4 (12) too.
 pub const READ_MAX_VERSION: u16 = 12;
 
+/// At most this many elements are reserved before they are read: a count is already no
+/// more than the bytes left, but an element's in-memory form is larger than its one byte
+/// minimum, so a lying count must not reserve gigabytes. Larger collections grow as read.
+const PREALLOC_MAX: usize = 1 << 16;
+
 /// Bytes after the value in a DUMP payload: version (2) and CRC-64 (8).
 const FOOTER_BYTES: usize = 10;
 

@@ -6,7 +6,7 @@
 //! left, and the entry count against the header's; integers come out as their decimal
 //! text, as Redis returns them.
 
-use super::{Pair, RdbError};
+use super::{Pair, RdbError, PREALLOC_MAX};
 
 fn corrupt(what: &'static str, reason: impl Into<String>) -> RdbError {
     RdbError::Corrupt {
@@ -64,9 +64,10 @@ fn int_text(v: i64) -> Vec<u8> {
     v.to_string().into_bytes()
 }
 
-/// At most as many elements as there are bytes left (every element takes one or more).
+/// What to reserve for `count` elements: no more than the bytes left (every element takes
+/// one or more) nor than [`PREALLOC_MAX`].
 fn capped(count: usize, bytes_left: usize) -> usize {
-    count.min(bytes_left)
+    count.min(bytes_left).min(PREALLOC_MAX)
 }
 
 /// The entries of a ziplist.
@@ -262,7 +263,7 @@ pub fn intset(is: &[u8]) -> Result<Vec<Vec<u8>>, RdbError> {
     if !matches!(width, 2 | 4 | 8) || len.checked_mul(width) != Some(is.len() - 8) {
         return Err(corrupt(W, "header does not match its bytes"));
     }
-    let mut out = Vec::with_capacity(len);
+    let mut out = Vec::with_capacity(capped(len, is.len()));
     for _ in 0..len {
         out.push(int_text(signed(c.le(width)?, width as u32 * 8)));
     }

@@ -6,7 +6,7 @@
 //! compressed bytes can produce), and nothing recurses (a packed blob is one level inside
 //! a string).
 
-use super::{lzf, packed, types, Pair, RdbError, Value};
+use super::{lzf, packed, types, Pair, RdbError, Value, PREALLOC_MAX};
 use std::collections::HashSet;
 
 /// A cursor over RDB bytes (a DUMP payload's body, or an RDB file's contents).
@@ -177,7 +177,7 @@ impl<'a> Reader<'a> {
             STRING => Value::String(self.string("string")?),
             LIST => {
                 let n = self.count("list length")?;
-                let mut items = Vec::with_capacity(n);
+                let mut items = Vec::with_capacity(n.min(PREALLOC_MAX));
                 for _ in 0..n {
                     items.push(self.string("list element")?);
                 }
@@ -185,7 +185,7 @@ impl<'a> Reader<'a> {
             }
             SET => {
                 let n = self.count("set length")?;
-                let mut items = Vec::with_capacity(n);
+                let mut items = Vec::with_capacity(n.min(PREALLOC_MAX));
                 for _ in 0..n {
                     items.push(self.string("set member")?);
                 }
@@ -193,7 +193,7 @@ impl<'a> Reader<'a> {
             }
             ZSET | ZSET_2 => {
                 let n = self.count("sorted set length")?;
-                let mut items = Vec::with_capacity(n);
+                let mut items = Vec::with_capacity(n.min(PREALLOC_MAX));
                 for _ in 0..n {
                     let m = self.string("sorted set member")?;
                     let s = if t == ZSET {
@@ -207,7 +207,7 @@ impl<'a> Reader<'a> {
             }
             HASH => {
                 let n = self.count("hash length")?;
-                let mut items = Vec::with_capacity(n);
+                let mut items = Vec::with_capacity(n.min(PREALLOC_MAX));
                 for _ in 0..n {
                     let f = self.string("hash field")?;
                     items.push((f, self.string("hash value")?));
