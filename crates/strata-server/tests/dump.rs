@@ -387,3 +387,60 @@ fn move_between_databases() {
     assert_eq!(c.q(&["SELECT", "3"]), V::ok());
     assert_eq!(c.q(&["LRANGE", "l", "0", "-1"]), V::arr(&["b", "c"]));
 }
+
+/// The Redis types' check (`strata check`) after RESTOREs (new keys, REPLACE over every
+/// type, an expired restore) and MOVEs of collections: the records agree.
+#[test]
+fn restored_and_moved_keys_pass_the_types_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    let mut c = Client::connect(server.local_addr());
+    let setup: &[&[&str]] = &[
+        &["SET", "s", "string"],
+        &["RPUSH", "l", "a", "b", "c"],
+        &["HSET", "h", "f", "v", "g", "w"],
+        &["SADD", "st", "1", "x"],
+        &["ZADD", "z", "1", "a", "-0", "b"],
+    ];
+    for cmd in setup {
+        assert!(!matches!(c.q(cmd), V::Err(_)), "{cmd:?}");
+    }
+    let keys = ["s", "l", "h", "st", "z"];
+    let payloads: Vec<Vec<u8>> = keys.iter().map(|k| payload(&mut c, k)).collect();
+    for (i, p) in payloads.iter().enumerate() {
+        assert_eq!(restore(&mut c, &format!("copy{i}"), p, &[]), V::ok());
+        // Every type over every other.
+        for k in keys {
+            assert_eq!(restore(&mut c, k, p, &["REPLACE"]), V::ok());
+        }
+    }
+    assert_eq!(
+        c.qb(&[
+            b"RESTORE",
+            b"copy0",
+            b"1",
+            &payloads[1],
+            b"ABSTTL",
+            b"REPLACE"
+        ]),
+        V::ok()
+    );
+    for (i, db) in [(1, "1"), (2, "2"), (3, "1")] {
+        assert_eq!(c.q(&["MOVE", &format!("copy{i}"), db]), int(1));
+    }
+    let want = match (c.q(&["DBSIZE"]), c.q(&["SELECT", "1"]), c.q(&["DBSIZE"])) {
+        (V::Int(a), _, V::Int(b)) => (a + b + 1) as u64, // + copy2 in db 2
+        other => panic!("{other:?}"),
+    };
+    drop(c);
+    server.shutdown().unwrap();
+    let db = strata::Db::open(dir.path(), strata::DbOptions::default()).unwrap();
+    let r = strata_server::check::check_types(&db).unwrap();
+    db.close().unwrap();
+    assert!(r.is_ok(), "{:#?}", r.problems);
+    assert_eq!(r.keys.iter().sum::<u64>(), want, "{r:?}");
+    assert!(
+        r.garbage > 0,
+        "replaced and moved collections leave garbage: {r:?}"
+    );
+}
