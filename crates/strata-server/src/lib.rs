@@ -50,6 +50,7 @@ mod list;
 mod long_double;
 pub mod protocol;
 mod pubsub;
+pub mod rdb;
 mod save;
 mod server;
 mod slowlog;

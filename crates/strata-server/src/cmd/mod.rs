@@ -10,6 +10,7 @@ mod bits;
 mod client;
 mod command;
 mod connection;
+mod dump;
 mod hashes;
 mod keyspace;
 mod lists;
@@ -205,6 +206,7 @@ pub fn table() -> &'static table::Table {
             multi::COMMANDS,
             pubsub::COMMANDS,
             zsets::COMMANDS,
+            dump::COMMANDS,
         ])
     })
 }

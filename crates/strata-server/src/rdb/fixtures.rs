@@ -1,0 +1,39 @@
+//! DUMP payloads captured from redis-server 7.0.15 by `scripts/rdb-fixtures.py`
+//! (regenerate with it; the expected values are written in `tests.rs`).
+
+/// SET k bar; OBJECT ENCODING embstr.
+pub const STRING_RAW: &str = "00036261720a00e6be4960ee66fd17";
+/// SET k 100 (int-encoded, 8 bits); OBJECT ENCODING int.
+pub const STRING_INT8: &str = "00c0640a0087299531600e8db3";
+/// SET k -1000; OBJECT ENCODING int.
+pub const STRING_INT16: &str = "00c118fc0a004602355e70225a90";
+/// SET k 1000000; OBJECT ENCODING int.
+pub const STRING_INT32: &str = "00c240420f000a004ff5eb5407088b03";
+/// SET k 1234567890123 (too wide: raw digits); OBJECT ENCODING int.
+pub const STRING_INT64: &str = "000d313233343536373839303132330a005e0c12ae0429bc1e";
+/// SET k ('abcdefghij' * 10) (LZF); OBJECT ENCODING raw.
+pub const STRING_LZF: &str = "00c31240640a6162636465666768696a61e04e0901696a0a00d485292a1f2eff66";
+/// RPUSH k a b 1 -2 300 70000 5000000000 (one listpack node); OBJECT ENCODING quicklist.
+pub const LIST_SMALL: &str = "120102242400000007008161028162020101dffe02c12c02f270110104f400f2052a0100000009ff0a008f67f0f965b0e127";
+/// RPUSH k e0 .. e9 with list-max-listpack-size 4 (three nodes); OBJECT ENCODING quicklist.
+pub const LIST_NODES: &str = "1203021717000000040082653003826531038265320382653303ff021717000000040082653403826535038265360382653703ff020f0f00000002008265380382653903ff0a00d5221c8045d1d255";
+/// RPUSH k small ('x' * 200) tail with quicklist-packed-threshold 100 (a plain node); OBJECT ENCODING quicklist.
+pub const LIST_PLAIN: &str = "1203020e0e000000010085736d616c6c06ff01c30940c8017878e0bb00017878020d0d0000000100847461696c05ff0a007bff44ed728e1599";
+/// SADD k 1 2 3 -5 300 (intset, 16-bit); OBJECT ENCODING intset.
+pub const SET_INTSET16: &str = "0b120200000005000000fbff0100020003002c010a009ccf43292b19eebb";
+/// SADD k 1 5000000000 -7 (intset, 64-bit); OBJECT ENCODING intset.
+pub const SET_INTSET64: &str =
+    "0b200800000003000000f9ffffffffffffff010000000000000000f2052a010000000a006d4fc23220067c02";
+/// SADD k apple banana 7 (hashtable); OBJECT ENCODING hashtable.
+pub const SET_HASHTABLE: &str = "02030662616e616e61c007056170706c650a00d2f77fb155c65b95";
+/// ZADD k 1 a 2.5 b -3 c inf d (listpack); OBJECT ENCODING listpack.
+pub const ZSET_LISTPACK: &str =
+    "1122220000000800816302dffd02816102010181620283322e350481640283696e6604ff0a00c54a2b13accba97f";
+/// ZADD k 1 a 2.5 b -3 c inf d -inf e 0.1 f with zset-max-listpack-entries 4 (skiplist); OBJECT ENCODING skiplist.
+pub const ZSET_SKIPLIST: &str = "05060164000000000000f07f016200000000000004400161000000000000f03f01669a9999999999b93f016300000000000008c00165000000000000f0ff0a00bbcea18eb074de4e";
+/// HSET k f1 v1 f2 22 n 5000000000 (listpack); OBJECT ENCODING listpack.
+pub const HASH_LISTPACK: &str =
+    "10222200000006008266310382763103826632031601816e02f400f2052a0100000009ff0a0044376cd3ffb93c7e";
+/// HSET k a 1 b 2 c 3 d 4 long ('y' * 40) with hash-max-listpack-entries 4 (hashtable); OBJECT ENCODING hashtable.
+pub const HASH_HASHTABLE: &str =
+    "04050161c001046c6f6e67c30928017979e01b000179790163c0030162c0020164c0040a0007f9627cdaf06401";
