@@ -43,6 +43,7 @@ mod exec;
 mod expire;
 pub mod filter;
 mod glob;
+mod hll;
 mod info;
 pub mod keys;
 mod list;
