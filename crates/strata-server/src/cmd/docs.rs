@@ -243,6 +243,12 @@ pub static SYNTAX: &[(&str, &str)] = &[
         "key:key bit:integer index:block(start:integer end_index:block(end:integer \
          index_unit:oneof(BYTE BIT)?@7.0.0)?)?",
     ),
+    // hyperloglog
+    ("pfadd", "key:key element:string?*"),
+    ("pfcount", "key:key*"),
+    ("pfmerge", "destkey:key sourcekey:key#1*"),
+    ("pfdebug", "subcommand:string key:key"),
+    ("pfselftest", ""),
     // generic
     ("del", "key:key*"),
     ("unlink", "key:key*"),

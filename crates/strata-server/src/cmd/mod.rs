@@ -11,6 +11,7 @@ mod client;
 mod connection;
 mod docs;
 mod hashes;
+mod hll;
 mod keyspace;
 mod lists;
 pub(crate) mod members;
@@ -206,6 +207,7 @@ pub fn all_commands() -> &'static [&'static Spec] {
             multi::COMMANDS,
             pubsub::COMMANDS,
             zsets::COMMANDS,
+            hll::COMMANDS,
         ] {
             v.extend(family.iter());
         }
