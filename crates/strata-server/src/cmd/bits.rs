@@ -1,4 +1,5 @@
-//! Bitmap commands (Redis's bitops.c): SETBIT, GETBIT, BITCOUNT, BITPOS over string values.
+//! Bitmap commands (Redis's bitops.c): SETBIT, GETBIT, BITCOUNT, BITPOS, BITOP, BITFIELD and
+//! BITFIELD_RO over string values (BITOP and BITFIELD in `bitfield.rs`).
 //! Bit 0 is the most significant bit of the first byte. SETBIT is a read-modify-write under
 //! its key's stripe lock (see `store.rs`); the read commands take the lock too, as the other
 //! string reads do, so lazy expiry and the read see one state.
@@ -8,6 +9,7 @@
 //! a missing key (0, or BITPOS's -1/0) before looking at the range arguments.
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
+use super::bitfield;
 use super::flag::*;
 use super::strings::{check_len, modify, read_string};
 use super::{Args, CmdError, CmdResult, Ctx, Spec};
@@ -16,11 +18,14 @@ use bytes::Bytes;
 
 macro_rules! bit_cmd {
     ($name:literal, $arity:expr, $flags:expr, $since:literal, $summary:literal, $h:expr) => {
+        bit_cmd!($name, $arity, $flags, (1, 1, 1), $since, $summary, $h)
+    };
+    ($name:literal, $arity:expr, $flags:expr, $keys:expr, $since:literal, $summary:literal, $h:expr) => {
         Spec {
             name: $name,
             arity: $arity,
             flags: $flags,
-            keys: (1, 1, 1),
+            keys: $keys,
             group: "bitmap",
             since: $since,
             summary: $summary,
@@ -35,9 +40,12 @@ pub static COMMANDS: &[Spec] = &[
     bit_cmd!("getbit", 3, READONLY | FAST, "2.2.0", "Returns a bit value by offset.", getbit),
     bit_cmd!("bitcount", -2, READONLY, "2.6.0", "Counts the number of set bits (population counting) in a string.", bitcount),
     bit_cmd!("bitpos", -3, READONLY, "2.8.7", "Finds the first set (1) or clear (0) bit in a string.", bitpos),
+    bit_cmd!("bitop", -4, WRITE | DENYOOM, (2, -1, 1), "2.6.0", "Perform bitwise operations between strings", bitfield::bitop),
+    bit_cmd!("bitfield", -2, WRITE | DENYOOM, "3.2.0", "Perform arbitrary bitfield integer operations on strings", bitfield::bitfield),
+    bit_cmd!("bitfield_ro", -2, READONLY | FAST, "6.0.0", "Perform arbitrary bitfield integer operations on strings. Read-only variant of BITFIELD", bitfield::bitfield_ro),
 ];
 
-const ERR_OFFSET: &str = "ERR bit offset is not an integer or out of range";
+pub(super) const ERR_OFFSET: &str = "ERR bit offset is not an integer or out of range";
 const ERR_BIT: &str = "ERR bit is not an integer or out of range";
 
 /// Redis's `getBitOffsetFromArgument`: a non-negative integer whose byte lies within

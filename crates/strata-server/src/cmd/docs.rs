@@ -243,6 +243,19 @@ pub static SYNTAX: &[(&str, &str)] = &[
         "key:key bit:integer index:block(start:integer end_index:block(end:integer \
          index_unit:oneof(BYTE BIT)?@7.0.0)?)?",
     ),
+    ("bitop", "operation:string destkey:key key:key#1*"),
+    (
+        "bitfield",
+        "key:key operation:oneof(encoding_offset:block=GET(encoding:string offset:integer) \
+         write:block(wrap_sat_fail:oneof=OVERFLOW(WRAP SAT FAIL)? \
+         write_operation:oneof(encoding_offset_value:block=SET(encoding:string \
+         offset:integer value:integer) encoding_offset_increment:block=INCRBY(\
+         encoding:string offset:integer increment:integer))))?*",
+    ),
+    (
+        "bitfield_ro",
+        "key:key encoding_offset:block=GET(encoding:string offset:integer)?*+",
+    ),
     // hyperloglog
     ("pfadd", "key:key element:string?*"),
     ("pfcount", "key:key*"),

@@ -29,11 +29,46 @@ macro_rules! pf_cmd {
 }
 
 pub static COMMANDS: &[Spec] = &[
-    pf_cmd!("pfadd", -2, WRITE | DENYOOM | FAST, (1, 1, 1), "Adds the specified elements to the specified HyperLogLog.", pfadd),
-    pf_cmd!("pfcount", -2, READONLY, (1, -1, 1), "Return the approximated cardinality of the set(s) observed by the HyperLogLog at key(s).", pfcount),
-    pf_cmd!("pfmerge", -2, WRITE | DENYOOM, (1, -1, 1), "Merge N different HyperLogLogs into a single one.", pfmerge),
-    pf_cmd!("pfdebug", 3, WRITE | DENYOOM | ADMIN, (2, 2, 1), "Internal commands for debugging HyperLogLog values", pfdebug),
-    pf_cmd!("pfselftest", 1, ADMIN, (0, 0, 0), "An internal command for testing HyperLogLog values", pfselftest),
+    pf_cmd!(
+        "pfadd",
+        -2,
+        WRITE | DENYOOM | FAST,
+        (1, 1, 1),
+        "Adds the specified elements to the specified HyperLogLog.",
+        pfadd
+    ),
+    pf_cmd!(
+        "pfcount",
+        -2,
+        READONLY,
+        (1, -1, 1),
+        "Return the approximated cardinality of the set(s) observed by the HyperLogLog at key(s).",
+        pfcount
+    ),
+    pf_cmd!(
+        "pfmerge",
+        -2,
+        WRITE | DENYOOM,
+        (1, -1, 1),
+        "Merge N different HyperLogLogs into a single one.",
+        pfmerge
+    ),
+    pf_cmd!(
+        "pfdebug",
+        3,
+        WRITE | DENYOOM | ADMIN,
+        (2, 2, 1),
+        "Internal commands for debugging HyperLogLog values",
+        pfdebug
+    ),
+    pf_cmd!(
+        "pfselftest",
+        1,
+        ADMIN,
+        (0, 0, 0),
+        "An internal command for testing HyperLogLog values",
+        pfselftest
+    ),
 ];
 
 const ERR_NOT_HLL: &str = "WRONGTYPE Key is not a valid HyperLogLog string value.";
@@ -175,7 +210,7 @@ fn pfmerge(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         None => Hll::new(),
     };
     if dense {
-        h.to_dense().map_err(err)?;
+        h.make_dense().map_err(err)?;
     }
     for (i, &r) in max.iter().enumerate() {
         if r != 0 {
@@ -199,7 +234,7 @@ fn pfdebug(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let mut h = hll_of(&m)?;
     match sub.to_ascii_lowercase().as_slice() {
         b"getreg" => {
-            if h.to_dense().map_err(err)? {
+            if h.make_dense().map_err(err)? {
                 store(ctx, &key, Some(m), h.clone())?;
             }
             let regs = h.dense_registers().unwrap_or_default();
@@ -214,7 +249,7 @@ fn pfdebug(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         },
         b"encoding" => ctx.reply.simple(h.encoding().name()),
         b"todense" => {
-            let converted = h.to_dense().map_err(err)?;
+            let converted = h.make_dense().map_err(err)?;
             if converted {
                 store(ctx, &key, Some(m), h)?;
             }

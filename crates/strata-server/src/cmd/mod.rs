@@ -6,6 +6,7 @@
 
 mod admin;
 pub mod args;
+mod bitfield;
 mod bits;
 mod client;
 mod connection;

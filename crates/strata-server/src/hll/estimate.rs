@@ -58,7 +58,7 @@ pub fn estimate(histo: &[u32; 64]) -> u64 {
     // all at the top, only from a crafted value) `llroundl` gives i64::MIN, which Redis
     // casts to 2^63.
     let e = (ALPHA_INF * m * m / z).round();
-    if e.is_nan() || e >= 9.223_372_036_854_775_808e18 {
+    if e.is_nan() || e >= 2f64.powi(63) {
         return 1 << 63;
     }
     e as u64

@@ -158,7 +158,7 @@ impl Hll {
                     sparse::SetResult::Unchanged => Ok(false),
                     sparse::SetResult::Changed => Ok(true),
                     sparse::SetResult::NeedsDense => {
-                        self.to_dense()?;
+                        self.make_dense()?;
                         // The register was below `count`, so this changes it.
                         Ok(dense_raise(&mut self.bytes[HDR_SIZE..], index, count))
                     }
@@ -168,7 +168,7 @@ impl Hll {
     }
 
     /// Converts a sparse value to dense, header (and cache) kept: whether it converted.
-    pub fn to_dense(&mut self) -> Result<bool, HllError> {
+    pub fn make_dense(&mut self) -> Result<bool, HllError> {
         if self.encoding() == Encoding::Dense {
             return Ok(false);
         }
@@ -376,7 +376,9 @@ pub fn self_test(sparse_max_bytes: usize) -> Result<(), String> {
     // Error: unique elements into a dense and a sparse value; at each power of ten both
     // agree and lie within six standard errors.
     let mut dense = Hll::new();
-    dense.to_dense().map_err(|_| "TESTFAILED conversion".to_string())?;
+    dense
+        .make_dense()
+        .map_err(|_| "TESTFAILED conversion".to_string())?;
     let mut sparse = Hll::new();
     let rel_err = 1.04 / (REGISTERS as f64).sqrt();
     let mut checkpoint: u64 = 1;

@@ -9,7 +9,9 @@
 //! neighbouring VALs of one value, exactly as Redis does, so the bytes are Redis's.
 //!
 //! A value may come from a client (SET), so opcodes are read defensively: the second byte
-//! of an XZERO cut off at the end reads as 0, as Redis reads the string's terminator.
+//! of an XZERO cut off at the end reads as 0, as Redis reads the string's terminator (Redis
+//! may instead read a byte its own earlier split left past the end; that byte is not part
+//! of the value, so it is not reproduced).
 
 use super::{HllError, HDR_SIZE};
 

@@ -38,7 +38,8 @@ fn fixture(name: &str) -> Vec<u8> {
 fn built(prefix: &str, n: usize) -> Hll {
     let mut h = Hll::new();
     for i in 0..n {
-        h.add(format!("{prefix}:{i}").as_bytes(), SPARSE_MAX).unwrap();
+        h.add(format!("{prefix}:{i}").as_bytes(), SPARSE_MAX)
+            .unwrap();
     }
     h.invalidate_cache();
     let c = h.count().unwrap();
@@ -79,7 +80,10 @@ fn adds_give_redis_bytes_and_counts() {
         assert_eq!(h.count(), Ok(count), "{name}");
         let want = fixture(name);
         assert_eq!(h.as_bytes().len(), want.len(), "{name}");
-        assert!(h.as_bytes() == &want[..], "{name}: bytes differ from redis-server's");
+        assert!(
+            h.as_bytes() == &want[..],
+            "{name}: bytes differ from redis-server's"
+        );
         // And the other way: redis-server's value read here.
         let theirs = Hll::from_bytes(want).unwrap();
         assert_eq!(theirs.cached_count(), Some(count), "{name}");
@@ -98,7 +102,7 @@ fn merges_give_redis_bytes_and_counts() {
         // PFMERGE into a new key: dense if any source is dense, then every register set.
         let mut m = Hll::new();
         if x.encoding() == Encoding::Dense || y.encoding() == Encoding::Dense {
-            m.to_dense().unwrap();
+            m.make_dense().unwrap();
         }
         for (i, &r) in max.iter().enumerate() {
             if r != 0 {
@@ -118,8 +122,8 @@ fn sparse_to_dense_keeps_registers_and_cache() {
     let mut h = Hll::from_bytes(fixture("elem-1000")).unwrap();
     let mut before = [0u8; REGISTERS];
     h.merge_into(&mut before).unwrap();
-    assert_eq!(h.to_dense(), Ok(true));
-    assert_eq!(h.to_dense(), Ok(false));
+    assert_eq!(h.make_dense(), Ok(true));
+    assert_eq!(h.make_dense(), Ok(false));
     assert_eq!(h.as_bytes().len(), DENSE_SIZE);
     assert_eq!(h.dense_registers().unwrap(), before.to_vec());
     assert_eq!(h.cached_count(), Some(1005));
@@ -163,7 +167,10 @@ fn sparse_set_splits_and_merges_opcodes() {
     h.set_register(1, 33, SPARSE_MAX).unwrap();
     assert_eq!(h.encoding(), Encoding::Dense);
     let regs = h.dense_registers().unwrap();
-    assert_eq!((regs[0], regs[1], regs[99], regs[100], regs[101]), (32, 33, 3, 5, 3));
+    assert_eq!(
+        (regs[0], regs[1], regs[99], regs[100], regs[101]),
+        (32, 33, 3, 5, 3)
+    );
 }
 
 #[test]
@@ -206,7 +213,7 @@ fn bad_values_are_rejected_without_panics() {
         assert_eq!(h.count(), Err(HllError::Corrupt), "{v:?}");
         let mut max = [0u8; REGISTERS];
         assert_eq!(h.merge_into(&mut max), Err(HllError::Corrupt), "{v:?}");
-        assert_eq!(h.clone().to_dense(), Err(HllError::Corrupt), "{v:?}");
+        assert_eq!(h.clone().make_dense(), Err(HllError::Corrupt), "{v:?}");
         // Adding may succeed or find the corruption, but never panics.
         let mut h2 = h.clone();
         for e in 0..200u32 {
