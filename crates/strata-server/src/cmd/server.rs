@@ -333,6 +333,7 @@ fn acl_categories(s: &Spec) -> Vec<&'static str> {
         ("@hash", s.group == "hash"),
         ("@string", s.group == "string"),
         ("@bitmap", s.group == "bitmap"),
+        ("@hyperloglog", s.group == "hyperloglog"),
         ("@pubsub", has(PUBSUB)),
         ("@admin", has(ADMIN)),
         ("@fast", has(FAST)),
