@@ -35,6 +35,7 @@ mod blocking;
 pub mod check;
 mod clients;
 mod cmd;
+mod cmdstats;
 pub mod config;
 mod config_rewrite;
 mod conn;

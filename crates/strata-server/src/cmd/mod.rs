@@ -267,9 +267,34 @@ fn arity_ok(arity: i32, argc: usize) -> bool {
     (arity > 0 && argc == arity) || (arity < 0 && argc >= -arity)
 }
 
+/// What became of a request, for INFO commandstats.
+enum Outcome {
+    /// No such command or subcommand, or queued in MULTI: no command statistics.
+    Uncounted,
+    /// Refused before it ran (`rejected_calls`).
+    Rejected(String),
+    /// Ran for this many microseconds.
+    Ran(String, u64),
+}
+
 /// Runs one request (`argv` is not empty) and writes its reply; in MULTI, checks and queues
-/// it instead (`multi.rs`).
+/// it instead (`multi.rs`). Counts it and its error replies for INFO commandstats and
+/// errorstats (`cmdstats.rs`).
 pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
+    // Errors written before this request (none in the normal course) are not its own.
+    let _ = ctx.reply.take_errors();
+    let outcome = run(ctx, argv);
+    let (errors, codes) = ctx.reply.take_errors();
+    let stats = &ctx.shared.cmdstats;
+    match outcome {
+        Outcome::Uncounted => {}
+        Outcome::Rejected(name) => stats.rejected(&name),
+        Outcome::Ran(name, micros) => stats.call(&name, micros, errors > 0),
+    }
+    stats.errors(errors, codes);
+}
+
+fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) -> Outcome {
     let name = String::from_utf8_lossy(&argv[0]).to_ascii_lowercase();
     let queueing = ctx.conn.multi.is_some() && !multi::NOT_QUEUED.contains(&name.as_str());
     if !queueing {
@@ -279,7 +304,8 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
             .fetch_add(1, Ordering::Relaxed);
     }
     let Some(mut spec) = lookup(&name) else {
-        return multi::reject(ctx, false, &unknown_command(&argv));
+        multi::reject(ctx, false, &unknown_command(&argv));
+        return Outcome::Uncounted;
     };
     let is_exec = spec.name == "exec";
     let mut full_name = spec.name.to_string();
@@ -298,19 +324,23 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
                 msg.extend_from_slice(
                     format!("'. Try {} HELP.", spec.name.to_ascii_uppercase()).as_bytes(),
                 );
-                return multi::reject(ctx, false, &msg);
+                multi::reject(ctx, false, &msg);
+                return Outcome::Uncounted;
             }
         }
     }
     if !arity_ok(spec.arity, argv.len()) {
         let msg = format!("ERR wrong number of arguments for '{full_name}' command");
-        return multi::reject(ctx, is_exec, msg.as_bytes());
+        multi::reject(ctx, is_exec, msg.as_bytes());
+        return Outcome::Rejected(full_name);
     }
     if spec.flags & flag::NO_AUTH == 0 && ctx.auth_required() {
-        return multi::reject(ctx, is_exec, b"NOAUTH Authentication required.");
+        multi::reject(ctx, is_exec, b"NOAUTH Authentication required.");
+        return Outcome::Rejected(full_name);
     }
     if ctx.conn.multi.is_some() && spec.flags & flag::NO_MULTI != 0 {
-        return multi::reject(ctx, false, b"ERR Command not allowed inside a transaction");
+        multi::reject(ctx, false, b"ERR Command not allowed inside a transaction");
+        return Outcome::Rejected(full_name);
     }
     // Redis's processCommand: no writes (nor PING, nor an EXEC of writes) while the log
     // cannot be written.
@@ -319,18 +349,20 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
         || (is_exec && multi::queued_writes(ctx));
     if refuses_when_misconf {
         if let Some(m) = misconf(ctx.shared) {
-            return multi::reject(ctx, is_exec, m.as_bytes());
+            multi::reject(ctx, is_exec, m.as_bytes());
+            return Outcome::Rejected(full_name);
         }
     }
     if queueing {
-        return multi::queue(ctx, argv);
+        multi::queue(ctx, argv);
+        return Outcome::Uncounted;
     }
     let info = ctx.conn.info.clone();
     info.touch();
     // Inside EXEC, CLIENT LIST shows EXEC's name and arguments, as Redis.
     let nested = ctx.conn.in_exec;
     if !nested {
-        info.published.lock().cmd = full_name;
+        info.published.lock().cmd = full_name.clone();
         info.argv_mem
             .store(argv.iter().map(|a| a.len()).sum(), Ordering::Relaxed);
     }
@@ -342,11 +374,12 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
         && ctx.reply.proto == crate::protocol::reply::Proto::Resp2
         && !ALLOWED_SUBSCRIBED.contains(&name.as_str())
     {
-        let full_name = info.published.lock().cmd.clone();
-        return ctx.reply.error(&format!(
-            "ERR Can't execute '{full_name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / \
+        let shown = info.published.lock().cmd.clone();
+        ctx.reply.error(&format!(
+            "ERR Can't execute '{shown}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / \
              QUIT / RESET are allowed in this context"
         ));
+        return Outcome::Rejected(full_name);
     }
     let mut args = Args::new(argv, skip);
     let started = Instant::now();
@@ -395,6 +428,7 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
                 .push(&argv, micros, info.addr.clone(), name, max_len);
         }
     }
+    Outcome::Ran(full_name, micros)
 }
 
 /// Commands a RESP2 connection may run while it holds a subscription.
