@@ -103,7 +103,7 @@ pub fn route(shared: &Shared, conn: &ConnState, argv: &[Bytes]) -> Route {
     match shard {
         Some(shard) => Route::Shard {
             shard,
-            write: spec.flags & flag::WRITE != 0,
+            write: spec.flags & (flag::WRITE | flag::MAY_REPLICATE) != 0,
             reads,
         },
         None => Route::Inline,

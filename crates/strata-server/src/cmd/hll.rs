@@ -4,7 +4,8 @@
 //! its keys' stripe locks from the read to the write.
 //!
 //! PFCOUNT of one key writes too: a stale cached count is recomputed and stored, as Redis
-//! does (it is flagged read-only all the same, as in Redis).
+//! does; it is read-only to clients all the same, as in Redis, and flagged `MAY_REPLICATE`
+//! so that it runs holding its keys' stripes like a write.
 
 use super::flag::*;
 use super::members::tuning;
@@ -180,7 +181,10 @@ fn pfcount(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         None => {
             let n = h.count().map_err(err)?;
             h.set_cached_count(n);
-            store(ctx, &keys[0], Some(m), h)?;
+            // The cache only saves the next count its work: when the database refuses
+            // writes (MISCONF, which Redis does not apply to PFCOUNT), the count is still
+            // the answer.
+            let _ = store(ctx, &keys[0], Some(m), h);
             n
         }
     };

@@ -55,6 +55,10 @@ pub mod flag {
     /// Not logged in the slow log itself (EXEC: its commands are).
     pub const SKIP_SLOWLOG: u32 = 1 << 14;
     pub const PUBSUB: u32 = 1 << 15;
+    /// Writes although it is read-only to clients (Redis's `MAY_REPLICATE`: PFCOUNT stores
+    /// its recomputed cached count): routed as a write, so its keys' stripes are held.
+    /// COMMAND INFO does not list it, as Redis 7.0 does not.
+    pub const MAY_REPLICATE: u32 = 1 << 16;
 
     /// Names in COMMAND INFO order.
     pub const NAMES: &[(u32, &str)] = &[
