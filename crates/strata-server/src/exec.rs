@@ -98,10 +98,16 @@ fn route_spec(shared: &Shared, conn: &ConnState, spec: &'static Spec, argv: &[By
             reads.push(mk);
         }
     }
+    // A read-only command may still write its keys (PFCOUNT caches the count it computed):
+    // its key specs say so (RW), and it holds its stripes as a writer does.
+    let write = spec.has(flag::WRITE)
+        || keys
+            .iter()
+            .any(|k| k.flags & (key_flag::RW | key_flag::OW | key_flag::RM) != 0);
     match shard {
         Some(shard) => Route::Shard {
             shard,
-            write: spec.has(flag::WRITE),
+            write,
             keys,
             reads,
         },

@@ -14,6 +14,8 @@ const SECTIONS: &[&str] = &[
     "stats",
     "replication",
     "cpu",
+    "commandstats",
+    "errorstats",
     "keyspace",
     "strata",
 ];
@@ -74,15 +76,17 @@ fn human(n: u64) -> String {
     format!("{n}B")
 }
 
-/// The INFO text for `wanted` sections (none, `default`, `all`, `everything`: all of them).
+/// The INFO text for `wanted` sections (`all`, `everything`: all of them; none or
+/// `default`: all but commandstats, as Redis).
 pub fn render(shared: &Shared, wanted: &[String]) -> Result<String, CmdError> {
-    let all = wanted.is_empty()
-        || wanted
-            .iter()
-            .any(|w| matches!(w.as_str(), "default" | "all" | "everything"));
+    let all = wanted
+        .iter()
+        .any(|w| matches!(w.as_str(), "all" | "everything"));
+    let default = wanted.is_empty() || wanted.iter().any(|w| w == "default");
     let mut out = String::new();
     for &sec in SECTIONS {
-        if !all && !wanted.iter().any(|w| w == sec) {
+        let by_default = default && sec != "commandstats";
+        if !all && !by_default && !wanted.iter().any(|w| w == sec) {
             continue;
         }
         if !out.is_empty() {
@@ -206,6 +210,21 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
             kv("pubsub_channels", channels.to_string());
             kv("pubsub_patterns", patterns.to_string());
             kv("pubsubshard_channels", shard.to_string());
+            kv("unexpected_error_replies", "0".to_string());
+            kv(
+                "total_error_replies",
+                shared.cmdstats.total_errors().to_string(),
+            );
+        }
+        "commandstats" => {
+            for (k, v) in shared.cmdstats.command_lines() {
+                kv(&k, v);
+            }
+        }
+        "errorstats" => {
+            for (k, v) in shared.cmdstats.error_lines() {
+                kv(&k, v);
+            }
         }
         "replication" => {
             // A standalone primary without replicas (replication is not built yet).

@@ -97,6 +97,8 @@ pub struct Shared {
     pub config: RwLock<Config>,
     pub store: Store,
     pub stats: Stats,
+    /// INFO commandstats and errorstats.
+    pub cmdstats: crate::cmdstats::CommandStats,
     pub started: Instant,
     pub run_id: String,
     pub local_addrs: Vec<SocketAddr>,
@@ -346,6 +348,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
         me: me.clone(),
         config: RwLock::new(config),
         stats: Stats::default(),
+        cmdstats: Default::default(),
         started: Instant::now(),
         run_id: run_id(),
         local_addrs: local_addrs.clone(),

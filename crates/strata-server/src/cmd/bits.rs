@@ -1,4 +1,5 @@
-//! Bitmap commands (Redis's bitops.c): SETBIT, GETBIT, BITCOUNT, BITPOS over string values.
+//! Bitmap commands (Redis's bitops.c): SETBIT, GETBIT, BITCOUNT, BITPOS, BITOP, BITFIELD and
+//! BITFIELD_RO over string values (BITOP and BITFIELD in `bitfield.rs`).
 //! Bit 0 is the most significant bit of the first byte. SETBIT is a read-modify-write under
 //! its key's stripe lock (see `store.rs`); the read commands take the lock too, as the other
 //! string reads do, so lazy expiry and the read see one state.
@@ -8,6 +9,7 @@
 //! a missing key (0, or BITPOS's -1/0) before looking at the range arguments.
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
+use super::bitfield;
 use super::strings::{check_len, modify, read_string};
 use super::{cmd, Args, CmdError, CmdResult, Ctx, Entry};
 use crate::protocol::parse::parse_i64;
@@ -18,9 +20,12 @@ pub static COMMANDS: &[Entry] = &[
     cmd("getbit", getbit),
     cmd("bitcount", bitcount),
     cmd("bitpos", bitpos),
+    cmd("bitop", bitfield::bitop),
+    cmd("bitfield", bitfield::bitfield),
+    cmd("bitfield_ro", bitfield::bitfield_ro),
 ];
 
-const ERR_OFFSET: &str = "ERR bit offset is not an integer or out of range";
+pub(super) const ERR_OFFSET: &str = "ERR bit offset is not an integer or out of range";
 const ERR_BIT: &str = "ERR bit is not an integer or out of range";
 
 /// Redis's `getBitOffsetFromArgument`: a non-negative integer whose byte lies within

@@ -6,12 +6,14 @@
 
 mod admin;
 pub mod args;
+mod bitfield;
 mod bits;
 mod client;
 mod command;
 mod connection;
 mod dump;
 mod hashes;
+mod hll;
 mod keyspace;
 mod lists;
 pub(crate) mod members;
@@ -55,6 +57,8 @@ pub mod flag {
     pub const SKIP_SLOWLOG: u32 = 1 << 14;
     pub const PUBSUB: u32 = 1 << 15;
     pub const SKIP_MONITOR: u32 = 1 << 16;
+    /// Writes although read-only to clients (PFCOUNT stores its recomputed count); COMMAND
+    /// INFO does not list it, as Redis 7.0 does not: routing finds it in the key specs (RW).
     pub const MAY_REPLICATE: u32 = 1 << 17;
     pub const NO_MANDATORY_KEYS: u32 = 1 << 18;
     /// Redis computes it: keys that the legacy `(first, last, step)` range cannot find.
@@ -207,6 +211,7 @@ pub fn table() -> &'static table::Table {
             pubsub::COMMANDS,
             zsets::COMMANDS,
             dump::COMMANDS,
+            hll::COMMANDS,
         ])
     })
 }
@@ -274,8 +279,19 @@ fn unknown_command(argv: &[Bytes]) -> Vec<u8> {
     msg
 }
 
+/// What became of a request, for INFO commandstats.
+enum Outcome {
+    /// No such command or subcommand, or queued in MULTI: no command statistics.
+    Uncounted,
+    /// Refused before it ran (`rejected_calls`).
+    Rejected(&'static str),
+    /// Ran for this many microseconds.
+    Ran(&'static str, u64),
+}
+
 /// Runs one request (`argv` is not empty) and writes its reply; in MULTI, checks and queues
-/// it instead (`multi.rs`).
+/// it instead (`multi.rs`). Counts it and its error replies for INFO commandstats and
+/// errorstats (`cmdstats.rs`).
 pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
     let found = find_command(&argv);
     dispatch_found(ctx, argv, found);
@@ -284,6 +300,20 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
 /// [`dispatch`] for a request already looked up (a connection resolves each request once,
 /// to route it, and hands the result on).
 pub fn dispatch_found(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) {
+    // Errors written before this request (none in the normal course) are not its own.
+    let _ = ctx.reply.take_errors();
+    let outcome = run(ctx, argv, found);
+    let (errors, codes) = ctx.reply.take_errors();
+    let stats = &ctx.shared.cmdstats;
+    match outcome {
+        Outcome::Uncounted => {}
+        Outcome::Rejected(name) => stats.rejected(name),
+        Outcome::Ran(name, micros) => stats.call(name, micros, errors > 0),
+    }
+    stats.errors(errors, codes);
+}
+
+fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
     let queueing = ctx.conn.multi.is_some()
         && !matches!(found, Found::Command(s, _) if s.has_trait(table::traits::RUNS_IN_MULTI));
     if !queueing {
@@ -294,33 +324,41 @@ pub fn dispatch_found(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) {
     }
     let (spec, skip) = match found {
         Found::Command(spec, skip) => (spec, skip),
-        Found::UnknownCommand => return multi::reject(ctx, false, &unknown_command(&argv)),
+        Found::UnknownCommand => {
+            multi::reject(ctx, false, &unknown_command(&argv));
+            return Outcome::Uncounted;
+        }
         Found::UnknownSubcommand(container) => {
             let mut msg = b"ERR unknown subcommand '".to_vec();
             msg.extend_from_slice(cstr(&argv[1], 128));
             msg.extend_from_slice(
                 format!("'. Try {} HELP.", container.name.to_ascii_uppercase()).as_bytes(),
             );
-            return multi::reject(ctx, false, &msg);
+            multi::reject(ctx, false, &msg);
+            return Outcome::Uncounted;
         }
     };
     let is_exec = spec.name == "exec";
     let full_name = spec.name;
     if !spec.arity_ok(argv.len()) {
         let msg = format!("ERR wrong number of arguments for '{full_name}' command");
-        return multi::reject(ctx, is_exec, msg.as_bytes());
+        multi::reject(ctx, is_exec, msg.as_bytes());
+        return Outcome::Rejected(full_name);
     }
     // A container called with its arity but no subcommand has nothing to run (Redis's
     // containers all need one, so the arity check above answers first).
     let Some(handler) = spec.handler else {
         let msg = format!("ERR wrong number of arguments for '{full_name}' command");
-        return multi::reject(ctx, is_exec, msg.as_bytes());
+        multi::reject(ctx, is_exec, msg.as_bytes());
+        return Outcome::Rejected(full_name);
     };
     if spec.flags & flag::NO_AUTH == 0 && ctx.auth_required() {
-        return multi::reject(ctx, is_exec, b"NOAUTH Authentication required.");
+        multi::reject(ctx, is_exec, b"NOAUTH Authentication required.");
+        return Outcome::Rejected(full_name);
     }
     if ctx.conn.multi.is_some() && spec.flags & flag::NO_MULTI != 0 {
-        return multi::reject(ctx, false, b"ERR Command not allowed inside a transaction");
+        multi::reject(ctx, false, b"ERR Command not allowed inside a transaction");
+        return Outcome::Rejected(full_name);
     }
     // Redis's processCommand: no writes (nor PING, nor an EXEC of writes) while the log
     // cannot be written.
@@ -329,11 +367,13 @@ pub fn dispatch_found(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) {
         || (is_exec && multi::queued_writes(ctx));
     if refuses_when_misconf {
         if let Some(m) = misconf(ctx.shared) {
-            return multi::reject(ctx, is_exec, m.as_bytes());
+            multi::reject(ctx, is_exec, m.as_bytes());
+            return Outcome::Rejected(full_name);
         }
     }
     if queueing {
-        return multi::queue(ctx, argv);
+        multi::queue(ctx, argv);
+        return Outcome::Uncounted;
     }
     let info = ctx.conn.info.clone();
     info.touch();
@@ -352,11 +392,12 @@ pub fn dispatch_found(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) {
         && ctx.reply.proto == crate::protocol::reply::Proto::Resp2
         && !spec.has_trait(table::traits::WHILE_SUBSCRIBED)
     {
-        let full_name = info.published.lock().cmd.clone();
-        return ctx.reply.error(&format!(
-            "ERR Can't execute '{full_name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / \
+        let shown = info.published.lock().cmd.clone();
+        ctx.reply.error(&format!(
+            "ERR Can't execute '{shown}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / \
              QUIT / RESET are allowed in this context"
         ));
+        return Outcome::Rejected(full_name);
     }
     let mut args = Args::new(argv, skip);
     let started = Instant::now();
@@ -405,6 +446,7 @@ pub fn dispatch_found(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) {
                 .push(&argv, micros, info.addr.clone(), name, max_len);
         }
     }
+    Outcome::Ran(full_name, micros)
 }
 
 /// Redis's `-MISCONF` error for a database whose log failed (a failed append or sync, in a

@@ -139,6 +139,7 @@ fn config_resetstat(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     // As Redis's configResetStatCommand: INFO's counters, not the slow log.
     ctx.shared.stats.reset();
     ctx.shared.store.stats.reset();
+    ctx.shared.cmdstats.reset();
     ctx.reply.ok();
     Ok(())
 }

@@ -16,6 +16,23 @@ pub enum Proto {
 pub struct ReplyBuf {
     pub proto: Proto,
     out: BytesMut,
+    /// Error replies written since the last [`ReplyBuf::take_errors`], and the codes of the
+    /// first [`MAX_ERROR_CODES`] of them (for INFO commandstats and errorstats).
+    errors: u32,
+    error_codes: Vec<String>,
+}
+
+/// Error codes a builder keeps between two [`ReplyBuf::take_errors`].
+const MAX_ERROR_CODES: usize = 16;
+
+/// An error reply's code, as Redis's errorstats name it: its first word when a space comes
+/// within the first 32 bytes, `ERR` otherwise.
+pub fn error_code(msg: &[u8]) -> String {
+    let head = &msg[..msg.len().min(32)];
+    match head.iter().position(|&b| b == b' ') {
+        Some(i) => String::from_utf8_lossy(&msg[..i]).into_owned(),
+        None => "ERR".to_string(),
+    }
 }
 
 impl ReplyBuf {
@@ -23,6 +40,8 @@ impl ReplyBuf {
         ReplyBuf {
             proto,
             out: BytesMut::with_capacity(4096),
+            errors: 0,
+            error_codes: Vec::new(),
         }
     }
 
@@ -31,6 +50,8 @@ impl ReplyBuf {
         ReplyBuf {
             proto,
             out: BytesMut::with_capacity(capacity),
+            errors: 0,
+            error_codes: Vec::new(),
         }
     }
 
@@ -95,6 +116,18 @@ impl ReplyBuf {
             .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b })
             .collect();
         self.line(b'-', &clean);
+        self.errors = self.errors.saturating_add(1);
+        if self.error_codes.len() < MAX_ERROR_CODES {
+            self.error_codes.push(error_code(&clean));
+        }
+    }
+
+    /// The number of error replies written since the last call, and their codes.
+    pub fn take_errors(&mut self) -> (u32, Vec<String>) {
+        (
+            std::mem::take(&mut self.errors),
+            std::mem::take(&mut self.error_codes),
+        )
     }
 
     pub fn int(&mut self, n: i64) {
