@@ -50,6 +50,7 @@ mod long_double;
 pub mod protocol;
 mod pubsub;
 mod save;
+mod scripting;
 mod server;
 mod slowlog;
 mod store;

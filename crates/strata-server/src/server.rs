@@ -112,6 +112,8 @@ pub struct Shared {
     pub pubsub: crate::pubsub::PubSub,
     /// SAVE and BGSAVE state; LASTSAVE reads `saves.last_save_unix()`.
     pub saves: crate::save::Saves,
+    /// The Lua script cache and interpreters (`scripting/`).
+    pub scripts: crate::scripting::Scripts,
     /// This value's own `Arc`, for work that outlives a command (BGSAVE's thread).
     pub me: std::sync::Weak<Shared>,
     next_client_id: AtomicU64,
@@ -343,6 +345,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
         store,
         pubsub: crate::pubsub::PubSub::default(),
         saves: crate::save::Saves::default(),
+        scripts: Default::default(),
         me: me.clone(),
         config: RwLock::new(config),
         stats: Stats::default(),

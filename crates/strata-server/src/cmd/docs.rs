@@ -52,6 +52,30 @@ pub static SYNTAX: &[(&str, &str)] = &[
     ("auth", "username:string?@6.0.0 password:string"),
     ("select", "index:integer"),
     ("reset", ""),
+    // scripting
+    (
+        "eval",
+        "script:string numkeys:integer key:key?* arg:string?*",
+    ),
+    (
+        "evalsha",
+        "sha1:string numkeys:integer key:key?* arg:string?*",
+    ),
+    (
+        "eval_ro",
+        "script:string numkeys:integer key:key?* arg:string?*",
+    ),
+    (
+        "evalsha_ro",
+        "sha1:string numkeys:integer key:key?* arg:string?*",
+    ),
+    ("script", ""),
+    ("script|load", "script:string"),
+    ("script|exists", "sha1:string*"),
+    ("script|flush", "flush-type:oneof(ASYNC SYNC)?@6.2.0"),
+    ("script|kill", ""),
+    ("script|debug", "mode:oneof(YES SYNC NO)"),
+    ("script|help", ""),
     // transactions
     ("multi", ""),
     ("exec", ""),

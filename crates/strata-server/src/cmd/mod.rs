@@ -17,6 +17,7 @@ pub(crate) mod members;
 pub mod multi;
 mod pubsub;
 mod save;
+mod scripting;
 mod server;
 mod sets;
 mod strings;
@@ -206,6 +207,7 @@ pub fn all_commands() -> &'static [&'static Spec] {
             multi::COMMANDS,
             pubsub::COMMANDS,
             zsets::COMMANDS,
+            scripting::COMMANDS,
         ] {
             v.extend(family.iter());
         }

@@ -224,7 +224,7 @@ fn unwatch(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
 /// Commands whose keys the table's `(first, last, step)` does not describe (Redis's
 /// `movablekeys`: a `numkeys` argument, STORE/BY options, streams): EXEC locks every stripe
 /// for them.
-const MOVABLE_KEYS: &[&str] = &[
+pub(crate) const MOVABLE_KEYS: &[&str] = &[
     "zunionstore",
     "zinterstore",
     "zdiffstore",
@@ -274,14 +274,14 @@ fn lock_plan<'a>(
             continue;
         }
         let keyspace = spec.flags & (WRITE | READONLY) != 0;
+        if matches!(spec.name, "copy" | "move") || MOVABLE_KEYS.contains(&spec.name) {
+            return None; // a destination in another database, or keys found by parsing
+        }
         if spec.keys.0 <= 0 {
             if keyspace {
                 return None;
             }
             continue;
-        }
-        if matches!(spec.name, "copy" | "move") || MOVABLE_KEYS.contains(&spec.name) {
-            return None; // a destination in another database, or keys found by parsing
         }
         keys.extend(command_keys(spec.keys, argv).into_iter().map(|k| (db, k)));
     }

@@ -1,0 +1,461 @@
+//! Scripting commands: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, SCRIPT (Redis's `eval.c`). The
+//! interpreter and the conversions are in `scripting/`.
+//!
+//! **A script runs atomically, as EXEC does** (`cmd/multi.rs`). On the connection's thread
+//! it takes the stripes of its declared keys (`KEYS`) exclusively
+//! (`Store::lock_for_exec`), then runs in a front transaction (`Store::run_exec_or_discard`):
+//! each `redis.call` goes through the normal dispatch, reads see the script's earlier
+//! writes, writes are buffered, and when the script ends they are applied as one write,
+//! atomic across shards. Nobody sees part of a script's effect, and after a crash either
+//! all of it is there or none. A script that fails at run time keeps the writes it made
+//! before the error (Redis has no rollback): they are applied too.
+//!
+//! **Undeclared keys.** Outside cluster mode a script may touch keys it did not declare
+//! (or run commands that touch the keyspace without naming keys). The first such call
+//! stops the run: its buffered writes are dropped (nothing was visible), the script is
+//! marked, and it runs again from the start under every stripe, the exclusive turn of the
+//! whole keyspace; a marked script takes every stripe at once from then on. A run that
+//! only touches its declared keys never stops the rest of the server.
+//! The discarded run's effects outside the keyspace (a PUBLISH before the undeclared key,
+//! say) happen twice; scripts that declare their keys never see this.
+//!
+//! Inside MULTI, EXEC already holds every stripe for a queued EVAL (`lock_plan`) and its
+//! transaction buffers the script's writes with the others: the script runs in it as is.
+
+use super::flag::*;
+use super::{dispatch, lookup, reply_help, Args, CmdError, CmdResult, ConnState, Ctx, Spec};
+use crate::exec::command_keys;
+use crate::protocol::reply::{Proto, ReplyBuf};
+use crate::scripting::vm::Host;
+use crate::scripting::Script;
+use crate::server::Shared;
+use bytes::{Bytes, BytesMut};
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+macro_rules! script_cmd {
+    ($name:literal, $arity:expr, $flags:expr, $since:literal, $summary:literal, $h:expr) => {
+        script_cmd!($name, $arity, $flags, $since, $summary, $h, &[])
+    };
+    ($name:literal, $arity:expr, $flags:expr, $since:literal, $summary:literal, $h:expr, $subs:expr) => {
+        Spec {
+            name: $name,
+            arity: $arity,
+            flags: $flags,
+            // Keys follow a count (Redis's movable keys): scripts run on the connection's
+            // thread and lock their declared keys themselves.
+            keys: (0, 0, 0),
+            group: "scripting",
+            since: $since,
+            summary: $summary,
+            handler: $h,
+            subcommands: $subs,
+        }
+    };
+}
+
+static SCRIPT_SUBCOMMANDS: &[Spec] = &[
+    script_cmd!(
+        "load",
+        3,
+        NOSCRIPT | STALE,
+        "2.6.0",
+        "Loads a server-side Lua script to the script cache.",
+        script_load
+    ),
+    script_cmd!(
+        "exists",
+        -3,
+        NOSCRIPT,
+        "2.6.0",
+        "Determines whether server-side Lua scripts exist in the script cache.",
+        script_exists
+    ),
+    script_cmd!(
+        "flush",
+        -2,
+        NOSCRIPT,
+        "2.6.0",
+        "Removes all server-side Lua scripts from the script cache.",
+        script_flush
+    ),
+    script_cmd!(
+        "kill",
+        2,
+        NOSCRIPT | ALLOW_BUSY,
+        "2.6.0",
+        "Terminates a server-side Lua script during execution.",
+        script_kill
+    ),
+    script_cmd!(
+        "debug",
+        3,
+        NOSCRIPT,
+        "3.2.0",
+        "Sets the debug mode of server-side Lua scripts.",
+        script_debug
+    ),
+    script_cmd!(
+        "help",
+        2,
+        LOADING | STALE,
+        "5.0.0",
+        "Returns helpful text about the different subcommands.",
+        script_help
+    ),
+];
+
+pub static COMMANDS: &[Spec] = &[
+    script_cmd!(
+        "eval",
+        -3,
+        NOSCRIPT | STALE,
+        "2.6.0",
+        "Executes a server-side Lua script.",
+        eval
+    ),
+    script_cmd!(
+        "evalsha",
+        -3,
+        NOSCRIPT | STALE,
+        "2.6.0",
+        "Executes a server-side Lua script by SHA1 digest.",
+        evalsha
+    ),
+    script_cmd!(
+        "eval_ro",
+        -3,
+        NOSCRIPT | STALE | READONLY,
+        "7.0.0",
+        "Executes a read-only server-side Lua script.",
+        eval_ro
+    ),
+    script_cmd!(
+        "evalsha_ro",
+        -3,
+        NOSCRIPT | STALE | READONLY,
+        "7.0.0",
+        "Executes a read-only server-side Lua script by SHA1 digest.",
+        evalsha_ro
+    ),
+    script_cmd!(
+        "script",
+        -2,
+        0,
+        "2.6.0",
+        "A container for Lua scripts management commands.",
+        script_help,
+        SCRIPT_SUBCOMMANDS
+    ),
+];
+
+const ERR_NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
+
+fn eval(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    eval_body(ctx, args, false)
+}
+
+fn eval_ro(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    eval_body(ctx, args, true)
+}
+
+fn evalsha(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    eval_sha(ctx, args, false)
+}
+
+fn evalsha_ro(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    eval_sha(ctx, args, true)
+}
+
+fn eval_body(ctx: &mut Ctx<'_>, args: &mut Args, read_only: bool) -> CmdResult {
+    let body = args.next_bytes()?;
+    let (keys, argv) = keys_and_args(args)?;
+    let script = ctx
+        .shared
+        .scripts
+        .insert(body, false)
+        .map_err(CmdError::reply)?;
+    run(ctx, script, keys, argv, read_only)
+}
+
+fn eval_sha(ctx: &mut Ctx<'_>, args: &mut Args, read_only: bool) -> CmdResult {
+    let sha = String::from_utf8_lossy(&args.next_bytes()?).to_ascii_lowercase();
+    let (keys, argv) = keys_and_args(args)?;
+    if sha.len() != 40 {
+        return Err(CmdError::reply(ERR_NOSCRIPT));
+    }
+    let script = ctx
+        .shared
+        .scripts
+        .get(&sha)
+        .ok_or_else(|| CmdError::reply(ERR_NOSCRIPT))?;
+    run(ctx, script, keys, argv, read_only)
+}
+
+/// `numkeys key... arg...`.
+fn keys_and_args(args: &mut Args) -> Result<(Vec<Bytes>, Vec<Bytes>), CmdError> {
+    let n = args.next_i64()?;
+    if n < 0 {
+        return Err(CmdError::reply("ERR Number of keys can't be negative"));
+    }
+    let rest = args.rest();
+    if n as u64 > rest.len() as u64 {
+        return Err(CmdError::reply(
+            "ERR Number of keys can't be greater than number of args",
+        ));
+    }
+    let n = n as usize;
+    Ok((rest[..n].to_vec(), rest[n..].to_vec()))
+}
+
+/// The script's side of the dispatch: its `redis.call`s, checked as Redis's `scriptCall`
+/// checks them, then run as the script's own client.
+struct ScriptHost<'a> {
+    shared: &'a Shared,
+    conn: &'a mut ConnState,
+    read_only: bool,
+    /// The declared keys when only their stripes are held; `None` when every stripe is.
+    declared: Option<&'a HashSet<(u8, Bytes)>>,
+    /// A call touched a key outside `declared`: the run is dropped and made again.
+    undeclared: bool,
+}
+
+impl Host for ScriptHost<'_> {
+    fn call(&mut self, argv: Vec<Bytes>, proto: Proto) -> Result<BytesMut, String> {
+        if self.undeclared {
+            return Err(ERR_RERUN.to_string());
+        }
+        let name = String::from_utf8_lossy(&argv[0]).to_ascii_lowercase();
+        let unknown = || "ERR Unknown Redis command called from script".to_string();
+        let mut spec = lookup(&name).ok_or_else(unknown)?;
+        if !spec.subcommands.is_empty() && argv.len() >= 2 {
+            let sub = String::from_utf8_lossy(&argv[1]).to_ascii_lowercase();
+            spec = spec
+                .subcommands
+                .iter()
+                .find(|s| s.name == sub)
+                .ok_or_else(unknown)?;
+        }
+        let argc = argv.len() as i64;
+        let arity = i64::from(spec.arity);
+        if (arity > 0 && argc != arity) || (arity < 0 && argc < -arity) {
+            return Err("ERR Wrong number of args calling Redis command from script".to_string());
+        }
+        if spec.flags & NOSCRIPT != 0 {
+            return Err("ERR This Redis command is not allowed from script".to_string());
+        }
+        if spec.flags & WRITE != 0 && self.read_only {
+            return Err("ERR Write commands are not allowed from read-only scripts.".to_string());
+        }
+        if let Some(declared) = self.declared {
+            let db = self.conn.db;
+            let touches_keyspace = spec.flags & (WRITE | READONLY) != 0;
+            let outside = if spec.keys.0 <= 0 || undescribed_keys(spec.name) {
+                touches_keyspace
+            } else {
+                command_keys(spec.keys, &argv)
+                    .into_iter()
+                    .any(|k| !declared.contains(&(db, Bytes::copy_from_slice(k))))
+            };
+            if outside {
+                self.undeclared = true;
+                return Err(ERR_RERUN.to_string());
+            }
+        }
+        let mut reply = ReplyBuf::with_capacity(proto, 64);
+        let mut c = Ctx {
+            shared: self.shared,
+            conn: &mut *self.conn,
+            reply: &mut reply,
+        };
+        dispatch(&mut c, argv);
+        Ok(reply.take())
+    }
+}
+
+/// What the calls of a run that is to be made again get (the client never sees it).
+const ERR_RERUN: &str = "ERR the script touched a key it did not declare";
+
+/// Commands whose keys the command table's positions do not describe.
+fn undescribed_keys(name: &str) -> bool {
+    matches!(name, "copy" | "move") || super::multi::MOVABLE_KEYS.contains(&name)
+}
+
+/// One EVAL: the script, its keys and arguments, the client's protocol, and whether it
+/// may write.
+struct Invocation<'a> {
+    script: &'a Script,
+    keys: &'a [Bytes],
+    argv: &'a [Bytes],
+    proto: Proto,
+    read_only: bool,
+}
+
+/// Runs the script once in `conn` (the script's client); whether it touched an undeclared
+/// key (then its reply means nothing).
+fn run_once(
+    shared: &Shared,
+    conn: &mut ConnState,
+    inv: &Invocation<'_>,
+    declared: Option<&HashSet<(u8, Bytes)>>,
+) -> (BytesMut, bool) {
+    let mut vm = match shared.scripts.take_vm() {
+        Ok(v) => v,
+        Err(e) => {
+            let mut r = ReplyBuf::new(inv.proto);
+            r.error(&e);
+            return (r.take(), false);
+        }
+    };
+    let mut host = ScriptHost {
+        shared,
+        conn,
+        read_only: inv.read_only,
+        declared,
+        undeclared: false,
+    };
+    let out = vm.run(inv.script, inv.keys, inv.argv, inv.proto, &mut host);
+    shared.scripts.give_vm(vm);
+    (out.reply, host.undeclared)
+}
+
+fn run(
+    ctx: &mut Ctx<'_>,
+    script: Arc<Script>,
+    keys: Vec<Bytes>,
+    argv: Vec<Bytes>,
+    read_only: bool,
+) -> CmdResult {
+    let shared = ctx.shared;
+    let proto = ctx.reply.proto;
+    let read_only = read_only || script.flags.no_writes;
+    // The script's own client: its SELECT does not change the caller's database, and its
+    // blocking commands do not block (as inside EXEC).
+    let mut conn = ctx.conn.clone();
+    conn.in_exec = true;
+    conn.multi = None;
+    conn.sub = None;
+    conn.reply_off = false;
+    conn.skip_next = false;
+    let inv = Invocation {
+        script: &script,
+        keys: &keys,
+        argv: &argv,
+        proto,
+        read_only,
+    };
+    if ctx.conn.in_exec {
+        let (reply, _) = run_once(shared, &mut conn, &inv, None);
+        ctx.reply.raw(&reply);
+        return Ok(());
+    }
+    let store = &shared.store;
+    let db = ctx.conn.db;
+    let declared: HashSet<(u8, Bytes)> = keys.iter().map(|k| (db, k.clone())).collect();
+    let mut every_stripe = script.undeclared_keys.load(Ordering::Relaxed);
+    loop {
+        let plan: Vec<(u8, &[u8])> = keys.iter().map(|k| (db, &k[..])).collect();
+        let locks = store.lock_for_exec((!every_stripe).then_some(&plan[..]));
+        let mut run_conn = conn.clone();
+        let ((reply, rerun), written) = store.run_exec_or_discard(locks, || {
+            let held = (!every_stripe).then_some(&declared);
+            let r = run_once(shared, &mut run_conn, &inv, held);
+            let apply = !r.1;
+            (r, apply)
+        });
+        if rerun {
+            script.undeclared_keys.store(true, Ordering::Relaxed);
+            every_stripe = true;
+            continue;
+        }
+        match written {
+            Ok(()) => ctx.reply.raw(&reply),
+            Err(e) => ctx.reply.raw(&crate::exec::failed_reply(shared, proto, &e)),
+        }
+        return Ok(());
+    }
+}
+
+fn script_load(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let body = args.next_bytes()?;
+    let script = ctx
+        .shared
+        .scripts
+        .insert(body, true)
+        .map_err(CmdError::reply)?;
+    ctx.reply.bulk(script.sha.as_bytes());
+    Ok(())
+}
+
+fn script_exists(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let shas: Vec<Bytes> = args.rest().to_vec();
+    ctx.reply.array(shas.len());
+    for s in shas {
+        let sha = String::from_utf8_lossy(&s).to_ascii_lowercase();
+        ctx.reply.int(i64::from(ctx.shared.scripts.exists(&sha)));
+    }
+    Ok(())
+}
+
+fn script_flush(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let rest = args.rest();
+    let ok = match rest {
+        [] => true,
+        [mode] => mode.eq_ignore_ascii_case(b"sync") || mode.eq_ignore_ascii_case(b"async"),
+        _ => false,
+    };
+    if !ok {
+        return Err(CmdError::reply(
+            "ERR SCRIPT FLUSH only support SYNC|ASYNC option",
+        ));
+    }
+    ctx.shared.scripts.flush();
+    ctx.reply.ok();
+    Ok(())
+}
+
+fn script_kill(_ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    Err(CmdError::reply(
+        "NOTBUSY No scripts in execution right now.",
+    ))
+}
+
+fn script_debug(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let mode = String::from_utf8_lossy(&args.next_bytes()?).to_ascii_lowercase();
+    match mode.as_str() {
+        "no" => {
+            ctx.reply.ok();
+            Ok(())
+        }
+        // The Lua debugger (LDB) is not built: a debugging session cannot start.
+        "yes" | "sync" => Err(CmdError::reply(
+            "ERR The Lua debugger is not available on this server",
+        )),
+        _ => Err(CmdError::reply("ERR Use SCRIPT DEBUG YES/SYNC/NO")),
+    }
+}
+
+fn script_help(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    reply_help(
+        ctx,
+        "SCRIPT",
+        &[
+            "DEBUG (YES|SYNC|NO)",
+            "    Set the debug mode for subsequent scripts executed.",
+            "EXISTS <sha1> [<sha1> ...]",
+            "    Return information about the existence of the scripts in the script cache.",
+            "FLUSH [ASYNC|SYNC]",
+            "    Flush the Lua scripts cache. Very dangerous on replicas.",
+            "    When called without the optional mode argument, the behavior is determined by the",
+            "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+            "    * ASYNC: Asynchronously flush the scripts cache.",
+            "    * SYNC: Synchronously flush the scripts cache.",
+            "KILL",
+            "    Kill the currently executing Lua script.",
+            "LOAD <script>",
+            "    Load a script into the scripts cache without executing it.",
+        ],
+    );
+    Ok(())
+}
