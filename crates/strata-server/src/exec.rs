@@ -67,6 +67,9 @@ pub fn route(shared: &Shared, conn: &ConnState, argv: &[Bytes]) -> Route {
     let Some(spec) = lookup_argv(argv) else {
         return Route::Inline; // unknown command or wrong arity: the error is replied inline
     };
+    if shared.scripts.busy() {
+        return Route::Inline; // `-BUSY`, replied by the dispatch
+    }
     // In MULTI, commands are queued on the connection's thread; WATCH takes its keys'
     // stripes there (`cmd/multi.rs`). Blocking commands run here too: a client that blocks
     // waits in its connection task, and registers under its keys' stripes (`blocking.rs`).

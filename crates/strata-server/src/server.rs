@@ -123,6 +123,8 @@ pub struct Shared {
 impl Shared {
     /// Asks the server to stop (SHUTDOWN, signals).
     pub fn request_shutdown(&self) {
+        // A busy script stops (its writes dropped) so its connection can close.
+        self.scripts.abort_all();
         self.shutdown.send_replace(true);
     }
 

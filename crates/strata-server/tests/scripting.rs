@@ -390,3 +390,55 @@ fn eval_cache_is_bounded_and_reported() {
     );
     s.shutdown().unwrap();
 }
+
+/// A script past `busy-reply-threshold`: other clients get `-BUSY`, SCRIPT KILL stops a
+/// script that has not written, `-UNKILLABLE` once it has, and SHUTDOWN NOSAVE still stops
+/// the server (the busy script's writes are dropped).
+#[test]
+fn busy_scripts_kill_unkillable_and_shutdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let addr = s.local_addr();
+    let mut c = Client::connect(addr);
+    assert_eq!(c.q(&["CONFIG", "SET", "busy-reply-threshold", "100"]), V::ok());
+    let looping = thread::spawn(move || {
+        let mut a = Client::connect(addr);
+        a.q(&["EVAL", "local i = 0 while true do i = i + 1 end", "0"])
+    });
+    thread::sleep(std::time::Duration::from_millis(400));
+    assert_eq!(
+        c.q(&["GET", "x"]),
+        V::err("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.")
+    );
+    assert_eq!(c.q(&["PING"]), c.q(&["PING"]));
+    assert_eq!(c.q(&["SCRIPT", "KILL"]), V::ok());
+    let r = looping.join().unwrap();
+    assert!(
+        err_starts(&r, "ERR Script killed by user with SCRIPT KILL... script: "),
+        "{r:?}"
+    );
+    assert_eq!(c.q(&["SET", "x", "before"]), V::ok());
+    // A script that wrote cannot be killed.
+    let writing = thread::spawn(move || {
+        let mut a = Client::connect(addr);
+        a.send(&common::encode(&[
+            b"EVAL",
+            b"redis.call('set', 'x', 'during') while true do end",
+            b"0",
+        ]));
+        a.closed()
+    });
+    thread::sleep(std::time::Duration::from_millis(400));
+    assert!(err_starts(
+        &c.q(&["SCRIPT", "KILL"]),
+        "UNKILLABLE Sorry the script already executed write commands"
+    ));
+    c.send(b"SHUTDOWN NOSAVE\r\n");
+    assert!(c.closed(), "SHUTDOWN closes without a reply");
+    assert!(writing.join().unwrap(), "the busy script's client is closed");
+    s.wait().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut c = Client::connect(s.local_addr());
+    assert_eq!(c.q(&["GET", "x"]), V::bulk("before"));
+    s.shutdown().unwrap();
+}

@@ -321,6 +321,9 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
             return multi::reject(ctx, is_exec, m.as_bytes());
         }
     }
+    if let Some(busy) = scripting::busy_error(ctx.shared, spec, ctx.conn) {
+        return multi::reject(ctx, is_exec, busy.as_bytes());
+    }
     if queueing {
         return multi::queue(ctx, argv);
     }

@@ -27,7 +27,7 @@ use super::{dispatch, lookup, reply_help, Args, CmdError, CmdResult, ConnState, 
 use crate::exec::command_keys;
 use crate::protocol::reply::{Proto, ReplyBuf};
 use crate::scripting::vm::Host;
-use crate::scripting::Script;
+use crate::scripting::{KillError, Running, Script};
 use crate::server::Shared;
 use bytes::{Bytes, BytesMut};
 use std::collections::HashSet;
@@ -219,6 +219,7 @@ struct ScriptHost<'a> {
     declared: Option<&'a HashSet<(u8, Bytes)>>,
     /// A call touched a key outside `declared`: the run is dropped and made again.
     undeclared: bool,
+    running: &'a Running,
 }
 
 impl Host for ScriptHost<'_> {
@@ -263,6 +264,9 @@ impl Host for ScriptHost<'_> {
                 return Err(ERR_RERUN.to_string());
             }
         }
+        if spec.flags & WRITE != 0 {
+            self.running.wrote.store(true, Ordering::SeqCst);
+        }
         let mut reply = ReplyBuf::with_capacity(proto, 64);
         let mut c = Ctx {
             shared: self.shared,
@@ -299,6 +303,7 @@ fn run_once(
     conn: &mut ConnState,
     inv: &Invocation<'_>,
     declared: Option<&HashSet<(u8, Bytes)>>,
+    running: &Arc<Running>,
 ) -> (BytesMut, bool) {
     let mut vm = match shared.scripts.take_vm() {
         Ok(v) => v,
@@ -314,8 +319,16 @@ fn run_once(
         read_only: inv.read_only,
         declared,
         undeclared: false,
+        running,
     };
-    let out = vm.run(inv.script, inv.keys, inv.argv, inv.proto, &mut host);
+    let out = vm.run(
+        inv.script,
+        inv.keys,
+        inv.argv,
+        inv.proto,
+        &mut host,
+        running.clone(),
+    );
     shared.scripts.give_vm(vm);
     (out.reply, host.undeclared)
 }
@@ -338,6 +351,9 @@ fn run(
     conn.sub = None;
     conn.reply_off = false;
     conn.skip_next = false;
+    let threshold = busy_threshold(shared);
+    let guard = shared.scripts.begin(threshold);
+    let running = guard.running.clone();
     let inv = Invocation {
         script: &script,
         keys: &keys,
@@ -346,7 +362,7 @@ fn run(
         read_only,
     };
     if ctx.conn.in_exec {
-        let (reply, _) = run_once(shared, &mut conn, &inv, None);
+        let (reply, _) = run_once(shared, &mut conn, &inv, None, &running);
         ctx.reply.raw(&reply);
         return Ok(());
     }
@@ -360,8 +376,9 @@ fn run(
         let mut run_conn = conn.clone();
         let ((reply, rerun), written) = store.run_exec_or_discard(locks, || {
             let held = (!every_stripe).then_some(&declared);
-            let r = run_once(shared, &mut run_conn, &inv, held);
-            let apply = !r.1;
+            let r = run_once(shared, &mut run_conn, &inv, held, &running);
+            // A run stopped by SHUTDOWN leaves nothing behind.
+            let apply = !r.1 && !running.aborted.load(Ordering::SeqCst);
             (r, apply)
         });
         if rerun {
@@ -415,10 +432,43 @@ fn script_flush(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     Ok(())
 }
 
-fn script_kill(_ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
-    Err(CmdError::reply(
-        "NOTBUSY No scripts in execution right now.",
-    ))
+fn script_kill(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    match ctx.shared.scripts.kill() {
+        Ok(()) => {
+            ctx.reply.ok();
+            Ok(())
+        }
+        Err(KillError::NotBusy) => Err(CmdError::reply(
+            "NOTBUSY No scripts in execution right now.",
+        )),
+        Err(KillError::Unkillable) => Err(CmdError::reply(
+            "UNKILLABLE Sorry the script already executed write commands against the \
+             dataset. You can either wait the script termination or kill the server in a \
+             hard way using the SHUTDOWN NOSAVE command.",
+        )),
+    }
+}
+
+/// `busy-reply-threshold` (alias `lua-time-limit`), in milliseconds; 5000 by default.
+fn busy_threshold(shared: &Shared) -> std::time::Duration {
+    let ms = shared
+        .config
+        .read()
+        .tuning
+        .get("busy-reply-threshold")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(5000);
+    std::time::Duration::from_millis(ms)
+}
+
+/// Redis's `-BUSY` for a command that may not run while a script is busy (anything but
+/// the `allow_busy` commands: SCRIPT KILL, SHUTDOWN, AUTH, HELLO, MULTI...); `None` when no
+/// script is busy. The script's own calls (in `in_exec` state) are never refused.
+pub fn busy_error(shared: &Shared, spec: &Spec, conn: &ConnState) -> Option<&'static str> {
+    if spec.flags & ALLOW_BUSY != 0 || conn.in_exec || !shared.scripts.busy() {
+        return None;
+    }
+    Some("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.")
 }
 
 fn script_debug(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {

@@ -27,8 +27,9 @@ pub mod vm;
 use bytes::Bytes;
 use indexmap::IndexMap;
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// EVAL-cached scripts kept at most (Redis 7.4's bound; scripts from SCRIPT LOAD do not
 /// count).
@@ -72,8 +73,53 @@ struct Cache {
     eval: IndexMap<String, Arc<Script>>,
 }
 
+/// A script while it runs: what SCRIPT KILL, `-BUSY` and SHUTDOWN look at. The Lua state's
+/// instruction hook (`vm.rs`) reads `kill` every [`vm::HOOK_INSTRUCTIONS`] instructions.
+pub struct Running {
+    pub started: Instant,
+    /// `busy-reply-threshold` when the script started: past it, other clients get `-BUSY`.
+    pub threshold: Duration,
+    /// SCRIPT KILL (or SHUTDOWN) asked the script to stop.
+    pub kill: AtomicBool,
+    /// SHUTDOWN stopped it: its writes are dropped, not applied.
+    pub aborted: AtomicBool,
+    /// It ran a write command: SCRIPT KILL answers `-UNKILLABLE`.
+    pub wrote: AtomicBool,
+}
+
+impl Running {
+    fn busy(&self) -> bool {
+        self.started.elapsed() >= self.threshold
+    }
+}
+
+/// Unregisters a running script when it ends.
+pub struct RunGuard<'a> {
+    scripts: &'a Scripts,
+    pub running: Arc<Running>,
+}
+
+impl Drop for RunGuard<'_> {
+    fn drop(&mut self) {
+        let mut r = self.scripts.running.lock();
+        r.retain(|x| !Arc::ptr_eq(x, &self.running));
+        self.scripts.running_count.store(r.len(), Ordering::SeqCst);
+    }
+}
+
+/// Why SCRIPT KILL did nothing.
+#[derive(Debug, PartialEq, Eq)]
+pub enum KillError {
+    NotBusy,
+    Unkillable,
+}
+
 /// The script cache and the pool of Lua states.
 pub struct Scripts {
+    /// Scripts running now (several at once when their keys differ).
+    running: Mutex<Vec<Arc<Running>>>,
+    /// `running.len()`, read without the lock by every command while no script runs.
+    running_count: AtomicUsize,
     cache: Mutex<Cache>,
     pool: Mutex<Vec<vm::Vm>>,
     /// Bumped by SCRIPT FLUSH: states of an older generation are not reused.
@@ -87,6 +133,8 @@ pub struct Scripts {
 impl Default for Scripts {
     fn default() -> Self {
         Scripts {
+            running: Mutex::new(Vec::new()),
+            running_count: AtomicUsize::new(0),
             cache: Mutex::new(Cache::default()),
             pool: Mutex::new(Vec::new()),
             generation: AtomicU64::new(0),
@@ -135,6 +183,54 @@ pub fn parse_shebang(body: &[u8]) -> Result<(ScriptFlags, Vec<u8>), String> {
 }
 
 impl Scripts {
+    /// Registers a script that starts now, with the busy threshold in force.
+    pub fn begin(&self, threshold: Duration) -> RunGuard<'_> {
+        let running = Arc::new(Running {
+            started: Instant::now(),
+            threshold,
+            kill: AtomicBool::new(false),
+            aborted: AtomicBool::new(false),
+            wrote: AtomicBool::new(false),
+        });
+        let mut r = self.running.lock();
+        r.push(running.clone());
+        self.running_count.store(r.len(), Ordering::SeqCst);
+        RunGuard {
+            scripts: self,
+            running,
+        }
+    }
+
+    /// A script has run past its busy threshold: other clients' commands get `-BUSY`.
+    pub fn busy(&self) -> bool {
+        self.running_count.load(Ordering::SeqCst) > 0
+            && self.running.lock().iter().any(|r| r.busy())
+    }
+
+    /// SCRIPT KILL: stops the busy scripts, unless one of them has written.
+    pub fn kill(&self) -> Result<(), KillError> {
+        let r = self.running.lock();
+        let busy: Vec<&Arc<Running>> = r.iter().filter(|x| x.busy()).collect();
+        if busy.is_empty() {
+            return Err(KillError::NotBusy);
+        }
+        if busy.iter().any(|x| x.wrote.load(Ordering::SeqCst)) {
+            return Err(KillError::Unkillable);
+        }
+        for x in busy {
+            x.kill.store(true, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// SHUTDOWN: stops every running script; their writes are dropped.
+    pub fn abort_all(&self) {
+        for x in self.running.lock().iter() {
+            x.aborted.store(true, Ordering::SeqCst);
+            x.kill.store(true, Ordering::SeqCst);
+        }
+    }
+
     /// The cached script `sha` (lower case), marking an EVAL-cached one recently used.
     pub fn get(&self, sha: &str) -> Option<Arc<Script>> {
         let mut c = self.cache.lock();

@@ -18,16 +18,21 @@
 //! `redis.call` raises a command's error reply as such a table; `redis.pcall` returns it.
 
 use super::resp::{lua_to_reply, reply_to_lua};
-use super::Script;
+use super::{Running, Script};
 use crate::protocol::reply::{Proto, ReplyBuf};
 use bytes::{Bytes, BytesMut};
 use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// Redis's version as scripts see it (`redis.REDIS_VERSION`, `redis.REDIS_VERSION_NUM`).
 pub const REDIS_VERSION: &str = "7.0.15";
 pub const REDIS_VERSION_NUM: i64 = 0x0007_000f;
+
+/// Instructions between two checks of the kill flag (Redis's count hook).
+pub const HOOK_INSTRUCTIONS: u32 = 100_000;
 
 /// The chunk name of scripts (errors say `user_script:1:`).
 const CHUNK_NAME: &str = "@user_script";
@@ -154,6 +159,13 @@ fn raise<T>(msg: impl Into<String>) -> mlua::Result<T> {
 
 /// `{err=...}` for a raised [`ScriptError`]; any other value as it is.
 fn unwrap_error(lua: &Lua, v: Value) -> mlua::Result<Value> {
+    // A killed script cannot catch its kill: it is raised again.
+    let killed = lua
+        .app_data_ref::<Arc<Running>>()
+        .is_some_and(|r| r.kill.load(Ordering::SeqCst));
+    if killed {
+        return raise("ERR Script killed by user with SCRIPT KILL...");
+    }
     match &v {
         Value::Error(e) => match e.downcast_ref::<ScriptError>() {
             Some(se) => err_table(lua, &se.0),
@@ -381,6 +393,19 @@ impl Vm {
             .call((backing.clone(), hooks))?;
         let handler = lua.create_function(error_handler)?;
         lua.set_memory_limit(memory_limit_bytes)?;
+        // SCRIPT KILL and SHUTDOWN reach a running script here (`Scripts::kill`).
+        lua.set_hook(
+            mlua::HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
+            |lua, _| {
+                let killed = lua
+                    .app_data_ref::<Arc<Running>>()
+                    .is_some_and(|r| r.kill.load(Ordering::SeqCst));
+                if killed {
+                    return raise("ERR Script killed by user with SCRIPT KILL...");
+                }
+                Ok(mlua::VmState::Continue)
+            },
+        )?;
         Ok(Vm {
             lua,
             generation,
@@ -431,8 +456,10 @@ impl Vm {
         args: &[Bytes],
         proto: Proto,
         host: &mut dyn Host,
+        running: Arc<Running>,
     ) -> Outcome {
         let mut out = ReplyBuf::new(proto);
+        self.lua.set_app_data(running);
         let f = match self.function(script) {
             Ok(f) => f,
             Err(e) => {
@@ -449,6 +476,7 @@ impl Vm {
         let _ = self.cleanup.call::<()>(());
         let _ = self.backing.raw_set("KEYS", Value::Nil);
         let _ = self.backing.raw_set("ARGV", Value::Nil);
+        self.lua.remove_app_data::<Arc<Running>>();
         Outcome { reply: out.take() }
     }
 
@@ -627,8 +655,52 @@ mod tests {
                 .map(|s| Bytes::from(s.to_string()))
                 .collect::<Vec<_>>()
         };
-        let out = vm.run(&script, &b(keys), &b(args), Proto::Resp2, &mut host);
+        let out = vm.run(
+            &script,
+            &b(keys),
+            &b(args),
+            Proto::Resp2,
+            &mut host,
+            test_running(),
+        );
         (String::from_utf8_lossy(&out.reply).into_owned(), host.0)
+    }
+
+    fn test_running() -> Arc<Running> {
+        let scripts = super::super::Scripts::default();
+        let g = scripts.begin(std::time::Duration::from_secs(5));
+        g.running.clone()
+    }
+
+    #[test]
+    fn a_killed_script_stops() {
+        let (flags, code) = super::super::parse_shebang(b"while true do end").unwrap();
+        let script = Script {
+            sha: "k".into(),
+            code,
+            flags,
+            undeclared_keys: Default::default(),
+        };
+        let running = test_running();
+        let r2 = running.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            r2.kill.store(true, Ordering::SeqCst);
+        });
+        let mut vm = Vm::new(0, 16 << 20).unwrap();
+        let out = vm.run(
+            &script,
+            &[],
+            &[],
+            Proto::Resp2,
+            &mut Echo(Vec::new()),
+            running,
+        );
+        t.join().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.reply),
+            "-ERR Script killed by user with SCRIPT KILL... script: k, on @user_script:1.\r\n"
+        );
     }
 
     fn sha(body: &str) -> String {
@@ -705,8 +777,8 @@ mod tests {
         };
         let mut vm = Vm::new(0, 16 << 20).unwrap();
         let mut host = Echo(Vec::new());
-        vm.run(&s1, &[], &[], Proto::Resp2, &mut host);
-        let out = vm.run(&s2, &[], &[], Proto::Resp2, &mut host);
+        vm.run(&s1, &[], &[], Proto::Resp2, &mut host, test_running());
+        let out = vm.run(&s2, &[], &[], Proto::Resp2, &mut host, test_running());
         assert!(String::from_utf8_lossy(&out.reply).contains("nonexistent global variable 'leak'"));
     }
 
