@@ -400,7 +400,10 @@ fn busy_scripts_kill_unkillable_and_shutdown() {
     let s = start(dir.path(), &[]);
     let addr = s.local_addr();
     let mut c = Client::connect(addr);
-    assert_eq!(c.q(&["CONFIG", "SET", "busy-reply-threshold", "100"]), V::ok());
+    assert_eq!(
+        c.q(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
+        V::ok()
+    );
     let looping = thread::spawn(move || {
         let mut a = Client::connect(addr);
         a.q(&["EVAL", "local i = 0 while true do i = i + 1 end", "0"])
@@ -435,10 +438,34 @@ fn busy_scripts_kill_unkillable_and_shutdown() {
     ));
     c.send(b"SHUTDOWN NOSAVE\r\n");
     assert!(c.closed(), "SHUTDOWN closes without a reply");
-    assert!(writing.join().unwrap(), "the busy script's client is closed");
+    assert!(
+        writing.join().unwrap(),
+        "the busy script's client is closed"
+    );
     s.wait().unwrap();
     let s = start(dir.path(), &[]);
     let mut c = Client::connect(s.local_addr());
     assert_eq!(c.q(&["GET", "x"]), V::bulk("before"));
+    s.shutdown().unwrap();
+}
+
+/// A script that touches an undeclared key is run again under every stripe: the first
+/// run's writes are dropped even when the script catches the error with pcall.
+#[test]
+fn undeclared_keys_rerun_once_with_every_stripe() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut c = Client::connect(s.local_addr());
+    let body = "redis.call('incr', KEYS[1]) local ok = pcall(redis.call, 'incr', 'other') \
+                redis.call('incr', KEYS[1]) return redis.call('get', KEYS[1])";
+    assert_eq!(c.q(&["EVAL", body, "1", "d"]), V::bulk("2"));
+    assert_eq!(c.q(&["GET", "other"]), V::bulk("1"));
+    assert_eq!(c.q(&["EVAL", body, "1", "d"]), V::bulk("4"));
+    assert_eq!(c.q(&["GET", "other"]), V::bulk("2"));
+    // KEYS and SCAN name no keys: the script runs under every stripe.
+    assert_eq!(
+        c.q(&["EVAL", "return #redis.call('keys', '*')", "0"]),
+        V::Int(2)
+    );
     s.shutdown().unwrap();
 }

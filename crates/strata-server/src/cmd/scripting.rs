@@ -261,6 +261,8 @@ impl Host for ScriptHost<'_> {
             };
             if outside {
                 self.undeclared = true;
+                // The instruction hook ends the run even if the script catches the error.
+                self.running.kill.store(true, Ordering::SeqCst);
                 return Err(ERR_RERUN.to_string());
             }
         }
@@ -382,6 +384,8 @@ fn run(
             (r, apply)
         });
         if rerun {
+            running.kill.store(false, Ordering::SeqCst);
+            running.wrote.store(false, Ordering::SeqCst);
             script.undeclared_keys.store(true, Ordering::Relaxed);
             every_stripe = true;
             continue;
