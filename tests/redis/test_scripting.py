@@ -176,6 +176,11 @@ RETURNS = [
     "return {unpack({1, 2, 3})}",
     "return table.getn({1, 2})",
     "return loadstring('return 7')()",
+    "return {bit.tobit(2^40 + 1234), bit.band(0xff, ARGV[2] == 'w' and 3 or 7), bit.tohex(-1)}",
+    "return {bit.lshift(1, 31), bit.arshift(-256, 4), bit.rol(0x12345678, 12), bit.bswap(5)}",
+    "return bit.tohex(0xdeadbeef, -4)",
+    "return bit.tobit()",
+    "local ok, e = pcall(bit.band) return e",
 ]
 
 

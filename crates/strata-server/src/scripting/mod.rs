@@ -21,6 +21,7 @@
 //! recently used is evicted beyond it (`evicted_scripts` in INFO), so clients that send a
 //! new script text per call cannot exhaust memory.
 
+pub mod bit;
 pub mod resp;
 pub mod vm;
 

@@ -6,7 +6,7 @@
 //! `getfenv`/`setfenv`, `newproxy`. The state's globals table is an empty proxy over the
 //! real globals: reading a missing global raises "Script attempted to access nonexistent
 //! global variable", assigning one raises "Attempt to modify a readonly table", and the
-//! library tables (`string`, `table`, `math`, `coroutine`, `redis`) are read-only proxies
+//! library tables (`string`, `table`, `math`, `coroutine`, `redis`, `bit`) are read-only proxies
 //! too. Anything a script managed to store in a proxy with `rawset` is wiped after it
 //! ends, so scripts cannot leave state for the next one. The state's memory is bounded
 //! (`super::LUA_MEMORY_LIMIT_BYTES`): an allocation beyond it fails the script with
@@ -116,7 +116,7 @@ local G = setmetatable({}, {
   __metatable = "readonly",
 })
 local proxies = {G}
-for _, name in ipairs({"string", "table", "math", "coroutine", "redis"}) do
+for _, name in ipairs({"string", "table", "math", "coroutine", "redis", "bit"}) do
   local p = proxy(backing[name])
   backing[name] = p
   proxies[#proxies + 1] = p
@@ -167,11 +167,23 @@ fn unwrap_error(lua: &Lua, v: Value) -> mlua::Result<Value> {
         return raise("ERR Script killed by user with SCRIPT KILL...");
     }
     match &v {
-        Value::Error(e) => match e.downcast_ref::<ScriptError>() {
-            Some(se) => err_table(lua, &se.0),
-            None => Ok(v),
+        Value::Error(e) => match (e.downcast_ref::<ScriptError>(), ()) {
+            (Some(se), _) => err_table(lua, &se.0),
+            // A library's argument error reaches the script as Lua's string would.
+            (None, _) => Ok(Value::String(lua.create_string(error_text(e))?)),
         },
         _ => Ok(v),
+    }
+}
+
+/// The message of an error raised from Rust, as Lua would show it (without mlua's
+/// "runtime error: " and callback wrapping).
+fn error_text(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::RuntimeError(m) => m.clone(),
+        mlua::Error::CallbackError { cause, .. } => error_text(cause),
+        mlua::Error::WithContext { cause, .. } => error_text(cause),
+        e => e.to_string(),
     }
 }
 
@@ -331,11 +343,7 @@ fn error_handler(lua: &Lua, err: Value) -> mlua::Result<Value> {
         other => {
             let msg = match &other {
                 Value::String(s) => s.to_string_lossy(),
-                Value::Error(e) => match e.as_ref() {
-                    mlua::Error::RuntimeError(m) => m.clone(),
-                    mlua::Error::CallbackError { cause, .. } => cause.to_string(),
-                    e => e.to_string(),
-                },
+                Value::Error(e) => error_text(e),
                 v => lua
                     .coerce_string(v.clone())
                     .ok()
@@ -384,6 +392,7 @@ impl Vm {
         let backing = lua.globals();
         let redis = redis_table(&lua)?;
         backing.raw_set("redis", redis.clone())?;
+        backing.raw_set("bit", super::bit::table(&lua)?)?;
         let hooks = lua.create_table()?;
         hooks.raw_set("unwrap", lua.create_function(unwrap_error)?)?;
         let xpcall: Function = backing.raw_get("xpcall")?;
@@ -935,6 +944,26 @@ mod tests {
             )
             .0,
             "$1\r\n1\r\n"
+        );
+    }
+
+    #[test]
+    fn bit_library_in_the_sandbox() {
+        assert_eq!(eval("return bit.band(0xff, 0x0f)", &[], &[]).0, ":15\r\n");
+        assert!(eval("bit.x = 1", &[], &[])
+            .0
+            .contains("Attempt to modify a readonly table"));
+        let body = "return bit.tobit()";
+        assert_eq!(
+            eval(body, &[], &[]).0,
+            format!(
+                "-ERR user_script:1: bad argument #1 to 'tobit' (number expected, got no value) script: {}, on @user_script:1.\r\n",
+                sha(body)
+            )
+        );
+        assert_eq!(
+            eval("local ok, e = pcall(bit.tobit) return e", &[], &[]).0,
+            "$54\r\nbad argument #1 to '?' (number expected, got no value)\r\n"
         );
     }
 
