@@ -181,6 +181,13 @@ RETURNS = [
     "return bit.tohex(0xdeadbeef, -4)",
     "return bit.tobit()",
     "local ok, e = pcall(bit.band) return e",
+    "return cjson.encode({1e18, 123456789012345, 0.1, 'a/b', {}, {[1]=1, [3]=3}, ARGV[1]})",
+    "return cjson.encode({k={nested={true, false}}})",
+    "return cjson.decode('[1, \"x\", {\"a\": [2, 3]}]')[3]['a'][2]",
+    "return cjson.decode('[1,')",
+    "return cjson.encode({[20]=1})",
+    "return cjson.decode('\"\\\\u00e9\"')",
+    "return cjson.encode(cjson.decode(redis.call('get', KEYS[1]) or '7'))",
 ]
 
 

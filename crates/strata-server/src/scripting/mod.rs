@@ -22,6 +22,7 @@
 //! new script text per call cannot exhaust memory.
 
 pub mod bit;
+pub mod cjson;
 pub mod resp;
 pub mod vm;
 

@@ -6,7 +6,7 @@
 //! `getfenv`/`setfenv`, `newproxy`. The state's globals table is an empty proxy over the
 //! real globals: reading a missing global raises "Script attempted to access nonexistent
 //! global variable", assigning one raises "Attempt to modify a readonly table", and the
-//! library tables (`string`, `table`, `math`, `coroutine`, `redis`, `bit`) are read-only proxies
+//! library tables (`string`, `table`, `math`, `coroutine`, `redis`, `bit`, `cjson`) are read-only proxies
 //! too. Anything a script managed to store in a proxy with `rawset` is wiped after it
 //! ends, so scripts cannot leave state for the next one. The state's memory is bounded
 //! (`super::LUA_MEMORY_LIMIT_BYTES`): an allocation beyond it fails the script with
@@ -116,7 +116,7 @@ local G = setmetatable({}, {
   __metatable = "readonly",
 })
 local proxies = {G}
-for _, name in ipairs({"string", "table", "math", "coroutine", "redis", "bit"}) do
+for _, name in ipairs({"string", "table", "math", "coroutine", "redis", "bit", "cjson"}) do
   local p = proxy(backing[name])
   backing[name] = p
   proxies[#proxies + 1] = p
@@ -393,6 +393,7 @@ impl Vm {
         let redis = redis_table(&lua)?;
         backing.raw_set("redis", redis.clone())?;
         backing.raw_set("bit", super::bit::table(&lua)?)?;
+        backing.raw_set("cjson", super::cjson::table(&lua)?)?;
         let hooks = lua.create_table()?;
         hooks.raw_set("unwrap", lua.create_function(unwrap_error)?)?;
         let xpcall: Function = backing.raw_get("xpcall")?;
@@ -597,7 +598,7 @@ fn command_args(args: impl Iterator<Item = Value>) -> Result<Vec<Bytes>, String>
     for a in args {
         match a {
             Value::String(s) => argv.push(Bytes::copy_from_slice(&s.as_bytes())),
-            Value::Integer(n) => argv.push(Bytes::from(n.to_string())),
+            Value::Integer(n) => argv.push(Bytes::from(format_g17(n as f64))),
             Value::Number(n) => argv.push(Bytes::from(format_g17(n))),
             _ => {
                 return Err(
