@@ -469,3 +469,36 @@ fn undeclared_keys_rerun_once_with_every_stripe() {
     );
     s.shutdown().unwrap();
 }
+
+/// Abuse: a script allocating without bound gets an error and the server goes on; deep
+/// recursion and deeply nested results are errors, not crashes.
+#[test]
+fn runaway_scripts_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut c = Client::connect(s.local_addr());
+    let r = c.q(&[
+        "EVAL",
+        "local t = {} for i = 1, 1e9 do t[i] = string.rep('x', 65536) .. i end",
+        "0",
+    ]);
+    assert!(
+        matches!(&r, V::Err(e) if e.contains("not enough memory")),
+        "{r:?}"
+    );
+    assert_eq!(c.q(&["PING"]), V::Simple("PONG".to_string()));
+    let r = c.q(&[
+        "EVAL",
+        "local function f(n) return 1 + f(n + 1) end return f(1)",
+        "0",
+    ]);
+    assert!(err_starts(&r, "ERR "), "{r:?}");
+    let r = c.q(&[
+        "EVAL",
+        "local t = {} local c = t for i = 1, 5000 do c[1] = {} c = c[1] end return t",
+        "0",
+    ]);
+    assert!(matches!(r, V::Array(_)), "{r:?}");
+    assert_eq!(c.q(&["EVAL", "return 1", "0"]), V::Int(1));
+    s.shutdown().unwrap();
+}

@@ -37,6 +37,10 @@ use std::time::{Duration, Instant};
 /// count).
 pub const EVAL_CACHE_MAX: usize = 500;
 
+/// A Lua state larger than this after a script (and a full collection) is dropped, not
+/// pooled.
+const VM_KEEP_BYTES: usize = 16 << 20;
+
 /// Lua states kept in the pool beyond those in use.
 const POOL_MAX: usize = 8;
 
@@ -321,7 +325,7 @@ impl Scripts {
 
     /// Gives a state back after a script ran in it.
     pub fn give_vm(&self, v: vm::Vm) {
-        if v.generation != self.generation.load(Ordering::SeqCst) {
+        if v.generation != self.generation.load(Ordering::SeqCst) || !v.settle(VM_KEEP_BYTES) {
             return;
         }
         let mut pool = self.pool.lock();

@@ -434,6 +434,16 @@ impl Vm {
         self.lua.used_memory()
     }
 
+    /// After a script: collects its garbage if the state grew past `keep_bytes`; whether
+    /// the state is small enough to be reused (a script that ran into the memory bound
+    /// leaves garbage the next one must not inherit).
+    pub fn settle(&self, keep_bytes: usize) -> bool {
+        if self.memory() <= keep_bytes {
+            return true;
+        }
+        self.lua.gc_collect().is_ok() && self.memory() <= keep_bytes
+    }
+
     fn function(&mut self, script: &Script) -> Result<Function, String> {
         if let Some(f) = self.compiled.get(&script.sha) {
             return Ok(f.clone());
