@@ -25,6 +25,8 @@ pub mod bit;
 pub mod cjson;
 pub mod resp;
 pub mod vm;
+#[cfg(test)]
+mod vm_tests;
 
 use bytes::Bytes;
 use indexmap::IndexMap;
