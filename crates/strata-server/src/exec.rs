@@ -55,6 +55,9 @@ pub fn route(shared: &Shared, conn: &ConnState, argv: &[Bytes]) -> (Found, Route
     let Found::Command(spec, _) = found else {
         return (found, Route::Inline); // unknown command: the error is replied inline
     };
+    if shared.scripts.busy() {
+        return (found, Route::Inline); // `-BUSY`, replied by the dispatch
+    }
     (found, route_spec(shared, conn, spec, argv))
 }
 

@@ -165,6 +165,15 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
             kv("used_memory_human", human(rss));
             kv("used_memory_rss", rss.to_string());
             kv("used_memory_rss_human", human(rss));
+            kv("used_memory_lua", shared.scripts.lua_memory().to_string());
+            kv(
+                "used_memory_vm_eval",
+                shared.scripts.lua_memory().to_string(),
+            );
+            kv(
+                "number_of_cached_scripts",
+                shared.scripts.count().to_string(),
+            );
             kv("maxmemory", "0".to_string());
             kv("maxmemory_human", "0B".to_string());
             kv("maxmemory_policy", "noeviction".to_string());
@@ -204,6 +213,7 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
                 load(&ks.expired_time_cap_reached),
             );
             kv("evicted_keys", "0".to_string());
+            kv("evicted_scripts", load(&shared.scripts.evicted));
             kv("keyspace_hits", load(&ks.hits));
             kv("keyspace_misses", load(&ks.misses));
             let (channels, patterns, shard) = shared.pubsub.counts();

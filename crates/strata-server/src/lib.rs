@@ -54,6 +54,7 @@ pub mod protocol;
 mod pubsub;
 pub mod rdb;
 mod save;
+mod scripting;
 mod server;
 mod slowlog;
 mod store;

@@ -114,6 +114,8 @@ pub struct Shared {
     pub pubsub: crate::pubsub::PubSub,
     /// SAVE and BGSAVE state; LASTSAVE reads `saves.last_save_unix()`.
     pub saves: crate::save::Saves,
+    /// The Lua script cache and interpreters (`scripting/`).
+    pub scripts: crate::scripting::Scripts,
     /// This value's own `Arc`, for work that outlives a command (BGSAVE's thread).
     pub me: std::sync::Weak<Shared>,
     next_client_id: AtomicU64,
@@ -123,6 +125,8 @@ pub struct Shared {
 impl Shared {
     /// Asks the server to stop (SHUTDOWN, signals).
     pub fn request_shutdown(&self) {
+        // A busy script stops (its writes dropped) so its connection can close.
+        self.scripts.abort_all();
         self.shutdown.send_replace(true);
     }
 
@@ -345,6 +349,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
         store,
         pubsub: crate::pubsub::PubSub::default(),
         saves: crate::save::Saves::default(),
+        scripts: Default::default(),
         me: me.clone(),
         config: RwLock::new(config),
         stats: Stats::default(),

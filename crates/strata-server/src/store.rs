@@ -1227,6 +1227,17 @@ impl Store {
     /// buffered; then applies them as one write (atomic across shards) and releases
     /// `locks`. Returns `f`'s result and the write's.
     pub fn run_exec<R>(&self, locks: ExecLocks, f: impl FnOnce() -> R) -> (R, Result<()>) {
+        self.run_exec_or_discard(locks, || (f(), true))
+    }
+
+    /// [`Store::run_exec`] for a body that may ask to drop its writes instead of applying
+    /// them (a script that must run again under more stripes: `cmd/scripting.rs`): `f`
+    /// returns its result and whether to apply.
+    pub fn run_exec_or_discard<R>(
+        &self,
+        locks: ExecLocks,
+        f: impl FnOnce() -> (R, bool),
+    ) -> (R, Result<()>) {
         struct Clear;
         impl Drop for Clear {
             fn drop(&mut self) {
@@ -1236,13 +1247,13 @@ impl Store {
         let prev = TXN.with(|c| c.borrow_mut().replace(Txn::Front(FrontTxn::new(), locks)));
         debug_assert!(prev.is_none(), "EXEC inside a transaction");
         let _clear = Clear;
-        let r = f();
+        let (r, apply) = f();
         let Some(Txn::Front(txn, locks)) = TXN.with(|c| c.borrow_mut().take()) else {
             let e = strata_engine::Error::Poisoned("EXEC lost its transaction".to_string());
             return (r, Err(e));
         };
         let (batch, sync) = txn.into_batch();
-        let written = if batch.is_empty() {
+        let written = if batch.is_empty() || !apply {
             Ok(())
         } else {
             let wo = WriteOptions {

@@ -20,6 +20,7 @@ pub(crate) mod members;
 pub mod multi;
 mod pubsub;
 mod save;
+mod scripting;
 mod server;
 mod sets;
 mod strings;
@@ -212,6 +213,7 @@ pub fn table() -> &'static table::Table {
             zsets::COMMANDS,
             dump::COMMANDS,
             hll::COMMANDS,
+            scripting::COMMANDS,
         ])
     })
 }
@@ -370,6 +372,10 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
             multi::reject(ctx, is_exec, m.as_bytes());
             return Outcome::Rejected(full_name);
         }
+    }
+    if let Some(busy) = scripting::busy_error(ctx.shared, spec, ctx.conn) {
+        multi::reject(ctx, is_exec, busy.as_bytes());
+        return Outcome::Rejected(full_name);
     }
     if queueing {
         multi::queue(ctx, argv);

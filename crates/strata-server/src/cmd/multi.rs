@@ -19,8 +19,8 @@
 //! write fails, every reply becomes that failure.
 
 use super::flag::*;
+use super::table;
 use super::table::traits::*;
-use super::table::{self, key_flag, BeginSearch, FindKeys};
 use super::{cmd, cmd_with, dispatch, lookup_argv, Args, CmdError, CmdResult, Ctx, Entry};
 use crate::protocol::parse::parse_i64;
 use crate::protocol::reply::ReplyBuf;
@@ -193,12 +193,7 @@ fn lock_plan<'a>(
             }
             continue;
         }
-        let partial = spec.key_specs.iter().any(|k| {
-            k.bits & key_flag::INCOMPLETE != 0
-                || matches!(k.begin_search, BeginSearch::Unknown {})
-                || matches!(k.find_keys, FindKeys::Unknown {})
-        });
-        if partial || spec.has_trait(CONNECTION_THREAD) {
+        if !spec.names_all_keys() {
             return None;
         }
         let found = table::keys(spec, argv)?;

@@ -31,6 +31,8 @@ pub mod traits {
     /// beyond its keys' shard (COPY and MOVE name another database) or registers state on
     /// the connection (WATCH).
     pub const CONNECTION_THREAD: u32 = 1 << 2;
+    /// Runs a script, which may reach keys it did not declare (outside cluster mode).
+    pub const SCRIPT: u32 = 1 << 3;
 }
 
 /// A family module's entry: a command it implements (`container|sub` for a subcommand) and
@@ -98,6 +100,18 @@ impl Spec {
     pub fn arity_ok(&self, argc: usize) -> bool {
         let (argc, arity) = (argc as i64, i64::from(self.arity));
         (arity > 0 && argc == arity) || (arity < 0 && argc >= -arity)
+    }
+
+    /// Whether [`keys`] finds every key the command may touch: not when its key specs are
+    /// incomplete or unknown (SORT's BY and GET patterns), it reaches another database
+    /// (COPY ... DB, MOVE) or it runs a script.
+    pub fn names_all_keys(&self) -> bool {
+        let partial = self.key_specs.iter().any(|k| {
+            k.bits & key_flag::INCOMPLETE != 0
+                || matches!(k.begin_search, BeginSearch::Unknown {})
+                || matches!(k.find_keys, FindKeys::Unknown {})
+        });
+        !partial && !self.has_trait(traits::CONNECTION_THREAD | traits::SCRIPT)
     }
 
     /// Redis's `doesCommandHaveKeys`: a key spec that names keys, or a key-finding procedure.

@@ -1,0 +1,405 @@
+//! Scripting commands: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, SCRIPT (Redis's `eval.c`). The
+//! interpreter and the conversions are in `scripting/`.
+//!
+//! **A script runs atomically, as EXEC does** (`cmd/multi.rs`). On the connection's thread
+//! it takes the stripes of its declared keys (`KEYS`) exclusively
+//! (`Store::lock_for_exec`), then runs in a front transaction (`Store::run_exec_or_discard`):
+//! each `redis.call` goes through the normal dispatch, reads see the script's earlier
+//! writes, writes are buffered, and when the script ends they are applied as one write,
+//! atomic across shards. Nobody sees part of a script's effect, and after a crash either
+//! all of it is there or none. A script that fails at run time keeps the writes it made
+//! before the error (Redis has no rollback): they are applied too.
+//!
+//! **Undeclared keys.** Outside cluster mode a script may touch keys it did not declare
+//! (or run commands that touch the keyspace without naming keys). The first such call
+//! stops the run: its buffered writes are dropped (nothing was visible), the script is
+//! marked, and it runs again from the start under every stripe, the exclusive turn of the
+//! whole keyspace; a marked script takes every stripe at once from then on. A run that
+//! only touches its declared keys never stops the rest of the server.
+//! The discarded run's effects outside the keyspace (a PUBLISH before the undeclared key,
+//! say) happen twice; scripts that declare their keys never see this.
+//!
+//! Inside MULTI, EXEC already holds every stripe for a queued EVAL (`lock_plan`) and its
+//! transaction buffers the script's writes with the others: the script runs in it as is.
+
+use super::flag::*;
+use super::table::{self, traits::SCRIPT};
+use super::{
+    cmd, cmd_with, dispatch_found, find_command, reply_help, Args, CmdError, CmdResult, ConnState,
+    Ctx, Entry, Found, Spec,
+};
+use crate::protocol::reply::{Proto, ReplyBuf};
+use crate::scripting::vm::Host;
+use crate::scripting::{KillError, Running, Script};
+use crate::server::Shared;
+use bytes::{Bytes, BytesMut};
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+pub static COMMANDS: &[Entry] = &[
+    cmd_with("eval", eval, SCRIPT),
+    cmd_with("evalsha", evalsha, SCRIPT),
+    cmd_with("eval_ro", eval_ro, SCRIPT),
+    cmd_with("evalsha_ro", evalsha_ro, SCRIPT),
+    cmd("script|load", script_load),
+    cmd("script|exists", script_exists),
+    cmd("script|flush", script_flush),
+    cmd("script|kill", script_kill),
+    cmd("script|debug", script_debug),
+    cmd("script|help", script_help),
+];
+
+const ERR_NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
+
+fn eval(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    eval_body(ctx, args, false)
+}
+
+fn eval_ro(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    eval_body(ctx, args, true)
+}
+
+fn evalsha(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    eval_sha(ctx, args, false)
+}
+
+fn evalsha_ro(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    eval_sha(ctx, args, true)
+}
+
+fn eval_body(ctx: &mut Ctx<'_>, args: &mut Args, read_only: bool) -> CmdResult {
+    let body = args.next_bytes()?;
+    let (keys, argv) = keys_and_args(args)?;
+    let script = ctx
+        .shared
+        .scripts
+        .insert(body, false)
+        .map_err(CmdError::reply)?;
+    run(ctx, script, keys, argv, read_only)
+}
+
+fn eval_sha(ctx: &mut Ctx<'_>, args: &mut Args, read_only: bool) -> CmdResult {
+    let sha = String::from_utf8_lossy(&args.next_bytes()?).to_ascii_lowercase();
+    let (keys, argv) = keys_and_args(args)?;
+    if sha.len() != 40 {
+        return Err(CmdError::reply(ERR_NOSCRIPT));
+    }
+    let script = ctx
+        .shared
+        .scripts
+        .get(&sha)
+        .ok_or_else(|| CmdError::reply(ERR_NOSCRIPT))?;
+    run(ctx, script, keys, argv, read_only)
+}
+
+/// `numkeys key... arg...`.
+fn keys_and_args(args: &mut Args) -> Result<(Vec<Bytes>, Vec<Bytes>), CmdError> {
+    let n = args.next_i64()?;
+    if n < 0 {
+        return Err(CmdError::reply("ERR Number of keys can't be negative"));
+    }
+    let rest = args.rest();
+    if n as u64 > rest.len() as u64 {
+        return Err(CmdError::reply(
+            "ERR Number of keys can't be greater than number of args",
+        ));
+    }
+    let n = n as usize;
+    Ok((rest[..n].to_vec(), rest[n..].to_vec()))
+}
+
+/// The script's side of the dispatch: its `redis.call`s, checked as Redis's `scriptCall`
+/// checks them, then run as the script's own client.
+struct ScriptHost<'a> {
+    shared: &'a Shared,
+    conn: &'a mut ConnState,
+    read_only: bool,
+    /// The declared keys when only their stripes are held; `None` when every stripe is.
+    declared: Option<&'a HashSet<(u8, Bytes)>>,
+    /// A call touched a key outside `declared`: the run is dropped and made again.
+    undeclared: bool,
+    running: &'a Running,
+}
+
+impl Host for ScriptHost<'_> {
+    fn call(&mut self, argv: Vec<Bytes>, proto: Proto) -> Result<BytesMut, String> {
+        if self.undeclared {
+            return Err(ERR_RERUN.to_string());
+        }
+        let found = find_command(&argv);
+        let spec = match found {
+            Found::Command(spec, _) if spec.handler.is_some() => spec,
+            _ => return Err("ERR Unknown Redis command called from script".to_string()),
+        };
+        if !spec.arity_ok(argv.len()) {
+            return Err("ERR Wrong number of args calling Redis command from script".to_string());
+        }
+        if spec.flags & NOSCRIPT != 0 {
+            return Err("ERR This Redis command is not allowed from script".to_string());
+        }
+        if spec.flags & WRITE != 0 && self.read_only {
+            return Err("ERR Write commands are not allowed from read-only scripts.".to_string());
+        }
+        if let Some(declared) = self.declared {
+            let db = self.conn.db;
+            let touches_keyspace = spec.flags & (WRITE | READONLY) != 0;
+            let named = spec
+                .names_all_keys()
+                .then(|| table::keys(spec, &argv))
+                .flatten();
+            let outside = match named {
+                Some(keys) if spec.has_keys() => keys
+                    .iter()
+                    .any(|k| !declared.contains(&(db, argv[k.pos].clone()))),
+                _ => touches_keyspace,
+            };
+            if outside {
+                self.undeclared = true;
+                // The instruction hook ends the run even if the script catches the error.
+                self.running.kill.store(true, Ordering::SeqCst);
+                return Err(ERR_RERUN.to_string());
+            }
+        }
+        if spec.flags & WRITE != 0 {
+            self.running.wrote.store(true, Ordering::SeqCst);
+        }
+        let mut reply = ReplyBuf::with_capacity(proto, 64);
+        let mut c = Ctx {
+            shared: self.shared,
+            conn: &mut *self.conn,
+            reply: &mut reply,
+        };
+        dispatch_found(&mut c, argv, found);
+        Ok(reply.take())
+    }
+}
+
+/// What the calls of a run that is to be made again get (the client never sees it).
+const ERR_RERUN: &str = "ERR the script touched a key it did not declare";
+
+/// One EVAL: the script, its keys and arguments, the client's protocol, and whether it
+/// may write.
+struct Invocation<'a> {
+    script: &'a Script,
+    keys: &'a [Bytes],
+    argv: &'a [Bytes],
+    proto: Proto,
+    read_only: bool,
+}
+
+/// Runs the script once in `conn` (the script's client); whether it touched an undeclared
+/// key (then its reply means nothing).
+fn run_once(
+    shared: &Shared,
+    conn: &mut ConnState,
+    inv: &Invocation<'_>,
+    declared: Option<&HashSet<(u8, Bytes)>>,
+    running: &Arc<Running>,
+) -> (BytesMut, bool) {
+    let mut vm = match shared.scripts.take_vm() {
+        Ok(v) => v,
+        Err(e) => {
+            let mut r = ReplyBuf::new(inv.proto);
+            r.error(&e);
+            return (r.take(), false);
+        }
+    };
+    let mut host = ScriptHost {
+        shared,
+        conn,
+        read_only: inv.read_only,
+        declared,
+        undeclared: false,
+        running,
+    };
+    let out = vm.run(
+        inv.script,
+        inv.keys,
+        inv.argv,
+        inv.proto,
+        &mut host,
+        running.clone(),
+    );
+    shared.scripts.give_vm(vm);
+    (out.reply, host.undeclared)
+}
+
+fn run(
+    ctx: &mut Ctx<'_>,
+    script: Arc<Script>,
+    keys: Vec<Bytes>,
+    argv: Vec<Bytes>,
+    read_only: bool,
+) -> CmdResult {
+    let shared = ctx.shared;
+    let proto = ctx.reply.proto;
+    let read_only = read_only || script.flags.no_writes;
+    // The script's own client: its SELECT does not change the caller's database, and its
+    // blocking commands do not block (as inside EXEC).
+    let mut conn = ctx.conn.clone();
+    conn.in_exec = true;
+    conn.multi = None;
+    conn.sub = None;
+    conn.reply_off = false;
+    conn.skip_next = false;
+    let threshold = busy_threshold(shared);
+    let guard = shared.scripts.begin(threshold);
+    let running = guard.running.clone();
+    let inv = Invocation {
+        script: &script,
+        keys: &keys,
+        argv: &argv,
+        proto,
+        read_only,
+    };
+    if ctx.conn.in_exec {
+        let (reply, _) = run_once(shared, &mut conn, &inv, None, &running);
+        ctx.reply.raw(&reply);
+        return Ok(());
+    }
+    let store = &shared.store;
+    let db = ctx.conn.db;
+    let declared: HashSet<(u8, Bytes)> = keys.iter().map(|k| (db, k.clone())).collect();
+    let mut every_stripe = script.undeclared_keys.load(Ordering::Relaxed);
+    loop {
+        let plan: Vec<(u8, &[u8])> = keys.iter().map(|k| (db, &k[..])).collect();
+        let locks = store.lock_for_exec((!every_stripe).then_some(&plan[..]));
+        let mut run_conn = conn.clone();
+        let ((reply, rerun), written) = store.run_exec_or_discard(locks, || {
+            let held = (!every_stripe).then_some(&declared);
+            let r = run_once(shared, &mut run_conn, &inv, held, &running);
+            // A run stopped by SHUTDOWN leaves nothing behind.
+            let apply = !r.1 && !running.aborted.load(Ordering::SeqCst);
+            (r, apply)
+        });
+        if rerun {
+            running.kill.store(false, Ordering::SeqCst);
+            running.wrote.store(false, Ordering::SeqCst);
+            script.undeclared_keys.store(true, Ordering::Relaxed);
+            every_stripe = true;
+            continue;
+        }
+        match written {
+            Ok(()) => ctx.reply.raw(&reply),
+            Err(e) => ctx.reply.raw(&crate::exec::failed_reply(shared, proto, &e)),
+        }
+        return Ok(());
+    }
+}
+
+fn script_load(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let body = args.next_bytes()?;
+    let script = ctx
+        .shared
+        .scripts
+        .insert(body, true)
+        .map_err(CmdError::reply)?;
+    ctx.reply.bulk(script.sha.as_bytes());
+    Ok(())
+}
+
+fn script_exists(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let shas: Vec<Bytes> = args.rest().to_vec();
+    ctx.reply.array(shas.len());
+    for s in shas {
+        let sha = String::from_utf8_lossy(&s).to_ascii_lowercase();
+        ctx.reply.int(i64::from(ctx.shared.scripts.exists(&sha)));
+    }
+    Ok(())
+}
+
+fn script_flush(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let rest = args.rest();
+    let ok = match rest {
+        [] => true,
+        [mode] => mode.eq_ignore_ascii_case(b"sync") || mode.eq_ignore_ascii_case(b"async"),
+        _ => false,
+    };
+    if !ok {
+        return Err(CmdError::reply(
+            "ERR SCRIPT FLUSH only support SYNC|ASYNC option",
+        ));
+    }
+    ctx.shared.scripts.flush();
+    ctx.reply.ok();
+    Ok(())
+}
+
+fn script_kill(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    match ctx.shared.scripts.kill() {
+        Ok(()) => {
+            ctx.reply.ok();
+            Ok(())
+        }
+        Err(KillError::NotBusy) => Err(CmdError::reply(
+            "NOTBUSY No scripts in execution right now.",
+        )),
+        Err(KillError::Unkillable) => Err(CmdError::reply(
+            "UNKILLABLE Sorry the script already executed write commands against the \
+             dataset. You can either wait the script termination or kill the server in a \
+             hard way using the SHUTDOWN NOSAVE command.",
+        )),
+    }
+}
+
+/// `busy-reply-threshold` (alias `lua-time-limit`), in milliseconds; 5000 by default.
+fn busy_threshold(shared: &Shared) -> std::time::Duration {
+    let ms = shared
+        .config
+        .read()
+        .tuning
+        .get("busy-reply-threshold")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(5000);
+    std::time::Duration::from_millis(ms)
+}
+
+/// Redis's `-BUSY` for a command that may not run while a script is busy (anything but
+/// the `allow_busy` commands: SCRIPT KILL, SHUTDOWN, AUTH, HELLO, MULTI...); `None` when no
+/// script is busy. The script's own calls (in `in_exec` state) are never refused.
+pub fn busy_error(shared: &Shared, spec: &Spec, conn: &ConnState) -> Option<&'static str> {
+    if spec.flags & ALLOW_BUSY != 0 || conn.in_exec || !shared.scripts.busy() {
+        return None;
+    }
+    Some("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.")
+}
+
+fn script_debug(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let mode = String::from_utf8_lossy(&args.next_bytes()?).to_ascii_lowercase();
+    match mode.as_str() {
+        "no" => {
+            ctx.reply.ok();
+            Ok(())
+        }
+        // The Lua debugger (LDB) is not built: a debugging session cannot start.
+        "yes" | "sync" => Err(CmdError::reply(
+            "ERR The Lua debugger is not available on this server",
+        )),
+        _ => Err(CmdError::reply("ERR Use SCRIPT DEBUG YES/SYNC/NO")),
+    }
+}
+
+fn script_help(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    reply_help(
+        ctx,
+        "SCRIPT",
+        &[
+            "DEBUG (YES|SYNC|NO)",
+            "    Set the debug mode for subsequent scripts executed.",
+            "EXISTS <sha1> [<sha1> ...]",
+            "    Return information about the existence of the scripts in the script cache.",
+            "FLUSH [ASYNC|SYNC]",
+            "    Flush the Lua scripts cache. Very dangerous on replicas.",
+            "    When called without the optional mode argument, the behavior is determined by the",
+            "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+            "    * ASYNC: Asynchronously flush the scripts cache.",
+            "    * SYNC: Synchronously flush the scripts cache.",
+            "KILL",
+            "    Kill the currently executing Lua script.",
+            "LOAD <script>",
+            "    Load a script into the scripts cache without executing it.",
+        ],
+    );
+    Ok(())
+}
