@@ -14,10 +14,12 @@ mod writer;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod watermark_tests;
 
 pub use format::{
     mask_crc, unmask_crc, LogKind, BLOCK_SIZE, FILE_HEADER_LEN, FILE_MAGIC, FORMAT_VERSION,
-    HEADER_SIZE,
+    FORMAT_VERSION_NO_WATERMARK, HEADER_SIZE, WATERMARK_LEN,
 };
 pub use reader::LogReader;
 pub use writer::LogWriter;
