@@ -6,7 +6,7 @@
 
 use super::format::{
     encode_entry, encode_entry_head, file_header, EntryKind, FrameHeader, ValuePointer,
-    FRAME_HEADER_LEN, MAX_FRAME_BODY,
+    FORMAT_VERSION, FRAME_HEADER_LEN, MAX_FRAME_BODY,
 };
 use super::{HeadShared, VlogFile};
 use crate::batch::WriteBatch;
@@ -25,6 +25,9 @@ pub struct VlogWriter {
     buf: Vec<u8>,
     buf_start: u64,
     buffer_bytes: usize,
+    /// Bytes of the file known durable (the position at the last successful sync): the
+    /// watermark each frame header carries (`docs/format/vlog.md` section 2).
+    synced: u64,
     failed: Option<Error>,
 }
 
@@ -48,7 +51,7 @@ impl VlogWriter {
         buffer_bytes: usize,
     ) -> Self {
         let mut buf = Vec::with_capacity(buffer_bytes.min(4 << 20) + 4096);
-        buf.extend_from_slice(&file_header());
+        buf.extend_from_slice(&file_header(FORMAT_VERSION));
         shared.flushed.store(0, Ordering::Release);
         shared.number.store(entry.number, Ordering::Release);
         entry.size.store(buf.len() as u64, Ordering::Relaxed);
@@ -59,6 +62,7 @@ impl VlogWriter {
             buf,
             buf_start: 0,
             buffer_bytes,
+            synced: 0,
             failed: None,
         }
     }
@@ -151,6 +155,7 @@ impl VlogWriter {
             count,
             body_len: body_len as u32,
             first_seq,
+            watermark: self.synced,
         };
         self.buf[frame_at..frame_at + FRAME_HEADER_LEN].copy_from_slice(&h.encode());
         let end = self.position() + values_len as u64;
@@ -222,6 +227,7 @@ impl VlogWriter {
             self.failed = Some(e.clone());
             return Err(e);
         }
+        self.synced = self.position();
         Ok(())
     }
 
