@@ -258,6 +258,11 @@ impl LogReader {
             let wm = if partial.is_none() { self.wm_len } else { 0 };
             let payload = &payload[wm..];
             match (kind, &mut partial) {
+                (TYPE_FULL, None) if wm > 0 && payload.is_empty() => {
+                    // A sync mark (format 2): only a watermark, no record to return.
+                    self.pos += (HEADER_SIZE + len) as u64;
+                    continue;
+                }
                 (TYPE_FULL, None) => {
                     let rec = payload.to_vec();
                     self.pos += (HEADER_SIZE + len) as u64;

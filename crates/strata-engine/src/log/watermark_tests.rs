@@ -120,7 +120,7 @@ fn a_record_starts_only_where_its_watermark_fits() {
     for left in 0..=HEADER_SIZE + WATERMARK_LEN + 1 {
         let steps = vec![
             Step::Rec(payload(fill - left, 1)),
-            Step::Rec(vec![]),
+            Step::Rec(vec![7]),
             Step::Rec(payload(10, 2)),
         ];
         let w = write(&steps);

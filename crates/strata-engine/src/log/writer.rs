@@ -33,6 +33,8 @@ pub struct LogWriter {
     version: u16,
     /// Bytes of the file known durable: the file's size at the last successful sync.
     synced: u64,
+    /// The file's size after the last sync mark ([`LogWriter::seal`]).
+    sealed_at: Option<u64>,
     /// Reused assembly buffer; never grows much beyond two blocks.
     buf: Vec<u8>,
     failed: Option<Error>,
@@ -68,6 +70,7 @@ impl LogWriter {
             block_offset: 0,
             version,
             synced: 0,
+            sealed_at: None,
             buf: Vec::with_capacity(2 * BLOCK_SIZE),
             failed: None,
         };
@@ -142,6 +145,23 @@ impl LogWriter {
             self.synced = self.file.size();
         }
         self.note(r)
+    }
+
+    /// Syncs, then (format 2) appends a **sync mark** — a record with no data, whose
+    /// watermark covers every record before it — and syncs again. Called at a clean close:
+    /// without it the last records before the final sync would have no later watermark
+    /// covering them, and damage to them would read as an unsynced tail. Does nothing more
+    /// when nothing was appended since the last mark.
+    pub fn seal(&mut self) -> Result<()> {
+        self.sync()?;
+        if watermark_len(self.version) == 0 || self.sealed_at == Some(self.file.size()) {
+            return Ok(());
+        }
+        self.add_record(&[])?;
+        self.flush()?;
+        self.sync()?;
+        self.sealed_at = Some(self.file.size());
+        Ok(())
     }
 
     /// The watermark the next record will carry: bytes known durable.

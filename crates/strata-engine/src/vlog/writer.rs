@@ -28,6 +28,8 @@ pub struct VlogWriter {
     /// Bytes of the file known durable (the position at the last successful sync): the
     /// watermark each frame header carries (`docs/format/vlog.md` section 2).
     synced: u64,
+    /// The position after the last sync mark ([`VlogWriter::seal`]).
+    sealed_at: Option<u64>,
     failed: Option<Error>,
 }
 
@@ -63,6 +65,7 @@ impl VlogWriter {
             buf_start: 0,
             buffer_bytes,
             synced: 0,
+            sealed_at: None,
             failed: None,
         }
     }
@@ -218,6 +221,32 @@ impl VlogWriter {
             return Ok(());
         }
         self.write_direct(&[])
+    }
+
+    /// Syncs, then appends a **sync mark** — a frame of no entries whose watermark covers
+    /// every frame before it — and syncs again (a clean close; see `LogWriter::seal`). Does
+    /// nothing more when nothing was appended since the last mark.
+    pub fn seal(&mut self) -> Result<()> {
+        self.sync()?;
+        if self.sealed_at == Some(self.position()) {
+            return Ok(());
+        }
+        let h = FrameHeader {
+            kind: super::format::FRAME_REPLAY,
+            count: 0,
+            body_len: 0,
+            first_seq: 0,
+            watermark: self.synced,
+        };
+        self.buf.extend_from_slice(&h.encode());
+        let end = self.position();
+        self.entry.size.store(end, Ordering::Relaxed);
+        self.shared
+            .appended
+            .fetch_add(FRAME_HEADER_LEN as u64, Ordering::Relaxed);
+        self.sync()?;
+        self.sealed_at = Some(self.position());
+        Ok(())
     }
 
     /// Flushes and makes every appended byte durable.
