@@ -382,16 +382,19 @@ fn fixtures_hold_what_they_are_named_after() {
 const FOOTER_LEN: usize = 56;
 const VERSION_AT: usize = 44;
 
-/// Writes the fixtures (replacing any there). See the module docs for when to run it.
+/// Writes the fixtures (replacing any there). See the module docs for when to run it. With
+/// `STRATA_FIXTURES_OUT=DIR` it writes them under `DIR` instead (the checked-in ones stay
+/// untouched): how CI runs it, to keep the generator working.
 #[test]
 #[ignore]
 fn generate_fixtures() {
-    let root = fixtures_dir();
+    let root = std::env::var_os("STRATA_FIXTURES_OUT").map_or_else(fixtures_dir, PathBuf::from);
     for (name, o) in fixtures() {
         let dir = root.join(name);
         if dir.exists() {
             std::fs::remove_dir_all(&dir).unwrap();
         }
+        std::fs::create_dir_all(&root).unwrap();
         let db = Store::open(name, &dir, o.clone());
         for op in ops(name) {
             db.apply(op);

@@ -310,6 +310,9 @@ impl LogReader {
         scan_from: u64,
         reason: &str,
     ) -> Result<Option<(u64, Vec<u8>)>> {
+        if self.kind.is_none() {
+            return self.damaged_file_header(rec_start, scan_from, reason);
+        }
         if self.wm_len > 0 {
             return match self.find_synced_past(rec_start, scan_from)? {
                 Some((next, wm)) => Err(Error::corruption(
@@ -330,6 +333,41 @@ impl LogReader {
                 rec_start,
                 format!(
                     "{reason}; a valid record follows at offset {next}, so this is not a torn tail"
+                ),
+            )),
+            None => self.torn(rec_start, reason),
+        }
+    }
+
+    /// Damage to the file-header record, whose version is then unknown. The writer syncs
+    /// nothing before the header, so any sync covers it: a later valid record start whose
+    /// payload opens with a non-zero watermark (or is too short for one) means the header had
+    /// been synced, or the file is version 1 (where those bytes are a batch's sequence
+    /// number, practically never 0): corruption. Records written before any sync carry
+    /// watermark 0: then the whole file was unsynced, an empty log.
+    fn damaged_file_header(
+        &mut self,
+        rec_start: u64,
+        scan_from: u64,
+        reason: &str,
+    ) -> Result<Option<(u64, Vec<u8>)>> {
+        let synced_after = self.scan_blocks(scan_from, |start, blk, first| {
+            (first..blk.len())
+                .find(|&p| {
+                    record_start_at(blk, p, 0).is_some_and(|(len, _)| {
+                        let payload = &blk[p + HEADER_SIZE..p + HEADER_SIZE + len];
+                        len < 8 || payload[..8].iter().any(|&b| b != 0)
+                    })
+                })
+                .map(|p| start + p as u64)
+        })?;
+        match synced_after {
+            Some(next) => Err(Error::corruption(
+                self.file.path(),
+                rec_start,
+                format!(
+                    "{reason} in the log file header; the record at offset {next} was written \
+                     after a sync covered it (or the file is in format 1)"
                 ),
             )),
             None => self.torn(rec_start, reason),

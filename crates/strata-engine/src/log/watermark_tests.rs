@@ -286,3 +286,26 @@ fn random_damage_in_the_unsynced_part_always_opens() {
         }
     }
 }
+
+/// A damaged file header: an unsynced new log (every record at watermark 0) is an empty log;
+/// once a sync covered the header, later records carry a non-zero watermark: corruption.
+#[test]
+fn a_damaged_file_header_depends_on_the_watermarks_after_it() {
+    let w = write(&recs(3, 30));
+    for at in [0usize, 5, HEADER_SIZE + 2] {
+        let mut d = w.data.clone();
+        d[at] ^= 0x41;
+        let (got, res, tail) = read(d);
+        res.unwrap_or_else(|e| panic!("byte {at}: {e}"));
+        assert!(got.is_empty());
+        assert_eq!(tail.unwrap().0, 0);
+    }
+    let mut steps = recs(1, 30);
+    steps.push(Step::Sync);
+    steps.extend(recs(2, 30));
+    let w = write(&steps);
+    let mut d = w.data.clone();
+    d[3] ^= 0x41;
+    let (_, res, _) = read(d);
+    assert!(res.unwrap_err().is_corruption());
+}
