@@ -438,24 +438,21 @@ fn crash_points(target: usize, ops_per_workload: usize, engine: Engine, with_tie
                                 .unwrap_or_default()
                         ))
                     });
-                    match res {
-                        Err(e) => {
-                            failure_count.fetch_add(1, Ordering::Relaxed);
-                            let kind = if e.starts_with('[') {
-                                e.split(']').next().unwrap_or_default().to_string() + "]"
-                            } else {
-                                "[other]".to_string()
-                            };
-                            let mut f = failures.lock().unwrap();
-                            // Keep the first two examples of each kind.
-                            let mut k = kinds.lock().unwrap();
-                            let seen = k.entry(kind).or_default();
-                            *seen += 1;
-                            if *seen <= 2 && f.len() < 8 {
-                                f.push(e);
-                            }
+                    if let Err(e) = res {
+                        failure_count.fetch_add(1, Ordering::Relaxed);
+                        let kind = if e.starts_with('[') {
+                            e.split(']').next().unwrap_or_default().to_string() + "]"
+                        } else {
+                            "[other]".to_string()
+                        };
+                        let mut f = failures.lock().unwrap();
+                        // Keep the first two examples of each kind.
+                        let mut k = kinds.lock().unwrap();
+                        let seen = k.entry(kind).or_default();
+                        *seen += 1;
+                        if *seen <= 2 && f.len() < 8 {
+                            f.push(e);
                         }
-                        Ok(()) => {}
                     }
                     checked.fetch_add(1, Ordering::Relaxed);
                 });
@@ -606,15 +603,12 @@ fn crash_during_recovery(first_points: u64, ops_per_workload: usize, engine: Eng
                     recovery_crashes(seed, &ops, k, &checked, engine)
                 }))
                 .unwrap_or_else(|_| Err(format!("{engine:?} first crash k={k}: panic")));
-                match res {
-                    Err(e) => {
-                        failed.fetch_add(1, Ordering::Relaxed);
-                        let mut f = failures.lock().unwrap();
-                        if f.len() < 6 {
-                            f.push(e);
-                        }
+                if let Err(e) = res {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                    let mut f = failures.lock().unwrap();
+                    if f.len() < 6 {
+                        f.push(e);
                     }
-                    Ok(()) => {}
                 }
             });
         }
