@@ -208,7 +208,7 @@ impl Store {
             }
         };
         let shown = a.db.display();
-        Ok(match kind {
+        let store = match kind {
             Kind::Engine => Store::Engine(
                 strata_engine::Db::open(&a.db, o)
                     .with_context(|| format!("cannot open database at {shown}"))?,
@@ -223,7 +223,23 @@ impl Store {
                         .with_context(|| format!("cannot open sharded database at {shown}"))?,
                 )
             }
-        })
+        };
+        store.report_recovery();
+        Ok(store)
+    }
+
+    /// Prints to stderr what the open's recovery dropped (per log file: records replayed and
+    /// bytes of unsynced tail truncated), when it dropped anything: what a crash cost.
+    fn report_recovery(&self) {
+        let infos: Vec<strata_engine::RecoveryInfo> = match self {
+            Store::Engine(db) => vec![db.recovery_info()],
+            Store::Sharded(db) => (0..db.shard_count())
+                .map(|i| db.engine(i).db().recovery_info())
+                .collect(),
+        };
+        for info in infos.iter().filter(|i| i.truncated_bytes() > 0) {
+            eprintln!("{info}");
+        }
     }
 
     pub fn put(&self, key: &[u8], value: &[u8], sync: bool) -> Result<()> {

@@ -38,6 +38,9 @@ pub struct CheckReport {
     pub problems: Vec<Error>,
     /// Facts worth knowing that are not damage (e.g. a torn WAL tail that recovery drops).
     pub notes: Vec<String>,
+    /// Per log file read (MANIFEST, WALs, value-log files): records read and the unsynced
+    /// tail an open would drop, in bytes.
+    pub logs: Vec<crate::log::LogRecovery>,
 }
 
 impl CheckReport {
@@ -61,6 +64,9 @@ impl std::fmt::Display for CheckReport {
             self.vlog_frames,
             self.pointers
         )?;
+        for l in &self.logs {
+            writeln!(f, "log: {l}")?;
+        }
         for n in &self.notes {
             writeln!(f, "note: {n}")?;
         }
@@ -104,6 +110,7 @@ pub(crate) fn check(dir: &Path, opts: Options) -> Result<CheckReport> {
         Err(e) => return Err(e),
     };
     report.manifest_records = versions.recovered_records;
+    report.logs.extend(versions.recovered_log.clone());
     let version = versions.current();
     for f in version.levels.iter().flatten() {
         if let Some(t) = tier.as_ref().filter(|_| f.tier) {
@@ -158,11 +165,13 @@ pub(crate) fn check(dir: &Path, opts: Options) -> Result<CheckReport> {
                 continue;
             }
         };
+        let mut records = 0;
         loop {
             match reader.read_record() {
                 Ok(Some((offset, rec))) => match WriteBatch::from_data(rec, &path, offset) {
                     Ok(b) => {
                         report.wal_records += 1;
+                        records += 1;
                         replayed.extend(b.iter().flatten().map(|r| r.key.to_vec()));
                     }
                     Err(e) => {
@@ -177,12 +186,16 @@ pub(crate) fn check(dir: &Path, opts: Options) -> Result<CheckReport> {
                 }
             }
         }
-        if let Some((offset, reason)) = reader.truncated_tail() {
+        let tail = reader.truncated_tail();
+        let log = crate::log::LogRecovery::new(&path, records, reader.file_len(), tail);
+        if let Some((offset, reason)) = &log.tail {
             report.notes.push(format!(
-                "{}: torn tail at offset {offset} ({reason}); recovery drops it",
-                path.display()
+                "{}: unsynced tail at offset {offset} ({reason}); recovery drops its {} bytes",
+                path.display(),
+                log.truncated_bytes
             ));
         }
+        report.logs.push(log);
     }
     check_vlog(dir, &fs, &versions, &mut replayed, &mut report)?;
     if tables_ok {
@@ -346,12 +359,20 @@ fn check_vlog(
         report.vlog_files += 1;
         let r = fs.file_size(&path).and_then(|size| {
             let mut reader = FrameReader::new(fs.open(&path)?, &path, size, 0);
+            let mut frames = 0;
             while let Some(frame) = reader.next_frame()? {
                 report.vlog_frames += 1;
+                frames += 1;
                 let from_head = n > head.0 || (n == head.0 && frame.offset >= head.1);
                 if from_head && frame.header.kind == crate::vlog::format::FRAME_REPLAY {
                     replayed.extend(frame.entries().map(|(_, e)| e.key.to_vec()));
                 }
+            }
+            if n >= head_file {
+                let tail = reader.truncated_tail();
+                report
+                    .logs
+                    .push(crate::log::LogRecovery::new(&path, frames, size, tail));
             }
             Ok((reader.position(), size))
         });

@@ -9,7 +9,7 @@
 //! log, a flush or a compaction poisons every later write until reopen.
 
 use crate::batch::WriteBatch;
-use crate::commit::{CommitLog, CommitPipeline};
+use crate::commit::CommitPipeline;
 use crate::compaction::{self, Busy, Shape};
 use crate::error::{Error, Result};
 use crate::filename::{self};
@@ -415,7 +415,7 @@ impl Db {
         // Sync the log even after a background error: the writes it holds were acknowledged
         // and a failed flush does not make them less durable. Then report the error, so
         // that `close` never says Ok for a database that failed.
-        let synced = self.inner.commit.log().sync();
+        let synced = self.inner.commit.log().seal();
         if let Some(e) = self.inner.bg_error.lock().as_ref() {
             return Err(Error::Poisoned(e.to_string()));
         }

@@ -80,4 +80,5 @@ mod write;
 pub use batch::WriteBatch;
 pub use db::{CheckReport, Db, DbIterator, GcReport, RecoveryInfo, Stats};
 pub use error::{Error, Result};
+pub use log::LogRecovery;
 pub use options::{Compression, Options, ReadOptions, Snapshot, WriteOptions};

@@ -11,7 +11,7 @@ use crate::filename::{self, FileKind};
 use crate::io::Fs;
 use crate::iter::InternalIterator;
 use crate::key::ValueKind;
-use crate::log::{LogReader, LogWriter};
+use crate::log::{LogReader, LogRecovery, LogWriter};
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::sst::TableOptions;
@@ -23,9 +23,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-/// What the last open found in the WALs.
+/// What the last open found in the logs it read.
 #[derive(Clone, Debug, Default)]
 pub struct RecoveryInfo {
+    /// Per log file read (the MANIFEST, then WALs, then value-log files from the durable
+    /// head): records replayed and the unsynced tail dropped, if any.
+    pub logs: Vec<LogRecovery>,
     pub wal_files: u64,
     pub wal_records: u64,
     /// Value-log files read from the durable head on.
@@ -34,6 +37,34 @@ pub struct RecoveryInfo {
     pub vlog_frames: u64,
     /// A torn log tail (WAL or value log) that was dropped: (file, offset, reason).
     pub truncated_tail: Option<(PathBuf, u64, String)>,
+}
+
+impl RecoveryInfo {
+    /// Bytes dropped as unsynced tails, over every log file read.
+    pub fn truncated_bytes(&self) -> u64 {
+        self.logs.iter().map(|l| l.truncated_bytes).sum()
+    }
+
+    /// Log records (WAL batches, MANIFEST edits, value-log frames) replayed.
+    pub fn records_replayed(&self) -> u64 {
+        self.logs.iter().map(|l| l.records).sum()
+    }
+}
+
+/// The recovery report: one line per log file read, then the totals.
+impl std::fmt::Display for RecoveryInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for l in &self.logs {
+            writeln!(f, "{l}")?;
+        }
+        write!(
+            f,
+            "recovery: {} log files, {} records replayed, {} bytes of unsynced tails dropped",
+            self.logs.len(),
+            self.records_replayed(),
+            self.truncated_bytes()
+        )
+    }
 }
 
 /// What recovery hands to the opened database.
@@ -110,6 +141,7 @@ pub(crate) fn recover(
     wals.sort_unstable();
     vlogs.sort_unstable();
     let mut info = RecoveryInfo::default();
+    info.logs.extend(versions.recovered_log.take());
     let mut r = Replay {
         dir,
         fs,
@@ -120,8 +152,11 @@ pub(crate) fn recover(
         mem: Arc::new(MemTable::new(0, opts.write_buffer_bytes)),
         max_seq: versions.last_sequence,
     };
+    // A WAL is synced before the next one is written (a WAL switch), so only the newest
+    // can end in an unsynced tail: a tail followed by records in a newer WAL is corruption.
+    let mut torn_wal: Option<PathBuf> = None;
     for &number in &wals {
-        replay_wal(&mut r, &mut versions, &mut info, number)?;
+        replay_wal(&mut r, &mut versions, &mut info, number, &mut torn_wal)?;
     }
     if let Some(head) = versions.vlog.head {
         replay_vlog(&mut r, &mut versions, &mut info, &vlogs, head)?;
@@ -194,11 +229,24 @@ fn replay_wal(
     versions: &mut VersionSet,
     info: &mut RecoveryInfo,
     number: u64,
+    torn_wal: &mut Option<PathBuf>,
 ) -> Result<()> {
     let path = filename::wal(r.dir, number);
     let mut reader = LogReader::new(r.fs.open(&path)?);
     info.wal_files += 1;
+    let mut records = 0;
     while let Some((offset, rec)) = reader.read_record()? {
+        if let Some(t) = torn_wal {
+            return Err(Error::corruption(
+                &path,
+                offset,
+                format!(
+                    "valid records after the unsynced tail of {} (a WAL is synced before \
+                     the next one is written)",
+                    t.display()
+                ),
+            ));
+        }
         let batch = WriteBatch::from_data(rec, &path, offset)?;
         let mut seq = batch.seq();
         for rec in batch.iter() {
@@ -212,10 +260,19 @@ fn replay_wal(
             r.max_seq = r.max_seq.max(seq - 1);
         }
         info.wal_records += 1;
+        records += 1;
         r.maybe_flush(versions, false)?;
     }
-    if let Some((offset, reason)) = reader.truncated_tail() {
+    let tail = reader.truncated_tail();
+    info.logs.push(LogRecovery::new(
+        &path,
+        records,
+        reader.file_len(),
+        tail.clone(),
+    ));
+    if let Some((offset, reason)) = tail {
         info.truncated_tail = Some((path.clone(), offset, reason));
+        *torn_wal = Some(path);
     }
     Ok(())
 }
@@ -244,6 +301,7 @@ fn replay_vlog(
         let mut reader = FrameReader::new(file, &path, size, start);
         info.vlog_files += 1;
         replayed.push(path.clone());
+        let mut frames = 0;
         while let Some(frame) = reader.next_frame()? {
             if let Some(t) = &torn_in {
                 return Err(Error::corruption(
@@ -253,6 +311,7 @@ fn replay_vlog(
                 ));
             }
             info.vlog_frames += 1;
+            frames += 1;
             let h = frame.header;
             if h.count > 0 {
                 r.max_seq = r.max_seq.max(h.first_seq + u64::from(h.count) - 1);
@@ -282,7 +341,10 @@ fn replay_vlog(
             // GC must know that this tail is a crash's, not damage to a sealed file.
             r.edit.vlog_tails.push((n, reader.position()));
         }
-        if let Some((offset, reason)) = reader.truncated_tail() {
+        let tail = reader.truncated_tail();
+        info.logs
+            .push(LogRecovery::new(&path, frames, size, tail.clone()));
+        if let Some((offset, reason)) = tail {
             info.truncated_tail = Some((path.clone(), offset, reason));
             torn_in = Some(path);
         }

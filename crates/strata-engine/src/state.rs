@@ -163,6 +163,20 @@ impl CommitLog for DbLog {
     }
 }
 
+impl DbLog {
+    /// Syncs the log and writes a sync mark after its last record (a clean close), so that
+    /// damage anywhere in it reads as corruption at the next open, not as an unsynced tail.
+    pub(crate) fn seal(&self) -> Result<()> {
+        match self {
+            DbLog::Wal(wal) => match wal.lock().as_mut() {
+                Some(w) => w.seal(),
+                None => Ok(()),
+            },
+            DbLog::Vlog { vlog, .. } => vlog.seal(),
+        }
+    }
+}
+
 /// Waiters on `done_cv` re-check their condition at least this often. `set_bg_error` wakes
 /// them without holding `state` (some of its callers hold it, others do not), so a waiter
 /// that checked the error flag just before it was set could miss that wake-up; with the

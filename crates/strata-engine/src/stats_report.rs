@@ -37,6 +37,11 @@ pub struct Stats {
     /// block cache).
     pub table_reader_bytes: u64,
     pub last_sequence: u64,
+    /// What the last open's recovery replayed: log records (WAL batches, MANIFEST edits,
+    /// value-log frames) and bytes of unsynced log tails it dropped (`Db::recovery_info`
+    /// has them per file).
+    pub recovery_records_replayed: u64,
+    pub recovery_truncated_bytes: u64,
     /// L0 tier tables in the current version and their bytes (0 with the tier off).
     pub l0_tier_tables: usize,
     pub l0_tier_bytes: u64,
@@ -144,6 +149,8 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         immutable_memtable_bytes: sv.imms.iter().map(|m| m.approximate_bytes() as u64).sum(),
         table_reader_bytes: inner.tables.reader_bytes(),
         last_sequence: inner.visible_seq(),
+        recovery_records_replayed: inner.recovery.records_replayed(),
+        recovery_truncated_bytes: inner.recovery.truncated_bytes(),
         l0_tier_tables: sv.version.levels[0].iter().filter(|f| f.tier).count(),
         l0_tier_bytes: sv.version.tier_bytes(),
         l0_tier_flushes: g(&c.l0_tier_flushes),
@@ -380,6 +387,11 @@ impl fmt::Display for Stats {
             self.trivial_moves
         )?;
         writeln!(f, "Write amplification: {:.2}", self.write_amplification)?;
+        writeln!(
+            f,
+            "Recovery at open: {} log records replayed, {} bytes of unsynced log tails dropped",
+            self.recovery_records_replayed, self.recovery_truncated_bytes
+        )?;
         writeln!(
             f,
             "Value log: {} files, {:.1} MiB ({:.1} MiB garbage); {:.1} MiB appended, {} values separated; space amplification {:.2}",

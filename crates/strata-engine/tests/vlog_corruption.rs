@@ -138,7 +138,24 @@ fn flips_in_sealed_files_are_detected() {
             let fs = copy_fs(&fs);
             fs.corrupt_byte(path, off, 1u8 << (off % 8)).unwrap();
             let ctx = format!("{} byte {off}", path.display());
-            let db = Db::open("/db", options(&fs)).unwrap_or_else(|e| panic!("{ctx}: open: {e}"));
+            let db = match Db::open("/db", options(&fs)) {
+                Ok(db) => db,
+                // The file header of a file recovery replays from (its format version says
+                // how to read the frames): damage there fails the open, as it should.
+                Err(e) if e.is_corruption() && off < 16 => {
+                    trials += 1;
+                    detected += 1;
+                    continue;
+                }
+                Err(e) => panic!("{ctx}: open: {e}"),
+            };
+            // A flip in the head file's last frame (the sync mark a clean close wrote, which
+            // holds no value) is an unsynced tail to recovery: dropped and reported.
+            let dropped_as_tail = db
+                .recovery_info()
+                .logs
+                .iter()
+                .any(|l| l.path == *path && l.tail.as_ref().is_some_and(|(at, _)| *at <= off));
             detected += (read_all(&db, &m, &ctx) > 0) as usize;
             match db.gc_opt(0.0) {
                 Ok(_) => {}
@@ -150,7 +167,10 @@ fn flips_in_sealed_files_are_detected() {
             read_all(&db, &m, &format!("{ctx} after GC"));
             db.close().unwrap();
             let report = Db::check("/db", options(&fs)).unwrap();
-            assert!(!report.is_ok(), "{ctx}: check missed the flip\n{report}");
+            assert!(
+                dropped_as_tail || !report.is_ok(),
+                "{ctx}: check missed the flip\n{report}"
+            );
             trials += 1;
         }
     }

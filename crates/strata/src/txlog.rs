@@ -2,12 +2,16 @@
 //!
 //! ```text
 //! file   := header record*
-//! header := magic "STRATATX" (8) | version u32 LE (1) | crc32c(magic, version) u32 LE
-//! record := committed_gsn u64 LE | crc32c(committed_gsn bytes) u32 LE          (12 bytes)
+//! header := magic "STRATATX" (8) | version u32 LE (2) | crc32c(magic, version) u32 LE
+//! record := committed_gsn u64 LE | watermark u64 LE | crc32c(bytes 0..16) u32 LE   (20 bytes)
 //! ```
 //! A record says "every GSN up to `committed_gsn` is committed". Values strictly increase.
-//! Only the last record may be torn or fail its checksum (it was being written when the crash
-//! came, so nobody was told it committed); a bad record followed by more bytes is corruption.
+//! The watermark is the offset through which the file was synced when the record was
+//! written (every record is synced before the next is written, so it is the record's own
+//! offset). A damaged record is an unsynced tail unless a valid record after it carries a
+//! watermark above it (then synced bytes were damaged: corruption). Version-1 files (12-byte
+//! records without a watermark) are still read by their rule: only the last record may be
+//! torn or fail its checksum; a bad record followed by more bytes is corruption.
 //!
 //! GSNs are handed out by [`TxLog::assign`]; [`TxLog::commit`] marks a GSN ready and returns
 //! once a record covering it is durable: group commit in GSN order, so commits are durable in
@@ -23,29 +27,45 @@ use strata_engine::io::{Fs, WritableFile};
 use strata_engine::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"STRATATX";
-const VERSION: u32 = 1;
+/// The format version written: records carry a sync watermark.
+const VERSION: u32 = 2;
+/// The first version (12-byte records, no watermark): read, never written.
+const VERSION_NO_WATERMARK: u32 = 1;
 const HEADER_LEN: usize = 16;
-const RECORD_LEN: usize = 12;
+const RECORD_LEN: usize = 20;
+const RECORD_LEN_V1: usize = 12;
 /// Size past which the log is rewritten with only its last record.
 pub const ROTATE_BYTES: u64 = 1 << 20;
 /// Name of the file in the database root.
 pub const FILE: &str = "TXLOG";
 
-fn header() -> Vec<u8> {
+fn header(version: u32) -> Vec<u8> {
     let mut h = Vec::with_capacity(HEADER_LEN);
     h.extend_from_slice(MAGIC);
-    h.extend_from_slice(&VERSION.to_le_bytes());
+    h.extend_from_slice(&version.to_le_bytes());
     let crc = crc32c::crc32c(&h);
     h.extend_from_slice(&crc.to_le_bytes());
     h
 }
 
-fn record(gsn: u64) -> [u8; RECORD_LEN] {
+/// A version-2 record: `gsn`, written when the file was synced through `watermark`.
+fn record(gsn: u64, watermark: u64) -> [u8; RECORD_LEN] {
     let mut r = [0u8; RECORD_LEN];
     r[..8].copy_from_slice(&gsn.to_le_bytes());
-    let crc = crc32c::crc32c(&r[..8]);
-    r[8..].copy_from_slice(&crc.to_le_bytes());
+    r[8..16].copy_from_slice(&watermark.to_le_bytes());
+    let crc = crc32c::crc32c(&r[..16]);
+    r[16..].copy_from_slice(&crc.to_le_bytes());
     r
+}
+
+/// The (gsn, watermark) of the version-2 record at `off` if it is valid: its checksum
+/// holds and its watermark lies at or below its own offset.
+fn valid_record(data: &[u8], off: usize) -> Option<(u64, u64)> {
+    let r = data.get(off..off + RECORD_LEN)?;
+    let gsn = u64::from_le_bytes(r[..8].try_into().ok()?);
+    let wm = u64::from_le_bytes(r[8..16].try_into().ok()?);
+    let crc = u32::from_le_bytes(r[16..].try_into().ok()?);
+    (crc32c::crc32c(&r[..16]) == crc && wm <= off as u64).then_some((gsn, wm))
 }
 
 /// What a walk over a transaction log found (see [`scan`]).
@@ -71,21 +91,71 @@ pub fn scan(data: &[u8], file: &Path) -> Result<Scan> {
             "transaction log shorter than its header",
         ));
     }
-    if data[..HEADER_LEN] != header()[..] {
-        return Err(Error::corruption(
+    if data[..HEADER_LEN] == header(VERSION)[..] {
+        scan_records(data, file)
+    } else if data[..HEADER_LEN] == header(VERSION_NO_WATERMARK)[..] {
+        scan_v1(data, file)
+    } else {
+        Err(Error::corruption(
             file,
             0,
             "bad transaction log header (magic, version or checksum)",
-        ));
+        ))
     }
+}
+
+/// Version 2: damage at `off` (a cut or bad record) is an unsynced tail unless a valid
+/// record after it carries a watermark above `off`.
+fn scan_records(data: &[u8], file: &Path) -> Result<Scan> {
     let mut s = Scan::default();
     let mut off = HEADER_LEN;
-    while off + RECORD_LEN <= data.len() {
-        let r = &data[off..off + RECORD_LEN];
+    while off < data.len() {
+        let Some((gsn, _)) = valid_record(data, off) else {
+            let later = (off + RECORD_LEN..data.len())
+                .step_by(RECORD_LEN)
+                .find_map(|at| valid_record(data, at).filter(|(_, wm)| *wm > off as u64));
+            if let Some((_, wm)) = later {
+                return Err(Error::corruption(
+                    file,
+                    off as u64,
+                    format!(
+                        "damaged commit record below a later record's sync watermark {wm} \
+                         (expected intact records up to offset {wm})"
+                    ),
+                ));
+            }
+            s.torn_tail = Some(off as u64);
+            return Ok(s);
+        };
+        check_order(&mut s, gsn, off, file)?;
+        off += RECORD_LEN;
+    }
+    Ok(s)
+}
+
+fn check_order(s: &mut Scan, gsn: u64, off: usize, file: &Path) -> Result<()> {
+    if gsn <= s.committed && s.committed != 0 {
+        return Err(Error::corruption(
+            file,
+            off as u64,
+            format!("commit record {gsn} does not follow {}", s.committed),
+        ));
+    }
+    s.committed = gsn;
+    s.records += 1;
+    Ok(())
+}
+
+/// Version 1 (no watermark): only the last record may be torn or fail its checksum.
+fn scan_v1(data: &[u8], file: &Path) -> Result<Scan> {
+    let mut s = Scan::default();
+    let mut off = HEADER_LEN;
+    while off + RECORD_LEN_V1 <= data.len() {
+        let r = &data[off..off + RECORD_LEN_V1];
         let gsn = u64::from_le_bytes(r[..8].try_into().expect("8 bytes"));
         let crc = u32::from_le_bytes(r[8..].try_into().expect("4 bytes"));
         if crc32c::crc32c(&r[..8]) != crc {
-            if off + RECORD_LEN == data.len() {
+            if off + RECORD_LEN_V1 == data.len() {
                 s.torn_tail = Some(off as u64);
                 return Ok(s);
             }
@@ -95,16 +165,8 @@ pub fn scan(data: &[u8], file: &Path) -> Result<Scan> {
                 "commit record checksum mismatch before the end of the log",
             ));
         }
-        if gsn <= s.committed && s.committed != 0 {
-            return Err(Error::corruption(
-                file,
-                off as u64,
-                format!("commit record {gsn} does not follow {}", s.committed),
-            ));
-        }
-        s.committed = gsn;
-        s.records += 1;
-        off += RECORD_LEN;
+        check_order(&mut s, gsn, off, file)?;
+        off += RECORD_LEN_V1;
     }
     if off < data.len() {
         s.torn_tail = Some(off as u64);
@@ -169,8 +231,8 @@ impl TxLog {
     fn rewrite(fs: &dyn Fs, dir: &Path, committed: u64) -> Result<Box<dyn WritableFile>> {
         let tmp = dir.join("TXLOG.tmp");
         let mut f = fs.create(&tmp)?;
-        f.append(&header())?;
-        f.append(&record(committed))?;
+        f.append(&header(VERSION))?;
+        f.append(&record(committed, HEADER_LEN as u64))?;
         f.sync()?;
         fs.rename(&tmp, &dir.join(FILE))?;
         fs.sync_dir(dir)?;
@@ -244,7 +306,10 @@ impl TxLog {
 
     /// Appends and syncs the record of `gsn`; returns the file to append to next.
     fn append(&self, mut file: Box<dyn WritableFile>, gsn: u64) -> Result<Box<dyn WritableFile>> {
-        file.append(&record(gsn))?;
+        // Every byte before this record is synced: the rewrite synced the file, each append
+        // is synced before the next, and a failed one fails the log for good.
+        let watermark = file.size();
+        file.append(&record(gsn, watermark))?;
         file.sync()?;
         if file.size() >= ROTATE_BYTES {
             return Self::rewrite(&*self.fs, &self.dir, gsn);
@@ -330,26 +395,37 @@ mod tests {
         log.commit_many(&[]).unwrap();
     }
 
+    /// A version-2 log of `gsns`, each record written after the previous one was synced.
+    fn log_of(gsns: &[u64]) -> Vec<u8> {
+        let mut d = header(VERSION);
+        for &g in gsns {
+            let wm = d.len() as u64;
+            d.extend_from_slice(&record(g, wm));
+        }
+        d
+    }
+
     #[test]
     fn torn_tail_is_ignored_mid_log_corruption_is_not() {
         let p = Path::new("TXLOG");
-        let mut d = header();
-        d.extend_from_slice(&record(3));
-        d.extend_from_slice(&record(9));
+        let d = log_of(&[3, 9]);
         assert_eq!(parse(&d, p).unwrap(), 9);
         assert_eq!(parse(&d[..d.len() - 5], p).unwrap(), 3);
         let mut torn = d.clone();
         let n = torn.len();
         torn[n - 2] ^= 1;
         assert_eq!(parse(&torn, p).unwrap(), 3);
-        let mut mid = d.clone();
-        mid[HEADER_LEN + 1] ^= 1;
-        assert!(parse(&mid, p).unwrap_err().is_corruption());
-        let mut back = header();
-        back.extend_from_slice(&record(9));
-        back.extend_from_slice(&record(3));
-        back.extend_from_slice(&record(11));
-        assert!(parse(&back, p).is_err());
+        // Damage below the second record's watermark: that record was synced.
+        for at in HEADER_LEN..HEADER_LEN + RECORD_LEN {
+            let mut mid = d.clone();
+            mid[at] ^= 1;
+            let e = parse(&mid, p).unwrap_err();
+            assert!(
+                e.is_corruption() && e.to_string().contains("watermark"),
+                "{e}"
+            );
+        }
+        assert!(parse(&log_of(&[9, 3, 11]), p).is_err());
         assert!(parse(&d[..10], p).is_err());
         let full = scan(&d, p).unwrap();
         assert_eq!((full.records, full.committed, full.torn_tail), (2, 9, None));
@@ -357,6 +433,39 @@ mod tests {
         assert_eq!((cut.records, cut.committed), (1, 3));
         assert_eq!(cut.torn_tail, Some((HEADER_LEN + RECORD_LEN) as u64));
         assert_eq!(scan(&torn, p).unwrap().torn_tail, cut.torn_tail);
+        // A damaged last record followed by bytes that hold no record written after a sync
+        // covering it (stale bytes, a record with a low watermark): an unsynced tail.
+        let mut stale = d.clone();
+        stale[n - 2] ^= 1;
+        stale.extend_from_slice(&record(12, (HEADER_LEN + RECORD_LEN) as u64));
+        stale.extend_from_slice(&[0x5a; 7]);
+        assert_eq!(parse(&stale, p).unwrap(), 3);
+    }
+
+    /// Files written before the watermark (version 1) read as before.
+    #[test]
+    fn version_1_logs_are_still_read() {
+        let p = Path::new("TXLOG");
+        let rec1 = |gsn: u64| {
+            let mut r = gsn.to_le_bytes().to_vec();
+            r.extend_from_slice(&crc32c::crc32c(&gsn.to_le_bytes()).to_le_bytes());
+            r
+        };
+        let mut d = header(VERSION_NO_WATERMARK);
+        d.extend(rec1(3));
+        d.extend(rec1(9));
+        assert_eq!(parse(&d, p).unwrap(), 9);
+        assert_eq!(parse(&d[..d.len() - 5], p).unwrap(), 3);
+        let mut mid = d.clone();
+        mid[HEADER_LEN + 1] ^= 1;
+        assert!(parse(&mid, p).unwrap_err().is_corruption());
+        let mut torn = d.clone();
+        let n = torn.len();
+        torn[n - 2] ^= 1;
+        assert_eq!(
+            scan(&torn, p).unwrap().torn_tail,
+            Some((HEADER_LEN + 12) as u64)
+        );
     }
 
     #[test]

@@ -338,22 +338,63 @@ fn fixtures_hold_what_they_are_named_after() {
     for f in ["SHARDS", "TXLOG", "shard-000", "shard-001", "shard-002"] {
         assert!(sharded.iter().any(|n| n == f), "sharded fixture lacks {f}");
     }
+    // Every log in them is in the first log formats, before records carried a sync
+    // watermark: these fixtures are what keeps those formats readable.
+    let mut logs = 0;
+    for dir in [
+        "format1",
+        "format2",
+        "vlog",
+        "sharded/shard-000",
+        "sharded/shard-001",
+    ] {
+        let dir = root.join(dir);
+        for n in names(&dir) {
+            let b = std::fs::read(dir.join(&n)).unwrap();
+            let version = if n.ends_with(".log") || n.starts_with("MANIFEST-") {
+                u16::from_le_bytes([b[15], b[16]])
+            } else if n.ends_with(".vlog") {
+                u16::from_le_bytes([b[8], b[9]])
+            } else {
+                continue;
+            };
+            assert_eq!(version, 1, "{}/{n}", dir.display());
+            logs += 1;
+        }
+    }
+    assert!(logs >= 8, "{logs} log files");
+    let txlog = std::fs::read(root.join("sharded/TXLOG")).unwrap();
+    assert_eq!(u32::from_le_bytes(txlog[8..12].try_into().unwrap()), 1);
+    assert!(
+        names(&root.join("format1"))
+            .iter()
+            .any(|n| n.ends_with(".log"))
+            && names(&root.join("vlog"))
+                .iter()
+                .filter(|n| n.ends_with(".vlog"))
+                .count()
+                >= 2,
+        "the fixtures should hold a WAL and value-log files to replay"
+    );
 }
 
 /// Footer size and the offset of the format version in it (docs/format/sstable.md).
 const FOOTER_LEN: usize = 56;
 const VERSION_AT: usize = 44;
 
-/// Writes the fixtures (replacing any there). See the module docs for when to run it.
+/// Writes the fixtures (replacing any there). See the module docs for when to run it. With
+/// `STRATA_FIXTURES_OUT=DIR` it writes them under `DIR` instead (the checked-in ones stay
+/// untouched): how CI runs it, to keep the generator working.
 #[test]
 #[ignore]
 fn generate_fixtures() {
-    let root = fixtures_dir();
+    let root = std::env::var_os("STRATA_FIXTURES_OUT").map_or_else(fixtures_dir, PathBuf::from);
     for (name, o) in fixtures() {
         let dir = root.join(name);
         if dir.exists() {
             std::fs::remove_dir_all(&dir).unwrap();
         }
+        std::fs::create_dir_all(&root).unwrap();
         let db = Store::open(name, &dir, o.clone());
         for op in ops(name) {
             db.apply(op);

@@ -231,9 +231,18 @@ fn model_and_metamorphic_1_vs_4_shards() {
 #[test]
 #[ignore = "long: cargo test -p strata --release --test model -- --ignored"]
 fn model_and_metamorphic_long() {
-    for seed in 100..110 {
-        let one = run(seed, 1, 32, 4, 8, 2000);
-        let four = run(seed, 4, 32, 4, 8, 2000);
+    // Size knobs (the defaults are the long run; `scripts/ignored-reduced.sh` turns them down).
+    let knob = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let seeds = knob("STRATA_SHARD_MODEL_SEEDS", 10);
+    let ops = knob("STRATA_SHARD_MODEL_OPS", 2000) as usize;
+    for seed in 100..100 + seeds {
+        let one = run(seed, 1, 32, 4, 8, ops);
+        let four = run(seed, 4, 32, 4, 8, ops);
         assert_eq!(one, four, "seed {seed}");
     }
 }

@@ -19,8 +19,16 @@ pub(crate) const TYPE_LAST: u8 = 4;
 /// Magic number opening the file-header record of every log file.
 pub const FILE_MAGIC: [u8; 8] = *b"STRATLOG";
 
-/// The log format version this build writes and the only one it reads.
-pub const FORMAT_VERSION: u16 = 1;
+/// The log format version this build writes: every record after the file header opens with
+/// its sync watermark ([`WATERMARK_LEN`] bytes). Version 1 (no watermark) is still read.
+pub const FORMAT_VERSION: u16 = 2;
+
+/// The first format version, without watermarks: read, never written by the engine.
+pub const FORMAT_VERSION_NO_WATERMARK: u16 = 1;
+
+/// Bytes of the sync watermark that opens every record of a version-2 log: the offset through
+/// which the file was known synced when the record was written (u64 LE).
+pub const WATERMARK_LEN: usize = 8;
 
 /// Payload bytes of the file-header record:
 /// `magic: [u8; 8] | version: u16 LE | kind: u8 | reserved: u8 (0)`.
@@ -60,24 +68,35 @@ impl LogKind {
     }
 }
 
-/// Encodes the payload of the file-header record.
-pub(crate) fn file_header(kind: LogKind) -> [u8; FILE_HEADER_LEN] {
+/// Encodes the payload of the file-header record of a log in format `version`.
+pub(crate) fn file_header(kind: LogKind, version: u16) -> [u8; FILE_HEADER_LEN] {
     let mut h = [0u8; FILE_HEADER_LEN];
     h[..8].copy_from_slice(&FILE_MAGIC);
-    h[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    h[8..10].copy_from_slice(&version.to_le_bytes());
     h[10] = kind as u8;
     h
 }
 
-/// Parses the payload of a file-header record; `Err(reason)` if it is not one this build reads.
-pub(crate) fn parse_file_header(payload: &[u8]) -> Result<LogKind, String> {
+/// Bytes of the watermark that opens each record of a log in format `version`.
+pub(crate) fn watermark_len(version: u16) -> usize {
+    if version >= FORMAT_VERSION {
+        WATERMARK_LEN
+    } else {
+        0
+    }
+}
+
+/// Parses the payload of a file-header record into (kind, format version); `Err(reason)` if
+/// it is not one this build reads.
+pub(crate) fn parse_file_header(payload: &[u8]) -> Result<(LogKind, u16), String> {
     if payload.len() != FILE_HEADER_LEN || payload[..8] != FILE_MAGIC {
         return Err("missing or bad log file header (not a Strata log file)".into());
     }
     let version = u16::from_le_bytes([payload[8], payload[9]]);
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != FORMAT_VERSION_NO_WATERMARK {
         return Err(format!(
-            "unsupported log format version {version} (this build reads {FORMAT_VERSION})"
+            "unsupported log format version {version} (this build reads \
+             {FORMAT_VERSION_NO_WATERMARK} and {FORMAT_VERSION})"
         ));
     }
     if payload[11] != 0 {
@@ -86,7 +105,9 @@ pub(crate) fn parse_file_header(payload: &[u8]) -> Result<LogKind, String> {
             payload[11]
         ));
     }
-    LogKind::from_u8(payload[10]).ok_or_else(|| format!("unknown log kind {}", payload[10]))
+    let kind =
+        LogKind::from_u8(payload[10]).ok_or_else(|| format!("unknown log kind {}", payload[10]))?;
+    Ok((kind, version))
 }
 
 const MASK_DELTA: u32 = 0xa282_ead8;
@@ -111,12 +132,22 @@ pub(crate) fn fragment_crc(kind: u8, payload: &[u8]) -> u32 {
 }
 
 /// Builds a fragment header on the stack.
-#[inline]
+#[cfg(test)]
 pub(crate) fn encode_header(kind: u8, payload: &[u8]) -> [u8; HEADER_SIZE] {
-    debug_assert!(payload.len() <= BLOCK_SIZE - HEADER_SIZE);
+    encode_header_parts(kind, &[], payload)
+}
+
+/// Builds the header of a fragment whose payload is `prefix` then `payload` (a record's
+/// watermark then its first bytes), without joining them.
+#[inline]
+pub(crate) fn encode_header_parts(kind: u8, prefix: &[u8], payload: &[u8]) -> [u8; HEADER_SIZE] {
+    let len = prefix.len() + payload.len();
+    debug_assert!(len <= BLOCK_SIZE - HEADER_SIZE);
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&[kind]), prefix);
+    let crc = mask_crc(crc32c::crc32c_append(crc, payload));
     let mut h = [0u8; HEADER_SIZE];
-    h[..4].copy_from_slice(&fragment_crc(kind, payload).to_le_bytes());
-    h[4..6].copy_from_slice(&(payload.len() as u16).to_le_bytes());
+    h[..4].copy_from_slice(&crc.to_le_bytes());
+    h[4..6].copy_from_slice(&(len as u16).to_le_bytes());
     h[6] = kind;
     h
 }

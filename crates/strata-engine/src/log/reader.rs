@@ -2,8 +2,8 @@
 //! result of a crash) from corruption in the middle of the log (an error).
 
 use super::format::{
-    fragment_crc, parse_file_header, LogKind, BLOCK_SIZE, HEADER_SIZE, TYPE_FIRST, TYPE_FULL,
-    TYPE_LAST, TYPE_MIDDLE, TYPE_ZERO,
+    fragment_crc, parse_file_header, watermark_len, LogKind, BLOCK_SIZE, HEADER_SIZE, TYPE_FIRST,
+    TYPE_FULL, TYPE_LAST, TYPE_MIDDLE, TYPE_ZERO,
 };
 use crate::error::{Error, Result};
 use crate::io::RandomAccessFile;
@@ -23,7 +23,14 @@ enum State {
 
 /// Reads a log file sequentially, one 32 KiB block at a time.
 ///
-/// Recovery rule (`docs/format/wal.md`): a damaged record (bad checksum, impossible length,
+/// Recovery rule of format version 2 (`docs/format/wal.md` section 3): every record carries
+/// its sync watermark, the offset through which the file was synced when it was written. A
+/// damaged record (or a zero-filled hole where a header belongs) at offset `d` is an
+/// unsynced tail, truncated there, unless a valid record after it carries a watermark above
+/// `d`: then the damaged bytes had been synced and [`LogReader::read_record`] returns
+/// [`Error::Corruption`] naming the file, `d`, and the record whose watermark proves it.
+///
+/// Recovery rule of version 1 (no watermarks): a damaged record (bad checksum, impossible length,
 /// unknown fragment type, bad fragment sequence, header or payload cut off by the end of the
 /// file) is a *torn tail* when no fragment that starts a record (FULL or FIRST) with a valid
 /// checksum exists anywhere after the damage: [`LogReader::read_record`] then returns
@@ -37,6 +44,10 @@ pub struct LogReader {
     file_len: u64,
     expected_kind: Option<LogKind>,
     kind: Option<LogKind>,
+    /// Format version from the file header (0 until it is read).
+    version: u16,
+    /// Bytes of watermark opening each record (0 in version 1 and before the header).
+    wm_len: usize,
     /// Bytes of the block starting at `block_start` (shorter than a block only at the end of
     /// the file).
     block: Vec<u8>,
@@ -58,6 +69,8 @@ impl LogReader {
             file_len,
             expected_kind: None,
             kind: None,
+            version: 0,
+            wm_len: 0,
             block: Vec::new(),
             block_start: u64::MAX,
             pos: 0,
@@ -115,12 +128,22 @@ impl LogReader {
         self.file.path()
     }
 
+    /// The log format version named by the file header, once it has been read.
+    pub fn version(&self) -> Option<u16> {
+        (self.version != 0).then_some(self.version)
+    }
+
+    /// The file's length when the reader was made.
+    pub fn file_len(&self) -> u64 {
+        self.file_len
+    }
+
     fn check_file_header(&mut self, offset: u64, payload: &[u8]) -> Result<()> {
         let bad = |reason: String| Err(Error::corruption(self.file.path(), offset, reason));
         if offset != 0 {
             return bad("log file does not start with a file header record".into());
         }
-        let kind = match parse_file_header(payload) {
+        let (kind, version) = match parse_file_header(payload) {
             Ok(k) => k,
             Err(reason) => return bad(reason),
         };
@@ -130,6 +153,8 @@ impl LogReader {
             }
         }
         self.kind = Some(kind);
+        self.version = version;
+        self.wm_len = watermark_len(version);
         Ok(())
     }
 
@@ -150,8 +175,9 @@ impl LogReader {
         loop {
             let in_block = (self.pos % BLOCK_SIZE as u64) as usize;
             let room = BLOCK_SIZE - in_block;
-            if room < HEADER_SIZE {
-                // Block trailer: skipped whatever it holds.
+            if room < HEADER_SIZE + self.wm_len {
+                // Block trailer: skipped whatever it holds. (A version-2 record starts only
+                // where its header and watermark fit; MIDDLE and LAST fragments start blocks.)
                 self.pos += room as u64;
                 continue;
             }
@@ -180,13 +206,15 @@ impl LogReader {
                 }
                 // The writer never writes a zero header outside a block trailer: this is a
                 // hole, bytes that never reached the disk while later ones did (the page
-                // cache writes unsynced pages back in any order). Everything from here on
-                // was unsynced (a sync covers every earlier byte), so the log ends here.
-                return self.torn(
-                    rec_start,
-                    "zero-filled hole where a fragment header belongs, followed by unsynced \
-                     writes that reached the disk out of order",
-                );
+                // cache writes unsynced pages back in any order). Version 1 cannot tell
+                // whether those bytes had been synced and ends the log here; version 2 asks
+                // the watermarks of the records after it, like for any damage.
+                const HOLE: &str = "zero-filled hole where a fragment header belongs, followed \
+                                    by writes that reached the disk out of order";
+                if self.wm_len == 0 {
+                    return self.torn(rec_start, HOLE);
+                }
+                return self.damage(rec_start, frag + 1, HOLE);
             }
             if avail < HEADER_SIZE {
                 return self.damage(
@@ -222,7 +250,19 @@ impl LogReader {
             if fragment_crc(kind, payload) != crc {
                 return self.damage(rec_start, frag + 1, "fragment checksum mismatch");
             }
+            if partial.is_none() && (kind == TYPE_FULL || kind == TYPE_FIRST) {
+                if let Err(reason) = check_watermark(payload, self.wm_len, frag) {
+                    return self.damage(rec_start, frag + 1, &reason);
+                }
+            }
+            let wm = if partial.is_none() { self.wm_len } else { 0 };
+            let payload = &payload[wm..];
             match (kind, &mut partial) {
+                (TYPE_FULL, None) if wm > 0 && payload.is_empty() => {
+                    // A sync mark (format 2): only a watermark, no record to return.
+                    self.pos += (HEADER_SIZE + len) as u64;
+                    continue;
+                }
                 (TYPE_FULL, None) => {
                     let rec = payload.to_vec();
                     self.pos += (HEADER_SIZE + len) as u64;
@@ -260,20 +300,74 @@ impl LogReader {
         }
     }
 
-    /// A damaged record starting at `rec_start`: mid-log corruption if a valid record start
-    /// exists at or after `scan_from`, else a torn tail.
+    /// A damaged record starting at `rec_start`: in version 2, corruption if a valid record
+    /// at or after `scan_from` carries a watermark above `rec_start` (the damaged bytes had
+    /// been synced), else a torn tail; in version 1, corruption if any valid record start
+    /// exists at or after `scan_from`.
     fn damage(
         &mut self,
         rec_start: u64,
         scan_from: u64,
         reason: &str,
     ) -> Result<Option<(u64, Vec<u8>)>> {
+        if self.kind.is_none() {
+            return self.damaged_file_header(rec_start, scan_from, reason);
+        }
+        if self.wm_len > 0 {
+            return match self.find_synced_past(rec_start, scan_from)? {
+                Some((next, wm)) => Err(Error::corruption(
+                    self.file.path(),
+                    rec_start,
+                    format!(
+                        "{reason}; the record at offset {next} was written when this file was \
+                         synced through offset {wm}, so the damaged bytes had been synced \
+                         (expected intact records up to offset {wm})"
+                    ),
+                )),
+                None => self.torn(rec_start, reason),
+            };
+        }
         match self.find_record_start(scan_from)? {
             Some(next) => Err(Error::corruption(
                 self.file.path(),
                 rec_start,
                 format!(
                     "{reason}; a valid record follows at offset {next}, so this is not a torn tail"
+                ),
+            )),
+            None => self.torn(rec_start, reason),
+        }
+    }
+
+    /// Damage to the file-header record, whose version is then unknown. The writer syncs
+    /// nothing before the header, so any sync covers it: a later valid record start whose
+    /// payload opens with a non-zero watermark (or is too short for one) means the header had
+    /// been synced, or the file is version 1 (where those bytes are a batch's sequence
+    /// number, practically never 0): corruption. Records written before any sync carry
+    /// watermark 0: then the whole file was unsynced, an empty log.
+    fn damaged_file_header(
+        &mut self,
+        rec_start: u64,
+        scan_from: u64,
+        reason: &str,
+    ) -> Result<Option<(u64, Vec<u8>)>> {
+        let synced_after = self.scan_blocks(scan_from, |start, blk, first| {
+            (first..blk.len())
+                .find(|&p| {
+                    record_start_at(blk, p, 0).is_some_and(|(len, _)| {
+                        let payload = &blk[p + HEADER_SIZE..p + HEADER_SIZE + len];
+                        len < 8 || payload[..8].iter().any(|&b| b != 0)
+                    })
+                })
+                .map(|p| start + p as u64)
+        })?;
+        match synced_after {
+            Some(next) => Err(Error::corruption(
+                self.file.path(),
+                rec_start,
+                format!(
+                    "{reason} in the log file header; the record at offset {next} was written \
+                     after a sync covered it (or the file is in format 1)"
                 ),
             )),
             None => self.torn(rec_start, reason),
@@ -343,8 +437,35 @@ impl LogReader {
     fn find_record_start(&mut self, from: u64) -> Result<Option<u64>> {
         self.scan_blocks(from, |start, blk, first| {
             (first..blk.len())
-                .find(|&p| valid_record_start(blk, p))
+                .find(|&p| record_start_at(blk, p, 0).is_some())
                 .map(|p| start + p as u64)
+        })
+    }
+
+    /// The first valid record start at or after `from` whose watermark lies above `damaged`
+    /// (and at or below its own offset, as every watermark the writer writes does), as
+    /// (offset, watermark). Records with a lower watermark were written before any sync
+    /// covered `damaged` and are skipped whole.
+    fn find_synced_past(&mut self, damaged: u64, from: u64) -> Result<Option<(u64, u64)>> {
+        let wm_len = self.wm_len;
+        self.scan_blocks(from, |start, blk, first| {
+            let mut p = first;
+            while p < blk.len() {
+                let Some((len, wm)) = record_start_at(blk, p, wm_len) else {
+                    p += 1;
+                    continue;
+                };
+                let at = start + p as u64;
+                if wm > at {
+                    // No writer writes this: not a record (or itself damaged).
+                    p += 1;
+                } else if wm > damaged {
+                    return Some((at, wm));
+                } else {
+                    p += HEADER_SIZE + len;
+                }
+            }
+            None
         })
     }
 }
@@ -361,18 +482,43 @@ fn read_block(
     file.read_at(start, buf)
 }
 
-/// Whether `blk[p..]` begins a FULL or FIRST fragment that fits in the block and checks out.
-fn valid_record_start(blk: &[u8], p: usize) -> bool {
-    let Some(h) = blk.get(p..p + HEADER_SIZE) else {
-        return false;
-    };
+/// If `blk[p..]` begins a FULL or FIRST fragment that fits in the block, checks out and holds
+/// a `wm_len`-byte watermark: its payload length and watermark (0 without one).
+fn record_start_at(blk: &[u8], p: usize, wm_len: usize) -> Option<(usize, u64)> {
+    let h = blk.get(p..p + HEADER_SIZE)?;
     let kind = h[6];
     if kind != TYPE_FULL && kind != TYPE_FIRST {
-        return false;
+        return None;
     }
     let len = u16::from_le_bytes([h[4], h[5]]) as usize;
-    let Some(payload) = blk.get(p + HEADER_SIZE..p + HEADER_SIZE + len) else {
-        return false;
-    };
-    fragment_crc(kind, payload) == u32::from_le_bytes([h[0], h[1], h[2], h[3]])
+    let payload = blk.get(p + HEADER_SIZE..p + HEADER_SIZE + len)?;
+    if len < wm_len || fragment_crc(kind, payload) != u32::from_le_bytes([h[0], h[1], h[2], h[3]]) {
+        return None;
+    }
+    Some((len, read_watermark(payload, wm_len)))
+}
+
+/// The watermark opening a record-start fragment's payload (0 when `wm_len` is 0).
+fn read_watermark(payload: &[u8], wm_len: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b[..wm_len].copy_from_slice(&payload[..wm_len]);
+    u64::from_le_bytes(b)
+}
+
+/// Checks the watermark of a record starting at `at` with first-fragment `payload`: present,
+/// and no later than the record itself (the writer only knows bytes before it synced).
+fn check_watermark(payload: &[u8], wm_len: usize, at: u64) -> std::result::Result<(), String> {
+    if payload.len() < wm_len {
+        return Err(format!(
+            "record-start fragment of {} bytes is shorter than its {wm_len}-byte watermark",
+            payload.len()
+        ));
+    }
+    let wm = read_watermark(payload, wm_len);
+    if wm > at {
+        return Err(format!(
+            "record at offset {at} claims the file was synced through offset {wm}, beyond itself"
+        ));
+    }
+    Ok(())
 }

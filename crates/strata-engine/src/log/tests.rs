@@ -1,4 +1,6 @@
-//! Tests of the record log over in-test Vec-backed files.
+//! Tests of the record log over in-test Vec-backed files, in format version 1 (records
+//! without a watermark: what databases written before version 2 hold, still read). The
+//! watermark of version 2 and its recovery rule are tested in `watermark_tests.rs`.
 
 use super::format::{encode_header, file_header, TYPE_FIRST, TYPE_FULL, TYPE_LAST, TYPE_MIDDLE};
 use super::*;
@@ -11,16 +13,16 @@ use std::sync::{Arc, Mutex};
 
 /// Shared state of an in-test writable file.
 #[derive(Default)]
-struct Shared {
-    data: Vec<u8>,
-    appends: usize,
+pub(super) struct Shared {
+    pub(super) data: Vec<u8>,
+    pub(super) appends: usize,
     /// Fail the append with this (0-based) index.
     fail_append: Option<usize>,
 }
 
-struct VecWriter {
-    shared: Arc<Mutex<Shared>>,
-    path: PathBuf,
+pub(super) struct VecWriter {
+    pub(super) shared: Arc<Mutex<Shared>>,
+    pub(super) path: PathBuf,
 }
 
 impl WritableFile for VecWriter {
@@ -53,9 +55,9 @@ impl WritableFile for VecWriter {
     }
 }
 
-struct VecReader {
-    data: Vec<u8>,
-    path: PathBuf,
+pub(super) struct VecReader {
+    pub(super) data: Vec<u8>,
+    pub(super) path: PathBuf,
 }
 
 impl RandomAccessFile for VecReader {
@@ -81,13 +83,20 @@ impl RandomAccessFile for VecReader {
     }
 }
 
+/// The format version these tests write.
+const V1: u16 = FORMAT_VERSION_NO_WATERMARK;
+
 fn new_writer(name: &str) -> (LogWriter, Arc<Mutex<Shared>>) {
     let shared = Arc::new(Mutex::new(Shared::default()));
     let file = VecWriter {
         shared: shared.clone(),
         path: PathBuf::from(name),
     };
-    (LogWriter::new(Box::new(file)).unwrap(), shared)
+    let kind = LogKind::for_path(Path::new(name));
+    (
+        LogWriter::with_format(Box::new(file), kind, V1).unwrap(),
+        shared,
+    )
 }
 
 /// Writes `records`; returns the file bytes and each record's (start, end) as the reader
@@ -145,7 +154,7 @@ fn read_all(data: Vec<u8>) -> Outcome {
     panic!("reader returned more records than the file has bytes");
 }
 
-fn payload(len: usize, seed: u8) -> Vec<u8> {
+pub(super) fn payload(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect()
@@ -263,7 +272,7 @@ fn file_header_layout_and_kind() {
 /// Builds a log by hand: file header, then `frags` of (type, payload) placed back to back.
 fn hand_log(frags: &[(u8, &[u8])]) -> Vec<u8> {
     let mut out = Vec::new();
-    let h = file_header(LogKind::Wal);
+    let h = file_header(LogKind::Wal, V1);
     out.extend_from_slice(&encode_header(TYPE_FULL, &h));
     out.extend_from_slice(&h);
     for (t, p) in frags {
@@ -277,10 +286,10 @@ fn hand_log(frags: &[(u8, &[u8])]) -> Vec<u8> {
 fn bad_file_headers_are_corruption() {
     // Valid checksum, wrong magic / version / reserved byte / kind / length.
     for case in 0..5 {
-        let mut h = file_header(LogKind::Wal).to_vec();
+        let mut h = file_header(LogKind::Wal, V1).to_vec();
         match case {
             0 => h[0] = b'X',
-            1 => h[8] = 2,
+            1 => h[8] = 3,
             2 => h[11] = 1,
             3 => h[10] = 9,
             _ => h.push(0),

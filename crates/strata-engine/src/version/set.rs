@@ -35,6 +35,9 @@ pub struct VersionSet {
     pub compact_pointers: Vec<Vec<u8>>,
     /// Edits read at recovery (for `check` and stats).
     pub recovered_records: u64,
+    /// What reading the MANIFEST found (records, an unsynced tail dropped), for the
+    /// recovery report.
+    pub recovered_log: Option<crate::log::LogRecovery>,
     /// The value log's durable head, live bytes and obsolete files.
     pub vlog: crate::vlog::VlogManifest,
 }
@@ -119,6 +122,12 @@ impl VersionSet {
             log_number: log_number.ok_or_else(|| missing("log number"))?,
             compact_pointers: pointers,
             recovered_records: records,
+            recovered_log: Some(crate::log::LogRecovery::new(
+                &mpath,
+                records,
+                reader.file_len(),
+                torn.clone(),
+            )),
             vlog,
         };
         vs.current

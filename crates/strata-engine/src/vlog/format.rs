@@ -14,12 +14,26 @@ use std::path::Path;
 
 /// Magic number opening every value-log file.
 pub const FILE_MAGIC: [u8; 8] = *b"STRATVLG";
-/// The format version this build writes and the only one it reads.
-pub const FORMAT_VERSION: u16 = 1;
+/// The format version this build writes: frame headers carry the sync watermark. Version 1
+/// (24-byte frame headers without it) is still read.
+pub const FORMAT_VERSION: u16 = 2;
+/// The first format version, without watermarks: read, never written.
+pub const FORMAT_VERSION_NO_WATERMARK: u16 = 1;
 /// Bytes of the file header: magic, version, reserved, masked crc32c.
 pub const FILE_HEADER_LEN: usize = 16;
-/// Bytes of a frame header.
-pub const FRAME_HEADER_LEN: usize = 24;
+/// Bytes of a frame header as written (version 2).
+pub const FRAME_HEADER_LEN: usize = 32;
+/// Bytes of a version-1 frame header (no watermark).
+pub const FRAME_HEADER_LEN_V1: usize = 24;
+
+/// Bytes of a frame header in a file of format `version`.
+pub fn frame_header_len(version: u16) -> usize {
+    if version >= FORMAT_VERSION {
+        FRAME_HEADER_LEN
+    } else {
+        FRAME_HEADER_LEN_V1
+    }
+}
 /// Largest frame body accepted (the length field is 32 bits).
 pub const MAX_FRAME_BODY: usize = u32::MAX as usize;
 
@@ -100,18 +114,18 @@ impl ValuePointer {
 /// Smallest possible entry: crc, kind, two one-byte varints.
 pub const MIN_ENTRY_LEN: usize = 7;
 
-/// The encoded file header.
-pub fn file_header() -> [u8; FILE_HEADER_LEN] {
+/// The encoded file header of a file in format `version`.
+pub fn file_header(version: u16) -> [u8; FILE_HEADER_LEN] {
     let mut h = [0u8; FILE_HEADER_LEN];
     h[..8].copy_from_slice(&FILE_MAGIC);
-    h[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    h[8..10].copy_from_slice(&version.to_le_bytes());
     let crc = mask_crc(crc32c::crc32c(&h[..12]));
     h[12..16].copy_from_slice(&crc.to_le_bytes());
     h
 }
 
-/// Checks a file header; errors name `path`.
-pub fn check_file_header(h: &[u8], path: &Path) -> Result<()> {
+/// Checks a file header and returns its format version; errors name `path`.
+pub fn check_file_header(h: &[u8], path: &Path) -> Result<u16> {
     let bad = |r: &str| Err(Error::corruption(path, 0, format!("value-log header: {r}")));
     if h.len() < FILE_HEADER_LEN {
         return bad("file shorter than its header");
@@ -123,13 +137,13 @@ pub fn check_file_header(h: &[u8], path: &Path) -> Result<()> {
         return bad("bad magic number");
     }
     let version = u16::from_le_bytes([h[8], h[9]]);
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != FORMAT_VERSION_NO_WATERMARK {
         return bad(&format!("unsupported version {version}"));
     }
     if h[10] != 0 || h[11] != 0 {
         return bad("non-zero reserved bytes");
     }
-    Ok(())
+    Ok(version)
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -151,26 +165,41 @@ pub struct FrameHeader {
     pub count: u32,
     pub body_len: u32,
     pub first_seq: SeqNo,
+    /// The sync watermark: the file offset through which the file was known synced when the
+    /// frame was written (version 2; 0 in version-1 files).
+    pub watermark: u64,
 }
 
 impl FrameHeader {
+    /// The header as written (version 2, with the watermark).
     pub fn encode(&self) -> [u8; FRAME_HEADER_LEN] {
         let mut h = [0u8; FRAME_HEADER_LEN];
         h[4] = self.kind;
         h[8..12].copy_from_slice(&self.count.to_le_bytes());
         h[12..16].copy_from_slice(&self.body_len.to_le_bytes());
         h[16..24].copy_from_slice(&self.first_seq.to_le_bytes());
+        h[24..32].copy_from_slice(&self.watermark.to_le_bytes());
         let crc = mask_crc(crc32c::crc32c(&h[4..]));
         h[..4].copy_from_slice(&crc.to_le_bytes());
         h
     }
 
-    /// Decodes a frame header; `Err(reason)` if it is not a valid one.
-    pub fn decode(h: &[u8]) -> std::result::Result<FrameHeader, &'static str> {
-        if h.len() < FRAME_HEADER_LEN {
+    /// The header in version 1 (no watermark), as builds before version 2 wrote it.
+    pub fn encode_v1(&self) -> [u8; FRAME_HEADER_LEN_V1] {
+        let mut h = [0u8; FRAME_HEADER_LEN_V1];
+        h.copy_from_slice(&self.encode()[..FRAME_HEADER_LEN_V1]);
+        let crc = mask_crc(crc32c::crc32c(&h[4..]));
+        h[..4].copy_from_slice(&crc.to_le_bytes());
+        h
+    }
+
+    /// Decodes a frame header of `len` bytes ([`frame_header_len`] of the file's version);
+    /// `Err(reason)` if it is not a valid one.
+    pub fn decode(h: &[u8], len: usize) -> std::result::Result<FrameHeader, &'static str> {
+        if h.len() < len {
             return Err("frame header cut off");
         }
-        if unmask_crc(u32_at(h, 0)) != crc32c::crc32c(&h[4..FRAME_HEADER_LEN]) {
+        if unmask_crc(u32_at(h, 0)) != crc32c::crc32c(&h[4..len]) {
             return Err("frame header checksum mismatch");
         }
         let kind = h[4];
@@ -191,6 +220,11 @@ impl FrameHeader {
             count,
             body_len,
             first_seq: u64_at(h, 16),
+            watermark: if len >= FRAME_HEADER_LEN {
+                u64_at(h, 24)
+            } else {
+                0
+            },
         })
     }
 }
@@ -437,8 +471,11 @@ mod tests {
 
     #[test]
     fn headers() {
-        let h = file_header();
-        check_file_header(&h, Path::new("x")).unwrap();
+        let h = file_header(FORMAT_VERSION);
+        assert_eq!(check_file_header(&h, Path::new("x")).unwrap(), 2);
+        let v1 = file_header(FORMAT_VERSION_NO_WATERMARK);
+        assert_eq!(check_file_header(&v1, Path::new("x")).unwrap(), 1);
+        assert!(check_file_header(&file_header(3), Path::new("x")).is_err());
         for i in 0..h.len() {
             let mut b = h;
             b[i] ^= 0x10;
@@ -449,11 +486,19 @@ mod tests {
             count: 3,
             body_len: 300,
             first_seq: 42,
+            watermark: 4096,
         };
-        assert_eq!(FrameHeader::decode(&f.encode()), Ok(f));
-        assert!(FrameHeader::decode(&[0u8; FRAME_HEADER_LEN]).is_err());
-        let mut b = f.encode();
-        b[20] ^= 1;
-        assert!(FrameHeader::decode(&b).is_err());
+        assert_eq!(FrameHeader::decode(&f.encode(), FRAME_HEADER_LEN), Ok(f));
+        let v1 = FrameHeader::decode(&f.encode_v1(), FRAME_HEADER_LEN_V1).unwrap();
+        assert_eq!(v1, FrameHeader { watermark: 0, ..f });
+        assert!(FrameHeader::decode(&[0u8; FRAME_HEADER_LEN], FRAME_HEADER_LEN).is_err());
+        for i in 0..FRAME_HEADER_LEN {
+            let mut b = f.encode();
+            b[i] ^= 1;
+            assert!(
+                FrameHeader::decode(&b, FRAME_HEADER_LEN).is_err(),
+                "byte {i}"
+            );
+        }
     }
 }

@@ -277,6 +277,14 @@ impl Vlog {
         }
     }
 
+    /// Makes every appended byte durable and covers it with a sync mark (a clean close).
+    pub fn seal(&self) -> Result<()> {
+        match self.head.lock().as_mut() {
+            Some(w) => w.seal(),
+            None => Ok(()),
+        }
+    }
+
     /// Makes every appended byte durable (if there is a head).
     pub fn sync(&self) -> Result<()> {
         match self.head.lock().as_mut() {

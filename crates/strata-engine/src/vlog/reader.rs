@@ -3,16 +3,17 @@
 //! frames in `docs/format/vlog.md`):
 //!
 //! - a zero-filled tail or the end of the file at a frame boundary is a clean end;
-//! - a zero-filled frame header followed by non-zero bytes is a **hole** (unsynced writes
-//!   that reached the disk out of order) and ends the log like a torn tail;
-//! - a damaged frame (bad header, cut-off body, any bad entry, wrong entry count) with no
-//!   valid frame anywhere after it is a **torn tail**: the frames before it are the log,
-//!   [`FrameReader::truncated_tail`] reports where it was cut;
-//! - a damaged frame followed by a valid frame is **corruption** ([`Error::Corruption`]):
-//!   valid data after damage cannot be an unsynced tail.
+//! - a damaged frame (bad header, cut-off body, any bad entry, wrong entry count), or a
+//!   zero-filled frame header followed by non-zero bytes (a hole), at offset `d`:
+//!   - format 2: **corruption** ([`Error::Corruption`]) if a valid frame after it carries a
+//!     sync watermark above `d` (the damaged bytes had been synced); otherwise a **torn
+//!     tail**: the frames before it are the log, [`FrameReader::truncated_tail`] reports
+//!     where it was cut;
+//!   - format 1 (no watermarks): a hole is a torn tail; damage is corruption if any valid
+//!     frame follows it, else a torn tail.
 
 use super::format::{
-    check_file_header, decode_entry, Entry, FrameHeader, FILE_HEADER_LEN, FRAME_HEADER_LEN,
+    check_file_header, decode_entry, frame_header_len, Entry, FrameHeader, FILE_HEADER_LEN,
 };
 use crate::error::{Error, Result};
 use crate::io::RandomAccessFile;
@@ -27,13 +28,15 @@ pub struct Frame {
     /// File offset of the frame header.
     pub offset: u64,
     pub header: FrameHeader,
+    /// Bytes of the header (by the file's format version).
+    header_len: usize,
     body: Vec<u8>,
 }
 
 impl Frame {
     /// File offset of the first entry.
     pub fn body_offset(&self) -> u64 {
-        self.offset + FRAME_HEADER_LEN as u64
+        self.offset + self.header_len as u64
     }
 
     /// The entries with their file offsets. The reader verified every one.
@@ -53,7 +56,7 @@ impl Frame {
 
     /// Bytes of the frame, header included.
     pub fn len(&self) -> u64 {
-        (FRAME_HEADER_LEN + self.body.len()) as u64
+        (self.header_len + self.body.len()) as u64
     }
 
     pub fn is_empty(&self) -> bool {
@@ -91,6 +94,12 @@ pub struct FrameReader {
     torn: Option<(u64, String)>,
     done: bool,
     bytes_read: u64,
+    /// Where reading starts; the file header is checked first whatever it is.
+    start: u64,
+    /// Format version from the file header (0 until it is read).
+    version: u16,
+    /// Bytes of a frame header in this file's version.
+    header_len: usize,
 }
 
 impl FrameReader {
@@ -107,7 +116,15 @@ impl FrameReader {
             torn: None,
             done: false,
             bytes_read: 0,
+            start,
+            version: 0,
+            header_len: frame_header_len(0),
         }
+    }
+
+    /// The file's format version, once its header has been read.
+    pub fn version(&self) -> Option<u16> {
+        (self.version != 0).then_some(self.version)
     }
 
     /// Where a torn tail was cut, and why; `None` if the log ended cleanly.
@@ -160,14 +177,19 @@ impl FrameReader {
 
     /// The frame at `at` if it is whole and valid.
     fn frame_at(&mut self, at: u64) -> Result<std::result::Result<Frame, &'static str>> {
-        if !self.fill(at, FRAME_HEADER_LEN)? {
+        let hl = self.header_len;
+        if !self.fill(at, hl)? {
             return Ok(Err("frame header cut off by the end of the file"));
         }
-        let h = match FrameHeader::decode(self.slice(at, FRAME_HEADER_LEN)) {
+        let h = match FrameHeader::decode(self.slice(at, hl), hl) {
             Ok(h) => h,
             Err(r) => return Ok(Err(r)),
         };
-        let body_at = at + FRAME_HEADER_LEN as u64;
+        if h.watermark > at {
+            // The writer only knows bytes before the frame synced.
+            return Ok(Err("frame watermark lies beyond the frame itself"));
+        }
+        let body_at = at + hl as u64;
         if !self.fill(body_at, h.body_len as usize)? {
             return Ok(Err("frame body cut off by the end of the file"));
         }
@@ -178,6 +200,7 @@ impl FrameReader {
         Ok(Ok(Frame {
             offset: at,
             header: h,
+            header_len: hl,
             body: body.to_vec(),
         }))
     }
@@ -198,25 +221,33 @@ impl FrameReader {
 
     /// Whether the frame header at `at` is all zeros (and whole).
     fn zero_header_at(&mut self, at: u64) -> Result<bool> {
-        Ok(self.fill(at, FRAME_HEADER_LEN)?
-            && self.slice(at, FRAME_HEADER_LEN).iter().all(|b| *b == 0))
+        let hl = self.header_len;
+        Ok(self.fill(at, hl)? && self.slice(at, hl).iter().all(|b| *b == 0))
     }
 
-    /// Whether a valid frame starts anywhere after `at`.
-    fn valid_frame_after(&mut self, at: u64) -> Result<bool> {
+    /// The first valid frame after `at` that proves damage at `at` hit synced bytes, as
+    /// (offset, watermark): in format 2 one whose watermark lies above `at` (frames with a
+    /// lower one were written before any sync covered `at` and are skipped whole); in
+    /// format 1, which has no watermarks, any valid frame (reported with watermark 0).
+    fn synced_frame_after(&mut self, at: u64) -> Result<Option<(u64, u64)>> {
+        let hl = self.header_len;
         let mut p = at + 1;
-        while p + FRAME_HEADER_LEN as u64 <= self.end {
-            self.fill(p, FRAME_HEADER_LEN)?;
-            let h = self.slice(p, FRAME_HEADER_LEN);
+        while p + hl as u64 <= self.end {
+            self.fill(p, hl)?;
+            let h = self.slice(p, hl);
             // Cheap rejections before the checksum.
             if (h[4] == 1 || h[4] == 2) && h[5..8] == [0, 0, 0] {
-                if let Ok(Ok(_)) = self.frame_at(p) {
-                    return Ok(true);
+                if let Ok(Ok(f)) = self.frame_at(p) {
+                    if self.version < super::format::FORMAT_VERSION || f.header.watermark > at {
+                        return Ok(Some((p, f.header.watermark)));
+                    }
+                    p += f.len();
+                    continue;
                 }
             }
             p += 1;
         }
-        Ok(false)
+        Ok(None)
     }
 
     fn check_header(&mut self) -> Result<bool> {
@@ -227,14 +258,22 @@ impl FrameReader {
         }
         self.fill(0, FILE_HEADER_LEN)?;
         let h = self.slice(0, FILE_HEADER_LEN).to_vec();
-        if let Err(e) = check_file_header(&h, &self.path) {
-            if self.end == FILE_HEADER_LEN as u64 || self.zero_from(0)? {
-                self.torn = Some((0, e.to_string()));
-                return Ok(false);
+        match check_file_header(&h, &self.path) {
+            Ok(v) => {
+                self.version = v;
+                self.header_len = frame_header_len(v);
             }
-            return Err(e);
+            Err(e) => {
+                if self.start <= FILE_HEADER_LEN as u64
+                    && (self.end == FILE_HEADER_LEN as u64 || self.zero_from(0)?)
+                {
+                    self.torn = Some((0, e.to_string()));
+                    return Ok(false);
+                }
+                return Err(e);
+            }
         }
-        self.pos = FILE_HEADER_LEN as u64;
+        self.pos = self.start.max(FILE_HEADER_LEN as u64);
         Ok(true)
     }
 
@@ -243,7 +282,7 @@ impl FrameReader {
         if self.done {
             return Ok(None);
         }
-        if self.pos == 0 && !self.check_header()? {
+        if self.version == 0 && !self.check_header()? {
             self.done = true;
             return Ok(None);
         }
@@ -262,27 +301,43 @@ impl FrameReader {
                 if self.zero_from(at)? {
                     return Ok(None);
                 }
-                if self.zero_header_at(at)? {
-                    // The writer never writes a zero frame header: a hole, bytes that never
-                    // reached the disk while later ones did (unsynced pages are written back
-                    // in any order). Everything from here on was unsynced, so the log ends.
-                    self.torn = Some((
-                        at,
-                        "zero-filled hole where a frame header belongs, followed by unsynced \
-                         writes that reached the disk out of order"
-                            .to_string(),
-                    ));
+                // The writer never writes a zero frame header: a hole, bytes that never
+                // reached the disk while later ones did (unsynced pages are written back in
+                // any order).
+                let hole = self.zero_header_at(at)?;
+                let reason = if hole {
+                    "zero-filled hole where a frame header belongs, followed by writes that \
+                     reached the disk out of order"
+                } else {
+                    reason
+                };
+                if hole && self.version < super::format::FORMAT_VERSION {
+                    // Format 1 cannot tell whether the hole was synced: the log ends here.
+                    self.torn = Some((at, reason.to_string()));
                     return Ok(None);
                 }
-                if self.valid_frame_after(at)? {
-                    return Err(Error::corruption(
+                match self.synced_frame_after(at)? {
+                    Some((next, _)) if self.version < super::format::FORMAT_VERSION => {
+                        Err(Error::corruption(
+                            &self.path,
+                            at,
+                            format!("{reason}, followed by a valid frame at offset {next}"),
+                        ))
+                    }
+                    Some((next, wm)) => Err(Error::corruption(
                         &self.path,
                         at,
-                        format!("{reason}, followed by valid frames"),
-                    ));
+                        format!(
+                            "{reason}; the frame at offset {next} was written when this file \
+                             was synced through offset {wm}, so the damaged bytes had been \
+                             synced (expected intact frames up to offset {wm})"
+                        ),
+                    )),
+                    None => {
+                        self.torn = Some((at, reason.to_string()));
+                        Ok(None)
+                    }
                 }
-                self.torn = Some((at, reason.to_string()));
-                Ok(None)
             }
         }
     }
@@ -294,7 +349,8 @@ mod tests {
     use super::*;
     use crate::io::{Fs, MemFs};
 
-    fn frame(first_seq: u64, entries: &[(&[u8], &[u8])]) -> Vec<u8> {
+    /// A frame in format 2 (`wm` = the watermark) or, with `wm` `None`, format 1.
+    fn frame(first_seq: u64, entries: &[(&[u8], &[u8])], wm: Option<u64>) -> Vec<u8> {
         let mut body = Vec::new();
         for (k, v) in entries {
             encode_entry(&mut body, EntryKind::Separated, k, v);
@@ -304,8 +360,12 @@ mod tests {
             count: entries.len() as u32,
             body_len: body.len() as u32,
             first_seq,
+            watermark: wm.unwrap_or(0),
         };
-        let mut out = h.encode().to_vec();
+        let mut out = match wm {
+            Some(_) => h.encode().to_vec(),
+            None => h.encode_v1().to_vec(),
+        };
         out.extend(body);
         out
     }
@@ -326,54 +386,107 @@ mod tests {
         Ok((seqs, r.truncated_tail()))
     }
 
-    #[test]
-    fn torn_tail_versus_corruption() {
-        let mut file = file_header().to_vec();
-        let f1 = frame(1, &[(b"a", b"1"), (b"b", b"2")]);
-        let f2 = frame(3, &[(b"c", b"3")]);
-        let f3 = frame(4, &[(b"d", b"4")]);
-        file.extend(&f1);
+    /// Three frames; in format 2 the third carries a watermark through the end of the
+    /// second (a sync happened between them) when `synced_before_last`. Returns the file and
+    /// the offsets of frames 2 and 3.
+    fn three_frames(v2: bool, synced_before_last: bool) -> (Vec<u8>, usize, usize) {
+        let version = if v2 {
+            FORMAT_VERSION
+        } else {
+            FORMAT_VERSION_NO_WATERMARK
+        };
+        let mut file = file_header(version).to_vec();
+        let wm = |w: u64| v2.then_some(w);
+        file.extend(frame(1, &[(b"a", b"1"), (b"b", b"2")], wm(0)));
         let f2_at = file.len();
-        file.extend(&f2);
-        file.extend(&f3);
-        assert_eq!(read_all(&file).unwrap(), (vec![1, 3, 4], None));
-        // Every cut inside the last frame is a torn tail.
-        let last_at = file.len() - f3.len();
-        for cut in last_at + 1..file.len() {
-            let (seqs, torn) = read_all(&file[..cut]).unwrap();
-            assert_eq!(seqs, vec![1, 3]);
-            assert_eq!(torn.unwrap().0, last_at as u64);
+        file.extend(frame(3, &[(b"c", b"3")], wm(0)));
+        let f3_at = file.len();
+        let w3 = if synced_before_last { f3_at as u64 } else { 0 };
+        file.extend(frame(4, &[(b"d", b"4")], wm(w3)));
+        (file, f2_at, f3_at)
+    }
+
+    #[test]
+    fn torn_tail_clean_end_and_bad_headers_in_both_formats() {
+        for v2 in [false, true] {
+            let (file, _, last_at) = three_frames(v2, true);
+            assert_eq!(read_all(&file).unwrap(), (vec![1, 3, 4], None));
+            // Every cut inside the last frame is a torn tail.
+            for cut in last_at + 1..file.len() {
+                let (seqs, torn) = read_all(&file[..cut]).unwrap();
+                assert_eq!(seqs, vec![1, 3]);
+                assert_eq!(torn.unwrap().0, last_at as u64);
+            }
+            // Zero tail is a clean end.
+            let mut z = file.clone();
+            z.extend([0u8; 100]);
+            assert_eq!(read_all(&z).unwrap(), (vec![1, 3, 4], None));
+            // Damage in the last frame is a torn tail.
+            let mut d = file.clone();
+            let n = d.len();
+            d[n - 1] ^= 1;
+            assert_eq!(read_all(&d).unwrap().0, vec![1, 3]);
+            // A bad file header on a file with data is corruption; an empty file is empty.
+            let mut h = file.clone();
+            h[0] ^= 1;
+            assert!(read_all(&h).unwrap_err().is_corruption());
+            assert_eq!(read_all(&[]).unwrap().0, Vec::<u64>::new());
+            assert_eq!(read_all(&file[..10]).unwrap().0, Vec::<u64>::new());
         }
-        // Zero tail is a clean end.
-        let mut z = file.clone();
-        z.extend([0u8; 100]);
-        assert_eq!(read_all(&z).unwrap(), (vec![1, 3, 4], None));
-        // Damage in the middle, with a valid frame after it, is corruption.
-        for i in f2_at..f2_at + f2.len() {
+    }
+
+    /// Format 1: damage followed by a valid frame is corruption, a hole ends the log.
+    #[test]
+    fn format_1_rule() {
+        let (file, f2_at, f3_at) = three_frames(false, false);
+        for i in f2_at..f3_at {
             let mut d = file.clone();
             d[i] ^= 0x40;
             let e = read_all(&d).unwrap_err();
             assert!(e.is_corruption(), "{e}");
         }
-        // Damage in the last frame is a torn tail.
-        let mut d = file.clone();
-        let n = d.len();
-        d[n - 1] ^= 1;
-        assert_eq!(read_all(&d).unwrap().0, vec![1, 3]);
-        // A zero-filled frame followed by a valid one: a hole left by out-of-order writeback
-        // of unsynced pages; the log ends at it.
         let mut hole = file.clone();
-        hole[f2_at..f2_at + f2.len()].fill(0);
+        hole[f2_at..f3_at].fill(0);
         let (seqs, torn) = read_all(&hole).unwrap();
         assert_eq!(seqs, vec![1]);
         let (at, reason) = torn.unwrap();
         assert_eq!(at, f2_at as u64);
         assert!(reason.contains("hole"), "{reason}");
-        // A bad file header on a file with data is corruption; an empty file is an empty log.
-        let mut h = file.clone();
-        h[0] ^= 1;
-        assert!(read_all(&h).unwrap_err().is_corruption());
-        assert_eq!(read_all(&[]).unwrap().0, Vec::<u64>::new());
-        assert_eq!(read_all(&file[..10]).unwrap().0, Vec::<u64>::new());
+    }
+
+    /// Format 2: damage (flipped bits, a hole, garbage) that no later watermark covers is an
+    /// unsynced tail; damage below a later frame's watermark is corruption naming the
+    /// damaged frame's offset.
+    #[test]
+    fn format_2_watermark_rule() {
+        for synced in [false, true] {
+            let (file, f2_at, f3_at) = three_frames(true, synced);
+            let mut cases = Vec::new();
+            for i in f2_at..f3_at {
+                let mut d = file.clone();
+                d[i] ^= 0x40;
+                cases.push(d);
+            }
+            for b in [0u8, 0x5a] {
+                let mut d = file.clone();
+                d[f2_at..f3_at].fill(b);
+                cases.push(d);
+            }
+            for d in cases {
+                match read_all(&d) {
+                    Ok((seqs, torn)) => {
+                        assert!(!synced, "damage below a watermark was read as a tail");
+                        assert_eq!(seqs, vec![1]);
+                        assert_eq!(torn.unwrap().0, f2_at as u64);
+                    }
+                    Err(Error::Corruption { offset, reason, .. }) => {
+                        assert!(synced, "unsynced damage refused: {reason}");
+                        assert_eq!(offset, f2_at as u64);
+                        assert!(reason.contains("synced through"), "{reason}");
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
     }
 }

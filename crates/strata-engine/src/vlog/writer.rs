@@ -6,7 +6,7 @@
 
 use super::format::{
     encode_entry, encode_entry_head, file_header, EntryKind, FrameHeader, ValuePointer,
-    FRAME_HEADER_LEN, MAX_FRAME_BODY,
+    FORMAT_VERSION, FRAME_HEADER_LEN, MAX_FRAME_BODY,
 };
 use super::{HeadShared, VlogFile};
 use crate::batch::WriteBatch;
@@ -25,6 +25,11 @@ pub struct VlogWriter {
     buf: Vec<u8>,
     buf_start: u64,
     buffer_bytes: usize,
+    /// Bytes of the file known durable (the position at the last successful sync): the
+    /// watermark each frame header carries (`docs/format/vlog.md` section 2).
+    synced: u64,
+    /// The position after the last sync mark ([`VlogWriter::seal`]).
+    sealed_at: Option<u64>,
     failed: Option<Error>,
 }
 
@@ -48,7 +53,7 @@ impl VlogWriter {
         buffer_bytes: usize,
     ) -> Self {
         let mut buf = Vec::with_capacity(buffer_bytes.min(4 << 20) + 4096);
-        buf.extend_from_slice(&file_header());
+        buf.extend_from_slice(&file_header(FORMAT_VERSION));
         shared.flushed.store(0, Ordering::Release);
         shared.number.store(entry.number, Ordering::Release);
         entry.size.store(buf.len() as u64, Ordering::Relaxed);
@@ -59,6 +64,8 @@ impl VlogWriter {
             buf,
             buf_start: 0,
             buffer_bytes,
+            synced: 0,
+            sealed_at: None,
             failed: None,
         }
     }
@@ -151,6 +158,7 @@ impl VlogWriter {
             count,
             body_len: body_len as u32,
             first_seq,
+            watermark: self.synced,
         };
         self.buf[frame_at..frame_at + FRAME_HEADER_LEN].copy_from_slice(&h.encode());
         let end = self.position() + values_len as u64;
@@ -215,6 +223,32 @@ impl VlogWriter {
         self.write_direct(&[])
     }
 
+    /// Syncs, then appends a **sync mark** — a frame of no entries whose watermark covers
+    /// every frame before it — and syncs again (a clean close; see `LogWriter::seal`). Does
+    /// nothing more when nothing was appended since the last mark.
+    pub fn seal(&mut self) -> Result<()> {
+        self.sync()?;
+        if self.sealed_at == Some(self.position()) {
+            return Ok(());
+        }
+        let h = FrameHeader {
+            kind: super::format::FRAME_REPLAY,
+            count: 0,
+            body_len: 0,
+            first_seq: 0,
+            watermark: self.synced,
+        };
+        self.buf.extend_from_slice(&h.encode());
+        let end = self.position();
+        self.entry.size.store(end, Ordering::Relaxed);
+        self.shared
+            .appended
+            .fetch_add(FRAME_HEADER_LEN as u64, Ordering::Relaxed);
+        self.sync()?;
+        self.sealed_at = Some(self.position());
+        Ok(())
+    }
+
     /// Flushes and makes every appended byte durable.
     pub fn sync(&mut self) -> Result<()> {
         self.flush()?;
@@ -222,6 +256,7 @@ impl VlogWriter {
             self.failed = Some(e.clone());
             return Err(e);
         }
+        self.synced = self.position();
         Ok(())
     }
 

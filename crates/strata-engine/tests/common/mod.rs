@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use strata_engine::io::{CrashMode, Fs, MemFs, UnsyncedWrites};
+use strata_engine::io::{CrashMode, Fs, MemFs};
 use strata_engine::{Db, Options, ReadOptions, Result};
 
 /// The database directory used on a `MemFs`.
@@ -100,27 +100,6 @@ pub fn crash_mode(k: u64) -> CrashMode {
         0 => CrashMode::tear_last(false),
         1 => CrashMode::tear_last(true),
         _ => CrashMode::adversarial(),
-    }
-}
-
-/// Marks an open that refused a log whose unsynced tail has a hole below a valid record.
-pub const REFUSED_HOLE: &str = "[open refuses a hole in the unsynced log tail]";
-
-/// `REFUSED_HOLE` (and a space) if `e` is that refusal after a crash in `mode`, else "".
-///
-/// A zero-filled hole ends the log like a torn tail, but a torn record with a non-zero
-/// header, or garbage, followed by a valid record is taken for damage to synced data, and
-/// recovery fails the open with `Corruption` rather than drop records (`docs/format/wal.md`;
-/// the value log follows the same rule). Only a scattered crash leaves such holes, so only
-/// there is the refusal expected; the crash tests count it apart, and
-/// `crash::unsynced_log_writes_reaching_disk_out_of_order_do_not_block_open` holds the case.
-pub fn refusal_tag(e: &strata_engine::Error, mode: CrashMode) -> String {
-    let m = e.to_string();
-    let hole = m.contains("so this is not a torn tail") || m.contains("followed by valid frames");
-    if hole && e.is_corruption() && mode.unsynced_writes == UnsyncedWrites::Scattered {
-        format!("{REFUSED_HOLE} ")
-    } else {
-        String::new()
     }
 }
 
