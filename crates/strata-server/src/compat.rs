@@ -20,9 +20,7 @@ fn missing_reason(m: &Meta) -> &'static str {
         ("replicaof" | "slaveof" | "role" | "wait", _) => "replication is not built yet",
         ("readonly" | "readwrite" | "asking" | "cluster", _) => "cluster mode is not built yet",
         ("acl", _) => "ACL users are not built yet (requirepass works)",
-        ("function" | "fcall" | "fcall_ro", _) => {
-            "functions are not built yet (EVAL scripts are)"
-        }
+        ("function" | "fcall" | "fcall_ro", _) => "functions are not built yet (EVAL scripts are)",
         (_, "stream") => "streams are not built yet",
         (_, "geo") => "geo commands are not built yet",
         _ => "not built yet",
