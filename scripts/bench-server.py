@@ -9,6 +9,8 @@ prints medians, ratios to Redis-with-AOF, and server CPU microseconds per reques
     # The data types (lists, sets, hashes, sorted sets), pipeline depth 1, no MSET:
     python3 scripts/bench-server.py --tests lpush,rpush,lpop,rpop,sadd,hset,spop,zadd,lrange_100 \
         --pipelines 1 --mset-n 0
+    # A Lua script (GET + INCRBY + EXPIRE of one key) run by EVALSHA, 1M requests:
+    python3 scripts/bench-server.py --evalsha --n 1000000 --mset-n 0
 
 Each server starts on an empty directory for each (round, pipeline depth), so every run
 loads the same data. CPU per request is the server process's user+system time over the run
@@ -28,6 +30,10 @@ import time
 
 TESTS = ["set", "get", "incr"]
 PORT = 16510
+# The script of the EVALSHA benchmark: a read, a read-modify-write and a TTL on one key.
+EVALSHA_SCRIPT = ("local v = redis.call('GET', KEYS[1]) "
+                  "redis.call('INCRBY', KEYS[1], ARGV[1]) "
+                  "redis.call('EXPIRE', KEYS[1], 3600) return v")
 
 
 def cpu_seconds(pid):
@@ -75,16 +81,23 @@ def stop(p):
 
 
 def bench(tests, n, pipeline):
-    out = subprocess.run(
-        ["redis-benchmark", "-p", str(PORT), "-t", ",".join(tests), "-n", str(n),
-         "-r", "1000000", "-d", "128", "-c", "50", "-P", str(pipeline), "--csv"],
-        capture_output=True, text=True, check=True).stdout
+    argv = ["redis-benchmark", "-p", str(PORT), "-n", str(n), "-r", "1000000", "-d", "128",
+            "-c", "50", "-P", str(pipeline), "--csv"]
+    if tests == ["evalsha"]:
+        sha = subprocess.run(["redis-cli", "-p", str(PORT), "script", "load", EVALSHA_SCRIPT],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        argv += ["evalsha", sha, "1", "key:__rand_int__", "1"]
+    else:
+        argv += ["-t", ",".join(tests)]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     res = {}
     for line in out.splitlines():
         cells = [c.strip('"') for c in line.split(",")]
         # "LPUSH (needed to benchmark LRANGE)" fills the list for LRANGE: not a result.
         if len(cells) >= 2 and cells[0] != "test" and "needed to" not in cells[0]:
             name = re.sub(r" \(.*\)", "", cells[0]).lower()
+            if tests == ["evalsha"]:
+                name = "evalsha"  # redis-benchmark names a custom command by its whole line
             res[name] = {"rps": float(cells[1]),
                          "p50_ms": float(cells[5]) if len(cells) > 5 else None}
     return res
@@ -127,8 +140,10 @@ def main():
     ap.add_argument("--tests", default=",".join(TESTS),
                     help="redis-benchmark tests measured together (CPU per request over all)")
     ap.add_argument("--pipelines", default="1,16")
+    ap.add_argument("--evalsha", action="store_true",
+                    help="benchmark EVALSHA of EVALSHA_SCRIPT instead of --tests")
     a = ap.parse_args()
-    TESTS[:] = a.tests.split(",")
+    TESTS[:] = ["evalsha"] if a.evalsha else a.tests.split(",")
     pipelines = [int(x) for x in a.pipelines.split(",")]
     kinds = ["redis-aof", "strata", "redis-mem"]
     runs = {}  # (kind, P) -> [results]
