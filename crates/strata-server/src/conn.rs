@@ -25,7 +25,7 @@
 //! subscriber and that branch never fires.
 
 use crate::clients::{ClientInfo, READ_BYTES};
-use crate::cmd::table::Keys;
+use crate::cmd::table::{traits, Keys};
 use crate::cmd::{dispatch_found, ConnState, Ctx, Found};
 use crate::config::OutputLimit;
 use crate::exec::{self, Route};
@@ -450,6 +450,30 @@ async fn run_buffered(
                 reads,
             } => {
                 let dropped = skip || conn.reply_off;
+                if is_script(&found) {
+                    // A script runs alone: nothing of this connection is in flight beside it,
+                    // so if it must run again on this thread, no later command ran before it.
+                    drain(queued, reply).await;
+                    let again = if dropped {
+                        conn.skip_next = skip; // the inline run takes it
+                        Some(argv)
+                    } else {
+                        let r = Routed {
+                            argv,
+                            found,
+                            shard,
+                            write,
+                            keys,
+                            reads,
+                        };
+                        run_script_on_shard(shared, conn, reply, queued, r).await
+                    };
+                    match again {
+                        Some(argv) => carried = Some((argv, found, Route::Inline)),
+                        None => conn.info.obl.store(reply.len(), Ordering::Relaxed),
+                    }
+                    continue;
+                }
                 let first = Routed {
                     argv,
                     found,
@@ -625,6 +649,31 @@ fn run_in_place(
         }
         None => run.unwrap_or_default(),
     }
+}
+
+/// Whether `found` runs a script (EVAL and its kin).
+fn is_script(found: &Found) -> bool {
+    matches!(found, Found::Command(spec, _) if spec.has_trait(traits::SCRIPT))
+}
+
+/// Runs a script on the worker of its declared keys' shard and replies; returns its request
+/// instead if it must run on this thread (it reached a key it did not declare: it left no
+/// write and no reply). Never in place: a script may run long (until SCRIPT KILL), and this
+/// thread serves other connections meanwhile, SCRIPT KILL's among them; on the worker,
+/// consecutive scripts of many clients also share one engine write.
+async fn run_script_on_shard(
+    shared: &Arc<Shared>,
+    conn: &mut ConnState,
+    reply: &mut ReplyBuf,
+    queued: &mut Queued,
+    r: Routed,
+) -> Option<Vec<Bytes>> {
+    let retry = r.argv.clone();
+    let before = reply.len();
+    queue_one(shared, conn, reply, queued, r, false).await;
+    drain(queued, reply).await;
+    // A reply is never empty: an empty one is the worker's "run it again here".
+    (reply.len() == before).then_some(retry)
 }
 
 /// Queues one shard command to its worker (taking its keys' stripes if it writes).

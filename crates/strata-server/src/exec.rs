@@ -67,11 +67,16 @@ fn route_spec(shared: &Shared, conn: &ConnState, spec: &'static Spec, argv: &[By
     // waits in its connection task, and registers under its keys' stripes (`blocking.rs`).
     // Commands whose keys follow a count or a keyword find them by parsing, and take their
     // stripes here.
+    // A script runs on the worker of the shard of its declared keys when it is known to
+    // keep to them (`cmd/scripting.rs`); when a run finds otherwise it asks to be run again
+    // here ([`ask_rerun_inline`]).
+    let script = spec.has_trait(traits::SCRIPT);
     if conn.multi.is_some()
         || !spec.arity_ok(argv.len())
         || spec.has(flag::BLOCKING)
-        || spec.has(flag::MOVABLE_KEYS)
+        || (spec.has(flag::MOVABLE_KEYS) && !script)
         || spec.has_trait(traits::CONNECTION_THREAD)
+        || (script && !crate::cmd::scripting::may_run_on_shard(shared, spec, argv))
     {
         return Route::Inline;
     }
@@ -118,6 +123,24 @@ fn route_spec(shared: &Shared, conn: &ConnState, spec: &'static Spec, argv: &[By
     }
 }
 
+thread_local! {
+    /// The command that just ran on this thread's shard transaction found it must run on
+    /// the connection's thread instead; it left no reply and no write.
+    static RERUN_INLINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Called by a command on a worker that cannot finish there (a script reaching a key it did
+/// not declare): it has rolled its writes back and replies nothing; the connection runs it
+/// again on its own thread.
+pub fn ask_rerun_inline() {
+    RERUN_INLINE.with(|c| c.set(true));
+}
+
+/// Whether the command that just ran on this thread asked to run again inline (and clears it).
+pub fn take_rerun_inline() -> bool {
+    RERUN_INLINE.with(|c| c.replace(false))
+}
+
 /// The arguments at `keys`' positions.
 pub fn key_args<'a>(argv: &'a [Bytes], keys: &Keys) -> Vec<&'a [u8]> {
     keys.iter().map(|k| &argv[k.pos][..]).collect()
@@ -158,6 +181,11 @@ pub fn submit(
             };
             dispatch_found(&mut ctx, argv, found);
         });
+        // A command that must run elsewhere replies nothing: the connection sees an empty
+        // reply (a real one never is) and runs it again.
+        if take_rerun_inline() {
+            reply.truncate(0);
+        }
         // Clients blocked on keys this command wrote, served by it: they get their replies
         // once the group's write is applied, as the command does.
         let wakes = crate::blocking::take_wakes();

@@ -147,6 +147,18 @@ fn in_front<R>(f: impl FnOnce(&mut FrontTxn, &mut ExecLocks) -> R) -> Option<R> 
     })
 }
 
+/// On a worker, a point in the shard transaction's writes to roll back to
+/// ([`rollback_shard_txn`]); `None` off the workers.
+pub(crate) fn shard_savepoint() -> Option<usize> {
+    in_txn(|t| t.savepoint())
+}
+
+/// Drops the writes the running command buffered in its shard transaction since
+/// `savepoint` (a script that must run again elsewhere: `cmd/scripting.rs`).
+pub(crate) fn rollback_shard_txn(savepoint: usize) {
+    in_txn(|t| t.rollback_to(savepoint));
+}
+
 /// Whether a command is running on a worker (its keys' stripes are held for it).
 pub(crate) fn on_worker() -> bool {
     TXN.with(|c| matches!(*c.borrow(), Some(Txn::Shard(_))))

@@ -396,6 +396,29 @@ fn eval_cache_is_bounded_and_reported() {
 /// the server (the busy script's writes are dropped).
 #[test]
 fn busy_scripts_kill_unkillable_and_shutdown() {
+    busy_scripts(false);
+}
+
+/// The same with cached scripts and a declared key: they run on the key's shard.
+#[test]
+fn busy_scripts_on_their_shard_kill_unkillable_and_shutdown() {
+    busy_scripts(true);
+}
+
+/// The script `body` as a request: EVAL with no key, or (`on_shard`) loaded first and run
+/// by EVALSHA with the key `x`.
+fn script_request(c: &mut Client, body: &str, on_shard: bool) -> Vec<u8> {
+    if !on_shard {
+        return common::encode(&[b"EVAL", body.as_bytes(), b"0"]);
+    }
+    let sha = match c.q(&["SCRIPT", "LOAD", body]) {
+        V::Bulk(b) => b,
+        v => panic!("{v:?}"),
+    };
+    common::encode(&[b"EVALSHA", &sha, b"1", b"x"])
+}
+
+fn busy_scripts(on_shard: bool) {
     let dir = tempfile::tempdir().unwrap();
     let s = start(dir.path(), &[]);
     let addr = s.local_addr();
@@ -404,9 +427,11 @@ fn busy_scripts_kill_unkillable_and_shutdown() {
         c.q(&["CONFIG", "SET", "busy-reply-threshold", "100"]),
         V::ok()
     );
+    let req = script_request(&mut c, "local i = 0 while true do i = i + 1 end", on_shard);
     let looping = thread::spawn(move || {
         let mut a = Client::connect(addr);
-        a.q(&["EVAL", "local i = 0 while true do i = i + 1 end", "0"])
+        a.send(&req);
+        a.read()
     });
     thread::sleep(std::time::Duration::from_millis(400));
     assert_eq!(
@@ -422,13 +447,14 @@ fn busy_scripts_kill_unkillable_and_shutdown() {
     );
     assert_eq!(c.q(&["SET", "x", "before"]), V::ok());
     // A script that wrote cannot be killed.
+    let req = script_request(
+        &mut c,
+        "redis.call('set', 'x', 'during') while true do end",
+        on_shard,
+    );
     let writing = thread::spawn(move || {
         let mut a = Client::connect(addr);
-        a.send(&common::encode(&[
-            b"EVAL",
-            b"redis.call('set', 'x', 'during') while true do end",
-            b"0",
-        ]));
+        a.send(&req);
         a.closed()
     });
     thread::sleep(std::time::Duration::from_millis(400));
@@ -443,6 +469,7 @@ fn busy_scripts_kill_unkillable_and_shutdown() {
         "the busy script's client is closed"
     );
     s.wait().unwrap();
+    // The script stopped by SHUTDOWN left nothing behind.
     let s = start(dir.path(), &[]);
     let mut c = Client::connect(s.local_addr());
     assert_eq!(c.q(&["GET", "x"]), V::bulk("before"));
@@ -467,6 +494,42 @@ fn undeclared_keys_rerun_once_with_every_stripe() {
         c.q(&["EVAL", "return #redis.call('keys', '*')", "0"]),
         V::Int(2)
     );
+    s.shutdown().unwrap();
+}
+
+/// A cached script runs on its declared key's shard; when a run there reaches a key it did
+/// not declare, its writes on the shard are rolled back and it runs again under every stripe,
+/// before the commands pipelined behind it.
+#[test]
+fn a_script_on_its_shard_that_reaches_an_undeclared_key_runs_again_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut c = Client::connect(s.local_addr());
+    let body = "redis.call('incr', KEYS[1]) \
+                if ARGV[1] == 'wide' then redis.call('incr', 'far:' .. KEYS[1]) end \
+                return redis.call('get', KEYS[1])";
+    let sha = match c.q(&["SCRIPT", "LOAD", body]) {
+        V::Bulk(b) => String::from_utf8(b).unwrap(),
+        v => panic!("{v:?}"),
+    };
+    // Declared keys only: on the shard.
+    assert_eq!(c.q(&["EVALSHA", &sha, "1", "k", "narrow"]), V::bulk("1"));
+    let mut pipeline = Vec::new();
+    for args in [
+        vec!["EVALSHA", &sha, "1", "k", "wide"],
+        vec!["GET", "far:k"],
+        vec!["EVALSHA", &sha, "1", "k", "narrow"],
+        vec!["GET", "k"],
+    ] {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        pipeline.extend(common::encode(&args));
+    }
+    c.send(&pipeline);
+    assert_eq!(c.read(), V::bulk("2"));
+    assert_eq!(c.read(), V::bulk("1"));
+    assert_eq!(c.read(), V::bulk("3"));
+    assert_eq!(c.read(), V::bulk("3"));
+    assert_eq!(c.q(&["GET", "far:k"]), V::bulk("1"));
     s.shutdown().unwrap();
 }
 

@@ -189,6 +189,29 @@ impl<E: Engine> ShardTxn<E> {
         Ok(())
     }
 
+    /// A point in this group's writes that [`ShardTxn::rollback_to`] can return to.
+    pub fn savepoint(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Drops the writes buffered since `savepoint` (a closure that found it must not run
+    /// here after all); the writes before it stay. Rebuilding the overlay walks the group's
+    /// writes once: this is the rare path.
+    pub fn rollback_to(&mut self, savepoint: usize) {
+        if savepoint >= self.ops.len() {
+            return;
+        }
+        self.ops.truncate(savepoint);
+        self.overlay.clear();
+        for op in &self.ops {
+            let v = match op {
+                Op::Put(_, v) => Some(v.clone()),
+                Op::Delete(_) => None,
+            };
+            self.overlay.insert(op.key().to_vec(), v);
+        }
+    }
+
     /// Asks for the group's write to be synced to the WAL before any completion runs.
     pub fn sync(&mut self) {
         self.sync = true;

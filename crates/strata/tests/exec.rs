@@ -344,3 +344,38 @@ fn a_scan_in_an_execution_sees_the_groups_writes_over_the_engine() {
     assert_eq!(scans[1], backward);
     assert_eq!(scans[2], ["a", "b"]);
 }
+
+#[test]
+fn rollback_to_a_savepoint_drops_only_the_later_writes() {
+    let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+    let db = Db::open("/db", opts(&fs, 1, None)).unwrap();
+    db.put(b"kept", b"old").unwrap();
+    db.put(b"undone", b"old").unwrap();
+    let (tx, rx) = mpsc::channel();
+    db.exec(0, move |txn: Result<&mut ShardTxn<StrataEngine>, Error>| {
+        let txn = txn.unwrap();
+        txn.put(b"kept", b"new").unwrap();
+        let sp = txn.savepoint();
+        txn.put(b"undone", b"new").unwrap();
+        txn.delete(b"kept").unwrap();
+        txn.put(b"fresh", b"new").unwrap();
+        assert_eq!(txn.get(b"kept").unwrap(), None);
+        txn.rollback_to(sp);
+        // Reads after the rollback see the writes before the savepoint and the engine.
+        let seen = (
+            txn.get(b"kept").unwrap(),
+            txn.get(b"undone").unwrap(),
+            txn.get(b"fresh").unwrap(),
+        );
+        assert!(txn.has_writes());
+        Some(Box::new(move |r: Result<(), Error>| {
+            tx.send((seen, r.is_ok())).unwrap();
+        }))
+    });
+    let (seen, ok) = rx.recv().unwrap();
+    assert!(ok);
+    assert_eq!(seen, (Some(b"new".to_vec()), Some(b"old".to_vec()), None));
+    assert_eq!(db.get(b"kept").unwrap(), Some(b"new".to_vec()));
+    assert_eq!(db.get(b"undone").unwrap(), Some(b"old".to_vec()));
+    assert_eq!(db.get(b"fresh").unwrap(), None);
+}

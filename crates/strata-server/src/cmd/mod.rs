@@ -20,7 +20,7 @@ pub(crate) mod members;
 pub mod multi;
 mod pubsub;
 mod save;
-mod scripting;
+pub(crate) mod scripting;
 mod server;
 mod sets;
 mod strings;

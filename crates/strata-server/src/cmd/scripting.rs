@@ -21,6 +21,13 @@
 //!
 //! Inside MULTI, EXEC already holds every stripe for a queued EVAL (`lock_plan`) and its
 //! transaction buffers the script's writes with the others: the script runs in it as is.
+//!
+//! **On its shard.** A cached script whose declared keys share a shard and that never
+//! reached an undeclared key ([`may_run_on_shard`]) is routed to that shard's worker like a
+//! single-shard command: it runs in the shard's group transaction (its writes are part of
+//! the group's one engine write). If such a run does reach an undeclared key, its writes are
+//! rolled back to the savepoint taken before it and it asks the connection to run it again
+//! here (`exec::ask_rerun_inline`). `docs/design.md` §13.11.
 
 use super::flag::*;
 use super::table::{self, traits::SCRIPT};
@@ -91,6 +98,24 @@ fn eval_sha(ctx: &mut Ctx<'_>, args: &mut Args, read_only: bool) -> CmdResult {
         .get(&sha)
         .ok_or_else(|| CmdError::reply(ERR_NOSCRIPT))?;
     run(ctx, script, keys, argv, read_only)
+}
+
+/// Whether the script `argv` (EVAL or EVALSHA, and their `_RO`) may run on the worker of its
+/// declared keys' shard (`exec::route`): it is cached and no run of it has reached a key it
+/// did not declare. A script's first EVAL runs on the connection's thread.
+pub fn may_run_on_shard(shared: &Shared, spec: &Spec, argv: &[Bytes]) -> bool {
+    let Some(arg) = argv.get(1) else {
+        return false;
+    };
+    let sha = if matches!(spec.name, "eval" | "eval_ro") {
+        crate::scripting::sha1hex(arg)
+    } else {
+        String::from_utf8_lossy(arg).to_ascii_lowercase()
+    };
+    shared
+        .scripts
+        .get(&sha)
+        .is_some_and(|s| !s.undeclared_keys.load(Ordering::Relaxed))
 }
 
 /// `numkeys key... arg...`.
@@ -261,6 +286,23 @@ fn run(
     let store = &shared.store;
     let db = ctx.conn.db;
     let declared: HashSet<(u8, Bytes)> = keys.iter().map(|k| (db, k.clone())).collect();
+    if let Some(savepoint) = crate::store::shard_savepoint() {
+        // On the worker of the shard that owns every declared key (`exec::route`), with
+        // their stripes held: the script runs in the shard's transaction, its writes join
+        // the group's one engine write, so it is atomic as on the connection's thread
+        // without a second write or a hand-off.
+        let (reply, undeclared) = run_once(shared, &mut conn, &inv, Some(&declared), &running);
+        if undeclared || running.aborted.load(Ordering::SeqCst) {
+            crate::store::rollback_shard_txn(savepoint);
+        }
+        if undeclared {
+            script.undeclared_keys.store(true, Ordering::Relaxed);
+            crate::exec::ask_rerun_inline();
+        } else {
+            ctx.reply.raw(&reply);
+        }
+        return Ok(());
+    }
     let mut every_stripe = script.undeclared_keys.load(Ordering::Relaxed);
     loop {
         let plan: Vec<(u8, &[u8])> = keys.iter().map(|k| (db, &k[..])).collect();
