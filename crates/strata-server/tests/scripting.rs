@@ -533,6 +533,64 @@ fn a_script_on_its_shard_that_reaches_an_undeclared_key_runs_again_in_order() {
     s.shutdown().unwrap();
 }
 
+/// A key of database 0 whose hash slot falls in `slots` (the server routes slots to shards
+/// by range: the first slots to the first shard, the last to the last).
+fn key_in_slots(prefix: &str, slots: std::ops::Range<u16>) -> String {
+    (0..)
+        .map(|i| format!("{prefix}{i}"))
+        .find(|k| slots.contains(&strata_server::keys::hash_slot(k.as_bytes())))
+        .unwrap()
+}
+
+/// A script running on one shard stops that shard's commands until it ends, and no other:
+/// while a script spins on a key of the first shard, a client writing a key of the last
+/// shard goes on, and a read of the script's key answers only after the script.
+#[test]
+fn a_script_on_one_shard_does_not_stop_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let addr = s.local_addr();
+    let mut c = Client::connect(addr);
+    let mine = key_in_slots("mine:", 0..100);
+    let other = key_in_slots("other:", 16_300..16_384);
+    // Spins for ARGV[1] ms of the server's clock, having written its key.
+    let body = "redis.call('set', KEYS[1], 'during') local s = redis.call('time') \
+                repeat local n = redis.call('time') \
+                until (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > tonumber(ARGV[1]) * 1000 \
+                redis.call('set', KEYS[1], 'after') return 1";
+    let sha = match c.q(&["SCRIPT", "LOAD", body]) {
+        V::Bulk(b) => String::from_utf8(b).unwrap(),
+        v => panic!("{v:?}"),
+    };
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinning = {
+        let (done, sha, mine) = (done.clone(), sha.clone(), mine.clone());
+        thread::spawn(move || {
+            let mut a = Client::connect(addr);
+            let r = a.q(&["EVALSHA", &sha, "1", &mine, "1500"]);
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            r
+        })
+    };
+    thread::sleep(std::time::Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    let mut writes = 0u64;
+    while started.elapsed() < std::time::Duration::from_millis(500) {
+        assert_eq!(c.q(&["SET", &other, &writes.to_string()]), V::ok());
+        writes += 1;
+    }
+    assert!(
+        !done.load(std::sync::atomic::Ordering::SeqCst),
+        "the script ended before the other shard's writes did"
+    );
+    eprintln!("{writes} SETs on the other shard in 500 ms while the script ran");
+    assert!(writes > 0);
+    // The script's shard: this read waits for the script and sees all of it.
+    assert_eq!(c.q(&["GET", &mine]), V::bulk("after"));
+    assert_eq!(spinning.join().unwrap(), V::Int(1));
+    s.shutdown().unwrap();
+}
+
 /// Abuse: a script allocating without bound gets an error and the server goes on; deep
 /// recursion and deeply nested results are errors, not crashes.
 #[test]
