@@ -53,7 +53,10 @@ pub fn arg_error(lua: &Lua, narg: i64, extramsg: &str) -> mlua::Error {
             return error(lua, format!("calling '{name}' on bad self ({extramsg})"));
         }
     }
-    error(lua, format!("bad argument #{narg} to '{name}' ({extramsg})"))
+    error(
+        lua,
+        format!("bad argument #{narg} to '{name}' ({extramsg})"),
+    )
 }
 
 /// Argument `i` (1-based), `None` past the last one.
@@ -164,7 +167,10 @@ mod tests {
         assert_eq!(truncate_i64(2f64.powi(63)), i64::MIN);
         assert_eq!(truncate_i64(-(2f64.powi(63))), i64::MIN);
         assert_eq!(truncate_i64(f64::NAN), i64::MIN);
-        assert_eq!(truncate_u64(2f64.powi(63) + 2f64.powi(62)), 0xc000_0000_0000_0000);
+        assert_eq!(
+            truncate_u64(2f64.powi(63) + 2f64.powi(62)),
+            0xc000_0000_0000_0000
+        );
         assert_eq!(truncate_u64(2f64.powi(64)), 0);
         assert_eq!(truncate_u64(1e30), 0);
         assert_eq!(truncate_u64(f64::NAN), 1 << 63);

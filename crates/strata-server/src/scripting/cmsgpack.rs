@@ -247,8 +247,16 @@ impl From<mlua::Error> for Stop {
 
 /// A table being filled, and the stack slots the C decoder holds for it.
 enum Open {
-    Array { t: Table, left: u64, next: u64 },
-    Map { t: Table, left: u64, key: Option<Value> },
+    Array {
+        t: Table,
+        left: u64,
+        next: u64,
+    },
+    Map {
+        t: Table,
+        left: u64,
+        key: Option<Value>,
+    },
 }
 
 impl Open {
@@ -470,7 +478,11 @@ fn unpack_full(
         ));
     }
     let decode_all = limit == 0 && offset == 0;
-    let limit = if decode_all { i64::from(i32::MAX) } else { limit };
+    let limit = if decode_all {
+        i64::from(i32::MAX)
+    } else {
+        limit
+    };
     let mut c = Cursor {
         s: &s,
         pos: offset as usize,

@@ -86,28 +86,46 @@ fn integers_take_the_smallest_form() {
 
 #[test]
 fn non_integers_are_float32_when_exact_else_float64() {
-    assert_eq!(hex(&bytes("return cmsgpack.pack(1.5)").unwrap()), "ca3fc00000");
+    assert_eq!(
+        hex(&bytes("return cmsgpack.pack(1.5)").unwrap()),
+        "ca3fc00000"
+    );
     assert_eq!(
         hex(&bytes("return cmsgpack.pack(0.1)").unwrap()),
         "cb3fb999999999999a"
     );
     // 2^63 is not an int64; it is exact in float32.
-    assert_eq!(hex(&bytes("return cmsgpack.pack(2^63)").unwrap()), "ca5f000000");
-    assert_eq!(hex(&bytes("return cmsgpack.pack(1/0)").unwrap()), "ca7f800000");
-    assert_eq!(hex(&bytes("return cmsgpack.pack(-1/0)").unwrap()), "caff800000");
+    assert_eq!(
+        hex(&bytes("return cmsgpack.pack(2^63)").unwrap()),
+        "ca5f000000"
+    );
+    assert_eq!(
+        hex(&bytes("return cmsgpack.pack(1/0)").unwrap()),
+        "ca7f800000"
+    );
+    assert_eq!(
+        hex(&bytes("return cmsgpack.pack(-1/0)").unwrap()),
+        "caff800000"
+    );
     assert_eq!(
         hex(&bytes("return cmsgpack.pack(1e300)").unwrap()),
         "cb7e37e43c8800759c"
     );
     let nan = bytes("return cmsgpack.pack(0/0)").unwrap();
     assert_eq!(nan[0], 0xcb, "NaN is never equal to its float32: float64");
-    assert_eq!(show("return cmsgpack.unpack(cmsgpack.pack(0/0)) ~= 0"), "true");
+    assert_eq!(
+        show("return cmsgpack.unpack(cmsgpack.pack(0/0)) ~= 0"),
+        "true"
+    );
 }
 
 #[test]
 fn strings_booleans_nil_and_other_types() {
     assert_eq!(hex(&bytes("return cmsgpack.pack('')").unwrap()), "a0");
-    assert_eq!(hex(&bytes("return cmsgpack.pack('abc')").unwrap()), "a3616263");
+    assert_eq!(
+        hex(&bytes("return cmsgpack.pack('abc')").unwrap()),
+        "a3616263"
+    );
     let s31 = bytes("return cmsgpack.pack(string.rep('x', 31))").unwrap();
     assert_eq!(s31[0], 0xbf);
     let s32 = bytes("return cmsgpack.pack(string.rep('x', 32))").unwrap();
@@ -125,18 +143,36 @@ fn strings_booleans_nil_and_other_types() {
         hex(&bytes("return cmsgpack.pack(print, coroutine.create(function() end))").unwrap()),
         "c0c0"
     );
-    assert_eq!(show("return cmsgpack.unpack(cmsgpack.pack('a\\0b'))"), "a\0b");
+    assert_eq!(
+        show("return cmsgpack.unpack(cmsgpack.pack('a\\0b'))"),
+        "a\0b"
+    );
 }
 
 #[test]
 fn tables_are_arrays_only_for_keys_one_to_n() {
     assert_eq!(hex(&bytes("return cmsgpack.pack({})").unwrap()), "90");
-    assert_eq!(hex(&bytes("return cmsgpack.pack({1, 2, 3})").unwrap()), "93010203");
-    assert_eq!(hex(&bytes("return cmsgpack.pack({[2] = 1})").unwrap()), "810201");
-    assert_eq!(hex(&bytes("return cmsgpack.pack({a = 1})").unwrap()), "81a16101");
-    assert_eq!(hex(&bytes("return cmsgpack.pack({[1.5] = 1})").unwrap()), "81ca3fc0000001");
+    assert_eq!(
+        hex(&bytes("return cmsgpack.pack({1, 2, 3})").unwrap()),
+        "93010203"
+    );
+    assert_eq!(
+        hex(&bytes("return cmsgpack.pack({[2] = 1})").unwrap()),
+        "810201"
+    );
+    assert_eq!(
+        hex(&bytes("return cmsgpack.pack({a = 1})").unwrap()),
+        "81a16101"
+    );
+    assert_eq!(
+        hex(&bytes("return cmsgpack.pack({[1.5] = 1})").unwrap()),
+        "81ca3fc0000001"
+    );
     // A string key "1" is not a number: a map.
-    assert_eq!(hex(&bytes("return cmsgpack.pack({['1'] = 1})").unwrap()), "81a13101");
+    assert_eq!(
+        hex(&bytes("return cmsgpack.pack({['1'] = 1})").unwrap()),
+        "81a13101"
+    );
     let a16 = bytes("local t = {} for i = 1, 16 do t[i] = i end return cmsgpack.pack(t)");
     assert_eq!(&a16.unwrap()[..3], &[0xdc, 0, 16]);
     let m16 = bytes("local t = {} for i = 1, 16 do t['k' .. i] = i end return cmsgpack.pack(t)");
@@ -177,7 +213,10 @@ fn round_trips() {
         "-9.2233720368548e+18 9.007199254741e+15 -123456789012"
     );
     // An array with a nil inside comes back without the key.
-    assert_eq!(show("return cmsgpack.unpack('\\147\\1\\192\\3')"), "{1=1,3=3}");
+    assert_eq!(
+        show("return cmsgpack.unpack('\\147\\1\\192\\3')"),
+        "{1=1,3=3}"
+    );
 }
 
 #[test]
@@ -192,29 +231,62 @@ fn uint64_wraps_to_signed_as_redis() {
 fn streams_offsets_and_limits() {
     let pre = "local s = cmsgpack.pack(1, 2, 3) ";
     assert_eq!(show(&format!("{pre} return cmsgpack.unpack_one(s)")), "1 1");
-    assert_eq!(show(&format!("{pre} return cmsgpack.unpack_one(s, 1)")), "2 2");
-    assert_eq!(show(&format!("{pre} return cmsgpack.unpack_one(s, 2)")), "-1 3");
-    assert_eq!(show(&format!("{pre} return cmsgpack.unpack_limit(s, 2)")), "2 1 2");
-    assert_eq!(show(&format!("{pre} return cmsgpack.unpack_limit(s, 5, 1)")), "-1 2 3");
+    assert_eq!(
+        show(&format!("{pre} return cmsgpack.unpack_one(s, 1)")),
+        "2 2"
+    );
+    assert_eq!(
+        show(&format!("{pre} return cmsgpack.unpack_one(s, 2)")),
+        "-1 3"
+    );
+    assert_eq!(
+        show(&format!("{pre} return cmsgpack.unpack_limit(s, 2)")),
+        "2 1 2"
+    );
+    assert_eq!(
+        show(&format!("{pre} return cmsgpack.unpack_limit(s, 5, 1)")),
+        "-1 2 3"
+    );
     // Limit 0 and no offset decodes everything and gives no offset.
-    assert_eq!(show(&format!("{pre} return cmsgpack.unpack_limit(s, 0)")), "1 2 3");
-    assert_eq!(show(&format!("{pre} return cmsgpack.unpack_limit(s, 0, 1)")), "1");
-    assert_eq!(show(&format!("{pre} return cmsgpack.unpack_one(s, 3)")), "-1");
+    assert_eq!(
+        show(&format!("{pre} return cmsgpack.unpack_limit(s, 0)")),
+        "1 2 3"
+    );
+    assert_eq!(
+        show(&format!("{pre} return cmsgpack.unpack_limit(s, 0, 1)")),
+        "1"
+    );
+    assert_eq!(
+        show(&format!("{pre} return cmsgpack.unpack_one(s, 3)")),
+        "-1"
+    );
     assert_eq!(show("return cmsgpack.unpack('')"), "");
     assert_eq!(show("return cmsgpack.unpack_one('')"), "-1");
     let e = show(&format!("{pre} return cmsgpack.unpack_one(s, 4)"));
-    assert!(e.contains("Start offset 4 greater than input length 3."), "{e}");
+    assert!(
+        e.contains("Start offset 4 greater than input length 3."),
+        "{e}"
+    );
     let e = show(&format!("{pre} return cmsgpack.unpack_one(s, -1)"));
     assert!(
         e.contains("Invalid request to unpack with offset of -1 and limit of 3."),
         "{e}"
     );
     let e = show("return cmsgpack.unpack_limit('')");
-    assert!(e.contains("bad argument #2 to 'unpack_limit' (number expected, got no value)"), "{e}");
+    assert!(
+        e.contains("bad argument #2 to 'unpack_limit' (number expected, got no value)"),
+        "{e}"
+    );
     let e = show("return cmsgpack.unpack({})");
-    assert!(e.contains("bad argument #1 to 'unpack' (string expected, got table)"), "{e}");
+    assert!(
+        e.contains("bad argument #1 to 'unpack' (string expected, got table)"),
+        "{e}"
+    );
     let e = show("return cmsgpack.pack()");
-    assert!(e.contains("bad argument #0 to 'pack' (MessagePack pack needs input.)"), "{e}");
+    assert!(
+        e.contains("bad argument #0 to 'pack' (MessagePack pack needs input.)"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -248,7 +320,10 @@ fn stack_limits_of_the_c_library() {
         "7949"
     );
     let e = show("return cmsgpack.unpack(string.rep('\\1', 7950))");
-    assert!(e.contains("stack overflow (too many return values at once"), "{e}");
+    assert!(
+        e.contains("stack overflow (too many return values at once"),
+        "{e}"
+    );
     let e = show("return cmsgpack.unpack(string.rep('\\1', 8000))");
     assert!(e.contains("stack overflow (too many return values at once; use unpack_one or unpack_limit instead.)"), "{e}");
     assert_eq!(
@@ -261,8 +336,10 @@ fn stack_limits_of_the_c_library() {
     let e = show("return cmsgpack.unpack(string.rep('\\129', 100000) .. '\\1')");
     assert!(e.contains("stack overflow"), "{e}");
     assert_eq!(
-        show("local t = cmsgpack.unpack(string.rep('\\145', 3000) .. '\\7') \
-              for i = 1, 3000 do t = t[1] end return t"),
+        show(
+            "local t = cmsgpack.unpack(string.rep('\\145', 3000) .. '\\7') \
+              for i = 1, 3000 do t = t[1] end return t"
+        ),
         "7"
     );
 }

@@ -97,7 +97,10 @@ impl Format<'_> {
             b'!' => {
                 let a = self.num(lua, MAX_ALIGN)?;
                 if !a.is_power_of_two() {
-                    return Err(auxlib::error(lua, format!("alignment {a} is not a power of 2")));
+                    return Err(auxlib::error(
+                        lua,
+                        format!("alignment {a} is not a power of 2"),
+                    ));
                 }
                 h.align = a;
             }
@@ -120,7 +123,10 @@ fn padding(len: usize, h: &Header, opt: u8, size: usize) -> usize {
 }
 
 fn is_integer_option(opt: u8) -> bool {
-    matches!(opt, b'b' | b'B' | b'h' | b'H' | b'l' | b'L' | b'T' | b'i' | b'I')
+    matches!(
+        opt,
+        b'b' | b'B' | b'h' | b'H' | b'l' | b'L' | b'T' | b'i' | b'I'
+    )
 }
 
 /// The bytes of `v` (in `size` bytes, low 64 bits meaningful) in the header's order.
@@ -191,13 +197,21 @@ fn pack(lua: &Lua, args: MultiValue) -> mlua::Result<mlua::LuaString> {
             b'f' => {
                 let x = auxlib::check_number(lua, &args, arg)? as f32;
                 arg += 1;
-                let b = if h.little { x.to_le_bytes() } else { x.to_be_bytes() };
+                let b = if h.little {
+                    x.to_le_bytes()
+                } else {
+                    x.to_be_bytes()
+                };
                 out.extend_from_slice(&b);
             }
             b'd' => {
                 let x = auxlib::check_number(lua, &args, arg)?;
                 arg += 1;
-                let b = if h.little { x.to_le_bytes() } else { x.to_be_bytes() };
+                let b = if h.little {
+                    x.to_le_bytes()
+                } else {
+                    x.to_be_bytes()
+                };
                 out.extend_from_slice(&b);
             }
             b'c' | b's' => {
@@ -253,13 +267,25 @@ fn unpack(lua: &Lua, args: MultiValue) -> mlua::Result<MultiValue> {
             }
             b'x' => {}
             b'f' => {
-                let b: [u8; 4] = data[pos..pos + 4].try_into().map_err(mlua::Error::external)?;
-                let x = if h.little { f32::from_le_bytes(b) } else { f32::from_be_bytes(b) };
+                let b: [u8; 4] = data[pos..pos + 4]
+                    .try_into()
+                    .map_err(mlua::Error::external)?;
+                let x = if h.little {
+                    f32::from_le_bytes(b)
+                } else {
+                    f32::from_be_bytes(b)
+                };
                 out.push(Value::Number(f64::from(x)));
             }
             b'd' => {
-                let b: [u8; 8] = data[pos..pos + 8].try_into().map_err(mlua::Error::external)?;
-                let x = if h.little { f64::from_le_bytes(b) } else { f64::from_be_bytes(b) };
+                let b: [u8; 8] = data[pos..pos + 8]
+                    .try_into()
+                    .map_err(mlua::Error::external)?;
+                let x = if h.little {
+                    f64::from_le_bytes(b)
+                } else {
+                    f64::from_be_bytes(b)
+                };
                 out.push(Value::Number(x));
             }
             b'c' => {
