@@ -35,6 +35,11 @@ pub const REDIS_VERSION_NUM: i64 = 0x0007_000f;
 /// Instructions between two checks of the kill flag (Redis's count hook).
 pub const HOOK_INSTRUCTIONS: u32 = 100_000;
 
+/// Compiled scripts a state keeps at most. Each is an mlua reference, and mlua keeps those
+/// on one Lua stack of about 8000 slots: 10,000 distinct scripts made every later script
+/// fail with "out of Lua stack".
+const COMPILED_MAX: usize = 1000;
+
 /// The chunk name of scripts (errors say `user_script:1:`).
 const CHUNK_NAME: &str = "@user_script";
 /// The chunk name of the sandbox's own Lua code (skipped when an error finds its line).
@@ -459,6 +464,10 @@ impl Vm {
             .set_environment(self.env.clone())
             .into_function()
             .map_err(compile_error)?;
+        if self.compiled.len() >= COMPILED_MAX {
+            // Recompiling on demand is cheap; running out of mlua references is not.
+            self.compiled.clear();
+        }
         self.compiled.insert(script.sha.clone(), f.clone());
         Ok(f)
     }
