@@ -125,7 +125,9 @@ pub fn check_string(lua: &Lua, args: &MultiValue, i: usize) -> mlua::Result<LuaS
 /// C's `(int64_t)d` on x86-64 (`cvttsd2si`): truncation toward zero, and `INT64_MIN` for
 /// NaN and values out of range (undefined in C; what redis-server computes).
 pub fn truncate_i64(d: f64) -> i64 {
-    if d.is_nan() || d >= 9_223_372_036_854_775_808.0 || d < -9_223_372_036_854_775_808.0 {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    // NaN is in no range.
+    if !(-TWO_63..TWO_63).contains(&d) {
         i64::MIN
     } else {
         d as i64

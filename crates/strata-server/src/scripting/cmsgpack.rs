@@ -342,7 +342,7 @@ fn item<'a>(lua: &Lua, c: &mut Cursor<'a>, slots: usize) -> Result<Item<'a>, Sto
         0xd3 => num(c.be(8)? as i64 as f64),
         0xca => num(f64::from(f32::from_bits(c.be(4)? as u32))),
         0xcb => num(f64::from_bits(c.be(8)?)),
-        0xd9 | 0xda | 0xdb => {
+        0xd9..=0xdb => {
             let n = c.be(match tag {
                 0xd9 => 1,
                 0xda => 2,
