@@ -53,6 +53,37 @@ fn keys(t: u64) -> Vec<String> {
     k
 }
 
+/// Redis's hash slot (CRC16/XMODEM of the key, no hash tags here) and the shard of 4 that
+/// owns it under the server's slot routing.
+fn shard_of(key: &str) -> usize {
+    let mut crc: u16 = 0;
+    for &b in key.as_bytes() {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    usize::from(crc & 16383) * 4 / 16384
+}
+
+#[test]
+fn every_thread_spans_shards() {
+    assert_eq!(
+        shard_of("foo"),
+        12182 * 4 / 16384,
+        "Redis's CLUSTER KEYSLOT foo is 12182"
+    );
+    for t in 0..THREADS {
+        let shards: std::collections::BTreeSet<usize> =
+            keys(t).iter().map(|k| shard_of(k)).collect();
+        assert!(shards.len() >= 3, "thread {t}: shards {shards:?}");
+    }
+}
+
 const DECLARED: &str = "for i = 1, #KEYS - 1 do redis.call('incr', KEYS[i]) end \
                         redis.call('rpush', KEYS[#KEYS], ARGV[1]) return 1";
 
