@@ -314,6 +314,13 @@ fn run_id() -> String {
     )
 }
 
+/// Stack of each network thread (where scripts run): twice Linux's default main-thread
+/// stack, which redis-server's Lua runs on, so that what Lua 5.1 lets a script recurse in C
+/// (200 nested C calls; pattern matching, which Lua 5.1 does not bound, e.g.
+/// `string.find(s, string.rep('a?', 100000))`) fits as it does in redis-server, unoptimized
+/// builds included. (Address space only: pages are committed as they are touched.)
+const NET_THREAD_STACK_BYTES: usize = 16 << 20;
+
 /// Opens the database in `config.dir`, listens, and serves on a thread of its own.
 pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerError> {
     if config.databases > MAX_DATABASES {
@@ -367,6 +374,10 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .thread_name("strata-net")
+        // Scripts run on these threads, and Lua's C functions recurse (200 nested
+        // `string.gsub` calls with 8 KiB buffers each, as Lua allows): more than tokio's
+        // 2 MiB.
+        .thread_stack_size(NET_THREAD_STACK_BYTES)
         .enable_all()
         .build()
         .map_err(|source| ServerError::Io {

@@ -227,7 +227,8 @@ impl ReplyBuf {
 /// Redis's `%.17g` rendering of a double reply, with `inf`/`-inf`/`nan` spelled as Redis does.
 pub fn format_double(d: f64) -> String {
     if d.is_nan() {
-        return "nan".to_string();
+        // As C's %g writes it (0/0 in Lua is a negative NaN on x86-64: "-nan").
+        return if d.is_sign_negative() { "-nan" } else { "nan" }.to_string();
     }
     if d.is_infinite() {
         return if d > 0.0 { "inf" } else { "-inf" }.to_string();

@@ -21,8 +21,11 @@
 //! recently used is evicted beyond it (`evicted_scripts` in INFO), so clients that send a
 //! new script text per call cannot exhaust memory.
 
+pub mod auxlib;
 pub mod bit;
 pub mod cjson;
+pub mod cmsgpack;
+pub mod lua_struct;
 pub mod resp;
 pub mod vm;
 #[cfg(test)]

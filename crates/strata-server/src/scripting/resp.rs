@@ -196,15 +196,60 @@ impl Reader<'_> {
 
 /// Writes the script's result `v` to `out` (in the client's protocol); `resp3`: the script
 /// switched to RESP3 (`redis.setresp(3)`), which changes how booleans reply.
+///
+/// Iterative over an explicit stack, and an array's elements are read one at a time: a
+/// deeply nested or cyclic result must neither exhaust the thread's stack nor hold one mlua
+/// reference per element (mlua keeps those on a Lua stack of about 8000 slots).
 pub fn lua_to_reply(v: &Value, out: &mut ReplyBuf, resp3: bool) {
-    write_value(v, out, resp3, 0);
+    let mut todo = vec![Work::Value(v.clone(), 0)];
+    while let Some(w) = todo.pop() {
+        match w {
+            Work::Value(v, depth) => {
+                let first = todo.len();
+                write_value(&v, out, resp3, depth, &mut todo);
+                // Pushed in order: reversed, they pop in order.
+                todo[first..].reverse();
+            }
+            Work::Array {
+                t,
+                next,
+                len,
+                depth,
+            } => {
+                if next > len {
+                    continue;
+                }
+                let v = t.raw_get::<Value>(next).unwrap_or(Value::Nil);
+                todo.push(Work::Array {
+                    t,
+                    next: next + 1,
+                    len,
+                    depth,
+                });
+                todo.push(Work::Value(v, depth + 1));
+            }
+        }
+    }
+}
+
+/// What is left to write of a result.
+enum Work {
+    Value(Value, usize),
+    /// Elements `next..=len` of an array table at `depth`.
+    Array {
+        t: Table,
+        next: usize,
+        len: usize,
+        depth: usize,
+    },
 }
 
 fn sanitize(s: &[u8]) -> String {
     String::from_utf8_lossy(s).replace(['\r', '\n'], " ")
 }
 
-fn write_value(v: &Value, out: &mut ReplyBuf, resp3: bool, depth: usize) {
+/// Writes a scalar, or a table's header with its elements queued on `todo` in order.
+fn write_value(v: &Value, out: &mut ReplyBuf, resp3: bool, depth: usize, todo: &mut Vec<Work>) {
     if depth > MAX_DEPTH {
         out.error("ERR reached lua stack limit");
         return;
@@ -222,18 +267,15 @@ fn write_value(v: &Value, out: &mut ReplyBuf, resp3: bool, depth: usize) {
         }
         Value::Integer(n) => out.int(*n),
         Value::Number(n) => out.int(number_to_int(*n)),
-        Value::Table(t) => write_table(t, out, resp3, depth),
+        Value::Table(t) => write_table(t, out, depth, todo),
         _ => out.null(),
     }
 }
 
-/// C's `(long long)` cast of a Lua number, saturating where C's is undefined.
+/// C's `(long long)` cast of a Lua number as redis-server computes it on x86-64: NaN and
+/// values out of range are `i64::MIN` (`return 2^63` replies `:-9223372036854775808`).
 pub fn number_to_int(n: f64) -> i64 {
-    if n.is_nan() {
-        i64::MIN
-    } else {
-        n as i64
-    }
+    super::auxlib::truncate_i64(n)
 }
 
 fn field_string(t: &Table, key: &str) -> Option<mlua::LuaString> {
@@ -243,7 +285,7 @@ fn field_string(t: &Table, key: &str) -> Option<mlua::LuaString> {
     }
 }
 
-fn write_table(t: &Table, out: &mut ReplyBuf, resp3: bool, depth: usize) {
+fn write_table(t: &Table, out: &mut ReplyBuf, depth: usize, todo: &mut Vec<Work>) {
     if let Some(e) = field_string(t, "err") {
         return out.error_bytes(&error_text(&e.as_bytes()));
     }
@@ -266,9 +308,9 @@ fn write_table(t: &Table, out: &mut ReplyBuf, resp3: bool, depth: usize) {
     if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
         let pairs: Vec<(Value, Value)> = m.pairs::<Value, Value>().filter_map(Result::ok).collect();
         out.map(pairs.len());
-        for (k, v) in &pairs {
-            write_value(k, out, resp3, depth + 1);
-            write_value(v, out, resp3, depth + 1);
+        for (k, v) in pairs {
+            todo.push(Work::Value(k, depth + 1));
+            todo.push(Work::Value(v, depth + 1));
         }
         return;
     }
@@ -279,8 +321,8 @@ fn write_table(t: &Table, out: &mut ReplyBuf, resp3: bool, depth: usize) {
             .map(|(k, _)| k)
             .collect();
         out.set(keys.len());
-        for k in &keys {
-            write_value(k, out, resp3, depth + 1);
+        for k in keys {
+            todo.push(Work::Value(k, depth + 1));
         }
         return;
     }
@@ -305,17 +347,18 @@ fn write_table(t: &Table, out: &mut ReplyBuf, resp3: bool, depth: usize) {
             return;
         }
     }
-    let mut items = Vec::new();
-    for i in 1.. {
-        match t.raw_get::<Value>(i) {
-            Ok(Value::Nil) | Err(_) => break,
-            Ok(v) => items.push(v),
-        }
+    // An array up to its first nil.
+    let mut len = 0;
+    while matches!(t.raw_get::<Value>(len + 1), Ok(v) if !v.is_nil()) {
+        len += 1;
     }
-    out.array(items.len());
-    for v in &items {
-        write_value(v, out, resp3, depth + 1);
-    }
+    out.array(len);
+    todo.push(Work::Array {
+        t: t.clone(),
+        next: 1,
+        len,
+        depth,
+    });
 }
 
 /// An `err` field as the client gets it: the text as is when it has a code (Redis writes

@@ -6,7 +6,8 @@
 //! `getfenv`/`setfenv`, `newproxy`. The state's globals table is an empty proxy over the
 //! real globals: reading a missing global raises "Script attempted to access nonexistent
 //! global variable", assigning one raises "Attempt to modify a readonly table", and the
-//! library tables (`string`, `table`, `math`, `coroutine`, `redis`, `bit`, `cjson`) are read-only proxies
+//! library tables (`string`, `table`, `math`, `coroutine`, `redis`, `bit`, `cjson`,
+//! `cmsgpack`, `struct`) are read-only proxies
 //! too. Anything a script managed to store in a proxy with `rawset` is wiped after it
 //! ends, so scripts cannot leave state for the next one. The state's memory is bounded
 //! (`super::LUA_MEMORY_LIMIT_BYTES`): an allocation beyond it fails the script with
@@ -33,6 +34,11 @@ pub const REDIS_VERSION_NUM: i64 = 0x0007_000f;
 
 /// Instructions between two checks of the kill flag (Redis's count hook).
 pub const HOOK_INSTRUCTIONS: u32 = 100_000;
+
+/// Compiled scripts a state keeps at most. Each is an mlua reference, and mlua keeps those
+/// on one Lua stack of about 8000 slots: 10,000 distinct scripts made every later script
+/// fail with "out of Lua stack".
+const COMPILED_MAX: usize = 1000;
 
 /// The chunk name of scripts (errors say `user_script:1:`).
 const CHUNK_NAME: &str = "@user_script";
@@ -116,7 +122,8 @@ local G = setmetatable({}, {
   __metatable = "readonly",
 })
 local proxies = {G}
-for _, name in ipairs({"string", "table", "math", "coroutine", "redis", "bit", "cjson"}) do
+for _, name in ipairs({"string", "table", "math", "coroutine", "redis", "bit", "cjson",
+                       "cmsgpack", "struct"}) do
   local p = proxy(backing[name])
   backing[name] = p
   proxies[#proxies + 1] = p
@@ -394,6 +401,8 @@ impl Vm {
         backing.raw_set("redis", redis.clone())?;
         backing.raw_set("bit", super::bit::table(&lua)?)?;
         backing.raw_set("cjson", super::cjson::table(&lua)?)?;
+        backing.raw_set("cmsgpack", super::cmsgpack::table(&lua)?)?;
+        backing.raw_set("struct", super::lua_struct::table(&lua)?)?;
         let hooks = lua.create_table()?;
         hooks.raw_set("unwrap", lua.create_function(unwrap_error)?)?;
         let xpcall: Function = backing.raw_get("xpcall")?;
@@ -455,6 +464,10 @@ impl Vm {
             .set_environment(self.env.clone())
             .into_function()
             .map_err(compile_error)?;
+        if self.compiled.len() >= COMPILED_MAX {
+            // Recompiling on demand is cheap; running out of mlua references is not.
+            self.compiled.clear();
+        }
         self.compiled.insert(script.sha.clone(), f.clone());
         Ok(f)
     }
