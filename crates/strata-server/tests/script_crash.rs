@@ -2,7 +2,8 @@
 //! runs with `appendfsync always` and 4 shards while client threads run EVAL scripts that
 //! each INCR four counters and RPUSH the script's sequence number to a log list, keys that
 //! fall on different shards (declared in KEYS, or, every third call, named only in the
-//! script body so it runs in the server's exclusive turn). The server is killed with SIGKILL
+//! script body so it runs in the server's exclusive turn); one more thread's keys share a
+//! hash tag, so its cached declared script runs on that shard's worker. The server is killed with SIGKILL
 //! at a random moment and restarted over the same directory; then, for every thread, each
 //! script's writes must be all there or all absent: the four counters equal the log's length
 //! n, the log is exactly 1..n, and n lies between the acknowledged and the sent count.
@@ -22,8 +23,10 @@ use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-const THREADS: u64 = 3;
+const THREADS: u64 = 4;
 const COUNTERS: u64 = 4;
+/// The thread whose keys share one hash tag (one shard).
+const ONE_SHARD: u64 = 3;
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -46,18 +49,27 @@ fn spawn_server(dir: &Path) -> (Child, SocketAddr) {
 
 /// Thread `t`'s keys: its counters, then its log.
 fn keys(t: u64) -> Vec<String> {
+    let prefix = if t == ONE_SHARD {
+        format!("{{sc:{t}}}")
+    } else {
+        format!("sc:{t}")
+    };
     let mut k: Vec<String> = (0..COUNTERS)
-        .map(|j| format!("sc:{t}:counter:{j}"))
+        .map(|j| format!("{prefix}:counter:{j}"))
         .collect();
-    k.push(format!("sc:{t}:log"));
+    k.push(format!("{prefix}:log"));
     k
 }
 
-/// Redis's hash slot (CRC16/XMODEM of the key, no hash tags here) and the shard of 4 that
+/// Redis's hash slot (CRC16/XMODEM of the key, or of its `{tag}`) and the shard of 4 that
 /// owns it under the server's slot routing.
 fn shard_of(key: &str) -> usize {
     let mut crc: u16 = 0;
-    for &b in key.as_bytes() {
+    let hashed = match (key.find('{'), key.find('}')) {
+        (Some(open), Some(close)) if close > open + 1 => &key[open + 1..close],
+        _ => key,
+    };
+    for &b in hashed.as_bytes() {
         crc ^= u16::from(b) << 8;
         for _ in 0..8 {
             crc = if crc & 0x8000 != 0 {
@@ -80,7 +92,11 @@ fn every_thread_spans_shards() {
     for t in 0..THREADS {
         let shards: std::collections::BTreeSet<usize> =
             keys(t).iter().map(|k| shard_of(k)).collect();
-        assert!(shards.len() >= 3, "thread {t}: shards {shards:?}");
+        if t == ONE_SHARD {
+            assert_eq!(shards.len(), 1, "thread {t}: shards {shards:?}");
+        } else {
+            assert!(shards.len() >= 3, "thread {t}: shards {shards:?}");
+        }
     }
 }
 
