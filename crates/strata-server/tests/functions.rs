@@ -109,6 +109,16 @@ fn load_and_fcall_as_redis() {
         c.q(&["FCALL", "echo"]),
         V::err("ERR wrong number of arguments for 'fcall' command")
     );
+    // After REPLACE, every pooled Lua state runs the new code, not callbacks it kept.
+    for version in 1..=3 {
+        let code = format!(
+            "#!lua name=versioned\nredis.register_function('version', function() return {version} end)"
+        );
+        c.q(&["FUNCTION", "LOAD", "REPLACE", &code]);
+        for _ in 0..4 {
+            assert_eq!(c.q(&["FCALL", "version", "0"]), V::Int(version));
+        }
+    }
     // Inside MULTI, FCALL is queued and runs in EXEC.
     assert_eq!(c.q(&["MULTI"]), V::ok());
     assert_eq!(
@@ -196,6 +206,8 @@ fn list_delete_flush_stats_help() {
         ])
     );
     assert!(matches!(c.q(&["HELLO", "2"]), V::Array(_)));
+    let info = bulk_of(c.q(&["INFO", "memory"]));
+    assert!(String::from_utf8_lossy(&info).contains("number_of_functions:4\r\n"));
     assert_eq!(
         c.q(&["FUNCTION", "DELETE", "nosuch"]),
         V::err("ERR Library not found")

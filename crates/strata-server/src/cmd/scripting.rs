@@ -268,6 +268,7 @@ fn run_once(
                 library_id: library.id,
                 body: library.body(),
                 function: name,
+                generation: shared.functions.generation(),
                 live: &live,
             };
             library::call(

@@ -175,6 +175,9 @@ pub fn parse_metadata(code: &[u8]) -> Result<String, String> {
 pub struct Functions {
     state: Mutex<Registry>,
     next_id: AtomicU64,
+    /// Bumped by every change: a Lua state forgets the callbacks of libraries that are gone
+    /// only when it changed.
+    generation: AtomicU64,
 }
 
 /// Stores a registry's payload before it becomes current (`Err`: the change is not made).
@@ -242,6 +245,7 @@ impl Functions {
         next.link(Arc::new(lib));
         save(&next.payload())?;
         *st = next;
+        self.generation.fetch_add(1, Ordering::SeqCst);
         Ok(name)
     }
 
@@ -255,6 +259,7 @@ impl Functions {
         }
         save(&next.payload())?;
         *st = next;
+        self.generation.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 
@@ -264,6 +269,7 @@ impl Functions {
         let next = Registry::default();
         save(&next.payload())?;
         *st = next;
+        self.generation.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 
@@ -296,6 +302,7 @@ impl Functions {
         }
         save(&next.payload())?;
         *st = next;
+        self.generation.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 
@@ -348,6 +355,11 @@ impl Functions {
             .find(|n| n.to_ascii_lowercase() == key)?
             .clone();
         Some((lib, exact))
+    }
+
+    /// The registry's generation (changes with every LOAD, DELETE, FLUSH, RESTORE).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
     }
 
     /// Whether library `id` is still registered (Lua states drop the others' callbacks).

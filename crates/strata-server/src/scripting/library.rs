@@ -55,6 +55,8 @@ struct LibraryEnv {
     wrap: Function,
     /// Library id to its callbacks by function name.
     loaded: HashMap<u64, HashMap<String, Function>>,
+    /// The registry generation `loaded` was last pruned at.
+    generation: u64,
 }
 
 /// The environment, in Lua: `backing` holds the real globals, `register` is
@@ -125,6 +127,7 @@ fn env_of(vm: &Vm) -> Result<(), String> {
             set_loading,
             wrap,
             loaded: HashMap::new(),
+            generation: 0,
         })
     })()
     .map_err(|e| format!("ERR Lua state: {e}"))?;
@@ -303,7 +306,9 @@ pub struct Target<'a> {
     pub library_id: u64,
     pub body: &'a [u8],
     pub function: &'a str,
-    /// Library ids still registered: the state forgets the others' callbacks.
+    /// The registry's generation now: when it changed, the state forgets the callbacks of
+    /// libraries `live` no longer has.
+    pub generation: u64,
     pub live: &'a dyn Fn(u64) -> bool,
 }
 
@@ -359,7 +364,10 @@ fn callback(vm: &Vm, target: &Target<'_>) -> Result<Function, String> {
     env_of(vm)?;
     let lua = vm.lua();
     if let Some(mut e) = lua.app_data_mut::<LibraryEnv>() {
-        e.loaded.retain(|id, _| (target.live)(*id));
+        if e.generation != target.generation {
+            e.loaded.retain(|id, _| (target.live)(*id));
+            e.generation = target.generation;
+        }
         if let Some(f) = e
             .loaded
             .get(&target.library_id)
