@@ -337,6 +337,10 @@ FUNCTION_CASES = [
     ["FUNCTION", "FLUSH", "ASYNC"],
     ["FUNCTION", "DUMP"],
     ["FUNCTION", "LIST"],
+    # EVAL_RO refuses a script with a shebang but without no-writes, as FCALL_RO does.
+    ["EVAL_RO", "#!lua\nreturn 1", "0"],
+    ["EVAL_RO", "#!lua flags=no-writes\nreturn 1", "0"],
+    ["EVAL_RO", "return 1", "0"],
 ]
 
 

@@ -85,6 +85,14 @@ fn load_and_fcall_as_redis() {
     );
     assert_eq!(c.q(&["GET", "k"]), V::bulk("v"));
     assert_eq!(
+        c.q(&["EVAL_RO", "#!lua\nreturn 1", "0"]),
+        V::err("ERR Can not execute a script with write flag using *_ro command.")
+    );
+    assert_eq!(
+        c.q(&["EVAL_RO", "#!lua flags=no-writes\nreturn 1", "0"]),
+        V::Int(1)
+    );
+    assert_eq!(
         c.q(&["FCALL_RO", "echo", "0", "x"]),
         V::Array(vec![V::Array(vec![]), V::arr(&["x"])])
     );

@@ -1,6 +1,9 @@
 //! Scripting commands: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, SCRIPT (Redis's `eval.c`). The
 //! interpreter and the conversions are in `scripting/`.
 //!
+//! FCALL and FCALL_RO (`cmd/functions.rs`) run a library's function through the same path
+//! ([`run`] takes either as its [`Target`]): what is said here of a script holds for them.
+//!
 //! **A script runs atomically, as EXEC does** (`cmd/multi.rs`). On the connection's thread
 //! it takes the stripes of its declared keys (`KEYS`) exclusively
 //! (`Store::lock_for_exec`), then runs in a front transaction (`Store::run_exec_or_discard`):

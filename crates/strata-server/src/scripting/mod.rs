@@ -8,6 +8,9 @@
 //!   context.
 //! - `resp.rs`: the conversions between RESP replies and Lua values, both ways, in RESP2 and
 //!   after `redis.setresp(3)`.
+//! - `functions.rs`: the function libraries' registry (FUNCTION, FCALL) and FUNCTION DUMP's
+//!   payload; `library.rs`: a library's code in a Lua state (load-time sandbox,
+//!   `redis.register_function`, calling a registered function).
 //!
 //! **Interpreters.** Redis has one Lua state; Strata runs scripts of different clients at
 //! the same time when their keys differ, so it keeps a small pool of states ([`Scripts`]):
