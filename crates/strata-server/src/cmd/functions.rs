@@ -77,9 +77,7 @@ fn fcall_generic(ctx: &mut Ctx<'_>, args: &mut Args, read_only: bool) -> CmdResu
         .find(&name)
         .ok_or_else(|| CmdError::reply("ERR Function not found"))?;
     let numkeys = args.next_bytes()?;
-    let n = std::str::from_utf8(&numkeys)
-        .ok()
-        .and_then(|s| s.parse::<i64>().ok())
+    let n = crate::protocol::parse::parse_i64(&numkeys)
         .ok_or_else(|| CmdError::reply("ERR Bad number of keys provided"))?;
     let (keys, argv) = scripting::split_keys(n, args)?;
     let target = Target::Function {

@@ -136,18 +136,20 @@ pub fn parse_metadata(code: &[u8]) -> Result<String, String> {
     let Some(end) = code.iter().position(|&b| b == b'\n') else {
         return Err("ERR Invalid library metadata".to_string());
     };
-    let line = String::from_utf8_lossy(&code[..end]).into_owned();
-    let parts: Vec<&str> = line
-        .split([' ', '\t', '\r'])
-        .filter(|p| !p.is_empty())
+    // Split as Redis's `sdssplitargs` (quotes and escapes; unbalanced quotes are invalid).
+    let parts: Vec<String> = crate::protocol::parse::split_args(&code[..end])
+        .ok_or_else(|| "ERR Invalid library metadata".to_string())?
+        .iter()
+        .map(|p| String::from_utf8_lossy(p).into_owned())
         .collect();
     let Some(first) = parts.first() else {
         return Err("ERR Invalid library metadata".to_string());
     };
-    let engine = &first[2..];
+    let engine = first.get(2..).unwrap_or("");
     let mut name = None;
     for part in &parts[1..] {
-        let is_name = part.len() >= 5 && part[..5].eq_ignore_ascii_case("name=");
+        // Bytes, not `str` slicing: a multi-byte character may straddle byte 5.
+        let is_name = part.len() >= 5 && part.as_bytes()[..5].eq_ignore_ascii_case(b"name=");
         if !is_name {
             return Err(format!("ERR Invalid metadata value given: {part}"));
         }

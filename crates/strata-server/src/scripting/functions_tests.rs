@@ -67,6 +67,17 @@ fn metadata_rules() {
     assert!(err(b"#!lua name=a-b\n").starts_with("ERR Library names can only contain"));
     assert!(err(b"#!lua name=\n").starts_with("ERR Library names can only contain"));
     assert_eq!(err(b"#!lu name=x\n"), "ERR Engine 'lu' not found");
+    assert_eq!(
+        err("#!lua nam\u{e9}=x\n".as_bytes()),
+        "ERR Invalid metadata value given: nam\u{e9}=x"
+    );
+    assert_eq!(err("#!\u{e9}".as_bytes()), "ERR Invalid library metadata");
+    // Quotes and escapes as Redis's sdssplitargs reads them.
+    assert_eq!(parse_metadata(b"#!lua name=\"ab\"\n").unwrap(), "ab");
+    assert_eq!(parse_metadata(b"#!lua name=\"h\\x41\"\n").unwrap(), "hA");
+    assert_eq!(err(b"#!lua name=\"cd\n"), "ERR Invalid library metadata");
+    assert_eq!(err(b"#!lua name=\"h\"x\n"), "ERR Invalid library metadata");
+    assert!(err(b"#!lua \"name=e f\"\n").starts_with("ERR Library names can only contain"));
 }
 
 #[test]
