@@ -2,7 +2,9 @@
 redis-py's `Lock` (acquire, extend, release, reacquire: its release and extend are Lua),
 `register_script` (EVALSHA, the NOSCRIPT fallback to EVAL, in a pipeline), and random
 scripts built from the implemented commands (redis.call and redis.pcall, errors, nested
-tables, RESP3) whose raw replies must equal redis-server's byte for byte.
+tables, RESP3) whose raw replies must equal redis-server's byte for byte; FUNCTION and
+FCALL: every subcommand and error compared with redis-server, random functions built from
+the same statements, and FUNCTION DUMP payloads restored across the two servers.
 
     cargo build --release -p strata-cli
     python3 -m pytest -q tests/redis/test_scripting.py
@@ -357,3 +359,194 @@ def test_lua_libraries_match_redis(server, redis_server, protocol):
         assert a == b, f"script:\n{body}\nstrata {a!r}\nredis  {b!r}"
     ours.close()
     theirs.close()
+    ours.close()
+    theirs.close()
+
+
+# --- Functions: FUNCTION and FCALL against redis-server -------------------------------------
+
+LIB = ("#!lua name=mylib\n"
+       "redis.register_function{function_name='echo', callback=function(keys, args) "
+       "return {keys, args} end, flags={'no-writes'}, description='keys and args'}\n"
+       "redis.register_function('setget', function(keys, args) "
+       "redis.call('set', keys[1], args[1]) return redis.call('get', keys[1]) end)\n")
+
+
+def norm_list(reply):
+    """FUNCTION LIST with libraries and functions sorted (Redis lists them in hash order)."""
+    if not isinstance(reply, list):
+        return reply
+    libs = []
+    for lib in reply:
+        pairs = lib[1] if isinstance(lib, tuple) else list(zip(lib[0::2], lib[1::2]))
+        libs.append([(k, sorted(v, key=repr) if k == b"functions" else v) for k, v in pairs])
+    return sorted(libs, key=repr)
+
+
+FUNCTION_CASES = [
+    ["FUNCTION", "FLUSH"],
+    ["FUNCTION", "LOAD", LIB],
+    ["FUNCTION", "LOAD", LIB],
+    ["FUNCTION", "LOAD", "REPLACE", LIB],
+    ["FUNCTION", "LOAD", "replace", "x", LIB],
+    ["FUNCTION", "LOAD"],
+    ["FUNCTION", "LOAD", "return 1"],
+    ["FUNCTION", "LOAD", "#!lua name=x"],
+    ["FUNCTION", "LOAD", "#!lua\nreturn 1"],
+    ["FUNCTION", "LOAD", "#!lua name=x foo=bar\nreturn 1"],
+    ["FUNCTION", "LOAD", "#!lua name=x name=y\nreturn 1"],
+    ["FUNCTION", "LOAD", "#!lua name=a-b\nreturn 1"],
+    ["FUNCTION", "LOAD", "#!nope name=x\nreturn 1"],
+    ["FUNCTION", "LOAD", "#!lua name=\"q\\x41\"\nredis.register_function('quoted', "
+                         "function() return 1 end)"],
+    ["FUNCTION", "LOAD", "#!lua name=\"q\nreturn 1"],
+    ["FUNCTION", "DELETE", "qA"],
+    ["FUNCTION", "LOAD", "#!lua name=x\nreturn 1"],
+    ["FUNCTION", "LOAD", "#!lua name=x\nredis.call('ping')"],
+    ["FUNCTION", "LOAD", "#!lua name=x\nlocal s = string.len('a')"],
+    ["FUNCTION", "LOAD", "#!lua name=x\ny = 1"],
+    ["FUNCTION", "LOAD", "#!lua name=x\nlocal a = nil + 1"],
+    ["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('a', function() end"],
+    ["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('b-c', function() end)"],
+    ["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('g', function() end)\n"
+                         "redis.register_function('g', function() end)"],
+    ["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('ECHO', function() end)"],
+    ["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function()"],
+    ["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('a')"],
+    ["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('a', 'b')"],
+    ["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function({}, function() end)"],
+    ["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function{function_name='q'}"],
+    ["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function{callback=function() end}"],
+    ["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function{function_name='q', "
+                         "callback=function() end, flags={'bogus'}}"],
+    ["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function{function_name='q', "
+                         "callback=function() end, flags='no-writes'}"],
+    ["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function{function_name='q', "
+                         "callback=function() end, other=1}"],
+    ["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function{function_name='q', "
+                         "callback=function() end, description={}}"],
+    ["FUNCTION", "LOAD", "#!lua name=x\nredis.register_function{function_name='q', "
+                         "callback=function() end, flags={'allow-oom', 'ALLOW-STALE', "
+                         "'no-cluster', 'allow-cross-slot-keys', 'no-writes'}, description=7}"],
+    ["FUNCTION", "LIST", "LIBRARYNAME", "x"],
+    ["FUNCTION", "LOAD", "#!lua name=slowload\nwhile true do end"],
+    ["FCALL", "echo", "2", "a", "b", "c"],
+    ["FCALL", "ECHO", "0"],
+    ["FCALL_RO", "echo", "1", "k"],
+    ["FCALL", "setget", "1", "k", "v"],
+    ["FCALL_RO", "setget", "1", "k", "v"],
+    ["FCALL", "q", "0"],
+    ["FCALL", "nosuch", "0"],
+    ["FCALL", "echo", "x"],
+    ["FCALL", "echo", "+1", "k"],
+    ["FCALL", "echo", " 1", "k"],
+    ["FCALL", "echo", "-1"],
+    ["FCALL", "echo", "3", "a"],
+    ["FCALL", "echo"],
+    ["FUNCTION", "LIST"],
+    ["FUNCTION", "LIST", "WITHCODE"],
+    ["FUNCTION", "LIST", "LIBRARYNAME", "MY*", "WITHCODE"],
+    ["FUNCTION", "LIST", "LIBRARYNAME", "nomatch"],
+    ["FUNCTION", "LIST", "LIBRARYNAME"],
+    ["FUNCTION", "LIST", "WITHCODE", "WITHCODE"],
+    ["FUNCTION", "LIST", "bogus"],
+    ["FUNCTION", "STATS"],
+    ["FUNCTION", "KILL"],
+    ["FUNCTION", "HELP"],
+    ["FUNCTION", "NOSUCH"],
+    ["FUNCTION", "RESTORE", "abc"],
+    ["FUNCTION", "RESTORE", "abc", "bogus"],
+    ["FUNCTION", "RESTORE", "abc", "flush", "x"],
+    ["FUNCTION", "DELETE", "nosuch"],
+    ["FUNCTION", "DELETE", "MYLIB"],
+    ["FUNCTION", "DELETE", "x"],
+    ["FUNCTION", "DELETE", "mylib"],
+    ["FCALL", "echo", "0"],
+    ["FUNCTION", "FLUSH", "bogus"],
+    ["FUNCTION", "FLUSH", "async", "sync"],
+    ["FUNCTION", "FLUSH", "ASYNC"],
+    ["FUNCTION", "DUMP"],
+    ["FUNCTION", "LIST"],
+    # EVAL_RO refuses a script with a shebang but without no-writes, as FCALL_RO does.
+    ["EVAL_RO", "#!lua\nreturn 1", "0"],
+    ["EVAL_RO", "#!lua flags=no-writes\nreturn 1", "0"],
+    ["EVAL_RO", "return 1", "0"],
+]
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_function_commands_match_redis(server, redis_server, protocol):
+    ours, theirs = Client(server.port), Client(redis_server.port)
+    for c in (ours, theirs):
+        if protocol == 3:
+            c.call("HELLO", "3")
+        c.call("FLUSHALL")
+    for argv in FUNCTION_CASES:
+        a, b = ours.call(*argv), theirs.call(*argv)
+        if argv[:2] == ["FUNCTION", "LIST"]:
+            a, b = norm_list(a), norm_list(b)
+        assert a == b, f"{argv}\nstrata {a!r}\nredis  {b!r}"
+    ours.close()
+    theirs.close()
+
+
+def random_function(rng):
+    """A library whose function runs a random script: the callback's parameters are named
+    KEYS and ARGV, so the statements read them as an EVAL script would."""
+    lines = ["#!lua name=rnd", "redis.register_function('f', function(KEYS, ARGV)"]
+    if rng.random() < 0.3:
+        lines.append("redis.setresp(3)")
+    lines += [rng.choice(STATEMENTS) for _ in range(rng.randint(0, 4))]
+    lines += [rng.choice(RETURNS), "end)"]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_random_functions_match_redis(server, redis_server, protocol):
+    rng = random.Random(20261127 + protocol)
+    ours, theirs = Client(server.port), Client(redis_server.port)
+    for c in (ours, theirs):
+        if protocol == 3:
+            c.call("HELLO", "3")
+        c.call("FLUSHALL")
+        c.call("FUNCTION", "FLUSH")
+    for i in range(200):
+        code = random_function(rng)
+        args = [rng.choice(["7", "v", "-2", "1.5"]), rng.choice(["3", "w"])]
+        call = ["FCALL", "f", "5", "k1", "k2", "k3", "k4", "k5"] + args
+        a = [ours.call("FUNCTION", "LOAD", "REPLACE", code), ours.call(*call)]
+        b = [theirs.call("FUNCTION", "LOAD", "REPLACE", code), theirs.call(*call)]
+        assert a == b, f"function {i}:\n{code}\nargs {args}\nstrata {a!r}\nredis  {b!r}"
+    for c in (ours, theirs):
+        c.call("FUNCTION", "FLUSH")
+        c.close()
+
+
+def test_function_dump_restores_across_redis_and_strata(server, redis_server):
+    ours = redis.Redis(host="127.0.0.1", port=server.port)
+    theirs = redis.Redis(host="127.0.0.1", port=redis_server.port)
+    code = ("#!lua name=cross\n"
+            "redis.register_function{function_name='bump', callback=function(keys, args) "
+            "return redis.call('incrby', keys[1], args[1]) end, "
+            "description='adds to a counter: long enough to be LZF-compressed in the dump'}\n"
+            "redis.register_function{function_name='peek', callback=function(keys, args) "
+            "return redis.call('get', keys[1]) end, flags={'no-writes'}}\n")
+    for c in (ours, theirs):
+        c.function_flush()
+        c.delete("counter")
+    # redis-server's payload into Strata.
+    theirs.function_load(code)
+    payload = theirs.function_dump()
+    assert ours.function_restore(payload) in (True, b"OK", "OK")
+    assert ours.fcall("bump", 1, "counter", 5) == 5
+    assert ours.fcall_ro("peek", 1, "counter") == b"5"
+    assert norm_list(ours.function_list(withcode=True)) == norm_list(
+        theirs.function_list(withcode=True))
+    # Strata's payload into redis-server.
+    theirs.function_flush()
+    theirs.function_restore(ours.function_dump(), "FLUSH")
+    assert theirs.fcall("bump", 1, "counter", 7) == 7
+    assert theirs.fcall_ro("peek", 1, "counter") == b"7"
+    for c in (ours, theirs):
+        c.function_flush()
+        c.close()

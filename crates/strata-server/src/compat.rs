@@ -20,7 +20,6 @@ fn missing_reason(m: &Meta) -> &'static str {
         ("replicaof" | "slaveof" | "role" | "wait", _) => "replication is not built yet",
         ("readonly" | "readwrite" | "asking" | "cluster", _) => "cluster mode is not built yet",
         ("acl", _) => "ACL users are not built yet (requirepass works)",
-        ("function" | "fcall" | "fcall_ro", _) => "functions are not built yet (EVAL scripts are)",
         (_, "stream") => "streams are not built yet",
         (_, "geo") => "geo commands are not built yet",
         _ => "not built yet",
@@ -39,6 +38,16 @@ const DIFFERENCES: &[(&str, &str)] = &[
     ),
     ("flushdb", "ASYNC flushes synchronously"),
     ("flushall", "ASYNC flushes synchronously"),
+    ("function|flush", "ASYNC flushes synchronously"),
+    (
+        "function|list",
+        "libraries and their functions in name order (Redis: hash order, unspecified)",
+    ),
+    (
+        "function|stats",
+        "running_script names a function past busy-reply-threshold (shorter runs of \
+         several clients overlap, as their keys allow)",
+    ),
     (
         "object|freq",
         "answers as Redis does under an LFU policy; Strata has no eviction",

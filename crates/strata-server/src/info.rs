@@ -174,6 +174,10 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
                 "number_of_cached_scripts",
                 shared.scripts.count().to_string(),
             );
+            kv(
+                "number_of_functions",
+                shared.functions.counts().1.to_string(),
+            );
             kv("maxmemory", "0".to_string());
             kv("maxmemory_human", "0B".to_string());
             kv("maxmemory_policy", "noeviction".to_string());

@@ -59,6 +59,9 @@ pub enum ServerError {
     Config(#[from] ConfigError),
     #[error("database: {0}")]
     Store(#[from] strata_engine::Error),
+    /// The function libraries stored in the database do not load.
+    #[error("{0}")]
+    Functions(String),
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -116,6 +119,9 @@ pub struct Shared {
     pub saves: crate::save::Saves,
     /// The Lua script cache and interpreters (`scripting/`).
     pub scripts: crate::scripting::Scripts,
+    /// The function libraries (FUNCTION, FCALL: `scripting/functions.rs`), read from the
+    /// database before clients are served.
+    pub functions: crate::scripting::functions::Functions,
     /// This value's own `Arc`, for work that outlives a command (BGSAVE's thread).
     pub me: std::sync::Weak<Shared>,
     next_client_id: AtomicU64,
@@ -352,8 +358,10 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
     let (stop, _) = watch::channel(false);
     let store = Store::open(db, config.appendfsync == AppendFsync::Always)?;
     set_lfu_params(&store, &config);
+    let functions = crate::cmd::functions::open(&store).map_err(ServerError::Functions)?;
     let shared = Arc::new_cyclic(|me| Shared {
         store,
+        functions,
         pubsub: crate::pubsub::PubSub::default(),
         saves: crate::save::Saves::default(),
         scripts: Default::default(),

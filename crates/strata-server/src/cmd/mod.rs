@@ -12,6 +12,7 @@ mod client;
 mod command;
 mod connection;
 mod dump;
+pub(crate) mod functions;
 mod hashes;
 mod hll;
 mod keyspace;
@@ -214,6 +215,7 @@ pub fn table() -> &'static table::Table {
             dump::COMMANDS,
             hll::COMMANDS,
             scripting::COMMANDS,
+            functions::COMMANDS,
         ])
     })
 }

@@ -1,6 +1,9 @@
 //! Scripting commands: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, SCRIPT (Redis's `eval.c`). The
 //! interpreter and the conversions are in `scripting/`.
 //!
+//! FCALL and FCALL_RO (`cmd/functions.rs`) run a library's function through the same path
+//! ([`run`] takes either as its [`Target`]): what is said here of a script holds for them.
+//!
 //! **A script runs atomically, as EXEC does** (`cmd/multi.rs`). On the connection's thread
 //! it takes the stripes of its declared keys (`KEYS`) exclusively
 //! (`Store::lock_for_exec`), then runs in a front transaction (`Store::run_exec_or_discard`):
@@ -36,8 +39,9 @@ use super::{
     Ctx, Entry, Found, Spec,
 };
 use crate::protocol::reply::{Proto, ReplyBuf};
+use crate::scripting::functions::Library;
 use crate::scripting::vm::Host;
-use crate::scripting::{KillError, Running, Script};
+use crate::scripting::{library, FunctionRun, KillError, Running, Script, ScriptFlags};
 use crate::server::Shared;
 use bytes::{Bytes, BytesMut};
 use std::collections::HashSet;
@@ -83,7 +87,7 @@ fn eval_body(ctx: &mut Ctx<'_>, args: &mut Args, read_only: bool) -> CmdResult {
         .scripts
         .insert(body, false)
         .map_err(CmdError::reply)?;
-    run(ctx, script, keys, argv, read_only)
+    run(ctx, Target::Script(&script), keys, argv, read_only)
 }
 
 fn eval_sha(ctx: &mut Ctx<'_>, args: &mut Args, read_only: bool) -> CmdResult {
@@ -97,7 +101,7 @@ fn eval_sha(ctx: &mut Ctx<'_>, args: &mut Args, read_only: bool) -> CmdResult {
         .scripts
         .get(&sha)
         .ok_or_else(|| CmdError::reply(ERR_NOSCRIPT))?;
-    run(ctx, script, keys, argv, read_only)
+    run(ctx, Target::Script(&script), keys, argv, read_only)
 }
 
 /// Whether the script `argv` (EVAL or EVALSHA, and their `_RO`) may run on the worker of its
@@ -119,8 +123,13 @@ pub fn may_run_on_shard(shared: &Shared, spec: &Spec, argv: &[Bytes]) -> bool {
 }
 
 /// `numkeys key... arg...`.
-fn keys_and_args(args: &mut Args) -> Result<(Vec<Bytes>, Vec<Bytes>), CmdError> {
+pub(super) fn keys_and_args(args: &mut Args) -> Result<(Vec<Bytes>, Vec<Bytes>), CmdError> {
     let n = args.next_i64()?;
+    split_keys(n, args)
+}
+
+/// The keys and arguments after a `numkeys` of `n`.
+pub(super) fn split_keys(n: i64, args: &mut Args) -> Result<(Vec<Bytes>, Vec<Bytes>), CmdError> {
     if n < 0 {
         return Err(CmdError::reply("ERR Number of keys can't be negative"));
     }
@@ -203,10 +212,44 @@ impl Host for ScriptHost<'_> {
 /// What the calls of a run that is to be made again get (the client never sees it).
 const ERR_RERUN: &str = "ERR the script touched a key it did not declare";
 
-/// One EVAL: the script, its keys and arguments, the client's protocol, and whether it
-/// may write.
+/// What runs: an EVAL's script or an FCALL's function.
+#[derive(Clone, Copy)]
+pub(super) enum Target<'a> {
+    Script(&'a Script),
+    Function {
+        library: &'a Library,
+        name: &'a str,
+        /// The FCALL as sent (FUNCTION STATS shows it).
+        argv: &'a [Bytes],
+    },
+}
+
+impl Target<'_> {
+    fn flags(&self) -> ScriptFlags {
+        match self {
+            Target::Script(s) => s.flags,
+            Target::Function { library, name, .. } => library
+                .functions
+                .get(*name)
+                .map(|f| f.flags)
+                .unwrap_or_default(),
+        }
+    }
+
+    fn undeclared_keys(&self) -> Option<&std::sync::atomic::AtomicBool> {
+        match self {
+            Target::Script(s) => Some(&s.undeclared_keys),
+            Target::Function { library, name, .. } => {
+                library.functions.get(*name).map(|f| &f.undeclared_keys)
+            }
+        }
+    }
+}
+
+/// One EVAL or FCALL: what runs, its keys and arguments, the client's protocol, and
+/// whether it may write.
 struct Invocation<'a> {
-    script: &'a Script,
+    target: Target<'a>,
     keys: &'a [Bytes],
     argv: &'a [Bytes],
     proto: Proto,
@@ -238,28 +281,59 @@ fn run_once(
         undeclared: false,
         running,
     };
-    let out = vm.run(
-        inv.script,
-        inv.keys,
-        inv.argv,
-        inv.proto,
-        &mut host,
-        running.clone(),
-    );
+    let out = match inv.target {
+        Target::Script(script) => vm.run(
+            script,
+            inv.keys,
+            inv.argv,
+            inv.proto,
+            &mut host,
+            running.clone(),
+        ),
+        Target::Function { library, name, .. } => {
+            let live = |id| shared.functions.is_live(id);
+            let target = library::Target {
+                library_id: library.id,
+                body: library.body(),
+                function: name,
+                generation: shared.functions.generation(),
+                live: &live,
+            };
+            library::call(
+                &mut vm,
+                &target,
+                inv.keys,
+                inv.argv,
+                inv.proto,
+                &mut host,
+                running.clone(),
+            )
+        }
+    };
     shared.scripts.give_vm(vm);
     (out.reply, host.undeclared)
 }
 
-fn run(
+/// Runs a script or function atomically (see the module comment); `read_only` for the
+/// `_RO` commands.
+pub(super) fn run(
     ctx: &mut Ctx<'_>,
-    script: Arc<Script>,
+    target: Target<'_>,
     keys: Vec<Bytes>,
     argv: Vec<Bytes>,
     read_only: bool,
 ) -> CmdResult {
     let shared = ctx.shared;
     let proto = ctx.reply.proto;
-    let read_only = read_only || script.flags.no_writes;
+    let flags = target.flags();
+    // Redis's scriptPrepareForRun: a script with flags that may write is refused by the
+    // `_RO` commands before it runs.
+    if read_only && flags.shebang && !flags.no_writes {
+        return Err(CmdError::reply(
+            "ERR Can not execute a script with write flag using *_ro command.",
+        ));
+    }
+    let read_only = read_only || flags.no_writes;
     // The script's own client: its SELECT does not change the caller's database, and its
     // blocking commands do not block (as inside EXEC).
     let mut conn = ctx.conn.clone();
@@ -269,10 +343,17 @@ fn run(
     conn.reply_off = false;
     conn.skip_next = false;
     let threshold = busy_threshold(shared);
-    let guard = shared.scripts.begin(threshold);
+    let function = match target {
+        Target::Script(_) => None,
+        Target::Function { name, argv, .. } => Some(FunctionRun {
+            name: name.to_string(),
+            argv: argv.to_vec(),
+        }),
+    };
+    let guard = shared.scripts.begin_as(threshold, function);
     let running = guard.running.clone();
     let inv = Invocation {
-        script: &script,
+        target,
         keys: &keys,
         argv: &argv,
         proto,
@@ -286,6 +367,8 @@ fn run(
     let store = &shared.store;
     let db = ctx.conn.db;
     let declared: HashSet<(u8, Bytes)> = keys.iter().map(|k| (db, k.clone())).collect();
+    let marked = target.undeclared_keys();
+    let mut every_stripe = marked.is_some_and(|m| m.load(Ordering::Relaxed));
     if let Some(savepoint) = crate::store::shard_savepoint() {
         // On the worker of the shard that owns every declared key (`exec::route`), with
         // their stripes held: the script runs in the shard's transaction, its writes join
@@ -296,14 +379,15 @@ fn run(
             crate::store::rollback_shard_txn(savepoint);
         }
         if undeclared {
-            script.undeclared_keys.store(true, Ordering::Relaxed);
+            if let Some(m) = marked {
+                m.store(true, Ordering::Relaxed);
+            }
             crate::exec::ask_rerun_inline();
         } else {
             ctx.reply.raw(&reply);
         }
         return Ok(());
     }
-    let mut every_stripe = script.undeclared_keys.load(Ordering::Relaxed);
     loop {
         let plan: Vec<(u8, &[u8])> = keys.iter().map(|k| (db, &k[..])).collect();
         let locks = store.lock_for_exec((!every_stripe).then_some(&plan[..]));
@@ -318,7 +402,9 @@ fn run(
         if rerun {
             running.kill.store(false, Ordering::SeqCst);
             running.wrote.store(false, Ordering::SeqCst);
-            script.undeclared_keys.store(true, Ordering::Relaxed);
+            if let Some(m) = marked {
+                m.store(true, Ordering::Relaxed);
+            }
             every_stripe = true;
             continue;
         }
@@ -369,7 +455,12 @@ fn script_flush(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 }
 
 fn script_kill(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
-    match ctx.shared.scripts.kill() {
+    kill(ctx, false)
+}
+
+/// SCRIPT KILL (`functions` false) or FUNCTION KILL.
+pub(super) fn kill(ctx: &mut Ctx<'_>, functions: bool) -> CmdResult {
+    match ctx.shared.scripts.kill(functions) {
         Ok(()) => {
             ctx.reply.ok();
             Ok(())
@@ -382,6 +473,17 @@ fn script_kill(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
              dataset. You can either wait the script termination or kill the server in a \
              hard way using the SHUTDOWN NOSAVE command.",
         )),
+        // The busy script is of the other kind: the error names the command that stops it.
+        Err(KillError::OtherKind) => Err(CmdError::reply(busy_text(!functions))),
+    }
+}
+
+/// Redis's `-BUSY` text for a busy EVAL (`function` false) or FCALL.
+pub(super) fn busy_text(function: bool) -> &'static str {
+    if function {
+        "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."
+    } else {
+        "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
     }
 }
 
@@ -401,10 +503,10 @@ fn busy_threshold(shared: &Shared) -> std::time::Duration {
 /// the `allow_busy` commands: SCRIPT KILL, SHUTDOWN, AUTH, HELLO, MULTI...); `None` when no
 /// script is busy. The script's own calls (in `in_exec` state) are never refused.
 pub fn busy_error(shared: &Shared, spec: &Spec, conn: &ConnState) -> Option<&'static str> {
-    if spec.flags & ALLOW_BUSY != 0 || conn.in_exec || !shared.scripts.busy() {
+    if spec.flags & ALLOW_BUSY != 0 || conn.in_exec {
         return None;
     }
-    Some("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.")
+    shared.scripts.busy_kind().map(busy_text)
 }
 
 fn script_debug(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {

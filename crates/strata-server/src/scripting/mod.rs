@@ -8,6 +8,9 @@
 //!   context.
 //! - `resp.rs`: the conversions between RESP replies and Lua values, both ways, in RESP2 and
 //!   after `redis.setresp(3)`.
+//! - `functions.rs`: the function libraries' registry (FUNCTION, FCALL) and FUNCTION DUMP's
+//!   payload; `library.rs`: a library's code in a Lua state (load-time sandbox,
+//!   `redis.register_function`, calling a registered function).
 //!
 //! **Interpreters.** Redis has one Lua state; Strata runs scripts of different clients at
 //! the same time when their keys differ, so it keeps a small pool of states ([`Scripts`]):
@@ -26,6 +29,10 @@ pub mod bit;
 pub mod cjson;
 pub mod cmsgpack;
 pub mod lua_struct;
+pub mod functions;
+#[cfg(test)]
+mod functions_tests;
+pub mod library;
 pub mod resp;
 pub mod vm;
 #[cfg(test)]
@@ -96,6 +103,17 @@ pub struct Running {
     pub aborted: AtomicBool,
     /// It ran a write command: SCRIPT KILL answers `-UNKILLABLE`.
     pub wrote: AtomicBool,
+    /// The function an FCALL runs (`None` for EVAL): FUNCTION STATS reports it, and the
+    /// kill and `-BUSY` texts name FUNCTION KILL instead of SCRIPT KILL.
+    pub function: Option<FunctionRun>,
+}
+
+/// What FUNCTION STATS says of a running function.
+#[derive(Clone, Debug)]
+pub struct FunctionRun {
+    pub name: String,
+    /// The FCALL (or FCALL_RO) command as the client sent it.
+    pub argv: Vec<Bytes>,
 }
 
 impl Running {
@@ -123,6 +141,9 @@ impl Drop for RunGuard<'_> {
 pub enum KillError {
     NotBusy,
     Unkillable,
+    /// SCRIPT KILL found a busy function, or FUNCTION KILL a busy EVAL: the other command
+    /// must stop it (Redis answers with the `-BUSY` text naming that command).
+    OtherKind,
 }
 
 /// The script cache and the pool of Lua states.
@@ -195,13 +216,20 @@ pub fn parse_shebang(body: &[u8]) -> Result<(ScriptFlags, Vec<u8>), String> {
 
 impl Scripts {
     /// Registers a script that starts now, with the busy threshold in force.
+    #[cfg(test)]
     pub fn begin(&self, threshold: Duration) -> RunGuard<'_> {
+        self.begin_as(threshold, None)
+    }
+
+    /// Registers a script that starts now: an EVAL (`function` is `None`) or an FCALL.
+    pub fn begin_as(&self, threshold: Duration, function: Option<FunctionRun>) -> RunGuard<'_> {
         let running = Arc::new(Running {
             started: Instant::now(),
             threshold,
             kill: AtomicBool::new(false),
             aborted: AtomicBool::new(false),
             wrote: AtomicBool::new(false),
+            function,
         });
         let mut r = self.running.lock();
         r.push(running.clone());
@@ -218,8 +246,28 @@ impl Scripts {
             && self.running.lock().iter().any(|r| r.busy())
     }
 
-    /// SCRIPT KILL: stops the busy scripts, unless one of them has written.
-    pub fn kill(&self) -> Result<(), KillError> {
+    /// The busy scripts: `None` if none is busy, else whether the first is a function
+    /// (which `-BUSY` text other clients get).
+    pub fn busy_kind(&self) -> Option<bool> {
+        if self.running_count.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
+        let r = self.running.lock();
+        let first = r.iter().find(|x| x.busy())?;
+        Some(first.function.is_some())
+    }
+
+    /// The busy function and how long it has run (FUNCTION STATS), if one is busy.
+    pub fn busy_function(&self) -> Option<(FunctionRun, Duration)> {
+        let r = self.running.lock();
+        r.iter()
+            .filter(|x| x.busy())
+            .find_map(|x| Some((x.function.clone()?, x.started.elapsed())))
+    }
+
+    /// SCRIPT KILL (`functions` false) or FUNCTION KILL (true): stops the busy scripts,
+    /// unless one of them has written or is of the other kind.
+    pub fn kill(&self, functions: bool) -> Result<(), KillError> {
         let r = self.running.lock();
         let busy: Vec<&Arc<Running>> = r.iter().filter(|x| x.busy()).collect();
         if busy.is_empty() {
@@ -227,6 +275,9 @@ impl Scripts {
         }
         if busy.iter().any(|x| x.wrote.load(Ordering::SeqCst)) {
             return Err(KillError::Unkillable);
+        }
+        if busy.iter().any(|x| x.function.is_some() != functions) {
+            return Err(KillError::OtherKind);
         }
         for x in busy {
             x.kill.store(true, Ordering::SeqCst);

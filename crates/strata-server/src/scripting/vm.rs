@@ -43,7 +43,7 @@ const COMPILED_MAX: usize = 1000;
 /// The chunk name of scripts (errors say `user_script:1:`).
 const CHUNK_NAME: &str = "@user_script";
 /// The chunk name of the sandbox's own Lua code (skipped when an error finds its line).
-const SANDBOX_CHUNK: &str = "=redis";
+pub(crate) const SANDBOX_CHUNK: &str = "=redis";
 
 /// What a script's `redis.call` runs on: the server side of a script.
 pub trait Host {
@@ -160,7 +160,7 @@ impl std::fmt::Display for ScriptError {
 
 impl std::error::Error for ScriptError {}
 
-fn raise<T>(msg: impl Into<String>) -> mlua::Result<T> {
+pub(crate) fn raise<T>(msg: impl Into<String>) -> mlua::Result<T> {
     Err(mlua::Error::external(ScriptError(msg.into())))
 }
 
@@ -422,6 +422,13 @@ impl Vm {
                 if killed {
                     return raise("ERR Script killed by user with SCRIPT KILL...");
                 }
+                // A library's load-time code is bounded in time (`library.rs`).
+                let late = lua
+                    .app_data_ref::<super::library::LoadDeadline>()
+                    .is_some_and(|d| std::time::Instant::now() >= d.0);
+                if late {
+                    return raise("ERR FUNCTION LOAD timeout");
+                }
                 Ok(mlua::VmState::Continue)
             },
         )?;
@@ -491,18 +498,40 @@ impl Vm {
         host: &mut dyn Host,
         running: Arc<Running>,
     ) -> Outcome {
-        let mut out = ReplyBuf::new(proto);
-        self.lua.set_app_data(running);
         let f = match self.function(script) {
             Ok(f) => f,
             Err(e) => {
+                let mut out = ReplyBuf::new(proto);
                 out.error(&e);
                 return Outcome { reply: out.take() };
             }
         };
-        let ran = self.run_in_scope(&f, script, keys, args, host, &mut out);
-        if let Err(e) = ran {
+        let set = self
+            .set_array("KEYS", keys)
+            .and_then(|()| self.set_array("ARGV", args));
+        if let Err(e) = set {
+            let mut out = ReplyBuf::new(proto);
             out.error(&format!("ERR Error running script {}, {}", script.sha, e));
+            return Outcome { reply: out.take() };
+        }
+        self.run_function(&f, &script.sha, proto, host, running)
+    }
+
+    /// Runs `f` (a script's body, or a closure calling a library's function with its keys
+    /// and arguments: `library.rs`) as the script `name` (errors say `script: <name>`).
+    pub fn run_function(
+        &mut self,
+        f: &Function,
+        name: &str,
+        proto: Proto,
+        host: &mut dyn Host,
+        running: Arc<Running>,
+    ) -> Outcome {
+        let mut out = ReplyBuf::new(proto);
+        self.lua.set_app_data(running);
+        let ran = self.run_in_scope(f, name, host, &mut out);
+        if let Err(e) = ran {
+            out.error(&format!("ERR Error running script {name}, {e}"));
         }
         // Wiping cannot fail short of memory; a state that fails it is not reused by the
         // caller's pool bound, so the result is only logged in the reply path above.
@@ -513,17 +542,40 @@ impl Vm {
         Outcome { reply: out.take() }
     }
 
+    /// The Lua state (the functions engine keeps its libraries' callbacks in its app data).
+    pub(crate) fn lua(&self) -> &Lua {
+        &self.lua
+    }
+
+    /// The real globals behind the read-only proxy.
+    pub(crate) fn backing(&self) -> &Table {
+        &self.backing
+    }
+
+    /// Calls `f` under Redis's error handler: the error's `err` text if it fails.
+    pub(crate) fn protected_call(&self, f: &Function) -> Result<(), String> {
+        match self
+            .xpcall
+            .call::<(bool, Value)>((f.clone(), self.handler.clone()))
+        {
+            Ok((true, _)) => Ok(()),
+            Ok((false, Value::Table(t))) => Err(t
+                .raw_get::<Option<String>>("err")
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| "ERR unknown error".to_string())),
+            Ok((false, v)) => Err(format!("ERR {}", v.type_name())),
+            Err(e) => Err(format!("ERR {}", error_text(&e))),
+        }
+    }
+
     fn run_in_scope(
         &mut self,
         f: &Function,
-        script: &Script,
-        keys: &[Bytes],
-        args: &[Bytes],
+        name: &str,
         host: &mut dyn Host,
         out: &mut ReplyBuf,
     ) -> mlua::Result<()> {
-        self.set_array("KEYS", keys)?;
-        self.set_array("ARGV", args)?;
         let resp3 = std::cell::Cell::new(false);
         let host = RefCell::new(host);
         let lua = &self.lua;
@@ -593,9 +645,7 @@ impl Vm {
                 let source: Option<String> = t.raw_get("source").ok();
                 let line: Option<i64> = t.raw_get("line").ok();
                 if let (Some(source), Some(line)) = (source, line) {
-                    m.extend_from_slice(
-                        format!(" script: {}, on {}:{}.", script.sha, source, line).as_bytes(),
-                    );
+                    m.extend_from_slice(format!(" script: {name}, on {source}:{line}.").as_bytes());
                 }
                 out.error_bytes(&m);
             }
@@ -607,7 +657,7 @@ impl Vm {
                     .map(|s| s.to_string_lossy())
                     .unwrap_or_else(|| "execution failure".to_string());
                 let msg: String = msg.chars().take(100).collect();
-                out.error(&format!("ERR Error running script {}, {}", script.sha, msg));
+                out.error(&format!("ERR Error running script {name}, {msg}"));
             }
         }
         Ok(())
