@@ -104,22 +104,31 @@ fn eval_sha(ctx: &mut Ctx<'_>, args: &mut Args, read_only: bool) -> CmdResult {
     run(ctx, Target::Script(&script), keys, argv, read_only)
 }
 
-/// Whether the script `argv` (EVAL or EVALSHA, and their `_RO`) may run on the worker of its
-/// declared keys' shard (`exec::route`): it is cached and no run of it has reached a key it
-/// did not declare. A script's first EVAL runs on the connection's thread.
+/// Whether the script or function `argv` (EVAL, EVALSHA, FCALL and their `_RO`) may run on
+/// the worker of its declared keys' shard (`exec::route`): it is known (a cached script, a
+/// loaded function) and no run of it has reached a key it did not declare. A script's first
+/// EVAL runs on the connection's thread.
 pub fn may_run_on_shard(shared: &Shared, spec: &Spec, argv: &[Bytes]) -> bool {
     let Some(arg) = argv.get(1) else {
         return false;
     };
-    let sha = if matches!(spec.name, "eval" | "eval_ro") {
-        crate::scripting::sha1hex(arg)
-    } else {
-        String::from_utf8_lossy(arg).to_ascii_lowercase()
-    };
-    shared
-        .scripts
-        .get(&sha)
-        .is_some_and(|s| !s.undeclared_keys.load(Ordering::Relaxed))
+    let unmarked = |m: &std::sync::atomic::AtomicBool| !m.load(Ordering::Relaxed);
+    match spec.name {
+        "fcall" | "fcall_ro" => shared.functions.find(arg).is_some_and(|(library, name)| {
+            library
+                .functions
+                .get(&name)
+                .is_some_and(|f| unmarked(&f.undeclared_keys))
+        }),
+        "eval" | "eval_ro" => shared
+            .scripts
+            .get(&crate::scripting::sha1hex(arg))
+            .is_some_and(|s| unmarked(&s.undeclared_keys)),
+        _ => shared
+            .scripts
+            .get(&String::from_utf8_lossy(arg).to_ascii_lowercase())
+            .is_some_and(|s| unmarked(&s.undeclared_keys)),
+    }
 }
 
 /// `numkeys key... arg...`.
