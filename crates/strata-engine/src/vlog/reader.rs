@@ -100,6 +100,8 @@ pub struct FrameReader {
     version: u16,
     /// Bytes of a frame header in this file's version.
     header_len: usize,
+    /// Whether the last frame returned was a sync mark (the file is sealed if it ends there).
+    last_was_mark: bool,
 }
 
 impl FrameReader {
@@ -119,6 +121,7 @@ impl FrameReader {
             start,
             version: 0,
             header_len: frame_header_len(0),
+            last_was_mark: false,
         }
     }
 
@@ -130,6 +133,14 @@ impl FrameReader {
     /// Where a torn tail was cut, and why; `None` if the log ended cleanly.
     pub fn truncated_tail(&self) -> Option<(u64, String)> {
         self.torn.clone()
+    }
+
+    /// Whether the frames read end with a **sync mark** (`docs/format/vlog.md` section 2):
+    /// meaningful once [`FrameReader::next_frame`] returned `Ok(None)` with no torn tail. A
+    /// rotated or cleanly closed format-2 file ends so; a file that was the head when the
+    /// process died does not, and nor does a rotated file cut at a frame boundary.
+    pub fn sealed(&self) -> bool {
+        self.last_was_mark
     }
 
     /// Offset just after the last frame returned (where a torn tail starts).
@@ -294,6 +305,7 @@ impl FrameReader {
         match self.frame_at(at)? {
             Ok(f) => {
                 self.pos = at + f.len();
+                self.last_was_mark = f.header.is_sync_mark();
                 Ok(Some(f))
             }
             Err(reason) => {
