@@ -447,6 +447,37 @@ mod tests {
         }
     }
 
+    /// Whether `data`'s frames, read to a clean end, end with a sync mark.
+    fn sealed(data: &[u8]) -> bool {
+        let fs = MemFs::new();
+        let p = Path::new("/f.vlog");
+        fs.write_all_synced(p, data).unwrap();
+        let mut r = FrameReader::new(fs.open(p).unwrap(), p, data.len() as u64, 0);
+        while r.next_frame().unwrap().is_some() {}
+        assert_eq!(r.truncated_tail(), None);
+        r.sealed()
+    }
+
+    /// A rotated (or closed) file ends with a sync mark and reads as sealed; cut at a frame
+    /// boundary, or with a frame after the mark, it does not (recovery refuses such a file
+    /// when a later one holds frames: `docs/format/vlog.md` section 6).
+    #[test]
+    fn sealed_only_when_the_frames_end_with_a_sync_mark() {
+        let (mut file, _, last_at) = three_frames(true, true);
+        assert!(!sealed(&file));
+        let mark_at = file.len();
+        file.extend(FrameHeader::sync_mark(mark_at as u64).encode());
+        assert!(sealed(&file));
+        assert!(!sealed(&file[..mark_at]));
+        assert!(!sealed(&file[..last_at]));
+        let mut after = file.clone();
+        after.extend(frame(9, &[(b"e", b"5")], Some(mark_at as u64)));
+        assert!(!sealed(&after));
+        // A zero-filled tail after the mark is still a clean, sealed end.
+        file.extend([0u8; 40]);
+        assert!(sealed(&file));
+    }
+
     /// Format 1: damage followed by a valid frame is corruption, a hole ends the log.
     #[test]
     fn format_1_rule() {
