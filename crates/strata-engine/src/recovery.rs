@@ -229,7 +229,7 @@ pub(crate) fn recover(
 /// unsynced tail, or (format 2) without the sync mark that seals a switched WAL or a rotated
 /// value-log file. The file was synced and sealed before its successor was written, so
 /// records in a later file prove that what it lost had been durable (`docs/design.md` §7.6).
-enum Unfinished {
+pub(crate) enum Unfinished {
     /// Ended in an unsynced tail.
     Torn(PathBuf),
     /// Ended cleanly at `end` (a record or frame boundary) without a sync mark.
@@ -239,7 +239,13 @@ enum Unfinished {
 impl Unfinished {
     /// How a replay pass records the end of a file: `tail` if it had one, else unsealed
     /// unless `sealed` or the file is in format 1 (`v1`: no sync marks; the old rule).
-    fn after(path: &Path, tail: bool, sealed: bool, v1: bool, end: u64) -> Option<Unfinished> {
+    pub(crate) fn after(
+        path: &Path,
+        tail: bool,
+        sealed: bool,
+        v1: bool,
+        end: u64,
+    ) -> Option<Unfinished> {
         if tail {
             Some(Unfinished::Torn(path.to_path_buf()))
         } else if sealed || v1 {
@@ -254,7 +260,7 @@ impl Unfinished {
 
     /// The corruption a record (`what`: "records" or "frames") found at `at` of the later
     /// file `later` proves.
-    fn refuse(&self, later: &Path, at: u64, what: &str) -> Error {
+    pub(crate) fn refuse(&self, later: &Path, at: u64, what: &str) -> Error {
         match self {
             Unfinished::Torn(t) => Error::corruption(
                 later,

@@ -291,8 +291,8 @@ fn record_offsets(data: &[u8], engine: Engine) -> Vec<u64> {
 
 /// A switched WAL or rotated value-log file ends with a sync mark; cut at a record or frame
 /// boundary (its mark, or its mark and records before it, gone), it no longer does, and the
-/// open refuses it naming the file and the cut, because a later file holds records. The
-/// uncut files open with every acknowledged write.
+/// open refuses it naming the file and the cut, because a later file holds records; `check`
+/// reports it too. The uncut files pass `check` and open with every acknowledged write.
 #[test]
 fn a_log_file_that_is_not_the_newest_cut_at_a_record_boundary_is_refused() {
     for engine in Engine::ALL {
@@ -304,6 +304,8 @@ fn a_log_file_that_is_not_the_newest_cut_at_a_record_boundary_is_refused() {
             acked.len()
         );
         let mem = common::restore_files(&files);
+        let report = Db::check(mem_dir(), opts(&mem, engine)).unwrap();
+        assert!(report.is_ok(), "{engine:?}: {report}");
         let db = Db::open(mem_dir(), opts(&mem, engine)).unwrap();
         for &i in &acked {
             let k = key(i);
@@ -331,6 +333,12 @@ fn a_log_file_that_is_not_the_newest_cut_at_a_record_boundary_is_refused() {
                 .1
                 .truncate(cut as usize);
             let mem = common::restore_files(&cut_files);
+            // `check` reports it as the open does.
+            let report = Db::check(mem_dir(), opts(&mem, engine)).unwrap();
+            assert!(
+                report.problems.iter().any(|p| p.to_string().contains("sync mark")),
+                "{engine:?} cut at {cut}: {report}"
+            );
             match Db::open(mem_dir(), opts(&mem, engine)) {
                 Err(Error::Corruption {
                     file,
