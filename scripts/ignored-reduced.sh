@@ -26,6 +26,9 @@ run STRATA_CRASH_POINTS=300 STRATA_CRASH_OPS=250 \
   cargo test -q -p strata-engine --test crash crash_points_separated_long "${EXACT[@]}"
 run STRATA_CRASH_POINTS=200 STRATA_CRASH_OPS=250 \
   cargo test -q -p strata-engine --test crash crash_points_l0_tier_long "${EXACT[@]}"
+# The scattered-writeback mode of the long runs (every crash scatters unsynced writes).
+run STRATA_CRASH_MODE=scattered STRATA_CRASH_POINTS=300 STRATA_CRASH_OPS=250 \
+  cargo test -q -p strata-engine --test crash crash_points_separated_long "${EXACT[@]}"
 run STRATA_CONC_CRASH_POINTS=60 \
   cargo test -q -p strata-engine --test crash_concurrent concurrent_crash_points_long "${EXACT[@]}"
 run STRATA_CORRUPTION_SAMPLES=12 \
@@ -43,6 +46,8 @@ run STRATA_VLOG_CRASH_SEEDS=1 \
 run STRATA_SHARD_MODEL_SEEDS=1 STRATA_SHARD_MODEL_OPS=300 \
   cargo test -q -p strata --test model model_and_metamorphic_long "${EXACT[@]}"
 run STRATA_SHARD_CRASH_SEEDS=1 STRATA_SHARD_CRASH_OPS=40 \
+  cargo test -q -p strata --test crash cross_shard_batches_survive_every_crash_point_long "${EXACT[@]}"
+run STRATA_CRASH_MODE=scattered STRATA_SHARD_CRASH_SEEDS=1 STRATA_SHARD_CRASH_OPS=40 \
   cargo test -q -p strata --test crash cross_shard_batches_survive_every_crash_point_long "${EXACT[@]}"
 FIXTURES_OUT="$(mktemp -d)"
 run STRATA_FIXTURES_OUT="$FIXTURES_OUT" \
