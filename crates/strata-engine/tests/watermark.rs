@@ -336,7 +336,10 @@ fn a_log_file_that_is_not_the_newest_cut_at_a_record_boundary_is_refused() {
             // `check` reports it as the open does.
             let report = Db::check(mem_dir(), opts(&mem, engine)).unwrap();
             assert!(
-                report.problems.iter().any(|p| p.to_string().contains("sync mark")),
+                report
+                    .problems
+                    .iter()
+                    .any(|p| p.to_string().contains("sync mark")),
                 "{engine:?} cut at {cut}: {report}"
             );
             match Db::open(mem_dir(), opts(&mem, engine)) {
