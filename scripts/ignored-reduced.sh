@@ -26,14 +26,13 @@ run STRATA_CRASH_POINTS=300 STRATA_CRASH_OPS=250 \
   cargo test -q -p strata-engine --test crash crash_points_separated_long "${EXACT[@]}"
 run STRATA_CRASH_POINTS=200 STRATA_CRASH_OPS=250 \
   cargo test -q -p strata-engine --test crash crash_points_l0_tier_long "${EXACT[@]}"
+# The scattered-writeback mode of the long runs (every crash scatters unsynced writes).
+run STRATA_CRASH_MODE=scattered STRATA_CRASH_POINTS=300 STRATA_CRASH_OPS=250 \
+  cargo test -q -p strata-engine --test crash crash_points_separated_long "${EXACT[@]}"
 run STRATA_CONC_CRASH_POINTS=60 \
   cargo test -q -p strata-engine --test crash_concurrent concurrent_crash_points_long "${EXACT[@]}"
-# Not run yet: the reduced run (any sample count; truncations are not sampled) fails on a
-# gap it found, a value-log file that is not the newest cut exactly at a frame boundary
-# reading as a clean end (`Truncate { file: 46, len: 213 }` of the separated run; see
-# docs/design.md §7.6, "Also open"). Put it back once that is fixed:
-#   STRATA_CORRUPTION_SAMPLES=12 cargo test -q -p strata-engine --test corruption \
-#     corruption_flips_and_truncations_long -- --ignored --exact
+run STRATA_CORRUPTION_SAMPLES=12 \
+  cargo test -q -p strata-engine --test corruption corruption_flips_and_truncations_long "${EXACT[@]}"
 run STRATA_MODEL_CASES=1 \
   cargo test -q -p strata-engine --test model -- --ignored _long
 run STRATA_VLOG_SEEDS=2 STRATA_VLOG_OPS=400 \
@@ -47,6 +46,8 @@ run STRATA_VLOG_CRASH_SEEDS=1 \
 run STRATA_SHARD_MODEL_SEEDS=1 STRATA_SHARD_MODEL_OPS=300 \
   cargo test -q -p strata --test model model_and_metamorphic_long "${EXACT[@]}"
 run STRATA_SHARD_CRASH_SEEDS=1 STRATA_SHARD_CRASH_OPS=40 \
+  cargo test -q -p strata --test crash cross_shard_batches_survive_every_crash_point_long "${EXACT[@]}"
+run STRATA_CRASH_MODE=scattered STRATA_SHARD_CRASH_SEEDS=1 STRATA_SHARD_CRASH_OPS=40 \
   cargo test -q -p strata --test crash cross_shard_batches_survive_every_crash_point_long "${EXACT[@]}"
 FIXTURES_OUT="$(mktemp -d)"
 run STRATA_FIXTURES_OUT="$FIXTURES_OUT" \

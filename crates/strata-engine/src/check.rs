@@ -13,6 +13,7 @@ use crate::key::{self, ValueKind};
 use crate::l0tier::{L0VerifyStats, TierDir};
 use crate::log::LogReader;
 use crate::options::Options;
+use crate::recovery::Unfinished;
 use crate::sst::{ReadParams, Table};
 use crate::table_cache::TableCache;
 use crate::version::VersionSet;
@@ -155,6 +156,8 @@ pub(crate) fn check(dir: &Path, opts: Options) -> Result<CheckReport> {
         .map(|(_, n)| n)
         .collect();
     wals.sort_unstable();
+    // As recovery: records after a WAL that ended torn or (format 2) without its seal.
+    let mut unfinished: Option<Unfinished> = None;
     for n in wals {
         let path = filename::wal(dir, n);
         report.wal_files += 1;
@@ -170,6 +173,9 @@ pub(crate) fn check(dir: &Path, opts: Options) -> Result<CheckReport> {
             match reader.read_record() {
                 Ok(Some((offset, rec))) => match WriteBatch::from_data(rec, &path, offset) {
                     Ok(b) => {
+                        if let Some(u) = unfinished.take() {
+                            report.problems.push(u.refuse(&path, offset, "records"));
+                        }
                         report.wal_records += 1;
                         records += 1;
                         replayed.extend(b.iter().flatten().map(|r| r.key.to_vec()));
@@ -187,6 +193,14 @@ pub(crate) fn check(dir: &Path, opts: Options) -> Result<CheckReport> {
             }
         }
         let tail = reader.truncated_tail();
+        let v1 = reader.version() == Some(crate::log::FORMAT_VERSION_NO_WATERMARK);
+        unfinished = Unfinished::after(
+            &path,
+            tail.is_some(),
+            reader.sealed(),
+            v1,
+            reader.file_len(),
+        );
         let log = crate::log::LogRecovery::new(&path, records, reader.file_len(), tail);
         if let Some((offset, reason)) = &log.tail {
             report.notes.push(format!(
@@ -347,6 +361,9 @@ fn check_vlog(
     files.sort_unstable();
     let head = versions.vlog.head.unwrap_or((0, 0));
     let head_file = head.0;
+    // As recovery, from the head's file on: frames after a file that ended torn or (format 2)
+    // without the sync mark that seals a rotated file.
+    let mut unfinished: Option<Unfinished> = None;
     for n in files {
         let path = filename::vlog(dir, n);
         if versions.vlog.obsolete.contains(&n) {
@@ -363,6 +380,13 @@ fn check_vlog(
             while let Some(frame) = reader.next_frame()? {
                 report.vlog_frames += 1;
                 frames += 1;
+                if n >= head_file {
+                    if let Some(u) = unfinished.take() {
+                        report
+                            .problems
+                            .push(u.refuse(&path, frame.offset, "frames"));
+                    }
+                }
                 let from_head = n > head.0 || (n == head.0 && frame.offset >= head.1);
                 if from_head && frame.header.kind == crate::vlog::format::FRAME_REPLAY {
                     replayed.extend(frame.entries().map(|(_, e)| e.key.to_vec()));
@@ -370,6 +394,14 @@ fn check_vlog(
             }
             if n >= head_file {
                 let tail = reader.truncated_tail();
+                let v1 = reader.version() == Some(crate::vlog::format::FORMAT_VERSION_NO_WATERMARK);
+                unfinished = Unfinished::after(
+                    &path,
+                    tail.is_some(),
+                    reader.sealed(),
+                    v1,
+                    reader.position(),
+                );
                 report
                     .logs
                     .push(crate::log::LogRecovery::new(&path, frames, size, tail));

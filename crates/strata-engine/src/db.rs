@@ -56,7 +56,7 @@ impl Db {
                     dir.display()
                 )));
             }
-            create_dir_durably(&fs, &dir)?;
+            crate::io::create_dir_durably(&fs, &dir)?;
         }
         let lock = fs.lock(&filename::lock(&dir))?;
         if fs.exists(&filename::current(&dir))? {
@@ -430,30 +430,6 @@ impl Drop for Db {
 }
 
 /// A merged iterator over every memtable and table of `sv`.
-/// Creates `dir` and its missing ancestors, then syncs the parent of each one created: a new
-/// directory's entry is durable only once its parent is synced, and a database whose
-/// directory vanishes in a crash loses every write it acknowledged as synced.
-fn create_dir_durably(fs: &Arc<dyn crate::io::Fs>, dir: &Path) -> Result<()> {
-    let mut created = Vec::new();
-    let mut p = Some(dir);
-    while let Some(d) = p.filter(|d| !d.as_os_str().is_empty()) {
-        if fs.exists(d)? {
-            break;
-        }
-        created.push(d.to_path_buf());
-        p = d.parent();
-    }
-    fs.create_dir_all(dir)?;
-    for d in &created {
-        let parent = d
-            .parent()
-            .filter(|q| !q.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        fs.sync_dir(parent)?;
-    }
-    Ok(())
-}
-
 fn merged_iter(
     tables: &Arc<TableCache>,
     sv: &SuperVersion,

@@ -152,11 +152,12 @@ pub(crate) fn recover(
         mem: Arc::new(MemTable::new(0, opts.write_buffer_bytes)),
         max_seq: versions.last_sequence,
     };
-    // A WAL is synced before the next one is written (a WAL switch), so only the newest
-    // can end in an unsynced tail: a tail followed by records in a newer WAL is corruption.
-    let mut torn_wal: Option<PathBuf> = None;
+    // A WAL is synced and sealed before the next one is written (a WAL switch), so only the
+    // newest can end in an unsynced tail or without its seal: either followed by records in
+    // a newer WAL is corruption.
+    let mut unfinished: Option<Unfinished> = None;
     for &number in &wals {
-        replay_wal(&mut r, &mut versions, &mut info, number, &mut torn_wal)?;
+        replay_wal(&mut r, &mut versions, &mut info, number, &mut unfinished)?;
     }
     if let Some(head) = versions.vlog.head {
         replay_vlog(&mut r, &mut versions, &mut info, &vlogs, head)?;
@@ -224,28 +225,81 @@ pub(crate) fn recover(
     })
 }
 
+/// A log file that no later file of its log may follow with records: it ended in an
+/// unsynced tail, or (format 2) without the sync mark that seals a switched WAL or a rotated
+/// value-log file. The file was synced and sealed before its successor was written, so
+/// records in a later file prove that what it lost had been durable (`docs/design.md` §7.6).
+pub(crate) enum Unfinished {
+    /// Ended in an unsynced tail.
+    Torn(PathBuf),
+    /// Ended cleanly at `end` (a record or frame boundary) without a sync mark.
+    Unsealed { path: PathBuf, end: u64 },
+}
+
+impl Unfinished {
+    /// How a replay pass records the end of a file: `tail` if it had one, else unsealed
+    /// unless `sealed` or the file is in format 1 (`v1`: no sync marks; the old rule).
+    pub(crate) fn after(
+        path: &Path,
+        tail: bool,
+        sealed: bool,
+        v1: bool,
+        end: u64,
+    ) -> Option<Unfinished> {
+        if tail {
+            Some(Unfinished::Torn(path.to_path_buf()))
+        } else if sealed || v1 {
+            None
+        } else {
+            Some(Unfinished::Unsealed {
+                path: path.to_path_buf(),
+                end,
+            })
+        }
+    }
+
+    /// The corruption a record (`what`: "records" or "frames") found at `at` of the later
+    /// file `later` proves.
+    pub(crate) fn refuse(&self, later: &Path, at: u64, what: &str) -> Error {
+        match self {
+            Unfinished::Torn(t) => Error::corruption(
+                later,
+                at,
+                format!(
+                    "valid {what} after the unsynced tail of {} (a log file is synced before \
+                     the next one is written)",
+                    t.display()
+                ),
+            ),
+            Unfinished::Unsealed { path, end } => Error::corruption(
+                path,
+                *end,
+                format!(
+                    "the file ends at offset {end} without the sync mark that seals it, but \
+                     the later file {} holds {what} (from offset {at}): a log file is synced \
+                     and sealed before the next one is written, so {what} from offset {end} \
+                     on were lost (expected them or a sync mark at offset {end})",
+                    later.display()
+                ),
+            ),
+        }
+    }
+}
+
 fn replay_wal(
     r: &mut Replay,
     versions: &mut VersionSet,
     info: &mut RecoveryInfo,
     number: u64,
-    torn_wal: &mut Option<PathBuf>,
+    unfinished: &mut Option<Unfinished>,
 ) -> Result<()> {
     let path = filename::wal(r.dir, number);
     let mut reader = LogReader::new(r.fs.open(&path)?);
     info.wal_files += 1;
     let mut records = 0;
     while let Some((offset, rec)) = reader.read_record()? {
-        if let Some(t) = torn_wal {
-            return Err(Error::corruption(
-                &path,
-                offset,
-                format!(
-                    "valid records after the unsynced tail of {} (a WAL is synced before \
-                     the next one is written)",
-                    t.display()
-                ),
-            ));
+        if let Some(u) = unfinished {
+            return Err(u.refuse(&path, offset, "records"));
         }
         let batch = WriteBatch::from_data(rec, &path, offset)?;
         let mut seq = batch.seq();
@@ -270,9 +324,16 @@ fn replay_wal(
         reader.file_len(),
         tail.clone(),
     ));
+    let v1 = reader.version() == Some(crate::log::FORMAT_VERSION_NO_WATERMARK);
+    *unfinished = Unfinished::after(
+        &path,
+        tail.is_some(),
+        reader.sealed(),
+        v1,
+        reader.file_len(),
+    );
     if let Some((offset, reason)) = tail {
-        info.truncated_tail = Some((path.clone(), offset, reason));
-        *torn_wal = Some(path);
+        info.truncated_tail = Some((path, offset, reason));
     }
     Ok(())
 }
@@ -284,7 +345,8 @@ fn replay_vlog(
     vlogs: &[u64],
     (head_file, head_offset): (u64, u64),
 ) -> Result<()> {
-    let mut torn_in: Option<std::path::PathBuf> = None;
+    // A rotated file was synced and sealed before the next one was written: see `Unfinished`.
+    let mut unfinished: Option<Unfinished> = None;
     let mut replayed = Vec::new();
     for &n in vlogs.iter().filter(|n| **n >= head_file) {
         let path = filename::vlog(r.dir, n);
@@ -303,12 +365,8 @@ fn replay_vlog(
         replayed.push(path.clone());
         let mut frames = 0;
         while let Some(frame) = reader.next_frame()? {
-            if let Some(t) = &torn_in {
-                return Err(Error::corruption(
-                    &path,
-                    frame.offset,
-                    format!("valid frames after the torn tail of {}", t.display()),
-                ));
+            if let Some(u) = &unfinished {
+                return Err(u.refuse(&path, frame.offset, "frames"));
             }
             info.vlog_frames += 1;
             frames += 1;
@@ -344,9 +402,16 @@ fn replay_vlog(
         let tail = reader.truncated_tail();
         info.logs
             .push(LogRecovery::new(&path, frames, size, tail.clone()));
+        let v1 = reader.version() == Some(format::FORMAT_VERSION_NO_WATERMARK);
+        unfinished = Unfinished::after(
+            &path,
+            tail.is_some(),
+            reader.sealed(),
+            v1,
+            reader.position(),
+        );
         if let Some((offset, reason)) = tail {
-            info.truncated_tail = Some((path.clone(), offset, reason));
-            torn_in = Some(path);
+            info.truncated_tail = Some((path, offset, reason));
         }
     }
     // Tables about to be committed point into these files: make them durable first.

@@ -320,13 +320,15 @@ impl DbInner {
             };
             // Switch to a new WAL and memtable. The old WAL is synced first so that the
             // durable state stays a prefix of the acknowledged history (an unsynced tail of
-            // the old WAL must not be lost while a synced write of the new WAL survives).
+            // the old WAL must not be lost while a synced write of the new WAL survives), and
+            // sealed with a sync mark, so that recovery can tell it whole from one cut at a
+            // record boundary (`docs/format/wal.md` section 5).
             let number = st.versions.new_file_number();
             let path = filename::wal(&self.dir, number);
             let r = (|| {
                 let mut wal = wal.lock();
                 if let Some(old) = wal.as_mut() {
-                    old.sync()?;
+                    old.seal()?;
                 }
                 let new = LogWriter::new(self.fs.create(&path)?)?;
                 self.fs.sync_dir(&self.dir)?;
@@ -351,7 +353,9 @@ impl DbInner {
 
 impl DbInner {
     /// Seals the head value-log file when it is full and starts the next one. The old file
-    /// is synced first, for the same prefix reason as a WAL switch. Call with `state` held.
+    /// is synced first, for the same prefix reason as a WAL switch, and ends with a sync mark
+    /// (`docs/format/vlog.md` section 6: recovery refuses a rotated file without one once a
+    /// later file holds frames). Call with `state` held.
     fn maybe_rotate_vlog(&self, st: &mut crate::state::DbState) -> Result<()> {
         let mut head = self.vlog.head.lock();
         let Some(w) = head.as_mut() else {
@@ -363,7 +367,7 @@ impl DbInner {
         let number = st.versions.new_file_number();
         let entry = VlogFile::new(&self.dir, number, 0);
         let r = (|| {
-            w.sync()?;
+            w.seal()?;
             let mut new = VlogWriter::new(
                 self.fs.create(&entry.path)?,
                 entry.clone(),

@@ -23,6 +23,8 @@
 //! STRATA_CRASH_OPS ops, default 600):
 //!     STRATA_CRASH_POINTS=30000 STRATA_CRASH_OPS=600 \
 //!         cargo test -p strata-engine --test crash -- --ignored --nocapture
+//! With STRATA_CRASH_MODE=scattered every crash scatters the unsynced writes (the
+//! scattered-writeback mode; each run prints how many points scattered).
 
 mod common;
 
@@ -359,6 +361,8 @@ fn diff_count(a: &Map, b: &Map) -> usize {
 /// Enumerates crash points over successive seeds until `target` points are checked.
 fn crash_points(target: usize, ops_per_workload: usize, engine: Engine, with_tier: bool) {
     let checked = AtomicUsize::new(0);
+    // Points whose crash scattered unsynced writes (holes, stale bytes, later writes kept).
+    let scattered = AtomicUsize::new(0);
     let failures: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let failure_count = AtomicUsize::new(0);
     let kinds: Mutex<BTreeMap<String, usize>> = Mutex::new(BTreeMap::new());
@@ -455,6 +459,9 @@ fn crash_points(target: usize, ops_per_workload: usize, engine: Engine, with_tie
                         }
                     }
                     checked.fetch_add(1, Ordering::Relaxed);
+                    if crash_mode(k).unsynced_writes == UnsyncedWrites::Scattered {
+                        scattered.fetch_add(1, Ordering::Relaxed);
+                    }
                 });
             }
         });
@@ -466,7 +473,11 @@ fn crash_points(target: usize, ops_per_workload: usize, engine: Engine, with_tie
         seed += 1;
     }
     let n = checked.load(Ordering::Relaxed);
-    eprintln!("{engine:?}: checked {n} crash points");
+    let tier = if with_tier { " with the L0 tier" } else { "" };
+    eprintln!(
+        "{engine:?}{tier}: checked {n} crash points ({} with scattered unsynced writes)",
+        scattered.load(Ordering::Relaxed)
+    );
     let f = failures.into_inner().unwrap();
     let by_kind = kinds.into_inner().unwrap();
     assert!(

@@ -2,14 +2,18 @@
 //! damage in synced log bytes (below a later record's watermark) fails the open with the file
 //! and offset, for the WAL, the value log and the MANIFEST; damage in the unsynced tail opens
 //! with every synced write present and reports the bytes dropped, per file, in
-//! `recovery_info`, in `stats` and in `check`.
+//! `recovery_info`, in `stats` and in `check`. A log file that is not the newest (a switched
+//! WAL, a rotated value-log file) ends with a sync mark: cut at a record boundary, it is
+//! refused once a later file holds records.
 
 mod common;
 
 use common::{key, mem_dir, value, Engine};
 use std::path::PathBuf;
 use std::sync::Arc;
-use strata_engine::io::MemFs;
+use strata_engine::io::{FaultFs, FaultKind, FaultOp, FaultRule, Fs, MemFs};
+use strata_engine::log::LogReader;
+use strata_engine::vlog::FrameReader;
 use strata_engine::{Db, Error, Options, WriteOptions};
 
 const SYNCED: u32 = 20;
@@ -217,5 +221,140 @@ fn a_clean_close_covers_the_last_records() {
             "{engine:?}: {:?}",
             r.map(|_| ())
         );
+    }
+}
+
+/// A database's files and their contents.
+type Files = Vec<(PathBuf, Vec<u8>)>;
+
+/// The files of a database whose commit log spans several files from the replay start: no
+/// table can be written (every flush fails), so the WAL switched by a full memtable, or the
+/// value-log files rotated at 4 KiB, all stay needed. Returns the files, the log files in
+/// number order and the keys acknowledged.
+fn several_log_files(engine: Engine) -> (Files, Vec<PathBuf>, Vec<u32>) {
+    let mem = MemFs::new();
+    let fault = FaultFs::new(Arc::new(mem.clone()));
+    fault.add_rule(
+        FaultRule::new(FaultOp::Create, 1, FaultKind::Eio)
+            .path_contains(".sst")
+            .persistent(),
+    );
+    let fs: Arc<dyn Fs> = Arc::new(fault);
+    let o = Options {
+        write_buffer_bytes: 4 << 10,
+        max_immutable_memtables: 4,
+        vlog_file_bytes: 4 << 10,
+        ..opts(&mem, engine)
+    };
+    let db = Db::open(mem_dir(), Options { fs, ..o }).unwrap();
+    let mut acked = Vec::new();
+    for i in 0..120 {
+        let k = key(i);
+        if db.put(&k, &value(&k, 3, 100)).is_err() {
+            break;
+        }
+        acked.push(i);
+    }
+    let files = common::copy_files(&mem);
+    drop(db);
+    let logs: Vec<PathBuf> = files
+        .iter()
+        .filter(|(p, _)| p.to_string_lossy().ends_with(engine.log_suffix()))
+        .map(|(p, _)| p.clone())
+        .collect();
+    (files, logs, acked)
+}
+
+/// Record (WAL) or frame (value log) offsets of a log file, and the offset its reading ended.
+fn record_offsets(data: &[u8], engine: Engine) -> Vec<u64> {
+    let mem = MemFs::new();
+    let p = std::path::Path::new("/log");
+    mem.write_all_synced(p, data).unwrap();
+    let f = mem.open(p).unwrap();
+    let mut out = Vec::new();
+    match engine {
+        Engine::Plain => {
+            let mut r = LogReader::new(f);
+            while let Some((at, _)) = r.read_record().unwrap() {
+                out.push(at);
+            }
+        }
+        Engine::Separated => {
+            let mut r = FrameReader::new(f, p, data.len() as u64, 0);
+            while let Some(fr) = r.next_frame().unwrap() {
+                out.push(fr.offset);
+            }
+        }
+    }
+    out
+}
+
+/// A switched WAL or rotated value-log file ends with a sync mark; cut at a record or frame
+/// boundary (its mark, or its mark and records before it, gone), it no longer does, and the
+/// open refuses it naming the file and the cut, because a later file holds records; `check`
+/// reports it too. The uncut files pass `check` and open with every acknowledged write.
+#[test]
+fn a_log_file_that_is_not_the_newest_cut_at_a_record_boundary_is_refused() {
+    for engine in Engine::ALL {
+        let (files, logs, acked) = several_log_files(engine);
+        assert!(logs.len() >= 2, "{engine:?}: {logs:?}");
+        assert!(
+            acked.len() >= 20,
+            "{engine:?}: {} acknowledged",
+            acked.len()
+        );
+        let mem = common::restore_files(&files);
+        let report = Db::check(mem_dir(), opts(&mem, engine)).unwrap();
+        assert!(report.is_ok(), "{engine:?}: {report}");
+        let db = Db::open(mem_dir(), opts(&mem, engine)).unwrap();
+        for &i in &acked {
+            let k = key(i);
+            assert_eq!(db.get(&k).unwrap(), Some(value(&k, 3, 100)), "{engine:?}");
+        }
+        drop(db);
+
+        let first = &logs[0];
+        let data = &files.iter().find(|(p, _)| p == first).unwrap().1;
+        let offsets = record_offsets(data, engine);
+        // The last record read is the file's seal; the mark is skipped by the WAL reader.
+        let mark_len = match engine {
+            Engine::Plain => 7 + 8,
+            Engine::Separated => 32,
+        };
+        let mark_at = data.len() as u64 - mark_len;
+        assert!(offsets.len() >= 3, "{engine:?}: {offsets:?}");
+        let last_record = offsets[offsets.len() - 2];
+        for cut in [mark_at, last_record] {
+            let mut cut_files = files.clone();
+            cut_files
+                .iter_mut()
+                .find(|(p, _)| p == first)
+                .unwrap()
+                .1
+                .truncate(cut as usize);
+            let mem = common::restore_files(&cut_files);
+            // `check` reports it as the open does.
+            let report = Db::check(mem_dir(), opts(&mem, engine)).unwrap();
+            assert!(
+                report
+                    .problems
+                    .iter()
+                    .any(|p| p.to_string().contains("sync mark")),
+                "{engine:?} cut at {cut}: {report}"
+            );
+            match Db::open(mem_dir(), opts(&mem, engine)) {
+                Err(Error::Corruption {
+                    file,
+                    offset,
+                    reason,
+                }) => {
+                    assert_eq!(&file, first, "{engine:?} cut at {cut}");
+                    assert_eq!(offset, cut, "{engine:?}: {reason}");
+                    assert!(reason.contains("sync mark"), "{reason}");
+                }
+                Err(e) => panic!("{engine:?} cut at {cut}: {e}"),
+                Ok(_) => panic!("{engine:?}: opened a non-newest log file cut at {cut}"),
+            }
+        }
     }
 }

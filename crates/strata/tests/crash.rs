@@ -4,20 +4,22 @@
 //! overwrite each other, and single-shard puts) runs against a database on `FaultFs` over
 //! `MemFs`; the file system dies after `k` mutating operations (every `k` up to the workload's
 //! count: crashes between the shards' part writes, around the commit record, in flushes and
-//! compactions), the machine "loses power" (`MemFs::crash`, with and without a torn last
-//! write), and the database is reopened. The recovered contents must equal the model after a
+//! compactions), the machine "loses power" (unsynced writes lost, the last one torn, or
+//! scattered: each survives, is lost or is torn, leaving holes), and the database is
+//! reopened; a refused open is a failure. The recovered contents must equal the model after a
 //! prefix of the operations that includes every acknowledged one: no torn batch, no lost
 //! acknowledged write, no hole.
 //!
 //! Long version (more seeds, longer workloads):
-//! `cargo test -p strata --release --test crash -- --ignored`
+//! `cargo test -p strata --release --test crash -- --ignored`; with
+//! `STRATA_CRASH_MODE=scattered` every crash scatters the unsynced writes.
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use strata::{Db, DbOptions, ScanMode, WriteBatch, WriteOptions};
-use strata_engine::io::{FaultFs, Fs, MemFs};
+use strata_engine::io::{CrashMode, FaultFs, Fs, MemFs, UnsyncedWrites};
 
 const SHARDS: usize = 4;
 
@@ -120,7 +122,23 @@ fn contents(db: &Db) -> State {
 }
 
 /// One crash point: returns whether the crash point was reached.
-fn crash_once(ops: &[Op], states: &[State], k: u64, tear: bool, seed: u64) -> bool {
+/// How the power loss treats unsynced writes: lost, the last one torn, and scattered (the
+/// most hostile: directories not synced into their parent vanish too); only scattered with
+/// `STRATA_CRASH_MODE=scattered`.
+fn crash_modes() -> Vec<CrashMode> {
+    match std::env::var("STRATA_CRASH_MODE").as_deref() {
+        Ok("scattered") => vec![CrashMode::adversarial()],
+        Ok("") | Ok("mixed") | Err(_) => vec![
+            CrashMode::tear_last(false),
+            CrashMode::tear_last(true),
+            CrashMode::adversarial(),
+        ],
+        Ok(m) => panic!("STRATA_CRASH_MODE={m}: expected \"scattered\" or \"mixed\""),
+    }
+}
+
+fn crash_once(ops: &[Op], states: &[State], k: u64, mode: CrashMode, seed: u64) -> bool {
+    let tear = mode.unsynced_writes;
     let mem = MemFs::with_seed(seed ^ k);
     let fault = FaultFs::new(Arc::new(mem.clone()));
     let db = Db::open("/db", opts(Arc::new(fault.clone()))).expect("first open");
@@ -128,16 +146,16 @@ fn crash_once(ops: &[Op], states: &[State], k: u64, tear: bool, seed: u64) -> bo
     let acked = run(&db, ops);
     drop(db);
     let reached = fault.is_dead();
-    mem.crash(tear);
+    mem.crash_with(mode);
 
     let db = Db::open("/db", opts(Arc::new(mem.clone())))
-        .unwrap_or_else(|e| panic!("reopen after crash point {k} (tear {tear}): {e}"));
+        .unwrap_or_else(|e| panic!("reopen after crash point {k} ({tear:?}): {e}"));
     let got = contents(&db);
     let candidates = acked..=(acked + 1).min(ops.len());
     let p = candidates.clone().find(|&p| states[p] == got);
     assert!(
         p.is_some(),
-        "crash point {k} (tear {tear}): recovered state matches no prefix in {candidates:?} \
+        "crash point {k} ({tear:?}): recovered state matches no prefix in {candidates:?} \
          ({acked} acknowledged); torn batch or lost write.\nrecovered: {got:?}\nexpected \
          {:?}\nor {:?}\nrecovery: {:?}",
         states[acked],
@@ -168,9 +186,9 @@ fn crash_once(ops: &[Op], states: &[State], k: u64, tear: bool, seed: u64) -> bo
     reached
 }
 
-/// Every crash point of `ops`, with and without torn writes. Returns the number of crash
-/// points that were reached.
-fn crash_all(seed: u64, n_ops: usize) -> usize {
+/// Every crash point of `ops`, in each of `crash_modes`. Returns the number of crash points
+/// that were reached, and how many of those scattered the unsynced writes.
+fn crash_all(seed: u64, n_ops: usize) -> (usize, usize) {
     let ops = workload(seed, n_ops);
     let states = prefix_states(&ops);
     // Count the workload's mutating operations once without faults.
@@ -181,22 +199,33 @@ fn crash_all(seed: u64, n_ops: usize) -> usize {
     assert_eq!(run(&db, &ops), ops.len());
     let total = fault.op_count() - before;
     drop(db);
-    let mut reached = 0;
+    let (mut reached, mut scattered) = (0, 0);
     for k in 0..total {
-        for tear in [false, true] {
-            if crash_once(&ops, &states, k, tear, seed) {
+        for mode in crash_modes() {
+            if crash_once(&ops, &states, k, mode, seed) {
                 reached += 1;
+                if mode.unsynced_writes == UnsyncedWrites::Scattered {
+                    scattered += 1;
+                }
             }
         }
     }
-    reached
+    eprintln!(
+        "seed {seed}: {n_ops} ops, {reached} crash points reached ({scattered} with scattered \
+         unsynced writes)"
+    );
+    (reached, scattered)
 }
 
 #[test]
 fn cross_shard_batches_survive_every_crash_point() {
-    let reached = crash_all(1, 64);
+    let (reached, scattered) = crash_all(1, 64);
     assert!(
-        reached >= 1000,
+        scattered > 0,
+        "no crash point scattered the unsynced writes"
+    );
+    assert!(
+        reached >= 500 * crash_modes().len(),
         "only {reached} crash points reached; lengthen the workload"
     );
 }
@@ -213,14 +242,45 @@ fn cross_shard_batches_survive_every_crash_point_long() {
     };
     let seeds = knob("STRATA_SHARD_CRASH_SEEDS", 6) as u64;
     let ops = knob("STRATA_SHARD_CRASH_OPS", 150);
+    let (mut total, mut total_scattered) = (0, 0);
     for seed in 2..2 + seeds {
-        let reached = crash_all(seed, ops);
-        // The full workload reaches over 2000 points; a shorter one proportionally fewer.
+        let (reached, scattered) = crash_all(seed, ops);
+        // The full workload reaches over 1000 points per crash mode; a shorter one
+        // proportionally fewer.
         assert!(
-            reached >= 2000 * ops / 150,
+            reached >= 1000 * crash_modes().len() * ops / 150,
             "seed {seed}: {reached} crash points"
         );
+        total += reached;
+        total_scattered += scattered;
     }
+    eprintln!(
+        "checked {total} crash points ({total_scattered} with scattered unsynced writes) over \
+         {seeds} seeds"
+    );
+}
+
+/// A new sharded database's directory is synced into its parent when it is created: a power
+/// loss that drops directories not synced into their parent keeps it, and every synced write
+/// in it (found by the scattered crash mode: the root was created without that sync, and the
+/// whole database vanished).
+#[test]
+fn new_sharded_database_directory_survives_a_crash() {
+    let mem = MemFs::new();
+    let db = Db::open("/data/db", opts(Arc::new(mem.clone()))).unwrap();
+    let mut b = WriteBatch::new();
+    for i in 0..8 {
+        b.put(format!("key{i}").as_bytes(), b"v");
+    }
+    db.write_opt(&WriteOptions { sync: true }, b).unwrap();
+    mem.crash_with(CrashMode::adversarial());
+    drop(db);
+    let db = Db::open("/data/db", opts(Arc::new(mem.clone()))).unwrap();
+    assert_eq!(
+        contents(&db).len(),
+        8,
+        "synced writes of a new database lost"
+    );
 }
 
 /// Concurrent transfers: `THREADS` threads each run `per_thread` cross-shard batches that move

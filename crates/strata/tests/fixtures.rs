@@ -8,7 +8,9 @@
 //!
 //! Regenerate them (only when a new fixture is wanted: the point is that old files stay as
 //! they were written) with
-//! `cargo test -p strata --test fixtures -- --ignored generate_fixtures`.
+//! `STRATA_FIXTURES_ONLY=NAME,... cargo test -p strata --test fixtures -- --ignored generate_fixtures`
+//! (`STRATA_FIXTURES_ONLY` names the fixtures to write; without it every one is rewritten by
+//! the current build, which turns the old-format fixtures into new-format ones).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -49,7 +51,7 @@ fn key(i: u32) -> Vec<u8> {
 /// The content of fixture `name`: what was written, in order. Values of `big` bytes go to the
 /// value log when separation is on.
 fn ops(name: &str) -> Vec<Op> {
-    let big = if name == "vlog" { 200 } else { 24 };
+    let big = if name.starts_with("vlog") { 200 } else { 24 };
     let mut v = Vec::new();
     // A first table: 200 keys.
     for i in 0..200 {
@@ -123,11 +125,20 @@ fn fixtures() -> Vec<(&'static str, Options)> {
     vlog.sep_threshold_bytes = 100;
     vlog.vlog_file_bytes = 16 << 10;
     let sharded = format1.clone();
+    // Written by a build whose logs are in format 2 (records carry the sync watermark, a
+    // rotated value-log file and a cleanly closed log end with a sync mark), with the options
+    // of the format-1 ones: every log kind in the new format.
+    let wal2 = format2.clone();
+    let vlog2 = vlog.clone();
+    let sharded2 = sharded.clone();
     vec![
         ("format1", format1),
         ("format2", format2),
         ("vlog", vlog),
         ("sharded", sharded),
+        ("wal2", wal2),
+        ("vlog2", vlog2),
+        ("sharded2", sharded2),
     ]
 }
 
@@ -150,7 +161,7 @@ fn sharded_opts(o: Options, shards: Option<usize>) -> DbOptions {
 
 impl Store {
     fn open(name: &str, dir: &Path, o: Options) -> Store {
-        if name == "sharded" {
+        if name.starts_with("sharded") {
             Store::Sharded(Db::open(dir, sharded_opts(o, Some(3))).unwrap())
         } else {
             Store::Engine(strata_engine::Db::open(dir, o).unwrap())
@@ -228,7 +239,7 @@ impl Store {
 /// `check` of the (closed) database at `dir` finds nothing wrong; returns the entries it
 /// counted in tables.
 fn check(name: &str, dir: &Path, o: Options) -> u64 {
-    if name == "sharded" {
+    if name.starts_with("sharded") {
         let r = Db::check(dir, sharded_opts(o, None)).unwrap();
         assert!(r.is_ok(), "{name}: {r:?}");
         assert_eq!(r.shard_count, 3);
@@ -378,6 +389,82 @@ fn fixtures_hold_what_they_are_named_after() {
     );
 }
 
+/// The log-format-2 fixtures hold every log kind in format 2: WALs and MANIFESTs (file header
+/// version 2, `docs/format/wal.md`), value-log files (version 2, `docs/format/vlog.md`) of
+/// which the rotated ones end with their sync mark, and a `TXLOG` in version 2
+/// (`docs/format/shards.md`); each cleanly closed WAL ends with its sync mark.
+#[test]
+fn log_format_2_fixtures_hold_every_log_kind_in_format_2() {
+    let root = fixtures_dir();
+    let files = |dir: &str| -> Vec<(String, Vec<u8>)> {
+        let dir = root.join(dir);
+        let mut v: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| !std::fs::metadata(dir.join(n)).unwrap().is_dir())
+            .map(|n| {
+                let b = std::fs::read(dir.join(&n)).unwrap();
+                (n, b)
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    // A version-2 WAL sync mark: a FULL fragment of 8 bytes (only the watermark).
+    let wal_ends_sealed = |b: &[u8]| b.len() >= 15 && b[b.len() - 11..b.len() - 8] == [8, 0, 1];
+    let mut kinds = BTreeMap::new();
+    for dir in [
+        "wal2",
+        "vlog2",
+        "sharded2/shard-000",
+        "sharded2/shard-001",
+        "sharded2/shard-002",
+    ] {
+        let vlogs: Vec<_> = files(dir)
+            .into_iter()
+            .filter(|(n, _)| n.ends_with(".vlog"))
+            .collect();
+        for (i, (n, b)) in vlogs.iter().enumerate() {
+            assert_eq!(u16::from_le_bytes([b[8], b[9]]), 2, "{dir}/{n}");
+            // Every value-log file but the newest was rotated (or closed): its last 32 bytes
+            // are a sync mark, a frame of no entries whose watermark is its own offset.
+            if i + 1 < vlogs.len() {
+                let m = &b[b.len() - 32..];
+                let wm = u64::from_le_bytes(m[24..32].try_into().unwrap());
+                assert!(
+                    m[4] == 1 && m[8..24].iter().all(|&x| x == 0) && wm == b.len() as u64 - 32,
+                    "{dir}/{n} does not end with a sync mark"
+                );
+                *kinds.entry("sealed vlog").or_insert(0) += 1;
+            }
+            *kinds.entry("vlog").or_insert(0) += 1;
+        }
+        for (n, b) in files(dir) {
+            let kind = if n.ends_with(".log") {
+                assert!(
+                    wal_ends_sealed(&b),
+                    "{dir}/{n} does not end with a sync mark"
+                );
+                "wal"
+            } else if n.starts_with("MANIFEST-") {
+                "manifest"
+            } else {
+                continue;
+            };
+            assert_eq!(u16::from_le_bytes([b[15], b[16]]), 2, "{dir}/{n}");
+            *kinds.entry(kind).or_insert(0) += 1;
+        }
+    }
+    for k in ["wal", "manifest", "vlog", "sealed vlog"] {
+        assert!(
+            kinds.get(k).is_some_and(|&n| n > 0),
+            "no {k} file: {kinds:?}"
+        );
+    }
+    let txlog = std::fs::read(root.join("sharded2/TXLOG")).unwrap();
+    assert_eq!(u32::from_le_bytes(txlog[8..12].try_into().unwrap()), 2);
+}
+
 /// Footer size and the offset of the format version in it (docs/format/sstable.md).
 const FOOTER_LEN: usize = 56;
 const VERSION_AT: usize = 44;
@@ -389,7 +476,12 @@ const VERSION_AT: usize = 44;
 #[ignore]
 fn generate_fixtures() {
     let root = std::env::var_os("STRATA_FIXTURES_OUT").map_or_else(fixtures_dir, PathBuf::from);
-    for (name, o) in fixtures() {
+    let only = std::env::var("STRATA_FIXTURES_ONLY").ok();
+    let wanted = |name: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|n| n.trim() == name))
+    };
+    for (name, o) in fixtures().into_iter().filter(|(n, _)| wanted(n)) {
         let dir = root.join(name);
         if dir.exists() {
             std::fs::remove_dir_all(&dir).unwrap();

@@ -56,6 +56,8 @@ pub struct LogReader {
     pos: u64,
     state: State,
     truncated_tail: Option<(u64, String)>,
+    /// Whether the last thing read was a sync mark (no record returned after it).
+    last_was_mark: bool,
     /// Buffer for scanning ahead after damage.
     scratch: Vec<u8>,
 }
@@ -76,6 +78,7 @@ impl LogReader {
             pos: 0,
             state: State::Header,
             truncated_tail: None,
+            last_was_mark: false,
             scratch: Vec::new(),
         }
     }
@@ -116,6 +119,14 @@ impl LogReader {
     /// damaged record: every byte before it belongs to complete records.
     pub fn truncated_tail(&self) -> Option<(u64, String)> {
         self.truncated_tail.clone()
+    }
+
+    /// Whether the records read end with a **sync mark** (`docs/format/wal.md` section 1):
+    /// meaningful once [`LogReader::read_record`] returned `Ok(None)` with no torn tail. A
+    /// switched or cleanly closed version-2 WAL ends so; the WAL that was live when the
+    /// process died does not, and nor does a switched WAL cut at a record boundary.
+    pub fn sealed(&self) -> bool {
+        self.last_was_mark
     }
 
     /// The log kind named by the file header, once it has been read.
@@ -261,11 +272,13 @@ impl LogReader {
                 (TYPE_FULL, None) if wm > 0 && payload.is_empty() => {
                     // A sync mark (format 2): only a watermark, no record to return.
                     self.pos += (HEADER_SIZE + len) as u64;
+                    self.last_was_mark = true;
                     continue;
                 }
                 (TYPE_FULL, None) => {
                     let rec = payload.to_vec();
                     self.pos += (HEADER_SIZE + len) as u64;
+                    self.last_was_mark = false;
                     return Ok(Some((frag, rec)));
                 }
                 (TYPE_FIRST, None) => partial = Some((frag, payload.to_vec())),
@@ -273,6 +286,7 @@ impl LogReader {
                 (TYPE_LAST, Some((_, buf))) => {
                     buf.extend_from_slice(payload);
                     self.pos += (HEADER_SIZE + len) as u64;
+                    self.last_was_mark = false;
                     return Ok(partial.take());
                 }
                 (TYPE_FULL | TYPE_FIRST, Some((start, _))) => {

@@ -9,10 +9,11 @@ use crate::error::Error;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-/// One step of a test log: a record, or a sync.
+/// One step of a test log: a record, a sync, or a seal (sync, sync mark, sync).
 enum Step {
     Rec(Vec<u8>),
     Sync,
+    Seal,
 }
 
 struct Written {
@@ -32,6 +33,7 @@ fn write(steps: &[Step]) -> Written {
     for s in steps {
         match s {
             Step::Sync => w.sync().unwrap(),
+            Step::Seal => w.seal().unwrap(),
             Step::Rec(r) => {
                 let mut start = w.size();
                 let room = BLOCK_SIZE as u64 - start % BLOCK_SIZE as u64;
@@ -90,7 +92,7 @@ fn records_carry_the_synced_offset_and_round_trip() {
         .iter()
         .filter_map(|s| match s {
             Step::Rec(r) => Some(r),
-            Step::Sync => None,
+            Step::Sync | Step::Seal => None,
         })
         .collect();
     assert_eq!(got.len(), want.len());
@@ -308,4 +310,51 @@ fn a_damaged_file_header_depends_on_the_watermarks_after_it() {
     d[3] ^= 0x41;
     let (_, res, _) = read(d);
     assert!(res.unwrap_err().is_corruption());
+}
+
+/// Records read to the end, and whether they ended with a sync mark.
+fn read_sealed(data: Vec<u8>) -> (usize, bool) {
+    let mut r = LogReader::new(Arc::new(VecReader {
+        data,
+        path: PathBuf::from("000001.log"),
+    }));
+    let mut n = 0;
+    while r.read_record().unwrap().is_some() {
+        n += 1;
+    }
+    assert_eq!(r.truncated_tail(), None);
+    (n, r.sealed())
+}
+
+/// A sealed log (a switched WAL, a closed one) ends with a sync mark and reads as sealed; cut
+/// at a record boundary, or with a record after the mark, it does not (recovery refuses such
+/// a WAL when a newer one holds records: `docs/format/wal.md` section 5).
+#[test]
+fn a_sealed_log_reads_as_sealed_and_a_cut_one_does_not() {
+    let mut steps = recs(3, 30);
+    steps.push(Step::Seal);
+    let w = write(&steps);
+    assert_eq!(read_sealed(w.data.clone()), (3, true));
+    // Without its mark (a FULL fragment of the 8-byte watermark alone) the records are whole
+    // but the file no longer reads as sealed; nor does it cut one record earlier.
+    let mark = HEADER_SIZE + WATERMARK_LEN;
+    assert_eq!(
+        read_sealed(w.data[..w.data.len() - mark].to_vec()),
+        (3, false)
+    );
+    assert_eq!(
+        read_sealed(w.data[..w.spans[2].0 as usize].to_vec()),
+        (2, false)
+    );
+    // A second seal with nothing appended adds no mark; a record after the mark unseals.
+    steps.push(Step::Seal);
+    assert_eq!(write(&steps).data, w.data);
+    steps.extend(recs(1, 10));
+    assert_eq!(read_sealed(write(&steps).data), (4, false));
+    // The mark lands after a block trailer when the block has no room for it.
+    let first = HEADER_SIZE + 12;
+    let fill = BLOCK_SIZE - first - (HEADER_SIZE + WATERMARK_LEN) - 10;
+    let w = write(&[Step::Rec(payload(fill, 1)), Step::Seal]);
+    assert_eq!(w.data.len(), BLOCK_SIZE + HEADER_SIZE + WATERMARK_LEN);
+    assert_eq!(read_sealed(w.data), (1, true));
 }

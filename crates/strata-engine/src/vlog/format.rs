@@ -171,6 +171,24 @@ pub struct FrameHeader {
 }
 
 impl FrameHeader {
+    /// A **sync mark** (`docs/format/vlog.md` section 2): a frame of no entries written right
+    /// after a sync that made the file durable through `watermark`, its own offset. It seals
+    /// the file at a clean close and at rotation.
+    pub fn sync_mark(watermark: u64) -> FrameHeader {
+        FrameHeader {
+            kind: FRAME_REPLAY,
+            count: 0,
+            body_len: 0,
+            first_seq: 0,
+            watermark,
+        }
+    }
+
+    /// Whether this is a sync mark (a replayable frame with no entries).
+    pub fn is_sync_mark(&self) -> bool {
+        self.kind == FRAME_REPLAY && self.count == 0 && self.body_len == 0 && self.first_seq == 0
+    }
+
     /// The header as written (version 2, with the watermark).
     pub fn encode(&self) -> [u8; FRAME_HEADER_LEN] {
         let mut h = [0u8; FRAME_HEADER_LEN];

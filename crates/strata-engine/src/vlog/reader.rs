@@ -100,6 +100,8 @@ pub struct FrameReader {
     version: u16,
     /// Bytes of a frame header in this file's version.
     header_len: usize,
+    /// Whether the last frame returned was a sync mark (the file is sealed if it ends there).
+    last_was_mark: bool,
 }
 
 impl FrameReader {
@@ -119,6 +121,7 @@ impl FrameReader {
             start,
             version: 0,
             header_len: frame_header_len(0),
+            last_was_mark: false,
         }
     }
 
@@ -130,6 +133,14 @@ impl FrameReader {
     /// Where a torn tail was cut, and why; `None` if the log ended cleanly.
     pub fn truncated_tail(&self) -> Option<(u64, String)> {
         self.torn.clone()
+    }
+
+    /// Whether the frames read end with a **sync mark** (`docs/format/vlog.md` section 2):
+    /// meaningful once [`FrameReader::next_frame`] returned `Ok(None)` with no torn tail. A
+    /// rotated or cleanly closed format-2 file ends so; a file that was the head when the
+    /// process died does not, and nor does a rotated file cut at a frame boundary.
+    pub fn sealed(&self) -> bool {
+        self.last_was_mark
     }
 
     /// Offset just after the last frame returned (where a torn tail starts).
@@ -294,6 +305,7 @@ impl FrameReader {
         match self.frame_at(at)? {
             Ok(f) => {
                 self.pos = at + f.len();
+                self.last_was_mark = f.header.is_sync_mark();
                 Ok(Some(f))
             }
             Err(reason) => {
@@ -433,6 +445,37 @@ mod tests {
             assert_eq!(read_all(&[]).unwrap().0, Vec::<u64>::new());
             assert_eq!(read_all(&file[..10]).unwrap().0, Vec::<u64>::new());
         }
+    }
+
+    /// Whether `data`'s frames, read to a clean end, end with a sync mark.
+    fn sealed(data: &[u8]) -> bool {
+        let fs = MemFs::new();
+        let p = Path::new("/f.vlog");
+        fs.write_all_synced(p, data).unwrap();
+        let mut r = FrameReader::new(fs.open(p).unwrap(), p, data.len() as u64, 0);
+        while r.next_frame().unwrap().is_some() {}
+        assert_eq!(r.truncated_tail(), None);
+        r.sealed()
+    }
+
+    /// A rotated (or closed) file ends with a sync mark and reads as sealed; cut at a frame
+    /// boundary, or with a frame after the mark, it does not (recovery refuses such a file
+    /// when a later one holds frames: `docs/format/vlog.md` section 6).
+    #[test]
+    fn sealed_only_when_the_frames_end_with_a_sync_mark() {
+        let (mut file, _, last_at) = three_frames(true, true);
+        assert!(!sealed(&file));
+        let mark_at = file.len();
+        file.extend(FrameHeader::sync_mark(mark_at as u64).encode());
+        assert!(sealed(&file));
+        assert!(!sealed(&file[..mark_at]));
+        assert!(!sealed(&file[..last_at]));
+        let mut after = file.clone();
+        after.extend(frame(9, &[(b"e", b"5")], Some(mark_at as u64)));
+        assert!(!sealed(&after));
+        // A zero-filled tail after the mark is still a clean, sealed end.
+        file.extend([0u8; 40]);
+        assert!(sealed(&file));
     }
 
     /// Format 1: damage followed by a valid frame is corruption, a hole ends the log.

@@ -224,21 +224,17 @@ impl VlogWriter {
     }
 
     /// Syncs, then appends a **sync mark** — a frame of no entries whose watermark covers
-    /// every frame before it — and syncs again (a clean close; see `LogWriter::seal`). Does
-    /// nothing more when nothing was appended since the last mark.
+    /// every frame before it — and syncs again: at a clean close (see `LogWriter::seal`) and
+    /// when the file is rotated (a rotated file must end with its mark, or recovery refuses
+    /// it once a later file holds frames). Does nothing more when nothing was appended since
+    /// the last mark.
     pub fn seal(&mut self) -> Result<()> {
         self.sync()?;
         if self.sealed_at == Some(self.position()) {
             return Ok(());
         }
-        let h = FrameHeader {
-            kind: super::format::FRAME_REPLAY,
-            count: 0,
-            body_len: 0,
-            first_seq: 0,
-            watermark: self.synced,
-        };
-        self.buf.extend_from_slice(&h.encode());
+        self.buf
+            .extend_from_slice(&FrameHeader::sync_mark(self.synced).encode());
         let end = self.position();
         self.entry.size.store(end, Ordering::Relaxed);
         self.shared

@@ -94,12 +94,28 @@ macro_rules! on_each_engine {
 
 /// The crash at point `k`: every third one loses unsynced writes, tears the last one, or
 /// scatters them (each survives, is lost or is torn; holes read as zeros or garbage) and
-/// drops every directory whose parent was not synced since it was created.
+/// drops every directory whose parent was not synced since it was created. With
+/// `STRATA_CRASH_MODE=scattered` every crash scatters (the long runs' scattered-writeback
+/// mode: `README.md`, "Long-running tests").
 pub fn crash_mode(k: u64) -> CrashMode {
+    if scattered_only() {
+        return CrashMode::adversarial();
+    }
     match k % 3 {
         0 => CrashMode::tear_last(false),
         1 => CrashMode::tear_last(true),
         _ => CrashMode::adversarial(),
+    }
+}
+
+/// Whether `STRATA_CRASH_MODE=scattered` asks for every crash to scatter unsynced writes.
+/// Any other value of the variable is refused, so a typo cannot quietly run the mixed mode.
+pub fn scattered_only() -> bool {
+    match std::env::var("STRATA_CRASH_MODE") {
+        Ok(m) if m == "scattered" => true,
+        Ok(m) if m.is_empty() || m == "mixed" => false,
+        Ok(m) => panic!("STRATA_CRASH_MODE={m}: expected \"scattered\" or \"mixed\""),
+        Err(_) => false,
     }
 }
 
