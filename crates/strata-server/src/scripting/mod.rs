@@ -28,11 +28,11 @@ pub mod auxlib;
 pub mod bit;
 pub mod cjson;
 pub mod cmsgpack;
-pub mod lua_struct;
 pub mod functions;
 #[cfg(test)]
 mod functions_tests;
 pub mod library;
+pub mod lua_struct;
 pub mod resp;
 pub mod vm;
 #[cfg(test)]
