@@ -123,14 +123,14 @@ local G = setmetatable({}, {
 })
 local proxies = {G}
 for _, name in ipairs({"string", "table", "math", "coroutine", "redis", "bit", "cjson",
-                       "cmsgpack", "struct"}) do
+                       "cmsgpack", "struct", "os"}) do
   local p = proxy(backing[name])
   backing[name] = p
   proxies[#proxies + 1] = p
 end
 backing._G = G
 for _, name in ipairs({"dofile", "loadfile", "print", "getfenv", "setfenv", "newproxy",
-                       "module", "require", "package", "debug", "io", "os"}) do
+                       "module", "require", "package", "debug", "io"}) do
   backing[name] = nil
 end
 local function cleanup()
@@ -383,6 +383,25 @@ fn error_handler(lua: &Lua, err: Value) -> mlua::Result<Value> {
     Ok(Value::Table(t))
 }
 
+/// The `os` a script sees: only `os.clock` (as Redis 7.2 gives it; nothing that reaches the
+/// system). C's `clock()` is the process's CPU time, which in a server of many threads
+/// counts every other client's work too; this is the monotonic time since the server's first
+/// script, in seconds, which is what scripts use it for (timing their own loops).
+fn os_table(lua: &Lua) -> mlua::Result<Table> {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let os = lua.create_table()?;
+    os.raw_set(
+        "clock",
+        lua.create_function(|_, ()| {
+            Ok(EPOCH
+                .get_or_init(std::time::Instant::now)
+                .elapsed()
+                .as_secs_f64())
+        })?,
+    )?;
+    Ok(os)
+}
+
 /// How a script ended.
 pub struct Outcome {
     /// The reply for the client, complete.
@@ -403,6 +422,7 @@ impl Vm {
         backing.raw_set("cjson", super::cjson::table(&lua)?)?;
         backing.raw_set("cmsgpack", super::cmsgpack::table(&lua)?)?;
         backing.raw_set("struct", super::lua_struct::table(&lua)?)?;
+        backing.raw_set("os", os_table(&lua)?)?;
         let hooks = lua.create_table()?;
         hooks.raw_set("unwrap", lua.create_function(unwrap_error)?)?;
         let xpcall: Function = backing.raw_get("xpcall")?;

@@ -129,7 +129,7 @@ fn globals_are_protected() {
         );
     }
     for gone in [
-        "os", "io", "print", "dofile", "loadfile", "require", "debug", "setfenv",
+        "io", "print", "dofile", "loadfile", "require", "debug", "setfenv",
     ] {
         let (r, _) = eval(&format!("return {gone}"), &[], &[]);
         assert!(r.contains("nonexistent global variable"), "{gone}: {r}");
@@ -143,6 +143,20 @@ fn globals_are_protected() {
         .0,
         "*4\r\n$8\r\nfunction\r\n$8\r\nfunction\r\n$8\r\nfunction\r\n$8\r\nfunction\r\n"
     );
+    // `os` holds only `clock`, read-only.
+    assert_eq!(
+        eval(
+            "local a = os.clock() local b = os.clock() \
+             return {type(os.execute), type(os.exit), type(os.getenv), b >= a and a >= 0}",
+            &[],
+            &[]
+        )
+        .0,
+        "*4\r\n$3\r\nnil\r\n$3\r\nnil\r\n$3\r\nnil\r\n:1\r\n"
+    );
+    assert!(eval("os.exit = 1", &[], &[])
+        .0
+        .contains("Attempt to modify a readonly table"));
     assert_eq!(
         eval("local t = {} t.x = 1 return t.x", &[], &[]).0,
         ":1\r\n"
