@@ -110,6 +110,22 @@ backing.pcall = function(f, ...) return unwrapped(raw_pcall(f, ...)) end
 backing.xpcall = function(f, h)
   return raw_xpcall(f, function(e) return h(unwrap(e)) end)
 end
+-- Lua 5.1 matches a pattern by recursing once per pattern item, without a bound (5.2 added
+-- one): a pattern of a few hundred thousand items overflows the thread's stack and takes the
+-- server down (redis-server too). Longer patterns than any script needs are refused, on the
+-- library table itself so that s:find(p) is covered too. 20,000 items recurse well within
+-- the network threads' 16 MiB stacks, in debug builds too.
+local MAX_PATTERN_BYTES = 20000
+local type, string_lib = type, backing.string
+for _, name in ipairs({"find", "match", "gmatch", "gsub"}) do
+  local f = string_lib[name]
+  string_lib[name] = function(s, p, ...)
+    if type(p) == "string" and #p > MAX_PATTERN_BYTES then
+      error("pattern too complex", 2)
+    end
+    return f(s, p, ...)
+  end
+end
 local G = setmetatable({}, {
   __index = function(_, k)
     local v = backing[k]

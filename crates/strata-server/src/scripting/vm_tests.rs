@@ -143,6 +143,25 @@ fn globals_are_protected() {
         .0,
         "*4\r\n$8\r\nfunction\r\n$8\r\nfunction\r\n$8\r\nfunction\r\n$8\r\nfunction\r\n"
     );
+    // A pattern long enough to overflow the stack in Lua 5.1's matcher is refused, as a
+    // function and as a method; long subjects and ordinary patterns are fine.
+    for script in [
+        "return string.find(string.rep('a', 30000), string.rep('a?', 15000))",
+        "local s = 'aaa' return s:match(string.rep('a?', 15000))",
+        "return string.gsub('a', string.rep('%a', 15000), '')",
+    ] {
+        let (r, _) = eval(script, &[], &[]);
+        assert!(r.contains("pattern too complex"), "{script}: {r}");
+    }
+    assert_eq!(
+        eval(
+            "return #string.match(string.rep('a', 5000), string.rep('a?', 5000))",
+            &[],
+            &[]
+        )
+        .0,
+        ":5000\r\n"
+    );
     // `os` holds only `clock`, read-only.
     assert_eq!(
         eval(
