@@ -61,25 +61,9 @@ fn keys(t: u64) -> Vec<String> {
     k
 }
 
-/// Redis's hash slot (CRC16/XMODEM of the key, or of its `{tag}`) and the shard of 4 that
-/// owns it under the server's slot routing.
+/// The shard of 4 that owns `key` under the server's slot routing (slots by range).
 fn shard_of(key: &str) -> usize {
-    let mut crc: u16 = 0;
-    let hashed = match (key.find('{'), key.find('}')) {
-        (Some(open), Some(close)) if close > open + 1 => &key[open + 1..close],
-        _ => key,
-    };
-    for &b in hashed.as_bytes() {
-        crc ^= u16::from(b) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    usize::from(crc & 16383) * 4 / 16384
+    usize::from(strata_server::keys::hash_slot(key.as_bytes())) * 4 / 16384
 }
 
 #[test]
