@@ -13,6 +13,8 @@
 
 mod common;
 
+use common::{env_u64, next};
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -22,21 +24,6 @@ use std::time::{Duration, Instant};
 
 const THREADS: u64 = 3;
 const KEYS_PER_THREAD: u64 = 40;
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// xorshift64: seeded choices of keys, commands and kill delays.
-fn next(x: &mut u64) -> u64 {
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    *x
-}
 
 /// Starts the server over `dir` with `appendfsync always`.
 fn spawn_server(dir: &Path) -> (Child, SocketAddr) {

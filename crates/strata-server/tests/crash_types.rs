@@ -22,6 +22,8 @@
 
 mod common;
 
+use common::{env_u64, next};
+
 use common::V;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -30,21 +32,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 const THREADS: u64 = 3;
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// xorshift64: seeded choices of commands, members and kill delays.
-fn next(x: &mut u64) -> u64 {
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    *x
-}
 
 /// A key's value as the model holds it and as the server reports it.
 #[derive(Clone, Debug, PartialEq)]

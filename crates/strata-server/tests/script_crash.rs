@@ -16,6 +16,8 @@
 
 mod common;
 
+use common::{env_u64, next};
+
 use common::{Client, V};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -27,21 +29,6 @@ const THREADS: u64 = 4;
 const COUNTERS: u64 = 4;
 /// The thread whose keys share one hash tag (one shard).
 const ONE_SHARD: u64 = 3;
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// xorshift64: seeded kill delays.
-fn next(x: &mut u64) -> u64 {
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    *x
-}
 
 fn spawn_server(dir: &Path) -> (Child, SocketAddr) {
     common::spawn_binary(dir, &["--appendfsync", "always", "--shards", "4"])

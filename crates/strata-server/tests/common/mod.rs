@@ -226,3 +226,19 @@ pub fn rss_bytes(pid: u32) -> u64 {
         .expect("VmRSS")
         * 1024
 }
+
+/// The integer in the environment variable `name` (a long test's size knob), else `default`.
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// xorshift64: the crash tests' seeded choices (keys, commands, kill delays).
+pub fn next(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
