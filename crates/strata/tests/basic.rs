@@ -561,7 +561,13 @@ mod direct_writes {
                 }
             });
         });
-        assert!(db.batch_stats().direct_writes >= 2000);
+        // How many puts found their shard busy with a queued write (and were queued behind
+        // it) depends on scheduling; every one went one way or the other, and some direct.
+        let s = db.batch_stats();
+        assert!(
+            s.direct_writes > 0 && s.direct_writes + s.write_requests() >= 2400,
+            "{s}"
+        );
         db.close().unwrap();
         let db = Db::open("/db", opts(&fs, 3)).unwrap();
         for t in 0..4u32 {
