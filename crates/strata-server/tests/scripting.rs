@@ -567,7 +567,7 @@ fn a_script_on_one_shard_does_not_stop_the_others() {
         let (done, sha, mine) = (done.clone(), sha.clone(), mine.clone());
         thread::spawn(move || {
             let mut a = Client::connect(addr);
-            let r = a.q(&["EVALSHA", &sha, "1", &mine, "1500"]);
+            let r = a.q(&["EVALSHA", &sha, "1", &mine, "3000"]);
             done.store(true, std::sync::atomic::Ordering::SeqCst);
             r
         })
