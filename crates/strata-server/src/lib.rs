@@ -44,6 +44,7 @@ mod cursor;
 mod exec;
 mod expire;
 pub mod filter;
+mod geo;
 mod glob;
 mod hll;
 mod info;
