@@ -13,6 +13,7 @@ mod command;
 mod connection;
 mod dump;
 pub(crate) mod functions;
+mod geo;
 mod hashes;
 mod hll;
 mod keyspace;
@@ -24,6 +25,7 @@ mod save;
 pub(crate) mod scripting;
 mod server;
 mod sets;
+mod sort;
 mod strings;
 pub mod table;
 mod zblocking;
@@ -216,6 +218,8 @@ pub fn table() -> &'static table::Table {
             hll::COMMANDS,
             scripting::COMMANDS,
             functions::COMMANDS,
+            geo::COMMANDS,
+            sort::COMMANDS,
         ])
     })
 }
