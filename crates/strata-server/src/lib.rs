@@ -51,6 +51,7 @@ mod info;
 pub mod keys;
 mod list;
 mod long_double;
+mod pqsort;
 pub mod protocol;
 mod pubsub;
 pub mod rdb;

@@ -15,6 +15,7 @@ use crate::protocol::parse::parse_i64;
 use crate::store::Meta;
 use crate::zset::{self, parse_double, ScoreRange};
 use bytes::Bytes;
+use std::cmp::Ordering;
 
 pub static COMMANDS: &[Entry] = &[
     cmd("geoadd", geoadd),
@@ -398,14 +399,30 @@ fn search_generic(ctx: &mut Ctx<'_>, args: &mut Args, kind: Kind) -> CmdResult {
     };
     let limit = if o.any { o.count } else { 0 };
     let mut points = find_points(ctx, &src, &m, &search, limit)?;
-    match o.sort {
-        Sort::Asc => points.sort_by(|a, b| a.dist.total_cmp(&b.dist)),
-        Sort::Desc => points.sort_by(|a, b| b.dist.total_cmp(&a.dist)),
-        Sort::None => {}
+    let returned = if o.count == 0 {
+        points.len()
+    } else {
+        points.len().min(o.count.min(usize::MAX as u64) as usize)
+    };
+    if o.sort != Sort::None {
+        let desc = o.sort == Sort::Desc;
+        let cmp = |a: &Point, b: &Point| {
+            let c = a.dist.partial_cmp(&b.dist).unwrap_or(Ordering::Equal);
+            if desc {
+                c.reverse()
+            } else {
+                c
+            }
+        };
+        // Redis: qsort (glibc's is a stable merge sort) when every point is returned, its
+        // partial quicksort when COUNT cuts them (ties land differently).
+        if returned == points.len() {
+            points.sort_by(cmp);
+        } else if returned > 0 {
+            crate::pqsort::pqsort(&mut points, &cmp, 0, returned - 1);
+        }
     }
-    if o.count != 0 {
-        points.truncate(o.count.min(usize::MAX as u64) as usize);
-    }
+    points.truncate(returned);
     match &o.store {
         None => reply_points(ctx, &points, &o, conversion),
         Some(dst) => {

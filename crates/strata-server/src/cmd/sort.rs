@@ -78,8 +78,11 @@ fn parse(args: &[Bytes], readonly: bool) -> Result<Request, CmdError> {
             j += 1;
         } else if is(a, "by") && left >= 1 {
             let p = args[j + 1].clone();
-            // Redis looks for '*' with strchr: up to a NUL byte.
-            r.dontsort = !super::cstr(&p, usize::MAX).contains(&b'*');
+            // Redis looks for '*' with strchr (up to a NUL byte); a later BY with a '*' does
+            // not undo an earlier constant one.
+            if !super::cstr(&p, usize::MAX).contains(&b'*') {
+                r.dontsort = true;
+            }
             r.by = Some(p);
             j += 1;
         } else if is(a, "get") && left >= 1 {
@@ -305,6 +308,17 @@ fn run(
                 }
             }
         }
+        // ALPHA: Redis compares with strcoll (C strings: up to a NUL byte) when it replies,
+        // and whole byte strings when it stores. Strata compares bytes, as strcoll does in
+        // the C and C.UTF-8 locales.
+        let stored = r.store.is_some();
+        let text_cmp = |x: &[u8], y: &[u8]| -> Ordering {
+            if stored {
+                x.cmp(y)
+            } else {
+                super::cstr(x, usize::MAX).cmp(super::cstr(y, usize::MAX))
+            }
+        };
         let cmp = |a: &Item, b: &Item| -> Ordering {
             let c = if !alpha {
                 a.score
@@ -316,10 +330,10 @@ fn run(
                     (None, None) => Ordering::Equal,
                     (None, Some(_)) => Ordering::Less,
                     (Some(_), None) => Ordering::Greater,
-                    (Some(x), Some(y)) => x.cmp(y),
+                    (Some(x), Some(y)) => text_cmp(x, y),
                 }
             } else {
-                a.elem.cmp(&b.elem)
+                text_cmp(&a.elem, &b.elem)
             };
             if r.desc {
                 c.reverse()
@@ -327,7 +341,18 @@ fn run(
                 c
             }
         };
-        items.sort_by(cmp);
+        // Redis: qsort (glibc's is a stable merge sort) for the whole vector, its own
+        // partial quicksort when a BY pattern is cut by LIMIT (ties land differently).
+        if by.is_some() && (start != 0 || end != len - 1) {
+            let (lo, hi) = (start.max(0) as usize, end.max(-1));
+            if hi >= 0 {
+                crate::pqsort::pqsort(&mut items, &cmp, lo, hi as usize);
+            } else {
+                crate::pqsort::pqsort(&mut items, &cmp, lo, usize::MAX);
+            }
+        } else {
+            items.sort_by(cmp);
+        }
     }
     if conversion_error {
         return Err(CmdError::reply(
