@@ -52,6 +52,20 @@ const DIFFERENCES: &[(&str, &str)] = &[
         "answers as Redis does under an LFU policy; Strata has no eviction",
     ),
     (
+        "bgrewriteaof",
+        "no append-only file: syncs the write-ahead logs (the log Strata recovers from) \
+         and replies as Redis does when a rewrite starts",
+    ),
+    (
+        "module|list",
+        "no modules: always empty; LOAD, LOADEX and UNLOAD answer Redis's error for \
+         enable-module-command no",
+    ),
+    (
+        "debug",
+        "answers Redis's error for enable-debug-command no",
+    ),
+    (
         "sort",
         "ALPHA compares bytes (Redis: strcoll in the server's locale, the same in the C \
          locale); a set sorted BY a constant pattern comes out in SMEMBERS order",

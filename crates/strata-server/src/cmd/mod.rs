@@ -20,6 +20,7 @@ mod keyspace;
 mod lists;
 pub(crate) mod members;
 pub mod multi;
+mod protected;
 mod pubsub;
 mod save;
 pub(crate) mod scripting;
@@ -220,6 +221,7 @@ pub fn table() -> &'static table::Table {
             functions::COMMANDS,
             geo::COMMANDS,
             sort::COMMANDS,
+            protected::COMMANDS,
         ])
     })
 }
