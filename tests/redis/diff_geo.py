@@ -175,20 +175,22 @@ def rows(reply, width):
     return sorted(repr(reply[i:i + width]) for i in range(0, len(reply), width))
 
 
-def sort_op(gen, name=b"SORT", list_key=None):
-    """SORT over `gen.key()` (or `list_key`, known to be a list)."""
+def sort_only(gen, name=b"SORT", kind=None):
+    """SORT over `gen.key()`; `kind` is the key's type when the caller knows it ("list",
+    "set", "zset"; None in the shared key space)."""
     r = gen.r
-    key = list_key or gen.key()
-    args = [name, key]
-    by = None
+    args = [name, gen.key()]
     alpha = False
-    limited = False
+    constant_by = star_by = False
     gets = 0
     for _ in range(r.choice([0, 1, 1, 2, 3, 4])):
         x = r.random()
         if x < 0.2:
             by = r.choice(SORT_PATTERNS)
             args += [b"BY", by]
+            # A constant BY stays in force whatever BY follows it.
+            constant_by |= b"*" not in by
+            star_by = b"*" in by
         elif x < 0.4:
             args.append(r.choice([b"ALPHA", b"alpha"]))
             alpha = True
@@ -197,7 +199,6 @@ def sort_op(gen, name=b"SORT", list_key=None):
         elif x < 0.7:
             args += [b"LIMIT", r.choice([b"0", b"1", b"-1", b"3", b"100", b"x"]),
                      r.choice([b"0", b"1", b"2", b"-1", b"10"])]
-            limited = True
         elif x < 0.9:
             args += [b"GET", r.choice(GET_PATTERNS)]
             gets += 1
@@ -205,23 +206,57 @@ def sort_op(gen, name=b"SORT", list_key=None):
             args.append(r.choice([b"FOO", b"LIMIT"]))
         else:
             args += [b"STORE", gen_dst(r)]
-    constant_by = by is not None and b"*" not in by
-    star_by = by is not None and not constant_by
-    risky = (alpha and star_by and (list_key is None or limited)) or \
-        (constant_by and list_key is None)
-    if risky:
-        # Never stored (the list would differ in order); rows compared as a multiset.
-        if b"STORE" in args:
-            i = args.index(b"STORE")
-            del args[i:i + 2]
+    stored = b"STORE" in args
+    # Orders Redis takes from its hash tables: a set's BY a constant (unless stored, which
+    # sorts it), and the ties of ALPHA BY a pattern on a set or sorted set. Those rows are
+    # compared as a multiset, never cut by LIMIT nor stored.
+    unordered = (constant_by and kind in (None, "set") and not stored) or \
+        (alpha and star_by and not constant_by and kind != "list")
+    if unordered:
+        args = strip(args, b"STORE", 1)
+        args = strip(args, b"LIMIT", 2)
         width = max(gets, 1)
         return Op(args, compare=lambda a, b: rows(a, width) == rows(b, width))
-    if alpha and by is None and list_key is None and gets == 0 and b"STORE" not in args:
+    if alpha and not constant_by and not star_by and kind != "list" and not stored:
         # Redis compares with strcoll: elements equal up to a NUL byte tie, and ties keep
-        # the hash table's order.
+        # the hash table's order (with GETs, their rows are compared as a multiset).
+        if gets:
+            args = strip(args, b"LIMIT", 2)
+            return Op(args, compare=lambda a, b: rows(a, gets) == rows(b, gets))
         return Op(args, compare=lambda a, b: a == b or (
-            rows(a, 1) == rows(b, 1) and [c_string(x) for x in a] == [c_string(x) for x in b]))
+            isinstance(a, list) and isinstance(b, list)
+            and [c_string(x) for x in a] == [c_string(x) for x in b]))
     return Op(args)
+
+
+ERRNO_KEY = b"sort-errno-reset"
+
+
+def sort_op(gen, name=b"SORT", kind=None):
+    """SORT, after a command that clears redis-server's errno. Redis 7.0's SORT reads
+    `errno == ERANGE` after strtod without clearing errno first, so once any command's
+    strtod overflowed (a score of 1e400, say), every numeric SORT on that connection's
+    server fails with "One or more scores can't be converted into double" until some call
+    sets errno again; an INCRBYFLOAT (whose parse clears errno) puts it back. The key it
+    writes is deleted again."""
+    reset = Op([b"INCRBYFLOAT", ERRNO_KEY, b"0"])
+    reset.exact_arity = True
+    delete = Op([b"DEL", ERRNO_KEY])
+    delete.exact_arity = True
+    gen.pending += [delete, gen.mutate(sort_only(gen, name, kind))]
+    return reset
+
+
+def strip(args, word, n):
+    """`args` without each `word` and the `n` arguments after it."""
+    out, i = [], 0
+    while i < len(args):
+        if i >= 2 and args[i] == word:
+            i += n + 1
+            continue
+        out.append(args[i])
+        i += 1
+    return out
 
 
 def c_string(x):

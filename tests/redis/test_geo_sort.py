@@ -78,17 +78,18 @@ class GeoGen(Gen):
     def sort(self):
         r = self.r
         key = r.choice([b"l0", b"l1", b"s0", b"s1", b"z0", b"g0", b"nokey", b"w_1"])
+        kind = {b"l": "list", b"s": "set", b"z": "zset", b"g": "zset"}.get(key[:1])
         name = b"SORT" if r.random() < 0.8 else b"SORT_RO"
-        if key.startswith(b"l"):
-            return gens.sort_op(self, name, list_key=key)
         saved = self.key
         self.key = lambda: key
         try:
-            return gens.sort_op(self, name)
+            return gens.sort_op(self, name, kind)
         finally:
             self.key = saved
 
     def op(self):
+        if self.pending:
+            return self.pending.pop(0)
         r = self.r
         x = r.random()
         if x < 0.12:
@@ -96,7 +97,7 @@ class GeoGen(Gen):
         if x < 0.3:
             return self.sort_writes()
         if x < 0.45:
-            return self.mutate(self.sort())
+            return self.sort()
         names = [n for n in gens.GENERATORS if not n.startswith("SORT")]
         weights = [gens.GENERATORS[n][0] for n in names]
         c = r.choices(names, weights=weights)[0]
