@@ -61,10 +61,7 @@ const DIFFERENCES: &[(&str, &str)] = &[
         "no modules: always empty; LOAD, LOADEX and UNLOAD answer Redis's error for \
          enable-module-command no",
     ),
-    (
-        "debug",
-        "answers Redis's error for enable-debug-command no",
-    ),
+    ("debug", "answers Redis's error for enable-debug-command no"),
     (
         "sort",
         "ALPHA compares bytes (Redis: strcoll in the server's locale, the same in the C \

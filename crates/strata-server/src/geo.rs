@@ -356,8 +356,7 @@ impl Search {
         };
         let lat_delta = rad_deg(h / EARTH_RADIUS_M);
         let long_delta_top = rad_deg(w / EARTH_RADIUS_M / deg_rad(self.lat + lat_delta).cos());
-        let long_delta_bottom =
-            rad_deg(w / EARTH_RADIUS_M / deg_rad(self.lat - lat_delta).cos());
+        let long_delta_bottom = rad_deg(w / EARTH_RADIUS_M / deg_rad(self.lat - lat_delta).cos());
         let delta = if self.lat < 0.0 {
             long_delta_bottom
         } else {

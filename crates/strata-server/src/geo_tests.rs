@@ -62,7 +62,11 @@ fn encode_decode_and_hash_strings_match_redis() {
         assert_eq!(score_of(lon, lat), Some(score), "score of {lon},{lat}");
         let (x, y) = position_of(score as f64);
         assert_eq!((human(x).as_str(), human(y).as_str()), (plon, plat));
-        assert_eq!(&hash_string(x, y), hash.as_bytes(), "geohash of {lon},{lat}");
+        assert_eq!(
+            &hash_string(x, y),
+            hash.as_bytes(),
+            "geohash of {lon},{lat}"
+        );
     }
 }
 

@@ -13,14 +13,26 @@ fn int(n: i64) -> V {
 fn sicily(c: &mut Client) {
     assert_eq!(
         c.q(&[
-            "GEOADD", "Sicily", "13.361389", "38.115556", "Palermo", "15.087269", "37.502669",
+            "GEOADD",
+            "Sicily",
+            "13.361389",
+            "38.115556",
+            "Palermo",
+            "15.087269",
+            "37.502669",
             "Catania",
         ]),
         int(2)
     );
     assert_eq!(
         c.q(&[
-            "GEOADD", "Sicily", "12.758489", "38.788135", "edge1", "17.241510", "38.788135",
+            "GEOADD",
+            "Sicily",
+            "12.758489",
+            "38.788135",
+            "edge1",
+            "17.241510",
+            "38.788135",
             "edge2",
         ]),
         int(2)
@@ -62,10 +74,7 @@ fn geoadd_stores_redis_scores_and_reads_them_back() {
     );
     assert_eq!(c.q(&["GEODIST", "Sicily", "Palermo", "x"]), V::NilBulk);
     assert_eq!(c.q(&["GEODIST", "nokey", "a", "b"]), V::NilBulk);
-    assert_eq!(
-        c.q(&["GEOPOS", "nokey", "a"]),
-        V::Array(vec![V::NilArray])
-    );
+    assert_eq!(c.q(&["GEOPOS", "nokey", "a"]), V::Array(vec![V::NilArray]));
     // NX, XX and CH go to ZADD.
     assert_eq!(
         c.q(&["GEOADD", "Sicily", "XX", "CH", "13", "38", "Palermo", "1", "1", "new"]),
@@ -77,7 +86,10 @@ fn geoadd_stores_redis_scores_and_reads_them_back() {
     );
     assert_eq!(
         c.q(&["GEOPOS", "Sicily", "Palermo"]),
-        V::Array(vec![V::arr(&["12.99999922513961792", "38.0000009925631943"])])
+        V::Array(vec![V::arr(&[
+            "12.99999922513961792",
+            "38.0000009925631943"
+        ])])
     );
 }
 
@@ -91,19 +103,60 @@ fn searches_give_redis_results_in_redis_order() {
         V::Array(vec![V::bulk(m), V::bulk(d), V::arr(&[x, y])])
     };
     assert_eq!(
-        c.q(&["GEORADIUS", "Sicily", "15", "37", "200", "km", "WITHDIST", "WITHCOORD", "ASC"]),
+        c.q(&[
+            "GEORADIUS",
+            "Sicily",
+            "15",
+            "37",
+            "200",
+            "km",
+            "WITHDIST",
+            "WITHCOORD",
+            "ASC"
+        ]),
         V::Array(vec![
-            item("Catania", "56.4413", "15.08726745843887329", "37.50266842333162032"),
-            item("Palermo", "190.4424", "13.36138933897018433", "38.11555639549629859"),
+            item(
+                "Catania",
+                "56.4413",
+                "15.08726745843887329",
+                "37.50266842333162032"
+            ),
+            item(
+                "Palermo",
+                "190.4424",
+                "13.36138933897018433",
+                "38.11555639549629859"
+            ),
         ])
     );
     assert_eq!(
-        c.q(&["GEOSEARCH", "Sicily", "FROMLONLAT", "15", "37", "BYBOX", "400", "400", "km", "ASC"]),
+        c.q(&[
+            "GEOSEARCH",
+            "Sicily",
+            "FROMLONLAT",
+            "15",
+            "37",
+            "BYBOX",
+            "400",
+            "400",
+            "km",
+            "ASC"
+        ]),
         V::arr(&["Catania", "Palermo", "edge2", "edge1"])
     );
     assert_eq!(
-        c.q(&["GEOSEARCH", "Sicily", "FROMMEMBER", "Palermo", "BYBOX", "400", "400", "km",
-              "DESC", "WITHDIST"]),
+        c.q(&[
+            "GEOSEARCH",
+            "Sicily",
+            "FROMMEMBER",
+            "Palermo",
+            "BYBOX",
+            "400",
+            "400",
+            "km",
+            "DESC",
+            "WITHDIST"
+        ]),
         V::Array(vec![
             V::Array(vec![V::bulk("Catania"), V::bulk("166.2742")]),
             V::Array(vec![V::bulk("edge1"), V::bulk("91.4007")]),
@@ -111,36 +164,88 @@ fn searches_give_redis_results_in_redis_order() {
         ])
     );
     assert_eq!(
-        c.q(&["GEORADIUSBYMEMBER", "Sicily", "Palermo", "300", "km", "STORE", "dst"]),
+        c.q(&[
+            "GEORADIUSBYMEMBER",
+            "Sicily",
+            "Palermo",
+            "300",
+            "km",
+            "STORE",
+            "dst"
+        ]),
         int(3)
     );
     assert_eq!(
         c.q(&["ZRANGE", "dst", "0", "-1", "WITHSCORES"]),
         V::arr(&[
-            "Palermo", "3479099956230698", "edge1", "3479273021651468", "Catania",
+            "Palermo",
+            "3479099956230698",
+            "edge1",
+            "3479273021651468",
+            "Catania",
             "3479447370796909"
         ])
     );
     assert_eq!(
-        c.q(&["GEOSEARCHSTORE", "d2", "Sicily", "FROMMEMBER", "Catania", "BYBOX", "500", "300",
-              "km", "DESC", "COUNT", "3", "STOREDIST"]),
+        c.q(&[
+            "GEOSEARCHSTORE",
+            "d2",
+            "Sicily",
+            "FROMMEMBER",
+            "Catania",
+            "BYBOX",
+            "500",
+            "300",
+            "km",
+            "DESC",
+            "COUNT",
+            "3",
+            "STOREDIST"
+        ]),
         int(3)
     );
     assert_eq!(
         c.q(&["ZRANGE", "d2", "0", "-1", "WITHSCORES"]),
         V::arr(&[
-            "Palermo", "166.27415156960032", "edge2", "236.52917986494552", "edge1",
+            "Palermo",
+            "166.27415156960032",
+            "edge2",
+            "236.52917986494552",
+            "edge1",
             "248.86094134114018"
         ])
     );
     assert_eq!(
-        c.q(&["GEOSEARCH", "Sicily", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km",
-              "COUNT", "1", "ANY", "WITHHASH"]),
-        V::Array(vec![V::Array(vec![V::bulk("Palermo"), int(3479099956230698)])])
+        c.q(&[
+            "GEOSEARCH",
+            "Sicily",
+            "FROMLONLAT",
+            "15",
+            "37",
+            "BYRADIUS",
+            "200",
+            "km",
+            "COUNT",
+            "1",
+            "ANY",
+            "WITHHASH"
+        ]),
+        V::Array(vec![V::Array(vec![
+            V::bulk("Palermo"),
+            int(3479099956230698)
+        ])])
     );
     // A missing source: an empty array, and STORE deletes the destination.
     assert_eq!(
-        c.q(&["GEOSEARCH", "nokey", "FROMMEMBER", "x", "BYRADIUS", "1", "km"]),
+        c.q(&[
+            "GEOSEARCH",
+            "nokey",
+            "FROMMEMBER",
+            "x",
+            "BYRADIUS",
+            "1",
+            "km"
+        ]),
         V::Array(vec![])
     );
     assert_eq!(

@@ -24,7 +24,11 @@ fn module_and_debug_answer_as_a_server_without_them() {
         &["MODULE", "LOADEX", "/nonexistent.so"],
         &["module", "unload", "foo"],
     ] {
-        assert_eq!(c.q(args), not_allowed("MODULE", "enable-module-command"), "{args:?}");
+        assert_eq!(
+            c.q(args),
+            not_allowed("MODULE", "enable-module-command"),
+            "{args:?}"
+        );
     }
     assert_eq!(
         c.q(&["MODULE", "LOAD"]),

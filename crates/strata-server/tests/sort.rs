@@ -12,7 +12,9 @@ fn int(n: i64) -> V {
 
 fn setup(c: &mut Client) {
     assert_eq!(c.q(&["RPUSH", "l", "3", "1", "2", "10"]), int(4));
-    c.q(&["MSET", "w_3", "30", "w_1", "10", "w_2", "20", "w_10", "5", "o_1", "one", "o_2", "two"]);
+    c.q(&[
+        "MSET", "w_3", "30", "w_1", "10", "w_2", "20", "w_10", "5", "o_1", "one", "o_2", "two",
+    ]);
     c.q(&["HSET", "h_1", "f", "x1"]);
     c.q(&["HSET", "h_3", "f", "x3"]);
 }
@@ -24,8 +26,14 @@ fn sorts_by_value_weight_and_pattern() {
     let mut c = Client::connect(s.local_addr());
     setup(&mut c);
     assert_eq!(c.q(&["SORT", "l"]), V::arr(&["1", "2", "3", "10"]));
-    assert_eq!(c.q(&["SORT", "l", "DESC", "LIMIT", "1", "2"]), V::arr(&["3", "2"]));
-    assert_eq!(c.q(&["SORT", "l", "BY", "w_*"]), V::arr(&["10", "1", "2", "3"]));
+    assert_eq!(
+        c.q(&["SORT", "l", "DESC", "LIMIT", "1", "2"]),
+        V::arr(&["3", "2"])
+    );
+    assert_eq!(
+        c.q(&["SORT", "l", "BY", "w_*"]),
+        V::arr(&["10", "1", "2", "3"])
+    );
     assert_eq!(
         c.q(&["SORT", "l", "BY", "w_*", "GET", "#", "GET", "o_*", "GET", "h_*->f"]),
         V::Array(vec![
@@ -62,13 +70,19 @@ fn sorts_by_value_weight_and_pattern() {
         V::arr(&["10", "1"])
     );
     c.q(&["ZADD", "z", "1", "c", "2", "b", "3", "a"]);
-    assert_eq!(c.q(&["SORT", "z", "BY", "nosort"]), V::arr(&["c", "b", "a"]));
+    assert_eq!(
+        c.q(&["SORT", "z", "BY", "nosort"]),
+        V::arr(&["c", "b", "a"])
+    );
     assert_eq!(
         c.q(&["SORT", "z", "BY", "nosort", "DESC", "LIMIT", "0", "2"]),
         V::arr(&["a", "b"])
     );
     assert_eq!(c.q(&["SORT", "z", "ALPHA"]), V::arr(&["a", "b", "c"]));
-    assert_eq!(c.q(&["SORT_RO", "z", "ALPHA", "DESC"]), V::arr(&["c", "b", "a"]));
+    assert_eq!(
+        c.q(&["SORT_RO", "z", "ALPHA", "DESC"]),
+        V::arr(&["c", "b", "a"])
+    );
 }
 
 #[test]
@@ -79,7 +93,10 @@ fn limits_clamp_as_redis_does() {
     setup(&mut c);
     assert_eq!(c.q(&["SORT", "l", "LIMIT", "10", "5"]), V::Array(vec![]));
     assert_eq!(c.q(&["SORT", "l", "LIMIT", "-5", "2"]), V::arr(&["1", "2"]));
-    assert_eq!(c.q(&["SORT", "l", "LIMIT", "1", "-3"]), V::arr(&["2", "3", "10"]));
+    assert_eq!(
+        c.q(&["SORT", "l", "LIMIT", "1", "-3"]),
+        V::arr(&["2", "3", "10"])
+    );
     assert_eq!(c.q(&["SORT", "nokey"]), V::Array(vec![]));
 }
 
@@ -118,12 +135,21 @@ fn errors_are_redis_errors() {
     c.q(&["RPUSH", "la", "b", "a", "c"]);
     c.q(&["SET", "str", "a"]);
     let cases: &[(&[&str], &str)] = &[
-        (&["SORT", "la"], "ERR One or more scores can't be converted into double"),
+        (
+            &["SORT", "la"],
+            "ERR One or more scores can't be converted into double",
+        ),
         (&["SORT_RO", "l", "STORE", "x"], "ERR syntax error"),
         (&["SORT", "l", "LIMIT", "1"], "ERR syntax error"),
         (&["SORT", "l", "foo"], "ERR syntax error"),
-        (&["SORT", "l", "LIMIT", "a", "1"], "ERR value is not an integer or out of range"),
-        (&["SORT", "str"], "WRONGTYPE Operation against a key holding the wrong kind of value"),
+        (
+            &["SORT", "l", "LIMIT", "a", "1"],
+            "ERR value is not an integer or out of range",
+        ),
+        (
+            &["SORT", "str"],
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+        ),
     ];
     for (args, err) in cases {
         assert_eq!(c.q(args), V::err(err), "{args:?}");

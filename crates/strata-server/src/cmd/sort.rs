@@ -265,7 +265,11 @@ fn run(
     let len = elems.len() as i64;
     let mut start = r.limit_start.max(0).min(len);
     let count = r.limit_count.max(-1).min(len);
-    let mut end = if count < 0 { len - 1 } else { start + count - 1 };
+    let mut end = if count < 0 {
+        len - 1
+    } else {
+        start + count - 1
+    };
     if start >= len {
         start = len - 1;
         end = len - 2;
@@ -454,9 +458,16 @@ mod tests {
 
     #[test]
     fn options_parse_as_redis_parses_them() {
-        let a = |v: &[&str]| v.iter().map(|s| Bytes::from(s.to_string())).collect::<Vec<_>>();
-        let r = parse(&a(&["BY", "nosort", "desc", "LIMIT", "1", "2", "GET", "#"]), false)
-            .unwrap();
+        let a = |v: &[&str]| {
+            v.iter()
+                .map(|s| Bytes::from(s.to_string()))
+                .collect::<Vec<_>>()
+        };
+        let r = parse(
+            &a(&["BY", "nosort", "desc", "LIMIT", "1", "2", "GET", "#"]),
+            false,
+        )
+        .unwrap();
         assert!(r.dontsort && r.desc);
         assert_eq!((r.limit_start, r.limit_count), (1, 2));
         assert!(parse(&a(&["STORE", "x"]), true).is_err());
