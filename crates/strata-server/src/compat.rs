@@ -63,6 +63,11 @@ const DIFFERENCES: &[(&str, &str)] = &[
     ),
     ("debug", "answers Redis's error for enable-debug-command no"),
     (
+        "latency|latest",
+        "events \"command\" and \"fast-command\" only (no fork, AOF or expire-cycle events), \
+         in name order",
+    ),
+    (
         "sort",
         "ALPHA compares bytes (Redis: strcoll in the server's locale, the same in the C \
          locale); a set sorted BY a constant pattern comes out in SMEMBERS order",

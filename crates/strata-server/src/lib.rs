@@ -49,6 +49,7 @@ mod glob;
 mod hll;
 mod info;
 pub mod keys;
+mod latency;
 mod list;
 mod long_double;
 mod pqsort;
