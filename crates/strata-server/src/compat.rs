@@ -68,6 +68,15 @@ const DIFFERENCES: &[(&str, &str)] = &[
          in name order",
     ),
     (
+        "memory|doctor",
+        "Redis's empty-instance answer when no database holds a key, its no-issue answer \
+         otherwise (Strata's data is on disk, not in per-key allocations)",
+    ),
+    (
+        "memory|malloc-stats",
+        "answers as a Redis built without jemalloc",
+    ),
+    (
         "sort",
         "ALPHA compares bytes (Redis: strcoll in the server's locale, the same in the C \
          locale); a set sorted BY a constant pattern comes out in SMEMBERS order",

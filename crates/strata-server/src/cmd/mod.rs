@@ -20,6 +20,7 @@ mod keyspace;
 mod latency;
 mod lists;
 pub(crate) mod members;
+mod memory;
 pub mod multi;
 mod protected;
 mod pubsub;
@@ -224,6 +225,7 @@ pub fn table() -> &'static table::Table {
             sort::COMMANDS,
             protected::COMMANDS,
             latency::COMMANDS,
+            memory::COMMANDS,
         ])
     })
 }
