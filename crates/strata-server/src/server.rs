@@ -111,6 +111,8 @@ pub struct Shared {
     /// Clients blocked on keys (`blocking.rs`).
     pub blocked: crate::blocking::Registry,
     pub slowlog: SlowLog,
+    /// The latency monitor (LATENCY LATEST, HISTORY, RESET).
+    pub latency: crate::latency::Monitor,
     /// SCAN positions too long for a cursor (`cursor.rs`).
     pub scan_bounds: crate::cursor::ScanBounds,
     /// Channel and pattern subscriptions (`pubsub.rs`).
@@ -376,6 +378,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
         clients: Registry::default(),
         blocked: Default::default(),
         slowlog: SlowLog::default(),
+        latency: Default::default(),
         scan_bounds: Default::default(),
         next_client_id: AtomicU64::new(0),
         shutdown: stop.clone(),

@@ -4,8 +4,9 @@
 //! copied over), so they are accepted, validated as Redis validates their type, stored and
 //! read back as set, with Redis 7.0's defaults (from a real `redis-server`'s
 //! `CONFIG GET *`); nothing else reads them, but for `lfu-log-factor` and `lfu-decay-time`
-//! (the access counters of OBJECT FREQ, `access.rs`) and `hll-sparse-max-bytes` (when a sparse
-//! HyperLogLog becomes dense, `hll/`).
+//! (the access counters of OBJECT FREQ, `access.rs`), `hll-sparse-max-bytes` (when a sparse
+//! HyperLogLog becomes dense, `hll/`) and `latency-monitor-threshold` (the latency monitor's
+//! threshold in milliseconds, read by the dispatcher; 0 turns it off).
 
 use crate::config::parse_memory;
 

@@ -13,17 +13,22 @@ mod command;
 mod connection;
 mod dump;
 pub(crate) mod functions;
+mod geo;
 mod hashes;
 mod hll;
 mod keyspace;
+mod latency;
 mod lists;
 pub(crate) mod members;
+mod memory;
 pub mod multi;
+mod protected;
 mod pubsub;
 mod save;
 pub(crate) mod scripting;
 mod server;
 mod sets;
+mod sort;
 mod strings;
 pub mod table;
 mod zblocking;
@@ -216,6 +221,11 @@ pub fn table() -> &'static table::Table {
             hll::COMMANDS,
             scripting::COMMANDS,
             functions::COMMANDS,
+            geo::COMMANDS,
+            sort::COMMANDS,
+            protected::COMMANDS,
+            latency::COMMANDS,
+            memory::COMMANDS,
         ])
     })
 }
@@ -442,11 +452,26 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
     if !nested {
         info.argv_mem.store(0, Ordering::Relaxed);
     }
-    if let Some(argv) = logged {
-        let (threshold, max_len) = {
-            let c = ctx.shared.config.read();
-            (c.slowlog_log_slower_than, c.slowlog_max_len)
+    let (threshold, max_len, latency_ms) = {
+        let c = ctx.shared.config.read();
+        let latency_ms = c
+            .tuning
+            .get("latency-monitor-threshold")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+        (c.slowlog_log_slower_than, c.slowlog_max_len, latency_ms)
+    };
+    // Redis's latencyAddSampleIfNeeded in call(): whole milliseconds.
+    if latency_ms > 0 && micros / 1000 >= latency_ms {
+        let event = if spec.has(flag::FAST) {
+            "fast-command"
+        } else {
+            "command"
         };
+        let now_s = crate::store::now_ms() / 1000;
+        ctx.shared.latency.add(event, now_s, micros / 1000);
+    }
+    if let Some(argv) = logged {
         if threshold >= 0 && micros >= threshold as u64 {
             let name = ctx.conn.name.clone().unwrap_or_default();
             ctx.shared

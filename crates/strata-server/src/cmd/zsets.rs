@@ -174,7 +174,7 @@ fn normalize(s: f64, listpack: bool) -> f64 {
 
 // ---- ZADD, ZINCRBY ---------------------------------------------------------------------
 
-fn zadd(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+pub(super) fn zadd(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     zadd_generic(ctx, args, false)
 }
 

@@ -201,6 +201,15 @@ impl ReplyBuf {
         }
     }
 
+    /// A number already printed (Redis's `addReplyHumanLongDouble`): a bulk string in
+    /// RESP2, a `,` double in RESP3.
+    pub fn double_text(&mut self, text: &str) {
+        match self.proto {
+            Proto::Resp2 => self.bulk(text.as_bytes()),
+            Proto::Resp3 => self.line(b',', text.as_bytes()),
+        }
+    }
+
     /// A boolean: `:1`/`:0` in RESP2, `#t`/`#f` in RESP3.
     pub fn bool(&mut self, b: bool) {
         match self.proto {
