@@ -24,6 +24,10 @@ mod save;
 pub(crate) mod scripting;
 mod server;
 mod sets;
+mod stream_groups;
+mod stream_info;
+mod stream_read;
+mod streams;
 mod strings;
 pub mod table;
 mod zblocking;
@@ -216,6 +220,7 @@ pub fn table() -> &'static table::Table {
             hll::COMMANDS,
             scripting::COMMANDS,
             functions::COMMANDS,
+            streams::COMMANDS,
         ])
     })
 }
