@@ -425,26 +425,6 @@ fn pending_summary(store: &Store, s: &Stream, g: &[u8], r: &mut ReplyBuf) -> Cmd
     Ok(())
 }
 
-/// Moves pending entry `id` (`e`, as found) to consumer `c` with delivery time `at`.
-fn claim_one(
-    s: &Stream,
-    w: &mut Writes,
-    g: &[u8],
-    c: &[u8],
-    id: StreamId,
-    e: &PelEntry,
-    at: u64,
-    deliveries: u64,
-) {
-    let moved = PelEntry {
-        consumer: c.to_vec(),
-        delivery_ms: at,
-        deliveries,
-    };
-    let old = (!e.consumer.is_empty() || e.deliveries > 0).then_some(&e.consumer[..]);
-    s.pel_put(w, g, id, &moved, old);
-}
-
 pub(super) fn xclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let a = args.rest().to_vec();
     let (key, g, c) = (&a[0], &a[1], &a[2]);
@@ -621,32 +601,35 @@ pub(super) fn xautoclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let mut examined: Vec<(StreamId, PelEntry)> = Vec::new();
     let mut next = StreamId::MIN;
     let mut left = count;
-    let mut bad = None;
-    s.pel_range(store, g, start, StreamId::MAX, false, |id, e| {
-        if attempts == 0 || left == 0 {
-            next = id;
-            return false;
+    // In batches: a scan's callback must not read the store (the shard transaction is
+    // busy with the scan), and the entries' existence is needed to count.
+    let mut from = Some(start);
+    'scan: while let Some(at) = from {
+        let mut batch = Vec::new();
+        s.pel_range(store, g, at, StreamId::MAX, false, |id, e| {
+            batch.push((id, e));
+            batch.len() < 256
+        })?;
+        if batch.is_empty() {
+            break;
         }
-        attempts -= 1;
-        // Whether the entry still exists decides whether it counts towards COUNT; it is
-        // looked up here so that the cursor stops where Redis's does.
-        match s.get_entry(store, id) {
-            Ok(None) => left -= 1,
-            Ok(Some(_)) => {
-                if minidle == 0 || (now as i64 - e.delivery_ms as i64) >= minidle {
-                    left -= 1;
+        for (id, e) in batch {
+            if attempts == 0 || left == 0 {
+                next = id;
+                break 'scan;
+            }
+            attempts -= 1;
+            // Whether the entry still exists decides whether it counts towards COUNT.
+            match s.get_entry(store, id)? {
+                None => left -= 1,
+                Some(_) if minidle == 0 || (now as i64 - e.delivery_ms as i64) >= minidle => {
+                    left -= 1
                 }
+                Some(_) => {}
             }
-            Err(err) => {
-                bad = Some(err);
-                return false;
-            }
+            examined.push((id, e));
+            from = id.incr();
         }
-        examined.push((id, e));
-        true
-    })?;
-    if let Some(e) = bad {
-        return Err(e.into());
     }
     let mut w = Writes::new();
     let mut body = ReplyBuf::with_capacity(ctx.reply.proto, 256);
@@ -670,7 +653,12 @@ pub(super) fn xautoclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         } else {
             e.deliveries + 1
         };
-        claim_one(&s, &mut w, g, c, id, &e, now, deliveries);
+        let moved = PelEntry {
+            consumer: c.to_vec(),
+            delivery_ms: now,
+            deliveries,
+        };
+        s.pel_put(&mut w, g, id, &moved, Some(&e.consumer));
         if justid {
             reply_id(&mut body, id);
         } else {

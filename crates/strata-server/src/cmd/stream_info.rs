@@ -138,7 +138,7 @@ fn full_group(
     }
     r.bulk(b"lag");
     match s.info.lag(s.len(), g) {
-        Some(n) => r.int(n as i64),
+        Some(n) => r.int(n),
         None => r.null(),
     }
     r.bulk(b"pel-count");
@@ -207,7 +207,7 @@ pub(super) fn groups(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         }
         r.bulk(b"lag");
         match s.info.lag(s.len(), g) {
-            Some(n) => r.int(n as i64),
+            Some(n) => r.int(n),
             None => r.null(),
         }
     }

@@ -61,7 +61,7 @@ fn parse(a: &[Bytes], group_cmd: bool) -> Result<ReadArgs, CmdError> {
             r.count = int_arg(&a[i])?.max(0) as usize;
         } else if o.eq_ignore_ascii_case(b"streams") && more > 0 {
             let n = a.len() - i - 1;
-            if n % 2 != 0 {
+            if !n.is_multiple_of(2) {
                 let (name, sym) = if group_cmd {
                     ("xreadgroup", '>')
                 } else {
@@ -171,8 +171,8 @@ fn read_generic(ctx: &mut Ctx<'_>, r: ReadArgs) -> CmdResult {
                 let history = matches!(from, Start::After(_));
                 let fresh = !history && has_new(store, &s, g)?;
                 let mut w = Writes::new();
-                touch_consumer(store, &s, &mut w, g, c)?;
                 if history || fresh {
+                    touch_consumer(store, &s, &mut w, g, c)?;
                     header(&mut body, key);
                     serve_group(
                         store, &mut s, &mut w, g, c, *from, r.count, r.noack, &mut body,

@@ -379,13 +379,13 @@ fn xdel(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn xtrim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let a = args.rest().to_vec();
     let key = &a[0];
+    let (t, _) = parse_trim(ctx, &a, 1, false)?;
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
     let _g = store.lock(db, &[key]);
     let Some(mut s) = write_stream(ctx, key)? else {
         ctx.reply.int(0);
         return Ok(());
     };
-    let (t, _) = parse_trim(ctx, &a, 1, false)?;
     let Some(rule) = t.rule else {
         return Err(CmdError::reply(ERR_SYNTAX));
     };
@@ -431,11 +431,6 @@ fn xsetid(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let Some(mut s) = write_stream(ctx, key)? else {
         return Err(CmdError::reply("ERR no such key"));
     };
-    if id < s.info.max_deleted {
-        return Err(CmdError::reply(
-            "ERR The ID specified in XSETID is smaller than current max_deleted_entry_id",
-        ));
-    }
     if !s.is_empty() {
         let top = s.collect(store, StreamId::MIN, StreamId::MAX, true, 1)?;
         if top.first().is_some_and(|(top, _)| id < *top) {
@@ -448,6 +443,11 @@ fn xsetid(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
                 "ERR The entries_added specified in XSETID is smaller than the target stream length",
             ));
         }
+    }
+    if id < s.info.max_deleted {
+        return Err(CmdError::reply(
+            "ERR The ID specified in XSETID is smaller than current max_deleted_entry_id",
+        ));
     }
     s.info.last_id = id;
     if let Some(n) = entries_added {

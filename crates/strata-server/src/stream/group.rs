@@ -107,8 +107,10 @@ impl Stream {
         )
     }
 
-    /// Visits the records under `prefix` in order until `f` returns false; a record whose
-    /// value `dec` cannot read is corruption.
+    /// Visits the records under `prefix` from `lo_suffix` to `hi_suffix` (inclusive; `None`:
+    /// the end) in order until `f` returns false; a record whose value `dec` cannot read is
+    /// corruption.
+    #[allow(clippy::too_many_arguments)] // a range scan's bounds, direction and two closures
     fn scan_decoded<T>(
         &self,
         store: &Store,

@@ -150,7 +150,7 @@ mod tests {
             assert!(w[0] < w[1]);
             assert!(w[0].to_bytes() < w[1].to_bytes());
             assert_eq!(StreamId::from_bytes(&w[1].to_bytes()), Some(w[1]));
-            assert_eq!(w[0].incr().unwrap() <= w[1], true);
+            assert!(w[0].incr().unwrap() <= w[1]);
         }
         assert_eq!(StreamId::new(0, u64::MAX).incr(), Some(StreamId::new(1, 0)));
         assert_eq!(StreamId::new(1, 0).decr(), Some(StreamId::new(0, u64::MAX)));

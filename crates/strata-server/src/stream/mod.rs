@@ -127,18 +127,19 @@ impl StreamInfo {
     }
 
     /// A group's lag (XINFO GROUPS, Redis's `streamReplyWithCGLag`): entries not yet
-    /// delivered to it, when it can be known.
-    pub fn lag(&self, length: u64, g: &Group) -> Option<u64> {
+    /// delivered to it, when it can be known (negative when ENTRIESREAD claimed more
+    /// entries read than were added, as in Redis).
+    pub fn lag(&self, length: u64, g: &Group) -> Option<i64> {
         if self.entries_added == 0 {
             return Some(0);
         }
+        let lag = |read: u64| self.entries_added as i64 - read as i64;
         if let Some(read) = g.entries_read {
             if !self.has_tombstones(length, Some(g.last_id), None) {
-                return Some(self.entries_added.saturating_sub(read));
+                return Some(lag(read));
             }
         }
-        self.entries_up_to(length, g.last_id)
-            .map(|read| self.entries_added.saturating_sub(read))
+        self.entries_up_to(length, g.last_id).map(lag)
     }
 }
 
