@@ -69,7 +69,10 @@ const DIFFERENCES: &[(&str, &str)] = &[
         "`~` trimming removes whole nodes of Redis's layout as Strata mirrors it: nodes of \
          stream-node-max-entries entries, stream-node-max-bytes ignored",
     ),
-    ("dump", "a stream is refused: the RDB stream encodings are not built yet"),
+    (
+        "dump",
+        "a stream is refused: the RDB stream encodings are not built yet",
+    ),
 ];
 
 fn status(name: &str, implemented: bool, meta: &Meta) -> String {
