@@ -73,18 +73,23 @@ def xpending_rows(a, b):
 
 
 class Ids:
-    """The stream IDs a sequence uses: small times, so that `ms-*` and collisions happen."""
+    """The stream IDs a sequence uses: times up to the highest one added yet, so that
+    deletes, acknowledgements and claims find entries, and `ms-*` and collisions happen."""
 
-    def __init__(self, r):
+    def __init__(self, r, gen):
         self.r = r
+        self.gen = gen
+
+    def top(self):
+        return max(self.gen.clock.values(), default=1) + 2
 
     def id(self):
         r = self.r
         x = r.random()
         if x < 0.7:
-            return b"%d-%d" % (r.randint(0, 60), r.randint(0, 3))
+            return b"%d-%d" % (r.randint(0, self.top()), r.randint(0, 3))
         if x < 0.8:
-            return b"%d" % r.randint(0, 60)
+            return b"%d" % r.randint(0, self.top())
         return r.choice([b"0-0", b"0", b"-", b"+", b"(5-0", b"(0-0", b"abc", b"1-",
                          b"18446744073709551615-18446744073709551615", b"-1", b"5-x",
                          b"(18446744073709551615-18446744073709551615"])
@@ -129,18 +134,19 @@ def trim_args(gen, xadd):
 def xadd(gen):
     r = gen.r
     args = [b"XADD", key(gen)]
-    if r.random() < 0.1:
+    if r.random() < 0.05:
         args.append(b"NOMKSTREAM")
     args += trim_args(gen, True)
     ids = gen.stream_ids
+    k = args[1]
     x = r.random()
+    # Mostly above the last one used on this key, so that adds succeed.
     if x < 0.55:
-        # Mostly above the last one used on this key, so that adds succeed.
-        gen.clock += r.choice([0, 0, 1, 1, 2, 5])
-        new = b"%d-%d" % (gen.clock, r.randint(0, 3))
-    elif x < 0.8:
-        gen.clock += r.choice([0, 1, 1, 3])
-        new = b"%d-*" % gen.clock
+        gen.clock[k] = gen.clock.get(k, 0) + r.choice([0, 1, 1, 1, 2])
+        new = b"%d-%d" % (gen.clock[k], r.randint(0, 3))
+    elif x < 0.85:
+        gen.clock[k] = gen.clock.get(k, 0) + r.choice([0, 1, 1, 2])
+        new = b"%d-*" % gen.clock[k]
     else:
         new = ids.id()
     return Op(args + [new] + pairs(gen))
@@ -169,25 +175,27 @@ def xtrim(gen):
 
 def xsetid(gen):
     r = gen.r
-    args = [b"XSETID", key(gen), b"%d-%d" % (r.randint(0, 80), r.randint(0, 3))]
+    top = gen.stream_ids.top()
+    k = key(gen)
+    args = [b"XSETID", k, b"%d-%d" % (r.randint(0, gen.clock.get(k, 0) + 1), r.randint(0, 3))]
     if r.random() < 0.3:
         args += [b"ENTRIESADDED", r.choice([b"0", b"5", b"100", b"-1"])]
     if r.random() < 0.3:
-        args += [b"MAXDELETEDID", b"%d-0" % r.randint(0, 80)]
+        args += [b"MAXDELETEDID", b"%d-0" % r.randint(0, top)]
     return Op(args)
 
 
 def xgroup(gen):
     r = gen.r
-    sub = r.choice([b"CREATE", b"CREATE", b"SETID", b"DESTROY", b"CREATECONSUMER",
-                    b"DELCONSUMER", b"create", b"HELP"])
+    sub = r.choice([b"CREATE", b"CREATE", b"CREATE", b"SETID", b"DESTROY", b"CREATECONSUMER",
+                    b"DELCONSUMER", b"create", b"HELP"] + [b"CREATE"] * 3)
     if sub == b"HELP":
         return Op([b"XGROUP", b"HELP"])
     args = [b"XGROUP", sub, key(gen), r.choice(GROUPS[:2])]
     up = sub.upper()
     if up in (b"CREATE", b"SETID"):
-        args.append(r.choice([b"$", b"0", b"0-0", b"%d-0" % r.randint(0, 60), b"bad"]))
-        if up == b"CREATE" and r.random() < 0.5:
+        args.append(r.choice([b"$", b"0", b"0", b"0-0", gen.stream_ids.id(), b"bad"]))
+        if up == b"CREATE" and r.random() < 0.8:
             args.append(b"MKSTREAM")
         if r.random() < 0.25:
             args += [b"ENTRIESREAD", r.choice([b"0", b"2", b"-1", b"-5", b"x"])]
@@ -198,14 +206,14 @@ def xgroup(gen):
 
 def xreadgroup(gen):
     r = gen.r
-    args = [b"XREADGROUP", b"GROUP", r.choice(GROUPS), r.choice(CONSUMERS)]
+    args = [b"XREADGROUP", b"GROUP", r.choice(GROUPS[:2] * 8 + GROUPS[2:]), r.choice(CONSUMERS)]
     if r.random() < 0.5:
         args += [b"COUNT", r.choice([b"1", b"2", b"5", b"0"])]
     if r.random() < 0.2:
         args.append(b"NOACK")
     n = r.choice([1, 1, 2])
     keys = [key(gen) for _ in range(n)]
-    ids = [r.choice([b">", b">", b">", b"0", b"0-0", b"%d-0" % r.randint(0, 40), b"$"])
+    ids = [r.choice([b">", b">", b">", b"0", b"0-0", gen.stream_ids.id(), b"$"])
            for _ in range(n)]
     return Op(args + [b"STREAMS"] + keys + ids)
 
@@ -217,19 +225,19 @@ def xread(gen):
         args += [b"COUNT", r.choice([b"1", b"2", b"0", b"-3"])]
     n = r.choice([1, 1, 2])
     keys = [key(gen) for _ in range(n)]
-    ids = [r.choice([b"0", b"$", b"%d-0" % r.randint(0, 40), b"0-0", b">"]) for _ in range(n)]
+    ids = [r.choice([b"0", b"$", gen.stream_ids.id(), b"0-0", b">"]) for _ in range(n)]
     return Op(args + [b"STREAMS"] + keys + ids)
 
 
 def xack(gen):
     n = gen.r.choice([1, 2, 3])
-    return Op([b"XACK", key(gen), gen.r.choice(GROUPS)] +
+    return Op([b"XACK", key(gen), gen.r.choice(GROUPS[:2] * 8 + GROUPS[2:])] +
               [gen.stream_ids.id() for _ in range(n)])
 
 
 def xpending(gen):
     r = gen.r
-    args = [b"XPENDING", key(gen), r.choice(GROUPS)]
+    args = [b"XPENDING", key(gen), r.choice(GROUPS[:2] * 8 + GROUPS[2:])]
     if r.random() < 0.4:
         return Op(args)
     if r.random() < 0.3:
@@ -243,8 +251,10 @@ def xpending(gen):
 
 def xclaim(gen):
     r = gen.r
-    args = [b"XCLAIM", key(gen), r.choice(GROUPS), r.choice(CONSUMERS), r.choice([b"0", HOUR])]
-    args += [b"%d-%d" % (r.randint(0, 40), r.randint(0, 3)) for _ in range(r.choice([1, 2, 3]))]
+    args = [b"XCLAIM", key(gen), r.choice(GROUPS[:2] * 8 + GROUPS[2:]), r.choice(CONSUMERS),
+            r.choice([b"0", HOUR])]
+    top = gen.stream_ids.top()
+    args += [b"%d-%d" % (r.randint(0, top), r.randint(0, 3)) for _ in range(r.choice([1, 2, 3]))]
     for opt in (b"FORCE", b"JUSTID"):
         if r.random() < 0.2:
             args.append(opt)
@@ -261,8 +271,8 @@ def xclaim(gen):
 
 def xautoclaim(gen):
     r = gen.r
-    args = [b"XAUTOCLAIM", key(gen), r.choice(GROUPS), r.choice(CONSUMERS),
-            r.choice([b"0", HOUR]), r.choice([b"0", b"0-0", b"-", b"%d-0" % r.randint(0, 40)])]
+    args = [b"XAUTOCLAIM", key(gen), r.choice(GROUPS[:2] * 8 + GROUPS[2:]), r.choice(CONSUMERS),
+            r.choice([b"0", HOUR]), r.choice([b"0", b"0-0", b"-", gen.stream_ids.id()])]
     if r.random() < 0.5:
         args += [b"COUNT", r.choice([b"1", b"2", b"10", b"0"])]
     if r.random() < 0.2:
@@ -277,7 +287,7 @@ def xinfo(gen):
         return Op([b"XINFO", b"HELP"])
     args = [b"XINFO", sub, key(gen)]
     if sub == b"CONSUMERS":
-        args.append(r.choice(GROUPS))
+        args.append(r.choice(GROUPS[:2] * 4 + GROUPS[2:]))
     elif sub == b"STREAM" and r.random() < 0.5:
         args.append(b"FULL")
         if r.random() < 0.5:

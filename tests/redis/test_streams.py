@@ -27,8 +27,9 @@ COMMANDS = int(os.environ.get("STRATA_STREAMS_COMMANDS", "4000"))
 class StreamGen(Gen):
     def __init__(self, seed):
         super().__init__(seed)
-        self.stream_ids = Ids(self.r)
-        self.clock = 1
+        self.clock = {}
+        self.stream_ids = Ids(self.r, self)
+        self.queued = []
 
     def key(self):
         return self.r.choice(gens.STREAM_KEYS)
@@ -38,8 +39,13 @@ class StreamGen(Gen):
         x = r.random()
         if x < 0.01:
             return Op([b"DEL", self.key()])
+        if x < 0.013:
+            # A string for a few commands, then gone again.
+            k = self.key()
+            self.queued.append(Op([b"DEL", k]))
+            return Op([b"SET", k, b"x"])
         if x < 0.02:
-            return Op([b"SET", self.key(), b"x"])
+            return Op([b"XLEN", self.key()])
         if x < 0.03:
             return Op([b"TYPE", self.key()])
         if x < 0.04:
@@ -48,13 +54,22 @@ class StreamGen(Gen):
             return Op([b"RENAME", self.key(), self.key()])
         if x < 0.06:
             return Op([b"COPY", self.key(), self.key(), b"REPLACE"])
+        if x < 0.07:
+            # Small nodes, so that `~` trimming has whole nodes to remove.
+            return Op([b"CONFIG", b"SET", b"stream-node-max-entries",
+                       r.choice([b"1", b"2", b"3", b"5", b"100"])])
         names = list(gens.GENERATORS)
         weights = [w for w, _ in gens.GENERATORS.values()]
         c = r.choices(names, weights=weights)[0]
         return gens.GENERATORS[c][1](self)
 
     def ops(self, n):
-        return [self.op() for _ in range(n)]
+        out = []
+        while len(out) < n:
+            out.append(self.op())
+            if self.queued and self.r.random() < 0.2:
+                out.append(self.queued.pop())
+        return out
 
 
 def run(redis_server, strata_server, seed, n, resp3):
@@ -62,6 +77,7 @@ def run(redis_server, strata_server, seed, n, resp3):
     pair = Pair(redis_server.port, strata_server.port, resp3)
     try:
         pair.reset()
+        pair.call([b"CONFIG", b"SET", b"stream-node-max-entries", b"100"])
         res = pair.run(ops)
         if res is None:
             return
@@ -75,6 +91,7 @@ def run(redis_server, strata_server, seed, n, resp3):
             lines += [f"  -> redis:  {final[2]!r}"[:3000], f"  -> strata: {final[3]!r}"[:3000]]
         raise AssertionError("\n".join(lines))
     finally:
+        pair.call([b"CONFIG", b"SET", b"stream-node-max-entries", b"100"])
         pair.close()
 
 

@@ -154,7 +154,11 @@ fn read_generic(ctx: &mut Ctx<'_>, r: ReadArgs) -> CmdResult {
                 return Err(CmdError::reply("ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option."));
             }
             b">" => Start::New,
-            other => Start::After(strict_id_arg(other, 0)?),
+            // Redis marks `>` with the largest ID: that ID given explicitly reads as `>`.
+            other => match strict_id_arg(other, 0)? {
+                StreamId::MAX if r.group.is_some() => Start::New,
+                id => Start::After(id),
+            },
         };
         froms.push(from);
     }

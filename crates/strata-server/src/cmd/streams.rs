@@ -262,7 +262,7 @@ fn xadd(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     })?;
     let pairs: Vec<(&[u8], &[u8])> = fields.chunks(2).map(|p| (&p[0][..], &p[1][..])).collect();
     let mut w = Writes::new();
-    s.add(&mut w, id, &pairs, node_max(ctx));
+    s.add(store, &mut w, id, &pairs, node_max(ctx))?;
     s.put_meta(&mut w);
     store.apply(w)?;
     if let Some(rule) = t.rule {
@@ -281,13 +281,14 @@ fn range_generic(ctx: &mut Ctx<'_>, args: &mut Args, rev: bool) -> CmdResult {
     let a = args.rest().to_vec();
     let key = &a[0];
     let (start_arg, end_arg) = if rev { (&a[2], &a[1]) } else { (&a[1], &a[2]) };
+    // Each bound is parsed and moved past before the next is read, as Redis does.
     let (mut start, startex) = interval_id(start_arg, 0)?;
-    let (mut end, endex) = interval_id(end_arg, u64::MAX)?;
     if startex {
         start = start
             .incr()
             .ok_or_else(|| CmdError::reply("ERR invalid start ID for the interval"))?;
     }
+    let (mut end, endex) = interval_id(end_arg, u64::MAX)?;
     if endex {
         end = end
             .decr()
@@ -444,11 +445,7 @@ fn xsetid(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             ));
         }
     }
-    if id < s.info.max_deleted {
-        return Err(CmdError::reply(
-            "ERR The ID specified in XSETID is smaller than current max_deleted_entry_id",
-        ));
-    }
+    // Redis 7.0.15 does not compare the ID with the stream's own largest deleted ID.
     s.info.last_id = id;
     if let Some(n) = entries_added {
         s.info.entries_added = n;

@@ -144,9 +144,22 @@ impl StreamInfo {
 }
 
 /// An entry record's value: a flags byte (bit 0: the entry starts a node of Redis's
-/// layout), the number of pairs (u32) and each field and value as a u32 length and bytes.
-pub fn encode_entry(node_start: bool, fields: &[(impl AsRef<[u8]>, impl AsRef<[u8]>)]) -> Vec<u8> {
-    let mut v = vec![u8::from(node_start)];
+/// layout; bit 1: the node's entry count follows, 8 bytes, kept once the node is no longer
+/// the last), the number of pairs (u32) and each field and value as a u32 length and bytes.
+/// `head`: `None` for an entry inside a node, `Some(count)` for a node's first (0: the last
+/// node, whose count is in the metadata).
+pub fn encode_entry_head(
+    head: Option<u64>,
+    fields: &[(impl AsRef<[u8]>, impl AsRef<[u8]>)],
+) -> Vec<u8> {
+    let mut v = vec![match head {
+        None => 0,
+        Some(0) => 1,
+        Some(_) => 3,
+    }];
+    if let Some(c) = head.filter(|&c| c > 0) {
+        v.extend_from_slice(&c.to_be_bytes());
+    }
     v.extend_from_slice(&(fields.len() as u32).to_be_bytes());
     for (f, x) in fields {
         for b in [f.as_ref(), x.as_ref()] {
@@ -157,9 +170,22 @@ pub fn encode_entry(node_start: bool, fields: &[(impl AsRef<[u8]>, impl AsRef<[u
     v
 }
 
+/// [`encode_entry_head`] without a stored count.
+pub fn encode_entry(node_start: bool, fields: &[(impl AsRef<[u8]>, impl AsRef<[u8]>)]) -> Vec<u8> {
+    encode_entry_head(node_start.then_some(0), fields)
+}
+
 /// `None` for bytes that are not an entry record's value.
-pub fn decode_entry(b: &[u8]) -> Option<(bool, Fields)> {
-    let (&flags, rest) = b.split_first()?;
+pub fn decode_entry_head(b: &[u8]) -> Option<(Option<u64>, Fields)> {
+    let (&flags, mut rest) = b.split_first()?;
+    if flags & !3 != 0 || flags == 2 {
+        return None;
+    }
+    let mut head = (flags & 1 == 1).then_some(0);
+    if flags & 2 == 2 {
+        head = Some(u64::from_be_bytes(rest.get(..8)?.try_into().ok()?));
+        rest = &rest[8..];
+    }
     let n = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
     let mut at = 4;
     let mut take = || -> Option<Vec<u8>> {
@@ -176,7 +202,12 @@ pub fn decode_entry(b: &[u8]) -> Option<(bool, Fields)> {
         let x = take()?;
         fields.push((f, x));
     }
-    (at == rest.len()).then_some((flags & 1 == 1, fields))
+    (at == rest.len()).then_some((head, fields))
+}
+
+/// [`decode_entry_head`], with only whether the entry starts a node.
+pub fn decode_entry(b: &[u8]) -> Option<(bool, Fields)> {
+    decode_entry_head(b).map(|(h, f)| (h.is_some(), f))
 }
 
 /// A stream read for a command: its key, metadata and own fields.
@@ -308,13 +339,17 @@ impl Stream {
     /// layout hold up to `node_max` entries.
     pub fn add(
         &mut self,
+        store: &Store,
         w: &mut Writes,
         id: StreamId,
         fields: &[(impl AsRef<[u8]>, impl AsRef<[u8]>)],
         node_max: u64,
-    ) {
-        let node_start =
-            self.info.tail_node == 0 || (node_max > 0 && self.info.tail_node >= node_max);
+    ) -> Result<()> {
+        let full = node_max > 0 && self.info.tail_node >= node_max;
+        let node_start = self.info.tail_node == 0 || full;
+        if full {
+            self.seal_tail(store, w)?;
+        }
         if node_start {
             self.info.tail_node = 0;
         }
@@ -326,6 +361,60 @@ impl Stream {
         self.info.last_id = id;
         if self.meta.size == 1 {
             self.info.first_id = id;
+        }
+        Ok(())
+    }
+
+    /// The last node stops being the last: its first entry keeps its count from now on.
+    fn seal_tail(&self, store: &Store, w: &mut Writes) -> Result<()> {
+        let mut start: Option<(StreamId, Fields)> = None;
+        self.scan_entries(store, StreamId::MAX, true, |id, head, f| {
+            if head.is_some() {
+                start = Some((id, f));
+                return false;
+            }
+            true
+        })?;
+        if let Some((id, f)) = start {
+            let v = encode_entry_head(Some(self.info.tail_node), &f);
+            w.put_member(self.db, &self.key, &self.entry_key(id), &v);
+        }
+        Ok(())
+    }
+
+    /// Visits the entries from `from` (inclusive) onwards, or downwards when `reverse`,
+    /// with each one's node head, until `f` returns false.
+    fn scan_entries(
+        &self,
+        store: &Store,
+        from: StreamId,
+        reverse: bool,
+        mut f: impl FnMut(StreamId, Option<u64>, Fields) -> bool,
+    ) -> Result<()> {
+        let (lo, hi) = if reverse {
+            let mut hi = self.entry_key(from);
+            hi.push(0);
+            (self.entry_key(StreamId::MIN), hi)
+        } else {
+            (
+                self.entry_key(from),
+                crate::keys::prefix_end(&self.record(TAG_ENTRY, &[])),
+            )
+        };
+        let at = lo.len() - 16;
+        let mut bad = None;
+        store.scan_range(&lo, &hi, reverse, |k, v| {
+            match (StreamId::from_bytes(&k[at..]), decode_entry_head(v)) {
+                (Some(id), Some((head, fields))) => f(id, head, fields),
+                _ => {
+                    bad = Some(k.to_vec());
+                    false
+                }
+            }
+        })?;
+        match bad {
+            Some(k) => Err(corrupt(&k)),
+            None => Ok(()),
         }
     }
 
@@ -342,13 +431,15 @@ impl Stream {
         let doomed: HashSet<StreamId> = ids.iter().copied().collect();
         let mut n = 0u64;
         for &id in ids {
-            let Some((start, _)) = self.get_entry(store, id)? else {
+            let k = self.entry_key(id);
+            let Some(v) = store.get_member(&k)? else {
                 continue;
             };
-            w.delete_member(self.db, &self.key, &self.entry_key(id));
+            let (head, _) = decode_entry_head(&v).ok_or_else(|| corrupt(&k))?;
+            w.delete_member(self.db, &self.key, &k);
             n += 1;
-            if start {
-                self.move_node_start(store, w, id, &doomed)?;
+            if let Some(count) = head {
+                self.move_node_start(store, w, id, count, &doomed)?;
             }
             if tombstones && id > self.info.max_deleted {
                 self.info.max_deleted = id;
@@ -365,58 +456,69 @@ impl Stream {
         Ok(n)
     }
 
-    /// Entry `id`, which started a node, is deleted (with the rest of `doomed`): the node's
-    /// next surviving entry starts it now; a node left without one is gone.
+    /// Entry `id`, which started a node (with stored count `count`), is deleted (with the
+    /// rest of `doomed`): the node's next surviving entry starts it now; a node left without
+    /// one is gone, and if it was the last, the node before it with a survivor is the last
+    /// now, with the count its first entry kept.
     fn move_node_start(
         &mut self,
         store: &Store,
         w: &mut Writes,
         id: StreamId,
+        count: u64,
         doomed: &HashSet<StreamId>,
     ) -> Result<()> {
-        let Some(from) = id.incr() else {
-            self.info.tail_node = 0;
-            return Ok(());
-        };
-        // (the heir, or the next node's start reached first)
         let mut heir: Option<(StreamId, Fields)> = None;
         let mut next_node = false;
-        let lo = self.entry_key(from);
-        let hi = crate::keys::prefix_end(&self.record(TAG_ENTRY, &[]));
-        let mut bad = None;
-        store.scan_range(&lo, &hi, false, |k, v| {
-            let (Some(nid), Some((start, f))) =
-                (StreamId::from_bytes(&k[lo.len() - 16..]), decode_entry(v))
-            else {
-                bad = Some(k.to_vec());
-                return false;
-            };
-            if start {
-                next_node = true;
-                return false;
-            }
-            if doomed.contains(&nid) {
-                return true;
-            }
-            heir = Some((nid, f));
-            false
-        })?;
-        if let Some(k) = bad {
-            return Err(corrupt(&k));
+        if let Some(from) = id.incr() {
+            self.scan_entries(store, from, false, |nid, head, f| {
+                if head.is_some() {
+                    next_node = true;
+                    return false;
+                }
+                if doomed.contains(&nid) {
+                    return true;
+                }
+                heir = Some((nid, f));
+                false
+            })?;
         }
         match heir {
             Some((nid, f)) => {
-                w.put_member(
-                    self.db,
-                    &self.key,
-                    &self.entry_key(nid),
-                    &encode_entry(true, &f),
-                );
+                let v = encode_entry_head(Some(count), &f);
+                w.put_member(self.db, &self.key, &self.entry_key(nid), &v);
             }
-            None if !next_node => self.info.tail_node = 0,
+            None if !next_node => {
+                self.info.tail_node = self.previous_node_count(store, id, doomed)?
+            }
             None => {}
         }
         Ok(())
+    }
+
+    /// The entry count of the last node before `id` that keeps a surviving entry (0: none).
+    fn previous_node_count(
+        &self,
+        store: &Store,
+        id: StreamId,
+        doomed: &HashSet<StreamId>,
+    ) -> Result<u64> {
+        let Some(before) = id.decr() else {
+            return Ok(0);
+        };
+        let (mut survivor, mut count) = (false, 0);
+        self.scan_entries(store, before, true, |nid, head, _| {
+            survivor |= !doomed.contains(&nid);
+            match head {
+                Some(c) if survivor => {
+                    count = c;
+                    false
+                }
+                Some(_) => true,
+                None => true,
+            }
+        })?;
+        Ok(count)
     }
 
     /// Sets the first ID after the first entry was deleted (with the rest of `doomed`,

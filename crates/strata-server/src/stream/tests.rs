@@ -14,17 +14,19 @@ fn open() -> (tempfile::TempDir, Store) {
 /// A stream of `n` entries with IDs 1-0, 2-0, ... in nodes of `node_max`.
 fn filled(store: &Store, n: u64, node_max: u64) -> Stream {
     let mut s = Stream::create(0, b"s", store.next_version());
-    let mut w = Writes::new();
     for i in 1..=n {
+        let mut w = Writes::new();
         s.add(
+            store,
             &mut w,
             StreamId::new(i, 0),
             &[("f", i.to_string())],
             node_max,
-        );
+        )
+        .unwrap();
+        s.put_meta(&mut w);
+        store.apply(w).unwrap();
     }
-    s.put_meta(&mut w);
-    store.apply(w).unwrap();
     s
 }
 
@@ -120,16 +122,27 @@ fn deletes_keep_first_id_tombstones_and_nodes() {
         .collect();
     assert_eq!(starts, [2, 5, 7]);
     check(&store);
-    // Deleting the last node's only entry leaves no last node: the next add starts one.
+    // Deleting the last node's only entry makes [4 5 6] the last node again, with the
+    // count its first entry kept (3, deleted entries included): full, so the next add
+    // starts a node.
     let mut s = s;
     let mut w = Writes::new();
     s.delete(&store, &mut w, &[StreamId::new(7, 0)], true)
         .unwrap();
-    assert_eq!(s.info.tail_node, 0);
-    s.add(&mut w, StreamId::new(8, 0), &[("f", "8")], 3);
+    assert_eq!(s.info.tail_node, 3);
+    s.put_meta(&mut w);
+    store.apply(w).unwrap();
+    let mut w = Writes::new();
+    s.add(&store, &mut w, StreamId::new(8, 0), &[("f", "8")], 3)
+        .unwrap();
     s.put_meta(&mut w);
     store.apply(w).unwrap();
     assert!(s.get_entry(&store, StreamId::new(8, 0)).unwrap().unwrap().0);
+    // With room in it, the last node takes the next entry.
+    let mut w = Writes::new();
+    s.add(&store, &mut w, StreamId::new(9, 0), &[("f", "9")], 3)
+        .unwrap();
+    assert_eq!(s.info.tail_node, 2);
     check(&store);
 }
 
