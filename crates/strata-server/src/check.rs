@@ -34,8 +34,8 @@ const MAX_PROBLEMS: usize = 10_000;
 /// What [`check_types`] found.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct TypeReport {
-    /// Keys per type: string, hash, list, set, zset (the order of [`TYPE_NAMES`]).
-    pub keys: [u64; 5],
+    /// Keys per type: string, hash, list, set, zset, stream (the order of [`TYPE_NAMES`]).
+    pub keys: [u64; 6],
     /// Keys whose expiry has passed but whose records are still there (lazy expiry).
     pub expired_keys: u64,
     /// Member records of live incarnations (hash fields, list elements, set and sorted-set
@@ -52,7 +52,7 @@ pub struct TypeReport {
 }
 
 /// The names of [`TypeReport::keys`]' entries.
-pub const TYPE_NAMES: [&str; 5] = ["string", "hash", "list", "set", "zset"];
+pub const TYPE_NAMES: [&str; 6] = ["string", "hash", "list", "set", "zset", "stream"];
 
 impl TypeReport {
     pub fn is_ok(&self) -> bool {
@@ -89,6 +89,8 @@ struct KeyState {
     unscored: HashMap<Vec<u8>, u64>,
     /// Sorted sets: live score records seen.
     scores: u64,
+    /// Streams: what their records say, checked against the metadata at the end.
+    stream: stream::StreamCheck,
 }
 
 /// Verifies the Redis types of every key of every database in `db` (see the module
@@ -150,6 +152,7 @@ pub fn check_types(db: &Db) -> Result<TypeReport> {
                                 next_index,
                                 unscored: HashMap::new(),
                                 scores: 0,
+                                stream: Default::default(),
                             },
                         );
                     }
@@ -205,6 +208,11 @@ fn decode_meta(v: &[u8]) -> std::result::Result<Meta, String> {
                     meta.rtype.name(),
                     meta.value.len()
                 ));
+            }
+        }
+        RType::Stream => {
+            if crate::stream::StreamInfo::decode(&meta.value).is_none() {
+                return Err("stream metadata without valid stream fields".into());
             }
         }
     }
@@ -266,6 +274,7 @@ fn live_record(
             report.problem(db, key, "member record under a string".into());
         }
         RType::Hash => {}
+        RType::Stream => st.stream.record(rest, value),
         RType::Set => {
             if !value.is_empty() {
                 report.problem(db, key, "set member record holds a value".into());
@@ -324,8 +333,12 @@ fn live_record(
 
 /// The checks that need every record of a key: counts against the size field.
 fn finish_slot(report: &mut TypeReport, db: u8, keys: HashMap<Vec<u8>, KeyState>) {
-    for (key, st) in keys {
+    for (key, mut st) in keys {
         let m = &st.meta;
+        if m.rtype == RType::Stream {
+            st.stream.finish(m, |what| report.problem(db, &key, what));
+            continue;
+        }
         if !m.rtype.is_collection() {
             continue;
         }
@@ -380,5 +393,6 @@ fn finish_slot(report: &mut TypeReport, db: u8, keys: HashMap<Vec<u8>, KeyState>
     }
 }
 
+mod stream;
 #[cfg(test)]
 mod tests;

@@ -20,7 +20,6 @@ fn missing_reason(m: &Meta) -> &'static str {
         ("replicaof" | "slaveof" | "role" | "wait", _) => "replication is not built yet",
         ("readonly" | "readwrite" | "asking" | "cluster", _) => "cluster mode is not built yet",
         ("acl", _) => "ACL users are not built yet (requirepass works)",
-        (_, "stream") => "streams are not built yet",
         _ => "not built yet",
     }
 }
@@ -89,6 +88,24 @@ const DIFFERENCES: &[(&str, &str)] = &[
     (
         "memory|usage",
         "an estimate of the bytes the key's records hold on disk",
+    ),
+    (
+        "xinfo|stream",
+        "radix-tree-nodes is an estimate (Strata keeps entries as records, not in a radix tree)",
+    ),
+    (
+        "xadd",
+        "`~` trimming removes whole nodes of Redis's layout as Strata mirrors it: nodes of \
+         stream-node-max-entries entries, stream-node-max-bytes ignored",
+    ),
+    (
+        "xtrim",
+        "`~` trimming removes whole nodes of Redis's layout as Strata mirrors it: nodes of \
+         stream-node-max-entries entries, stream-node-max-bytes ignored",
+    ),
+    (
+        "dump",
+        "a stream is refused: the RDB stream encodings are not built yet",
     ),
 ];
 

@@ -61,6 +61,7 @@ mod scripting;
 mod server;
 mod slowlog;
 mod store;
+mod stream;
 mod tuning;
 mod txn;
 mod watch;

@@ -178,6 +178,7 @@ pub enum RType {
     List = 2,
     Set = 3,
     ZSet = 4,
+    Stream = 5,
 }
 
 impl RType {
@@ -188,6 +189,7 @@ impl RType {
             2 => Some(RType::List),
             3 => Some(RType::Set),
             4 => Some(RType::ZSet),
+            5 => Some(RType::Stream),
             _ => None,
         }
     }
@@ -200,6 +202,7 @@ impl RType {
             RType::List => "list",
             RType::Set => "set",
             RType::ZSet => "zset",
+            RType::Stream => "stream",
         }
     }
 

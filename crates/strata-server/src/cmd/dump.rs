@@ -55,8 +55,12 @@ pub fn load(store: &Store, db: u8, key: &[u8], m: &Meta) -> Result<Value, CmdErr
         ),
         // The member records, which keep a score's sign bit (-0 in a skiplist).
         RType::ZSet => Value::ZSet(zset::members_from(store, loc(db, key, m), b"", usize::MAX)?.0),
+        RType::Stream => return Err(CmdError::reply(STREAM_DUMP)),
     })
 }
+
+/// Streams have no RDB encoding here yet.
+pub const STREAM_DUMP: &str = "ERR DUMP of a stream is not supported yet";
 
 fn loc<'a>(db: u8, key: &'a [u8], m: &Meta) -> zset::Loc<'a> {
     zset::Loc {

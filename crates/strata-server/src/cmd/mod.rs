@@ -29,6 +29,10 @@ pub(crate) mod scripting;
 mod server;
 mod sets;
 mod sort;
+mod stream_groups;
+mod stream_info;
+mod stream_read;
+mod streams;
 mod strings;
 pub mod table;
 mod zblocking;
@@ -226,6 +230,7 @@ pub fn table() -> &'static table::Table {
             protected::COMMANDS,
             latency::COMMANDS,
             memory::COMMANDS,
+            streams::COMMANDS,
         ])
     })
 }
