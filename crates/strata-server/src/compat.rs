@@ -19,7 +19,6 @@ fn missing_reason(m: &Meta) -> &'static str {
         }
         ("replicaof" | "slaveof" | "role" | "wait", _) => "replication is not built yet",
         ("readonly" | "readwrite" | "asking" | "cluster", _) => "cluster mode is not built yet",
-        ("acl", _) => "ACL users are not built yet (requirepass works)",
         (_, "stream") => "streams are not built yet",
         (_, "geo") => "geo commands are not built yet",
         _ => "not built yet",
@@ -52,6 +51,20 @@ const DIFFERENCES: &[(&str, &str)] = &[
         "object|freq",
         "answers as Redis does under an LFU policy; Strata has no eviction",
     ),
+    (
+        "acl|setuser",
+        "no first-argument rules (`+select|0`, deprecated in 7.0): they answer an unknown \
+         command error",
+    ),
+    (
+        "acl|getuser",
+        "single-command rules in table order (Redis: hash order, which varies per start)",
+    ),
+    (
+        "acl|list",
+        "single-command rules in table order (Redis: hash order, which varies per start)",
+    ),
+    ("acl|cat", "commands in table order (Redis: hash order)"),
     (
         "memory|usage",
         "an estimate of the bytes the key's records hold on disk",
@@ -144,6 +157,10 @@ pub fn render() -> String {
             (d.name, what.to_string())
         })
         .collect();
+    names.push((
+        "user",
+        "acts: an ACL user (`user <name> <rules>...`), made at start".to_string(),
+    ));
     for t in crate::tuning::TUNING {
         let what = match t.alias {
             Some(a) => format!("accepted and read back, no effect here (alias `{a}`)"),
