@@ -64,7 +64,11 @@ const DIFFERENCES: &[(&str, &str)] = &[
         "acl|list",
         "single-command rules in table order (Redis: hash order, which varies per start)",
     ),
-    ("acl|cat", "commands in table order (Redis: hash order)"),
+    (
+        "acl|cat",
+        "commands in table order (Redis: hash order); `slow` and `connection` also list \
+         CLIENT SETINFO and NO-TOUCH (Redis 7.2 commands Strata answers)",
+    ),
     (
         "memory|usage",
         "an estimate of the bytes the key's records hold on disk",

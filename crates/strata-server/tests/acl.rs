@@ -205,7 +205,7 @@ fn auth_hello_requirepass_and_deleting_users() {
     };
     let V::Array(kv) = &log[0] else { panic!() };
     assert_eq!(kv[3], V::bulk("auth"));
-    assert_eq!(kv[7], V::bulk("auth"));
+    assert_eq!(kv[7], V::bulk("AUTH"), "the command as sent");
     assert_eq!(kv[9], V::bulk("bob"));
     // CONFIG SET requirepass is the default user's password.
     assert_eq!(admin.q(&["CONFIG", "SET", "requirepass", "new"]), V::ok());

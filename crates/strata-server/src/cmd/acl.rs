@@ -155,8 +155,8 @@ fn add_log(
 }
 
 /// AUTH and HELLO ... AUTH: authenticates the connection as `user`, or logs the failure
-/// (reason `auth`) and answers WRONGPASS.
-pub fn authenticate(ctx: &mut Ctx<'_>, command: &str, user: &[u8], pass: &[u8]) -> CmdResult {
+/// (reason `auth`, the object the command's name as sent) and answers WRONGPASS.
+pub fn authenticate(ctx: &mut Ctx<'_>, command: &[u8], user: &[u8], pass: &[u8]) -> CmdResult {
     let found = ctx.shared.acl.get(user);
     if let Some(u) = found.filter(|u| u.read().password_ok(pass)) {
         ctx.conn.authenticated = true;
@@ -174,7 +174,7 @@ pub fn authenticate(ctx: &mut Ctx<'_>, command: &str, user: &[u8], pass: &[u8]) 
         &ctx.conn.info,
         Reason::Auth,
         context,
-        command.as_bytes().to_vec(),
+        command.to_vec(),
         user.to_vec(),
     );
     Err(CmdError::reply(
@@ -235,7 +235,7 @@ fn getuser(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     r.map(6);
     r.bulk(b"flags");
     let flags = u.flags();
-    r.array(flags.len());
+    r.set(flags.len());
     for f in flags {
         r.bulk(f.as_bytes());
     }

@@ -57,6 +57,11 @@ fn quit(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
 
 use super::acl::authenticate;
 
+/// The command's name as the client sent it (ACL LOG's object of a failed AUTH).
+fn sent_name(args: &Args) -> bytes::Bytes {
+    args.sent(0).cloned().unwrap_or_default()
+}
+
 fn auth(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     match args.remaining() {
         1 => {
@@ -67,12 +72,12 @@ fn auth(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
                 ));
             }
             let pass = args.next_bytes()?;
-            authenticate(ctx, "auth", b"default", &pass)?;
+            authenticate(ctx, &sent_name(args), b"default", &pass)?;
         }
         2 => {
             let user = args.next_bytes()?;
             let pass = args.next_bytes()?;
-            authenticate(ctx, "auth", &user, &pass)?;
+            authenticate(ctx, &sent_name(args), &user, &pass)?;
         }
         _ => return Err(CmdError::reply(ERR_SYNTAX)),
     }
@@ -118,7 +123,7 @@ fn hello(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         }
     }
     if let Some((user, pass)) = creds {
-        authenticate(ctx, "hello", &user, &pass)?;
+        authenticate(ctx, &sent_name(args), &user, &pass)?;
     }
     if ctx.auth_required() {
         return Err(CmdError::reply(
