@@ -147,6 +147,18 @@ def noperm_steps():
         ["GET", "sel:1"], ["SET", "sel:1", "x"], ["ACL", "WHOAMI"],
     ]]
     s.append(("admin", ["ACL", "LOG"]))
+    # Rules changed between queueing and EXEC.
+    s += [("app", ["MULTI"]), ("app", ["GET", "app:1"]), ("app", ["HGET", "app:h", "f"]),
+          ("admin", ["ACL", "SETUSER", "app", "-get", "resetkeys", "~app:h"]),
+          ("app", ["EXEC"]), ("admin", ["ACL", "LOG", "1"])]
+    # Channels of subscriptions: a pattern must be an allowed pattern itself.
+    s.append(("admin", ["ACL", "SETUSER", "sub", "on", ">pw", "+@all", "allkeys",
+                        "&news.*", "&fixed"]))
+    s += [("sub", a) for a in [
+        ["PUBLISH", "news.a", "m"], ["PUBLISH", "other", "m"], ["SPUBLISH", "fixed", "m"],
+        ["PSUBSCRIBE", "news.a*"], ["SSUBSCRIBE", "other"], ["SUBSCRIBE", "fixed", "no"],
+    ]]
+    s.append(("admin", ["ACL", "LOG", "3"]))
     # Failed authentication.
     s.append(("admin", ["ACL", "SETUSER", "off1", "off", ">pw", "+@all"]))
     s.append(("off1", ["GET", "x"]))
