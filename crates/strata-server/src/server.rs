@@ -612,7 +612,9 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
         let _ = sock.set_nodelay(true);
         let (maxclients, denied, keepalive) = {
             let c = shared.config.read();
-            let denied = c.protected_mode && c.requirepass.is_none() && !addr.ip().is_loopback();
+            // Redis: while the default user needs no password.
+            let open = shared.acl.default_user().read().nopass;
+            let denied = c.protected_mode && open && !addr.ip().is_loopback();
             (c.maxclients, denied, c.tcp_keepalive_secs)
         };
         if keepalive > 0 {
