@@ -223,3 +223,87 @@ pub fn from_config(c: &crate::config::Config) -> Result<Acl, String> {
     }
     Ok(acl)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn config(text: &str) -> Config {
+        let mut c = Config::default();
+        c.apply_file_text(text, std::path::Path::new("strata.conf"))
+            .unwrap();
+        c
+    }
+
+    #[test]
+    fn users_from_the_config_file() {
+        let c = config(
+            "requirepass top\nuser alice on >a ~app:* +@read\nuser bob on nopass (~x +get)\n",
+        );
+        let acl = from_config(&c).unwrap();
+        assert!(acl.auth_required());
+        assert!(acl.default_user().read().password_ok(b"top"));
+        let alice = acl.get(b"alice").unwrap();
+        assert!(alice.read().password_ok(b"a"));
+        assert_eq!(
+            alice.read().describe(),
+            format!(
+                "user alice on #{} ~app:* resetchannels -@all +@read",
+                user::hash_password(b"a")
+            )
+        );
+        assert_eq!(acl.get(b"bob").unwrap().read().selectors.len(), 1);
+        let names: Vec<Bytes> = acl.users().iter().map(|u| u.read().name.clone()).collect();
+        assert_eq!(names, ["alice", "bob", "default"]);
+    }
+
+    #[test]
+    fn bad_user_lines_and_aclfile_with_users_are_refused() {
+        let err = from_config(&config("user alice on +nosuch\n"))
+            .err()
+            .unwrap();
+        assert_eq!(
+            err,
+            "Error in user declaration 'alice': Unknown command or category name in ACL"
+        );
+        let mut c = config("user alice on\n");
+        c.aclfile = Some("users.acl".into());
+        assert!(from_config(&c)
+            .err()
+            .unwrap()
+            .starts_with("Configuring Redis with users"));
+        // New users' channels follow acl-pubsub-default.
+        let all = |text: &str| {
+            let acl = from_config(&config(text)).unwrap();
+            let carol = acl.get(b"carol").unwrap();
+            let all_channels = carol.read().root.all_channels;
+            all_channels
+        };
+        assert!(all("acl-pubsub-default allchannels\nuser carol on\n"));
+        assert!(!all("user carol on\n"));
+    }
+
+    #[test]
+    fn setuser_is_all_or_nothing_and_delete_spares_default() {
+        let acl = Acl::new(false);
+        let rules =
+            |r: &[&str]| -> Vec<Bytes> { r.iter().map(|s| Bytes::from(s.to_string())).collect() };
+        acl.set_user(b"u", &rules(&["on", "+get"]), false).unwrap();
+        let before = acl.get(b"u").unwrap().read().describe();
+        let (op, e) = acl
+            .set_user(b"u", &rules(&["off", "+nosuch"]), false)
+            .unwrap_err();
+        assert_eq!((&op[..], e), (&b"+nosuch"[..], RuleError::UnknownCommand));
+        assert_eq!(acl.get(b"u").unwrap().read().describe(), before);
+        assert!(acl.set_user(b"v", &rules(&["bogus"]), false).is_err());
+        assert!(acl.get(b"v").is_none(), "a failed SETUSER makes no user");
+        let removed = acl.delete(&rules(&["default", "u", "nosuch"]));
+        assert_eq!(removed.len(), 1);
+        assert!(acl.get(b"default").is_some() && acl.get(b"u").is_none());
+        acl.set_default_password(Some("p"));
+        assert!(acl.auth_required());
+        acl.set_default_password(None);
+        assert!(!acl.auth_required());
+    }
+}
