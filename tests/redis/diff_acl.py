@@ -151,6 +151,11 @@ def noperm_steps():
     s += [("app", ["MULTI"]), ("app", ["GET", "app:1"]), ("app", ["HGET", "app:h", "f"]),
           ("admin", ["ACL", "SETUSER", "app", "-get", "resetkeys", "~app:h"]),
           ("app", ["EXEC"]), ("admin", ["ACL", "LOG", "1"])]
+    # EXEC and DISCARD themselves denied.
+    s.append(("admin", ["ACL", "SETUSER", "noexec", "on", ">pw", "~*", "+@read", "+multi"]))
+    s += [("noexec", a) for a in [["MULTI"], ["GET", "a"], ["EXEC"], ["MULTI"],
+                                  ["AUTH", "noexec", "bad"], ["DISCARD"], ["EXEC"]]]
+    s.append(("admin", ["ACL", "LOG", "2"]))
     # Channels of subscriptions: a pattern must be an allowed pattern itself.
     s.append(("admin", ["ACL", "SETUSER", "sub", "on", ">pw", "+@all", "allkeys",
                         "&news.*", "&fixed"]))
