@@ -310,3 +310,32 @@ fn acl_file_load_save_and_errors() {
         "{err}"
     );
 }
+
+#[test]
+fn revoking_channels_closes_subscribers_that_lost_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut admin = Client::connect(s.local_addr());
+    assert_eq!(
+        admin.q(&["ACL", "SETUSER", "p", "on", ">pw", "allkeys", "+@all", "&a*"]),
+        V::ok()
+    );
+    let mut by_pattern = Client::connect(s.local_addr());
+    assert_eq!(by_pattern.q(&["AUTH", "p", "pw"]), V::ok());
+    by_pattern.q(&["PSUBSCRIBE", "a*"]);
+    let mut by_channel = Client::connect(s.local_addr());
+    assert_eq!(by_channel.q(&["AUTH", "p", "pw"]), V::ok());
+    by_channel.q(&["SUBSCRIBE", "abc"]);
+    // `a*` as a pattern is no longer allowed; channel `abc` still is.
+    assert_eq!(
+        admin.q(&["ACL", "SETUSER", "p", "resetchannels", "&abc"]),
+        V::ok()
+    );
+    assert!(by_pattern.closed());
+    assert_eq!(
+        by_channel.q(&["PING"]),
+        V::Array(vec![V::bulk("pong"), V::bulk("")])
+    );
+    assert_eq!(admin.q(&["PUBLISH", "abc", "m"]), V::Int(1));
+    s.shutdown().unwrap();
+}

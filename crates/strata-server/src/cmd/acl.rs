@@ -197,6 +197,38 @@ pub fn kill_clients_of(shared: &Shared, users: &[UserRef]) {
     }
 }
 
+/// Redis's `ACLKillPubsubClientsIfNeeded`: closes the connections of `user` subscribed to
+/// a channel or pattern its rules no longer allow.
+fn kill_pubsub_clients_if_needed(shared: &Shared, user: &UserRef) {
+    let u = user.read().clone();
+    if u.root.all_channels {
+        return;
+    }
+    for c in shared.clients.all() {
+        let name = c.published.lock().user.clone();
+        let same = match &name {
+            Some(n) => *n == u.name,
+            None => &u.name[..] == b"default",
+        };
+        if !same || !c.is_subscriber() {
+            continue;
+        }
+        let denied = shared
+            .pubsub
+            .subscriptions_of(c.id)
+            .iter()
+            .any(|(kind, ch)| {
+                let pattern = *kind == crate::pubsub::Kind::Pattern;
+                !std::iter::once(&u.root)
+                    .chain(&u.selectors)
+                    .any(|s| s.channel_allowed(ch, pattern))
+            });
+        if denied {
+            c.request_kill();
+        }
+    }
+}
+
 fn setuser(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let name = args.next_bytes()?;
     if name.iter().any(|&c| c == b' ' || c == 0) {
@@ -220,6 +252,9 @@ fn setuser(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             m.extend_from_slice(format!("': {e}").as_bytes());
             CmdError::reply_bytes(m)
         })?;
+    if let Some(u) = ctx.shared.acl.get(&name) {
+        kill_pubsub_clients_if_needed(ctx.shared, &u);
+    }
     ctx.reply.ok();
     Ok(())
 }
@@ -448,6 +483,7 @@ fn load(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     let users = file::load(&path, all_channels).map_err(|e| CmdError::reply(format!("ERR {e}")))?;
     let old = ctx.shared.acl.replace_all(users, all_channels);
     kill_clients_of(ctx.shared, &old);
+    kill_pubsub_clients_if_needed(ctx.shared, &ctx.shared.acl.default_user());
     ctx.reply.ok();
     Ok(())
 }
