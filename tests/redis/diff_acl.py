@@ -229,3 +229,34 @@ def normalize(args, reply):
         return [[(_text(k), v) for k, v in _pairs(e)
                  if _text(k) not in ("age-seconds", "client-info")] for e in reply]
     return reply
+
+
+# For test_differential.py's random sequences: read-only ACL commands of the default user
+# (the sequences here change no users, so other commands' replies stay comparable).
+def Op(args):
+    # Imported late: test_differential imports this module while it loads.
+    from test_differential import Op as op
+    return op(args)
+
+
+def acl_read(gen):
+    r = gen.r
+    k = gen.key()
+    return Op(r.choice([
+        [b"ACL", b"WHOAMI"],
+        [b"ACL", b"GETUSER", b"default"],
+        [b"ACL", b"GETUSER", b"nosuch"],
+        [b"ACL", b"USERS"],
+        [b"ACL", b"CAT"],
+        [b"ACL", b"LIST"],
+        [b"ACL", b"DRYRUN", b"default", b"GET", k],
+        [b"ACL", b"DRYRUN", b"default", b"SET", k, b"v"],
+        [b"ACL", b"DRYRUN", b"default", b"GET"],
+        [b"ACL", b"DRYRUN", b"nosuch", b"GET", k],
+        [b"ACL", b"WHOAMI", b"extra"],
+    ]))
+
+
+GENERATORS = {
+    "ACL": (1, acl_read),
+}
