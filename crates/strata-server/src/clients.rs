@@ -34,6 +34,8 @@ pub struct Published {
     /// CLIENT NO-EVICT ON (flag `e`) and NO-TOUCH ON (flag `T`, Redis 7.2).
     pub no_evict: bool,
     pub no_touch: bool,
+    /// The ACL user authenticated as (CLIENT LIST `user=`); `None`: `default`.
+    pub user: Option<Bytes>,
 }
 
 /// One connected client.
@@ -195,11 +197,12 @@ impl ClientInfo {
         if flags.is_empty() {
             flags.push('N');
         }
-        let _ = write!(
+        let _ =
+            write!(
             s,
             "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} \
              ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} \
-             obl={} oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={}",
+             obl={} oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -223,6 +226,9 @@ impl ClientInfo {
             omem,
             tot,
             if p.cmd.is_empty() { "NULL" } else { &p.cmd },
+            p.user
+                .as_ref()
+                .map_or(std::borrow::Cow::Borrowed("default"), |u| String::from_utf8_lossy(u)),
             p.resp,
         );
         s

@@ -19,7 +19,6 @@ fn missing_reason(m: &Meta) -> &'static str {
         }
         ("replicaof" | "slaveof" | "role" | "wait", _) => "replication is not built yet",
         ("readonly" | "readwrite" | "asking" | "cluster", _) => "cluster mode is not built yet",
-        ("acl", _) => "ACL users are not built yet (requirepass works)",
         _ => "not built yet",
     }
 }
@@ -84,6 +83,24 @@ const DIFFERENCES: &[(&str, &str)] = &[
         "sort_ro",
         "ALPHA compares bytes (Redis: strcoll in the server's locale, the same in the C \
          locale); a set sorted BY a constant pattern comes out in SMEMBERS order",
+    ),
+    (
+        "acl|setuser",
+        "no first-argument rules (`+select|0`, deprecated in 7.0): they answer an unknown \
+         command error",
+    ),
+    (
+        "acl|getuser",
+        "single-command rules in table order (Redis: hash order, which varies per start)",
+    ),
+    (
+        "acl|list",
+        "single-command rules in table order (Redis: hash order, which varies per start)",
+    ),
+    (
+        "acl|cat",
+        "commands in table order (Redis: hash order); `slow` and `connection` also list \
+         CLIENT SETINFO and NO-TOUCH (Redis 7.2 commands Strata answers)",
     ),
     (
         "memory|usage",
@@ -195,6 +212,10 @@ pub fn render() -> String {
             (d.name, what.to_string())
         })
         .collect();
+    names.push((
+        "user",
+        "acts: an ACL user (`user <name> <rules>...`), made at start".to_string(),
+    ));
     for t in crate::tuning::TUNING {
         let what = match t.alias {
             Some(a) => format!("accepted and read back, no effect here (alias `{a}`)"),

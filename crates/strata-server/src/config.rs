@@ -40,6 +40,17 @@ pub struct Config {
     pub dir: PathBuf,
     /// Password of the default user; `None`: no authentication.
     pub requirepass: Option<String>,
+    /// The ACL file users are loaded from at start and by ACL LOAD, saved to by ACL SAVE
+    /// (`docs/format/acl-file.md`); `None`: users live only in memory (and `user` lines).
+    pub aclfile: Option<PathBuf>,
+    /// `user <name> <rules...>` lines of the config file, applied at start (Redis refuses
+    /// them together with `aclfile`).
+    pub users: Vec<Vec<String>>,
+    /// `acl-pubsub-default`: new users may use every channel (`allchannels`) or none
+    /// (`resetchannels`, Redis 7.0's default).
+    pub acl_pubsub_all_channels: bool,
+    /// Most entries the ACL log keeps. Default: 128.
+    pub acllog_max_len: u64,
     /// Refuse non-loopback clients while no password is set. Default: yes.
     pub protected_mode: bool,
     /// Most simultaneous clients. Default: 10000.
@@ -180,6 +191,10 @@ impl Default for Config {
             port: 6379,
             dir: PathBuf::from("./strata-data"),
             requirepass: None,
+            aclfile: None,
+            users: Vec::new(),
+            acl_pubsub_all_channels: false,
+            acllog_max_len: 128,
             protected_mode: true,
             maxclients: 10000,
             timeout_secs: 0,
@@ -337,6 +352,55 @@ pub static DIRECTIVES: &[Directive] = &[
         set: |c, v| {
             let p = one(v)?;
             c.requirepass = (!p.is_empty()).then(|| p.to_string());
+            Ok(())
+        },
+        mutable: true,
+    },
+    Directive {
+        name: "aclfile",
+        get: |c| {
+            c.aclfile
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        },
+        set: |c, v| {
+            let p = one(v)?;
+            c.aclfile = (!p.is_empty()).then(|| PathBuf::from(p));
+            Ok(())
+        },
+        mutable: false,
+    },
+    Directive {
+        name: "acl-pubsub-default",
+        get: |c| {
+            if c.acl_pubsub_all_channels {
+                "allchannels"
+            } else {
+                "resetchannels"
+            }
+            .to_string()
+        },
+        set: |c, v| {
+            c.acl_pubsub_all_channels = match one(v)?.to_ascii_lowercase().as_str() {
+                "allchannels" => true,
+                "resetchannels" => false,
+                _ => {
+                    return Err(
+                        "argument(s) must be one of the following: allchannels, resetchannels"
+                            .to_string(),
+                    )
+                }
+            };
+            Ok(())
+        },
+        mutable: true,
+    },
+    Directive {
+        name: "acllog-max-len",
+        get: |c| c.acllog_max_len.to_string(),
+        set: |c, v| {
+            c.acllog_max_len = int_in(v, 0, i64::from(i32::MAX))? as u64;
             Ok(())
         },
         mutable: true,
@@ -681,6 +745,14 @@ impl Config {
     /// Applies one `name value...` line; `at` names its place for errors.
     fn apply(&mut self, name: &str, values: &[String], at: &str) -> Result<(), ConfigError> {
         let fail = |e: String| ConfigError(format!("{at}: '{name}': {e}"));
+        if name.eq_ignore_ascii_case("user") {
+            // ACL users (`acl/`): checked when the server starts.
+            if values.is_empty() {
+                return Err(fail("wrong number of arguments".to_string()));
+            }
+            self.users.push(values.to_vec());
+            return Ok(());
+        }
         if let Some(t) = crate::tuning::find(name) {
             let v = values.join(" ");
             self.tuning

@@ -590,7 +590,7 @@ fn limits(shared: &Shared, conn: &ConnState) -> Limits {
     let c = shared.config.read();
     Limits {
         max_bulk_bytes: c.proto_max_bulk_len,
-        authenticated: conn.authenticated || c.requirepass.is_none(),
+        authenticated: conn.authenticated || !shared.acl.auth_required(),
     }
 }
 

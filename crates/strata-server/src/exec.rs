@@ -80,11 +80,8 @@ fn route_spec(shared: &Shared, conn: &ConnState, spec: &'static Spec, argv: &[By
     {
         return Route::Inline;
     }
-    if !spec.has(flag::NO_AUTH) && !conn.authenticated {
-        let password = shared.config.read().requirepass.is_some();
-        if password {
-            return Route::Inline;
-        }
+    if !spec.has(flag::NO_AUTH) && !conn.authenticated && shared.acl.auth_required() {
+        return Route::Inline;
     }
     let Some(keys) = table::keys(spec, argv).filter(|k| !k.is_empty()) else {
         return Route::Inline;

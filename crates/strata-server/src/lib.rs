@@ -31,6 +31,7 @@
 #![forbid(unsafe_code)]
 
 mod access;
+mod acl;
 mod blocking;
 pub mod check;
 mod clients;

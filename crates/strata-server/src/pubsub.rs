@@ -433,6 +433,23 @@ impl PubSub {
             .collect()
     }
 
+    /// Client `id`'s subscriptions (ACL checks them when its user's channel rules change).
+    pub fn subscriptions_of(&self, id: u64) -> Vec<(Kind, Bytes)> {
+        let st = self.state.read();
+        let Some(c) = st.clients.get(&id) else {
+            return Vec::new();
+        };
+        let kinds = [
+            (Kind::Channel, &c.channels),
+            (Kind::Pattern, &c.patterns),
+            (Kind::Shard, &c.shard_channels),
+        ];
+        kinds
+            .into_iter()
+            .flat_map(|(k, set)| set.iter().map(move |n| (k, n.clone())))
+            .collect()
+    }
+
     /// Subscribers of `channel` (or of the shard channel; pattern subscriptions not
     /// counted).
     pub fn numsub(&self, kind: Kind, channel: &[u8]) -> usize {

@@ -97,6 +97,8 @@ impl Stats {
 
 /// State shared by every connection.
 pub struct Shared {
+    /// ACL users and the ACL log (`acl/`).
+    pub acl: crate::acl::Acl,
     pub config: RwLock<Config>,
     pub store: Store,
     pub stats: Stats,
@@ -150,6 +152,10 @@ impl Shared {
             self.store.db().set_hot_bytes(c.hot_memory_bytes);
         }
         self.slowlog.trim(c.slowlog_max_len);
+        self.acl.log.trim(c.acllog_max_len as usize);
+        if c.requirepass != self.config.read().requirepass {
+            self.acl.set_default_password(c.requirepass.as_deref());
+        }
         set_lfu_params(&self.store, &c);
         *self.config.write() = c;
     }
@@ -174,8 +180,10 @@ impl Shared {
             id: info.id,
             info,
             db: 0,
-            // As Redis: clients start authenticated while no password is set.
-            authenticated: self.config.read().requirepass.is_none(),
+            // As Redis: clients start authenticated (as `default`) while the default user
+            // needs no password.
+            authenticated: !self.acl.auth_required(),
+            user: self.acl.default_user(),
             name: None,
             close_after_reply: false,
             reply_off: false,
@@ -334,6 +342,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
     if config.databases > MAX_DATABASES {
         return Err(ConfigError(format!("databases must be at most {MAX_DATABASES}")).into());
     }
+    let acl = crate::acl::from_config(&config).map_err(ConfigError)?;
     let listeners = bind_all(&config)?;
     let local_addrs: Vec<SocketAddr> = listeners
         .iter()
@@ -362,6 +371,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
     set_lfu_params(&store, &config);
     let functions = crate::cmd::functions::open(&store).map_err(ServerError::Functions)?;
     let shared = Arc::new_cyclic(|me| Shared {
+        acl,
         store,
         functions,
         pubsub: crate::pubsub::PubSub::default(),
@@ -605,7 +615,9 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
         let _ = sock.set_nodelay(true);
         let (maxclients, denied, keepalive) = {
             let c = shared.config.read();
-            let denied = c.protected_mode && c.requirepass.is_none() && !addr.ip().is_loopback();
+            // Redis: while the default user needs no password.
+            let open = shared.acl.default_user().read().nopass;
+            let denied = c.protected_mode && open && !addr.ip().is_loopback();
             (c.maxclients, denied, c.tcp_keepalive_secs)
         };
         if keepalive > 0 {

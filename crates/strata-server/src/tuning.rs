@@ -69,7 +69,6 @@ const POLICIES: &[&str] = &[
 
 /// Every tuning directive, by name.
 pub static TUNING: &[Tuning] = &[
-    t("acllog-max-len", "128", Int),
     t("active-defrag-cycle-max", "25", Int),
     t("active-defrag-cycle-min", "1", Int),
     t("active-defrag-ignore-bytes", "104857600", Mem),

@@ -140,6 +140,8 @@ struct KillFilter {
     id: Option<u64>,
     addr: Option<Vec<u8>>,
     laddr: Option<Vec<u8>>,
+    /// Authenticated as this ACL user.
+    user: Option<Vec<u8>>,
     /// A type no client here has (master, replica).
     no_type_match: bool,
     /// TYPE pubsub (`Some(true)`) or normal (`Some(false)`).
@@ -154,6 +156,10 @@ impl KillFilter {
             || self.subscribers.is_some_and(|s| s != c.is_subscriber())
             || self.addr.as_ref().is_some_and(|a| a != c.addr.as_bytes())
             || self.laddr.as_ref().is_some_and(|a| a != c.laddr.as_bytes())
+            || self.user.as_ref().is_some_and(|u| {
+                let p = c.published.lock();
+                p.user.as_ref().map_or(&b"default"[..], |x| &x[..]) != &u[..]
+            })
             || (self.skipme && c.id == me))
     }
 }
@@ -195,12 +201,13 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
                 "ADDR" => f.addr = Some(val.to_vec()),
                 "LADDR" => f.laddr = Some(val.to_vec()),
                 "USER" => {
-                    if &val[..] != b"default" {
+                    if ctx.shared.acl.get(val).is_none() {
                         let mut msg = b"ERR No such user '".to_vec();
                         msg.extend_from_slice(val);
                         msg.push(b'\'');
                         return Err(CmdError::reply_bytes(msg));
                     }
+                    f.user = Some(val.to_vec());
                 }
                 "SKIPME" => {
                     f.skipme = match String::from_utf8_lossy(val).to_ascii_lowercase().as_str() {
@@ -407,7 +414,9 @@ fn reset(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
         p.no_evict = false;
         p.no_touch = false;
     }
-    ctx.conn.authenticated = ctx.shared.config.read().requirepass.is_none();
+    ctx.conn.authenticated = !ctx.shared.acl.auth_required();
+    ctx.conn.user = ctx.shared.acl.default_user();
+    ctx.conn.info.published.lock().user = None;
     ctx.reply.proto = Proto::Resp2;
     ctx.reply.simple("RESET");
     Ok(())

@@ -55,50 +55,29 @@ fn quit(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     Ok(())
 }
 
-const ERR_WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+use super::acl::authenticate;
 
-/// Checks `user`/`pass` against the default user (the only user until ACLs exist). Marks
-/// the connection authenticated on success.
-fn authenticate(ctx: &mut Ctx<'_>, user: &[u8], pass: &[u8]) -> CmdResult {
-    let ok = user == b"default"
-        && match &ctx.shared.config.read().requirepass {
-            None => true,
-            Some(p) => constant_time_eq(p.as_bytes(), pass),
-        };
-    if !ok {
-        return Err(CmdError::reply(ERR_WRONGPASS));
-    }
-    ctx.conn.authenticated = true;
-    Ok(())
-}
-
-/// Compares without an early exit (Redis's `time_independent_strcmp`).
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = a.len() ^ b.len();
-    for i in 0..a.len().max(b.len()) {
-        let x = a.get(i).copied().unwrap_or(0);
-        let y = b.get(i).copied().unwrap_or(0);
-        diff |= usize::from(x ^ y);
-    }
-    diff == 0
+/// The command's name as the client sent it (ACL LOG's object of a failed AUTH).
+fn sent_name(args: &Args) -> bytes::Bytes {
+    args.sent(0).cloned().unwrap_or_default()
 }
 
 fn auth(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     match args.remaining() {
         1 => {
-            if ctx.shared.config.read().requirepass.is_none() {
+            if ctx.shared.acl.default_user().read().nopass {
                 return Err(CmdError::reply(
                     "ERR AUTH <password> called without any password configured for the \
                      default user. Are you sure your configuration is correct?",
                 ));
             }
             let pass = args.next_bytes()?;
-            authenticate(ctx, b"default", &pass)?;
+            authenticate(ctx, &sent_name(args), b"default", &pass)?;
         }
         2 => {
             let user = args.next_bytes()?;
             let pass = args.next_bytes()?;
-            authenticate(ctx, &user, &pass)?;
+            authenticate(ctx, &sent_name(args), &user, &pass)?;
         }
         _ => return Err(CmdError::reply(ERR_SYNTAX)),
     }
@@ -144,7 +123,7 @@ fn hello(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         }
     }
     if let Some((user, pass)) = creds {
-        authenticate(ctx, &user, &pass)?;
+        authenticate(ctx, &sent_name(args), &user, &pass)?;
     }
     if ctx.auth_required() {
         return Err(CmdError::reply(
@@ -203,11 +182,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn password_comparison() {
-        assert!(constant_time_eq(b"abc", b"abc"));
-        assert!(!constant_time_eq(b"abc", b"abd"));
-        assert!(!constant_time_eq(b"abc", b"abcd"));
-        assert!(!constant_time_eq(b"", b"a"));
+    fn client_names() {
         assert!(valid_client_name(b"my-client"));
         assert!(!valid_client_name(b"a b"));
     }

@@ -4,6 +4,7 @@
 //! command, which parses its arguments through [`Args`] and replies through the reply
 //! builder.
 
+mod acl;
 mod admin;
 pub mod args;
 mod bitfield;
@@ -120,6 +121,8 @@ pub struct ConnState {
     /// Selected database.
     pub db: u8,
     pub authenticated: bool,
+    /// The ACL user this connection runs as (`default` until AUTH).
+    pub user: crate::acl::UserRef,
     pub name: Option<Bytes>,
     /// Close the connection once the pending replies are written (QUIT, protocol errors).
     pub close_after_reply: bool,
@@ -144,9 +147,10 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// Redis's `authRequired`: a password is set and this client has not authenticated.
+    /// Redis's `authRequired`: the default user needs a password and this client has not
+    /// authenticated.
     pub fn auth_required(&self) -> bool {
-        !self.conn.authenticated && self.shared.config.read().requirepass.is_some()
+        !self.conn.authenticated && self.shared.acl.auth_required()
     }
 }
 
@@ -207,6 +211,7 @@ pub fn table() -> &'static table::Table {
     TABLE.get_or_init(|| {
         table::build(&[
             connection::COMMANDS,
+            acl::COMMANDS,
             client::COMMANDS,
             server::COMMANDS,
             command::COMMANDS,
@@ -377,6 +382,11 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
     }
     if ctx.conn.multi.is_some() && spec.flags & flag::NO_MULTI != 0 {
         multi::reject(ctx, false, b"ERR Command not allowed inside a transaction");
+        return Outcome::Rejected(full_name);
+    }
+    // The user's permissions (`cmd/acl.rs`), before anything else may refuse the command.
+    if let Err(msg) = acl::permit(ctx, spec, &argv) {
+        multi::reject(ctx, is_exec, &msg);
         return Outcome::Rejected(full_name);
     }
     // Redis's processCommand: no writes (nor PING, nor an EXEC of writes) while the log

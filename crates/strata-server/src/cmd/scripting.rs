@@ -181,6 +181,7 @@ impl Host for ScriptHost<'_> {
         if spec.flags & NOSCRIPT != 0 {
             return Err("ERR This Redis command is not allowed from script".to_string());
         }
+        super::acl::permit_script(self.shared, self.conn, spec, &argv)?;
         if spec.flags & WRITE != 0 && self.read_only {
             return Err("ERR Write commands are not allowed from read-only scripts.".to_string());
         }
