@@ -63,6 +63,8 @@ run STRATA_SERVER_CRASH_KILLS=5 \
   cargo test -q -p strata-server --test crash_types acknowledged_type_writes_survive_kill_9_long "${EXACT[@]}"
 run STRATA_SCRIPT_CRASH_KILLS=5 \
   cargo test -q -p strata-server --test script_crash scripts_survive_kill_9_whole_or_not_at_all_long "${EXACT[@]}"
+run STRATA_SERVER_CRASH_KILLS=5 \
+  cargo test -q -p strata-server --test crash_streams acknowledged_stream_writes_survive_kill_9_long "${EXACT[@]}"
 # No size knob yet (the server crate's own test): run as it is, in the debug build.
 run cargo test -q -p strata-server --lib filter::tests::reclaims_a_deleted_collection_of_1m_members \
   "${EXACT[@]}"
