@@ -50,6 +50,7 @@ mod info;
 pub mod keys;
 mod list;
 mod long_double;
+mod notify;
 pub mod protocol;
 mod pubsub;
 pub mod rdb;

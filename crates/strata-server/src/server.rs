@@ -114,7 +114,7 @@ pub struct Shared {
     /// SCAN positions too long for a cursor (`cursor.rs`).
     pub scan_bounds: crate::cursor::ScanBounds,
     /// Channel and pattern subscriptions (`pubsub.rs`).
-    pub pubsub: crate::pubsub::PubSub,
+    pub pubsub: Arc<crate::pubsub::PubSub>,
     /// SAVE and BGSAVE state; LASTSAVE reads `saves.last_save_unix()`.
     pub saves: crate::save::Saves,
     /// The Lua script cache and interpreters (`scripting/`).
@@ -149,6 +149,7 @@ impl Shared {
         }
         self.slowlog.trim(c.slowlog_max_len);
         set_lfu_params(&self.store, &c);
+        configure_notify(&self.store, &c);
         *self.config.write() = c;
     }
 
@@ -358,11 +359,14 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
     let (stop, _) = watch::channel(false);
     let store = Store::open(db, config.appendfsync == AppendFsync::Always)?;
     set_lfu_params(&store, &config);
+    let pubsub = Arc::new(crate::pubsub::PubSub::default());
+    store.notify.attach(pubsub.clone());
+    configure_notify(&store, &config);
     let functions = crate::cmd::functions::open(&store).map_err(ServerError::Functions)?;
     let shared = Arc::new_cyclic(|me| Shared {
         store,
         functions,
-        pubsub: crate::pubsub::PubSub::default(),
+        pubsub,
         saves: crate::save::Saves::default(),
         scripts: Default::default(),
         me: me.clone(),
@@ -719,4 +723,11 @@ fn set_lfu_params(store: &Store, c: &Config) {
     store
         .access
         .set_params(int("lfu-log-factor", 10), int("lfu-decay-time", 1));
+}
+
+/// Hands `notify-keyspace-events` and the subscribers' output limit to the store's
+/// notifier (`notify.rs`).
+fn configure_notify(store: &Store, c: &Config) {
+    let events = c.get("notify-keyspace-events").unwrap_or_default();
+    store.notify.configure(&events, c.output_limits[2]);
 }

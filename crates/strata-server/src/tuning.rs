@@ -4,8 +4,8 @@
 //! copied over), so they are accepted, validated as Redis validates their type, stored and
 //! read back as set, with Redis 7.0's defaults (from a real `redis-server`'s
 //! `CONFIG GET *`); nothing else reads them, but for `lfu-log-factor` and `lfu-decay-time`
-//! (the access counters of OBJECT FREQ, `access.rs`) and `hll-sparse-max-bytes` (when a sparse
-//! HyperLogLog becomes dense, `hll/`).
+//! (the access counters of OBJECT FREQ, `access.rs`), `hll-sparse-max-bytes` (when a sparse
+//! HyperLogLog becomes dense, `hll/`) and `notify-keyspace-events` (`notify.rs`).
 
 use crate::config::parse_memory;
 
@@ -24,6 +24,8 @@ pub enum Kind {
     Enum(&'static [&'static str]),
     /// Any string.
     Str,
+    /// Keyspace event classes (`notify.rs`), read back in Redis's order.
+    Events,
 }
 
 /// One tuning directive: name, Redis's default, kind, and an older name Redis still accepts
@@ -131,7 +133,7 @@ pub static TUNING: &[Tuning] = &[
     t("maxmemory-policy", "noeviction", Enum(POLICIES)),
     t("maxmemory-samples", "5", Int),
     t("no-appendfsync-on-rewrite", "no", Bool),
-    t("notify-keyspace-events", "", Str),
+    t("notify-keyspace-events", "", Events),
     t(
         "oom-score-adj",
         "no",
@@ -206,6 +208,7 @@ pub fn normalize(t: &Tuning, value: &str) -> Result<String, String> {
             }
         }
         Str => Ok(value.to_string()),
+        Events => crate::notify::normalize(value),
     }
 }
 
