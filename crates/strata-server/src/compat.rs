@@ -147,6 +147,12 @@ pub fn render() -> String {
     for t in crate::tuning::TUNING {
         let what = match t.alias {
             Some(a) => format!("accepted and read back, no effect here (alias `{a}`)"),
+            // Stored with the tuning directives, but it acts (`notify.rs`).
+            None if t.name == "notify-keyspace-events" => {
+                "acts (keyspace notifications; `e` and `d` accepted, never sent: no \
+                 eviction, no modules); CONFIG SET changes it at run time"
+                    .to_string()
+            }
             None => "accepted and read back, no effect here".to_string(),
         };
         names.push((t.name, what));
