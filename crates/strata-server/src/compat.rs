@@ -53,6 +53,11 @@ const DIFFERENCES: &[(&str, &str)] = &[
         "answers as Redis does under an LFU policy; Strata has no eviction",
     ),
     (
+        "client|pause",
+        "lazy expiry still deletes expired keys during a pause (active expiry waits, as in \
+         Redis)",
+    ),
+    (
         "memory|usage",
         "an estimate of the bytes the key's records hold on disk",
     ),

@@ -51,6 +51,7 @@ pub mod keys;
 mod list;
 mod long_double;
 mod notify;
+mod pause;
 pub mod protocol;
 mod pubsub;
 pub mod rdb;

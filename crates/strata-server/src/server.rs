@@ -113,6 +113,8 @@ pub struct Shared {
     pub slowlog: SlowLog,
     /// SCAN positions too long for a cursor (`cursor.rs`).
     pub scan_bounds: crate::cursor::ScanBounds,
+    /// CLIENT PAUSE's state (`pause.rs`).
+    pub pause: crate::pause::Pause,
     /// Channel and pattern subscriptions (`pubsub.rs`).
     pub pubsub: Arc<crate::pubsub::PubSub>,
     /// SAVE and BGSAVE state; LASTSAVE reads `saves.last_save_unix()`.
@@ -367,6 +369,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
         store,
         functions,
         pubsub,
+        pause: Default::default(),
         saves: crate::save::Saves::default(),
         scripts: Default::default(),
         me: me.clone(),
@@ -472,6 +475,10 @@ fn spawn_expire_thread(shared: Arc<Shared>) -> JoinHandle<()> {
             let rx = shared.shutdown_receiver();
             while !*rx.borrow() {
                 std::thread::sleep(crate::expire::PERIOD);
+                // As Redis: no active expiry while clients are paused.
+                if shared.pause.expiry_paused() {
+                    continue;
+                }
                 if let Err(e) =
                     crate::expire::active_expire_cycle(&shared.store, crate::expire::CYCLE_BUDGET)
                 {
