@@ -151,3 +151,53 @@ def test_config_values(redis_server, strata_server):
         s.call("CONFIG", "SET", "notify-keyspace-events", "")
         r.close()
         s.close()
+
+
+MONITORED = [
+    [b"SET", b"k", b"v"],
+    [b"get", b"k"],
+    [b"SET", b"q\"\\ \n\t\x00\xff", b""],
+    [b"AUTH", b"secret"],
+    [b"AUTH", b"user", b"secret"],
+    [b"HELLO", b"2", b"AUTH", b"default", b"secret"],
+    [b"HELLO", b"2", b"SETNAME", b"me"],
+    [b"CONFIG", b"GET", b"maxmemory"],
+    [b"NOSUCH", b"x"],
+    [b"GET"],
+    [b"MULTI"], [b"INCR", b"n"], [b"LPUSH", b"l", b"a"], [b"EXEC"],
+    [b"EVAL", b"redis.call('SET', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])",
+     b"1", b"s", b"x"],
+    [b"SELECT", b"1"], [b"SET", b"k1", b"1"], [b"SELECT", b"0"],
+    [b"PING"],
+    [b"DEL", b"k", b"n", b"l", b"s"],
+]
+
+
+def monitor_lines(port):
+    mon = Client(port)
+    assert mon.call("MONITOR") == ("+", "OK")
+    c = Client(port)
+    for cmd in MONITORED:
+        c.call(*cmd)
+    c.call("ECHO", "end")
+    lines = []
+    while True:
+        kind, text = mon.read()
+        assert kind == "+", (kind, text)
+        # The time and the client's port differ between the servers.
+        stamp, rest = text.split(" ", 1)
+        assert len(stamp.split(".")[1]) == 6, stamp
+        db, addr, rest = rest.split(" ", 2)
+        assert addr in ("lua]",) or addr.startswith("127.0.0.1:"), addr
+        lines.append((db, "lua" if addr == "lua]" else "client", rest))
+        if rest == '"ECHO" "end"':
+            mon.close()
+            c.close()
+            return lines
+
+
+def test_monitor_lines(redis_server, strata_server):
+    want = monitor_lines(redis_server.port)
+    got = monitor_lines(strata_server.port)
+    assert got == want, "\n".join(f"{w!r}\n{g!r}\n" for w, g in zip(want, got) if w != g) \
+        or f"{want!r}\n{got!r}"

@@ -78,6 +78,7 @@ impl Drop for ClientSlot {
             let _ = self.0.pubsub.leave(self.1.id, &self.1);
         }
         self.0.clients.remove(self.1.id);
+        self.0.monitors.remove(self.1.id);
         self.0.store.watches.unwatch_all(self.1.id);
         self.0
             .stats

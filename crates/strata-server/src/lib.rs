@@ -50,6 +50,7 @@ mod info;
 pub mod keys;
 mod list;
 mod long_double;
+mod monitor;
 mod notify;
 mod pause;
 pub mod protocol;

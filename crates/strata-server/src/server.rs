@@ -113,6 +113,8 @@ pub struct Shared {
     pub slowlog: SlowLog,
     /// SCAN positions too long for a cursor (`cursor.rs`).
     pub scan_bounds: crate::cursor::ScanBounds,
+    /// Clients in MONITOR mode (`monitor.rs`).
+    pub monitors: crate::monitor::Monitors,
     /// CLIENT PAUSE's state (`pause.rs`).
     pub pause: crate::pause::Pause,
     /// Channel and pattern subscriptions (`pubsub.rs`).
@@ -183,6 +185,7 @@ impl Shared {
             skip_next: false,
             multi: None,
             in_exec: false,
+            in_script: false,
             sub: None,
         }
     }
@@ -370,6 +373,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
         functions,
         pubsub,
         pause: Default::default(),
+        monitors: Default::default(),
         saves: crate::save::Saves::default(),
         scripts: Default::default(),
         me: me.clone(),

@@ -23,6 +23,7 @@ pub static COMMANDS: &[Entry] = &[
     cmd("client|reply", client_reply),
     cmd("client|unblock", client_unblock),
     cmd("client|pause", client_pause),
+    cmd("monitor", monitor),
     cmd("client|unpause", client_unpause),
     cmd("client|help", client_help),
     cmd_with("reset", reset, RUNS_IN_MULTI | WHILE_SUBSCRIBED),
@@ -451,6 +452,24 @@ fn client_pause(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 
 fn client_unpause(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     ctx.shared.pause.unpause();
+    ctx.reply.ok();
+    Ok(())
+}
+
+/// MONITOR (`monitor.rs`): this client receives every command's line from now on; again
+/// in monitor mode, no reply, as Redis.
+fn monitor(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    if ctx.shared.monitors.contains(ctx.conn.id) {
+        return Ok(());
+    }
+    let resp3 = ctx.reply.proto == Proto::Resp3;
+    let info = ctx.conn.info.clone();
+    let sub = ctx
+        .conn
+        .sub
+        .get_or_insert_with(|| crate::pubsub::Subscriber::new(info, resp3))
+        .clone();
+    ctx.shared.monitors.add(sub);
     ctx.reply.ok();
     Ok(())
 }
