@@ -40,6 +40,13 @@ fn monitor_shows_every_clients_commands() {
     c.q(&["NOSUCH"]);
     c.q(&["EVAL", "return redis.call('GET', KEYS[1])", "1", "k"]);
     c.q(&["SELECT", "2"]);
+    match c.q(&["CLIENT", "LIST"]) {
+        V::Bulk(b) => {
+            let list = String::from_utf8(b).unwrap();
+            assert!(list.lines().any(|l| l.contains(" flags=O ")), "{list}");
+        }
+        other => panic!("{other:?}"),
+    }
     // CLIENT INFO is not an admin command: shown, as in Redis.
     assert_eq!(line(&mut m), format!("[0 {addr}] \"CLIENT\" \"INFO\""));
     assert_eq!(
@@ -53,6 +60,7 @@ fn monitor_shows_every_clients_commands() {
     );
     assert_eq!(line(&mut m), "[0 lua] \"GET\" \"k\"");
     assert_eq!(line(&mut m), format!("[2 {addr}] \"SELECT\" \"2\""));
+    // CLIENT LIST is an admin command: not shown.
     // A monitor that leaves stops receiving; the others go on.
     drop(m);
     assert_eq!(c.q(&["PING"]), V::Simple("PONG".into()));

@@ -470,6 +470,10 @@ fn monitor(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
         .get_or_insert_with(|| crate::pubsub::Subscriber::new(info, resp3))
         .clone();
     ctx.shared.monitors.add(sub);
+    ctx.conn
+        .info
+        .monitor
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     ctx.reply.ok();
     Ok(())
 }
