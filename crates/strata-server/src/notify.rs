@@ -142,11 +142,21 @@ pub fn flags_to_string(flags: u32) -> String {
     s
 }
 
-/// Normalizes a `notify-keyspace-events` value as CONFIG SET stores it.
+/// Normalizes a `notify-keyspace-events` value as CONFIG SET stores it: Redis's form,
+/// with `n` after `A` when both are set (Redis keeps the flag though it does not show it:
+/// [`shown`]).
 pub fn normalize(value: &str) -> Result<String, String> {
-    parse_flags(value.as_bytes())
-        .map(flags_to_string)
-        .ok_or_else(|| ERR_BAD_CLASS.to_string())
+    let flags = parse_flags(value.as_bytes()).ok_or_else(|| ERR_BAD_CLASS.to_string())?;
+    let mut s = flags_to_string(flags);
+    if flags & ALL == ALL && flags & Class::New as u32 != 0 {
+        s.insert(1, 'n');
+    }
+    Ok(s)
+}
+
+/// What CONFIG GET shows for a stored value (Redis's `keyspaceEventsFlagsToString`).
+pub fn shown(stored: &str) -> String {
+    flags_to_string(parse_flags(stored.as_bytes()).unwrap_or(0))
 }
 
 /// The server's notification switch and the pub/sub it publishes to. Owned by the store
@@ -242,6 +252,9 @@ mod tests {
     #[test]
     fn flags_parse_and_print_as_redis() {
         // Pairs read back from redis-server 7.0.15's CONFIG SET / CONFIG GET.
+        assert_eq!(normalize("AKEn").unwrap(), "AnKE");
+        assert_eq!(shown("AnKE"), "AKE");
+        assert_ne!(parse_flags(b"AnKE").unwrap() & Class::New as u32, 0);
         for (set, get) in [
             ("KEA", "AKE"),
             ("Ex", "xE"),
@@ -254,7 +267,7 @@ mod tests {
             ("El$", "$lE"),
             ("Kghm", "ghKm"),
         ] {
-            assert_eq!(normalize(set).unwrap(), get, "{set}");
+            assert_eq!(shown(&normalize(set).unwrap()), get, "{set}");
         }
         assert_eq!(normalize("KEq").unwrap_err(), ERR_BAD_CLASS);
         assert_eq!(parse_flags(b"a"), None);

@@ -739,6 +739,11 @@ fn set_lfu_params(store: &Store, c: &Config) {
 /// Hands `notify-keyspace-events` and the subscribers' output limit to the store's
 /// notifier (`notify.rs`).
 fn configure_notify(store: &Store, c: &Config) {
-    let events = c.get("notify-keyspace-events").unwrap_or_default();
+    // The stored form: CONFIG GET's hides `n` under `A`, which still acts.
+    let events = c
+        .tuning
+        .get("notify-keyspace-events")
+        .cloned()
+        .unwrap_or_default();
     store.notify.configure(&events, c.output_limits[2]);
 }

@@ -174,7 +174,16 @@ pub fn find(name: &str) -> Option<&'static Tuning> {
     })
 }
 
-/// Checks `value` for `t` and returns the form read back; the error is Redis's text.
+/// The value CONFIG GET shows for the stored `value` of `t` (the stored form keeps what
+/// Redis keeps but does not show: `n` under `A` in `notify-keyspace-events`).
+pub fn shown(t: &Tuning, value: String) -> String {
+    match t.kind {
+        Events => crate::notify::shown(&value),
+        _ => value,
+    }
+}
+
+/// Checks `value` for `t` and returns the form stored; the error is Redis's text.
 pub fn normalize(t: &Tuning, value: &str) -> Result<String, String> {
     match t.kind {
         Int => value
