@@ -74,6 +74,8 @@ pub struct ClientInfo {
     pub kill: Notify,
     /// Blocked in a blocking command (CLIENT LIST flag `b`).
     pub blocked: AtomicBool,
+    /// In MONITOR mode (flag `O`).
+    pub monitor: AtomicBool,
 }
 
 impl ClientInfo {
@@ -104,6 +106,7 @@ impl ClientInfo {
             killed: AtomicBool::new(false),
             kill: Notify::new(),
             blocked: AtomicBool::new(false),
+            monitor: AtomicBool::new(false),
         }
     }
 
@@ -173,6 +176,9 @@ impl ClientInfo {
         let (sub, psub) = (self.sub(), self.psub());
         let ssub = self.ssub.load(Ordering::Relaxed);
         let mut flags = String::new();
+        if self.monitor.load(Ordering::Relaxed) {
+            flags.push('O');
+        }
         if sub + psub + ssub > 0 {
             flags.push('P');
         }

@@ -14,9 +14,7 @@ fn missing_reason(m: &Meta) -> &'static str {
     match (name, group) {
         ("module", _) => "no modules: answers as a server without module support",
         ("debug", _) => "no DEBUG: answers as a server with the debug command disabled",
-        ("monitor" | "latency" | "lolwut" | "failover" | "psync" | "sync" | "replconf", _) => {
-            "not built yet"
-        }
+        ("latency" | "lolwut" | "failover" | "psync" | "sync" | "replconf", _) => "not built yet",
         ("replicaof" | "slaveof" | "role" | "wait", _) => "replication is not built yet",
         ("readonly" | "readwrite" | "asking" | "cluster", _) => "cluster mode is not built yet",
         _ => "not built yet",
@@ -101,6 +99,15 @@ const DIFFERENCES: &[(&str, &str)] = &[
         "acl|cat",
         "commands in table order (Redis: hash order); `slow` and `connection` also list \
          CLIENT SETINFO and NO-TOUCH (Redis 7.2 commands Strata answers)",
+    ),
+    (
+        "client|pause",
+        "lazy expiry still deletes expired keys during a pause (active expiry waits, as in \
+         Redis)",
+    ),
+    (
+        "monitor",
+        "a RESP2 client in monitor mode may run only the commands a subscriber may",
     ),
     (
         "memory|usage",
@@ -219,6 +226,12 @@ pub fn render() -> String {
     for t in crate::tuning::TUNING {
         let what = match t.alias {
             Some(a) => format!("accepted and read back, no effect here (alias `{a}`)"),
+            // Stored with the tuning directives, but it acts (`notify.rs`).
+            None if t.name == "notify-keyspace-events" => {
+                "acts (keyspace notifications; `e` and `d` accepted, never sent: no \
+                 eviction, no modules); CONFIG SET changes it at run time"
+                    .to_string()
+            }
             None => "accepted and read back, no effect here".to_string(),
         };
         names.push((t.name, what));

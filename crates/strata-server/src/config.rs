@@ -770,7 +770,8 @@ impl Config {
             return Some((d.get)(self));
         }
         let t = crate::tuning::find(name)?;
-        Some(self.tuning.get(t.name).cloned().unwrap_or_default())
+        let v = self.tuning.get(t.name).cloned().unwrap_or_default();
+        Some(crate::tuning::shown(t, v))
     }
 
     /// Applies the lines of a redis.conf-style file (`#` comments, Redis's quoting).

@@ -60,7 +60,13 @@ enum Step {
     /// A blocking command blocked: write the replies before it, wait for its reply
     /// (dropped if CLIENT REPLY says so), then continue with the buffered requests.
     Blocked(crate::blocking::Wait, bool),
+    /// CLIENT PAUSE holds this request (`pause.rs`): write the replies before it, wait for
+    /// the pause to end, then run it and continue with the buffered requests.
+    Paused(Box<Held>),
 }
+
+/// A request looked up and routed, not run yet.
+type Held = (Vec<Bytes>, Found, Route);
 
 /// Decrements the connected-clients count and leaves the registry (and any pub/sub
 /// subscription) however the connection ends.
@@ -72,6 +78,7 @@ impl Drop for ClientSlot {
             let _ = self.0.pubsub.leave(self.1.id, &self.1);
         }
         self.0.clients.remove(self.1.id);
+        self.0.monitors.remove(self.1.id);
         self.0.store.watches.unwatch_all(self.1.id);
         self.0
             .stats
@@ -149,6 +156,8 @@ where
     let mut reply = ReplyBuf::new(Proto::Resp2);
     let mut queued = Queued::new();
     let mut stop = shared.shutdown_receiver();
+    // The request a pause held, run first once it ends.
+    let mut held: Option<Held> = None;
     loop {
         let (idle, query_limit) = {
             let c = shared.config.read();
@@ -204,6 +213,7 @@ where
                 &mut buf,
                 &mut reply,
                 &mut queued,
+                &mut held,
             )
             .await;
             info.qbuf.store(buf.len(), Ordering::Relaxed);
@@ -228,6 +238,7 @@ where
                                     &mut buf,
                                     &mut reply,
                                     &mut queued,
+                                    &mut held,
                                 )
                                 .await;
                                 out.extend_from_slice(&reply.take());
@@ -255,6 +266,17 @@ where
                         Some(_) => {}
                         None => return,
                     }
+                    continue;
+                }
+                Step::Paused(request) => {
+                    while shared.pause.holds(&request.1, &conn) {
+                        tokio::select! {
+                            () = shared.pause.ended() => {}
+                            _ = crate::server::stopped(&mut stop) => return,
+                            _ = info.kill.notified() => return,
+                        }
+                    }
+                    held = Some(*request);
                     continue;
                 }
             }
@@ -407,9 +429,12 @@ async fn run_buffered(
     buf: &mut BytesMut,
     reply: &mut ReplyBuf,
     queued: &mut Queued,
+    held: &mut Option<Held>,
 ) -> Step {
-    // A request (routed) parsed while gathering a run that belongs to the next step.
-    let mut carried: Option<(Vec<Bytes>, Found, Route)> = None;
+    // A request (routed) parsed while gathering a run that belongs to the next step; first,
+    // the one a pause held, which runs now.
+    let mut carried: Option<Held> = held.take();
+    let mut released = carried.is_some();
     loop {
         if queued.len() >= MAX_QUEUED {
             drain(queued, reply).await;
@@ -439,6 +464,12 @@ async fn run_buffered(
                 }
             },
         };
+        // CLIENT PAUSE: the request waits (its earlier replies written first); the one just
+        // released runs.
+        if !std::mem::take(&mut released) && shared.pause.holds(&found, conn) {
+            drain(queued, reply).await;
+            return Step::Paused(Box::new((argv, found, route)));
+        }
         // CLIENT REPLY: a command's reply is dropped while replies are off or skipped
         // (Redis's CLIENT_REPLY_OFF / CLIENT_REPLY_SKIP).
         let skip = std::mem::take(&mut conn.skip_next);
@@ -499,14 +530,16 @@ async fn run_buffered(
                                         keys,
                                         reads,
                                     },
-                                ) if s == shard => run.push(Routed {
-                                    argv: a,
-                                    found,
-                                    shard,
-                                    write,
-                                    keys,
-                                    reads,
-                                }),
+                                ) if s == shard && !shared.pause.holds(&found, conn) => {
+                                    run.push(Routed {
+                                        argv: a,
+                                        found,
+                                        shard,
+                                        write,
+                                        keys,
+                                        reads,
+                                    })
+                                }
                                 (found, other) => {
                                     carried = Some((a, found, other));
                                     break;

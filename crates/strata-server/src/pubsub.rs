@@ -94,16 +94,27 @@ impl Subscriber {
     /// Appends one message (`body`: its encoding without the leading type byte) and
     /// enforces the output limit.
     fn deliver(&self, body: &[u8], limit: OutputLimit) {
+        let kind = if self.resp3.load(Ordering::Relaxed) {
+            b'>'
+        } else {
+            b'*'
+        };
+        self.append(kind, body, limit);
+    }
+
+    /// Appends a status line (`+` and `line`, CRLF included): MONITOR's output
+    /// (`monitor.rs`).
+    pub fn deliver_line(&self, line: &[u8], limit: OutputLimit) {
+        self.append(b'+', line, limit);
+    }
+
+    fn append(&self, kind: u8, body: &[u8], limit: OutputLimit) {
         if self.info.is_killed() {
             return;
         }
         let mut o = self.outbox.lock();
         let was_empty = o.buf.is_empty();
-        o.buf.put_u8(if self.resp3.load(Ordering::Relaxed) {
-            b'>'
-        } else {
-            b'*'
-        });
+        o.buf.put_u8(kind);
         o.buf.put_slice(body);
         let pending = (o.buf.len() + self.info.omem.load(Ordering::Relaxed)) as u64;
         let mut over = limit.hard_bytes > 0 && pending > limit.hard_bytes;

@@ -117,8 +117,12 @@ pub struct Shared {
     pub latency: crate::latency::Monitor,
     /// SCAN positions too long for a cursor (`cursor.rs`).
     pub scan_bounds: crate::cursor::ScanBounds,
+    /// Clients in MONITOR mode (`monitor.rs`).
+    pub monitors: crate::monitor::Monitors,
+    /// CLIENT PAUSE's state (`pause.rs`).
+    pub pause: crate::pause::Pause,
     /// Channel and pattern subscriptions (`pubsub.rs`).
-    pub pubsub: crate::pubsub::PubSub,
+    pub pubsub: Arc<crate::pubsub::PubSub>,
     /// SAVE and BGSAVE state; LASTSAVE reads `saves.last_save_unix()`.
     pub saves: crate::save::Saves,
     /// The Lua script cache and interpreters (`scripting/`).
@@ -157,6 +161,7 @@ impl Shared {
             self.acl.set_default_password(c.requirepass.as_deref());
         }
         set_lfu_params(&self.store, &c);
+        configure_notify(&self.store, &c);
         *self.config.write() = c;
     }
 
@@ -190,6 +195,7 @@ impl Shared {
             skip_next: false,
             multi: None,
             in_exec: false,
+            in_script: false,
             sub: None,
         }
     }
@@ -369,12 +375,17 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
     let (stop, _) = watch::channel(false);
     let store = Store::open(db, config.appendfsync == AppendFsync::Always)?;
     set_lfu_params(&store, &config);
+    let pubsub = Arc::new(crate::pubsub::PubSub::default());
+    store.notify.attach(pubsub.clone());
+    configure_notify(&store, &config);
     let functions = crate::cmd::functions::open(&store).map_err(ServerError::Functions)?;
     let shared = Arc::new_cyclic(|me| Shared {
         acl,
         store,
         functions,
-        pubsub: crate::pubsub::PubSub::default(),
+        pubsub,
+        pause: Default::default(),
+        monitors: Default::default(),
         saves: crate::save::Saves::default(),
         scripts: Default::default(),
         me: me.clone(),
@@ -481,6 +492,10 @@ fn spawn_expire_thread(shared: Arc<Shared>) -> JoinHandle<()> {
             let rx = shared.shutdown_receiver();
             while !*rx.borrow() {
                 std::thread::sleep(crate::expire::PERIOD);
+                // As Redis: no active expiry while clients are paused.
+                if shared.pause.expiry_paused() {
+                    continue;
+                }
                 if let Err(e) =
                     crate::expire::active_expire_cycle(&shared.store, crate::expire::CYCLE_BUDGET)
                 {
@@ -734,4 +749,16 @@ fn set_lfu_params(store: &Store, c: &Config) {
     store
         .access
         .set_params(int("lfu-log-factor", 10), int("lfu-decay-time", 1));
+}
+
+/// Hands `notify-keyspace-events` and the subscribers' output limit to the store's
+/// notifier (`notify.rs`).
+fn configure_notify(store: &Store, c: &Config) {
+    // The stored form: CONFIG GET's hides `n` under `A`, which still acts.
+    let events = c
+        .tuning
+        .get("notify-keyspace-events")
+        .cloned()
+        .unwrap_or_default();
+    store.notify.configure(&events, c.output_limits[2]);
 }

@@ -29,6 +29,7 @@
 use crate::access::AccessTable;
 use crate::expire::{Due, ExpiryIndex};
 use crate::keys::{db_range, meta_key, user_key_of_meta, SERVER_PREFIX};
+use crate::notify::Class;
 use crate::txn::{merge_scan, FrontTxn};
 use crate::watch::Watches;
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
@@ -427,7 +428,17 @@ pub struct Store {
     pub watches: Watches,
     /// Last access and access counter of keys (OBJECT FREQ, IDLETIME; `access.rs`).
     pub access: AccessTable,
+    /// Keyspace notifications (`notify.rs`): commands publish their events through it, the
+    /// store its `expired` and `new` events.
+    pub notify: crate::notify::Notifier,
+    /// The last keys expired (database, key, version), so that a key the active cycle and
+    /// a lazy read expire at the same time (reads on a worker take no stripe) is notified
+    /// once ([`Store::notify_expired`]).
+    expired_recently: Mutex<std::collections::VecDeque<(u8, Vec<u8>, u64)>>,
 }
+
+/// How many expired keys [`Store::notify_expired`] remembers.
+const EXPIRED_REMEMBERED: usize = 256;
 
 /// Stripe locks held for the duration of one command: exclusively, or shared by a blind
 /// write ([`Store::lock_blind`]).
@@ -522,6 +533,8 @@ impl Store {
             waited: WaitedKeys::default(),
             watches: Watches::default(),
             access: AccessTable::new(hot_bytes),
+            notify: Default::default(),
+            expired_recently: Mutex::new(Default::default()),
         };
         store.rebuild_expiry_index()?;
         Ok(store)
@@ -555,6 +568,28 @@ impl Store {
         // version would bring a deleted collection's members back.
         self.version.fetch_max(max_version, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Publishes `expired` for incarnation `version` of `key`, unless it was already (the
+    /// active cycle and a lazy read may both find it due).
+    fn notify_expired(&self, db: u8, key: &[u8], version: u64) {
+        if !self.notify.wants(Class::Expired) {
+            return;
+        }
+        {
+            let mut seen = self.expired_recently.lock();
+            if seen
+                .iter()
+                .any(|(d, k, v)| *d == db && *v == version && k == key)
+            {
+                return;
+            }
+            if seen.len() == EXPIRED_REMEMBERED {
+                seen.pop_front();
+            }
+            seen.push_back((db, key.to_vec(), version));
+        }
+        self.notify.event(Class::Expired, "expired", db, key);
     }
 
     pub(crate) fn expiry_index(&self) -> &ExpiryIndex {
@@ -612,6 +647,9 @@ impl Store {
         };
         let m = Meta::decode(&raw).ok_or_else(|| corrupt(key))?;
         if m.expired_at(now_ms()) {
+            // Published before the delete is visible: a command that finds the key gone
+            // (reads on a worker take no stripe) runs after its subscribers got the event.
+            self.notify_expired(db, key, m.version);
             self.db.delete_opt(&self.wo(), &mk)?;
             self.expires.remove(db, key);
             self.access.forget(db, key);
@@ -817,7 +855,15 @@ impl Store {
                 }
             }
         }
+        let puts: Vec<(u8, &[u8])> = w
+            .metas
+            .iter()
+            .filter(|(_, _, m)| m.is_some())
+            .map(|(d, k, _)| (*d, &k[..]))
+            .collect();
+        let new = self.absent_if_notified(&puts)?;
         self.raw_write(w.batch)?;
+        self.notify_new(&new);
         for (db, key, m) in &w.metas {
             self.note_write(*db, key, m.as_ref());
         }
@@ -1009,6 +1055,7 @@ impl Store {
             self.raw_delete(&mk)?;
             self.note_write(db, key, None);
             self.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
+            self.notify_expired(db, key, meta.version);
             return Ok(None);
         }
         if touch {
@@ -1041,6 +1088,7 @@ impl Store {
         let c = if m.is_some() {
             &self.stats.hits
         } else {
+            self.notify.event(Class::KeyMiss, "keymiss", db, key);
             &self.stats.misses
         };
         c.fetch_add(1, Ordering::Relaxed);
@@ -1065,6 +1113,7 @@ impl Store {
             let c = if m.is_some() {
                 &self.stats.hits
             } else {
+                self.notify.event(Class::KeyMiss, "keymiss", db, k);
                 &self.stats.misses
             };
             c.fetch_add(1, Ordering::Relaxed);
@@ -1074,9 +1123,33 @@ impl Store {
     }
 
     pub fn put(&self, db: u8, key: &[u8], meta: &Meta) -> Result<()> {
+        let new = self.absent_if_notified(&[(db, key)])?;
         self.raw_put(&meta_key(db, key), &meta.encode())?;
         self.note_write(db, key, Some(meta));
+        self.notify_new(&new);
         Ok(())
+    }
+
+    /// Of the keys about to be written, those with no record now, if `new` events are on
+    /// (Redis's `dbAdd` notifies them); nothing is read otherwise.
+    fn absent_if_notified(&self, keys: &[(u8, &[u8])]) -> Result<Vec<(u8, Vec<u8>)>> {
+        if !self.notify.wants(Class::New) {
+            return Ok(Vec::new());
+        }
+        let mut out: Vec<(u8, Vec<u8>)> = Vec::new();
+        for &(db, k) in keys {
+            let seen = out.iter().any(|(d, o)| *d == db && o == k);
+            if !seen && self.raw_get(&meta_key(db, k))?.is_none() {
+                out.push((db, k.to_vec()));
+            }
+        }
+        Ok(out)
+    }
+
+    fn notify_new(&self, keys: &[(u8, Vec<u8>)]) {
+        for (db, k) in keys {
+            self.notify.event(Class::New, "new", *db, k);
+        }
     }
 
     pub fn delete(&self, db: u8, key: &[u8]) -> Result<()> {
@@ -1087,6 +1160,12 @@ impl Store {
 
     /// Applies puts (`Some`) and deletes (`None`) of several keys atomically.
     pub fn write_many(&self, db: u8, ops: &[(&[u8], Option<&Meta>)]) -> Result<()> {
+        let puts: Vec<(u8, &[u8])> = ops
+            .iter()
+            .filter(|(_, m)| m.is_some())
+            .map(|(k, _)| (db, *k))
+            .collect();
+        let new = self.absent_if_notified(&puts)?;
         let mut b = WriteBatch::new();
         for (k, m) in ops {
             let mk = meta_key(db, k);
@@ -1099,6 +1178,7 @@ impl Store {
         for (k, m) in ops {
             self.note_write(db, k, *m);
         }
+        self.notify_new(&new);
         Ok(())
     }
 

@@ -5,8 +5,9 @@
 //! read back as set, with Redis 7.0's defaults (from a real `redis-server`'s
 //! `CONFIG GET *`); nothing else reads them, but for `lfu-log-factor` and `lfu-decay-time`
 //! (the access counters of OBJECT FREQ, `access.rs`), `hll-sparse-max-bytes` (when a sparse
-//! HyperLogLog becomes dense, `hll/`) and `latency-monitor-threshold` (the latency monitor's
-//! threshold in milliseconds, read by the dispatcher; 0 turns it off).
+//! HyperLogLog becomes dense, `hll/`), `latency-monitor-threshold` (the latency monitor's
+//! threshold in milliseconds, read by the dispatcher; 0 turns it off) and
+//! `notify-keyspace-events` (`notify.rs`).
 
 use crate::config::parse_memory;
 
@@ -25,6 +26,8 @@ pub enum Kind {
     Enum(&'static [&'static str]),
     /// Any string.
     Str,
+    /// Keyspace event classes (`notify.rs`), read back in Redis's order.
+    Events,
 }
 
 /// One tuning directive: name, Redis's default, kind, and an older name Redis still accepts
@@ -131,7 +134,7 @@ pub static TUNING: &[Tuning] = &[
     t("maxmemory-policy", "noeviction", Enum(POLICIES)),
     t("maxmemory-samples", "5", Int),
     t("no-appendfsync-on-rewrite", "no", Bool),
-    t("notify-keyspace-events", "", Str),
+    t("notify-keyspace-events", "", Events),
     t(
         "oom-score-adj",
         "no",
@@ -172,7 +175,16 @@ pub fn find(name: &str) -> Option<&'static Tuning> {
     })
 }
 
-/// Checks `value` for `t` and returns the form read back; the error is Redis's text.
+/// The value CONFIG GET shows for the stored `value` of `t` (the stored form keeps what
+/// Redis keeps but does not show: `n` under `A` in `notify-keyspace-events`).
+pub fn shown(t: &Tuning, value: String) -> String {
+    match t.kind {
+        Events => crate::notify::shown(&value),
+        _ => value,
+    }
+}
+
+/// Checks `value` for `t` and returns the form stored; the error is Redis's text.
 pub fn normalize(t: &Tuning, value: &str) -> Result<String, String> {
     match t.kind {
         Int => value
@@ -206,6 +218,7 @@ pub fn normalize(t: &Tuning, value: &str) -> Result<String, String> {
             }
         }
         Str => Ok(value.to_string()),
+        Events => crate::notify::normalize(value),
     }
 }
 

@@ -15,6 +15,7 @@ use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::bits::ERR_OFFSET;
 use super::strings::read_string;
 use super::{Args, CmdError, CmdResult, Ctx, ERR_WRONGTYPE};
+use crate::notify::{keyspace_event as notify, Class};
 use crate::protocol::parse::parse_i64;
 use crate::store::{Meta, RType};
 use bytes::Bytes;
@@ -60,6 +61,7 @@ pub(super) fn bitop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     if len == 0 {
         if store.get(db, &dest)?.is_some() {
             store.delete(db, &dest)?;
+            notify(ctx, Class::Generic, "del", db, &dest);
         }
     } else {
         let byte = |v: &Vec<u8>, i: usize| v.get(i).copied().unwrap_or(0);
@@ -83,6 +85,7 @@ pub(super) fn bitop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             value: result,
         };
         store.put(db, &dest, &m)?;
+        notify(ctx, Class::String, "set", db, &dest);
     }
     ctx.reply.int(len as i64);
     Ok(())
@@ -382,17 +385,26 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &mut Args, read_only: bool) -> CmdR
         m.value.resize(need, 0);
     }
     ctx.reply.array(fields.len());
+    // Writes that took effect (an OVERFLOW FAIL that fails does not): Redis notifies
+    // `setbit` once if there was any.
+    let mut changes = 0;
     for f in &fields {
         match f.op {
             FieldOp::Get => ctx.reply.int(read_field(&m.value, f)),
             _ => match write_field(&mut m.value, f) {
-                Some(n) => ctx.reply.int(n),
+                Some(n) => {
+                    changes += 1;
+                    ctx.reply.int(n)
+                }
                 None => ctx.reply.null(),
             },
         }
     }
     m.size = m.value.len() as u64;
     shared.store.put(db, &key, &m)?;
+    if changes > 0 {
+        notify(ctx, Class::String, "setbit", db, &key);
+    }
     Ok(())
 }
 

@@ -12,6 +12,7 @@ use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::bitfield;
 use super::strings::{check_len, modify, read_string};
 use super::{cmd, Args, CmdError, CmdResult, Ctx, Entry};
+use crate::notify::{keyspace_event as notify, Class};
 use crate::protocol::parse::parse_i64;
 use bytes::Bytes;
 
@@ -53,6 +54,7 @@ fn setbit(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let byte = (offset >> 3) as usize;
     let mask = 0x80u8 >> (offset & 7);
     let mut was = false;
+    let mut wrote = false;
     modify(ctx, &key, |ctx, old| {
         // A missing key is created (zeros) even when the bit written is 0, as Redis's
         // `lookupStringForBitCommand` does; the offset check keeps the length within
@@ -76,8 +78,13 @@ fn setbit(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         } else {
             v[byte] &= !mask;
         }
+        wrote = true;
         Ok(Some(v))
     })?;
+    // As Redis: only a SETBIT that created, grew or changed the value is notified.
+    if wrote {
+        notify(ctx, Class::String, "setbit", ctx.conn.db, &key);
+    }
     ctx.reply.int(i64::from(was));
     Ok(())
 }

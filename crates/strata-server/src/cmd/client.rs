@@ -1,4 +1,5 @@
-//! CLIENT (ID, SETNAME, GETNAME, LIST, INFO, KILL, SETINFO, NO-EVICT, NO-TOUCH, REPLY, HELP)
+//! CLIENT (ID, SETNAME, GETNAME, LIST, INFO, KILL, SETINFO, NO-EVICT, NO-TOUCH, REPLY, PAUSE,
+//! UNPAUSE, HELP)
 //! and RESET, over the client registry (`clients.rs`).
 
 use super::args::ERR_SYNTAX;
@@ -21,6 +22,9 @@ pub static COMMANDS: &[Entry] = &[
     cmd("client|no-touch", client_no_touch),
     cmd("client|reply", client_reply),
     cmd("client|unblock", client_unblock),
+    cmd("client|pause", client_pause),
+    cmd("monitor", monitor),
+    cmd("client|unpause", client_unpause),
     cmd("client|help", client_help),
     cmd_with("reset", reset, RUNS_IN_MULTI | WHILE_SUBSCRIBED),
 ];
@@ -419,5 +423,66 @@ fn reset(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     ctx.conn.info.published.lock().user = None;
     ctx.reply.proto = Proto::Resp2;
     ctx.reply.simple("RESET");
+    Ok(())
+}
+
+/// CLIENT PAUSE timeout [WRITE|ALL] (`pause.rs`); the timeout in milliseconds, as Redis's
+/// `getTimeoutFromObjectOrReply`.
+fn client_pause(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let ms = parse_i64(&args.next_bytes()?)
+        .ok_or_else(|| CmdError::reply("ERR timeout is not an integer or out of range"))?;
+    if ms < 0 {
+        return Err(CmdError::reply("ERR timeout is negative"));
+    }
+    let mode = if args.is_done() {
+        crate::pause::Mode::All
+    } else {
+        let m = args.next_bytes()?;
+        if m.eq_ignore_ascii_case(b"write") {
+            crate::pause::Mode::Write
+        } else if m.eq_ignore_ascii_case(b"all") {
+            crate::pause::Mode::All
+        } else {
+            return Err(CmdError::reply(
+                "ERR CLIENT PAUSE mode must be WRITE or ALL",
+            ));
+        }
+    };
+    if !args.is_done() {
+        return Err(CmdError::reply(ERR_SYNTAX));
+    }
+    let until = std::time::Instant::now()
+        .checked_add(std::time::Duration::from_millis(ms as u64))
+        .ok_or_else(|| CmdError::reply("ERR timeout is not an integer or out of range"))?;
+    ctx.shared.pause.pause(until, mode);
+    ctx.reply.ok();
+    Ok(())
+}
+
+fn client_unpause(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    ctx.shared.pause.unpause();
+    ctx.reply.ok();
+    Ok(())
+}
+
+/// MONITOR (`monitor.rs`): this client receives every command's line from now on; again
+/// in monitor mode, no reply, as Redis.
+fn monitor(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    if ctx.shared.monitors.contains(ctx.conn.id) {
+        return Ok(());
+    }
+    let resp3 = ctx.reply.proto == Proto::Resp3;
+    let info = ctx.conn.info.clone();
+    let sub = ctx
+        .conn
+        .sub
+        .get_or_insert_with(|| crate::pubsub::Subscriber::new(info, resp3))
+        .clone();
+    ctx.shared.monitors.add(sub);
+    ctx.conn
+        .info
+        .monitor
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    ctx.reply.ok();
     Ok(())
 }

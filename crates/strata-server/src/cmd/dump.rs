@@ -12,6 +12,7 @@ use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::table::traits::*;
 use super::{cmd, cmd_with, members, Args, CmdError, CmdResult, Ctx, Entry};
 use crate::list::{End, List};
+use crate::notify::{keyspace_event as notify, Class};
 use crate::protocol::parse::parse_i64;
 use crate::rdb::{self, Value};
 use crate::store::{now_ms, Meta, RType, Store, Writes};
@@ -104,6 +105,8 @@ fn move_(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let access = store.access.state(src_db, &key);
     store.apply(w)?;
     store.access.carry(dst_db, &key, access);
+    notify(ctx, Class::Generic, "move_from", src_db, &key);
+    notify(ctx, Class::Generic, "move_to", dst_db, &key);
     ctx.reply.int(1);
     Ok(())
 }
@@ -185,6 +188,7 @@ fn restore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         if existing.is_some() {
             w.meta(db, &key, None);
             store.apply(w)?;
+            notify(ctx, Class::Generic, "del", db, &key);
         }
         ctx.reply.ok();
         return Ok(());
@@ -193,6 +197,7 @@ fn restore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     put_value(store, &mut w, db, &key, value, expire_ms, &limits);
     store.apply(w)?;
     set_access(ctx, &key, &opts, now);
+    notify(ctx, Class::Generic, "restore", db, &key);
     ctx.reply.ok();
     Ok(())
 }

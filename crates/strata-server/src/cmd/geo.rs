@@ -438,7 +438,13 @@ fn search_generic(ctx: &mut Ctx<'_>, args: &mut Args, kind: Kind) -> CmdResult {
                 })
                 .collect();
             entries.sort_by(zset::cmp_entries);
-            zsets::store_result(ctx, dst, &entries)
+            // Redis's georadiusGeneric names the event after the command family.
+            let event = if matches!(kind, Kind::SearchStore) {
+                "geosearchstore"
+            } else {
+                "georadiusstore"
+            };
+            zsets::store_result(ctx, dst, &entries, event)
         }
     }
 }

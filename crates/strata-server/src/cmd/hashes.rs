@@ -8,6 +8,7 @@ use super::args::{ERR_NOT_FLOAT, ERR_SYNTAX};
 use super::members::{self, Emit};
 use super::{cmd, lookup_typed, Args, CmdError, CmdResult, Ctx, Entry};
 use crate::long_double::{self, Parsed};
+use crate::notify::{keyspace_event as notify, Class};
 use crate::protocol::parse::parse_i64;
 use crate::protocol::reply::Proto;
 use crate::store::{Meta, RType, Writes};
@@ -94,6 +95,7 @@ fn set_pairs(ctx: &mut Ctx<'_>, key: &[u8], rest: &[Bytes]) -> Result<i64, CmdEr
     convert_for_size(ctx, &mut m);
     w.meta(db, key, Some(&m));
     store.apply(w)?;
+    notify(ctx, Class::Hash, "hset", db, key);
     Ok(created as i64)
 }
 
@@ -147,6 +149,7 @@ fn hsetnx(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     }
     if !w.is_empty() {
         store.apply(w)?;
+        notify(ctx, Class::Hash, "hset", db, &key);
     }
     ctx.reply.int(i64::from(!present));
     Ok(())
@@ -245,6 +248,10 @@ fn hdel(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         m.size = m.size.saturating_sub(deleted);
         members::put_meta(&mut w, db, &key, &m);
         store.apply(w)?;
+        notify(ctx, Class::Hash, "hdel", db, &key);
+        if m.size == 0 {
+            notify(ctx, Class::Generic, "del", db, &key);
+        }
     }
     ctx.reply.int(deleted as i64);
     Ok(())
@@ -329,6 +336,7 @@ fn hincrby(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             .ok_or_else(|| CmdError::reply("ERR increment or decrement would overflow"))?;
         Ok(result.to_string().into_bytes())
     })?;
+    notify(ctx, Class::Hash, "hincrby", ctx.conn.db, &key);
     ctx.reply.int(result);
     Ok(())
 }
@@ -357,6 +365,7 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             sum.ok_or_else(|| CmdError::reply("ERR increment would produce NaN or Infinity"))?;
         Ok(sum.to_human().into_bytes())
     })?;
+    notify(ctx, Class::Hash, "hincrbyfloat", ctx.conn.db, &key);
     ctx.reply.bulk(&new);
     Ok(())
 }

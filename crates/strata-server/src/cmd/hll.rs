@@ -10,6 +10,7 @@
 use super::members::tuning;
 use super::{cmd, cstr, Args, CmdError, CmdResult, Ctx, Entry, ERR_WRONGTYPE};
 use crate::hll::{count_registers, self_test, Encoding, Hll, HllError, REGISTERS};
+use crate::notify::{keyspace_event as notify, Class};
 use crate::store::{Meta, RType};
 
 pub static COMMANDS: &[Entry] = &[
@@ -95,6 +96,9 @@ fn pfadd(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     if before.as_deref() != Some(h.as_bytes()) {
         store(ctx, &key, old, h)?;
     }
+    if updated && failed.is_none() {
+        notify(ctx, Class::String, "pfadd", db, &key);
+    }
     if let Some(e) = failed {
         return Err(err(e));
     }
@@ -171,6 +175,7 @@ fn pfmerge(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     }
     h.invalidate_cache();
     store(ctx, &keys[0], old, h)?;
+    notify(ctx, Class::String, "pfadd", db, &keys[0]);
     ctx.reply.ok();
     Ok(())
 }

@@ -7,6 +7,7 @@ use super::table::traits::*;
 use super::{cmd, cmd_with, Args, CmdError, CmdResult, Ctx, Entry};
 use crate::cursor;
 use crate::glob;
+use crate::notify::{keyspace_event as notify, Class};
 use crate::store::{now_ms, Meta, Writes};
 
 pub static COMMANDS: &[Entry] = &[
@@ -35,7 +36,8 @@ pub static COMMANDS: &[Entry] = &[
 /// DEL and UNLINK (UNLINK frees memory in the background in Redis; here both just write
 /// deletes, in one atomic batch).
 fn del(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
-    let mut keys: Vec<&[u8]> = args.rest().iter().map(|k| &k[..]).collect();
+    let given = args.rest();
+    let mut keys: Vec<&[u8]> = given.iter().map(|k| &k[..]).collect();
     keys.sort_unstable();
     keys.dedup();
     let (db, store) = (ctx.conn.db, &ctx.shared.store);
@@ -48,6 +50,13 @@ fn del(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     }
     if !ops.is_empty() {
         store.write_many(db, &ops)?;
+        // Events in the order the keys were given, each deleted key once.
+        let mut left: std::collections::HashSet<&[u8]> = ops.iter().map(|(k, _)| *k).collect();
+        for k in given {
+            if left.remove(&k[..]) {
+                notify(ctx, Class::Generic, "del", db, k);
+            }
+        }
     }
     ctx.reply.int(ops.len() as i64);
     Ok(())
@@ -151,12 +160,22 @@ fn expire_generic(
         ctx.reply.int(0);
         return Ok(());
     }
-    if when <= now_ms() as i64 {
+    // A time already past deletes the key (Redis's `checkAlreadyExpired`, against the
+    // command's start: a relative time is never past).
+    let now = if basetime_ms != 0 {
+        basetime_ms
+    } else {
+        now_ms() as i64
+    };
+    let event = if when <= now {
         store.delete(db, &key)?;
+        "del"
     } else {
         m.expire_ms = when as u64;
         store.put(db, &key, &m)?;
-    }
+        "expire"
+    };
+    notify(ctx, Class::Generic, event, db, &key);
     ctx.reply.int(1);
     Ok(())
 }
@@ -215,6 +234,7 @@ fn persist(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         Some(mut m) if m.expire_ms != 0 => {
             m.expire_ms = 0;
             store.put(db, &key, &m)?;
+            notify(ctx, Class::Generic, "persist", db, &key);
             ctx.reply.int(1);
         }
         _ => ctx.reply.int(0),
@@ -320,6 +340,8 @@ fn rename_generic(ctx: &mut Ctx<'_>, args: &mut Args, nx: bool) -> CmdResult {
     let access = store.access.state(db, &src);
     store.apply(w)?;
     store.access.carry(db, &dst, access);
+    notify(ctx, Class::Generic, "rename_from", db, &src);
+    notify(ctx, Class::Generic, "rename_to", db, &dst);
     if nx {
         ctx.reply.int(1);
     } else {
@@ -370,6 +392,7 @@ fn copy(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     store.copy_members(&mut w, (src_db, &src), &src_meta, (dst_db, &dst), m.version)?;
     w.meta(dst_db, &dst, Some(&m));
     store.apply(w)?;
+    notify(ctx, Class::Generic, "copy_to", dst_db, &dst);
     ctx.reply.int(1);
     Ok(())
 }

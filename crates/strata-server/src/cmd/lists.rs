@@ -7,6 +7,7 @@ use super::args::ERR_SYNTAX;
 use super::{cmd, Args, CmdError, CmdResult, Ctx, Entry, ERR_WRONGTYPE};
 use crate::blocking::{parse_timeout, Attempt, ServeFn, Served};
 use crate::list::{range, End, List};
+use crate::notify::Class;
 use crate::protocol::parse::parse_i64;
 use crate::protocol::reply::{Proto, ReplyBuf};
 use crate::server::Shared;
@@ -93,6 +94,36 @@ fn may_block(ctx: &Ctx<'_>) -> bool {
     !ctx.conn.in_exec
 }
 
+// ---- keyspace events (t_list.c's) --------------------------------------------------------
+
+fn push_event(end: End) -> &'static str {
+    match end {
+        End::Left => "lpush",
+        End::Right => "rpush",
+    }
+}
+
+/// The events of a pop from `key` (none if nothing was popped), and of the key's deletion
+/// when `left` elements remain.
+fn notify_pop(store: &Store, db: u8, key: &[u8], end: End, popped: usize, left: u64) {
+    if popped == 0 {
+        return;
+    }
+    let event = match end {
+        End::Left => "lpop",
+        End::Right => "rpop",
+    };
+    store.notify.event(Class::List, event, db, key);
+    notify_left(store, db, key, left);
+}
+
+/// `del` when a list command left `key` empty (and so deleted it).
+fn notify_left(store: &Store, db: u8, key: &[u8], left: u64) {
+    if left == 0 {
+        store.notify.event(Class::Generic, "del", db, key);
+    }
+}
+
 // ---- pushes and pops ----------------------------------------------------------------
 
 fn push_generic(ctx: &mut Ctx<'_>, args: &mut Args, end: End, only_existing: bool) -> CmdResult {
@@ -113,6 +144,7 @@ fn push_generic(ctx: &mut Ctx<'_>, args: &mut Args, end: End, only_existing: boo
     let len = l.len();
     l.finish(&mut w);
     store.apply(w)?;
+    store.notify.event(Class::List, push_event(end), db, &key);
     ctx.reply.int(len as i64);
     Ok(())
 }
@@ -159,8 +191,10 @@ fn pop_generic(ctx: &mut Ctx<'_>, args: &mut Args, end: End, name: &str) -> CmdR
     };
     let mut w = Writes::new();
     let popped = l.pop(&mut w, end, count.unwrap_or(1) as u64)?;
+    let left = l.len();
     l.finish(&mut w);
     store.apply(w)?;
+    notify_pop(store, db, &key, end, popped.len(), left);
     match count {
         None => ctx.reply.bulk(&popped[0]),
         Some(_) => bulks(ctx.reply, &popped),
@@ -327,6 +361,7 @@ fn lset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let mut w = Writes::new();
     l.set(&mut w, p, &elem);
     store.apply(w)?;
+    store.notify.event(Class::List, "lset", db, &key);
     ctx.reply.ok();
     Ok(())
 }
@@ -362,6 +397,7 @@ fn linsert(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let len = l.len();
     l.finish(&mut w);
     store.apply(w)?;
+    store.notify.event(Class::List, "linsert", db, &key);
     ctx.reply.int(len as i64);
     Ok(())
 }
@@ -409,6 +445,8 @@ fn lrem(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         l.rewrite(&mut w, &old, &keep);
         l.finish(&mut w);
         store.apply(w)?;
+        store.notify.event(Class::List, "lrem", db, &key);
+        notify_left(store, db, &key, keep.len() as u64);
     }
     ctx.reply.int(removed as i64);
     Ok(())
@@ -422,12 +460,17 @@ fn ltrim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let _g = store.lock(db, &[&key]);
     if let Some(mut l) = lookup_write(store, db, &key)? {
         let keep = range(start, stop, l.len());
+        let mut left = l.len();
         if keep != Some((0, l.len() - 1)) {
             let mut w = Writes::new();
             l.trim(&mut w, keep);
+            left = l.len();
             l.finish(&mut w);
             store.apply(w)?;
         }
+        // Redis notifies every LTRIM of an existing list, one that trimmed nothing too.
+        store.notify.event(Class::List, "ltrim", db, &key);
+        notify_left(store, db, &key, left);
     }
     ctx.reply.ok();
     Ok(())
@@ -457,18 +500,24 @@ fn move_one(
         Some(lookup_write(store, db, dst)?.unwrap_or_else(|| List::create(store, db, dst)))
     };
     let v = sl.pop(&mut w, from, 1)?.remove(0);
-    match dl {
+    let left = match dl {
         None => {
             sl.push(&mut w, to, &[&v]);
             sl.finish(&mut w);
+            1
         }
         Some(mut dl) => {
+            let left = sl.len();
             sl.finish(&mut w);
             dl.push(&mut w, to, &[&v]);
             dl.finish(&mut w);
+            left
         }
-    }
+    };
     store.apply(w)?;
+    // Redis's order: the push to the destination, then the pop from the source.
+    store.notify.event(Class::List, push_event(to), db, dst);
+    notify_pop(store, db, src, from, 1, left);
     Ok(Some(v))
 }
 
@@ -539,8 +588,10 @@ fn mpop_first(
         if let Some(mut l) = lookup_write(store, db, k)? {
             let mut w = Writes::new();
             let popped = l.pop(&mut w, end, count)?;
+            let left = l.len();
             l.finish(&mut w);
             store.apply(w)?;
+            notify_pop(store, db, k, end, popped.len(), left);
             return Ok(Some((k.clone(), popped)));
         }
     }
@@ -583,8 +634,10 @@ fn pop_serve(end: End, count: u64, nested: bool, proto: Proto) -> ServeFn {
         };
         let mut w = Writes::new();
         let popped = l.pop(&mut w, end, count)?;
+        let left = l.len();
         l.finish(&mut w);
         store.apply(w)?;
+        notify_pop(store, db, key, end, popped.len(), left);
         let mut r = ReplyBuf::with_capacity(proto, 64);
         reply_key_elems(&mut r, key, &popped, nested);
         Ok(Attempt::Served(Served {
@@ -697,8 +750,10 @@ fn move_serve(dst: Bytes, from: End, to: End, proto: Proto) -> ServeFn {
         let mut l = lookup_write(store, db, src)?.ok_or_else(|| CmdError::reply(ERR_WRONGTYPE))?;
         let mut w = Writes::new();
         let v = l.pop(&mut w, from, 1)?.remove(0);
+        let left = l.len();
         l.finish(&mut w);
         store.apply(w)?;
+        notify_pop(store, db, src, from, 1, left);
         let (src, dst) = (src.to_vec(), dst.clone());
         let then: crate::blocking::FollowUp = Box::new(move |shared: &Shared| {
             let store = &shared.store;
@@ -715,6 +770,7 @@ fn move_serve(dst: Bytes, from: End, to: End, proto: Proto) -> ServeFn {
                         sl.push(&mut w, from, &[&v]);
                         sl.finish(&mut w);
                         store.apply(w)?;
+                        store.notify.event(Class::List, push_event(from), db, &src);
                         Err(e)
                     }
                     Ok(dl) => {
@@ -722,6 +778,7 @@ fn move_serve(dst: Bytes, from: End, to: End, proto: Proto) -> ServeFn {
                         dl.push(&mut w, to, &[&v]);
                         dl.finish(&mut w);
                         store.apply(w)?;
+                        store.notify.event(Class::List, push_event(to), db, &dst);
                         Ok(())
                     }
                 }

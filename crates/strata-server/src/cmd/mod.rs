@@ -134,6 +134,8 @@ pub struct ConnState {
     pub multi: Option<multi::MultiState>,
     /// EXEC is running the queued commands: blocking commands must not block.
     pub in_exec: bool,
+    /// A script is running this command (MONITOR shows it as `lua`).
+    pub in_script: bool,
     /// This connection's pub/sub mailbox while it holds a subscription (Redis's
     /// `CLIENT_PUBSUB`); `None` otherwise.
     pub sub: Option<Arc<crate::pubsub::Subscriber>>,
@@ -432,6 +434,16 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
         ));
         return Outcome::Rejected(full_name);
     }
+    // Kept for MONITOR only while a client monitors (`monitor.rs`). Scripts (flagged
+    // `skip_monitor`) are shown as they start, so that their commands follow them, as
+    // Redis's evalCommand and fcallCommand feed the monitors themselves.
+    let mut monitored = (ctx.shared.monitors.any() && spec.flags & flag::ADMIN == 0)
+        .then(|| crate::monitor::redacted(full_name, &argv));
+    if spec.has(flag::SKIP_MONITOR) {
+        if let Some(argv) = monitored.take() {
+            feed_monitors(ctx, &argv);
+        }
+    }
     let mut args = Args::new(argv, skip);
     let started = Instant::now();
     // Clients blocked on keys the command wrote are served as it ends (`blocking.rs`); for
@@ -467,6 +479,9 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
     if !nested {
         info.argv_mem.store(0, Ordering::Relaxed);
     }
+    if let Some(argv) = monitored {
+        feed_monitors(ctx, &argv);
+    }
     let (threshold, max_len, latency_ms) = {
         let c = ctx.shared.config.read();
         let latency_ms = c
@@ -495,6 +510,24 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
         }
     }
     Outcome::Ran(full_name, micros)
+}
+
+/// Sends a command's line to the clients in MONITOR mode (`monitor.rs`).
+fn feed_monitors(ctx: &Ctx<'_>, argv: &[Bytes]) {
+    let info = &ctx.conn.info;
+    let origin = if ctx.conn.in_script {
+        "lua".to_string()
+    } else if info.unix {
+        let path = ctx.shared.unix_path.as_ref();
+        format!(
+            "unix:{}",
+            path.map_or(String::new(), |p| p.display().to_string())
+        )
+    } else {
+        info.addr.clone()
+    };
+    let limit = ctx.shared.config.read().output_limits[0];
+    ctx.shared.monitors.feed(ctx.conn.db, &origin, argv, limit);
 }
 
 /// Redis's `-MISCONF` error for a database whose log failed (a failed append or sync, in a

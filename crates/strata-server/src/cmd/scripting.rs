@@ -214,7 +214,9 @@ impl Host for ScriptHost<'_> {
             conn: &mut *self.conn,
             reply: &mut reply,
         };
+        let was = std::mem::replace(&mut c.conn.in_script, true);
         dispatch_found(&mut c, argv, found);
+        c.conn.in_script = was;
         Ok(reply.take())
     }
 }

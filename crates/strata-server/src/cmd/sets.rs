@@ -10,6 +10,7 @@
 use super::args::ERR_SYNTAX;
 use super::members::{self, Emit};
 use super::{cmd, lookup_typed, Args, CmdError, CmdResult, Ctx, Entry, ERR_WRONGTYPE};
+use crate::notify::{keyspace_event as notify, Class};
 use crate::protocol::parse::parse_i64;
 use crate::store::{Meta, RType, Writes};
 use bytes::Bytes;
@@ -96,6 +97,7 @@ fn sadd(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         convert_after_add(ctx, &mut m, &new);
         w.meta(db, &key, Some(&m));
         store.apply(w)?;
+        notify(ctx, Class::Set, "sadd", db, &key);
     }
     ctx.reply.int(new.len() as i64);
     Ok(())
@@ -125,6 +127,7 @@ fn srem(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         m.size = m.size.saturating_sub(removed);
         members::put_meta(&mut w, db, &key, &m);
         store.apply(w)?;
+        notify_removed(ctx, "srem", &key, m.size);
     }
     ctx.reply.int(removed as i64);
     Ok(())
@@ -235,6 +238,7 @@ fn spop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             m.size -= 1;
             members::put_meta(&mut w, db, &key, &m);
             store.apply(w)?;
+            notify_removed(ctx, "spop", &key, m.size);
         }
         ctx.reply.opt_bulk(got.first().map(|(x, _)| &x[..]));
         return Ok(());
@@ -251,6 +255,7 @@ fn spop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             .collect();
         w.meta(db, &key, None);
         store.apply(w)?;
+        notify_removed(ctx, "spop", &key, 0);
         reply_set(ctx, all);
         return Ok(());
     }
@@ -281,6 +286,7 @@ fn spop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     m.size -= popped.len() as u64;
     members::put_meta(&mut w, db, &key, &m);
     store.apply(w)?;
+    notify_removed(ctx, "spop", &key, m.size);
     // Redis replies the popped members in the order it drew them: random.
     ctx.reply.set(popped.len());
     for x in &popped {
@@ -380,6 +386,10 @@ fn smove(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         w.meta(db, &dst, Some(&dst_m));
     }
     store.apply(w)?;
+    notify_removed(ctx, "srem", &src, src_m.size);
+    if !in_dst {
+        notify(ctx, Class::Set, "sadd", db, &dst);
+    }
     ctx.reply.int(1);
     Ok(())
 }
@@ -389,6 +399,26 @@ enum Op {
     Inter,
     Union,
     Diff,
+}
+
+impl Op {
+    /// The event of the STORE form.
+    fn store_event(self) -> &'static str {
+        match self {
+            Op::Inter => "sinterstore",
+            Op::Union => "sunionstore",
+            Op::Diff => "sdiffstore",
+        }
+    }
+}
+
+/// The events of members removed from set `key` (`event`), and of the key's deletion when
+/// `left` members remain.
+fn notify_removed(ctx: &Ctx<'_>, event: &str, key: &[u8], left: u64) {
+    notify(ctx, Class::Set, event, ctx.conn.db, key);
+    if left == 0 {
+        notify(ctx, Class::Generic, "del", ctx.conn.db, key);
+    }
 }
 
 /// The live sets at `keys` (`None`: absent), every key type-checked first, as Redis does.
@@ -543,18 +573,23 @@ fn store_op(ctx: &mut Ctx<'_>, args: &mut Args, op: Op) -> CmdResult {
     let v = combine(ctx, &keys, op)?;
     let store = &ctx.shared.store;
     let mut w = Writes::new();
-    if v.is_empty() {
-        if store.get(db, &dst)?.is_some() {
-            w.meta(db, &dst, None);
-        }
+    let event = if v.is_empty() {
+        store
+            .get(db, &dst)?
+            .map(|_| w.meta(db, &dst, None))
+            .map(|_| (Class::Generic, "del"))
     } else {
         let m = fresh_set(ctx, &v);
         for x in &v {
             w.put_member(db, &dst, &members::record(db, &dst, &m, x), b"");
         }
         w.meta(db, &dst, Some(&m));
-    }
+        Some((Class::Set, op.store_event()))
+    };
     store.apply(w)?;
+    if let Some((class, event)) = event {
+        notify(ctx, class, event, db, &dst);
+    }
     ctx.reply.int(v.len() as i64);
     Ok(())
 }

@@ -6,6 +6,7 @@
 use super::args::{ERR_NOT_FLOAT, ERR_NOT_INT, ERR_SYNTAX};
 use super::{cmd, Args, CmdError, CmdResult, Ctx, Entry, ERR_WRONGTYPE};
 use crate::long_double::{self, Parsed};
+use crate::notify::{keyspace_event as notify, Class};
 use crate::protocol::parse::parse_i64;
 use crate::store::{now_ms, Meta, RType};
 use bytes::Bytes;
@@ -181,13 +182,23 @@ fn set_generic(ctx: &mut Ctx<'_>, key: &[u8], value: Bytes, o: &SetOpts) -> CmdR
         Ttl::Keep => old.as_ref().map_or(0, |m| m.expire_ms),
         Ttl::At(ms) => ms as u64,
     };
-    if expire_ms != 0 && expire_ms <= now_ms() {
+    let expired = expire_ms != 0 && expire_ms <= now_ms();
+    if expired {
         // Already expired (EXAT/PXAT in the past): the key is deleted, as Redis does.
         if found || !needs_old {
             store.delete(db, key)?;
         }
     } else {
         store.put(db, key, &new_string(ctx, value.to_vec(), expire_ms))?;
+    }
+    // Redis sets the key, then its expiry: `set`, then `expire`; a time already past is
+    // then expired (Redis deletes it as soon as it is looked at: `expired`).
+    notify(ctx, Class::String, "set", db, key);
+    if matches!(o.ttl, Ttl::At(_)) {
+        notify(ctx, Class::Generic, "expire", db, key);
+    }
+    if expired {
+        notify(ctx, Class::Expired, "expired", db, key);
     }
     if o.get {
         ctx.reply.opt_bulk(old.as_ref().map(|m| &m.value[..]));
@@ -214,6 +225,7 @@ fn setnx(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         ctx.reply.int(0);
     } else {
         store.put(db, &key, &new_string(ctx, value.to_vec(), 0))?;
+        notify(ctx, Class::String, "set", db, &key);
         ctx.reply.int(1);
     }
     Ok(())
@@ -260,6 +272,7 @@ fn getdel(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let m = read_string(ctx, &key)?;
     if m.is_some() {
         ctx.shared.store.delete(db, &key)?;
+        notify(ctx, Class::Generic, "del", db, &key);
     }
     ctx.reply.opt_bulk(m.as_ref().map(|m| &m.value[..]));
     Ok(())
@@ -314,6 +327,10 @@ fn mset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     }
     let ops: Vec<(&[u8], Option<&Meta>)> = pairs.iter().map(|(k, m)| (*k, Some(m))).collect();
     ctx.shared.store.write_many(ctx.conn.db, &ops)?;
+    // One event per pair given, a repeated key included, as Redis.
+    for kv in rest.chunks(2) {
+        notify(ctx, Class::String, "set", ctx.conn.db, &kv[0]);
+    }
     ctx.reply.ok();
     Ok(())
 }
@@ -354,6 +371,7 @@ fn append(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         v.extend_from_slice(&tail);
         Ok(Some(v))
     })?;
+    notify(ctx, Class::String, "append", ctx.conn.db, &key);
     ctx.reply.int(m.map_or(0, |m| m.value.len() as i64));
     Ok(())
 }
@@ -378,6 +396,7 @@ fn incr_by(ctx: &mut Ctx<'_>, key: &[u8], by: i64) -> CmdResult {
             .ok_or_else(|| CmdError::reply("ERR increment or decrement would overflow"))?;
         Ok(Some(result.to_string().into_bytes()))
     })?;
+    notify(ctx, Class::String, "incrby", ctx.conn.db, key);
     ctx.reply.int(result);
     Ok(())
 }
@@ -432,6 +451,7 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         out = sum.to_human();
         Ok(Some(out.clone().into_bytes()))
     })?;
+    notify(ctx, Class::String, "incrbyfloat", ctx.conn.db, &key);
     ctx.reply.bulk(out.as_bytes());
     Ok(())
 }
@@ -492,6 +512,9 @@ fn setrange(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         v[offset as usize..end as usize].copy_from_slice(&patch);
         Ok(Some(v))
     })?;
+    if !patch.is_empty() {
+        notify(ctx, Class::String, "setrange", ctx.conn.db, &key);
+    }
     ctx.reply.int(m.map_or(0, |m| m.value.len() as i64));
     Ok(())
 }
@@ -531,18 +554,26 @@ fn getex(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         }
         None => None,
     };
-    match expire {
+    let event = match expire {
         // EXAT/PXAT in the past: the key is deleted, after its value is read.
-        Some(at) if at <= now_ms() => store.delete(db, &key)?,
+        Some(at) if at <= now_ms() => {
+            store.delete(db, &key)?;
+            Some((Class::Generic, "del"))
+        }
         Some(at) => {
             m.expire_ms = at;
             store.put(db, &key, &m)?;
+            Some((Class::Generic, "expire"))
         }
         None if persist && m.expire_ms != 0 => {
             m.expire_ms = 0;
             store.put(db, &key, &m)?;
+            Some((Class::Generic, "persist"))
         }
-        None => {}
+        None => None,
+    };
+    if let Some((class, event)) = event {
+        notify(ctx, class, event, db, &key);
     }
     ctx.reply.bulk(&m.value);
     Ok(())
@@ -570,6 +601,9 @@ fn msetnx(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     }
     let ops: Vec<(&[u8], Option<&Meta>)> = pairs.iter().map(|(k, m)| (*k, Some(m))).collect();
     store.write_many(db, &ops)?;
+    for kv in rest.chunks(2) {
+        notify(ctx, Class::String, "set", db, &kv[0]);
+    }
     ctx.reply.int(1);
     Ok(())
 }

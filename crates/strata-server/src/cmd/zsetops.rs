@@ -157,7 +157,7 @@ fn setop(
     }
     out.sort_by(zset::cmp_entries);
     match dst {
-        Some(d) => store_result(ctx, &d, &out),
+        Some(d) => store_result(ctx, &d, &out, name),
         None => {
             reply_entries(ctx, &out, withscores);
             Ok(())

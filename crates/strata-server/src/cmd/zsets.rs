@@ -10,6 +10,7 @@
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::{cmd, zblocking, zsetops, Args, CmdError, CmdResult, Ctx, ERR_WRONGTYPE};
+use crate::notify::Class;
 use crate::protocol::reply::{Proto, ReplyBuf};
 use crate::store::{Meta, RType, Store, Writes};
 use crate::zset::{self, Entry, Lex, LexRange, Limits, Loc, ScoreRange};
@@ -135,15 +136,25 @@ pub(super) fn reply_entries(ctx: &mut Ctx<'_>, entries: &[Entry], withscores: bo
 /// Writes `entries` (sorted, distinct members) as a new incarnation of `dst`, or deletes it
 /// when there are none (the *STORE commands); replies with their number. Small results get
 /// the listpack encoding, as Redis's `zsetConvertToListpackIfNeeded`.
-pub(super) fn store_result(ctx: &mut Ctx<'_>, dst: &[u8], entries: &[Entry]) -> CmdResult {
+/// `event` is the keyspace event of a non-empty result (the command's name: `zunionstore`,
+/// `zrangestore`, ...); an existing destination an empty result deletes gets `del`.
+pub(super) fn store_result(
+    ctx: &mut Ctx<'_>,
+    dst: &[u8],
+    entries: &[Entry],
+    event: &str,
+) -> CmdResult {
     let db = ctx.conn.db;
     let store = &ctx.shared.store;
     let mut w = Writes::new();
+    let mut notified = None;
     if entries.is_empty() {
         if store.get(db, dst)?.is_some() {
             w.meta(db, dst, None);
+            notified = Some((Class::Generic, "del"));
         }
     } else {
+        notified = Some((Class::ZSet, event));
         let lim = limits(ctx);
         let mut m = Meta::collection(RType::ZSet, store.next_version());
         let listpack = entries.len() as u64 <= lim.entries
@@ -159,6 +170,9 @@ pub(super) fn store_result(ctx: &mut Ctx<'_>, dst: &[u8], entries: &[Entry]) -> 
         w.meta(db, dst, Some(&m));
     }
     store.apply(w)?;
+    if let Some((class, event)) = notified {
+        store.notify.event(class, event, db, dst);
+    }
     ctx.reply.int(entries.len() as i64);
     Ok(())
 }
@@ -300,6 +314,8 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &mut Args, mut incr: bool) -> CmdResult
     if !w.is_empty() {
         w.meta(db, &key, Some(&meta));
         store.apply(w)?;
+        let event = if incr { "zincr" } else { "zadd" };
+        store.notify.event(Class::ZSet, event, db, &key);
     }
     if incr {
         if processed > 0 {
@@ -341,6 +357,7 @@ fn zrem(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     if !gone.is_empty() {
         write_meta(&mut w, db, &key, &meta);
         store.apply(w)?;
+        notify_removed(store, "zrem", db, &key, meta.size);
     }
     ctx.reply.int(gone.len() as i64);
     Ok(())
@@ -609,7 +626,7 @@ fn zrange_generic(
         None => Vec::new(),
     };
     match dst {
-        Some(d) => store_result(ctx, &d, &entries),
+        Some(d) => store_result(ctx, &d, &entries, "zrangestore"),
         None => {
             reply_entries(ctx, &entries, withscores);
             Ok(())
@@ -678,6 +695,12 @@ fn zremrange_generic(ctx: &mut Ctx<'_>, args: &mut Args, rtype: RangeType) -> Cm
         m.size -= gone.len() as u64;
         write_meta(&mut w, db, &key, &m);
         store.apply(w)?;
+        let event = match rtype {
+            RangeType::Score => "zremrangebyscore",
+            RangeType::Lex => "zremrangebylex",
+            _ => "zremrangebyrank",
+        };
+        notify_removed(store, event, db, &key, m.size);
     }
     ctx.reply.int(gone.len() as i64);
     Ok(())
@@ -722,8 +745,24 @@ pub fn pop(
         m.size -= out.len() as u64;
         write_meta(&mut w, db, key, &m);
         store.apply(w)?;
+        notify_removed(
+            store,
+            if max { "zpopmax" } else { "zpopmin" },
+            db,
+            key,
+            m.size,
+        );
     }
     Ok(Some(out))
+}
+
+/// The events of members removed from sorted set `key` (`event`), and of the key's deletion
+/// when `left` members remain.
+fn notify_removed(store: &Store, event: &str, db: u8, key: &[u8], left: u64) {
+    store.notify.event(Class::ZSet, event, db, key);
+    if left == 0 {
+        store.notify.event(Class::Generic, "del", db, key);
+    }
 }
 
 fn zpopmin(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
