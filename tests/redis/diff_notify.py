@@ -147,7 +147,45 @@ class Gen:
                      r.choice([b"-1", b"0"])],
         ])()
 
+    def stream_op(self):
+        # Explicit, rising IDs (self.sid), so both servers hold the same entries; only the
+        # stream key `st`, which DUMP/RESTORE ops never name.
+        r = self.r
+        self.sid = getattr(self, "sid", 0) + 1
+        now = b"%d-1" % self.sid
+        old = b"%d-1" % r.randint(1, self.sid)
+        return r.choice([
+            lambda: [b"XADD", b"st"] + r.choice([[], [b"NOMKSTREAM"], [b"MAXLEN", b"3"]]) +
+                    [now, b"f", self.val()],
+            lambda: [b"XDEL", b"st", old],
+            lambda: [b"XTRIM", b"st", b"MAXLEN", r.choice([b"1", b"5"])],
+            lambda: [b"XSETID", b"st", now],
+            lambda: [b"XGROUP", b"CREATE", b"st", r.choice([b"g1", b"g2"]), b"$"] +
+                    r.choice([[], [b"MKSTREAM"]]),
+            lambda: [b"XGROUP", b"SETID", b"st", b"g1", b"0"],
+            lambda: [b"XGROUP", b"DESTROY", b"st", r.choice([b"g1", b"g2"])],
+            lambda: [b"XGROUP", b"CREATECONSUMER", b"st", b"g1", r.choice([b"c1", b"c2"])],
+            lambda: [b"XGROUP", b"DELCONSUMER", b"st", b"g1", r.choice([b"c1", b"c2"])],
+        ])()
+
+    def geo_op(self):
+        r = self.r
+        lon = r.choice([b"13.36", b"15.08", b"-0.12"])
+        return r.choice([
+            lambda: [b"GEOADD", b"geo"] + r.choice([[], [b"NX"], [b"CH"]]) +
+                    [lon, b"38.11", self.mem()],
+            lambda: [b"GEOSEARCHSTORE", b"geodst", b"geo", b"FROMLONLAT", b"14", b"38",
+                     b"BYRADIUS", r.choice([b"1", b"500"]), b"km", b"ASC"],
+            lambda: [b"GEORADIUS", b"geo", b"14", b"38", r.choice([b"1", b"500"]), b"km",
+                     b"STORE", b"geodst"],
+        ])()
+
     def command(self):
+        r = self.r.random()
+        if r < 0.06:
+            return self.stream_op()
+        if r < 0.09:
+            return self.geo_op()
         r = self.r.random()
         if r < 0.22:
             return self.string_op()

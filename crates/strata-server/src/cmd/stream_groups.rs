@@ -96,6 +96,12 @@ fn entries_read(n: i64) -> Option<u64> {
     u64::try_from(n).ok()
 }
 
+/// The keyspace event of an XGROUP subcommand (Redis's names, class `t`).
+fn event(ctx: &Ctx<'_>, name: &str, key: &[u8]) {
+    let db = ctx.conn.db;
+    crate::notify::keyspace_event(ctx, crate::notify::Class::Stream, name, db, key);
+}
+
 pub(super) fn create(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let a = args.rest().to_vec();
     let (mkstream, read) = group_options(args, &a, true)?;
@@ -136,6 +142,7 @@ pub(super) fn create(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     // The metadata is written again so that the key counts as modified (WATCH).
     s.put_meta(&mut w);
     store.apply(w)?;
+    event(ctx, "xgroup-create", key);
     ctx.reply.ok();
     Ok(())
 }
@@ -168,6 +175,7 @@ pub(super) fn setid(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         },
     );
     store.apply(w)?;
+    event(ctx, "xgroup-setid", key);
     ctx.reply.ok();
     Ok(())
 }
@@ -187,6 +195,7 @@ pub(super) fn destroy(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let mut w = Writes::new();
     s.delete_group(store, &mut w, &a[1])?;
     store.apply(w)?;
+    event(ctx, "xgroup-destroy", &a[0]);
     ctx.reply.int(1);
     Ok(())
 }
@@ -209,6 +218,7 @@ pub(super) fn createconsumer(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let mut w = Writes::new();
     s.put_consumer(&mut w, &a[1], &a[2], &Consumer { seen_ms: now_ms() });
     store.apply(w)?;
+    event(ctx, "xgroup-createconsumer", &a[0]);
     ctx.reply.int(1);
     Ok(())
 }
@@ -231,6 +241,7 @@ pub(super) fn delconsumer(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let mut w = Writes::new();
     let pending = s.delete_consumer(store, &mut w, &a[1], &a[2])?;
     store.apply(w)?;
+    event(ctx, "xgroup-delconsumer", &a[0]);
     ctx.reply.int(pending as i64);
     Ok(())
 }

@@ -10,6 +10,7 @@ use super::{
     cmd, lookup_typed, stream_groups, stream_info, stream_read, Args, CmdError, CmdResult, Ctx,
     Entry, ERR_WRONGTYPE,
 };
+use crate::notify::Class;
 use crate::protocol::parse::parse_i64;
 use crate::protocol::reply::ReplyBuf;
 use crate::store::{now_ms, RType, Writes};
@@ -265,11 +266,13 @@ fn xadd(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     s.add(store, &mut w, id, &pairs, node_max(ctx))?;
     s.put_meta(&mut w);
     store.apply(w)?;
+    crate::notify::keyspace_event(ctx, Class::Stream, "xadd", db, key);
     if let Some(rule) = t.rule {
         let mut w = Writes::new();
         if s.trim(store, &mut w, rule, t.approx, t.limit)? > 0 {
             s.put_meta(&mut w);
             store.apply(w)?;
+            crate::notify::keyspace_event(ctx, Class::Stream, "xtrim", db, key);
         }
     }
     reply_id(ctx.reply, id);
@@ -372,6 +375,7 @@ fn xdel(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     if n > 0 {
         s.put_meta(&mut w);
         store.apply(w)?;
+        crate::notify::keyspace_event(ctx, Class::Stream, "xdel", db, &key);
     }
     ctx.reply.int(n as i64);
     Ok(())
@@ -395,6 +399,7 @@ fn xtrim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     if n > 0 {
         s.put_meta(&mut w);
         store.apply(w)?;
+        crate::notify::keyspace_event(ctx, Class::Stream, "xtrim", db, key);
     }
     ctx.reply.int(n as i64);
     Ok(())
@@ -456,6 +461,7 @@ fn xsetid(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let mut w = Writes::new();
     s.put_meta(&mut w);
     store.apply(w)?;
+    crate::notify::keyspace_event(ctx, Class::Stream, "xsetid", db, key);
     ctx.reply.ok();
     Ok(())
 }
