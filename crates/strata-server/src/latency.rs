@@ -7,6 +7,7 @@
 
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Samples kept per event (Redis's `LATENCY_TS_LEN`).
 pub const SAMPLES: usize = 160;
@@ -21,9 +22,23 @@ pub struct Series {
 #[derive(Default)]
 pub struct Monitor {
     events: Mutex<BTreeMap<String, Series>>,
+    /// `latency-monitor-threshold` in milliseconds (0: off), kept here so that the
+    /// dispatcher reads one atomic per command instead of the configuration.
+    threshold_ms: AtomicU64,
 }
 
 impl Monitor {
+    /// Sets `latency-monitor-threshold` from its configured text (0 when not a number).
+    pub fn set_threshold(&self, value: Option<&str>) {
+        let ms = value.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        self.threshold_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// `latency-monitor-threshold` in milliseconds; 0 while the monitor is off.
+    pub fn threshold_ms(&self) -> u64 {
+        self.threshold_ms.load(Ordering::Relaxed)
+    }
+
     /// Records `ms` for `event` at `now_s` (Redis's `latencyAddSample`).
     pub fn add(&self, event: &str, now_s: u64, ms: u64) {
         let mut m = self.events.lock();

@@ -162,6 +162,11 @@ impl Shared {
         }
         set_lfu_params(&self.store, &c);
         configure_notify(&self.store, &c);
+        self.latency.set_threshold(
+            c.tuning
+                .get("latency-monitor-threshold")
+                .map(String::as_str),
+        );
         *self.config.write() = c;
     }
 
@@ -379,6 +384,13 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
     store.notify.attach(pubsub.clone());
     configure_notify(&store, &config);
     let functions = crate::cmd::functions::open(&store).map_err(ServerError::Functions)?;
+    let latency = crate::latency::Monitor::default();
+    latency.set_threshold(
+        config
+            .tuning
+            .get("latency-monitor-threshold")
+            .map(String::as_str),
+    );
     let shared = Arc::new_cyclic(|me| Shared {
         acl,
         store,
@@ -399,7 +411,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
         clients: Registry::default(),
         blocked: Default::default(),
         slowlog: SlowLog::default(),
-        latency: Default::default(),
+        latency,
         scan_bounds: Default::default(),
         next_client_id: AtomicU64::new(0),
         shutdown: stop.clone(),

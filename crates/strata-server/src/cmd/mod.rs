@@ -482,15 +482,7 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
     if let Some(argv) = monitored {
         feed_monitors(ctx, &argv);
     }
-    let (threshold, max_len, latency_ms) = {
-        let c = ctx.shared.config.read();
-        let latency_ms = c
-            .tuning
-            .get("latency-monitor-threshold")
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0);
-        (c.slowlog_log_slower_than, c.slowlog_max_len, latency_ms)
-    };
+    let latency_ms = ctx.shared.latency.threshold_ms();
     // Redis's latencyAddSampleIfNeeded in call(): whole milliseconds.
     if latency_ms > 0 && micros / 1000 >= latency_ms {
         let event = if spec.has(flag::FAST) {
@@ -502,6 +494,10 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
         ctx.shared.latency.add(event, now_s, micros / 1000);
     }
     if let Some(argv) = logged {
+        let (threshold, max_len) = {
+            let c = ctx.shared.config.read();
+            (c.slowlog_log_slower_than, c.slowlog_max_len)
+        };
         if threshold >= 0 && micros >= threshold as u64 {
             let name = ctx.conn.name.clone().unwrap_or_default();
             ctx.shared
