@@ -299,6 +299,17 @@ def xlen(gen):
     return Op([b"XLEN", key(gen)])
 
 
+def with_state(fn):
+    """`fn` for any generator: test_differential.py's `Gen` draws these too, and lacks the
+    per-key clocks and ID source `StreamGen` (test_streams.py) starts with."""
+    def draw(gen):
+        if not hasattr(gen, "stream_ids"):
+            gen.clock = {}
+            gen.stream_ids = Ids(gen.r, gen)
+        return fn(gen)
+    return draw
+
+
 GENERATORS = {
     "xadd": (30, xadd),
     "xrange": (10, xrange),
@@ -315,3 +326,4 @@ GENERATORS = {
     "xautoclaim": (5, xautoclaim),
     "xinfo": (6, xinfo),
 }
+GENERATORS = {name: (weight, with_state(fn)) for name, (weight, fn) in GENERATORS.items()}

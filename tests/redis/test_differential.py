@@ -617,6 +617,20 @@ def shrink(pair, ops):
     return ops, pair.run(ops)
 
 
+def fail_shrunk(pair, ops, res, seed, resp3):
+    """Fails with the first differing command `res` of `ops` and the shortest prefix-derived
+    sequence (`shrink`) that still differs, replies cut to a readable length."""
+    i, op, ra, rb = res
+    small, final = shrink(pair, ops[:i + 1])
+    lines = [f"seed {seed} ({'RESP3' if resp3 else 'RESP2'}): command {i} differs: {op!r}",
+             f"  redis:  {ra!r}"[:3000], f"  strata: {rb!r}"[:3000],
+             f"shrunk to {len(small)} commands (replayed from an empty server):"]
+    lines += [f"  {o!r}"[:300] for o in small]
+    if final is not None:
+        lines += [f"  -> redis:  {final[2]!r}"[:3000], f"  -> strata: {final[3]!r}"[:3000]]
+    raise AssertionError("\n".join(lines))
+
+
 def differential(redis_server, strata_server, seed, n, resp3, batch=1):
     ops = Gen(seed).ops(n)
     pair = Pair(redis_server.port, strata_server.port, resp3)
@@ -629,15 +643,7 @@ def differential(redis_server, strata_server, seed, n, resp3, batch=1):
             print(f"\ndifferential (seed {seed}, {'RESP3' if resp3 else 'RESP2'}, "
                   f"{batch} per write): {n} commands, {elapsed:.1f} s, no difference")
             return
-        i, op, ra, rb = res
-        small, final = shrink(pair, ops[:i + 1])
-        lines = [f"seed {seed} ({'RESP3' if resp3 else 'RESP2'}): command {i} differs: {op!r}",
-                 f"  redis:  {ra!r}", f"  strata: {rb!r}",
-                 f"shrunk to {len(small)} commands (replayed from an empty server):"]
-        lines += [f"  {o!r}" for o in small]
-        if final is not None:
-            lines += [f"  -> redis:  {final[2]!r}", f"  -> strata: {final[3]!r}"]
-        raise AssertionError("\n".join(lines))
+        fail_shrunk(pair, ops, res, seed, resp3)
     finally:
         pair.close()
 

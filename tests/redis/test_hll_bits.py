@@ -16,7 +16,7 @@ import os
 
 import diff_hll_bits as gens
 from servers import Client, Error
-from test_differential import Gen, Op, Pair, shrink
+from test_differential import Gen, Op, Pair, fail_shrunk
 
 SEED = int(os.environ.get("STRATA_HLL_SEED", "20261126"))
 COMMANDS = int(os.environ.get("STRATA_HLL_COMMANDS", "4000"))
@@ -92,15 +92,7 @@ def run(redis_server, strata_server, seed, n, resp3):
         res = pair.run(ops)
         if res is None:
             return
-        i, op, ra, rb = res
-        small, final = shrink(pair, ops[:i + 1])
-        lines = [f"seed {seed} ({'RESP3' if resp3 else 'RESP2'}): command {i} differs: {op!r}",
-                 f"  redis:  {ra!r}"[:2000], f"  strata: {rb!r}"[:2000],
-                 f"shrunk to {len(small)} commands (replayed from an empty server):"]
-        lines += [f"  {o!r}"[:300] for o in small]
-        if final is not None:
-            lines += [f"  -> redis:  {final[2]!r}"[:2000], f"  -> strata: {final[3]!r}"[:2000]]
-        raise AssertionError("\n".join(lines))
+        fail_shrunk(pair, ops, res, seed, resp3)
     finally:
         pair.call([b"CONFIG", b"SET", b"hll-sparse-max-bytes", b"3000"])
         pair.close()

@@ -1,6 +1,6 @@
 """Differential test of keyspace notifications: a client PSUBSCRIBEs to `__key*__:*` on a
 real redis-server 7.0 and on `strata serve`, another client runs the same seeded random
-command sequences (diff_notify.py) on both, and after every op the events it produced must
+command sequences (notify_ops.py) on both, and after every op the events it produced must
 be the same on both servers, in the same order, and so must its replies.
 
     cargo build --release -p strata-cli
@@ -14,7 +14,7 @@ matches, sent by the commands' client after its last reply.
 import os
 import time
 
-from diff_notify import Gen
+from notify_ops import Gen
 from servers import Client
 
 SEED = int(os.environ.get("STRATA_NOTIFY_SEED", "20261126"))

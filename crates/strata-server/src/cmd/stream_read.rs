@@ -62,14 +62,11 @@ fn parse(a: &[Bytes], group_cmd: bool) -> Result<ReadArgs, CmdError> {
         } else if o.eq_ignore_ascii_case(b"streams") && more > 0 {
             let n = a.len() - i - 1;
             if !n.is_multiple_of(2) {
-                let (name, sym) = if group_cmd {
-                    ("xreadgroup", '>')
-                } else {
-                    ("xread", '$')
-                };
-                return Err(CmdError::reply(format!(
-                    "ERR Unbalanced '{name}' list of streams: for each stream key an ID or '{sym}' must be specified."
-                )));
+                // Redis 7.0.15's text, XREADGROUP's too (7.2 names the command and `>`).
+                return Err(CmdError::reply(
+                    "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' \
+                     must be specified.",
+                ));
             }
             streams = Some(i + 1);
             break;

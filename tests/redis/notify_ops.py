@@ -1,5 +1,6 @@
 """Random command sequences for the keyspace-notification differential test
-(test_notify.py): every write command Strata implements, over a few keys of every type
+(test_notify.py; not a `diff_*.py` module, since test_differential.py draws reply-compared
+commands from those and these ops are compared by their events): every write command Strata implements, over a few keys of every type
 (so commands also meet the wrong type and produce no event), with expiry, renames, moves
 between databases, DUMP/RESTORE and MULTI/EXEC blocks.
 
