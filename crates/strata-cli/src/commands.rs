@@ -453,7 +453,7 @@ mod tests {
     #[test]
     fn type_report_format() {
         let mut r = strata_server::check::TypeReport {
-            keys: [1, 2, 3, 4, 5],
+            keys: [1, 2, 3, 4, 5, 6],
             members: 20,
             garbage: 7,
             ..Default::default()
@@ -464,6 +464,7 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("zset keys:        5\n"), "{s}");
+        assert!(s.contains("stream keys:      6\n"), "{s}");
         assert!(s.contains("garbage records:  7\n"), "{s}");
         assert!(s.ends_with("problems:         0\nOK\n"), "{s}");
         r.problems
