@@ -117,18 +117,8 @@ pub(super) fn stream(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     Ok(())
 }
 
-/// One group of XINFO STREAM FULL.
-fn full_group(
-    store: &Store,
-    s: &Stream,
-    name: &[u8],
-    g: &crate::stream::Group,
-    count: usize,
-    r: &mut ReplyBuf,
-) -> CmdResult {
-    r.map(7);
-    r.bulk(b"name");
-    r.bulk(name);
+/// A group's last-delivered-id, entries-read and lag fields (XINFO GROUPS and STREAM FULL).
+fn group_progress(r: &mut ReplyBuf, s: &Stream, g: &crate::stream::Group) {
     r.bulk(b"last-delivered-id");
     reply_id(r, g.last_id);
     r.bulk(b"entries-read");
@@ -141,6 +131,21 @@ fn full_group(
         Some(n) => r.int(n),
         None => r.null(),
     }
+}
+
+/// One group of XINFO STREAM FULL.
+fn full_group(
+    store: &Store,
+    s: &Stream,
+    name: &[u8],
+    g: &crate::stream::Group,
+    count: usize,
+    r: &mut ReplyBuf,
+) -> CmdResult {
+    r.map(7);
+    r.bulk(b"name");
+    r.bulk(name);
+    group_progress(r, s, g);
     r.bulk(b"pel-count");
     r.int(s.pending_count(store, name)? as i64);
     r.bulk(b"pending");
@@ -198,18 +203,7 @@ pub(super) fn groups(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         r.int(s.consumers(store, name)?.len() as i64);
         r.bulk(b"pending");
         r.int(s.pending_count(store, name)? as i64);
-        r.bulk(b"last-delivered-id");
-        reply_id(r, g.last_id);
-        r.bulk(b"entries-read");
-        match g.entries_read {
-            Some(n) => r.int(n as i64),
-            None => r.null(),
-        }
-        r.bulk(b"lag");
-        match s.info.lag(s.len(), g) {
-            Some(n) => r.int(n),
-            None => r.null(),
-        }
+        group_progress(r, &s, g);
     }
     Ok(())
 }

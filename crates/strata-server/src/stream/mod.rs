@@ -292,21 +292,9 @@ impl Stream {
         let lo = self.entry_key(start);
         let mut hi = self.entry_key(end);
         hi.push(0);
-        let mut bad = None;
-        store.scan_range(&lo, &hi, rev, |k, v| {
-            let id = StreamId::from_bytes(&k[lo.len() - 16..]);
-            match (id, decode_entry(v)) {
-                (Some(id), Some((_, fields))) => f(id, fields),
-                _ => {
-                    bad = Some(k.to_vec());
-                    false
-                }
-            }
-        })?;
-        match bad {
-            Some(k) => Err(corrupt(&k)),
-            None => Ok(()),
-        }
+        scan_entry_records(store, &lo, &hi, rev, decode_entry, |id, (_, fields)| {
+            f(id, fields)
+        })
     }
 
     /// Up to `count` entries (0: all) from `start` to `end`.
@@ -401,21 +389,14 @@ impl Stream {
                 crate::keys::prefix_end(&self.record(TAG_ENTRY, &[])),
             )
         };
-        let at = lo.len() - 16;
-        let mut bad = None;
-        store.scan_range(&lo, &hi, reverse, |k, v| {
-            match (StreamId::from_bytes(&k[at..]), decode_entry_head(v)) {
-                (Some(id), Some((head, fields))) => f(id, head, fields),
-                _ => {
-                    bad = Some(k.to_vec());
-                    false
-                }
-            }
-        })?;
-        match bad {
-            Some(k) => Err(corrupt(&k)),
-            None => Ok(()),
-        }
+        scan_entry_records(
+            store,
+            &lo,
+            &hi,
+            reverse,
+            decode_entry_head,
+            |id, (head, fields)| f(id, head, fields),
+        )
     }
 
     /// Deletes the live entries among `ids` (ascending, distinct) into `w`, keeping the node
@@ -541,20 +522,9 @@ impl Stream {
     fn scan_head(&self, store: &Store, mut f: impl FnMut(StreamId, bool) -> bool) -> Result<()> {
         let lo = self.entry_key(StreamId::MIN);
         let hi = crate::keys::prefix_end(&self.record(TAG_ENTRY, &[]));
-        let mut bad = None;
-        store.scan_range(&lo, &hi, false, |k, v| {
-            match (StreamId::from_bytes(&k[lo.len() - 16..]), decode_entry(v)) {
-                (Some(id), Some((start, _))) => f(id, start),
-                _ => {
-                    bad = Some(k.to_vec());
-                    false
-                }
-            }
-        })?;
-        match bad {
-            Some(k) => Err(corrupt(&k)),
-            None => Ok(()),
-        }
+        scan_entry_records(store, &lo, &hi, false, decode_entry, |id, (start, _)| {
+            f(id, start)
+        })
     }
 
     /// Trims into `w` (Redis's `streamTrim`): entries below `minid`, or the oldest beyond
@@ -625,6 +595,34 @@ impl Stream {
 pub enum Trim {
     MaxLen(u64),
     MinId(StreamId),
+}
+
+/// Scans the entry records in `[lo, hi)` (keys ending in a 16-byte ID), decoding each value
+/// with `dec`, while `f` wants more; a record whose ID or value does not decode ends the
+/// scan as corruption.
+fn scan_entry_records<T>(
+    store: &Store,
+    lo: &[u8],
+    hi: &[u8],
+    reverse: bool,
+    dec: impl Fn(&[u8]) -> Option<T>,
+    mut f: impl FnMut(StreamId, T) -> bool,
+) -> Result<()> {
+    let at = lo.len() - 16;
+    let mut bad = None;
+    store.scan_range(lo, hi, reverse, |k, v| {
+        match (StreamId::from_bytes(&k[at..]), dec(v)) {
+            (Some(id), Some(t)) => f(id, t),
+            _ => {
+                bad = Some(k.to_vec());
+                false
+            }
+        }
+    })?;
+    match bad {
+        Some(k) => Err(corrupt(&k)),
+        None => Ok(()),
+    }
 }
 
 pub(crate) fn corrupt(k: &[u8]) -> strata_engine::Error {
