@@ -66,6 +66,8 @@ mod server;
 mod slowlog;
 mod store;
 mod stream;
+#[cfg(test)]
+mod test_server;
 mod tuning;
 mod txn;
 mod watch;

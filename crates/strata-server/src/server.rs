@@ -350,84 +350,22 @@ const NET_THREAD_STACK_BYTES: usize = 16 << 20;
 
 /// Opens the database in `config.dir`, listens, and serves on a thread of its own.
 pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerError> {
-    if config.databases > MAX_DATABASES {
-        return Err(ConfigError(format!("databases must be at most {MAX_DATABASES}")).into());
-    }
-    let acl = crate::acl::from_config(&config).map_err(ConfigError)?;
     let listeners = bind_all(&config)?;
     let local_addrs: Vec<SocketAddr> = listeners
         .iter()
         .filter_map(|l| l.local_addr().ok())
         .collect();
-    let mut db_opts = strata::DbOptions {
-        shards: config.shards,
-        // Shards own slot ranges: a key's records share its slot, so they share a shard.
-        routing: Some(strata::Routing::Slot),
-        hot_bytes: config.hot_memory_bytes,
-        ..strata::DbOptions::with_engine(config.engine.options())
-    };
-    if let Some(fs) = &opts.fs {
-        db_opts.engine.fs = fs.clone();
-    }
-    // Reclaims the records of deleted and expired keys as compactions run (`filter.rs`).
-    let db = strata::Db::open(&config.dir, crate::filter::with_filter(db_opts))?;
-    let shards = db.shard_count();
-    let unix = match &config.unixsocket {
-        Some(path) => Some(bind_unix(path, config.unixsocketperm)?),
+    let unixsocket = config.unixsocket.clone();
+    let unixsocketperm = config.unixsocketperm;
+    let shared = open_shared(config, opts.fs.clone(), local_addrs.clone())?;
+    let shards = shared.store.db().shard_count();
+    let unix = match &unixsocket {
+        Some(path) => Some(bind_unix(path, unixsocketperm)?),
         None => None,
     };
-    let unix_path = config.unixsocket.clone();
-    let (stop, _) = watch::channel(false);
-    let store = Store::open(db, config.appendfsync == AppendFsync::Always)?;
-    set_lfu_params(&store, &config);
-    let pubsub = Arc::new(crate::pubsub::PubSub::default());
-    store.notify.attach(pubsub.clone());
-    configure_notify(&store, &config);
-    let functions = crate::cmd::functions::open(&store).map_err(ServerError::Functions)?;
-    let latency = crate::latency::Monitor::default();
-    latency.set_threshold(
-        config
-            .tuning
-            .get("latency-monitor-threshold")
-            .map(String::as_str),
-    );
-    let shared = Arc::new_cyclic(|me| Shared {
-        acl,
-        store,
-        functions,
-        pubsub,
-        pause: Default::default(),
-        monitors: Default::default(),
-        saves: crate::save::Saves::default(),
-        scripts: Default::default(),
-        me: me.clone(),
-        config: RwLock::new(config),
-        stats: Stats::default(),
-        cmdstats: Default::default(),
-        started: Instant::now(),
-        run_id: run_id(),
-        local_addrs: local_addrs.clone(),
-        unix_path: unix_path.clone(),
-        clients: Registry::default(),
-        blocked: Default::default(),
-        slowlog: SlowLog::default(),
-        latency,
-        scan_bounds: Default::default(),
-        next_client_id: AtomicU64::new(0),
-        shutdown: stop.clone(),
-    });
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .thread_name("strata-net")
-        // Scripts run on these threads, and Lua's C functions recurse (200 nested
-        // `string.gsub` calls with 8 KiB buffers each, as Lua allows): more than tokio's
-        // 2 MiB.
-        .thread_stack_size(NET_THREAD_STACK_BYTES)
-        .enable_all()
-        .build()
-        .map_err(|source| ServerError::Io {
-            what: "cannot start the network runtime".to_string(),
-            source,
-        })?;
+    let unix_path = unixsocket;
+    let stop = shared.shutdown.clone();
+    let runtime = net_runtime(None)?;
     let thread = std::thread::Builder::new()
         .name("strata-server".to_string())
         .spawn(move || run(runtime, shared, listeners, unix, opts))
@@ -442,6 +380,91 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
         stop,
         thread: Some(thread),
     })
+}
+
+/// Opens the database in `config.dir` (through `fs`; `None`: the real file system) and
+/// builds the state every connection shares, before any client is served. [`start`] serves
+/// it on its listeners; the in-process test harness (`test_server.rs`) on in-memory streams.
+pub(crate) fn open_shared(
+    config: Config,
+    fs: Option<Arc<dyn strata_engine::io::Fs>>,
+    local_addrs: Vec<SocketAddr>,
+) -> Result<Arc<Shared>, ServerError> {
+    if config.databases > MAX_DATABASES {
+        return Err(ConfigError(format!("databases must be at most {MAX_DATABASES}")).into());
+    }
+    let acl = crate::acl::from_config(&config).map_err(ConfigError)?;
+    let mut db_opts = strata::DbOptions {
+        shards: config.shards,
+        // Shards own slot ranges: a key's records share its slot, so they share a shard.
+        routing: Some(strata::Routing::Slot),
+        hot_bytes: config.hot_memory_bytes,
+        ..strata::DbOptions::with_engine(config.engine.options())
+    };
+    if let Some(fs) = fs {
+        db_opts.engine.fs = fs;
+    }
+    // Reclaims the records of deleted and expired keys as compactions run (`filter.rs`).
+    let db = strata::Db::open(&config.dir, crate::filter::with_filter(db_opts))?;
+    let (stop, _) = watch::channel(false);
+    let store = Store::open(db, config.appendfsync == AppendFsync::Always)?;
+    set_lfu_params(&store, &config);
+    let pubsub = Arc::new(crate::pubsub::PubSub::default());
+    store.notify.attach(pubsub.clone());
+    configure_notify(&store, &config);
+    let functions = crate::cmd::functions::open(&store).map_err(ServerError::Functions)?;
+    let latency = crate::latency::Monitor::default();
+    latency.set_threshold(
+        config
+            .tuning
+            .get("latency-monitor-threshold")
+            .map(String::as_str),
+    );
+    let unix_path = config.unixsocket.clone();
+    Ok(Arc::new_cyclic(|me| Shared {
+        acl,
+        store,
+        functions,
+        pubsub,
+        pause: Default::default(),
+        monitors: Default::default(),
+        saves: crate::save::Saves::default(),
+        scripts: Default::default(),
+        me: me.clone(),
+        config: RwLock::new(config),
+        stats: Stats::default(),
+        cmdstats: Default::default(),
+        started: Instant::now(),
+        run_id: run_id(),
+        local_addrs,
+        unix_path,
+        clients: Registry::default(),
+        blocked: Default::default(),
+        slowlog: SlowLog::default(),
+        latency,
+        scan_bounds: Default::default(),
+        next_client_id: AtomicU64::new(0),
+        shutdown: stop,
+    }))
+}
+
+/// The runtime connections run on (`workers`: `None`, one per core).
+pub(crate) fn net_runtime(workers: Option<usize>) -> Result<tokio::runtime::Runtime, ServerError> {
+    let mut b = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = workers {
+        b.worker_threads(n);
+    }
+    b.thread_name("strata-net")
+        // Scripts run on these threads, and Lua's C functions recurse (200 nested
+        // `string.gsub` calls with 8 KiB buffers each, as Lua allows): more than tokio's
+        // 2 MiB.
+        .thread_stack_size(NET_THREAD_STACK_BYTES)
+        .enable_all()
+        .build()
+        .map_err(|source| ServerError::Io {
+            what: "cannot start the network runtime".to_string(),
+            source,
+        })
 }
 
 /// The server thread: serves until shutdown, then closes the database.
@@ -614,7 +637,7 @@ fn refuse<S: tokio::io::AsyncWrite + Unpin + Send + 'static>(mut sock: S, msg: &
 }
 
 /// Counts an accepted client.
-fn admit(shared: &Shared) {
+pub(crate) fn admit(shared: &Shared) {
     shared
         .stats
         .connections_received
