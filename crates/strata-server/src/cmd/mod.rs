@@ -40,6 +40,30 @@ mod zblocking;
 mod zsetops;
 pub mod zsets;
 
+// Each family's tests over a whole in-memory server (`test_server.rs`), beside the family.
+#[cfg(test)]
+mod bits_tests;
+#[cfg(test)]
+mod geo_tests;
+#[cfg(test)]
+mod hashes_tests;
+#[cfg(test)]
+mod hll_tests;
+#[cfg(test)]
+mod keyspace_tests;
+#[cfg(test)]
+mod lists_tests;
+#[cfg(test)]
+mod multi_tests;
+#[cfg(test)]
+mod sets_tests;
+#[cfg(test)]
+mod streams_tests;
+#[cfg(test)]
+mod strings_tests;
+#[cfg(test)]
+mod zsets_tests;
+
 use crate::clients::ClientInfo;
 use crate::protocol::reply::ReplyBuf;
 use crate::server::Shared;
