@@ -114,3 +114,111 @@ fn expire_options_rename_copy_move_and_types() {
         "#,
     );
 }
+
+/// A changed limit applies at the next write of a key, as Redis converts then (listpack→hashtable, listpack→skiplist, intset→hashtable).
+#[test]
+fn encodings_follow_the_limits_in_force_when_the_key_is_written() {
+    TestServer::in_memory().check(
+        r#"
+            HSET h f v => :1
+            CONFIG SET hash-max-listpack-entries 0 => +OK
+            OBJECT ENCODING h => "listpack"
+            HSET h g w => :1
+            OBJECT ENCODING h => "hashtable"
+            CONFIG SET hash-max-listpack-entries 128 => +OK
+            HSET h2 a 1 => :1
+            OBJECT ENCODING h2 => "listpack"
+            CONFIG SET zset-max-listpack-entries 128 => +OK
+            ZADD z 1 a => :1
+            CONFIG SET zset-max-listpack-entries 0 => +OK
+            OBJECT ENCODING z => "listpack"
+            ZADD z 2 b => :1
+            OBJECT ENCODING z => "skiplist"
+            CONFIG SET zset-max-listpack-entries 128 => +OK
+            ZREM z b => :1
+            OBJECT ENCODING z => "skiplist"
+            SADD s 1 => :1
+            CONFIG SET set-max-intset-entries 0 => +OK
+            OBJECT ENCODING s => "intset"
+            SADD s 2 => :1
+            OBJECT ENCODING s => "hashtable"
+        "#,
+    );
+}
+
+/// RENAME over another type, TTLs carried by RENAME and COPY, MOVE and SELECT bounds, SCAN TYPE/MATCH, OBJECT, EXPIREAT with NX/XX/GT/LT.
+#[test]
+fn renames_moves_scans_and_expiry_option_edges() {
+    TestServer::in_memory().check(
+        r#"
+            RPUSH l a b => :2
+            SET s v => +OK
+            RENAME s l => +OK
+            TYPE l => +string
+            GET l => "v"
+            HSET h f v => :1
+            EXPIRE h 100 => :1
+            RENAME h h2 => +OK
+            TTL h2 => :100
+            COPY h2 h3 => :1
+            TTL h3 => :100
+            RENAME h2 h3 => +OK
+            TTL h3 => :100
+            HGETALL h3 => ["f", "v"]
+            SET x 1 => +OK
+            MOVE x 1 => :1
+            MOVE x 16 => -ERR DB index is out of range
+            MOVE x -1 => -ERR DB index is out of range
+            SELECT 16 => -ERR DB index is out of range
+            SELECT -1 => -ERR DB index is out of range
+            SELECT x => -ERR value is not an integer or out of range
+            COPY h3 x DB 16 => -ERR DB index is out of range
+            COPY h3 h3 DB 1 => :1
+            EXPIRE h3 100 NX => :0
+            PERSIST nokey => :0
+            PEXPIRE h3 -1 => :1
+            EXISTS h3 => :0
+            KEYS * => ["l"]
+            KEYS h? => []
+            KEYS [lx] => ["l"]
+            SADD st a => :1
+            ZADD zs 1 a => :1
+            XADD xs 1-0 a b => "1-0"
+            (sorted) SCAN 0 TYPE string COUNT 100 => ["0", ["l"]]
+            (sorted) SCAN 0 TYPE zset COUNT 100 => ["0", ["zs"]]
+            (sorted) SCAN 0 MATCH z* COUNT 100 => ["0", ["zs"]]
+            SCAN 0 COUNT 0 => -ERR syntax error
+            SCAN x => -ERR invalid cursor
+            SCAN 0 FOO bar => -ERR syntax error
+            TYPE xs => +stream
+            OBJECT ENCODING xs => "stream"
+            OBJECT ENCODING st => "hashtable"
+            OBJECT ENCODING zs => "listpack"
+            OBJECT ENCODING l => "embstr"
+            OBJECT FREQ l => -ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.
+            OBJECT REFCOUNT l => :1
+            OBJECT IDLETIME nokey => (nil)
+            DEL l l l => :1
+            EXISTS l l => :0
+            RENAMENX st zs => :0
+            RENAME st st => +OK
+            RENAMENX st st => :0
+            FLUSHDB => +OK
+            DBSIZE => :0
+            RANDOMKEY => (nil)
+            SET a 1 => +OK
+            RANDOMKEY => "a"
+            EXPIREAT a 33177117420 LT => :1
+            EXPIREAT a 33177117420 GT => :0
+            EXPIREAT a 33177117421 GT => :1
+            EXPIREAT a 33177117420 XX => :1
+            EXPIREAT a 33177117410 lt => :1
+            EXPIRETIME a => :33177117410
+            EXPIRE a 100 xx => :1
+            EXPIREAT a 100 nx => :0
+            PEXPIREAT a x => -ERR value is not an integer or out of range
+            PEXPIRETIME nokey => :-2
+            TTL a => :100
+        "#,
+    );
+}

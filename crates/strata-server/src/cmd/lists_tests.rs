@@ -234,3 +234,186 @@ fn pushes_in_a_transaction_serve_the_blocked_client_after_exec() {
         "#,
     );
 }
+
+/// Blocks `b` with `request` and waits until the server counts it blocked.
+fn block(t: &TestServer, b: &mut crate::test_server::TestConn, request: &[&str]) {
+    b.send(request);
+    t.wait_blocked(1);
+}
+
+#[test]
+fn every_command_that_creates_the_list_serves_the_blocked_client() {
+    let mut t = TestServer::in_memory();
+    let mut b = t.conn();
+    block(&t, &mut b, &["BLPOP", "dst", "0"]);
+    assert_eq!(t.q("RPUSH src x"), ":1");
+    assert_eq!(t.q("RENAME src dst"), "+OK");
+    assert_eq!(b.recv().to_string(), r#"["dst", "x"]"#);
+    assert_eq!(t.q("EXISTS dst"), ":0");
+
+    block(&t, &mut b, &["BLPOP", "dst", "0"]);
+    assert_eq!(t.q("RPUSH src2 y"), ":1");
+    assert_eq!(t.q("LMOVE src2 dst LEFT LEFT"), r#""y""#);
+    assert_eq!(b.recv().to_string(), r#"["dst", "y"]"#);
+
+    block(&t, &mut b, &["BRPOP", "cp", "0"]);
+    assert_eq!(t.q("RPUSH orig 1 2"), ":2");
+    assert_eq!(t.q("COPY orig cp"), ":1");
+    assert_eq!(b.recv().to_string(), r#"["cp", "2"]"#);
+    assert_eq!(t.q("LRANGE cp 0 -1"), r#"["1"]"#);
+
+    block(&t, &mut b, &["BLPOP", "mv", "0"]);
+    t.check(
+        r#"
+        SELECT 1 => +OK
+        RPUSH mv m => :1
+        MOVE mv 0 => :1
+        SELECT 0 => +OK
+        "#,
+    );
+    assert_eq!(b.recv().to_string(), r#"["mv", "m"]"#);
+
+    block(&t, &mut b, &["BLPOP", "sorted", "0"]);
+    assert_eq!(t.q("RPUSH unsorted 3 1 2"), ":3");
+    assert_eq!(t.q("SORT unsorted STORE sorted"), ":3");
+    assert_eq!(b.recv().to_string(), r#"["sorted", "1"]"#);
+
+    // A key that expired meanwhile is replaced by a list.
+    block(&t, &mut b, &["BRPOP", "ex", "0"]);
+    assert_eq!(t.q("SET ex v PX 1"), "+OK");
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(t.q("RPUSH ex z"), ":1");
+    assert_eq!(b.recv().to_string(), r#"["ex", "z"]"#);
+}
+
+#[test]
+fn a_served_move_can_serve_the_next_client_and_fail_on_the_destination_type() {
+    let mut t = TestServer::in_memory();
+    let (mut b, mut c) = (t.conn(), t.conn());
+    // One push, two waiters: the first is served, the second times out.
+    b.send(&["BLPOP", "one", "0"]);
+    t.wait_blocked(1);
+    c.send(&["BLPOP", "one", "0.2"]);
+    t.wait_blocked(2);
+    assert_eq!(t.q("RPUSH one x"), ":1");
+    assert_eq!(b.recv().to_string(), r#"["one", "x"]"#);
+    assert_eq!(c.recv().to_string(), "(nil-array)");
+
+    block(
+        &t,
+        &mut b,
+        &["BLMOVE", "same", "same", "RIGHT", "LEFT", "0"],
+    );
+    assert_eq!(t.q("RPUSH same 1 2"), ":2");
+    assert_eq!(b.recv().to_string(), r#""2""#);
+    assert_eq!(t.q("LRANGE same 0 -1"), r#"["2", "1"]"#);
+
+    // The element BRPOPLPUSH moves serves the client blocked on its destination.
+    b.send(&["BRPOPLPUSH", "r1", "r2", "0"]);
+    t.wait_blocked(1);
+    c.send(&["BLPOP", "r2", "0"]);
+    t.wait_blocked(2);
+    assert_eq!(t.q("RPUSH r1 v"), ":1");
+    assert_eq!(b.recv().to_string(), r#""v""#);
+    assert_eq!(c.recv().to_string(), r#"["r2", "v"]"#);
+    assert_eq!(t.q("EXISTS r1 r2"), ":0");
+
+    // A destination of another type: the client gets the error, the element stays.
+    assert_eq!(t.q("SET wt v"), "+OK");
+    block(&t, &mut b, &["BLMOVE", "ls", "wt", "LEFT", "LEFT", "0"]);
+    assert_eq!(t.q("RPUSH ls q"), ":1");
+    assert_eq!(
+        b.recv().to_string(),
+        "-WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
+    assert_eq!(t.q("LRANGE ls 0 -1"), r#"["q"]"#);
+
+    // BLMPOP on three keys takes what the one pushed has, up to COUNT.
+    block(
+        &t,
+        &mut b,
+        &["BLMPOP", "0", "3", "k1", "k2", "k3", "LEFT", "COUNT", "2"],
+    );
+    assert_eq!(t.q("RPUSH k3 a"), ":1");
+    assert_eq!(b.recv().to_string(), r#"["k3", ["a"]]"#);
+
+    // LPUSH of several elements: the client gets the last one pushed, as in Redis.
+    block(&t, &mut b, &["BLPOP", "lp", "0"]);
+    assert_eq!(t.q("LPUSH lp 1 2 3"), ":3");
+    assert_eq!(b.recv().to_string(), r#"["lp", "3"]"#);
+    assert_eq!(t.q("LRANGE lp 0 -1"), r#"["2", "1"]"#);
+}
+
+#[test]
+fn client_unblock_ends_a_wait_with_a_timeout_or_an_error() {
+    let mut t = TestServer::in_memory();
+    let mut b = t.conn();
+    let id = b.q("CLIENT ID");
+    let id = id.trim_start_matches(':');
+    block(&t, &mut b, &["BLPOP", "nothing", "0"]);
+    assert_eq!(t.q(&format!("CLIENT UNBLOCK {id}")), ":1");
+    assert_eq!(b.recv().to_string(), "(nil-array)");
+    block(&t, &mut b, &["BLPOP", "nothing", "0"]);
+    assert_eq!(t.q(&format!("CLIENT UNBLOCK {id} ERROR")), ":1");
+    assert_eq!(
+        b.recv().to_string(),
+        "-UNBLOCKED client unblocked via CLIENT UNBLOCK"
+    );
+    assert_eq!(t.q(&format!("CLIENT UNBLOCK {id}")), ":0");
+}
+
+#[test]
+fn one_exec_serves_clients_blocked_on_different_keys() {
+    let mut t = TestServer::in_memory();
+    let (mut b, mut c) = (t.conn(), t.conn());
+    b.send(&["BLPOP", "q1", "0"]);
+    t.wait_blocked(1);
+    c.send(&["BLPOP", "q2", "0"]);
+    t.wait_blocked(2);
+    t.check(
+        r#"
+        MULTI => +OK
+        RPUSH q2 two => +QUEUED
+        RPUSH q1 one => +QUEUED
+        EXEC => [:1, :1]
+        "#,
+    );
+    assert_eq!(b.recv().to_string(), r#"["q1", "one"]"#);
+    assert_eq!(c.recv().to_string(), r#"["q2", "two"]"#);
+}
+
+/// Out-of-range indexes, LPOS with RANK/COUNT/MAXLEN together, LMPOP argument errors.
+#[test]
+fn range_bounds_and_argument_errors() {
+    TestServer::in_memory().check(
+        r#"
+            RPUSH l a b c d e => :5
+            LRANGE l -100 100 => ["a", "b", "c", "d", "e"]
+            LRANGE l 3 1 => []
+            LRANGE l x 1 => -ERR value is not an integer or out of range
+            LTRIM l 5 10 => +OK
+            EXISTS l => :0
+            RPUSH l a b c => :3
+            LINSERT l BEFORE a a => :4
+            LINSERT l before A x => :-1
+            LPOS l a RANK -2 COUNT 0 MAXLEN 2 => []
+            LPOS l a RANK -9223372036854775808 => :1
+            LPOS l a COUNT 0 MAXLEN 0 => [:0, :1]
+            LSET l -1 z => +OK
+            LSET l -5 z => -ERR index out of range
+            LRANGE l 0 -1 => ["a", "a", "b", "z"]
+            LREM l -1 nope => :0
+            LMOVE l l RIGHT LEFT => "z"
+            LRANGE l 0 -1 => ["z", "a", "a", "b"]
+            RPOPLPUSH nokey l => (nil)
+            LPUSH l => -ERR wrong number of arguments for 'lpush' command
+            RPOP l 0 => []
+            LPOP l 1 => ["z"]
+            LMPOP 1 l LEFT COUNT -1 => -ERR count should be greater than 0
+            LMPOP 1 l LEFT COUNT x => -ERR count should be greater than 0
+            LMPOP 1 l LEFT COUNT 1 COUNT 2 => -ERR syntax error
+            LMPOP 2 l => -ERR wrong number of arguments for 'lmpop' command
+            LINDEX l -100 => (nil)
+        "#,
+    );
+}

@@ -158,3 +158,54 @@ fn resp3_replies_sets_as_sets() {
     assert_eq!(c.raw(&["SPOP", "nokey"]), b"_\r\n");
     assert_eq!(c.raw(&["SMISMEMBER", "s", "x"]), b"*1\r\n:1\r\n");
 }
+
+/// STORE forms whose destination is a source, or whose result is empty.
+#[test]
+fn stores_onto_their_own_sources() {
+    TestServer::in_memory().check(
+        r#"
+            CONFIG SET set-max-intset-entries 512 => +OK
+            SADD big 1 2 3 4 5 => :5
+            SINTERSTORE big big nokey => :0
+            SADD a 1 2 3 => :3
+            SADD b 2 3 4 => :3
+            SINTERSTORE a a b => :2
+            SMEMBERS a => ["2", "3"]
+            SUNIONSTORE b a b => :3
+            SDIFFSTORE b b nokey => :3
+        "#,
+    );
+}
+
+/// SSCAN, SINTERCARD arguments, SPOP/SRANDMEMBER count errors, emptied sets.
+#[test]
+fn scans_counts_and_argument_errors() {
+    TestServer::in_memory().check(
+        r#"
+            SADD s a b c => :3
+            SSCAN s 0 COUNT 100 MATCH a => ["0", ["a"]]
+            SSCAN s x => -ERR invalid cursor
+            SMISMEMBER s => -ERR wrong number of arguments for 'smismember' command
+            SINTERCARD 1 s LIMIT 0 => :3
+            SINTERCARD 1 s LIMIT x => -ERR LIMIT can't be negative
+            SINTERCARD x s => -ERR numkeys should be greater than 0
+            SINTERCARD 1 s FOO 1 => -ERR syntax error
+            SADD i 1 2 3 => :3
+            SADD i 3 => :0
+            SREM i 1 2 3 => :3
+            EXISTS i => :0
+            SPOP s 0 => []
+            SPOP s x => -ERR value is out of range, must be positive
+            SRANDMEMBER s x => -ERR value is not an integer or out of range
+            SRANDMEMBER s -9223372036854775808 => -ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807
+            SDIFFSTORE s nokey => :0
+            EXISTS s => :0
+            SADD s2 1 => :1
+            SUNIONSTORE s2 nokey nokey2 => :0
+            EXISTS s2 => :0
+            SMOVE s2 s2 1 => :0
+            SADD ds x => :1
+            SMOVE ds ds nope => :0
+        "#,
+    );
+}

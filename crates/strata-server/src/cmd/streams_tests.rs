@@ -58,3 +58,40 @@ fn a_blocked_xread_is_served_by_a_later_add() {
     assert_eq!(b.recv().to_string(), r#"[["s", [["2-0", ["b", "2"]]]]]"#);
     assert_eq!(t.q("XREAD BLOCK 50 STREAMS s $"), "(nil-array)");
 }
+
+#[test]
+fn blocked_stream_readers_see_the_stream_they_wait_on_change() {
+    let mut t = TestServer::in_memory();
+    let mut b = t.conn();
+    assert_eq!(t.q("XADD s1 1-0 a 1"), "\"1-0\"");
+    b.send(&[
+        "XREAD", "BLOCK", "0", "COUNT", "5", "STREAMS", "s1", "s2", "$", "$",
+    ]);
+    t.wait_blocked(1);
+    assert_eq!(t.q("XADD s2 5-0 b 2"), "\"5-0\"");
+    assert_eq!(b.recv().to_string(), r#"[["s2", [["5-0", ["b", "2"]]]]]"#);
+    // A group that does not exist yet is an error at once, not a wait.
+    assert_eq!(
+        b.q("XREADGROUP GROUP g c1 BLOCK 0 STREAMS s3 >"),
+        "-NOGROUP No such key 's3' or consumer group 'g' in XREADGROUP with GROUP option"
+    );
+    // The stream deleted under a blocked group reader.
+    assert_eq!(t.q("XGROUP CREATE s4 g $ MKSTREAM"), "+OK");
+    b.send(&[
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c1",
+        "BLOCK",
+        "0",
+        "STREAMS",
+        "s4",
+        ">",
+    ]);
+    t.wait_blocked(1);
+    assert_eq!(t.q("DEL s4"), ":1");
+    assert_eq!(
+        b.recv().to_string(),
+        "-UNBLOCKED the stream key no longer exists"
+    );
+}

@@ -127,3 +127,69 @@ fn a_string_changed_in_place_reports_raw() {
         "#,
     );
 }
+
+/// INCRBYFLOAT formatting, SET EXAT/PXAT/KEEPTTL/GET, GETEX, SETRANGE on integers, overflows and out-of-range expiry times.
+#[test]
+fn floats_absolute_expiry_and_overflow() {
+    TestServer::in_memory().check(
+        r#"
+            SET s 10 => +OK
+            INCRBYFLOAT s 0.1 => "10.1"
+            INCRBYFLOAT s 5.0e3 => "5010.10000000000000009"
+            INCRBYFLOAT s -5010.1 => "0"
+            SET s 1.0 => +OK
+            INCR s => -ERR value is not an integer or out of range
+            SET s 10.50 => +OK
+            INCRBYFLOAT s 0 => "10.5"
+            SET s abc EXAT 0 => -ERR invalid expire time in 'set' command
+            SET s abc PXAT 1 => +OK
+            EXISTS s => :0
+            SET s abc EXAT 33177117420 => +OK
+            EXPIRETIME s => :33177117420
+            SET s xyz KEEPTTL => +OK
+            EXPIRETIME s => :33177117420
+            SET s xyz GET => "xyz"
+            EXPIRETIME s => :-1
+            RPUSH lst a => :1
+            SET lst v GET => -WRONGTYPE Operation against a key holding the wrong kind of value
+            SET lst v NX GET => -WRONGTYPE Operation against a key holding the wrong kind of value
+            GETEX s PXAT 33177117420000 => "xyz"
+            EXPIRETIME s => :33177117420
+            GETEX s EX 10 PX 10 => -ERR syntax error
+            GETEX s FOO => -ERR syntax error
+            GETDEL lst => -WRONGTYPE Operation against a key holding the wrong kind of value
+            SETRANGE s 1 "" => :3
+            SETRANGE s 0 "" => :3
+            SET n 5 => +OK
+            SETRANGE n 1 0 => :2
+            INCR n => :51
+            APPEND n 1 => :3
+            INCR n => :512
+            GETRANGE s 0 -100 => "x"
+            GETRANGE s -100 -50 => "x"
+            GETRANGE s 1 0 => ""
+            GETRANGE s 9223372036854775807 9223372036854775807 => ""
+            MSETNX a 1 a 2 => :1
+            GET a => "2"
+            SUBSTR n 0 1 => "51"
+            STRLEN n => :3
+            MGET lst n => [(nil), "512"]
+            INCRBY n 9223372036854775807 => -ERR increment or decrement would overflow
+            DECRBY n 9223372036854775807 => :-9223372036854775295
+            DECRBY n -1 => :-9223372036854775294
+            SET neg -0 => +OK
+            INCR neg => -ERR value is not an integer or out of range
+            SET big 99999999999999999999 => +OK
+            INCR big => -ERR value is not an integer or out of range
+            SETEX s x v => -ERR value is not an integer or out of range
+            SETEX s -10 v => -ERR invalid expire time in 'setex' command
+            SETEX s 9223372036854775807 v => -ERR invalid expire time in 'setex' command
+            SET s v EX 9223372036854775807 => -ERR invalid expire time in 'set' command
+            SET s v PX 9223372036854775807 => -ERR invalid expire time in 'set' command
+            SET s v EXAT 9223372036854775807 => -ERR invalid expire time in 'set' command
+            EXPIRE s 9223372036854775807 => -ERR invalid expire time in 'expire' command
+            PEXPIRE s 9223372036854775807 => -ERR invalid expire time in 'pexpire' command
+            EXPIRE s -9223372036854775808 => -ERR invalid expire time in 'expire' command
+        "#,
+    );
+}

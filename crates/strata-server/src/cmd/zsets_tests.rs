@@ -180,3 +180,106 @@ fn blocking_pops_are_served_by_a_later_add_or_time_out() {
     assert_eq!(b.recv().to_string(), r#"["z5", [["c", "3"], ["b", "2"]]]"#);
     assert_eq!(t.q("ZRANGE z5 0 -1"), r#"["a"]"#);
 }
+
+#[test]
+fn a_store_or_a_key_of_the_right_type_serves_the_blocked_client() {
+    let mut t = TestServer::in_memory();
+    let mut b = t.conn();
+    b.send(&["BZPOPMIN", "zd", "0"]);
+    t.wait_blocked(1);
+    assert_eq!(t.q("ZADD zs 1 a 2 b"), ":2");
+    assert_eq!(t.q("ZUNIONSTORE zd 1 zs"), ":2");
+    assert_eq!(b.recv().to_string(), r#"["zd", "a", "1"]"#);
+    assert_eq!(t.q("ZRANGE zd 0 -1"), r#"["b"]"#);
+    // A key of another type on the first key does not end the wait.
+    b.send(&["BZMPOP", "0", "2", "za", "zb", "MIN"]);
+    t.wait_blocked(1);
+    assert_eq!(t.q("SET za x"), "+OK");
+    b.silent(Duration::from_millis(50));
+    assert_eq!(t.q("ZADD zb 5 m"), ":1");
+    assert_eq!(b.recv().to_string(), r#"["zb", [["m", "5"]]]"#);
+}
+
+/// Stores onto a source, WEIGHTS counts, infinite weights, ZADD INCR with NX/XX/GT, ZRANGESTORE, empty and inverted ranges, overflow to inf.
+#[test]
+fn stores_weights_and_aggregates_at_their_edges() {
+    TestServer::in_memory().check(
+        r#"
+            SCARD b => :0
+            OBJECT ENCODING b => (nil)
+            ZADD za 1 a 2 b => :2
+            ZADD zb 3 b 4 c => :2
+            ZUNIONSTORE za 2 za zb => :3
+            ZRANGE za 0 -1 WITHSCORES => ["a", "1", "c", "4", "b", "5"]
+            ZINTERSTORE zc 2 za zb WEIGHTS 1 => -ERR syntax error
+            ZINTERSTORE zc 2 za zb WEIGHTS 1 2 3 => -ERR syntax error
+            ZINTERSTORE zc 2 za zb AGGREGATE sum WEIGHTS 2 2 => :2
+            ZRANGE zc 0 -1 WITHSCORES => ["b", "16", "c", "16"]
+            ZUNION 2 za zb WITHSCORES AGGREGATE MAX WEIGHTS inf -inf => ["a", "inf", "b", "inf", "c", "inf"]
+            ZINTER 2 za zb WEIGHTS inf 0 WITHSCORES => ["b", "inf", "c", "inf"]
+            ZADD z NX INCR 1 a => "1"
+            ZADD z XX INCR 1 nope => (nil)
+            ZADD z GT INCR -5 a => (nil)
+            ZADD z GT CH 0 a 9 q => :1
+            ZRANGESTORE d z 0 -1 REV => :2
+            ZRANGE d 0 -1 => ["a", "q"]
+            ZRANGESTORE d z [a + BYLEX LIMIT 0 1 => :1
+            ZRANGE d 0 -1 => ["a"]
+            ZRANGESTORE d nokey 0 -1 => :0
+            EXISTS d => :0
+            ZRANGE z (a [z BYLEX REV => []
+            ZRANGE z [z (a BYLEX REV => ["q"]
+            ZREMRANGEBYSCORE z -inf +inf => :2
+            EXISTS z => :0
+            ZRANGEBYSCORE zc (1 (1 => []
+            ZRANGEBYSCORE zc 1 x => -ERR min or max is not a float
+            ZRANGEBYSCORE zc -inf +inf LIMIT 0 -1 => ["b", "c"]
+            ZRANGEBYSCORE zc -inf +inf LIMIT -1 1 => []
+            ZREVRANGE zc 0 0 WITHSCORES => ["c", "16"]
+            ZRANGE zc 0 -1 BYSCORE => []
+            ZSCORE zc b => "16"
+            ZADD e 0 a => :1
+            ZINCRBY e 1e308 a => "1e+308"
+            ZINCRBY e 1e308 a => "inf"
+            ZADD zz 1 "" => :1
+            ZRANGE zz 0 -1 => [""]
+            ZCOUNT zz -inf +inf => :1
+            ZLEXCOUNT zz - + => :1
+            ZLEXCOUNT zz + - => :0
+            ZLEXCOUNT zz [ ( => :0
+        "#,
+    );
+}
+
+/// ZSCAN, ZRANK arguments, ZPOP counts, stores from missing keys and from sets.
+#[test]
+fn scans_ranks_and_argument_errors() {
+    TestServer::in_memory().check(
+        r#"
+            ZADD z 1 a 2 b => :2
+            ZSCAN z 0 => ["0", ["a", "1", "b", "2"]]
+            ZRANK z a WITHSCORE => -ERR wrong number of arguments for 'zrank' command
+            ZRANK z a x => -ERR wrong number of arguments for 'zrank' command
+            ZREVRANGE z 0 -1 WITHSCORES => ["b", "2", "a", "1"]
+            ZRANGEBYLEX z - + LIMIT 0 => -ERR syntax error
+            ZREMRANGEBYRANK z x 1 => -ERR value is not an integer or out of range
+            ZREMRANGEBYRANK z 5 10 => :0
+            ZPOPMAX z 0 => []
+            ZPOPMAX nokey 2 => []
+            ZMSCORE nokey a => [(nil)]
+            ZMSCORE z => -ERR wrong number of arguments for 'zmscore' command
+            ZRANDMEMBER z -2 WITHSCORES x => -ERR syntax error
+            ZINTERCARD 1 z LIMIT -1 => -ERR LIMIT can't be negative
+            ZDIFF 1 z WITHSCORES x => -ERR syntax error
+            ZDIFFSTORE d 1 nokey => :0
+            EXISTS d => :0
+            ZINTERSTORE d 1 z WEIGHTS 2 => :2
+            ZRANGE d 0 -1 WITHSCORES => ["a", "2", "b", "4"]
+            ZUNIONSTORE d 2 z nokey AGGREGATE MIN => :2
+            SADD st x => :1
+            ZUNIONSTORE d 2 z st => :3
+            ZRANGE d 0 -1 WITHSCORES => ["a", "1", "x", "1", "b", "2"]
+            ZINTER 2 z st WITHSCORES AGGREGATE MAX => []
+        "#,
+    );
+}
