@@ -121,6 +121,11 @@ impl TestServer {
         self.main.as_mut().expect("main connection").cmd(args)
     }
 
+    /// Runs a command given as byte strings on the server's own connection.
+    pub fn cmd_bytes(&mut self, args: &[&[u8]]) -> Reply {
+        self.main.as_mut().expect("main connection").cmd_bytes(args)
+    }
+
     /// Runs a transcript on the server's own connection ([`TestConn::check`]).
     #[track_caller]
     pub fn check(&mut self, transcript: &str) {

@@ -56,7 +56,11 @@ mod lists_tests;
 #[cfg(test)]
 mod multi_tests;
 #[cfg(test)]
+mod pubsub_tests;
+#[cfg(test)]
 mod sets_tests;
+#[cfg(test)]
+mod sort_tests;
 #[cfg(test)]
 mod streams_tests;
 #[cfg(test)]
