@@ -8,8 +8,9 @@
 //! end is served by `conn::serve`, the function a TCP connection is handed to after accept.
 //! A request therefore takes exactly a TCP request's path (parsing with the protocol limits,
 //! lookup, routing to workers, MULTI queueing, blocking, CLIENT REPLY, replies in RESP2 or
-//! RESP3 as HELLO chose); only the socket and the accept loop's checks (`maxclients`,
-//! protected mode) are left out.
+//! RESP3 as HELLO chose). Left out: the socket, the accept loop's checks (`maxclients`,
+//! protected mode), and the server's background threads (the active expiry cycle and the
+//! once-a-second fsync; an expired key is still gone for every command, by lazy expiry).
 //!
 //! ```ignore
 //! let t = TestServer::in_memory();
@@ -47,8 +48,10 @@ pub struct TestServer {
     runtime: Option<tokio::runtime::Runtime>,
     /// `None` once closed.
     shared: Option<Arc<Shared>>,
-    /// The file system the database lives in (kept to reopen it).
+    /// The file system the database lives in and the directives it was opened with (kept
+    /// to reopen it).
     fs: Arc<dyn Fs>,
+    directives: Vec<String>,
     /// A connection for [`TestServer::q`] and [`TestServer::cmd`].
     main: Option<TestConn>,
 }
@@ -66,11 +69,12 @@ impl TestServer {
     }
 
     fn open(fs: Arc<dyn Fs>, directives: &[&str]) -> TestServer {
+        let directives: Vec<String> = directives.iter().map(|s| s.to_string()).collect();
         let mut args: Vec<String> = ["--dir", "/strata-test", "--shards", "2"]
             .iter()
             .map(|s| s.to_string())
             .collect();
-        args.extend(directives.iter().map(|s| s.to_string()));
+        args.extend(directives.iter().cloned());
         let config = Config::from_args(&args).expect("test configuration");
         let shared = crate::server::open_shared(config, Some(fs.clone()), Vec::new())
             .expect("open the in-memory store");
@@ -79,6 +83,7 @@ impl TestServer {
             runtime: Some(runtime),
             shared: Some(shared),
             fs,
+            directives,
             main: None,
         };
         t.main = Some(t.conn());
@@ -153,9 +158,10 @@ impl TestServer {
     /// Closes the database (every connection ends) and opens it again from the same
     /// in-memory files, as a restart would.
     pub fn reopen(mut self) -> TestServer {
-        let fs = self.fs.clone();
+        let (fs, directives) = (self.fs.clone(), std::mem::take(&mut self.directives));
         self.close();
-        TestServer::open(fs, &[])
+        let directives: Vec<&str> = directives.iter().map(String::as_str).collect();
+        TestServer::open(fs, &directives)
     }
 
     /// Stops every connection and closes the database, as the server thread does at
@@ -629,10 +635,16 @@ mod tests {
     }
 
     #[test]
-    fn writes_survive_a_reopen_of_the_in_memory_files() {
-        let mut t = TestServer::in_memory();
+    fn writes_survive_a_reopen_of_the_in_memory_files_with_the_same_directives() {
+        let mut t = TestServer::with_config(&["--hash-max-listpack-entries", "1"]);
         assert_eq!(t.q("RPUSH l a b c"), ":3");
+        assert_eq!(t.q("HSET h a 1 b 2"), ":2");
         let mut t = t.reopen();
         assert_eq!(t.q("LRANGE l 0 -1"), "[\"a\", \"b\", \"c\"]");
+        assert_eq!(
+            t.q("CONFIG GET hash-max-listpack-entries"),
+            "[\"hash-max-listpack-entries\", \"1\"]"
+        );
+        assert_eq!(t.q("OBJECT ENCODING h"), "\"hashtable\"");
     }
 }
