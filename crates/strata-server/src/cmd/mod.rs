@@ -58,6 +58,8 @@ mod multi_tests;
 #[cfg(test)]
 mod pubsub_tests;
 #[cfg(test)]
+mod scripting_tests;
+#[cfg(test)]
 mod sets_tests;
 #[cfg(test)]
 mod sort_tests;
