@@ -83,11 +83,6 @@ const DIFFERENCES: &[(&str, &str)] = &[
          locale); a set sorted BY a constant pattern comes out in SMEMBERS order",
     ),
     (
-        "acl|setuser",
-        "no first-argument rules (`+select|0`, deprecated in 7.0): they answer an unknown \
-         command error",
-    ),
-    (
         "acl|getuser",
         "single-command rules in table order (Redis: hash order, which varies per start)",
     ),
