@@ -148,7 +148,11 @@ pub static TUNING: &[Tuning] = &[
     a("replica-lazy-flush", "slave-lazy-flush", "no", Bool),
     // RESTORE checks every payload at least as deeply as Redis's `yes` (`rdb/`), whatever
     // this says (the ACL flag `skip-sanitize-payload` skips nothing either).
-    t("sanitize-dump-payload", "no", Enum(&["no", "yes", "clients"])),
+    t(
+        "sanitize-dump-payload",
+        "no",
+        Enum(&["no", "yes", "clients"]),
+    ),
     t("save", "3600 1 300 100 60 10000", Str),
     t("set-max-intset-entries", "512", Int),
     t("shutdown-timeout", "10", Int),
