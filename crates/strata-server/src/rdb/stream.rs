@@ -157,8 +157,12 @@ pub fn read(r: &mut Reader<'_>, t: u8) -> Result<StreamValue, RdbError> {
         read_id(r, "stream first ID")?; // derived from the entries instead
         s.max_deleted = read_id(r, "stream max deleted ID")?;
         s.entries_added = r.length("stream entries added")?;
-        if s.entries_added < length {
-            return Err(corrupt("stream", "fewer entries added than live"));
+        // As later Redis versions check: a counter Redis keeps signed, no fewer than the live.
+        if s.entries_added < length || s.entries_added > i64::MAX as u64 {
+            return Err(corrupt(
+                "stream",
+                "entries added inconsistent with the length",
+            ));
         }
     }
     let info = StreamInfo {

@@ -326,6 +326,8 @@ fn hostile_streams_are_refused() {
     let mut s = sample();
     s.entries_added = 1;
     rejects(&body(&s, t), "fewer added than live");
+    s.entries_added = u64::MAX - 1;
+    rejects(&body(&s, t), "more added than a signed counter holds");
     let mut s = sample();
     s.groups[0].entries_read = Some(4);
     rejects(&body(&s, t), "more read than added");
