@@ -14,7 +14,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "redis"))
-from servers import start_redis, Client  # noqa: E402
+from servers import start_redis, Client, Error  # noqa: E402
 
 # (constant name, description, commands creating key "k")
 CASES = [
@@ -49,6 +49,31 @@ CASES = [
      [["CONFIG", "SET", "hash-max-listpack-entries", "4"],
       ["HSET", "k", "a", "1", "b", "2", "c", "3", "d", "4", "long", "y" * 40],
       ["CONFIG", "SET", "hash-max-listpack-entries", "512"]]),
+    ("STREAM_SAMEFIELDS", "XADD k 1-1 a 1 b x; XADD k 1-2 a 2 b y; XADD k 2-0 c z (one node, master fields)",
+     [["XADD", "k", "1-1", "a", "1", "b", "x"], ["XADD", "k", "1-2", "a", "2", "b", "y"],
+      ["XADD", "k", "2-0", "c", "z"]]),
+    ("STREAM_NODES", "XADD k 1-0 .. 5-0 f v1 .. v5 with stream-node-max-entries 2; XDEL k 2-0 3-0 4-0",
+     [["CONFIG", "SET", "stream-node-max-entries", "2"]]
+     + [["XADD", "k", "%d-0" % i, "f", "v%d" % i] for i in range(1, 6)]
+     + [["XDEL", "k", "2-0", "3-0", "4-0"], ["CONFIG", "SET", "stream-node-max-entries", "100"]]),
+    ("STREAM_GROUPS", "XADD k 1-0 f v, 2-0 f v, 3-0 g w; XGROUP CREATE k g1 0; XREADGROUP GROUP g1 alice COUNT 2, "
+     "bob COUNT 1; XCLAIM k g1 bob 0 1-0 TIME 1700000000000 RETRYCOUNT 7; XGROUP CREATE k g2 $ ENTRIESREAD 3; "
+     "XGROUP CREATECONSUMER k g2 carol",
+     [["XADD", "k", "1-0", "f", "v"], ["XADD", "k", "2-0", "f", "v"], ["XADD", "k", "3-0", "g", "w"],
+      ["XGROUP", "CREATE", "k", "g1", "0"],
+      ["XREADGROUP", "GROUP", "g1", "alice", "COUNT", "2", "STREAMS", "k", ">"],
+      ["XREADGROUP", "GROUP", "g1", "bob", "COUNT", "1", "STREAMS", "k", ">"],
+      ["XCLAIM", "k", "g1", "bob", "0", "1-0", "TIME", "1700000000000", "RETRYCOUNT", "7"],
+      ["XGROUP", "CREATE", "k", "g2", "$", "ENTRIESREAD", "3"],
+      ["XGROUP", "CREATECONSUMER", "k", "g2", "carol"]]),
+    ("STREAM_EMPTY", "XADD k 5-0 f v; XDEL k 5-0; XGROUP CREATE k g 0 (no entries, a group)",
+     [["XADD", "k", "5-0", "f", "v"], ["XDEL", "k", "5-0"], ["XGROUP", "CREATE", "k", "g", "0"]]),
+    ("STREAM_LZF", "XADD k i-0 name ('value' * 6) for i in 1..=20 (an LZF-compressed node)",
+     [["XADD", "k", "%d-0" % i, "name", "value" * 6] for i in range(1, 21)]),
+    ("STREAM_INTS", "XADD k 1000000000000-5 a 300 b 70000 c -3 d 5000000000 e 2000000000 s ('x' * 100) "
+     "t ('y' * 5000) (every listpack encoding)",
+     [["XADD", "k", "1000000000000-5", "a", "300", "b", "70000", "c", "-3", "d", "5000000000",
+       "e", "2000000000", "s", "x" * 100, "t", "y" * 5000]]),
 ]
 
 
@@ -65,7 +90,7 @@ def main():
             c.call("DEL", "k")
             for cmd in cmds:
                 r = c.call(*cmd)
-                if not isinstance(r, (int, tuple)):
+                if isinstance(r, Error):
                     raise RuntimeError(f"{cmd}: {r!r}")
             payload = c.call("DUMP", "k")
             enc = c.call("OBJECT", "ENCODING", "k").decode()

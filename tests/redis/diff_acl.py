@@ -41,6 +41,12 @@ SETUSER_CASES = [
     ["(~x*", "+get)", "clearselectors", "(+set", "~s*)"],
     ["resetkeys", "~k1", "allkeys"],
     ["ON", "+GET", "~K", "AllKeys"],
+    # First-argument rules (deprecated in 7.0, still accepted).
+    ["+select|0", "+select|2", "+SELECT|Db9", "+select|0"],
+    ["+@all", "-select", "+select|0"],
+    ["+select|0", "+@connection"],
+    ["+select|0", "-select"],
+    ["+select|0", "allcommands"],
     # Errors: nothing changes.
     ["+nosuch"],
     ["+@nosuch"],
@@ -54,6 +60,10 @@ SETUSER_CASES = [
     ["(~a"],
     ["(bogus)"],
     ["+config|nosuch"],
+    ["-select|0"],
+    ["+select|"],
+    ["+client|list|x"],
+    ["+nosuch|x"],
     ["allchannels", "&x"],
 ]
 
@@ -164,6 +174,12 @@ def noperm_steps():
         ["PSUBSCRIBE", "news.a*"], ["SSUBSCRIBE", "other"], ["SUBSCRIBE", "fixed", "no"],
     ]]
     s.append(("admin", ["ACL", "LOG", "3"]))
+    # A first-argument rule: SELECT 0 only.
+    s.append(("admin", ["ACL", "SETUSER", "fa", "on", ">pw", "~*", "+@read", "+select|0"]))
+    s += [("fa", a) for a in [["SELECT", "0"], ["SELECT", "1"], ["GET", "k"]]]
+    s.append(("admin", ["ACL", "DRYRUN", "fa", "SELECT", "0"]))
+    s.append(("admin", ["ACL", "DRYRUN", "fa", "SELECT", "9"]))
+    s.append(("admin", ["ACL", "LOG", "1"]))
     # Failed authentication.
     s.append(("admin", ["ACL", "SETUSER", "off1", "off", ">pw", "+@all"]))
     s.append(("off1", ["GET", "x"]))

@@ -167,7 +167,15 @@ class Gen:
             lambda: [b"XGROUP", b"DESTROY", b"st", r.choice([b"g1", b"g2"])],
             lambda: [b"XGROUP", b"CREATECONSUMER", b"st", b"g1", r.choice([b"c1", b"c2"])],
             lambda: [b"XGROUP", b"DELCONSUMER", b"st", b"g1", r.choice([b"c1", b"c2"])],
+            # Reads and claims by a consumer that may not exist yet: xgroup-createconsumer.
+            lambda: [b"XREADGROUP", b"GROUP", b"g1", self.consumer(), b"COUNT", b"1",
+                     b"STREAMS", b"st", r.choice([b">", b"0"])],
+            lambda: [b"XCLAIM", b"st", b"g1", self.consumer(), b"0", old],
+            lambda: [b"XAUTOCLAIM", b"st", b"g1", self.consumer(), b"0", b"0", b"COUNT", b"1"],
         ])()
+
+    def consumer(self):
+        return self.r.choice([b"c1", b"c2", b"c3"])
 
     def geo_op(self):
         r = self.r

@@ -146,6 +146,13 @@ pub static TUNING: &[Tuning] = &[
     t("rdbchecksum", "yes", Bool),
     t("rdbcompression", "yes", Bool),
     a("replica-lazy-flush", "slave-lazy-flush", "no", Bool),
+    // RESTORE checks every payload at least as deeply as Redis's `yes` (`rdb/`), whatever
+    // this says (the ACL flag `skip-sanitize-payload` skips nothing either).
+    t(
+        "sanitize-dump-payload",
+        "no",
+        Enum(&["no", "yes", "clients"]),
+    ),
     t("save", "3600 1 300 100 60 10000", Str),
     t("set-max-intset-entries", "512", Int),
     t("shutdown-timeout", "10", Int),

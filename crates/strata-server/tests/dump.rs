@@ -1,5 +1,6 @@
 //! DUMP and RESTORE over TCP: round trips of every type and encoding class, payloads
-//! captured from redis-server 7.0.15, TTLs and options, and Redis 7.0's error texts.
+//! captured from redis-server 7.0.15, TTLs and options, Redis 7.0's error texts, streams with
+//! their groups (and the blocked readers a RESTORE wakes).
 
 mod common;
 
@@ -443,4 +444,53 @@ fn restored_and_moved_keys_pass_the_types_check() {
         r.garbage > 0,
         "replaced and moved collections leave garbage: {r:?}"
     );
+}
+
+/// A stream with a group, its PEL and consumer moves through DUMP and RESTORE whole (XINFO
+/// STREAM FULL alike), as RDB 9's STREAM_LISTPACKS; a RESTORE that makes the key a client
+/// blocks on wakes it, as Redis's does.
+#[test]
+fn streams_round_trip_and_wake_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut c = Client::connect(s.local_addr());
+    let mut reader = Client::connect(s.local_addr());
+    for i in 1..=5 {
+        let id = format!("{i}-0");
+        c.q(&["XADD", "st", &id, "f", &i.to_string(), "g", "x"]);
+    }
+    c.q(&["XADD", "st", "6-0", "other", "fields"]);
+    assert_eq!(c.q(&["XGROUP", "CREATE", "st", "grp", "0"]), V::ok());
+    let read = ["XREADGROUP", "GROUP", "grp", "alice", "STREAMS", "st", ">"];
+    assert!(matches!(c.q(&read), V::Array(_)));
+    let p = payload(&mut c, "st");
+    assert_eq!(p[0], 15, "STREAM_LISTPACKS");
+    assert_eq!(&p[p.len() - 10..p.len() - 8], &[9, 0], "RDB 9");
+
+    let block = ["XREAD", "BLOCK", "0", "STREAMS", "copy", "$"];
+    reader.send(&common::encode(&block.map(str::as_bytes)));
+    std::thread::sleep(std::time::Duration::from_millis(300)); // blocked by now
+    assert_eq!(restore(&mut c, "copy", &p, &[]), V::ok());
+    // Woken with every entry (all after the `$` of a missing key, 0-0).
+    match reader.read() {
+        V::Array(streams) => match &streams[..] {
+            [V::Array(one)] => {
+                assert_eq!(one[0], V::bulk("copy"));
+                assert!(matches!(&one[1], V::Array(e) if e.len() == 6), "{one:?}");
+            }
+            other => panic!("woken with {other:?}"),
+        },
+        other => panic!("woken with {other:?}"),
+    }
+    let full = |c: &mut Client, k: &str| c.q(&["XINFO", "STREAM", k, "FULL"]);
+    assert_eq!(full(&mut c, "copy"), full(&mut c, "st"));
+    assert_eq!(
+        c.q(&["XPENDING", "copy", "grp"]),
+        c.q(&["XPENDING", "st", "grp"])
+    );
+    // The copy is a stream like any other: its group reads on.
+    c.q(&["XADD", "copy", "7-0", "f", "7"]);
+    let more = ["XREADGROUP", "GROUP", "grp", "bob", "STREAMS", "copy", ">"];
+    assert!(matches!(c.q(&more), V::Array(v) if v.len() == 1));
+    s.shutdown().unwrap();
 }

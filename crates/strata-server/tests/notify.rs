@@ -124,6 +124,59 @@ fn commands_publish_their_events_in_order() {
     s.shutdown().unwrap();
 }
 
+/// Redis 7.0's `xgroup-createconsumer` when XREADGROUP (served at once or after blocking),
+/// XCLAIM or XAUTOCLAIM creates its consumer, and not when the consumer exists or
+/// XREADGROUP has nothing to serve.
+#[test]
+fn reads_and_claims_that_create_a_consumer_publish_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &["--notify-keyspace-events", "KEA"]);
+    let mut sub = Client::connect(s.local_addr());
+    let mut c = Client::connect(s.local_addr());
+    let mut blocked = Client::connect(s.local_addr());
+    subscriber(&mut sub);
+    c.q(&["XADD", "q", "1-0", "f", "v"]);
+    c.q(&["XGROUP", "CREATE", "q", "g", "0"]);
+    let read = |who: &str| ["XREADGROUP", "GROUP", "g", who, "STREAMS", "q", ">"].map(String::from);
+    let q = |c: &mut Client, a: &[String]| c.q(&a.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+    assert!(matches!(q(&mut c, &read("alice")), V::Array(_)));
+    q(&mut c, &read("alice"));
+    q(&mut c, &read("dave")); // nothing new: no consumer, as in 7.0
+    assert!(matches!(c.q(&["XCLAIM", "q", "g", "bob", "0", "1-0"]), V::Array(v) if v.len() == 1));
+    c.q(&["XCLAIM", "q", "g", "bob", "0", "1-0"]);
+    c.q(&["XAUTOCLAIM", "q", "g", "carol", "0", "0"]);
+    c.q(&["XAUTOCLAIM", "q", "g", "carol", "0", "0"]);
+    let mut want = Vec::new();
+    for e in ["xadd", "xgroup-create"] {
+        want.extend(both(e, "q"));
+    }
+    for _ in ["alice", "bob", "carol"] {
+        want.extend(both("xgroup-createconsumer", "q"));
+    }
+    assert_eq!(events_until_marker(&mut c, &mut sub), want);
+
+    let block = [
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "erin",
+        "BLOCK",
+        "0",
+        "STREAMS",
+        "q",
+        ">",
+    ];
+    blocked.send(&common::encode(&block.map(str::as_bytes)));
+    std::thread::sleep(Duration::from_millis(300)); // blocked by now
+    c.q(&["XADD", "q", "2-0", "f", "v"]);
+    assert!(matches!(blocked.read(), V::Array(_)));
+    let mut want = Vec::new();
+    want.extend(both("xadd", "q"));
+    want.extend(both("xgroup-createconsumer", "q"));
+    assert_eq!(events_until_marker(&mut c, &mut sub), want);
+    s.shutdown().unwrap();
+}
+
 #[test]
 fn expiry_publishes_expired() {
     let dir = tempfile::tempdir().unwrap();

@@ -40,6 +40,7 @@ pub enum RuleError {
     BadHash,
     AllKeys,
     AllChannels,
+    FirstArgOfSubcommand,
 }
 
 impl std::fmt::Display for RuleError {
@@ -47,6 +48,9 @@ impl std::fmt::Display for RuleError {
         f.write_str(match self {
             RuleError::UnknownCommand => "Unknown command or category name in ACL",
             RuleError::Syntax => "Syntax error",
+            RuleError::FirstArgOfSubcommand => {
+                "Allowing first-arg of a subcommand is not supported"
+            }
             RuleError::NoSuchPassword => {
                 "The password you are trying to remove from the user does not exist"
             }

@@ -31,6 +31,10 @@ pub struct Selector {
     pub all_keys: bool,
     pub channels: Vec<Bytes>,
     pub all_channels: bool,
+    /// First-argument rules (`+select|0`, deprecated in Redis 7.0): for a command not
+    /// allowed as a whole, the first arguments it is allowed with (compared ignoring case,
+    /// kept as written). Any later rule that sets the command drops them.
+    pub first_args: std::collections::BTreeMap<usize, Vec<String>>,
 }
 
 /// Why a selector refuses a command; ordered as Redis ranks them (the highest of all
@@ -129,7 +133,9 @@ impl Selector {
                 }
                 Ok(())
             }
-            Some(&sign @ (b'+' | b'-')) => self.apply_command_rule(&lower[1..], sign == b'+'),
+            Some(&sign @ (b'+' | b'-')) => {
+                self.apply_command_rule(&lower[1..], &rule[1..], sign == b'+')
+            }
             _ => Err(RuleError::Syntax),
         }
     }
@@ -153,24 +159,76 @@ impl Selector {
         Ok(())
     }
 
-    /// `+name`, `-name`, `+@cat`, `-@cat` (the name lower-cased, without its sign).
-    fn apply_command_rule(&mut self, name: &[u8], allow: bool) -> Result<(), RuleError> {
+    /// `+name`, `-name`, `+@cat`, `-@cat`, `+name|firstarg` (`name` lower-cased and
+    /// `original` as written, both without the sign).
+    fn apply_command_rule(
+        &mut self,
+        name: &[u8],
+        original: &[u8],
+        allow: bool,
+    ) -> Result<(), RuleError> {
         if let Some(cat) = name.strip_prefix(b"@") {
             if cat == b"all" {
                 self.allowed.fill(allow);
                 self.future = allow;
+                self.first_args.clear();
                 return Ok(());
             }
             let bit = category_bit(cat).ok_or(RuleError::UnknownCommand)?;
             for (id, c) in commands().list.iter().enumerate() {
                 if c.categories & bit != 0 {
                     self.allowed.set(id, allow);
+                    self.first_args.remove(&id);
                 }
             }
             return Ok(());
         }
-        let id = commands().id(name).ok_or(RuleError::UnknownCommand)?;
-        set_command(&mut self.allowed, id, allow);
+        match commands().id(name) {
+            Some(id) => {
+                set_command(&mut self.allowed, id, allow);
+                self.first_args.remove(&id);
+                for sub in &commands().list[id].subcommands {
+                    self.first_args.remove(sub);
+                }
+                Ok(())
+            }
+            None if allow => self.add_first_arg(name, original),
+            None => Err(RuleError::UnknownCommand),
+        }
+    }
+
+    /// `+command|arg` for a command without subcommands (Redis 7.0's `allowed_firstargs`,
+    /// which it accepts with a deprecation warning in its log): `name` lower-cased,
+    /// `original` as written (the argument keeps its case).
+    fn add_first_arg(&mut self, name: &[u8], original: &[u8]) -> Result<(), RuleError> {
+        // Redis splits at the last bar: `client|list|x` names a subcommand's first arg.
+        let bar = name
+            .iter()
+            .rposition(|&c| c == b'|')
+            .ok_or(RuleError::UnknownCommand)?;
+        let id = commands()
+            .id(&name[..bar])
+            .ok_or(RuleError::UnknownCommand)?;
+        if name[..bar].contains(&b'|') {
+            return Err(RuleError::FirstArgOfSubcommand);
+        }
+        if bar + 1 == name.len() {
+            return Err(RuleError::Syntax);
+        }
+        if !commands().list[id].subcommands.is_empty() {
+            // An unknown subcommand of a container.
+            return Err(RuleError::UnknownCommand);
+        }
+        let arg = String::from_utf8_lossy(&original[bar + 1..]).into_owned();
+        eprintln!(
+            "strata-server: Deprecation warning: Allowing a first arg of an otherwise blocked \
+             command is a misuse of ACL and may get disabled in the future (offender: +{})",
+            String::from_utf8_lossy(original)
+        );
+        let args = self.first_args.entry(id).or_default();
+        if !args.iter().any(|a| a.eq_ignore_ascii_case(&arg)) {
+            args.push(arg);
+        }
         Ok(())
     }
 
@@ -179,7 +237,7 @@ impl Selector {
     pub fn check(&self, spec: &Spec, argv: &[Bytes]) -> Result<(), Denied> {
         if !spec.has(flag::NO_AUTH) {
             let id = commands().id(spec.name.as_bytes()).ok_or(Denied::Command)?;
-            if !self.allowed.get(id) {
+            if !self.allowed.get(id) && !self.first_arg_allowed(id, argv) {
                 return Err(Denied::Command);
             }
         }
@@ -202,6 +260,17 @@ impl Selector {
             }
         }
         Ok(())
+    }
+
+    /// Whether a first-argument rule allows command `id` as called (`argv[1]`; rules name
+    /// only commands without subcommands).
+    fn first_arg_allowed(&self, id: usize, argv: &[Bytes]) -> bool {
+        match (self.first_args.get(&id), argv.get(1)) {
+            (Some(args), Some(first)) => args
+                .iter()
+                .any(|a| a.as_bytes().eq_ignore_ascii_case(first)),
+            _ => false,
+        }
     }
 
     fn key_allowed(&self, key: &[u8], keyspec_flags: u32) -> bool {
@@ -352,6 +421,12 @@ impl Selector {
                     set_command(&mut fake, id, want);
                 }
             }
+            // First-argument rules follow their command, as Redis 7.0 describes them.
+            if let Some(args) = self.first_args.get(&top).filter(|_| !self.allowed.get(top)) {
+                for a in args {
+                    rules.push(format!("+{}|{a}", all.list[top].name));
+                }
+            }
         }
         rules.join(" ")
     }
@@ -423,6 +498,48 @@ mod tests {
             check(&s, &["config", "set", "x", "y"]),
             Err(Denied::Command)
         );
+    }
+
+    /// Redis 7.0.15's first-argument rules, with its descriptions and errors.
+    #[test]
+    fn first_argument_rules() {
+        let s = sel(&["+select|0", "+select|2", "+SELECT|Db9", "+get|X", "~*"]);
+        assert_eq!(check(&s, &["select", "0"]), Ok(()));
+        assert_eq!(check(&s, &["select", "db9"]), Ok(()));
+        assert_eq!(check(&s, &["select", "1"]), Err(Denied::Command));
+        assert_eq!(check(&s, &["get", "x"]), Ok(()));
+        assert_eq!(check(&s, &["get", "y"]), Err(Denied::Command));
+        // Table order (Redis: hash order, where select came first too).
+        assert_eq!(
+            s.describe_commands(),
+            "-@all +get|X +select|0 +select|2 +select|Db9"
+        );
+        let s = sel(&["+@all", "-select", "+select|0", "+select|0"]);
+        assert_eq!(s.describe_commands(), "+@all -select +select|0");
+        // Any later rule setting the command drops its first arguments.
+        for later in [
+            &["+@connection"][..],
+            &["-@connection"],
+            &["+select"],
+            &["-select"],
+            &["allcommands"],
+        ] {
+            let mut s = sel(&["+select|0"]);
+            for r in later {
+                s.apply(r.as_bytes()).unwrap();
+            }
+            assert!(!s.describe_commands().contains('|'), "{later:?}");
+        }
+        let mut s = Selector::new(false);
+        for (rule, err) in [
+            ("-select|0", RuleError::UnknownCommand),
+            ("+select|", RuleError::Syntax),
+            ("+config|foo", RuleError::UnknownCommand),
+            ("+nosuch|x", RuleError::UnknownCommand),
+            ("+client|list|x", RuleError::FirstArgOfSubcommand),
+        ] {
+            assert_eq!(s.apply(rule.as_bytes()), Err(err), "{rule}");
+        }
     }
 
     #[test]

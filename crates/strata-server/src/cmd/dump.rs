@@ -5,8 +5,9 @@
 //!
 //! DUMP writes RDB 9 encodings with version 9 in the footer, so that every Redis from 5.0
 //! to 7.4 restores Strata's payloads. RESTORE reads payloads up to version 12 (Redis 7.4;
-//! Redis 7.0.15 itself stops at its own 10) in every encoding but streams and module
-//! values, and writes the whole value in one atomic batch.
+//! Redis 7.0.15 itself stops at its own 10) in every encoding but module values and 7.4's
+//! hashes with field expiries, and writes the whole value in one atomic batch. Streams go
+//! through `stream/value.rs` with their consumer groups.
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::table::traits::*;
@@ -16,6 +17,7 @@ use crate::notify::{keyspace_event as notify, Class};
 use crate::protocol::parse::parse_i64;
 use crate::rdb::{self, Value};
 use crate::store::{now_ms, Meta, RType, Store, Writes};
+use crate::stream::Stream;
 use crate::zset;
 
 pub static COMMANDS: &[Entry] = &[
@@ -56,12 +58,13 @@ pub fn load(store: &Store, db: u8, key: &[u8], m: &Meta) -> Result<Value, CmdErr
         ),
         // The member records, which keep a score's sign bit (-0 in a skiplist).
         RType::ZSet => Value::ZSet(zset::members_from(store, loc(db, key, m), b"", usize::MAX)?.0),
-        RType::Stream => return Err(CmdError::reply(STREAM_DUMP)),
+        RType::Stream => {
+            let s = Stream::from_meta(db, key, m.clone())
+                .ok_or_else(|| CmdError::Store(crate::stream::corrupt(key)))?;
+            Value::Stream(Box::new(s.to_value(store)?))
+        }
     })
 }
-
-/// Streams have no RDB encoding here yet.
-pub const STREAM_DUMP: &str = "ERR DUMP of a stream is not supported yet";
 
 fn loc<'a>(db: u8, key: &'a [u8], m: &Meta) -> zset::Loc<'a> {
     zset::Loc {
@@ -281,6 +284,12 @@ pub fn put_value(
             }
             m
         }
+        Value::Stream(v) => {
+            let mut s = Stream::from_value(w, db, key, version, &v);
+            s.meta.expire_ms = expire_ms;
+            s.put_meta(w);
+            return;
+        }
         Value::ZSet(entries) => {
             let mut m = Meta::collection(RType::ZSet, version);
             let listpack = entries.len() as u64 <= lim.zset_entries
@@ -355,6 +364,13 @@ mod tests {
         s.as_bytes().to_vec()
     }
 
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("fixture is hex"))
+            .collect()
+    }
+
     #[test]
     fn values_round_trip_through_the_store_with_redis_s_encodings() {
         let dir = tempfile::tempdir().unwrap();
@@ -396,6 +412,13 @@ mod tests {
                 _ => members::encoding(&m),
             };
             assert_eq!(got, enc, "{i}");
+        }
+        // Streams keep their nodes (the last one's total in the metadata), own fields and
+        // groups.
+        for fx in [rdb::fixtures::STREAM_NODES, rdb::fixtures::STREAM_GROUPS] {
+            let v = rdb::parse_payload(&hex(fx)).unwrap();
+            let (m, back) = put_and_load(&store, b"s", v.clone(), far);
+            assert_eq!((m.rtype, m.expire_ms, back), (RType::Stream, far, v));
         }
         // A listpack sorted set keeps -0 as 0, a skiplist one keeps the sign.
         let (_, small) = put_and_load(&store, b"z0", Value::ZSet(vec![(b("m"), -0.0)]), 0);

@@ -151,7 +151,12 @@ fn config_rewrite(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
             "ERR The server is running without a config file",
         ));
     };
-    crate::config_rewrite::rewrite(&cfg, &path)
+    // Users from `user` directives are written back; an aclfile keeps its own.
+    let users: Option<Vec<String>> = cfg.aclfile.is_none().then(|| {
+        let users = ctx.shared.acl.users();
+        users.iter().map(|u| u.read().describe()).collect()
+    });
+    crate::config_rewrite::rewrite(&cfg, &path, users.as_deref())
         .map_err(|e| CmdError::reply(format!("ERR Rewriting config file: {e}")))?;
     ctx.reply.ok();
     Ok(())

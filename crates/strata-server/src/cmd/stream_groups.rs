@@ -511,7 +511,7 @@ pub(super) fn xclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     } as u64;
     let mut body = ReplyBuf::with_capacity(ctx.reply.proto, 256);
     let mut n = 0;
-    let mut consumer_made = false;
+    let (mut consumer_made, mut created) = (false, false);
     for id in ids {
         let pending = s.pel_get(store, g, id)?;
         let Some((_, fields)) = s.get_entry(store, id)? else {
@@ -536,6 +536,7 @@ pub(super) fn xclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             continue;
         }
         if !consumer_made {
+            created = s.consumer(store, g, c)?.is_none();
             s.put_consumer(
                 &mut w,
                 g,
@@ -571,6 +572,9 @@ pub(super) fn xclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         n += 1;
     }
     store.apply(w)?;
+    if created {
+        super::stream_read::consumer_created(store, db, key);
+    }
     ctx.reply.array(n);
     ctx.reply.raw(&body.take());
     Ok(())
@@ -645,7 +649,7 @@ pub(super) fn xautoclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let mut w = Writes::new();
     let mut body = ReplyBuf::with_capacity(ctx.reply.proto, 256);
     let (mut n, mut deleted) = (0, Vec::new());
-    let mut consumer_made = false;
+    let (mut consumer_made, mut created) = (false, false);
     for (id, e) in examined {
         let Some((_, fields)) = s.get_entry(store, id)? else {
             s.pel_delete(&mut w, g, id, &e.consumer);
@@ -656,6 +660,7 @@ pub(super) fn xautoclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             continue;
         }
         if !consumer_made {
+            created = s.consumer(store, g, c)?.is_none();
             s.put_consumer(&mut w, g, c, &Consumer { seen_ms: now });
             consumer_made = true;
         }
@@ -678,6 +683,9 @@ pub(super) fn xautoclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         n += 1;
     }
     store.apply(w)?;
+    if created {
+        super::stream_read::consumer_created(store, db, key);
+    }
     ctx.reply.array(3);
     reply_id(ctx.reply, next);
     ctx.reply.array(n);

@@ -172,14 +172,18 @@ fn read_generic(ctx: &mut Ctx<'_>, r: ReadArgs) -> CmdResult {
                 let history = matches!(from, Start::After(_));
                 let fresh = !history && has_new(store, &s, g)?;
                 let mut w = Writes::new();
+                let mut created = false;
                 if history || fresh {
-                    touch_consumer(store, &s, &mut w, g, c)?;
+                    created = touch_consumer(store, &s, &mut w, g, c)?;
                     header(&mut body, key);
                     serve_group(
                         store, &mut s, &mut w, g, c, *from, r.count, r.noack, &mut body,
                     )?;
                 }
                 store.apply(w)?;
+                if created {
+                    consumer_created(store, db, key);
+                }
                 history || fresh
             }
             None => {
@@ -245,17 +249,28 @@ fn has_new(store: &Store, s: &Stream, group: &[u8]) -> Result<bool, CmdError> {
     Ok(last.first().is_some_and(|(id, _)| *id > g.last_id))
 }
 
-/// Creates consumer `c` of group `g` if needed and notes it was seen now.
+/// Creates consumer `c` of group `g` if needed and notes it was seen now: whether it was
+/// created (Redis 7.0 then emits `xgroup-createconsumer`, once the write is applied here).
 fn touch_consumer(
     store: &Store,
     s: &Stream,
     w: &mut Writes,
     g: &[u8],
     c: &[u8],
-) -> Result<(), CmdError> {
-    let _ = s.consumer(store, g, c)?;
+) -> Result<bool, CmdError> {
+    let created = s.consumer(store, g, c)?.is_none();
     s.put_consumer(w, g, c, &Consumer { seen_ms: now_ms() });
-    Ok(())
+    Ok(created)
+}
+
+/// The keyspace event of a consumer a read or claim created (class `t`).
+pub(super) fn consumer_created(store: &Store, db: u8, key: &[u8]) {
+    store.notify.event(
+        crate::notify::Class::Stream,
+        "xgroup-createconsumer",
+        db,
+        key,
+    );
 }
 
 /// The entries after `gt` (up to `count`, 0: all), as an array.
@@ -398,7 +413,7 @@ fn waiter(
                 outer(&mut r, 1);
                 header(&mut r, key);
                 let mut w = Writes::new();
-                touch_consumer(store, &s, &mut w, g, c)?;
+                let created = touch_consumer(store, &s, &mut w, g, c)?;
                 serve_group(
                     store,
                     &mut s,
@@ -411,6 +426,9 @@ fn waiter(
                     &mut r,
                 )?;
                 store.apply(w)?;
+                if created {
+                    consumer_created(store, db, key);
+                }
             }
             None => {
                 let Start::After(gt) = from else {

@@ -5,8 +5,10 @@
 //! - `crc64.rs`: the CRC-64 of DUMP payloads and RDB files;
 //! - `lzf.rs`: LZF, the compression of long RDB strings;
 //! - `packed.rs`: ziplist, listpack, intset and zipmap, the packed encodings inside strings;
-//! - `read.rs`: lengths, strings and every value encoding Redis 2.x to 7.4 writes (streams
-//!   and module values excepted), into a [`Value`];
+//! - `read.rs`: lengths, strings and every value encoding Redis 2.x to 7.4 writes (module
+//!   values and 7.4's hashes with field expiries excepted), into a [`Value`];
+//! - `stream.rs`: streams with their consumer groups, read in Redis 5's, 7.0's and 7.2's
+//!   forms and written in Redis 5's;
 //! - `write.rs`: a [`Value`] in RDB 9 encodings, which every Redis from 5.0 to 7.4 loads.
 //!
 //! [`dump_payload`] and [`parse_payload`] frame a value as DUMP does: type byte, value, the
@@ -16,10 +18,13 @@ pub mod crc64;
 pub mod lzf;
 pub mod packed;
 pub mod read;
+pub mod stream;
 pub mod write;
 
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
+#[cfg(test)]
+mod stream_tests;
 #[cfg(test)]
 mod tests;
 
@@ -29,7 +34,8 @@ pub use read::Reader;
 pub type Pair = (Vec<u8>, Vec<u8>);
 
 /// One Redis value, as Strata's store holds it: collections are lists of their elements
-/// (hashes and sets without duplicates, sorted sets without NaN scores).
+/// (hashes and sets without duplicates, sorted sets without NaN scores), a stream its
+/// nodes and groups.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     String(Vec<u8>),
@@ -37,6 +43,7 @@ pub enum Value {
     Set(Vec<Vec<u8>>),
     ZSet(Vec<(Vec<u8>, f64)>),
     Hash(Vec<Pair>),
+    Stream(Box<stream::StreamValue>),
 }
 
 /// Value type bytes (Redis's `RDB_TYPE_*`). On-disk: do not renumber.

@@ -307,3 +307,90 @@ pub fn zipmap(zm: &[u8]) -> Result<Vec<Pair>, RdbError> {
     }
     Ok(out)
 }
+
+/// One element of a listpack being built: an integer, or bytes (written as an integer when
+/// they are one's canonical text, as Redis's `lpAppend` does).
+#[derive(Clone, Copy, Debug)]
+pub enum LpItem<'a> {
+    Int(i64),
+    Str(&'a [u8]),
+}
+
+/// `s` as an integer if it is the canonical text of one (Redis's `lpStringToInt64`: at
+/// most 20 characters, no sign but `-`, no leading zero, no "-0").
+fn canonical_int(s: &[u8]) -> Option<i64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    let v: i64 = std::str::from_utf8(s).ok()?.parse().ok()?;
+    (v.to_string().as_bytes() == s).then_some(v)
+}
+
+/// The back-length of an entry of `len` bytes (encoding and data): 7 bits per byte, the
+/// most significant group first, every byte but the first with its top bit set.
+fn push_backlen(lp: &mut Vec<u8>, len: usize) {
+    let n = backlen_bytes(len);
+    for i in (0..n).rev() {
+        let group = ((len >> (7 * i)) & 0x7f) as u8;
+        lp.push(if i + 1 == n { group } else { group | 0x80 });
+    }
+}
+
+/// Appends `v` in the smallest integer encoding.
+fn push_lp_int(lp: &mut Vec<u8>, v: i64) {
+    let u = v as u64;
+    match v {
+        0..=127 => lp.push(v as u8),
+        -4096..=4095 => lp.extend_from_slice(&[0xc0 | ((u >> 8) & 0x1f) as u8, u as u8]),
+        -32768..=32767 => {
+            lp.push(0xf1);
+            lp.extend_from_slice(&(v as i16).to_le_bytes());
+        }
+        -8_388_608..=8_388_607 => {
+            lp.push(0xf2);
+            lp.extend_from_slice(&(v as i32).to_le_bytes()[..3]);
+        }
+        _ if i32::try_from(v).is_ok() => {
+            lp.push(0xf3);
+            lp.extend_from_slice(&(v as i32).to_le_bytes());
+        }
+        _ => {
+            lp.push(0xf4);
+            lp.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+}
+
+/// A listpack of `items`, byte for byte as Redis builds it by appending them.
+pub fn build_listpack(items: &[LpItem<'_>]) -> Vec<u8> {
+    let mut lp = vec![0u8; 6];
+    for item in items {
+        let start = lp.len();
+        let int = match *item {
+            LpItem::Int(v) => Ok(v),
+            LpItem::Str(s) => canonical_int(s).ok_or(s),
+        };
+        match int {
+            Ok(v) => push_lp_int(&mut lp, v),
+            Err(s) => {
+                match s.len() {
+                    n if n < 64 => lp.push(0x80 | n as u8),
+                    n if n < 4096 => lp.extend_from_slice(&[0xe0 | (n >> 8) as u8, n as u8]),
+                    n => {
+                        lp.push(0xf0);
+                        lp.extend_from_slice(&(n as u32).to_le_bytes());
+                    }
+                }
+                lp.extend_from_slice(s);
+            }
+        }
+        let len = lp.len() - start;
+        push_backlen(&mut lp, len);
+    }
+    lp.push(0xff);
+    let total = lp.len() as u32;
+    lp[0..4].copy_from_slice(&total.to_le_bytes());
+    let count = items.len().min(0xffff) as u16;
+    lp[4..6].copy_from_slice(&count.to_le_bytes());
+    lp
+}

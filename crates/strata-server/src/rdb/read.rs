@@ -242,7 +242,7 @@ impl<'a> Reader<'a> {
             }
             LIST_QUICKLIST | LIST_QUICKLIST_2 => Value::List(self.quicklist(t)?),
             STREAM_LISTPACKS | STREAM_LISTPACKS_2 | STREAM_LISTPACKS_3 => {
-                return Err(RdbError::Unsupported(t, "stream"))
+                Value::Stream(Box::new(super::stream::read(self, t)?))
             }
             MODULE | MODULE_2 => return Err(RdbError::Unsupported(t, "module value")),
             22..=25 => return Err(RdbError::Unsupported(t, "hash with field expiries")),
@@ -326,7 +326,8 @@ fn check(v: Value) -> Result<Value, RdbError> {
         Ok(())
     }
     let empty = match &v {
-        Value::String(_) => false,
+        // A stream may be empty (XDEL of every entry, XGROUP CREATE MKSTREAM).
+        Value::String(_) | Value::Stream(_) => false,
         Value::List(l) => l.is_empty(),
         Value::Set(s) => {
             unique("set", s.iter().map(|m| &m[..]))?;

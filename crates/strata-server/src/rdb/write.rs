@@ -1,7 +1,8 @@
 //! Writing RDB 9 encodings (`docs/format/rdb.md`): strings as Redis's `rdbSaveRawString`
 //! writes them (integer-encoded when short and canonical, LZF when longer than 20 bytes and
 //! smaller compressed), lists as quicklists of ziplists, sets, hashes and sorted sets
-//! (ZSET_2) in their plain encodings. Every Redis from 5.0 to 7.4 loads them.
+//! (ZSET_2) in their plain encodings, streams as `stream.rs` writes them. Every Redis from
+//! 5.0 to 7.4 loads them.
 
 use super::{lzf, packed, types, Value};
 
@@ -109,6 +110,7 @@ pub fn value(out: &mut Vec<u8>, v: &Value) {
                 out.extend_from_slice(&s.to_le_bytes());
             }
         }
+        Value::Stream(s) => super::stream::write(out, s),
         Value::Hash(items) => {
             out.push(types::HASH);
             length(out, items.len() as u64);

@@ -19,6 +19,7 @@
 
 mod group;
 mod id;
+mod value;
 
 pub use group::{Consumer, Group, PelEntry};
 pub use id::{parse_id, StreamId};
