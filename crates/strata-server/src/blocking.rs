@@ -60,15 +60,43 @@ pub struct Served {
     /// Work the woken connection does before replying (a BLMOVE's push to a destination
     /// the serve could not write); it returns the reply instead.
     pub then: Option<FollowUp>,
-    /// Stripes the serve took on a worker, held until the group's write is applied.
-    pub guard: Option<OwnedKeyGuard>,
 }
 
-pub type FollowUp = Box<dyn FnOnce(&Shared) -> BytesMut + Send>;
+/// Work a woken connection does before replying, on keys of one database whose stripes
+/// it holds meanwhile (taken by [`FollowUp::run`], not by the work).
+pub struct FollowUp {
+    db: u8,
+    keys: Vec<Vec<u8>>,
+    work: Box<dyn FnOnce(&Shared) -> BytesMut + Send>,
+}
+
+impl FollowUp {
+    pub fn new(
+        db: u8,
+        keys: Vec<Vec<u8>>,
+        work: impl FnOnce(&Shared) -> BytesMut + Send + 'static,
+    ) -> FollowUp {
+        FollowUp {
+            db,
+            keys,
+            work: Box::new(work),
+        }
+    }
+
+    /// Runs the work under its keys' stripes (on the woken connection's thread) and
+    /// returns the reply.
+    pub fn run(self, shared: &Shared) -> BytesMut {
+        let db = self.db;
+        let keys = self.keys.iter().map(|k| (db, &k[..]));
+        let _g = shared.store.lock_for_command(keys, false);
+        (self.work)(shared)
+    }
+}
 
 /// "Try to serve me now": called with the store's current state (inside the writing
-/// command's execution), the database and the ready key.
-pub type ServeFn = Box<dyn FnMut(&Shared, u8, &[u8]) -> Result<Attempt, CmdError> + Send>;
+/// command's execution), the database, the ready key, and whether the waiter's other keys
+/// (BLMOVE's destination) may be written in this transaction: their stripes are held.
+pub type ServeFn = Box<dyn FnMut(&Shared, u8, &[u8], bool) -> Result<Attempt, CmdError> + Send>;
 
 /// What a blocked connection receives.
 pub struct Woken {
@@ -313,15 +341,27 @@ impl Registry {
             None => return,
         };
         let store = &shared.store;
+        let on_worker = store::on_worker();
         for w in queue {
             // Off the workers, the stripes of what the serve writes come before the waiter's
-            // state (see the lock order above); on a worker they are held for the group.
-            let mut lock_keys: Vec<&[u8]> = vec![key];
-            lock_keys.extend(w.extra.iter().map(|k| &k[..]));
-            let _g = store.lock(db, &lock_keys);
+            // state (see the lock order above); on a worker the ready key's are held for
+            // the group, and the other keys' only if they live in the same shard and can be
+            // taken shared without waiting (a worker never waits for a stripe).
+            let keys = std::iter::once(key)
+                .chain(w.extra.iter().map(|k| &k[..]))
+                .map(|k| (db, k));
+            let _g = store.lock_for_command(keys, false);
+            let mut owned = None;
+            let extra_here = !on_worker || w.extra.is_empty() || {
+                let shard = |k: &[u8]| store.db().shard_of(&crate::keys::meta_key(db, k));
+                if w.extra.iter().all(|k| shard(k) == shard(key)) {
+                    owned = store.try_lock_owned(db, &w.extra);
+                }
+                owned.is_some()
+            };
             let mut st = w.state.lock();
             let Some(p) = st.as_mut() else { continue };
-            let (woken, guard) = match (p.serve)(shared, db, key) {
+            let (woken, guard) = match (p.serve)(shared, db, key, extra_here) {
                 Ok(Attempt::Empty) => break,
                 Ok(Attempt::Skip) => continue,
                 Ok(Attempt::Served(s)) => (
@@ -329,7 +369,7 @@ impl Registry {
                         reply: s.reply,
                         then: s.then,
                     },
-                    s.guard,
+                    owned,
                 ),
                 Err(e) => {
                     let mut r = ReplyBuf::with_capacity(w.proto, 64);
@@ -393,7 +433,7 @@ mod tests {
     }
 
     fn never() -> ServeFn {
-        Box::new(|_, _, _| Ok(Attempt::Empty))
+        Box::new(|_, _, _, _| Ok(Attempt::Empty))
     }
 
     #[test]

@@ -314,7 +314,7 @@ async fn wait_blocked<S: AsyncRead + Unpin>(
                 break match woken {
                     Ok(w) => match w.then {
                         Some(f) => Some(tokio::task::block_in_place(|| {
-                            crate::blocking::around_command(shared, || f(shared))
+                            crate::blocking::around_command(shared, || f.run(shared))
                         })),
                         None => Some(w.reply),
                     },
@@ -586,6 +586,7 @@ async fn run_buffered(
                         shared,
                         conn: &mut *conn,
                         reply: &mut *reply,
+                        extra_keys: Vec::new(),
                     };
                     dispatch_found(&mut ctx, argv, found);
                 });
@@ -658,6 +659,7 @@ fn run_in_place(
                     shared,
                     conn: &mut *conn,
                     reply: &mut *reply,
+                    extra_keys: Vec::new(),
                 };
                 dispatch_found(&mut ctx, r.argv, r.found);
             }

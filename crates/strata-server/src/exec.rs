@@ -175,6 +175,7 @@ pub fn submit(
                 shared: &run_shared,
                 conn: &mut conn,
                 reply: &mut reply,
+                extra_keys: Vec::new(),
             };
             dispatch_found(&mut ctx, argv, found);
         });

@@ -59,6 +59,7 @@ mod pause;
 mod pqsort;
 pub mod protocol;
 mod pubsub;
+mod random;
 pub mod rdb;
 mod save;
 mod scripting;

@@ -115,6 +115,8 @@ pub struct Shared {
     pub slowlog: SlowLog,
     /// The latency monitor (LATENCY LATEST, HISTORY, RESET).
     pub latency: crate::latency::Monitor,
+    /// Encoding limits and node sizes, parsed when set (`tuning.rs`).
+    pub limits: crate::tuning::Limits,
     /// SCAN positions too long for a cursor (`cursor.rs`).
     pub scan_bounds: crate::cursor::ScanBounds,
     /// Clients in MONITOR mode (`monitor.rs`).
@@ -162,6 +164,7 @@ impl Shared {
         }
         set_lfu_params(&self.store, &c);
         configure_notify(&self.store, &c);
+        self.limits.set(&c.tuning);
         self.latency.set_threshold(
             c.tuning
                 .get("latency-monitor-threshold")
@@ -384,6 +387,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
     store.notify.attach(pubsub.clone());
     configure_notify(&store, &config);
     let functions = crate::cmd::functions::open(&store).map_err(ServerError::Functions)?;
+    let limits = crate::tuning::Limits::new(&config.tuning);
     let latency = crate::latency::Monitor::default();
     latency.set_threshold(
         config
@@ -412,6 +416,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
         blocked: Default::default(),
         slowlog: SlowLog::default(),
         latency,
+        limits,
         scan_bounds: Default::default(),
         next_client_id: AtomicU64::new(0),
         shutdown: stop.clone(),

@@ -24,6 +24,16 @@ impl Args {
         Args { argv, pos: skip }
     }
 
+    /// The whole request.
+    pub fn argv(&self) -> &[Bytes] {
+        &self.argv
+    }
+
+    /// Puts the cursor back after the first `skip` elements (a command run again).
+    pub fn restart(&mut self, skip: usize) {
+        self.pos = skip;
+    }
+
     /// Arguments not read yet.
     pub fn remaining(&self) -> usize {
         self.argv.len().saturating_sub(self.pos)

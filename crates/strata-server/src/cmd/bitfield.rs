@@ -48,7 +48,6 @@ pub(super) fn bitop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let store = &ctx.shared.store;
     let mut keys = vec![dest.clone()];
     keys.extend(sources.iter().cloned());
-    let _g = store.lock(db, &keys);
     let mut values: Vec<Vec<u8>> = Vec::with_capacity(sources.len());
     for k in &sources {
         match store.lookup_read(db, k)? {
@@ -354,7 +353,6 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &mut Args, read_only: bool) -> CmdR
         .max();
     let db = ctx.conn.db;
     let shared = ctx.shared;
-    let _g = shared.store.lock(db, &[&key]);
     let Some(highest) = highest else {
         let m = read_string(ctx, &key)?;
         let v = m.map(|m| m.value).unwrap_or_default();

@@ -146,6 +146,10 @@ pub struct Ctx<'a> {
     pub shared: &'a Shared,
     pub conn: &'a mut ConnState,
     pub reply: &'a mut ReplyBuf,
+    /// Keys beyond those the command's key specs name whose stripes the dispatcher holds
+    /// for this run, because the command asked for them ([`CmdError::NeedKeys`]); empty
+    /// for almost every command.
+    pub extra_keys: Vec<Bytes>,
 }
 
 impl Ctx<'_> {
@@ -164,6 +168,10 @@ pub enum CmdError {
     Reply(Vec<u8>),
     /// The store failed.
     Store(strata_engine::Error),
+    /// The command found, reading, that it needs further keys of its database that its key
+    /// specs cannot name (SORT's BY and GET patterns name keys through the data). It wrote
+    /// nothing; the dispatcher runs it again holding their stripes too ([`Ctx::extra_keys`]).
+    NeedKeys(Vec<Bytes>),
 }
 
 impl CmdError {
@@ -180,6 +188,7 @@ impl CmdError {
         match self {
             CmdError::Reply(m) => String::from_utf8_lossy(m).into_owned(),
             CmdError::Store(e) => format!("ERR {e}"),
+            CmdError::NeedKeys(_) => "ERR the command asked for keys twice".to_string(),
         }
     }
 }
@@ -451,9 +460,9 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
     // after EXEC: `MULTI; LPUSH k a; LLEN k; EXEC` sees the element).
     let shared = ctx.shared;
     let result = if nested {
-        handler(ctx, &mut args)
+        run_locked(ctx, spec, handler, &mut args, skip)
     } else {
-        crate::blocking::around_command(shared, || handler(ctx, &mut args))
+        crate::blocking::around_command(shared, || run_locked(ctx, spec, handler, &mut args, skip))
     };
     let micros = started.elapsed().as_micros() as u64;
     if let Err(e) = result {
@@ -463,7 +472,7 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
             CmdError::Store(_) if refuses_when_misconf && misconf(ctx.shared).is_some() => {
                 ctx.reply.error(&misconf(ctx.shared).unwrap_or_default())
             }
-            CmdError::Store(_) => ctx.reply.error(&e.message()),
+            CmdError::Store(_) | CmdError::NeedKeys(_) => ctx.reply.error(&e.message()),
         }
     }
     {
@@ -506,6 +515,63 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
         }
     }
     Outcome::Ran(full_name, micros)
+}
+
+/// Runs `handler` holding the stripes of the keys the command names (`docs/design.md`
+/// §13.2): taken here, from the key specs, never by a handler. Exclusive, or shared for a
+/// blind write (`BLIND_WRITE`). None on a worker (the command's group holds them shared),
+/// nor for a script (its transaction takes its declared keys' stripes, planned from the same
+/// specs), a snapshot read (MGET) or a command without keys (FLUSHDB, KEYS, SCAN: as
+/// before, they exclude no writer). Every stripe when the specs cannot parse the arguments
+/// (a malformed count: the command replies its error). In an EXEC or a script, the stripes
+/// are the transaction's (`Store::lock_for_command`). Released when the handler returns:
+/// on the connection's thread its write is done by then. The stripes are taken in
+/// ascending order, each command's at once, and workers never wait for one: no deadlock.
+fn run_locked(
+    ctx: &mut Ctx<'_>,
+    spec: &'static Spec,
+    handler: Handler,
+    args: &mut Args,
+    skip: usize,
+) -> CmdResult {
+    let direct = crate::store::on_worker()
+        || spec.has_trait(table::traits::SCRIPT | table::traits::SNAPSHOT_READ)
+        || !spec.has_keys();
+    loop {
+        let _guard = if direct {
+            crate::store::KeyGuard::default()
+        } else {
+            lock_keys(ctx, spec, args.argv())
+        };
+        match handler(ctx, args) {
+            Err(CmdError::NeedKeys(more)) if !more.is_empty() && ctx.extra_keys.len() < 4096 => {
+                ctx.extra_keys.extend(more);
+                args.restart(skip);
+            }
+            r => {
+                ctx.extra_keys.clear();
+                return r;
+            }
+        }
+    }
+}
+
+/// Takes the stripes of the keys `argv` names for `spec` in the client's database (and in
+/// the other database COPY ... DB and MOVE reach), with the keys the command asked for.
+fn lock_keys<'s>(ctx: &Ctx<'s>, spec: &'static Spec, argv: &[Bytes]) -> crate::store::KeyGuard<'s> {
+    let store = &ctx.shared.store;
+    let db = ctx.conn.db;
+    let Some(keys) = table::keys(spec, argv) else {
+        return store.lock_every_stripe_for_command();
+    };
+    let other = table::other_db_key(spec, argv).and_then(|(pos, n)| {
+        let databases = ctx.shared.config.read().databases;
+        (n >= 0 && (n as u64) < databases as u64).then(|| (n as u8, &argv[pos][..]))
+    });
+    let blind = spec.has_trait(table::traits::BLIND_WRITE);
+    let named = keys.iter().map(|k| (db, &argv[k.pos][..]));
+    let extra = ctx.extra_keys.iter().map(|k| (db, &k[..]));
+    store.lock_for_command(named.chain(other).chain(extra), blind)
 }
 
 /// Sends a command's line to the clients in MONITOR mode (`monitor.rs`).
@@ -644,6 +710,42 @@ mod tests {
             RUNS_IN_MULTI | WHILE_SUBSCRIBED | CONNECTION_THREAD
         ));
         assert!(has("copy", CONNECTION_THREAD));
+    }
+
+    /// Stripes are the dispatcher's (`run_locked`): no handler takes one by hand. Only EXEC
+    /// and scripts, which own a transaction, plan theirs (from the same key specs).
+    #[test]
+    fn handlers_take_no_stripes() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cmd");
+        let mut files = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.extension().is_none_or(|x| x != "rs") {
+                continue;
+            }
+            files += 1;
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name == "mod.rs" {
+                continue; // the dispatcher (and this test)
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for call in [
+                "lock_for_command(",
+                "lock_every_stripe_for_command(",
+                "try_lock_owned(",
+                "lock_owned_blocking(",
+                "stripes[",
+            ] {
+                assert!(!text.contains(call), "{name} calls {call}");
+            }
+            if text.contains("lock_for_exec(") {
+                assert!(
+                    ["multi.rs", "scripting.rs"].contains(&name.as_str()),
+                    "{name}"
+                );
+            }
+        }
+        assert!(files > 20);
     }
 
     #[test]

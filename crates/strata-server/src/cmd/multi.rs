@@ -144,7 +144,6 @@ fn watch(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let store = &ctx.shared.store;
     let db = ctx.conn.db;
     // Under the keys' stripes: a write in flight finishes first, later ones see the watch.
-    let _g = store.lock(db, &keys);
     for k in &keys {
         let expired = store.is_expired(db, k)?;
         store
@@ -249,6 +248,7 @@ fn exec(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
                 shared,
                 conn: &mut *conn,
                 reply: &mut inner,
+                extra_keys: Vec::new(),
             };
             dispatch(&mut c, argv);
         }

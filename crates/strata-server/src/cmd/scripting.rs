@@ -213,6 +213,7 @@ impl Host for ScriptHost<'_> {
             shared: self.shared,
             conn: &mut *self.conn,
             reply: &mut reply,
+            extra_keys: Vec::new(),
         };
         let was = std::mem::replace(&mut c.conn.in_script, true);
         dispatch_found(&mut c, argv, found);

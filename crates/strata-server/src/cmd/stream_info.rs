@@ -68,7 +68,6 @@ pub(super) fn stream(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         full = Some(count as usize);
     }
     let store = &ctx.shared.store;
-    let _g = store.lock(ctx.conn.db, &[key]);
     let s = existing(ctx, key)?;
     let keys = node_count(store, &s)?;
     let r = &mut *ctx.reply;
@@ -190,7 +189,6 @@ fn full_group(
 pub(super) fn groups(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let store = &ctx.shared.store;
-    let _g = store.lock(ctx.conn.db, &[&key]);
     let s = existing(ctx, &key)?;
     let groups = s.groups(store)?;
     let r = &mut *ctx.reply;
@@ -212,7 +210,6 @@ pub(super) fn consumers(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let group = args.next_bytes()?;
     let store = &ctx.shared.store;
-    let _g = store.lock(ctx.conn.db, &[&key]);
     let s = existing(ctx, &key)?;
     if s.group(store, &group)?.is_none() {
         return Err(CmdError::reply_bytes(

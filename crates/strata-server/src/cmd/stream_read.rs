@@ -123,7 +123,6 @@ pub(super) fn xreadgroup(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 
 fn read_generic(ctx: &mut Ctx<'_>, r: ReadArgs) -> CmdResult {
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &r.keys);
     // The IDs, checked with the keys and groups in Redis's order.
     let mut froms = Vec::with_capacity(r.keys.len());
     for (key, idarg) in r.keys.iter().zip(&r.ids) {
@@ -369,65 +368,66 @@ fn waiter(
     count: usize,
     noack: bool,
 ) -> ServeFn {
-    Box::new(move |shared: &Shared, db: u8, key: &[u8]| {
-        let store = &shared.store;
-        let Some(from) = waits.iter().find(|(k, _)| &k[..] == key).map(|(_, f)| *f) else {
-            return Ok(Attempt::Skip);
-        };
-        let s = match store.get(db, key)? {
-            Some(m) if m.rtype == RType::Stream => Stream::from_meta(db, key, m),
-            _ => None,
-        };
-        let Some(mut s) = s else {
-            if group.is_some() {
-                return Err(CmdError::reply("UNBLOCKED the stream key no longer exists"));
-            }
-            return Ok(Attempt::Skip);
-        };
-        let mut r = ReplyBuf::with_capacity(proto, 256);
-        match &group {
-            Some((g, c)) => {
-                let Some(gr) = s.group(store, g)? else {
-                    return Err(CmdError::reply(
+    Box::new(
+        move |shared: &Shared, db: u8, key: &[u8], _extra_here: bool| {
+            let store = &shared.store;
+            let Some(from) = waits.iter().find(|(k, _)| &k[..] == key).map(|(_, f)| *f) else {
+                return Ok(Attempt::Skip);
+            };
+            let s = match store.get(db, key)? {
+                Some(m) if m.rtype == RType::Stream => Stream::from_meta(db, key, m),
+                _ => None,
+            };
+            let Some(mut s) = s else {
+                if group.is_some() {
+                    return Err(CmdError::reply("UNBLOCKED the stream key no longer exists"));
+                }
+                return Ok(Attempt::Skip);
+            };
+            let mut r = ReplyBuf::with_capacity(proto, 256);
+            match &group {
+                Some((g, c)) => {
+                    let Some(gr) = s.group(store, g)? else {
+                        return Err(CmdError::reply(
                         "NOGROUP the consumer group this client was blocked on no longer exists",
                     ));
-                };
-                if s.info.last_id <= gr.last_id {
-                    return Ok(Attempt::Skip);
+                    };
+                    if s.info.last_id <= gr.last_id {
+                        return Ok(Attempt::Skip);
+                    }
+                    outer(&mut r, 1);
+                    header(&mut r, key);
+                    let mut w = Writes::new();
+                    touch_consumer(store, &s, &mut w, g, c)?;
+                    serve_group(
+                        store,
+                        &mut s,
+                        &mut w,
+                        g,
+                        c,
+                        Start::New,
+                        count,
+                        noack,
+                        &mut r,
+                    )?;
+                    store.apply(w)?;
                 }
-                outer(&mut r, 1);
-                header(&mut r, key);
-                let mut w = Writes::new();
-                touch_consumer(store, &s, &mut w, g, c)?;
-                serve_group(
-                    store,
-                    &mut s,
-                    &mut w,
-                    g,
-                    c,
-                    Start::New,
-                    count,
-                    noack,
-                    &mut r,
-                )?;
-                store.apply(w)?;
-            }
-            None => {
-                let Start::After(gt) = from else {
-                    return Ok(Attempt::Skip);
-                };
-                if s.info.last_id <= gt {
-                    return Ok(Attempt::Skip);
+                None => {
+                    let Start::After(gt) = from else {
+                        return Ok(Attempt::Skip);
+                    };
+                    if s.info.last_id <= gt {
+                        return Ok(Attempt::Skip);
+                    }
+                    outer(&mut r, 1);
+                    header(&mut r, key);
+                    reply_range(store, &s, gt, count, &mut r)?;
                 }
-                outer(&mut r, 1);
-                header(&mut r, key);
-                reply_range(store, &s, gt, count, &mut r)?;
             }
-        }
-        Ok(Attempt::Served(Served {
-            reply: r.take(),
-            then: None,
-            guard: None,
-        }))
-    })
+            Ok(Attempt::Served(Served {
+                reply: r.take(),
+                then: None,
+            }))
+        },
+    )
 }

@@ -20,26 +20,27 @@ use std::time::Duration;
 
 /// The serve function of a client blocked in BZPOPMIN, BZPOPMAX (`!nested`) or BZMPOP.
 fn pop_serve(max: bool, count: u64, nested: bool, proto: Proto) -> ServeFn {
-    Box::new(move |shared: &Shared, db: u8, key: &[u8]| {
-        let store = &shared.store;
-        match store.get(db, key)? {
-            None => return Ok(Attempt::Empty),
-            Some(m) if m.rtype != RType::ZSet => return Ok(Attempt::Skip),
-            Some(_) => {}
-        }
-        // A sorted set exists only while it has members: the pop finds at least one.
-        let popped = pop(store, db, key, max, count)?.unwrap_or_default();
-        if popped.is_empty() {
-            return Ok(Attempt::Empty);
-        }
-        let mut r = ReplyBuf::with_capacity(proto, 64);
-        reply_popped(&mut r, key, &popped, nested);
-        Ok(Attempt::Served(Served {
-            reply: r.take(),
-            then: None,
-            guard: None,
-        }))
-    })
+    Box::new(
+        move |shared: &Shared, db: u8, key: &[u8], _extra_here: bool| {
+            let store = &shared.store;
+            match store.get(db, key)? {
+                None => return Ok(Attempt::Empty),
+                Some(m) if m.rtype != RType::ZSet => return Ok(Attempt::Skip),
+                Some(_) => {}
+            }
+            // A sorted set exists only while it has members: the pop finds at least one.
+            let popped = pop(store, db, key, max, count)?.unwrap_or_default();
+            if popped.is_empty() {
+                return Ok(Attempt::Empty);
+            }
+            let mut r = ReplyBuf::with_capacity(proto, 64);
+            reply_popped(&mut r, key, &popped, nested);
+            Ok(Attempt::Served(Served {
+                reply: r.take(),
+                then: None,
+            }))
+        },
+    )
 }
 
 /// BZPOPMIN, BZPOPMAX and BZMPOP on parsed arguments: pops from the first existing key, or
@@ -53,7 +54,6 @@ fn bzpop_generic(
     timeout: Option<Duration>,
 ) -> CmdResult {
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, keys);
     if let Some((k, popped)) = pop_first(store, db, keys, max, count)? {
         reply_popped(ctx.reply, &k, &popped, nested);
         return Ok(());
