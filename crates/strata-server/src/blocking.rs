@@ -3,7 +3,7 @@
 //!
 //! **Blocking.** A blocking command runs on its connection's thread (`exec::route`) under its
 //! keys' stripes. Finding nothing to pop, it registers a [`Waiter`] for each of its keys, in
-//! FIFO order per key, and leaves a [`Wait`] for its connection (`take_blocked`): the
+//! FIFO order per key, and leaves a [`Wait`] for its connection (`Ctx::blocked`): the
 //! connection task awaits the wake-up asynchronously (`conn.rs`), beside its deadline, the
 //! socket (a disconnect cancels the wait) and CLIENT KILL. No shard worker and no network
 //! thread is held. Registering under the stripes means no push to the keys can fall between
@@ -155,15 +155,8 @@ struct Wake {
 }
 
 thread_local! {
-    /// The wait a blocking command left for its connection.
-    static BLOCKED: RefCell<Option<Wait>> = const { RefCell::new(None) };
     /// Waiters served by commands on this thread whose write is not yet applied.
     static WAKES: RefCell<Vec<Wake>> = const { RefCell::new(Vec::new()) };
-}
-
-/// The wait the command that just ran on this thread left, if it blocked.
-pub fn take_blocked() -> Option<Wait> {
-    BLOCKED.with(|b| b.borrow_mut().take())
 }
 
 /// The waiters served on this thread since the last call.
@@ -224,8 +217,8 @@ impl Registry {
     }
 
     /// Blocks client `client` on `keys` of database `db` (called by the command, under its
-    /// keys' stripes) and leaves the [`Wait`] for its connection. `extra`: keys `serve`
-    /// writes besides the ready key.
+    /// keys' stripes) and returns the [`Wait`] the command leaves for its connection
+    /// (`Ctx::blocked`). `extra`: keys `serve` writes besides the ready key.
     #[allow(clippy::too_many_arguments)]
     pub fn block<K: AsRef<[u8]>>(
         &self,
@@ -237,7 +230,7 @@ impl Registry {
         extra: &[K],
         timeout: Option<Duration>,
         serve: ServeFn,
-    ) {
+    ) -> Wait {
         let (tx, rx) = oneshot::channel();
         let mut ks: Vec<Vec<u8>> = Vec::with_capacity(keys.len());
         for k in keys {
@@ -266,13 +259,11 @@ impl Registry {
             inner.clients.insert(client, waiter.clone());
         }
         let deadline = timeout.and_then(|d| Instant::now().checked_add(d));
-        BLOCKED.with(|b| {
-            *b.borrow_mut() = Some(Wait {
-                waiter,
-                rx,
-                deadline,
-            })
-        });
+        Wait {
+            waiter,
+            rx,
+            deadline,
+        }
     }
 
     /// Takes `w` out of the map (its state is already taken).
@@ -441,7 +432,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = store(dir.path());
         let reg = Registry::default();
-        reg.block(
+        let mut w7 = reg.block(
             &s,
             7,
             Proto::Resp2,
@@ -451,10 +442,7 @@ mod tests {
             None,
             never(),
         );
-        let mut w7 = take_blocked().unwrap();
-        assert!(take_blocked().is_none());
-        reg.block(&s, 8, Proto::Resp3, 0, &[b"a"], &[], None, never());
-        let w8 = take_blocked().unwrap();
+        let w8 = reg.block(&s, 8, Proto::Resp3, 0, &[b"a"], &[], None, never());
         assert_eq!(reg.len(), 2);
         assert_eq!(reg.inner.lock().queues[&(0, b"a".to_vec())].len(), 2);
         assert!(s.waited.contains(0, b"a") && s.waited.contains(0, b"b"));

@@ -581,16 +581,12 @@ async fn run_buffered(
                     reply.raw(&sub.take());
                 }
                 let before = reply.len();
-                tokio::task::block_in_place(|| {
-                    let mut ctx = Ctx {
-                        shared,
-                        conn: &mut *conn,
-                        reply: &mut *reply,
-                        extra_keys: Vec::new(),
-                    };
+                let blocked = tokio::task::block_in_place(|| {
+                    let mut ctx = Ctx::new(shared, &mut *conn, &mut *reply);
                     dispatch_found(&mut ctx, argv, found);
+                    ctx.blocked.take()
                 });
-                if let Some(wait) = crate::blocking::take_blocked() {
+                if let Some(wait) = blocked {
                     conn.info.obl.store(reply.len(), Ordering::Relaxed);
                     return Step::Blocked(wait, skip || conn.reply_off);
                 }
@@ -655,12 +651,7 @@ fn run_in_place(
     let ran = store.db().try_exec_here(shard, |txn| {
         with_txn(txn, || {
             for r in run.take().unwrap_or_default() {
-                let mut ctx = Ctx {
-                    shared,
-                    conn: &mut *conn,
-                    reply: &mut *reply,
-                    extra_keys: Vec::new(),
-                };
+                let mut ctx = Ctx::new(shared, &mut *conn, &mut *reply);
                 dispatch_found(&mut ctx, r.argv, r.found);
             }
         })

@@ -8,7 +8,8 @@
 //! through the worker's [`ShardTxn`], installed in a thread-local for the command's duration
 //! ([`with_txn`]), so the same `Store` methods serve both places. Other commands (keys in
 //! several shards, whole-database commands) run on the connection's thread through the
-//! front, and lock the stripes of their keys exclusively ([`Store::lock`]: 1024 reader-writer
+//! front, holding the stripes of their keys exclusively (taken by the dispatcher from the
+//! command's key specs, [`Store::lock_for_command`]; 1024 reader-writer
 //! locks chosen by a hash of the encoded key, taken in ascending order so that multi-key
 //! commands cannot deadlock) for their whole read-modify-write; a single-shard *write*
 //! command takes the same stripes *shared* before it is queued and releases them when its
@@ -441,7 +442,7 @@ pub struct Store {
 const EXPIRED_REMEMBERED: usize = 256;
 
 /// Stripe locks held for the duration of one command: exclusively, or shared by a blind
-/// write ([`Store::lock_blind`]).
+/// write ([`Store::lock_for_command`]).
 #[derive(Default)]
 pub struct KeyGuard<'a> {
     _guards: Vec<RwLockWriteGuard<'a, ()>>,

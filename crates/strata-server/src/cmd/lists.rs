@@ -661,7 +661,7 @@ fn bpop_generic(
     }
     let serve = pop_serve(end, count, nested, ctx.reply.proto);
     let none: &[Bytes] = &[];
-    ctx.shared.blocked.block(
+    let wait = ctx.shared.blocked.block(
         store,
         ctx.conn.id,
         ctx.reply.proto,
@@ -671,6 +671,7 @@ fn bpop_generic(
         timeout,
         serve,
     );
+    ctx.blocked = Some(wait);
     Ok(())
 }
 
@@ -795,7 +796,7 @@ fn blmove_generic(
         return Ok(());
     }
     let serve = move_serve(dst.clone(), from, to, ctx.reply.proto);
-    ctx.shared.blocked.block(
+    let wait = ctx.shared.blocked.block(
         store,
         ctx.conn.id,
         ctx.reply.proto,
@@ -805,6 +806,7 @@ fn blmove_generic(
         timeout,
         serve,
     );
+    ctx.blocked = Some(wait);
     Ok(())
 }
 

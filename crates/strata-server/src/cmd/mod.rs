@@ -150,6 +150,27 @@ pub struct Ctx<'a> {
     /// for this run, because the command asked for them ([`CmdError::NeedKeys`]); empty
     /// for almost every command.
     pub extra_keys: Vec<Bytes>,
+    /// The wait a blocking command leaves for its connection when it blocks
+    /// (`blocking::Registry::block`); the connection awaits it after the dispatch.
+    pub blocked: Option<crate::blocking::Wait>,
+    /// Set by a command on a worker that cannot finish there (a script reaching a key it
+    /// did not declare): it rolled its writes back and replied nothing; the connection runs
+    /// it again on its own thread (`exec::submit`).
+    pub rerun_inline: bool,
+}
+
+impl<'a> Ctx<'a> {
+    /// The context of one command run: the per-run fields start empty.
+    pub fn new(shared: &'a Shared, conn: &'a mut ConnState, reply: &'a mut ReplyBuf) -> Ctx<'a> {
+        Ctx {
+            shared,
+            conn,
+            reply,
+            extra_keys: Vec::new(),
+            blocked: None,
+            rerun_inline: false,
+        }
+    }
 }
 
 impl Ctx<'_> {

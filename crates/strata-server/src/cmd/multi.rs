@@ -244,12 +244,7 @@ fn exec(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     let ((), written) = store.run_exec(locks, || {
         conn.multi = None;
         for argv in m.queued {
-            let mut c = Ctx {
-                shared,
-                conn: &mut *conn,
-                reply: &mut inner,
-                extra_keys: Vec::new(),
-            };
+            let mut c = Ctx::new(shared, &mut *conn, &mut inner);
             dispatch(&mut c, argv);
         }
     });

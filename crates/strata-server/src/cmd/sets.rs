@@ -4,7 +4,7 @@
 //!
 //! The multi-key commands (SMOVE, SINTER, SUNION, SDIFF, their STORE forms, SINTERCARD)
 //! may name keys of several shards: they then run on the connection's thread under the
-//! stripe locks of all their keys (`Store::lock`, a no-op on a worker), and their writes go
+//! stripe locks of all their keys (taken by the dispatcher), and their writes go
 //! out as one `Writes`, atomic across shards.
 
 use super::args::ERR_SYNTAX;

@@ -212,9 +212,11 @@ fn read_generic(ctx: &mut Ctx<'_>, r: ReadArgs) -> CmdResult {
     let waits: Vec<(Bytes, Start)> = r.keys.iter().cloned().zip(froms).collect();
     let serve = waiter(proto, waits, r.group.clone(), r.count, r.noack);
     let none: &[Bytes] = &[];
-    ctx.shared
-        .blocked
-        .block(store, ctx.conn.id, proto, db, &r.keys, none, timeout, serve);
+    let wait =
+        ctx.shared
+            .blocked
+            .block(store, ctx.conn.id, proto, db, &r.keys, none, timeout, serve);
+    ctx.blocked = Some(wait);
     Ok(())
 }
 

@@ -65,7 +65,7 @@ fn bzpop_generic(
     }
     let serve = pop_serve(max, count, nested, ctx.reply.proto);
     let none: &[Bytes] = &[];
-    ctx.shared.blocked.block(
+    let wait = ctx.shared.blocked.block(
         store,
         ctx.conn.id,
         ctx.reply.proto,
@@ -75,6 +75,7 @@ fn bzpop_generic(
         timeout,
         serve,
     );
+    ctx.blocked = Some(wait);
     Ok(())
 }
 
