@@ -18,6 +18,8 @@
 //! its next access starts it again as a fresh key. Concurrent accesses of one key may lose an
 //! increment (the load and store are not one atomic step), as Redis's approximate counter
 //! may. `docs/design.md` §13.7 sizes the table.
+//!
+//! Layer: store and types (above configuration; no services, commands or execution).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use xxhash_rust::xxh3::xxh3_64_with_seed;

@@ -29,8 +29,10 @@
 //! waited-key set). A serve off the workers takes the stripes of the keys it serves before
 //! the waiter's state; a worker never waits for a stripe (BLMOVE's destination is taken
 //! shared with a `try`, else handed off, see `cmd/lists.rs`).
+//!
+//! Layer: services (above store and types; below commands).
 
-use crate::cmd::CmdError;
+use crate::error::CmdError;
 use crate::protocol::reply::{Proto, ReplyBuf};
 use crate::server::Shared;
 use crate::store::{self, OwnedKeyGuard, Store};
@@ -179,7 +181,7 @@ impl Wakes {
             let woken = match written {
                 Ok(()) => w.woken,
                 Err(e) => Woken {
-                    reply: crate::exec::failed_reply(shared, w.proto, e),
+                    reply: crate::error::failed_reply(shared.store.db(), w.proto, e),
                     then: None,
                 },
             };

@@ -23,6 +23,8 @@
 //! published to it (`pubsub.rs`) and writes them as they come ([`deliver_messages`]), under
 //! the `pubsub` class of the output limits. A connection that never subscribed has no
 //! subscriber and that branch never fires.
+//!
+//! Layer: connection and server (the top).
 
 use crate::clients::{ClientInfo, READ_BYTES};
 use crate::cmd::table::{traits, Keys};

@@ -20,6 +20,8 @@
 //! the connection's thread, after the connection's queued commands have answered, so a
 //! connection's commands still take effect in its order. See `store.rs` for how the two kinds
 //! exclude each other.
+//!
+//! Layer: execution (above commands; below connection and server).
 
 use crate::cmd::table::{self, key_flag, traits, Keys};
 use crate::cmd::{dispatch_found, find_command, flag, ConnState, Ctx, Found, Spec};
@@ -187,23 +189,9 @@ pub fn submit(
 }
 
 /// The reply to a command whose write failed (or that could not run): Redis's MISCONF once
-/// the database refuses writes (`cmd::misconf`), else the error.
+/// the database refuses writes, else the error (`error.rs`).
 pub fn failed_reply(shared: &Shared, proto: Proto, e: &strata::Error) -> BytesMut {
-    match crate::cmd::misconf(shared) {
-        Some(m) => {
-            let mut r = ReplyBuf::with_capacity(proto, 64);
-            r.error(&m);
-            r.take()
-        }
-        None => error_reply(proto, e),
-    }
-}
-
-/// The reply to a command whose write failed (or that could not run).
-pub fn error_reply(proto: Proto, e: &strata::Error) -> BytesMut {
-    let mut r = ReplyBuf::with_capacity(proto, 64);
-    r.error(&format!("ERR {e}"));
-    r.take()
+    crate::error::failed_reply(shared.store.db(), proto, e)
 }
 
 #[cfg(test)]

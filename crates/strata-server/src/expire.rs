@@ -25,6 +25,8 @@
 //! the 100 ms period, Redis's 25% CPU limit); the next cycle starts at the database it
 //! stopped in. INFO reports `expired_keys`, `expired_stale_perc` (a running estimate of the
 //! share of due keys among those sampled) and `expired_time_cap_reached_count`.
+//!
+//! Layer: store and types (above configuration; no services, commands or execution).
 
 use crate::keys::MAX_DATABASES;
 use crate::store::{now_ms, Store};

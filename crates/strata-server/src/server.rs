@@ -14,6 +14,8 @@
 //! [`ServerHandle::shutdown`] flip one watch channel. Accept loops stop; each connection
 //! finishes the commands it has read, writes their replies and closes; then the database is
 //! closed (every queued write applied, every shard closed).
+//!
+//! Layer: connection and server (the top).
 
 use crate::clients::{ClientInfo, Registry};
 use crate::cmd::ConnState;

@@ -26,6 +26,8 @@
 //! buffered in the group; if the group's write then fails, the index holds a stale entry,
 //! which is harmless: the cycle re-reads a record before it deletes it), while the writer
 //! holds the key's stripe or runs on the key's worker.
+//!
+//! Layer: store and types (above configuration; no services, commands or execution).
 
 use crate::access::AccessTable;
 use crate::expire::{Due, ExpiryIndex};

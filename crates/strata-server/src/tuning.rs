@@ -8,6 +8,8 @@
 //! HyperLogLog becomes dense, `hll/`), `latency-monitor-threshold` (the latency monitor's
 //! threshold in milliseconds, read by the dispatcher; 0 turns it off) and
 //! `notify-keyspace-events` (`notify.rs`).
+//!
+//! Layer: configuration (above protocol and errors).
 
 use crate::config::parse_memory;
 use std::collections::BTreeMap;

@@ -10,6 +10,8 @@
 //! count). A touched client's `dirty` flag is set; EXEC takes the stripes of the watched keys
 //! before it reads the flag, so no write of them slips in between the check and the queued
 //! commands. The map is behind one mutex, taken only while some client watches a key.
+//!
+//! Layer: services (above store and types; below commands).
 
 use parking_lot::Mutex;
 use std::collections::HashMap;

@@ -1,4 +1,6 @@
 //! Introspection commands: SLOWLOG, MEMORY, OBJECT, LASTSAVE.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::ERR_SYNTAX;
 use super::{cmd, reply_help, Args, CmdError, CmdResult, Ctx, Entry};

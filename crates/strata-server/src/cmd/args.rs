@@ -1,6 +1,8 @@
 //! The typed argument cursor: commands read their arguments through it and get Redis's
 //! error texts for free (`next_i64` → "value is not an integer or out of range", `finish` →
 //! "syntax error").
+//!
+//! Layer: commands (above services; below execution).
 
 use super::CmdError;
 use crate::protocol::parse::parse_i64;

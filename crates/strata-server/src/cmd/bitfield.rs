@@ -10,6 +10,8 @@
 //! `offset`, bit 0 being the most significant bit of the first byte; bits past the end of
 //! the string read as 0. A request with any SET or INCRBY creates the key or grows it to
 //! its highest written bit even if every write fails under OVERFLOW FAIL, as Redis does.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::bits::ERR_OFFSET;

@@ -7,6 +7,8 @@
 //! Redis 7.0's argument order is kept exactly, as it decides which error a bad request gets:
 //! BITCOUNT reads start and end, answers 0 for a negative empty range, then reads BYTE|BIT; BITPOS start, BYTE|BIT, then end; both answer
 //! a missing key (0, or BITPOS's -1/0) before looking at the range arguments.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::bitfield;

@@ -7,6 +7,8 @@
 //! to 7.4 restores Strata's payloads. RESTORE reads payloads up to version 12 (Redis 7.4;
 //! Redis 7.0.15 itself stops at its own 10) in every encoding but streams and module
 //! values, and writes the whole value in one atomic batch.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::table::traits::*;

@@ -6,6 +6,8 @@
 //! keeps the points inside the shape, and sorts them by distance as Redis does (a stable
 //! sort: points at the same distance keep the order they were found in). Every command
 //! holds its keys' stripes from the read to the write.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::{ERR_NOT_FLOAT, ERR_NOT_INT, ERR_SYNTAX};
 use super::zsets::{self, loc, lookup};

@@ -3,6 +3,8 @@
 //! whose value is the field's value (`docs/format/redis-keys.md`, "Hashes"). A hash's
 //! records share its shard, so every command here runs on one worker (or under the key's
 //! stripe), and its writes go out in one `Writes`.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::{ERR_NOT_FLOAT, ERR_SYNTAX};
 use super::members::{self, Emit};

@@ -6,6 +6,8 @@
 //! PFCOUNT of one key writes too: a stale cached count is recomputed and stored, as Redis
 //! does; it is read-only to clients all the same, as in Redis, and its key spec (RW) makes it
 //! run holding its keys' stripes like a write.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::{cmd, cstr, Args, CmdError, CmdResult, Ctx, Entry, ERR_WRONGTYPE};
 use crate::hll::{count_registers, self_test, Encoding, Hll, HllError, REGISTERS};

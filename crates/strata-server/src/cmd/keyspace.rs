@@ -1,6 +1,8 @@
 //! Keyspace commands (Redis's db.c and expire.c): DEL, UNLINK, EXISTS, TYPE, the EXPIRE
 //! family, TTL, PTTL, EXPIRETIME, PEXPIRETIME, PERSIST, KEYS, SCAN, RANDOMKEY, TOUCH,
 //! RENAME, RENAMENX, COPY.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::ERR_SYNTAX;
 use super::table::traits::*;

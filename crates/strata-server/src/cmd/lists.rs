@@ -2,6 +2,8 @@
 //! pops (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP) over the registry of `blocking.rs`.
 //! Every command reads and writes its keys under their stripes (on a worker: held for it)
 //! and makes all its writes in one `Writes`.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::ERR_SYNTAX;
 use super::{cmd, Args, CmdError, CmdResult, Ctx, Entry, ERR_WRONGTYPE};

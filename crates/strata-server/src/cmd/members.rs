@@ -2,6 +2,8 @@
 //! under `keys::sub_key`, `docs/format/redis-keys.md` "Hashes" and "Sets"), the encoding
 //! flag OBJECT ENCODING reads, streamed replies of whole collections, random sampling
 //! (HRANDFIELD, SRANDMEMBER, SPOP) and HSCAN/SSCAN cursors.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::{lookup_typed, Args, CmdError, CmdResult, Ctx};

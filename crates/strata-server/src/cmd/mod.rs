@@ -3,6 +3,8 @@
 //! checks things in: lookup (unknown command / subcommand), arity, authentication, then the
 //! command, which parses its arguments through [`Args`] and replies through the reply
 //! builder.
+//!
+//! Layer: commands (the table and the families); its dispatcher (`dispatch`, `run_locked`) is execution.
 
 mod acl;
 mod admin;
@@ -181,46 +183,7 @@ impl Ctx<'_> {
     }
 }
 
-/// Why a command failed; written to the client as an error reply.
-#[derive(Debug)]
-pub enum CmdError {
-    /// A Redis error reply, code included (`ERR syntax error`, `WRONGTYPE ...`); bytes, as
-    /// texts that quote arguments hold them as sent.
-    Reply(Vec<u8>),
-    /// The store failed.
-    Store(strata_engine::Error),
-    /// The command found, reading, that it needs further keys of its database that its key
-    /// specs cannot name (SORT's BY and GET patterns name keys through the data). It wrote
-    /// nothing; the dispatcher runs it again holding their stripes too ([`Ctx::extra_keys`]).
-    NeedKeys(Vec<Bytes>),
-}
-
-impl CmdError {
-    pub fn reply(msg: impl Into<String>) -> CmdError {
-        CmdError::Reply(msg.into().into_bytes())
-    }
-
-    /// An error text that quotes arguments (which need not be UTF-8).
-    pub fn reply_bytes(msg: Vec<u8>) -> CmdError {
-        CmdError::Reply(msg)
-    }
-
-    pub fn message(&self) -> String {
-        match self {
-            CmdError::Reply(m) => String::from_utf8_lossy(m).into_owned(),
-            CmdError::Store(e) => format!("ERR {e}"),
-            CmdError::NeedKeys(_) => "ERR the command asked for keys twice".to_string(),
-        }
-    }
-}
-
-impl From<strata_engine::Error> for CmdError {
-    fn from(e: strata_engine::Error) -> Self {
-        CmdError::Store(e)
-    }
-}
-
-pub type CmdResult = Result<(), CmdError>;
+pub use crate::error::{CmdError, CmdResult};
 
 pub const ERR_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
@@ -613,34 +576,9 @@ fn feed_monitors(ctx: &Ctx<'_>, argv: &[Bytes]) {
     ctx.shared.monitors.feed(ctx.conn.db, &origin, argv, limit);
 }
 
-/// Redis's `-MISCONF` error for a database whose log failed (a failed append or sync, in a
-/// write or in the background sync of `appendfsync everysec`): writes are refused until
-/// restart, reads go on (`strata::Db::health`). `None` while the database is healthy.
+/// Redis's `-MISCONF` error while the database refuses writes (`error::misconf`).
 pub fn misconf(shared: &Shared) -> Option<String> {
-    let e = shared.store.db().health().err()?;
-    Some(format!(
-        "MISCONF Errors writing to the AOF file: {}",
-        strerror_of(&e.to_string())
-    ))
-}
-
-/// The operating system's text for the error at the end of `msg` (`strerror`, as Redis
-/// prints it: "Input/output error"), or `msg` itself if it names no OS error.
-fn strerror_of(msg: &str) -> String {
-    let code = msg
-        .rsplit_once("(os error ")
-        .and_then(|(_, rest)| rest.split(')').next())
-        .and_then(|n| n.parse::<i32>().ok());
-    match code {
-        Some(n) => {
-            let text = std::io::Error::from_raw_os_error(n).to_string();
-            match text.rsplit_once(" (os error ") {
-                Some((t, _)) => t.to_string(),
-                None => text,
-            }
-        }
-        None => msg.to_string(),
-    }
+    crate::error::misconf(shared.store.db())
 }
 
 /// `HELP` subcommand replies: lines as status replies, as Redis's `addReplyHelp`.
@@ -659,19 +597,6 @@ pub fn reply_help(ctx: &mut Ctx<'_>, container: &str, lines: &[&str]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn misconf_cause_is_the_os_text() {
-        assert_eq!(
-            strerror_of("shard 1 failed: I/O error in sync of /d/000004.log: Input/output error (os error 5)"),
-            "Input/output error"
-        );
-        assert_eq!(
-            strerror_of("no space (os error 28)"),
-            "No space left on device"
-        );
-        assert_eq!(strerror_of("log failed"), "log failed");
-    }
 
     #[test]
     fn table_is_consistent() {

@@ -17,6 +17,8 @@
 //! writers of its keys wait for the stripes. A command failing at run time replies its error
 //! inside EXEC's array and the others still apply (Redis has no rollback); if the final
 //! write fails, every reply becomes that failure.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::flag::*;
 use super::table;

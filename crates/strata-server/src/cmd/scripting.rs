@@ -31,6 +31,8 @@
 //! the group's one engine write). If such a run does reach an undeclared key, its writes are
 //! rolled back to the savepoint taken before it and it asks the connection to run it again
 //! here (`Ctx::rerun_inline`). `docs/design.md` §13.11.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::flag::*;
 use super::table::{self, traits::SCRIPT};

@@ -6,6 +6,8 @@
 //! may name keys of several shards: they then run on the connection's thread under the
 //! stripe locks of all their keys (taken by the dispatcher), and their writes go
 //! out as one `Writes`, atomic across shards.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::ERR_SYNTAX;
 use super::members::{self, Emit};

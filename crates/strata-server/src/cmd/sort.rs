@@ -7,6 +7,8 @@
 //! known only once the sorted key was read, so it locks the sorted key (and STORE's), reads
 //! the elements, and if their patterns name keys it does not hold yet, drops its stripes,
 //! takes them all and reads again, until what it holds covers what it reads.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::members;

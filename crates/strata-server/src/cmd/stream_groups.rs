@@ -2,6 +2,8 @@
 //! CREATECONSUMER, DELCONSUMER, HELP; XACK, XPENDING, XCLAIM, XAUTOCLAIM. A group's
 //! pending entries are one record each (`crate::stream`), so an XACK or XCLAIM writes only
 //! the entries it changes.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::ERR_SYNTAX;
 use super::streams::{

@@ -5,6 +5,8 @@
 //! `radix-tree-keys` is the number of nodes of Redis's layout that Strata mirrors (see
 //! `crate::stream`); `radix-tree-nodes` is an estimate, as the radix tree's inner nodes do
 //! not exist here.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::streams::{int_arg, reply_entry, reply_id, write_stream};
 use super::{cstr, reply_help, Args, CmdError, CmdResult, Ctx};

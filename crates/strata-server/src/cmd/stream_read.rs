@@ -5,6 +5,8 @@
 //! stream is offered it ([`Attempt::Skip`] when it has nothing for one), not only the
 //! first. An XREADGROUP waiter whose stream is deleted or whose group is destroyed is
 //! woken with Redis 7.0's errors.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::ERR_SYNTAX;
 use super::streams::{int_arg, read_stream, reply_entry, reply_id, strict_id_arg, write_stream};

@@ -3,6 +3,8 @@
 //! `stream_groups.rs`, XINFO in `stream_info.rs`. The type without protocol is
 //! `crate::stream`; its records are drawn in `docs/format/redis-keys.md`, "Streams".
 //! Every command holds its keys' stripe locks from its read to its write.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::{

@@ -2,6 +2,8 @@
 //! MSETNX, APPEND, STRLEN, the INCR family, GETRANGE (and its old name SUBSTR), SETRANGE,
 //! LCS. Values live inline in the key's metadata
 //! record; read-modify-write commands hold their key's stripe lock (see `store.rs`).
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::{ERR_NOT_FLOAT, ERR_NOT_INT, ERR_SYNTAX};
 use super::table::traits::{BLIND_WRITE, SNAPSHOT_READ};

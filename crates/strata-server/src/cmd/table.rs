@@ -11,6 +11,8 @@
 //! traits ([`traits`]). COMMAND and its subcommands, the dispatcher's checks, key extraction
 //! ([`keys`]), routing to shards and EXEC's lock plan all read the joined [`Spec`]; nothing
 //! beside the table names commands.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::{flag, Handler};
 use bytes::Bytes;

@@ -8,6 +8,8 @@
 //! another type is WRONGTYPE when the command runs, and is skipped while it waits (a list
 //! pushed to a key a BZPOPMIN waits on serves the list waiters only). In an EXEC, as in
 //! Redis, the commands do not block: they reply a null array at once.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::zsets::{parse_mpop, pop, pop_first, reply_popped};
 use super::{Args, CmdError, CmdResult, Ctx};

@@ -6,6 +6,8 @@
 //! stripes of all their keys (ZUNION, ZINTER, ZDIFF and ZINTERCARD have no table keys, so
 //! the router keeps them inline; the *STORE forms are in `exec.rs`'s inline list), and the
 //! *STORE forms write the destination with one `Writes`.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::ERR_SYNTAX;
 use super::zsets::{loc, lookup, reply_entries, store_result};

@@ -7,6 +7,8 @@
 //!
 //! Every command reads and writes through the `Store` under its keys' stripes (on a worker
 //! they are held for it), with all its writes in one `Writes`.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::{cmd, zblocking, zsetops, Args, CmdError, CmdResult, Ctx, ERR_WRONGTYPE};
