@@ -28,7 +28,8 @@
 //! Lock order: stripes, then a waiter's state, then the registry map (and the store's
 //! waited-key set). A serve off the workers takes the stripes of the keys it serves before
 //! the waiter's state; a worker never waits for a stripe (BLMOVE's destination is taken
-//! shared with a `try`, else handed off, see `cmd/lists.rs`).
+//! shared with a `try` in `Registry::serve_key`, else the element is handed off to the
+//! woken connection, which pushes it under both stripes: [`FollowUp::run`]).
 //!
 //! Layer: services (above store and types; below commands).
 
