@@ -10,16 +10,17 @@
 //! 64-bit words, direct-mapped by a hash of (database, key). A word packs a tag of the hash
 //! (which key holds the slot), the last access in Unix seconds, and the counter. Tracking
 //! both always (whatever the policy) costs one relaxed load and one relaxed store per
-//! access, with no lock and no allocation; the counter's random draw is a thread-local
-//! xorshift, needed only once the counter is above its initial value.
+//! access, with no lock and no allocation; the counter's random draw comes from the server's
+//! one generator (`random.rs`), needed only once the counter is above its initial value.
 //!
 //! **The deviation.** Two keys hashed to one slot take turns: the one that is not in the
 //! slot is untracked and reports what a fresh key would (counter [`LFU_INIT_VAL`], idle 0);
 //! its next access starts it again as a fresh key. Concurrent accesses of one key may lose an
 //! increment (the load and store are not one atomic step), as Redis's approximate counter
 //! may. `docs/design.md` §13.7 sizes the table.
+//!
+//! Layer: store and types (above configuration; no services, commands or execution).
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
@@ -66,26 +67,9 @@ pub fn log_incr(counter: u8, log_factor: u32, r: f64) -> u8 {
     }
 }
 
-thread_local! {
-    static RNG: Cell<u64> = Cell::new({
-        // Distinct per thread: the address of a thread-local, mixed with the clock.
-        let x = 0u8;
-        let a = &x as *const u8 as u64;
-        let t = crate::store::now_ms();
-        (a ^ t.rotate_left(32)) | 1
-    });
-}
-
-/// A uniform draw in [0, 1) (xorshift64*).
+/// A uniform draw in [0, 1).
 fn random() -> f64 {
-    RNG.with(|c| {
-        let mut x = c.get();
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        c.set(x);
-        (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
-    })
+    crate::random::unit()
 }
 
 /// The access table (see the module comment).

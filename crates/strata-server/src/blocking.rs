@@ -3,7 +3,7 @@
 //!
 //! **Blocking.** A blocking command runs on its connection's thread (`exec::route`) under its
 //! keys' stripes. Finding nothing to pop, it registers a [`Waiter`] for each of its keys, in
-//! FIFO order per key, and leaves a [`Wait`] for its connection (`take_blocked`): the
+//! FIFO order per key, and leaves a [`Wait`] for its connection (`Ctx::blocked`): the
 //! connection task awaits the wake-up asynchronously (`conn.rs`), beside its deadline, the
 //! socket (a disconnect cancels the wait) and CLIENT KILL. No shard worker and no network
 //! thread is held. Registering under the stripes means no push to the keys can fall between
@@ -28,9 +28,12 @@
 //! Lock order: stripes, then a waiter's state, then the registry map (and the store's
 //! waited-key set). A serve off the workers takes the stripes of the keys it serves before
 //! the waiter's state; a worker never waits for a stripe (BLMOVE's destination is taken
-//! shared with a `try`, else handed off, see `cmd/lists.rs`).
+//! shared with a `try` in `Registry::serve_key`, else the element is handed off to the
+//! woken connection, which pushes it under both stripes: [`FollowUp::run`]).
+//!
+//! Layer: services (above store and types; below commands).
 
-use crate::cmd::CmdError;
+use crate::error::CmdError;
 use crate::protocol::reply::{Proto, ReplyBuf};
 use crate::server::Shared;
 use crate::store::{self, OwnedKeyGuard, Store};
@@ -60,15 +63,43 @@ pub struct Served {
     /// Work the woken connection does before replying (a BLMOVE's push to a destination
     /// the serve could not write); it returns the reply instead.
     pub then: Option<FollowUp>,
-    /// Stripes the serve took on a worker, held until the group's write is applied.
-    pub guard: Option<OwnedKeyGuard>,
 }
 
-pub type FollowUp = Box<dyn FnOnce(&Shared) -> BytesMut + Send>;
+/// Work a woken connection does before replying, on keys of one database whose stripes
+/// it holds meanwhile (taken by [`FollowUp::run`], not by the work).
+pub struct FollowUp {
+    db: u8,
+    keys: Vec<Vec<u8>>,
+    work: Box<dyn FnOnce(&Shared) -> BytesMut + Send>,
+}
+
+impl FollowUp {
+    pub fn new(
+        db: u8,
+        keys: Vec<Vec<u8>>,
+        work: impl FnOnce(&Shared) -> BytesMut + Send + 'static,
+    ) -> FollowUp {
+        FollowUp {
+            db,
+            keys,
+            work: Box::new(work),
+        }
+    }
+
+    /// Runs the work under its keys' stripes (on the woken connection's thread) and
+    /// returns the reply.
+    pub fn run(self, shared: &Shared) -> BytesMut {
+        let db = self.db;
+        let keys = self.keys.iter().map(|k| (db, &k[..]));
+        let _g = shared.store.lock_for_command(keys, false);
+        (self.work)(shared)
+    }
+}
 
 /// "Try to serve me now": called with the store's current state (inside the writing
-/// command's execution), the database and the ready key.
-pub type ServeFn = Box<dyn FnMut(&Shared, u8, &[u8]) -> Result<Attempt, CmdError> + Send>;
+/// command's execution), the database, the ready key, and whether the waiter's other keys
+/// (BLMOVE's destination) may be written in this transaction: their stripes are held.
+pub type ServeFn = Box<dyn FnMut(&Shared, u8, &[u8], bool) -> Result<Attempt, CmdError> + Send>;
 
 /// What a blocked connection receives.
 pub struct Woken {
@@ -127,15 +158,8 @@ struct Wake {
 }
 
 thread_local! {
-    /// The wait a blocking command left for its connection.
-    static BLOCKED: RefCell<Option<Wait>> = const { RefCell::new(None) };
     /// Waiters served by commands on this thread whose write is not yet applied.
     static WAKES: RefCell<Vec<Wake>> = const { RefCell::new(Vec::new()) };
-}
-
-/// The wait the command that just ran on this thread left, if it blocked.
-pub fn take_blocked() -> Option<Wait> {
-    BLOCKED.with(|b| b.borrow_mut().take())
 }
 
 /// The waiters served on this thread since the last call.
@@ -158,7 +182,7 @@ impl Wakes {
             let woken = match written {
                 Ok(()) => w.woken,
                 Err(e) => Woken {
-                    reply: crate::exec::failed_reply(shared, w.proto, e),
+                    reply: crate::error::failed_reply(shared.store.db(), w.proto, e),
                     then: None,
                 },
             };
@@ -196,8 +220,8 @@ impl Registry {
     }
 
     /// Blocks client `client` on `keys` of database `db` (called by the command, under its
-    /// keys' stripes) and leaves the [`Wait`] for its connection. `extra`: keys `serve`
-    /// writes besides the ready key.
+    /// keys' stripes) and returns the [`Wait`] the command leaves for its connection
+    /// (`Ctx::blocked`). `extra`: keys `serve` writes besides the ready key.
     #[allow(clippy::too_many_arguments)]
     pub fn block<K: AsRef<[u8]>>(
         &self,
@@ -209,7 +233,7 @@ impl Registry {
         extra: &[K],
         timeout: Option<Duration>,
         serve: ServeFn,
-    ) {
+    ) -> Wait {
         let (tx, rx) = oneshot::channel();
         let mut ks: Vec<Vec<u8>> = Vec::with_capacity(keys.len());
         for k in keys {
@@ -238,13 +262,11 @@ impl Registry {
             inner.clients.insert(client, waiter.clone());
         }
         let deadline = timeout.and_then(|d| Instant::now().checked_add(d));
-        BLOCKED.with(|b| {
-            *b.borrow_mut() = Some(Wait {
-                waiter,
-                rx,
-                deadline,
-            })
-        });
+        Wait {
+            waiter,
+            rx,
+            deadline,
+        }
     }
 
     /// Takes `w` out of the map (its state is already taken).
@@ -313,15 +335,27 @@ impl Registry {
             None => return,
         };
         let store = &shared.store;
+        let on_worker = store::on_worker();
         for w in queue {
             // Off the workers, the stripes of what the serve writes come before the waiter's
-            // state (see the lock order above); on a worker they are held for the group.
-            let mut lock_keys: Vec<&[u8]> = vec![key];
-            lock_keys.extend(w.extra.iter().map(|k| &k[..]));
-            let _g = store.lock(db, &lock_keys);
+            // state (see the lock order above); on a worker the ready key's are held for
+            // the group, and the other keys' only if they live in the same shard and can be
+            // taken shared without waiting (a worker never waits for a stripe).
+            let keys = std::iter::once(key)
+                .chain(w.extra.iter().map(|k| &k[..]))
+                .map(|k| (db, k));
+            let _g = store.lock_for_command(keys, false);
+            let mut owned = None;
+            let extra_here = !on_worker || w.extra.is_empty() || {
+                let shard = |k: &[u8]| store.db().shard_of(&crate::keys::meta_key(db, k));
+                if w.extra.iter().all(|k| shard(k) == shard(key)) {
+                    owned = store.try_lock_owned(db, &w.extra);
+                }
+                owned.is_some()
+            };
             let mut st = w.state.lock();
             let Some(p) = st.as_mut() else { continue };
-            let (woken, guard) = match (p.serve)(shared, db, key) {
+            let (woken, guard) = match (p.serve)(shared, db, key, extra_here) {
                 Ok(Attempt::Empty) => break,
                 Ok(Attempt::Skip) => continue,
                 Ok(Attempt::Served(s)) => (
@@ -329,7 +363,7 @@ impl Registry {
                         reply: s.reply,
                         then: s.then,
                     },
-                    s.guard,
+                    owned,
                 ),
                 Err(e) => {
                     let mut r = ReplyBuf::with_capacity(w.proto, 64);
@@ -393,7 +427,7 @@ mod tests {
     }
 
     fn never() -> ServeFn {
-        Box::new(|_, _, _| Ok(Attempt::Empty))
+        Box::new(|_, _, _, _| Ok(Attempt::Empty))
     }
 
     #[test]
@@ -401,7 +435,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = store(dir.path());
         let reg = Registry::default();
-        reg.block(
+        let mut w7 = reg.block(
             &s,
             7,
             Proto::Resp2,
@@ -411,10 +445,7 @@ mod tests {
             None,
             never(),
         );
-        let mut w7 = take_blocked().unwrap();
-        assert!(take_blocked().is_none());
-        reg.block(&s, 8, Proto::Resp3, 0, &[b"a"], &[], None, never());
-        let w8 = take_blocked().unwrap();
+        let w8 = reg.block(&s, 8, Proto::Resp3, 0, &[b"a"], &[], None, never());
         assert_eq!(reg.len(), 2);
         assert_eq!(reg.inner.lock().queues[&(0, b"a".to_vec())].len(), 2);
         assert!(s.waited.contains(0, b"a") && s.waited.contains(0, b"b"));

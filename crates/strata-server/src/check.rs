@@ -19,6 +19,8 @@
 //! member records, then score records (the kind byte), so the pass holds one slot's
 //! metadata at a time, plus the member scores of its sorted sets until their score records
 //! have been compared.
+//!
+//! Layer: store and types (above configuration; no services, commands or execution).
 
 use crate::keys::{hash_slot, parse_sub_key, KIND_META, KIND_SCORE, KIND_SUBKEY, SERVER_PREFIX};
 use crate::list::Bounds;

@@ -8,6 +8,8 @@
 //! wakes the connection's task through [`ClientInfo::kill`] (a `Notify`, which keeps the
 //! wake-up if the task is not waiting yet); the task closes the socket at its next await.
 //! The registry's map is locked only to add, remove and list clients.
+//!
+//! Layer: services (above store and types; below commands).
 
 use bytes::Bytes;
 use parking_lot::Mutex;

@@ -7,6 +7,8 @@
 //! subscription). Unknown commands count only as errors. Error codes are the first word of
 //! the error text; at most [`MAX_ERROR_CODES`] distinct ones are kept (Redis's limit), the
 //! errors past it counted only in `total_error_replies`.
+//!
+//! Layer: services (above store and types; below commands).
 
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};

@@ -3,6 +3,8 @@
 //! command of redis-server 7.0.15 with its status here, and every config directive with
 //! what it does. A test compares the checked-in page with this rendering;
 //! `STRATA_UPDATE_COMPAT=1 cargo test -p strata-server --lib compat` rewrites it.
+//!
+//! Layer: connection and server (the top).
 
 use crate::cmd::table::{redis_metadata, Meta};
 use std::fmt::Write;

@@ -1,6 +1,8 @@
 //! Configuration: Redis's directive names and value syntax, from a redis.conf-style file,
 //! from `--directive value` flags (later ones win), and at run time through CONFIG GET/SET.
 //! One table ([`DIRECTIVES`]) serves all three.
+//!
+//! Layer: configuration (above protocol and errors).
 
 use crate::keys::MAX_DATABASES;
 use crate::protocol::parse::split_args;

@@ -11,6 +11,8 @@
 //! default one too), by name, as ACL LIST describes it, each replacing the file's next
 //! `user` line, the rest appended at the end; with an `aclfile` (which holds the users) the
 //! file's `user` lines are dropped.
+//!
+//! Layer: configuration (above protocol and errors).
 
 use crate::config::{all_names, Config};
 use crate::protocol::parse::split_args;

@@ -23,6 +23,8 @@
 //! published to it (`pubsub.rs`) and writes them as they come ([`deliver_messages`]), under
 //! the `pubsub` class of the output limits. A connection that never subscribed has no
 //! subscriber and that branch never fires.
+//!
+//! Layer: connection and server (the top).
 
 use crate::clients::{ClientInfo, READ_BYTES};
 use crate::cmd::table::{traits, Keys};
@@ -314,7 +316,7 @@ async fn wait_blocked<S: AsyncRead + Unpin>(
                 break match woken {
                     Ok(w) => match w.then {
                         Some(f) => Some(tokio::task::block_in_place(|| {
-                            crate::blocking::around_command(shared, || f(shared))
+                            crate::blocking::around_command(shared, || f.run(shared))
                         })),
                         None => Some(w.reply),
                     },
@@ -581,15 +583,12 @@ async fn run_buffered(
                     reply.raw(&sub.take());
                 }
                 let before = reply.len();
-                tokio::task::block_in_place(|| {
-                    let mut ctx = Ctx {
-                        shared,
-                        conn: &mut *conn,
-                        reply: &mut *reply,
-                    };
+                let blocked = tokio::task::block_in_place(|| {
+                    let mut ctx = Ctx::new(shared, &mut *conn, &mut *reply);
                     dispatch_found(&mut ctx, argv, found);
+                    ctx.blocked.take()
                 });
-                if let Some(wait) = crate::blocking::take_blocked() {
+                if let Some(wait) = blocked {
                     conn.info.obl.store(reply.len(), Ordering::Relaxed);
                     return Step::Blocked(wait, skip || conn.reply_off);
                 }
@@ -654,11 +653,7 @@ fn run_in_place(
     let ran = store.db().try_exec_here(shard, |txn| {
         with_txn(txn, || {
             for r in run.take().unwrap_or_default() {
-                let mut ctx = Ctx {
-                    shared,
-                    conn: &mut *conn,
-                    reply: &mut *reply,
-                };
+                let mut ctx = Ctx::new(shared, &mut *conn, &mut *reply);
                 dispatch_found(&mut ctx, r.argv, r.found);
             }
         })

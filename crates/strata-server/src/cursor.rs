@@ -15,6 +15,8 @@
 //! bytes need no server state; longer ones (many keys of one slot sharing their first 5
 //! bytes) go into a bounded table, and a cursor whose entry is gone (evicted, or from before
 //! a restart) resumes at the start of its slot: duplicates, never a missed key.
+//!
+//! Layer: services (above store and types; below commands).
 
 use crate::keys::SLOTS;
 use parking_lot::Mutex;

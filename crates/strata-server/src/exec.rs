@@ -20,6 +20,8 @@
 //! the connection's thread, after the connection's queued commands have answered, so a
 //! connection's commands still take effect in its order. See `store.rs` for how the two kinds
 //! exclude each other.
+//!
+//! Layer: execution (above commands; below connection and server).
 
 use crate::cmd::table::{self, key_flag, traits, Keys};
 use crate::cmd::{dispatch_found, find_command, flag, ConnState, Ctx, Found, Spec};
@@ -69,7 +71,7 @@ fn route_spec(shared: &Shared, conn: &ConnState, spec: &'static Spec, argv: &[By
     // stripes here.
     // A script runs on the worker of the shard of its declared keys when it is known to
     // keep to them (`cmd/scripting.rs`); when a run finds otherwise it asks to be run again
-    // here ([`ask_rerun_inline`]).
+    // here (`Ctx::rerun_inline`).
     let script = spec.has_trait(traits::SCRIPT);
     if conn.multi.is_some()
         || !spec.arity_ok(argv.len())
@@ -120,24 +122,6 @@ fn route_spec(shared: &Shared, conn: &ConnState, spec: &'static Spec, argv: &[By
     }
 }
 
-thread_local! {
-    /// The command that just ran on this thread's shard transaction found it must run on
-    /// the connection's thread instead; it left no reply and no write.
-    static RERUN_INLINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Called by a command on a worker that cannot finish there (a script reaching a key it did
-/// not declare): it has rolled its writes back and replies nothing; the connection runs it
-/// again on its own thread.
-pub fn ask_rerun_inline() {
-    RERUN_INLINE.with(|c| c.set(true));
-}
-
-/// Whether the command that just ran on this thread asked to run again inline (and clears it).
-pub fn take_rerun_inline() -> bool {
-    RERUN_INLINE.with(|c| c.replace(false))
-}
-
 /// The arguments at `keys`' positions.
 pub fn key_args<'a>(argv: &'a [Bytes], keys: &Keys) -> Vec<&'a [u8]> {
     keys.iter().map(|k| &argv[k.pos][..]).collect()
@@ -170,17 +154,14 @@ pub fn submit(
             }
         };
         let mut reply = ReplyBuf::with_capacity(proto, 64);
-        with_txn(txn, || {
-            let mut ctx = Ctx {
-                shared: &run_shared,
-                conn: &mut conn,
-                reply: &mut reply,
-            };
+        let rerun_inline = with_txn(txn, || {
+            let mut ctx = Ctx::new(&run_shared, &mut conn, &mut reply);
             dispatch_found(&mut ctx, argv, found);
+            ctx.rerun_inline
         });
         // A command that must run elsewhere replies nothing: the connection sees an empty
         // reply (a real one never is) and runs it again.
-        if take_rerun_inline() {
+        if rerun_inline {
             reply.truncate(0);
         }
         // Clients blocked on keys this command wrote, served by it: they get their replies
@@ -208,23 +189,9 @@ pub fn submit(
 }
 
 /// The reply to a command whose write failed (or that could not run): Redis's MISCONF once
-/// the database refuses writes (`cmd::misconf`), else the error.
+/// the database refuses writes, else the error (`error.rs`).
 pub fn failed_reply(shared: &Shared, proto: Proto, e: &strata::Error) -> BytesMut {
-    match crate::cmd::misconf(shared) {
-        Some(m) => {
-            let mut r = ReplyBuf::with_capacity(proto, 64);
-            r.error(&m);
-            r.take()
-        }
-        None => error_reply(proto, e),
-    }
-}
-
-/// The reply to a command whose write failed (or that could not run).
-pub fn error_reply(proto: Proto, e: &strata::Error) -> BytesMut {
-    let mut r = ReplyBuf::with_capacity(proto, 64);
-    r.error(&format!("ERR {e}"));
-    r.take()
+    crate::error::failed_reply(shared.store.db(), proto, e)
 }
 
 #[cfg(test)]

@@ -25,14 +25,15 @@
 //! the 100 ms period, Redis's 25% CPU limit); the next cycle starts at the database it
 //! stopped in. INFO reports `expired_keys`, `expired_stale_perc` (a running estimate of the
 //! share of due keys among those sampled) and `expired_time_cap_reached_count`.
+//!
+//! Layer: store and types (above configuration; no services, commands or execution).
 
 use crate::keys::MAX_DATABASES;
 use crate::store::{now_ms, Store};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use xxhash_rust::xxh3::xxh3_64;
 
 /// Keys sampled per loop (Redis's `ACTIVE_EXPIRE_CYCLE_KEYS_PER_LOOP`).
 pub const KEYS_PER_LOOP: usize = 20;
@@ -74,8 +75,6 @@ impl DbExpires {
 /// The keys with a TTL of every database (see the module comment).
 pub struct ExpiryIndex {
     dbs: Vec<Mutex<DbExpires>>,
-    /// State of the sampling generator.
-    rng: AtomicU64,
     /// Database the next cycle starts at (a cycle that ran out of time resumes there).
     next_db: AtomicUsize,
 }
@@ -86,7 +85,6 @@ impl Default for ExpiryIndex {
             dbs: (0..MAX_DATABASES)
                 .map(|_| Mutex::new(DbExpires::default()))
                 .collect(),
-            rng: AtomicU64::new(now_ms()),
             next_db: AtomicUsize::new(0),
         }
     }
@@ -113,11 +111,6 @@ impl ExpiryIndex {
         self.dbs[db as usize].lock().entries.len()
     }
 
-    /// A pseudo-random number (xxh3 over a counter; sampling needs no more).
-    pub fn random(&self) -> u64 {
-        xxh3_64(&self.rng.fetch_add(1, Ordering::Relaxed).to_le_bytes())
-    }
-
     /// Up to `n` entries of `db`: all of them if there are at most `n`, else `n` drawn at
     /// random (with replacement).
     fn sample(&self, db: u8, n: usize) -> Vec<(Vec<u8>, u64)> {
@@ -126,7 +119,9 @@ impl ExpiryIndex {
             return d.entries.clone();
         }
         (0..n)
-            .map(|_| d.entries[(self.random() % d.entries.len() as u64) as usize].clone())
+            .map(|_| {
+                d.entries[(crate::random::next_u64() % d.entries.len() as u64) as usize].clone()
+            })
             .collect()
     }
 }

@@ -33,6 +33,8 @@
 //! is cached, which stays true for ever (the version never comes back). A "live" answer is
 //! not cached: it turns stale as soon as the key is deleted, and a stale one would keep the
 //! members through every later compaction.
+//!
+//! Layer: store and types (above configuration; no services, commands or execution).
 
 use crate::keys::{meta_key, parse_sub_key, user_key_of_meta};
 use crate::store::{now_ms, Meta};

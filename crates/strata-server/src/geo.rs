@@ -7,6 +7,8 @@
 //!
 //! Every number here must come out bit for bit as Redis's C does, so the formulas keep
 //! Redis's order of operations (same roundings) and its constants.
+//!
+//! Layer: store and types (above configuration; no services, commands or execution).
 
 /// Redis's `GEO_STEP_MAX`: 26 bits per coordinate, 52 in a score.
 pub const STEP_MAX: u8 = 26;

@@ -1,5 +1,7 @@
 //! Redis's glob matching (`stringmatchlen` in util.c), used by KEYS, CONFIG GET and
 //! COMMAND LIST: `*`, `?`, `[abc]`, `[^a-z]`, `\x` escapes; bytes, not characters.
+//!
+//! Layer: building block (imports no server module above the protocol).
 
 /// True if `s` matches `pattern`.
 pub fn matches(pattern: &[u8], s: &[u8], nocase: bool) -> bool {

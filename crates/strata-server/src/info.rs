@@ -1,7 +1,9 @@
 //! INFO: Redis's sections and field names (server.c `genRedisInfoString`) for what Strata
 //! has, plus a `strata` section.
+//!
+//! Layer: services (above store and types; below commands).
 
-use crate::cmd::CmdError;
+use crate::error::CmdError;
 use crate::server::{Shared, REDIS_VERSION};
 use std::fmt::Write;
 use std::sync::atomic::Ordering;

@@ -8,6 +8,8 @@
 //!                   | version (8, BE) | score (8) | member (sorted-set score index)
 //! server records:   0xfe | ...                           (server-internal, e.g. sync marks)
 //! ```
+//!
+//! Layer: store and types (above configuration; no services, commands or execution).
 
 /// Number of Redis Cluster hash slots.
 pub const SLOTS: u16 = 16384;

@@ -4,6 +4,8 @@
 //! RESET read it (`cmd/latency.rs`).
 //!
 //! Events are kept in name order (Redis: its hash table's order, unspecified).
+//!
+//! Layer: services (above store and types; below commands).
 
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};

@@ -27,6 +27,8 @@
 //! server.shutdown()?;
 //! # Ok::<(), strata_server::ServerError>(())
 //! ```
+//!
+//! Layer: connection and server (the top).
 
 #![forbid(unsafe_code)]
 
@@ -42,6 +44,7 @@ pub mod config;
 mod config_rewrite;
 mod conn;
 mod cursor;
+mod error;
 mod exec;
 mod expire;
 pub mod filter;
@@ -59,6 +62,7 @@ mod pause;
 mod pqsort;
 pub mod protocol;
 mod pubsub;
+mod random;
 pub mod rdb;
 mod save;
 mod scripting;

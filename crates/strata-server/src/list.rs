@@ -5,6 +5,8 @@
 //! reading or replacing one element, is one metadata read and one member read or write.
 //! Commands in the middle (LINSERT, LREM) rewrite the elements they shift, as Redis's are
 //! O(n). No protocol in here: the commands are in `cmd/lists.rs`.
+//!
+//! Layer: store and types (above configuration; no services, commands or execution).
 
 use crate::keys::sub_key;
 use crate::store::{Meta, RType, Store, Writes};

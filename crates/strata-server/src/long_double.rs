@@ -6,6 +6,8 @@
 //! `0.1 + 0.2` is "0.3" and `9223372036854775806 + 0` keeps all its digits. No crate offers
 //! x87 arithmetic with glibc's conversions; the exact conversions need only a few
 //! big-integer operations (below), all correctly rounded (ties to even) as glibc does.
+//!
+//! Layer: building block (imports no server module above the protocol).
 
 use std::cmp::Ordering;
 

@@ -1,4 +1,6 @@
 //! `strata-server [config-file] [--directive value ...]`: the same as `strata serve`.
+//!
+//! Layer: connection and server (the top).
 
 use std::process::ExitCode;
 

@@ -16,6 +16,8 @@
 //! **Protocol.** The monitors are pub/sub mailboxes (`pubsub::Subscriber`: an outbox the
 //! connection writes out, with the `normal` output limit) in a list behind a `RwLock`, with
 //! an atomic count so that a command with no monitor pays one relaxed load.
+//!
+//! Layer: services (above store and types; below commands).
 
 use crate::config::OutputLimit;
 use crate::pubsub::Subscriber;

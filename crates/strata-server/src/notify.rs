@@ -19,6 +19,8 @@
 //! after the other, so their events reach a subscriber in the order they happened. A
 //! subscriber gets the events of its own commands through its outbox too (Redis puts them
 //! before the command's reply; here they may follow it).
+//!
+//! Layer: services (above store and types; below commands).
 
 use crate::config::OutputLimit;
 use crate::pubsub::{Kind, PubSub};

@@ -10,6 +10,8 @@
 //! [`Pause::ended`] (a `Notify` woken by CLIENT UNPAUSE, or the deadline) and runs the
 //! command as soon as the pause no longer holds it. A new pause extends the deadline and
 //! never weakens the mode (`ALL` over `WRITE`), as Redis's.
+//!
+//! Layer: services (above store and types; below commands).
 
 use crate::cmd::table::Spec;
 use crate::cmd::{flag, lookup_argv, ConnState, Found};

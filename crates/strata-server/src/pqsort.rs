@@ -4,6 +4,8 @@
 //! the order this algorithm leaves them, not in their first order: to reply what
 //! redis-server replies, the same steps are taken here (the same pivots, partitions and
 //! insertion sorts). Any sort would do for the elements that differ.
+//!
+//! Layer: building block (imports no server module above the protocol).
 
 use std::cmp::Ordering;
 

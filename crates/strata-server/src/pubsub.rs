@@ -26,6 +26,8 @@
 //! in PUBLISH's reply until it has left (Redis counts a client closing asynchronously too).
 //!
 //! Connections that never subscribe have no `Subscriber` and never touch the lock.
+//!
+//! Layer: services (above store and types; below commands).
 
 use crate::clients::ClientInfo;
 use crate::config::OutputLimit;

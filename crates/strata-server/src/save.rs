@@ -11,6 +11,8 @@
 //! **Concurrency.** One save at a time (`run_lock`); `in_progress` is set while a BGSAVE
 //! runs, so SAVE and BGSAVE refuse to start beside it (Redis's "Background save already in
 //! progress"). The figures read by LASTSAVE and INFO persistence are atomics here.
+//!
+//! Layer: services (above store and types; below commands).
 
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};

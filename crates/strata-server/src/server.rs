@@ -14,6 +14,8 @@
 //! [`ServerHandle::shutdown`] flip one watch channel. Accept loops stop; each connection
 //! finishes the commands it has read, writes their replies and closes; then the database is
 //! closed (every queued write applied, every shard closed).
+//!
+//! Layer: connection and server (the top).
 
 use crate::clients::{ClientInfo, Registry};
 use crate::cmd::ConnState;
@@ -115,6 +117,8 @@ pub struct Shared {
     pub slowlog: SlowLog,
     /// The latency monitor (LATENCY LATEST, HISTORY, RESET).
     pub latency: crate::latency::Monitor,
+    /// Encoding limits and node sizes, parsed when set (`tuning.rs`).
+    pub limits: crate::tuning::Limits,
     /// SCAN positions too long for a cursor (`cursor.rs`).
     pub scan_bounds: crate::cursor::ScanBounds,
     /// Clients in MONITOR mode (`monitor.rs`).
@@ -162,6 +166,7 @@ impl Shared {
         }
         set_lfu_params(&self.store, &c);
         configure_notify(&self.store, &c);
+        self.limits.set(&c.tuning);
         self.latency.set_threshold(
             c.tuning
                 .get("latency-monitor-threshold")
@@ -413,6 +418,7 @@ pub(crate) fn open_shared(
     store.notify.attach(pubsub.clone());
     configure_notify(&store, &config);
     let functions = crate::cmd::functions::open(&store).map_err(ServerError::Functions)?;
+    let limits = crate::tuning::Limits::new(&config.tuning);
     let latency = crate::latency::Monitor::default();
     latency.set_threshold(
         config
@@ -442,6 +448,7 @@ pub(crate) fn open_shared(
         blocked: Default::default(),
         slowlog: SlowLog::default(),
         latency,
+        limits,
         scan_bounds: Default::default(),
         next_client_id: AtomicU64::new(0),
         shutdown: stop,

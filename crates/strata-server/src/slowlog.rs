@@ -1,6 +1,8 @@
 //! The slow log (Redis's slowlog.c): commands that ran longer than
 //! `slowlog-log-slower-than` microseconds, newest first, at most `slowlog-max-len` of them,
 //! with their arguments trimmed as Redis trims them.
+//!
+//! Layer: services (above store and types; below commands).
 
 use bytes::Bytes;
 use parking_lot::Mutex;

@@ -8,7 +8,8 @@
 //! through the worker's [`ShardTxn`], installed in a thread-local for the command's duration
 //! ([`with_txn`]), so the same `Store` methods serve both places. Other commands (keys in
 //! several shards, whole-database commands) run on the connection's thread through the
-//! front, and lock the stripes of their keys exclusively ([`Store::lock`]: 1024 reader-writer
+//! front, holding the stripes of their keys exclusively (taken by the dispatcher from the
+//! command's key specs, [`Store::lock_for_command`]; 1024 reader-writer
 //! locks chosen by a hash of the encoded key, taken in ascending order so that multi-key
 //! commands cannot deadlock) for their whole read-modify-write; a single-shard *write*
 //! command takes the same stripes *shared* before it is queued and releases them when its
@@ -25,6 +26,8 @@
 //! buffered in the group; if the group's write then fails, the index holds a stale entry,
 //! which is harmless: the cycle re-reads a record before it deletes it), while the writer
 //! holds the key's stripe or runs on the key's worker.
+//!
+//! Layer: store and types (above configuration; no services, commands or execution).
 
 use crate::access::AccessTable;
 use crate::expire::{Due, ExpiryIndex};
@@ -441,7 +444,7 @@ pub struct Store {
 const EXPIRED_REMEMBERED: usize = 256;
 
 /// Stripe locks held for the duration of one command: exclusively, or shared by a blind
-/// write ([`Store::lock_blind`]).
+/// write ([`Store::lock_for_command`]).
 #[derive(Default)]
 pub struct KeyGuard<'a> {
     _guards: Vec<RwLockWriteGuard<'a, ()>>,
@@ -467,9 +470,9 @@ impl ExecLocks {
     /// is taken out of the ascending order, which could deadlock with another EXEC doing
     /// the same; only a command whose keys the command table does not describe asks for one
     /// (EXEC plans every stripe for those it knows of: `cmd/multi.rs` `lock_plan`).
-    fn ensure(&mut self, stripes: &[Arc<RwLock<()>>], idx: Vec<usize>) {
+    fn ensure(&mut self, stripes: &[Arc<RwLock<()>>], idx: &[usize]) {
         let Some(held) = &mut self.held else { return };
-        for i in idx {
+        for &i in idx {
             if let Err(pos) = held.binary_search(&i) {
                 held.insert(pos, i);
                 self.guards.push(stripes[i].write_arc());
@@ -639,7 +642,7 @@ impl Store {
     /// is expired now (not merely its index entry: a concurrent write may have replaced it),
     /// and fixes a stale index entry.
     pub(crate) fn expire_if_due(&self, db: u8, key: &[u8]) -> Result<Due> {
-        let _g = self.lock(db, &[key]);
+        let _g = self.lock_for_command(std::iter::once((db, key)), false);
         let mk = meta_key(db, key);
         let Some(raw) = self.db.get(&mk)? else {
             self.expires.remove(db, key);
@@ -939,42 +942,35 @@ impl Store {
         self.raw_write(b)
     }
 
-    /// Locks the stripes of `keys` of database `db` (see the module comment).
-    /// On a worker, the stripes are already held for the command: nothing to take.
-    pub fn lock<K: AsRef<[u8]>>(&self, db: u8, keys: &[K]) -> KeyGuard<'_> {
-        let keys: Vec<(u8, &[u8])> = keys.iter().map(|k| (db, k.as_ref())).collect();
-        self.lock_in(&keys)
-    }
-
-    /// Locks the stripes of keys of several databases (COPY ... DB), in the same order as
-    /// [`Store::lock`]. On a worker, nothing to take (as [`Store::lock`]).
-    /// In an EXEC, the stripes are already held for its commands.
-    pub fn lock_in(&self, keys: &[(u8, &[u8])]) -> KeyGuard<'_> {
-        self.lock_stripes(keys, false)
-    }
-
-    /// [`Store::lock`] for a command that writes without reading (MSET): the stripes are
-    /// taken *shared*, as a command queued to a worker takes them. It must still not run
-    /// between the read and the write of a command holding them exclusively, but two blind
-    /// writers need not exclude each other: their writes reach every shard in one order
-    /// (cross-shard batches in GSN order, single-shard ones through the shard's queue),
-    /// so every shard ends with the later one's values. With exclusive stripes, concurrent
-    /// MSETs of ten random keys each waited on each other's commits.
-    pub fn lock_blind<K: AsRef<[u8]>>(&self, db: u8, keys: &[K]) -> KeyGuard<'_> {
-        let keys: Vec<(u8, &[u8])> = keys.iter().map(|k| (db, k.as_ref())).collect();
-        self.lock_stripes(&keys, true)
-    }
-
-    fn lock_stripes(&self, keys: &[(u8, &[u8])], shared: bool) -> KeyGuard<'_> {
+    /// Takes the stripes of the keys a command names (`(database, key)`s) for the command's
+    /// run: exclusively, or `shared` for a blind write (see below). Only the dispatcher
+    /// (`cmd::run`, from the command's key specs) and the services that write outside a
+    /// command (blocking's serve, active expiry) call it: a handler never takes a stripe.
+    /// On a worker the command's stripes are already held for its group: nothing to take.
+    /// In an EXEC or a script's transaction they are held by it (planned from the same key
+    /// specs); a key beyond the plan is added to it ([`ExecLocks::ensure`]).
+    ///
+    /// Shared stripes are for a command that writes without reading (MSET, flagged
+    /// `BLIND_WRITE` in the command table), as a command queued to a worker takes them: it
+    /// must still not run between the read and the write of a command holding them
+    /// exclusively, but two blind writers need not exclude each other: their writes reach
+    /// every shard in one order (cross-shard batches in GSN order, single-shard ones through
+    /// the shard's queue), so every shard ends with the later one's values. With exclusive
+    /// stripes, concurrent MSETs of ten random keys each waited on each other's commits.
+    pub(crate) fn lock_for_command<'k>(
+        &self,
+        keys: impl Iterator<Item = (u8, &'k [u8])>,
+        shared: bool,
+    ) -> KeyGuard<'_> {
         if on_worker() {
             return KeyGuard::default();
         }
-        let idx = || stripes(keys.iter().copied());
-        if in_front(|_, l| l.ensure(&self.stripes, idx())).is_some() {
+        let idx = stripes(keys);
+        if in_front(|_, l| l.ensure(&self.stripes, &idx)).is_some() {
             return KeyGuard::default();
         }
         let mut g = KeyGuard::default();
-        for i in idx() {
+        for i in idx {
             if shared {
                 g._shared.push(self.stripes[i].read());
             } else {
@@ -982,6 +978,18 @@ impl Store {
             }
         }
         g
+    }
+
+    /// [`Store::lock_for_command`] for a command whose keys its key specs cannot find in its
+    /// arguments: every stripe, exclusively (as EXEC takes them for such a command).
+    pub(crate) fn lock_every_stripe_for_command(&self) -> KeyGuard<'_> {
+        if on_worker() || in_front(|_, _| ()).is_some() {
+            return KeyGuard::default();
+        }
+        KeyGuard {
+            _guards: self.stripes.iter().map(|s| s.write()).collect(),
+            _shared: Vec::new(),
+        }
     }
 
     /// Takes the stripes of `keys` shared for a command queued to a worker, as a guard that may
@@ -1233,7 +1241,7 @@ impl Store {
     /// random hash slot, wrapping around once. Keys in sparsely filled slots are likelier
     /// than others (Redis's choice is not uniform either: it picks a random bucket).
     pub fn random_key(&self, db: u8) -> Result<Option<Vec<u8>>> {
-        let start = (self.expires.random() % u64::from(crate::keys::SLOTS)) as u16;
+        let start = (crate::random::next_u64() % u64::from(crate::keys::SLOTS)) as u16;
         let mut found = None;
         for (from, below) in [(start, u32::MAX), (0, u32::from(start))] {
             self.scan_from(db, from, b"", |s, k, m| {
@@ -1294,7 +1302,7 @@ impl Store {
     /// One batch of FLUSHDB: the deletes and the expiry index entries of the deleted keys,
     /// under their stripes so that a key rewritten concurrently keeps its index entry.
     fn flush_batch(&self, db: u8, b: WriteBatch, keys: Vec<Vec<u8>>) -> Result<()> {
-        let _g = self.lock(db, &keys);
+        let _g = self.lock_for_command(keys.iter().map(|k| (db, &k[..])), false);
         self.raw_write(b)?;
         for k in &keys {
             self.note_write(db, k, None);

@@ -8,8 +8,86 @@
 //! HyperLogLog becomes dense, `hll/`), `latency-monitor-threshold` (the latency monitor's
 //! threshold in milliseconds, read by the dispatcher; 0 turns it off) and
 //! `notify-keyspace-events` (`notify.rs`).
+//!
+//! Layer: configuration (above protocol and errors).
 
 use crate::config::parse_memory;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A tuning directive that commands read on every call (an encoding limit, a node size).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    HashMaxListpackEntries,
+    HashMaxListpackValue,
+    SetMaxIntsetEntries,
+    ZsetMaxListpackEntries,
+    ZsetMaxListpackValue,
+    HllSparseMaxBytes,
+    StreamNodeMaxEntries,
+}
+
+impl Limit {
+    const ALL: [Limit; 7] = [
+        Limit::HashMaxListpackEntries,
+        Limit::HashMaxListpackValue,
+        Limit::SetMaxIntsetEntries,
+        Limit::ZsetMaxListpackEntries,
+        Limit::ZsetMaxListpackValue,
+        Limit::HllSparseMaxBytes,
+        Limit::StreamNodeMaxEntries,
+    ];
+
+    /// The directive's canonical name and Redis's default.
+    fn directive(self) -> (&'static str, u64) {
+        match self {
+            Limit::HashMaxListpackEntries => ("hash-max-listpack-entries", 512),
+            Limit::HashMaxListpackValue => ("hash-max-listpack-value", 64),
+            Limit::SetMaxIntsetEntries => ("set-max-intset-entries", 512),
+            Limit::ZsetMaxListpackEntries => ("zset-max-listpack-entries", 128),
+            Limit::ZsetMaxListpackValue => ("zset-max-listpack-value", 64),
+            Limit::HllSparseMaxBytes => ("hll-sparse-max-bytes", 3000),
+            Limit::StreamNodeMaxEntries => ("stream-node-max-entries", 100),
+        }
+    }
+}
+
+/// The [`Limit`]s in force, parsed when they are set (at start and by CONFIG SET,
+/// `Shared::apply_config`) rather than from the configuration's strings on every command:
+/// a read is one relaxed atomic load.
+pub struct Limits([AtomicU64; Limit::ALL.len()]);
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits(Limit::ALL.map(|l| AtomicU64::new(l.directive().1)))
+    }
+}
+
+impl Limits {
+    /// The limits of a configuration's tuning directives (`Config::tuning`).
+    pub fn new(tuning: &BTreeMap<&'static str, String>) -> Limits {
+        let l = Limits::default();
+        l.set(tuning);
+        l
+    }
+
+    /// Takes the values of `tuning`: a negative value counts as 0, an unreadable or absent
+    /// one as Redis's default.
+    pub fn set(&self, tuning: &BTreeMap<&'static str, String>) {
+        for l in Limit::ALL {
+            let (name, default) = l.directive();
+            let v = tuning
+                .get(name)
+                .and_then(|v| v.parse::<i64>().ok())
+                .map_or(default, |n| n.max(0) as u64);
+            self.0[l as usize].store(v, Ordering::Relaxed);
+        }
+    }
+
+    pub fn get(&self, l: Limit) -> u64 {
+        self.0[l as usize].load(Ordering::Relaxed)
+    }
+}
 
 /// How a value is checked and normalized.
 #[derive(Clone, Copy)]
@@ -257,5 +335,26 @@ mod tests {
             "argument(s) must be one of the following: volatile-lru, volatile-lfu, \
              volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction"
         );
+    }
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::*;
+
+    #[test]
+    fn limits_are_parsed_when_set() {
+        let mut tuning = BTreeMap::new();
+        let l = Limits::new(&tuning);
+        assert_eq!(l.get(Limit::HashMaxListpackEntries), 512);
+        assert_eq!(l.get(Limit::ZsetMaxListpackValue), 64);
+        tuning.insert("hash-max-listpack-entries", "4".to_string());
+        tuning.insert("zset-max-listpack-value", "-3".to_string());
+        tuning.insert("stream-node-max-entries", "x".to_string());
+        l.set(&tuning);
+        assert_eq!(l.get(Limit::HashMaxListpackEntries), 4);
+        assert_eq!(l.get(Limit::ZsetMaxListpackValue), 0);
+        assert_eq!(l.get(Limit::StreamNodeMaxEntries), 100);
+        assert_eq!(l.get(Limit::SetMaxIntsetEntries), 512);
     }
 }

@@ -6,6 +6,8 @@
 //!
 //! Reads of the commands see the writes of the earlier ones: point reads look in the
 //! overlay first, range scans merge it over the database's records ([`merge_scan`]).
+//!
+//! Layer: store and types (above configuration; no services, commands or execution).
 
 use std::collections::BTreeMap;
 use std::ops::Bound;

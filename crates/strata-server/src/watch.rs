@@ -1,7 +1,8 @@
 //! WATCH: which clients watch which keys, and flagging a client when one of its keys is
 //! modified (Redis's `touchWatchedKey`, multi.c).
 //!
-//! **Protocol.** A client registers its keys while holding their stripes (`Store::lock`), so
+//! **Protocol.** A client registers its keys while holding their stripes (WATCH's
+//! dispatch takes them), so
 //! a write of the keys in flight finishes first, and every write that starts later sees the
 //! registration. Every write through the `Store` calls [`Watches::touch`] for the keys it
 //! modified, while it still holds their stripes (or runs on their shard's worker), before its
@@ -9,6 +10,8 @@
 //! count). A touched client's `dirty` flag is set; EXEC takes the stripes of the watched keys
 //! before it reads the flag, so no write of them slips in between the check and the queued
 //! commands. The map is behind one mutex, taken only while some client watches a key.
+//!
+//! Layer: services (above store and types; below commands).
 
 use parking_lot::Mutex;
 use std::collections::HashMap;

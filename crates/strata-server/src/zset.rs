@@ -12,6 +12,8 @@
 //! range by rank walks it from the nearer end (O(offset): a skiplist without span counts);
 //! range by lex walks it too (Redis's BYLEX assumes equal scores: with them the walk seeks to
 //! the lower bound; with mixed scores it follows score order, as Redis's listpack does).
+//!
+//! Layer: store and types (above configuration; no services, commands or execution).
 
 use crate::keys::{prefix_end, sub_key, sub_prefix, KIND_SCORE, KIND_SUBKEY};
 use crate::store::{Meta, Store, Writes};

@@ -15,6 +15,8 @@
 //! in place (building the new value on a copy first, so a failed SETUSER changes nothing)
 //! and every connection's next command sees the change. Deleting a user (DELUSER, ACL
 //! LOAD) takes it out of the map and kills its connections through the client registry.
+//!
+//! Layer: services (above store and types; below commands).
 
 pub mod commands;
 pub mod file;

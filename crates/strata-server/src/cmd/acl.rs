@@ -1,6 +1,8 @@
 //! ACL commands (Redis's acl.c `aclCommand`), and the permission checks the dispatcher and
 //! `redis.call` make through [`permit`] and [`permit_script`]. Users, rules and the ACL
 //! file are `crate::acl`; this module is their protocol.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::{cmd, find_command, Args, CmdError, CmdResult, Ctx, Entry, Found, Spec};
 use crate::acl::log::{Context, Entry as LogEntry, Reason};

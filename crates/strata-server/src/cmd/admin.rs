@@ -1,4 +1,6 @@
 //! Introspection commands: SLOWLOG, MEMORY, OBJECT, LASTSAVE.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::ERR_SYNTAX;
 use super::{cmd, reply_help, Args, CmdError, CmdResult, Ctx, Entry};
@@ -126,7 +128,6 @@ fn memory_usage(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         }
     }
     let (db, store) = (ctx.conn.db, &ctx.shared.store);
-    let _g = store.lock(db, &[&key]);
     match store.peek(db, &key)? {
         Some(m) => {
             let n = usage_of(ctx, &key, &m, samples)?;
@@ -186,7 +187,6 @@ pub fn string_encoding(v: &[u8]) -> &'static str {
 fn object_lookup(ctx: &mut Ctx<'_>, args: &mut Args) -> Result<Option<Meta>, CmdError> {
     let key = args.next_bytes()?;
     let (db, store) = (ctx.conn.db, &ctx.shared.store);
-    let _g = store.lock(db, &[&key]);
     let m = store.peek(db, &key)?;
     if m.is_none() {
         ctx.reply.null();
@@ -201,7 +201,6 @@ fn object_access(
 ) -> Result<Option<crate::access::Access>, CmdError> {
     let key = args.next_bytes()?;
     let (db, store) = (ctx.conn.db, &ctx.shared.store);
-    let _g = store.lock(db, &[&key]);
     if store.peek(db, &key)?.is_none() {
         ctx.reply.null();
         return Ok(None);

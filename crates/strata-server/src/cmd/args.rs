@@ -1,6 +1,8 @@
 //! The typed argument cursor: commands read their arguments through it and get Redis's
 //! error texts for free (`next_i64` → "value is not an integer or out of range", `finish` →
 //! "syntax error").
+//!
+//! Layer: commands (above services; below execution).
 
 use super::CmdError;
 use crate::protocol::parse::parse_i64;
@@ -22,6 +24,16 @@ impl Args {
     /// `argv` is the whole request; the cursor starts after its first `skip` elements.
     pub fn new(argv: Vec<Bytes>, skip: usize) -> Args {
         Args { argv, pos: skip }
+    }
+
+    /// The whole request.
+    pub fn argv(&self) -> &[Bytes] {
+        &self.argv
+    }
+
+    /// Puts the cursor back after the first `skip` elements (a command run again).
+    pub fn restart(&mut self, skip: usize) {
+        self.pos = skip;
     }
 
     /// Arguments not read yet.

@@ -10,6 +10,8 @@
 //! `offset`, bit 0 being the most significant bit of the first byte; bits past the end of
 //! the string read as 0. A request with any SET or INCRBY creates the key or grows it to
 //! its highest written bit even if every write fails under OVERFLOW FAIL, as Redis does.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::bits::ERR_OFFSET;
@@ -48,7 +50,6 @@ pub(super) fn bitop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let store = &ctx.shared.store;
     let mut keys = vec![dest.clone()];
     keys.extend(sources.iter().cloned());
-    let _g = store.lock(db, &keys);
     let mut values: Vec<Vec<u8>> = Vec::with_capacity(sources.len());
     for k in &sources {
         match store.lookup_read(db, k)? {
@@ -354,7 +355,6 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &mut Args, read_only: bool) -> CmdR
         .max();
     let db = ctx.conn.db;
     let shared = ctx.shared;
-    let _g = shared.store.lock(db, &[&key]);
     let Some(highest) = highest else {
         let m = read_string(ctx, &key)?;
         let v = m.map(|m| m.value).unwrap_or_default();

@@ -7,6 +7,8 @@
 //! Redis 7.0's argument order is kept exactly, as it decides which error a bad request gets:
 //! BITCOUNT reads start and end, answers 0 for a negative empty range, then reads BYTE|BIT; BITPOS start, BYTE|BIT, then end; both answer
 //! a missing key (0, or BITPOS's -1/0) before looking at the range arguments.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::bitfield;
@@ -92,7 +94,6 @@ fn setbit(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn getbit(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let offset = bit_offset(ctx, &args.next_bytes()?)?;
-    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
     let m = read_string(ctx, &key)?;
     ctx.reply
         .int(i64::from(m.is_some_and(|m| bit_at(&m.value, offset))));
@@ -141,7 +142,6 @@ fn count_ones(v: &[u8], first: u64, last: u64) -> i64 {
 fn bitcount(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let rest = args.rest().to_vec();
-    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
     let Some(m) = read_string(ctx, &key)? else {
         ctx.reply.int(0);
         return Ok(());
@@ -193,7 +193,6 @@ fn bitpos(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         _ => return Err(CmdError::reply("ERR The bit argument must be 1 or 0.")),
     };
     let rest = args.rest().to_vec();
-    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
     // A missing key is an endless run of zeros.
     let Some(m) = read_string(ctx, &key)? else {
         ctx.reply.int(if bit { -1 } else { 0 });

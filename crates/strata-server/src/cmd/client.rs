@@ -1,6 +1,8 @@
 //! CLIENT (ID, SETNAME, GETNAME, LIST, INFO, KILL, SETINFO, NO-EVICT, NO-TOUCH, REPLY, PAUSE,
 //! UNPAUSE, HELP)
 //! and RESET, over the client registry (`clients.rs`).
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::ERR_SYNTAX;
 use super::table::traits::*;

@@ -1,6 +1,8 @@
 //! COMMAND and its subcommands (COUNT, INFO, DOCS, LIST, GETKEYS, GETKEYSANDFLAGS, HELP): the
 //! command table (`table.rs`) as Redis 7.0 replies it. Every field comes from the table's
 //! metadata, so what COMMAND says is what the dispatcher, the router and EXEC act on.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::ERR_SYNTAX;
 use super::table::{key_flag, keys, BeginSearch, DocArg, FindKeys, KeySpec};

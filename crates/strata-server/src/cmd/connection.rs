@@ -1,4 +1,6 @@
 //! Connection commands: PING, ECHO, QUIT, HELLO, AUTH, SELECT.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::ERR_SYNTAX;
 use super::table::traits::*;

@@ -8,6 +8,8 @@
 //! Redis 7.0.15 itself stops at its own 10) in every encoding but module values and 7.4's
 //! hashes with field expiries, and writes the whole value in one atomic batch. Streams go
 //! through `stream/value.rs` with their consumer groups.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::table::traits::*;
@@ -18,6 +20,7 @@ use crate::protocol::parse::parse_i64;
 use crate::rdb::{self, Value};
 use crate::store::{now_ms, Meta, RType, Store, Writes};
 use crate::stream::Stream;
+use crate::tuning::Limit;
 use crate::zset;
 
 pub static COMMANDS: &[Entry] = &[
@@ -34,7 +37,6 @@ const ERR_BUSYKEY: &str = "BUSYKEY Target key name already exists.";
 fn dump(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let (db, store) = (ctx.conn.db, &ctx.shared.store);
-    let _g = store.lock(db, &[&key]);
     let Some(m) = store.lookup_read(db, &key)? else {
         ctx.reply.null();
         return Ok(());
@@ -91,7 +93,6 @@ fn move_(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         ));
     }
     let store = &ctx.shared.store;
-    let _g = store.lock_in(&[(src_db, &key[..]), (dst_db, &key[..])]);
     let Some(m) = store.get(src_db, &key)? else {
         ctx.reply.int(0);
         return Ok(());
@@ -167,7 +168,6 @@ fn restore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let payload = args.next_bytes()?;
     let opts = parse_options(args)?;
     let (db, store) = (ctx.conn.db, &ctx.shared.store);
-    let _g = store.lock(db, &[&key]);
     let existing = store.get(db, &key)?;
     if existing.is_some() && !opts.replace {
         return Err(CmdError::reply(ERR_BUSYKEY));
@@ -218,11 +218,11 @@ pub struct Limits {
 impl Limits {
     pub fn of(ctx: &Ctx<'_>) -> Limits {
         Limits {
-            hash_entries: members::tuning(ctx, "hash-max-listpack-entries", 512),
-            hash_value: members::tuning(ctx, "hash-max-listpack-value", 64),
-            set_intset_entries: members::tuning(ctx, "set-max-intset-entries", 512),
-            zset_entries: members::tuning(ctx, "zset-max-listpack-entries", 128),
-            zset_value: members::tuning(ctx, "zset-max-listpack-value", 64),
+            hash_entries: ctx.shared.limits.get(Limit::HashMaxListpackEntries),
+            hash_value: ctx.shared.limits.get(Limit::HashMaxListpackValue),
+            set_intset_entries: ctx.shared.limits.get(Limit::SetMaxIntsetEntries),
+            zset_entries: ctx.shared.limits.get(Limit::ZsetMaxListpackEntries),
+            zset_value: ctx.shared.limits.get(Limit::ZsetMaxListpackValue),
         }
     }
 }

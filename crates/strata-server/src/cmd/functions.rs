@@ -7,6 +7,8 @@
 //! whose value is FUNCTION DUMP's payload (`docs/format/functions.md`); each change writes
 //! it, synced, before it takes effect, and the server reads it before serving clients
 //! ([`open`]).
+//!
+//! Layer: commands (above services; below execution).
 
 use super::scripting::{self, Target};
 use super::table::traits::SCRIPT;

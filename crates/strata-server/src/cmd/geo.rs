@@ -6,6 +6,8 @@
 //! keeps the points inside the shape, and sorts them by distance as Redis does (a stable
 //! sort: points at the same distance keep the order they were found in). Every command
 //! holds its keys' stripes from the read to the write.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::{ERR_NOT_FLOAT, ERR_NOT_INT, ERR_SYNTAX};
 use super::zsets::{self, loc, lookup};
@@ -144,7 +146,6 @@ fn geodist(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         _ => return Err(CmdError::reply(ERR_SYNTAX)),
     };
     let db = ctx.conn.db;
-    let _g = ctx.shared.store.lock(db, &[&key]);
     let Some(m) = lookup(ctx, &key, true)? else {
         ctx.reply.null();
         return Ok(());
@@ -179,7 +180,6 @@ fn member_scores(
 fn geohash(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let members = args.rest().to_vec();
-    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
     let scores = member_scores(ctx, &key, &members)?;
     ctx.reply.array(scores.len());
     for s in scores {
@@ -197,7 +197,6 @@ fn geohash(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn geopos(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let members = args.rest().to_vec();
-    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
     let scores = member_scores(ctx, &key, &members)?;
     ctx.reply.array(scores.len());
     for s in scores {
@@ -313,7 +312,6 @@ fn search_generic(ctx: &mut Ctx<'_>, args: &mut Args, kind: Kind) -> CmdResult {
         }
         _ => {}
     }
-    let _g = ctx.shared.store.lock(db, &keys);
     let zobj = lookup(ctx, &src, true)?;
     let mut o = Options {
         withdist: false,

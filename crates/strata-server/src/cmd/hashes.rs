@@ -3,6 +3,8 @@
 //! whose value is the field's value (`docs/format/redis-keys.md`, "Hashes"). A hash's
 //! records share its shard, so every command here runs on one worker (or under the key's
 //! stripe), and its writes go out in one `Writes`.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::{ERR_NOT_FLOAT, ERR_SYNTAX};
 use super::members::{self, Emit};
@@ -12,6 +14,7 @@ use crate::notify::{keyspace_event as notify, Class};
 use crate::protocol::parse::parse_i64;
 use crate::protocol::reply::Proto;
 use crate::store::{Meta, RType, Writes};
+use crate::tuning::Limit;
 use bytes::Bytes;
 use std::collections::HashMap;
 
@@ -38,8 +41,8 @@ pub static COMMANDS: &[Entry] = &[
 /// `hash-max-listpack-value`.
 fn limits(ctx: &Ctx<'_>) -> (u64, u64) {
     (
-        members::tuning(ctx, "hash-max-listpack-entries", 512),
-        members::tuning(ctx, "hash-max-listpack-value", 64),
+        ctx.shared.limits.get(Limit::HashMaxListpackEntries),
+        ctx.shared.limits.get(Limit::HashMaxListpackValue),
     )
 }
 
@@ -64,7 +67,6 @@ fn convert_for_size(ctx: &Ctx<'_>, m: &mut Meta) {
 /// HSET and HMSET: sets the pairs; returns the number of fields created.
 fn set_pairs(ctx: &mut Ctx<'_>, key: &[u8], rest: &[Bytes]) -> Result<i64, CmdError> {
     let db = ctx.conn.db;
-    let _g = ctx.shared.store.lock(db, &[key]);
     let old = members::lookup_write(ctx, key, RType::Hash)?;
     let existed = old.is_some();
     let mut m = old.unwrap_or_else(|| members::create(ctx, RType::Hash));
@@ -130,7 +132,6 @@ fn hsetnx(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let field = args.next_bytes()?;
     let value = args.next_bytes()?;
     let db = ctx.conn.db;
-    let _g = ctx.shared.store.lock(db, &[&key]);
     let old = members::lookup_write(ctx, &key, RType::Hash)?;
     let existed = old.is_some();
     let mut m = old.unwrap_or_else(|| members::create(ctx, RType::Hash));
@@ -170,7 +171,6 @@ fn field_value(ctx: &Ctx<'_>, key: &[u8], field: &[u8]) -> Result<Option<Vec<u8>
 fn hget(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let field = args.next_bytes()?;
-    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
     let v = field_value(ctx, &key, &field)?;
     ctx.reply.opt_bulk(v.as_deref());
     Ok(())
@@ -180,7 +180,6 @@ fn hmget(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let fields: Vec<Bytes> = args.rest().to_vec();
     let db = ctx.conn.db;
-    let _g = ctx.shared.store.lock(db, &[&key]);
     let values = match lookup_typed(ctx, &key, RType::Hash)? {
         Some(m) => {
             let fs: Vec<&[u8]> = fields.iter().map(|f| &f[..]).collect();
@@ -197,7 +196,6 @@ fn hmget(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 
 fn reply_whole(ctx: &mut Ctx<'_>, args: &mut Args, what: Emit) -> CmdResult {
     let key = args.next_bytes()?;
-    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
     match lookup_typed(ctx, &key, RType::Hash)? {
         Some(m) => members::reply_all(ctx, &key, &m, what),
         None => {
@@ -226,7 +224,6 @@ fn hdel(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let fields: Vec<Bytes> = args.rest().to_vec();
     let db = ctx.conn.db;
-    let _g = ctx.shared.store.lock(db, &[&key]);
     let Some(mut m) = members::lookup_write(ctx, &key, RType::Hash)? else {
         ctx.reply.int(0);
         return Ok(());
@@ -259,7 +256,6 @@ fn hdel(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 
 fn hlen(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
-    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
     let m = lookup_typed(ctx, &key, RType::Hash)?;
     ctx.reply.int(m.map_or(0, |m| m.size as i64));
     Ok(())
@@ -268,7 +264,6 @@ fn hlen(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn hexists(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let field = args.next_bytes()?;
-    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
     let v = field_value(ctx, &key, &field)?;
     ctx.reply.int(i64::from(v.is_some()));
     Ok(())
@@ -277,7 +272,6 @@ fn hexists(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn hstrlen(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let field = args.next_bytes()?;
-    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
     let v = field_value(ctx, &key, &field)?;
     ctx.reply.int(v.map_or(0, |v| v.len() as i64));
     Ok(())
@@ -292,7 +286,6 @@ fn modify_field(
     f: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>, CmdError>,
 ) -> Result<Vec<u8>, CmdError> {
     let db = ctx.conn.db;
-    let _g = ctx.shared.store.lock(db, &[key]);
     let old = members::lookup_write(ctx, key, RType::Hash)?;
     let existed = old.is_some();
     let mut m = old.unwrap_or_else(|| members::create(ctx, RType::Hash));
@@ -374,7 +367,6 @@ fn hrandfield(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let db = ctx.conn.db;
     if args.is_done() {
-        let _g = ctx.shared.store.lock(db, &[&key]);
         let Some(m) = lookup_typed(ctx, &key, RType::Hash)? else {
             ctx.reply.null();
             return Ok(());
@@ -397,7 +389,6 @@ fn hrandfield(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             return Err(CmdError::reply("ERR value is out of range"));
         }
     }
-    let _g = ctx.shared.store.lock(db, &[&key]);
     let m = lookup_typed(ctx, &key, RType::Hash)?;
     let Some(m) = m.filter(|_| count != 0) else {
         ctx.reply.array(0);

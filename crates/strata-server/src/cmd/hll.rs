@@ -6,12 +6,14 @@
 //! PFCOUNT of one key writes too: a stale cached count is recomputed and stored, as Redis
 //! does; it is read-only to clients all the same, as in Redis, and its key spec (RW) makes it
 //! run holding its keys' stripes like a write.
+//!
+//! Layer: commands (above services; below execution).
 
-use super::members::tuning;
 use super::{cmd, cstr, Args, CmdError, CmdResult, Ctx, Entry, ERR_WRONGTYPE};
 use crate::hll::{count_registers, self_test, Encoding, Hll, HllError, REGISTERS};
 use crate::notify::{keyspace_event as notify, Class};
 use crate::store::{Meta, RType};
+use crate::tuning::Limit;
 
 pub static COMMANDS: &[Entry] = &[
     cmd("pfadd", pfadd),
@@ -42,7 +44,7 @@ fn hll_of(m: &Meta) -> Result<Hll, CmdError> {
 
 /// `hll-sparse-max-bytes`: past it a sparse value becomes dense.
 fn sparse_max(ctx: &Ctx<'_>) -> usize {
-    tuning(ctx, "hll-sparse-max-bytes", 3000) as usize
+    ctx.shared.limits.get(Limit::HllSparseMaxBytes) as usize
 }
 
 /// Stores `h` at `key`: into `old`'s record (keeping its expiry and version) or a new one.
@@ -71,7 +73,6 @@ fn pfadd(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let elements = args.rest().to_vec();
     let max = sparse_max(ctx);
     let db = ctx.conn.db;
-    let _g = ctx.shared.store.lock(db, &[&key]);
     let old = ctx.shared.store.get(db, &key)?;
     let (mut h, before) = match &old {
         Some(m) => (hll_of(m)?, Some(m.value.clone())),
@@ -111,7 +112,6 @@ fn pfcount(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let db = ctx.conn.db;
     let shared = ctx.shared;
     let store_ = &shared.store;
-    let _g = store_.lock(db, &keys);
     if keys.len() > 1 {
         // The union, in registers of a byte each; nothing is written.
         let mut max = Box::new([0u8; REGISTERS]);
@@ -149,7 +149,6 @@ fn pfmerge(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let keys = args.rest().to_vec();
     let db = ctx.conn.db;
     let max_bytes = sparse_max(ctx);
-    let _g = ctx.shared.store.lock(db, &keys);
     // The destination is one of the sources.
     let mut max = Box::new([0u8; REGISTERS]);
     let mut dense = false;
@@ -184,7 +183,6 @@ fn pfdebug(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let sub = args.next_bytes()?;
     let key = args.next_bytes()?;
     let db = ctx.conn.db;
-    let _g = ctx.shared.store.lock(db, &[&key]);
     let Some(m) = ctx.shared.store.get(db, &key)? else {
         return Err(CmdError::reply("ERR The specified key does not exist"));
     };

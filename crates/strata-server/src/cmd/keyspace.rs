@@ -1,6 +1,8 @@
 //! Keyspace commands (Redis's db.c and expire.c): DEL, UNLINK, EXISTS, TYPE, the EXPIRE
 //! family, TTL, PTTL, EXPIRETIME, PEXPIRETIME, PERSIST, KEYS, SCAN, RANDOMKEY, TOUCH,
 //! RENAME, RENAMENX, COPY.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::ERR_SYNTAX;
 use super::table::traits::*;
@@ -41,7 +43,6 @@ fn del(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     keys.sort_unstable();
     keys.dedup();
     let (db, store) = (ctx.conn.db, &ctx.shared.store);
-    let _g = store.lock(db, &keys);
     let mut ops = Vec::new();
     for k in keys {
         if store.get(db, k)?.is_some() {
@@ -71,7 +72,6 @@ fn count_existing(ctx: &mut Ctx<'_>, args: &mut Args, touch: bool) -> CmdResult 
     let (db, store) = (ctx.conn.db, &ctx.shared.store);
     let mut n = 0;
     for k in args.rest() {
-        let _g = store.lock(db, &[k]);
         let m = if touch {
             store.lookup_read(db, k)?
         } else {
@@ -88,7 +88,6 @@ fn count_existing(ctx: &mut Ctx<'_>, args: &mut Args, touch: bool) -> CmdResult 
 fn type_(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let (db, store) = (ctx.conn.db, &ctx.shared.store);
-    let _g = store.lock(db, &[&key]);
     let m = store.peek(db, &key)?;
     ctx.reply.simple(m.map_or("none", |m| m.rtype.name()));
     Ok(())
@@ -145,7 +144,6 @@ fn expire_generic(
     when += basetime_ms;
 
     let (db, store) = (ctx.conn.db, &ctx.shared.store);
-    let _g = store.lock(db, &[&key]);
     let Some(mut m) = store.get(db, &key)? else {
         ctx.reply.int(0);
         return Ok(());
@@ -200,7 +198,6 @@ fn pexpireat(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn ttl_ms(ctx: &mut Ctx<'_>, args: &mut Args) -> Result<(Option<Meta>, i64), CmdError> {
     let key = args.next_bytes()?;
     let (db, store) = (ctx.conn.db, &ctx.shared.store);
-    let _g = store.lock(db, &[&key]);
     let m = store.peek_read(db, &key)?;
     let t = match &m {
         None => -2,
@@ -229,7 +226,6 @@ fn pttl(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn persist(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let (db, store) = (ctx.conn.db, &ctx.shared.store);
-    let _g = store.lock(db, &[&key]);
     match store.get(db, &key)? {
         Some(mut m) if m.expire_ms != 0 => {
             m.expire_ms = 0;
@@ -265,7 +261,6 @@ fn keys(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn expiretime_generic(ctx: &mut Ctx<'_>, args: &mut Args, ms: bool) -> CmdResult {
     let key = args.next_bytes()?;
     let (db, store) = (ctx.conn.db, &ctx.shared.store);
-    let _g = store.lock(db, &[&key]);
     let out = match store.peek_read(db, &key)? {
         None => -2,
         Some(m) if m.expire_ms == 0 => -1,
@@ -314,7 +309,6 @@ fn rename_generic(ctx: &mut Ctx<'_>, args: &mut Args, nx: bool) -> CmdResult {
     let src = args.next_bytes()?;
     let dst = args.next_bytes()?;
     let (db, store) = (ctx.conn.db, &ctx.shared.store);
-    let _g = store.lock(db, &[&src, &dst]);
     let Some(m) = store.get(db, &src)? else {
         return Err(CmdError::reply("ERR no such key"));
     };
@@ -377,7 +371,6 @@ fn copy(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         ));
     }
     let store = &ctx.shared.store;
-    let _g = store.lock_in(&[(src_db, &src[..]), (dst_db, &dst[..])]);
     let Some(mut m) = store.get(src_db, &src)? else {
         ctx.reply.int(0);
         return Ok(());

@@ -1,5 +1,7 @@
 //! LATENCY LATEST, HISTORY, RESET and HELP over the latency monitor (`crate::latency`):
 //! Redis's replies. DOCTOR, GRAPH and HISTOGRAM are not built.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::{cmd, reply_help, Args, CmdResult, Ctx, Entry};
 

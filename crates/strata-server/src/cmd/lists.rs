@@ -2,10 +2,12 @@
 //! pops (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP) over the registry of `blocking.rs`.
 //! Every command reads and writes its keys under their stripes (on a worker: held for it)
 //! and makes all its writes in one `Writes`.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::ERR_SYNTAX;
 use super::{cmd, Args, CmdError, CmdResult, Ctx, Entry, ERR_WRONGTYPE};
-use crate::blocking::{parse_timeout, Attempt, ServeFn, Served};
+use crate::blocking::{parse_timeout, Attempt, FollowUp, ServeFn, Served};
 use crate::list::{range, End, List};
 use crate::notify::Class;
 use crate::protocol::parse::parse_i64;
@@ -130,7 +132,6 @@ fn push_generic(ctx: &mut Ctx<'_>, args: &mut Args, end: End, only_existing: boo
     let key = args.next_bytes()?;
     let elems = args.rest().to_vec();
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &[&key]);
     let mut l = match lookup_write(store, db, &key)? {
         Some(l) => l,
         None if only_existing => {
@@ -181,7 +182,6 @@ fn pop_generic(ctx: &mut Ctx<'_>, args: &mut Args, end: End, name: &str) -> CmdR
         )?),
     };
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &[&key]);
     let Some(mut l) = lookup_write(store, db, &key)? else {
         match count {
             Some(_) => ctx.reply.null_array(),
@@ -349,7 +349,6 @@ fn lpos(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn lset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &[&key]);
     let Some(mut l) = lookup_write(store, db, &key)? else {
         return Err(CmdError::reply("ERR no such key"));
     };
@@ -376,7 +375,6 @@ fn linsert(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let pivot = args.next_bytes()?;
     let elem = args.next_bytes()?;
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &[&key]);
     let Some(mut l) = lookup_write(store, db, &key)? else {
         ctx.reply.int(0);
         return Ok(());
@@ -407,7 +405,6 @@ fn lrem(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let count = args.next_i64()?;
     let elem = args.next_bytes()?;
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &[&key]);
     let Some(mut l) = lookup_write(store, db, &key)? else {
         ctx.reply.int(0);
         return Ok(());
@@ -457,7 +454,6 @@ fn ltrim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let start = args.next_i64()?;
     let stop = args.next_i64()?;
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &[&key]);
     if let Some(mut l) = lookup_write(store, db, &key)? {
         let keep = range(start, stop, l.len());
         let mut left = l.len();
@@ -523,7 +519,6 @@ fn move_one(
 
 fn lmove_generic(ctx: &mut Ctx<'_>, src: &[u8], dst: &[u8], from: End, to: End) -> CmdResult {
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &[src, dst]);
     let v = move_one(store, db, src, dst, from, to)?;
     ctx.reply.opt_bulk(v.as_deref());
     Ok(())
@@ -612,7 +607,6 @@ fn reply_key_elems(r: &mut ReplyBuf, key: &[u8], elems: &[Vec<u8>], nested: bool
 fn lmpop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let (keys, end, count) = parse_mpop(args)?;
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &keys);
     match mpop_first(store, db, &keys, end, count)? {
         Some((k, elems)) => reply_key_elems(ctx.reply, &k, &elems, true),
         None => ctx.reply.null_array(),
@@ -625,27 +619,28 @@ fn lmpop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 /// The serve function of a client blocked in BLPOP, BRPOP or BLMPOP: pops from the ready
 /// key and replies `[key, element]` (`nested`: `[key, [elements]]`).
 fn pop_serve(end: End, count: u64, nested: bool, proto: Proto) -> ServeFn {
-    Box::new(move |shared: &Shared, db: u8, key: &[u8]| {
-        let store = &shared.store;
-        let mut l = match store.get(db, key)? {
-            None => return Ok(Attempt::Empty),
-            Some(m) if m.rtype != RType::List => return Ok(Attempt::Skip),
-            Some(m) => List::open(store, db, key, m)?,
-        };
-        let mut w = Writes::new();
-        let popped = l.pop(&mut w, end, count)?;
-        let left = l.len();
-        l.finish(&mut w);
-        store.apply(w)?;
-        notify_pop(store, db, key, end, popped.len(), left);
-        let mut r = ReplyBuf::with_capacity(proto, 64);
-        reply_key_elems(&mut r, key, &popped, nested);
-        Ok(Attempt::Served(Served {
-            reply: r.take(),
-            then: None,
-            guard: None,
-        }))
-    })
+    Box::new(
+        move |shared: &Shared, db: u8, key: &[u8], _extra_here: bool| {
+            let store = &shared.store;
+            let mut l = match store.get(db, key)? {
+                None => return Ok(Attempt::Empty),
+                Some(m) if m.rtype != RType::List => return Ok(Attempt::Skip),
+                Some(m) => List::open(store, db, key, m)?,
+            };
+            let mut w = Writes::new();
+            let popped = l.pop(&mut w, end, count)?;
+            let left = l.len();
+            l.finish(&mut w);
+            store.apply(w)?;
+            notify_pop(store, db, key, end, popped.len(), left);
+            let mut r = ReplyBuf::with_capacity(proto, 64);
+            reply_key_elems(&mut r, key, &popped, nested);
+            Ok(Attempt::Served(Served {
+                reply: r.take(),
+                then: None,
+            }))
+        },
+    )
 }
 
 /// BLPOP, BRPOP and BLMPOP on parsed arguments.
@@ -658,7 +653,6 @@ fn bpop_generic(
     timeout: Option<Duration>,
 ) -> CmdResult {
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &keys);
     if let Some((k, elems)) = mpop_first(store, db, &keys, end, count)? {
         reply_key_elems(ctx.reply, &k, &elems, nested);
         return Ok(());
@@ -669,7 +663,7 @@ fn bpop_generic(
     }
     let serve = pop_serve(end, count, nested, ctx.reply.proto);
     let none: &[Bytes] = &[];
-    ctx.shared.blocked.block(
+    let wait = ctx.shared.blocked.block(
         store,
         ctx.conn.id,
         ctx.reply.proto,
@@ -679,6 +673,7 @@ fn bpop_generic(
         timeout,
         serve,
     );
+    ctx.blocked = Some(wait);
     Ok(())
 }
 
@@ -713,36 +708,24 @@ fn bulk_reply(proto: Proto, v: &[u8]) -> BytesMut {
 }
 
 /// The serve function of a client blocked in BLMOVE: moves one element from the ready key
-/// (its source) to `dst`. Off the workers both keys' stripes are held (`blocking.rs`). On
-/// a worker, `dst` is written in the same transaction when it lives in the same shard and
-/// its stripe can be taken shared; otherwise the element is popped here
+/// (its source) to `dst`. When `dst` can be written in the serve's transaction (its stripe
+/// is held: always off the workers; on a worker, when it lives in the same shard and its
+/// stripe could be taken, see `blocking.rs`), in place; otherwise the element is popped here
 /// and pushed by the woken connection (a hand-off, see `docs/design.md` §13.8).
 fn move_serve(dst: Bytes, from: End, to: End, proto: Proto) -> ServeFn {
-    Box::new(move |shared: &Shared, db: u8, src: &[u8]| {
+    Box::new(move |shared: &Shared, db: u8, src: &[u8], dst_here: bool| {
         let store = &shared.store;
         match store.get(db, src)? {
             None => return Ok(Attempt::Empty),
             Some(m) if m.rtype != RType::List => return Ok(Attempt::Skip),
             Some(_) => {}
         }
-        let mut guard = None;
-        let in_place = !crate::store::on_worker() || {
-            // A worker's transaction writes only its own shard; `dst`'s stripe is taken
-            // shared, as a queued write takes it (it fails only while a front command holds
-            // or awaits it).
-            let shard = |k: &[u8]| store.db().shard_of(&crate::keys::meta_key(db, k));
-            if shard(src) == shard(&dst) {
-                guard = store.try_lock_owned(db, &[&dst]);
-            }
-            guard.is_some()
-        };
-        if in_place {
+        if dst_here {
             let v = move_one(store, db, src, &dst, from, to)?;
             let v = v.ok_or_else(|| CmdError::reply("ERR the source list vanished"))?;
             return Ok(Attempt::Served(Served {
                 reply: bulk_reply(proto, &v),
                 then: None,
-                guard,
             }));
         }
         // Hand-off: pop now (the element is this client's at once), push from the woken
@@ -755,10 +738,10 @@ fn move_serve(dst: Bytes, from: End, to: End, proto: Proto) -> ServeFn {
         store.apply(w)?;
         notify_pop(store, db, src, from, 1, left);
         let (src, dst) = (src.to_vec(), dst.clone());
-        let then: crate::blocking::FollowUp = Box::new(move |shared: &Shared| {
+        let keys = vec![src.clone(), dst.to_vec()];
+        let then = FollowUp::new(db, keys, move |shared: &Shared| {
             let store = &shared.store;
             let mut r = ReplyBuf::with_capacity(proto, 64);
-            let _g = store.lock(db, &[&src[..], &dst[..]]);
             let res = (|| -> Result<(), CmdError> {
                 let mut w = Writes::new();
                 match lookup_write(store, db, &dst) {
@@ -793,7 +776,6 @@ fn move_serve(dst: Bytes, from: End, to: End, proto: Proto) -> ServeFn {
         Ok(Attempt::Served(Served {
             reply: BytesMut::new(),
             then: Some(then),
-            guard: None,
         }))
     })
 }
@@ -807,7 +789,6 @@ fn blmove_generic(
     timeout: Option<Duration>,
 ) -> CmdResult {
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &[&src, &dst]);
     if let Some(v) = move_one(store, db, &src, &dst, from, to)? {
         ctx.reply.bulk(&v);
         return Ok(());
@@ -817,7 +798,7 @@ fn blmove_generic(
         return Ok(());
     }
     let serve = move_serve(dst.clone(), from, to, ctx.reply.proto);
-    ctx.shared.blocked.block(
+    let wait = ctx.shared.blocked.block(
         store,
         ctx.conn.id,
         ctx.reply.proto,
@@ -827,6 +808,7 @@ fn blmove_generic(
         timeout,
         serve,
     );
+    ctx.blocked = Some(wait);
     Ok(())
 }
 

@@ -2,6 +2,8 @@
 //! under `keys::sub_key`, `docs/format/redis-keys.md` "Hashes" and "Sets"), the encoding
 //! flag OBJECT ENCODING reads, streamed replies of whole collections, random sampling
 //! (HRANDFIELD, SRANDMEMBER, SPOP) and HSCAN/SSCAN cursors.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::{lookup_typed, Args, CmdError, CmdResult, Ctx};
@@ -9,7 +11,6 @@ use crate::cursor;
 use crate::keys::{hash_slot, meta_key, prefix_end, sub_key, sub_prefix, KIND_SUBKEY};
 use crate::protocol::parse::parse_i64;
 use crate::store::{Meta, RType, Store};
-use std::cell::Cell;
 use std::collections::BTreeMap;
 
 /// A member and its value (a hash field's value; empty for set members).
@@ -44,16 +45,6 @@ pub fn encoding(m: &Meta) -> Option<&'static str> {
         RType::Set => Some(if big { "hashtable" } else { "intset" }),
         _ => None,
     }
-}
-
-/// An integer tuning directive (`hash-max-listpack-entries`...), `default` if unreadable.
-pub fn tuning(ctx: &Ctx<'_>, name: &str, default: u64) -> u64 {
-    ctx.shared
-        .config
-        .read()
-        .get(name)
-        .and_then(|v| v.parse::<i64>().ok())
-        .map_or(default, |n| n.max(0) as u64)
 }
 
 /// The live metadata of `key` for a write command: `None` if absent, `WRONGTYPE` if it is
@@ -209,33 +200,7 @@ pub fn reply_all(ctx: &mut Ctx<'_>, key: &[u8], m: &Meta, what: Emit) -> CmdResu
 
 // ---- random choice ------------------------------------------------------------------
 
-thread_local! {
-    static RNG: Cell<u64> = Cell::new({
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0);
-        let thread = format!("{:?}", std::thread::current().id());
-        t ^ xxhash_rust::xxh3::xxh3_64(thread.as_bytes()).rotate_left(32)
-    });
-}
-
-/// A random 64-bit number (splitmix64 over a per-thread state; not for secrets).
-pub fn rand_u64() -> u64 {
-    RNG.with(|s| {
-        let x = s.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
-        s.set(x);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    })
-}
-
-/// A random number in `0..n` (`n > 0`).
-pub fn rand_below(n: usize) -> usize {
-    (rand_u64() % n as u64) as usize
-}
+use crate::random::{below as rand_below, next_u64 as rand_u64};
 
 /// Collections up to this many members are loaded whole to draw from (exactly uniform, as
 /// Redis's small encodings are); larger ones are sampled by seeking to random positions in
@@ -466,7 +431,6 @@ pub fn scan(ctx: &mut Ctx<'_>, args: &mut Args, rtype: RType) -> CmdResult {
     let c =
         cursor::parse(&args.next_bytes()?).ok_or_else(|| CmdError::reply("ERR invalid cursor"))?;
     let db = ctx.conn.db;
-    let _g = ctx.shared.store.lock(db, &[&key]);
     let Some(m) = lookup_typed(ctx, &key, rtype)? else {
         ctx.reply.array(2);
         ctx.reply.bulk(b"0");

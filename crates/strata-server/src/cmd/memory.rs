@@ -5,6 +5,8 @@
 //! empty instance when no database holds a key and its "no issue" answer otherwise;
 //! MALLOC-STATS answers as Redis built without jemalloc does (the allocator is chosen by
 //! the binary, not by this crate); PURGE has nothing to purge and replies OK, as Redis.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::{cmd, Args, CmdResult, Ctx, Entry};
 

@@ -3,6 +3,8 @@
 //! checks things in: lookup (unknown command / subcommand), arity, authentication, then the
 //! command, which parses its arguments through [`Args`] and replies through the reply
 //! builder.
+//!
+//! Layer: commands (the table and the families); its dispatcher (`dispatch`, `run_locked`) is execution.
 
 mod acl;
 mod admin;
@@ -176,6 +178,31 @@ pub struct Ctx<'a> {
     pub shared: &'a Shared,
     pub conn: &'a mut ConnState,
     pub reply: &'a mut ReplyBuf,
+    /// Keys beyond those the command's key specs name whose stripes the dispatcher holds
+    /// for this run, because the command asked for them ([`CmdError::NeedKeys`]); empty
+    /// for almost every command.
+    pub extra_keys: Vec<Bytes>,
+    /// The wait a blocking command leaves for its connection when it blocks
+    /// (`blocking::Registry::block`); the connection awaits it after the dispatch.
+    pub blocked: Option<crate::blocking::Wait>,
+    /// Set by a command on a worker that cannot finish there (a script reaching a key it
+    /// did not declare): it rolled its writes back and replied nothing; the connection runs
+    /// it again on its own thread (`exec::submit`).
+    pub rerun_inline: bool,
+}
+
+impl<'a> Ctx<'a> {
+    /// The context of one command run: the per-run fields start empty.
+    pub fn new(shared: &'a Shared, conn: &'a mut ConnState, reply: &'a mut ReplyBuf) -> Ctx<'a> {
+        Ctx {
+            shared,
+            conn,
+            reply,
+            extra_keys: Vec::new(),
+            blocked: None,
+            rerun_inline: false,
+        }
+    }
 }
 
 impl Ctx<'_> {
@@ -186,41 +213,7 @@ impl Ctx<'_> {
     }
 }
 
-/// Why a command failed; written to the client as an error reply.
-#[derive(Debug)]
-pub enum CmdError {
-    /// A Redis error reply, code included (`ERR syntax error`, `WRONGTYPE ...`); bytes, as
-    /// texts that quote arguments hold them as sent.
-    Reply(Vec<u8>),
-    /// The store failed.
-    Store(strata_engine::Error),
-}
-
-impl CmdError {
-    pub fn reply(msg: impl Into<String>) -> CmdError {
-        CmdError::Reply(msg.into().into_bytes())
-    }
-
-    /// An error text that quotes arguments (which need not be UTF-8).
-    pub fn reply_bytes(msg: Vec<u8>) -> CmdError {
-        CmdError::Reply(msg)
-    }
-
-    pub fn message(&self) -> String {
-        match self {
-            CmdError::Reply(m) => String::from_utf8_lossy(m).into_owned(),
-            CmdError::Store(e) => format!("ERR {e}"),
-        }
-    }
-}
-
-impl From<strata_engine::Error> for CmdError {
-    fn from(e: strata_engine::Error) -> Self {
-        CmdError::Store(e)
-    }
-}
-
-pub type CmdResult = Result<(), CmdError>;
+pub use crate::error::{CmdError, CmdResult};
 
 pub const ERR_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
@@ -481,9 +474,9 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
     // after EXEC: `MULTI; LPUSH k a; LLEN k; EXEC` sees the element).
     let shared = ctx.shared;
     let result = if nested {
-        handler(ctx, &mut args)
+        run_locked(ctx, spec, handler, &mut args, skip)
     } else {
-        crate::blocking::around_command(shared, || handler(ctx, &mut args))
+        crate::blocking::around_command(shared, || run_locked(ctx, spec, handler, &mut args, skip))
     };
     let micros = started.elapsed().as_micros() as u64;
     if let Err(e) = result {
@@ -493,7 +486,7 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
             CmdError::Store(_) if refuses_when_misconf && misconf(ctx.shared).is_some() => {
                 ctx.reply.error(&misconf(ctx.shared).unwrap_or_default())
             }
-            CmdError::Store(_) => ctx.reply.error(&e.message()),
+            CmdError::Store(_) | CmdError::NeedKeys(_) => ctx.reply.error(&e.message()),
         }
     }
     {
@@ -538,6 +531,63 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
     Outcome::Ran(full_name, micros)
 }
 
+/// Runs `handler` holding the stripes of the keys the command names (`docs/design.md`
+/// §13.2): taken here, from the key specs, never by a handler. Exclusive, or shared for a
+/// blind write (`BLIND_WRITE`). None on a worker (the command's group holds them shared),
+/// nor for a script (its transaction takes its declared keys' stripes, planned from the same
+/// specs), a snapshot read (MGET) or a command without keys (FLUSHDB, KEYS, SCAN: as
+/// before, they exclude no writer). Every stripe when the specs cannot parse the arguments
+/// (a malformed count: the command replies its error). In an EXEC or a script, the stripes
+/// are the transaction's (`Store::lock_for_command`). Released when the handler returns:
+/// on the connection's thread its write is done by then. The stripes are taken in
+/// ascending order, each command's at once, and workers never wait for one: no deadlock.
+fn run_locked(
+    ctx: &mut Ctx<'_>,
+    spec: &'static Spec,
+    handler: Handler,
+    args: &mut Args,
+    skip: usize,
+) -> CmdResult {
+    let direct = crate::store::on_worker()
+        || spec.has_trait(table::traits::SCRIPT | table::traits::SNAPSHOT_READ)
+        || !spec.has_keys();
+    loop {
+        let _guard = if direct {
+            crate::store::KeyGuard::default()
+        } else {
+            lock_keys(ctx, spec, args.argv())
+        };
+        match handler(ctx, args) {
+            Err(CmdError::NeedKeys(more)) if !more.is_empty() && ctx.extra_keys.len() < 4096 => {
+                ctx.extra_keys.extend(more);
+                args.restart(skip);
+            }
+            r => {
+                ctx.extra_keys.clear();
+                return r;
+            }
+        }
+    }
+}
+
+/// Takes the stripes of the keys `argv` names for `spec` in the client's database (and in
+/// the other database COPY ... DB and MOVE reach), with the keys the command asked for.
+fn lock_keys<'s>(ctx: &Ctx<'s>, spec: &'static Spec, argv: &[Bytes]) -> crate::store::KeyGuard<'s> {
+    let store = &ctx.shared.store;
+    let db = ctx.conn.db;
+    let Some(keys) = table::keys(spec, argv) else {
+        return store.lock_every_stripe_for_command();
+    };
+    let other = table::other_db_key(spec, argv).and_then(|(pos, n)| {
+        let databases = ctx.shared.config.read().databases;
+        (n >= 0 && (n as u64) < databases as u64).then(|| (n as u8, &argv[pos][..]))
+    });
+    let blind = spec.has_trait(table::traits::BLIND_WRITE);
+    let named = keys.iter().map(|k| (db, &argv[k.pos][..]));
+    let extra = ctx.extra_keys.iter().map(|k| (db, &k[..]));
+    store.lock_for_command(named.chain(other).chain(extra), blind)
+}
+
 /// Sends a command's line to the clients in MONITOR mode (`monitor.rs`).
 fn feed_monitors(ctx: &Ctx<'_>, argv: &[Bytes]) {
     let info = &ctx.conn.info;
@@ -556,34 +606,9 @@ fn feed_monitors(ctx: &Ctx<'_>, argv: &[Bytes]) {
     ctx.shared.monitors.feed(ctx.conn.db, &origin, argv, limit);
 }
 
-/// Redis's `-MISCONF` error for a database whose log failed (a failed append or sync, in a
-/// write or in the background sync of `appendfsync everysec`): writes are refused until
-/// restart, reads go on (`strata::Db::health`). `None` while the database is healthy.
+/// Redis's `-MISCONF` error while the database refuses writes (`error::misconf`).
 pub fn misconf(shared: &Shared) -> Option<String> {
-    let e = shared.store.db().health().err()?;
-    Some(format!(
-        "MISCONF Errors writing to the AOF file: {}",
-        strerror_of(&e.to_string())
-    ))
-}
-
-/// The operating system's text for the error at the end of `msg` (`strerror`, as Redis
-/// prints it: "Input/output error"), or `msg` itself if it names no OS error.
-fn strerror_of(msg: &str) -> String {
-    let code = msg
-        .rsplit_once("(os error ")
-        .and_then(|(_, rest)| rest.split(')').next())
-        .and_then(|n| n.parse::<i32>().ok());
-    match code {
-        Some(n) => {
-            let text = std::io::Error::from_raw_os_error(n).to_string();
-            match text.rsplit_once(" (os error ") {
-                Some((t, _)) => t.to_string(),
-                None => text,
-            }
-        }
-        None => msg.to_string(),
-    }
+    crate::error::misconf(shared.store.db())
 }
 
 /// `HELP` subcommand replies: lines as status replies, as Redis's `addReplyHelp`.
@@ -602,19 +627,6 @@ pub fn reply_help(ctx: &mut Ctx<'_>, container: &str, lines: &[&str]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn misconf_cause_is_the_os_text() {
-        assert_eq!(
-            strerror_of("shard 1 failed: I/O error in sync of /d/000004.log: Input/output error (os error 5)"),
-            "Input/output error"
-        );
-        assert_eq!(
-            strerror_of("no space (os error 28)"),
-            "No space left on device"
-        );
-        assert_eq!(strerror_of("log failed"), "log failed");
-    }
 
     #[test]
     fn table_is_consistent() {
@@ -674,6 +686,42 @@ mod tests {
             RUNS_IN_MULTI | WHILE_SUBSCRIBED | CONNECTION_THREAD
         ));
         assert!(has("copy", CONNECTION_THREAD));
+    }
+
+    /// Stripes are the dispatcher's (`run_locked`): no handler takes one by hand. Only EXEC
+    /// and scripts, which own a transaction, plan theirs (from the same key specs).
+    #[test]
+    fn handlers_take_no_stripes() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cmd");
+        let mut files = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.extension().is_none_or(|x| x != "rs") {
+                continue;
+            }
+            files += 1;
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name == "mod.rs" {
+                continue; // the dispatcher (and this test)
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for call in [
+                "lock_for_command(",
+                "lock_every_stripe_for_command(",
+                "try_lock_owned(",
+                "lock_owned_blocking(",
+                "stripes[",
+            ] {
+                assert!(!text.contains(call), "{name} calls {call}");
+            }
+            if text.contains("lock_for_exec(") {
+                assert!(
+                    ["multi.rs", "scripting.rs"].contains(&name.as_str()),
+                    "{name}"
+                );
+            }
+        }
+        assert!(files > 20);
     }
 
     #[test]

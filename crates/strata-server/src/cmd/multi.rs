@@ -17,6 +17,8 @@
 //! writers of its keys wait for the stripes. A command failing at run time replies its error
 //! inside EXEC's array and the others still apply (Redis has no rollback); if the final
 //! write fails, every reply becomes that failure.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::flag::*;
 use super::table;
@@ -144,7 +146,6 @@ fn watch(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let store = &ctx.shared.store;
     let db = ctx.conn.db;
     // Under the keys' stripes: a write in flight finishes first, later ones see the watch.
-    let _g = store.lock(db, &keys);
     for k in &keys {
         let expired = store.is_expired(db, k)?;
         store
@@ -245,11 +246,7 @@ fn exec(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     let ((), written) = store.run_exec(locks, || {
         conn.multi = None;
         for argv in m.queued {
-            let mut c = Ctx {
-                shared,
-                conn: &mut *conn,
-                reply: &mut inner,
-            };
+            let mut c = Ctx::new(shared, &mut *conn, &mut inner);
             dispatch(&mut c, argv);
         }
     });

@@ -5,6 +5,8 @@
 //! debug command. MODULE LIST is empty. BGREWRITEAOF answers as Redis does when a rewrite
 //! starts: Strata has no append-only file, its write-ahead logs are the log, and the
 //! equivalent durable step is to sync them (done before replying).
+//!
+//! Layer: commands (above services; below execution).
 
 use super::{cmd, reply_help, Args, CmdError, CmdResult, Ctx, Entry};
 

@@ -6,6 +6,8 @@
 //! `addReplyPubsubSubscribed`. Shard channels (SSUBSCRIBE, SUNSUBSCRIBE, SPUBLISH, PUBSUB
 //! SHARDCHANNELS/SHARDNUMSUB) are a namespace of their own; outside cluster mode every
 //! shard channel lives on this node.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::table::traits::*;
 use super::{cmd, cmd_with, reply_help, Args, CmdError, CmdResult, Ctx, Entry};

@@ -1,4 +1,6 @@
 //! Persistence commands: SAVE, BGSAVE (checkpoints of the database; `save.rs`).
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::ERR_SYNTAX;
 use super::{cmd, Args, CmdError, CmdResult, Ctx, Entry};

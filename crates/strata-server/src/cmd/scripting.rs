@@ -30,7 +30,9 @@
 //! single-shard command: it runs in the shard's group transaction (its writes are part of
 //! the group's one engine write). If such a run does reach an undeclared key, its writes are
 //! rolled back to the savepoint taken before it and it asks the connection to run it again
-//! here (`exec::ask_rerun_inline`). `docs/design.md` §13.11.
+//! here (`Ctx::rerun_inline`). `docs/design.md` §13.11.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::flag::*;
 use super::table::{self, traits::SCRIPT};
@@ -209,11 +211,7 @@ impl Host for ScriptHost<'_> {
             self.running.wrote.store(true, Ordering::SeqCst);
         }
         let mut reply = ReplyBuf::with_capacity(proto, 64);
-        let mut c = Ctx {
-            shared: self.shared,
-            conn: &mut *self.conn,
-            reply: &mut reply,
-        };
+        let mut c = Ctx::new(self.shared, &mut *self.conn, &mut reply);
         let was = std::mem::replace(&mut c.conn.in_script, true);
         dispatch_found(&mut c, argv, found);
         c.conn.in_script = was;
@@ -394,7 +392,7 @@ pub(super) fn run(
             if let Some(m) = marked {
                 m.store(true, Ordering::Relaxed);
             }
-            crate::exec::ask_rerun_inline();
+            ctx.rerun_inline = true;
         } else {
             ctx.reply.raw(&reply);
         }

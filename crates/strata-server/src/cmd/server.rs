@@ -1,4 +1,6 @@
 //! Server commands: DBSIZE, FLUSHDB, FLUSHALL, TIME, INFO, CONFIG, SHUTDOWN.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::ERR_SYNTAX;
 use super::{cmd, reply_help, Args, CmdError, CmdResult, Ctx, Entry};

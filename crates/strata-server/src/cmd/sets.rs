@@ -4,8 +4,10 @@
 //!
 //! The multi-key commands (SMOVE, SINTER, SUNION, SDIFF, their STORE forms, SINTERCARD)
 //! may name keys of several shards: they then run on the connection's thread under the
-//! stripe locks of all their keys (`Store::lock`, a no-op on a worker), and their writes go
+//! stripe locks of all their keys (taken by the dispatcher), and their writes go
 //! out as one `Writes`, atomic across shards.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::ERR_SYNTAX;
 use super::members::{self, Emit};
@@ -13,6 +15,7 @@ use super::{cmd, lookup_typed, Args, CmdError, CmdResult, Ctx, Entry, ERR_WRONGT
 use crate::notify::{keyspace_event as notify, Class};
 use crate::protocol::parse::parse_i64;
 use crate::store::{Meta, RType, Writes};
+use crate::tuning::Limit;
 use bytes::Bytes;
 use std::collections::BTreeSet;
 
@@ -38,7 +41,7 @@ pub static COMMANDS: &[Entry] = &[
 
 /// `set-max-intset-entries`.
 fn max_intset(ctx: &Ctx<'_>) -> u64 {
-    members::tuning(ctx, "set-max-intset-entries", 512)
+    ctx.shared.limits.get(Limit::SetMaxIntsetEntries)
 }
 
 /// The flags of a set built from scratch with `members` (Redis's `setTypeCreate` then
@@ -71,7 +74,6 @@ fn sadd(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let items = args.rest().to_vec();
     let db = ctx.conn.db;
-    let _g = ctx.shared.store.lock(db, &[&key]);
     let old = members::lookup_write(ctx, &key, RType::Set)?;
     let existed = old.is_some();
     let mut m = old.unwrap_or_else(|| members::create(ctx, RType::Set));
@@ -107,7 +109,6 @@ fn srem(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let items = args.rest().to_vec();
     let db = ctx.conn.db;
-    let _g = ctx.shared.store.lock(db, &[&key]);
     let Some(mut m) = members::lookup_write(ctx, &key, RType::Set)? else {
         ctx.reply.int(0);
         return Ok(());
@@ -135,7 +136,6 @@ fn srem(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 
 fn smembers(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
-    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
     match lookup_typed(ctx, &key, RType::Set)? {
         Some(m) => members::reply_all(ctx, &key, &m, Emit::Members),
         None => {
@@ -160,7 +160,6 @@ fn membership(ctx: &Ctx<'_>, key: &[u8], items: &[&[u8]]) -> Result<Vec<bool>, C
 fn sismember(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let item = args.next_bytes()?;
-    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
     let found = membership(ctx, &key, &[&item])?;
     ctx.reply.int(i64::from(found[0]));
     Ok(())
@@ -169,7 +168,6 @@ fn sismember(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn smismember(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let items = args.rest().to_vec();
-    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
     let refs: Vec<&[u8]> = items.iter().map(|b| &b[..]).collect();
     let found = membership(ctx, &key, &refs)?;
     ctx.reply.array(found.len());
@@ -181,7 +179,6 @@ fn smismember(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 
 fn scard(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
-    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
     let m = lookup_typed(ctx, &key, RType::Set)?;
     ctx.reply.int(m.map_or(0, |m| m.size as i64));
     Ok(())
@@ -221,7 +218,6 @@ fn spop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         _ => return Err(CmdError::reply(ERR_SYNTAX)),
     };
     let db = ctx.conn.db;
-    let _g = ctx.shared.store.lock(db, &[&key]);
     let Some(mut m) = members::lookup_write(ctx, &key, RType::Set)? else {
         match count {
             None => ctx.reply.null(),
@@ -303,7 +299,6 @@ fn srandmember(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         1 => Some(members::parse_count(&args.next_bytes()?)?),
         _ => return Err(CmdError::reply(ERR_SYNTAX)),
     };
-    let _g = ctx.shared.store.lock(db, &[&key]);
     let m = lookup_typed(ctx, &key, RType::Set)?;
     let store = &ctx.shared.store;
     let Some(count) = count else {
@@ -353,7 +348,6 @@ fn smove(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let item = args.next_bytes()?;
     let db = ctx.conn.db;
     let store = &ctx.shared.store;
-    let _g = store.lock(db, &[&src, &dst]);
     let src_m = store.get(db, &src)?;
     let dst_m = store.get(db, &dst)?;
     let Some(mut src_m) = src_m else {
@@ -543,7 +537,6 @@ fn combine(ctx: &Ctx<'_>, keys: &[Bytes], op: Op) -> Result<Vec<Vec<u8>>, CmdErr
 
 fn read_op(ctx: &mut Ctx<'_>, args: &mut Args, op: Op) -> CmdResult {
     let keys = args.rest().to_vec();
-    let _g = ctx.shared.store.lock(ctx.conn.db, &keys);
     let v = combine(ctx, &keys, op)?;
     reply_set(ctx, v);
     Ok(())
@@ -569,7 +562,6 @@ fn store_op(ctx: &mut Ctx<'_>, args: &mut Args, op: Op) -> CmdResult {
     let db = ctx.conn.db;
     let mut all_keys = keys.clone();
     all_keys.push(dst.clone());
-    let _g = ctx.shared.store.lock(db, &all_keys);
     let v = combine(ctx, &keys, op)?;
     let store = &ctx.shared.store;
     let mut w = Writes::new();
@@ -630,7 +622,6 @@ fn sintercard(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             return Err(CmdError::reply(ERR_SYNTAX));
         }
     }
-    let _g = ctx.shared.store.lock(ctx.conn.db, keys);
     let sets = lookup_sets(ctx, keys)?;
     let n = if sets.iter().any(Option::is_none) {
         0

@@ -7,6 +7,8 @@
 //! known only once the sorted key was read, so it locks the sorted key (and STORE's), reads
 //! the elements, and if their patterns name keys it does not hold yet, drops its stripes,
 //! takes them all and reads again, until what it holds covers what it reads.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::members;
@@ -214,42 +216,41 @@ fn sort_generic(ctx: &mut Ctx<'_>, args: &mut Args, readonly: bool) -> CmdResult
     let key = args.next_bytes()?;
     let r = parse(args.rest(), readonly)?;
     let db = ctx.conn.db;
-    let mut held: BTreeSet<Vec<u8>> = BTreeSet::new();
+    // The dispatcher holds the stripes of the key and the STORE destination (the key specs
+    // name them) and of the keys this command asked for in an earlier run.
+    let mut held: BTreeSet<Vec<u8>> = ctx.extra_keys.iter().map(|k| k.to_vec()).collect();
     held.insert(key.to_vec());
     if let Some(s) = &r.store {
         held.insert(s.to_vec());
     }
-    loop {
-        let keys: Vec<&[u8]> = held.iter().map(|k| &k[..]).collect();
-        let _g = ctx.shared.store.lock(db, &keys);
-        let meta = match ctx.shared.store.lookup_read(db, &key)? {
-            Some(m) if !matches!(m.rtype, RType::List | RType::Set | RType::ZSet) => {
-                return Err(CmdError::reply(ERR_WRONGTYPE))
-            }
-            m => m,
-        };
-        let elems = match &meta {
-            Some(m) => elements(ctx, &key, m)?,
-            None => Vec::new(),
-        };
-        let rtype = meta.as_ref().map_or(RType::List, |m| m.rtype);
-        let mut req_alpha = r.alpha;
-        let mut dontsort = r.dontsort;
-        let mut by = r.by.clone();
-        // A set's own order is not replicable: with STORE it is sorted (ALPHA), as Redis
-        // does for STORE and scripts.
-        if dontsort && rtype == RType::Set && r.store.is_some() {
-            dontsort = false;
-            req_alpha = true;
-            by = None;
+    let meta = match ctx.shared.store.lookup_read(db, &key)? {
+        Some(m) if !matches!(m.rtype, RType::List | RType::Set | RType::ZSet) => {
+            return Err(CmdError::reply(ERR_WRONGTYPE))
         }
-        let need = pattern_keys(by.as_deref().filter(|_| !dontsort), &r.gets, &elems);
-        if !need.is_subset(&held) {
-            held.extend(need);
-            continue;
-        }
-        return run(ctx, &r, rtype, elems, dontsort, req_alpha, by.as_deref());
+        m => m,
+    };
+    let elems = match &meta {
+        Some(m) => elements(ctx, &key, m)?,
+        None => Vec::new(),
+    };
+    let rtype = meta.as_ref().map_or(RType::List, |m| m.rtype);
+    let mut req_alpha = r.alpha;
+    let mut dontsort = r.dontsort;
+    let mut by = r.by.clone();
+    // A set's own order is not replicable: with STORE it is sorted (ALPHA), as Redis
+    // does for STORE and scripts.
+    if dontsort && rtype == RType::Set && r.store.is_some() {
+        dontsort = false;
+        req_alpha = true;
+        by = None;
     }
+    let need = pattern_keys(by.as_deref().filter(|_| !dontsort), &r.gets, &elems);
+    if !need.is_subset(&held) {
+        // Nothing written yet: run again with the pattern keys' stripes held too.
+        let more = need.difference(&held).map(|k| Bytes::from(k.clone()));
+        return Err(CmdError::NeedKeys(more.collect()));
+    }
+    run(ctx, &r, rtype, elems, dontsort, req_alpha, by.as_deref())
 }
 
 /// Sorts and replies (or stores), with every key it reads locked.

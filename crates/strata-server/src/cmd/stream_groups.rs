@@ -2,6 +2,8 @@
 //! CREATECONSUMER, DELCONSUMER, HELP; XACK, XPENDING, XCLAIM, XAUTOCLAIM. A group's
 //! pending entries are one record each (`crate::stream`), so an XACK or XCLAIM writes only
 //! the entries it changes.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::ERR_SYNTAX;
 use super::streams::{
@@ -110,7 +112,6 @@ pub(super) fn create(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     }
     let (key, name) = (&a[0], &a[1]);
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &[key]);
     let (s, _) = xgroup_target(ctx, key, name, false, mkstream)?;
     let id = if &a[2][..] == b"$" {
         s.as_ref().map_or(StreamId::MIN, |s| s.info.last_id)
@@ -154,8 +155,7 @@ pub(super) fn setid(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     }
     let (_, read) = group_options(args, &a, false)?;
     let (key, name) = (&a[0], &a[1]);
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &[key]);
+    let store = &ctx.shared.store;
     let (s, _) = xgroup_target(ctx, key, name, true, false)?;
     let Some(s) = s else {
         return Err(CmdError::reply(ERR_SYNTAX));
@@ -185,8 +185,7 @@ pub(super) fn destroy(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     if a.len() != 2 {
         return Err(subcommand_syntax(args));
     }
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &[&a[0]]);
+    let store = &ctx.shared.store;
     let (s, g) = xgroup_target(ctx, &a[0], &a[1], false, false)?;
     let (Some(s), Some(_)) = (s, g) else {
         ctx.reply.int(0);
@@ -205,8 +204,7 @@ pub(super) fn createconsumer(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     if a.len() != 3 {
         return Err(subcommand_syntax(args));
     }
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &[&a[0]]);
+    let store = &ctx.shared.store;
     let (s, _) = xgroup_target(ctx, &a[0], &a[1], true, false)?;
     let Some(s) = s else {
         return Err(CmdError::reply(ERR_SYNTAX));
@@ -228,8 +226,7 @@ pub(super) fn delconsumer(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     if a.len() != 3 {
         return Err(subcommand_syntax(args));
     }
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &[&a[0]]);
+    let store = &ctx.shared.store;
     let (s, _) = xgroup_target(ctx, &a[0], &a[1], true, false)?;
     let Some(s) = s else {
         return Err(CmdError::reply(ERR_SYNTAX));
@@ -273,8 +270,7 @@ pub(super) fn help(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
 pub(super) fn xack(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let a = args.rest().to_vec();
     let (key, g) = (&a[0], &a[1]);
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &[key]);
+    let store = &ctx.shared.store;
     let s = read_stream(ctx, key)?;
     let Some(s) = s.filter(|s| s.group(store, g).ok().flatten().is_some()) else {
         ctx.reply.int(0);
@@ -346,7 +342,6 @@ pub(super) fn xpending(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         range = Some((minidle, start, end, count, consumer));
     }
     let store = &ctx.shared.store;
-    let _g = store.lock(ctx.conn.db, &[key]);
     let s = read_stream(ctx, key)?;
     let Some(s) = s.filter(|s| s.group(store, g).ok().flatten().is_some()) else {
         return Err(no_key_or_group(key, g));
@@ -439,8 +434,7 @@ fn pending_summary(store: &Store, s: &Stream, g: &[u8], r: &mut ReplyBuf) -> Cmd
 pub(super) fn xclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let a = args.rest().to_vec();
     let (key, g, c) = (&a[0], &a[1], &a[2]);
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &[key]);
+    let store = &ctx.shared.store;
     let s = read_stream(ctx, key)?;
     let (Some(s), Some(mut group)) = (match s {
         Some(s) => {
@@ -573,7 +567,7 @@ pub(super) fn xclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     }
     store.apply(w)?;
     if created {
-        super::stream_read::consumer_created(store, db, key);
+        super::stream_read::consumer_created(store, ctx.conn.db, key);
     }
     ctx.reply.array(n);
     ctx.reply.raw(&body.take());
@@ -604,8 +598,7 @@ pub(super) fn xautoclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         }
         j += 1;
     }
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &[key]);
+    let store = &ctx.shared.store;
     let s = read_stream(ctx, key)?;
     let Some(s) = s.filter(|s| s.group(store, g).ok().flatten().is_some()) else {
         return Err(no_key_or_group(key, g));
@@ -684,7 +677,7 @@ pub(super) fn xautoclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     }
     store.apply(w)?;
     if created {
-        super::stream_read::consumer_created(store, db, key);
+        super::stream_read::consumer_created(store, ctx.conn.db, key);
     }
     ctx.reply.array(3);
     reply_id(ctx.reply, next);

@@ -5,6 +5,8 @@
 //! `radix-tree-keys` is the number of nodes of Redis's layout that Strata mirrors (see
 //! `crate::stream`); `radix-tree-nodes` is an estimate, as the radix tree's inner nodes do
 //! not exist here.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::streams::{int_arg, reply_entry, reply_id, write_stream};
 use super::{cstr, reply_help, Args, CmdError, CmdResult, Ctx};
@@ -68,7 +70,6 @@ pub(super) fn stream(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         full = Some(count as usize);
     }
     let store = &ctx.shared.store;
-    let _g = store.lock(ctx.conn.db, &[key]);
     let s = existing(ctx, key)?;
     let keys = node_count(store, &s)?;
     let r = &mut *ctx.reply;
@@ -190,7 +191,6 @@ fn full_group(
 pub(super) fn groups(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let store = &ctx.shared.store;
-    let _g = store.lock(ctx.conn.db, &[&key]);
     let s = existing(ctx, &key)?;
     let groups = s.groups(store)?;
     let r = &mut *ctx.reply;
@@ -212,7 +212,6 @@ pub(super) fn consumers(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let group = args.next_bytes()?;
     let store = &ctx.shared.store;
-    let _g = store.lock(ctx.conn.db, &[&key]);
     let s = existing(ctx, &key)?;
     if s.group(store, &group)?.is_none() {
         return Err(CmdError::reply_bytes(

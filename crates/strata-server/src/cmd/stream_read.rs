@@ -5,6 +5,8 @@
 //! stream is offered it ([`Attempt::Skip`] when it has nothing for one), not only the
 //! first. An XREADGROUP waiter whose stream is deleted or whose group is destroyed is
 //! woken with Redis 7.0's errors.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::ERR_SYNTAX;
 use super::streams::{int_arg, read_stream, reply_entry, reply_id, strict_id_arg, write_stream};
@@ -123,7 +125,6 @@ pub(super) fn xreadgroup(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 
 fn read_generic(ctx: &mut Ctx<'_>, r: ReadArgs) -> CmdResult {
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &r.keys);
     // The IDs, checked with the keys and groups in Redis's order.
     let mut froms = Vec::with_capacity(r.keys.len());
     for (key, idarg) in r.keys.iter().zip(&r.ids) {
@@ -217,9 +218,11 @@ fn read_generic(ctx: &mut Ctx<'_>, r: ReadArgs) -> CmdResult {
     let waits: Vec<(Bytes, Start)> = r.keys.iter().cloned().zip(froms).collect();
     let serve = waiter(proto, waits, r.group.clone(), r.count, r.noack);
     let none: &[Bytes] = &[];
-    ctx.shared
-        .blocked
-        .block(store, ctx.conn.id, proto, db, &r.keys, none, timeout, serve);
+    let wait =
+        ctx.shared
+            .blocked
+            .block(store, ctx.conn.id, proto, db, &r.keys, none, timeout, serve);
+    ctx.blocked = Some(wait);
     Ok(())
 }
 
@@ -384,68 +387,69 @@ fn waiter(
     count: usize,
     noack: bool,
 ) -> ServeFn {
-    Box::new(move |shared: &Shared, db: u8, key: &[u8]| {
-        let store = &shared.store;
-        let Some(from) = waits.iter().find(|(k, _)| &k[..] == key).map(|(_, f)| *f) else {
-            return Ok(Attempt::Skip);
-        };
-        let s = match store.get(db, key)? {
-            Some(m) if m.rtype == RType::Stream => Stream::from_meta(db, key, m),
-            _ => None,
-        };
-        let Some(mut s) = s else {
-            if group.is_some() {
-                return Err(CmdError::reply("UNBLOCKED the stream key no longer exists"));
-            }
-            return Ok(Attempt::Skip);
-        };
-        let mut r = ReplyBuf::with_capacity(proto, 256);
-        match &group {
-            Some((g, c)) => {
-                let Some(gr) = s.group(store, g)? else {
-                    return Err(CmdError::reply(
+    Box::new(
+        move |shared: &Shared, db: u8, key: &[u8], _extra_here: bool| {
+            let store = &shared.store;
+            let Some(from) = waits.iter().find(|(k, _)| &k[..] == key).map(|(_, f)| *f) else {
+                return Ok(Attempt::Skip);
+            };
+            let s = match store.get(db, key)? {
+                Some(m) if m.rtype == RType::Stream => Stream::from_meta(db, key, m),
+                _ => None,
+            };
+            let Some(mut s) = s else {
+                if group.is_some() {
+                    return Err(CmdError::reply("UNBLOCKED the stream key no longer exists"));
+                }
+                return Ok(Attempt::Skip);
+            };
+            let mut r = ReplyBuf::with_capacity(proto, 256);
+            match &group {
+                Some((g, c)) => {
+                    let Some(gr) = s.group(store, g)? else {
+                        return Err(CmdError::reply(
                         "NOGROUP the consumer group this client was blocked on no longer exists",
                     ));
-                };
-                if s.info.last_id <= gr.last_id {
-                    return Ok(Attempt::Skip);
+                    };
+                    if s.info.last_id <= gr.last_id {
+                        return Ok(Attempt::Skip);
+                    }
+                    outer(&mut r, 1);
+                    header(&mut r, key);
+                    let mut w = Writes::new();
+                    let created = touch_consumer(store, &s, &mut w, g, c)?;
+                    serve_group(
+                        store,
+                        &mut s,
+                        &mut w,
+                        g,
+                        c,
+                        Start::New,
+                        count,
+                        noack,
+                        &mut r,
+                    )?;
+                    store.apply(w)?;
+                    if created {
+                        consumer_created(store, db, key);
+                    }
                 }
-                outer(&mut r, 1);
-                header(&mut r, key);
-                let mut w = Writes::new();
-                let created = touch_consumer(store, &s, &mut w, g, c)?;
-                serve_group(
-                    store,
-                    &mut s,
-                    &mut w,
-                    g,
-                    c,
-                    Start::New,
-                    count,
-                    noack,
-                    &mut r,
-                )?;
-                store.apply(w)?;
-                if created {
-                    consumer_created(store, db, key);
+                None => {
+                    let Start::After(gt) = from else {
+                        return Ok(Attempt::Skip);
+                    };
+                    if s.info.last_id <= gt {
+                        return Ok(Attempt::Skip);
+                    }
+                    outer(&mut r, 1);
+                    header(&mut r, key);
+                    reply_range(store, &s, gt, count, &mut r)?;
                 }
             }
-            None => {
-                let Start::After(gt) = from else {
-                    return Ok(Attempt::Skip);
-                };
-                if s.info.last_id <= gt {
-                    return Ok(Attempt::Skip);
-                }
-                outer(&mut r, 1);
-                header(&mut r, key);
-                reply_range(store, &s, gt, count, &mut r)?;
-            }
-        }
-        Ok(Attempt::Served(Served {
-            reply: r.take(),
-            then: None,
-            guard: None,
-        }))
-    })
+            Ok(Attempt::Served(Served {
+                reply: r.take(),
+                then: None,
+            }))
+        },
+    )
 }

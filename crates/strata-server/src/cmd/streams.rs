@@ -3,9 +3,10 @@
 //! `stream_groups.rs`, XINFO in `stream_info.rs`. The type without protocol is
 //! `crate::stream`; its records are drawn in `docs/format/redis-keys.md`, "Streams".
 //! Every command holds its keys' stripe locks from its read to its write.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
-use super::members::tuning;
 use super::{
     cmd, lookup_typed, stream_groups, stream_info, stream_read, Args, CmdError, CmdResult, Ctx,
     Entry, ERR_WRONGTYPE,
@@ -15,6 +16,7 @@ use crate::protocol::parse::parse_i64;
 use crate::protocol::reply::ReplyBuf;
 use crate::store::{now_ms, RType, Writes};
 use crate::stream::{corrupt, parse_id, Stream, StreamId, Trim};
+use crate::tuning::Limit;
 
 pub static COMMANDS: &[Entry] = &[
     cmd("xadd", xadd),
@@ -101,7 +103,7 @@ pub(super) fn reply_entry(r: &mut ReplyBuf, id: StreamId, fields: &[(Vec<u8>, Ve
 
 /// `stream-node-max-entries`: entries per node of Redis's layout, which `~` trims whole.
 pub(super) fn node_max(ctx: &Ctx<'_>) -> u64 {
-    tuning(ctx, "stream-node-max-entries", 100)
+    ctx.shared.limits.get(Limit::StreamNodeMaxEntries)
 }
 
 /// A trimming request of XADD or XTRIM.
@@ -242,7 +244,6 @@ fn xadd(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         ));
     }
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &[key]);
     let mut s = match write_stream(ctx, key)? {
         Some(s) => s,
         None if t.no_mkstream => {
@@ -307,7 +308,6 @@ fn range_generic(ctx: &mut Ctx<'_>, args: &mut Args, rev: bool) -> CmdResult {
             return Err(CmdError::reply(ERR_SYNTAX));
         }
     }
-    let _g = ctx.shared.store.lock(ctx.conn.db, &[key]);
     let Some(s) = read_stream(ctx, key)? else {
         ctx.reply.array(0);
         return Ok(());
@@ -349,7 +349,6 @@ fn xrevrange(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 
 fn xlen(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
-    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
     let n = read_stream(ctx, &key)?.map_or(0, |s| s.len());
     ctx.reply.int(n as i64);
     Ok(())
@@ -359,7 +358,6 @@ fn xdel(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let raw = args.rest().to_vec();
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &[&key]);
     let Some(mut s) = write_stream(ctx, &key)? else {
         ctx.reply.int(0);
         return Ok(());
@@ -386,7 +384,6 @@ fn xtrim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = &a[0];
     let (t, _) = parse_trim(ctx, &a, 1, false)?;
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &[key]);
     let Some(mut s) = write_stream(ctx, key)? else {
         ctx.reply.int(0);
         return Ok(());
@@ -433,7 +430,6 @@ fn xsetid(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         i += 2;
     }
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, &[key]);
     let Some(mut s) = write_stream(ctx, key)? else {
         return Err(CmdError::reply("ERR no such key"));
     };

@@ -2,9 +2,12 @@
 //! MSETNX, APPEND, STRLEN, the INCR family, GETRANGE (and its old name SUBSTR), SETRANGE,
 //! LCS. Values live inline in the key's metadata
 //! record; read-modify-write commands hold their key's stripe lock (see `store.rs`).
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::{ERR_NOT_FLOAT, ERR_NOT_INT, ERR_SYNTAX};
-use super::{cmd, Args, CmdError, CmdResult, Ctx, Entry, ERR_WRONGTYPE};
+use super::table::traits::{BLIND_WRITE, SNAPSHOT_READ};
+use super::{cmd, cmd_with, Args, CmdError, CmdResult, Ctx, Entry, ERR_WRONGTYPE};
 use crate::long_double::{self, Parsed};
 use crate::notify::{keyspace_event as notify, Class};
 use crate::protocol::parse::parse_i64;
@@ -20,8 +23,8 @@ pub static COMMANDS: &[Entry] = &[
     cmd("getset", getset),
     cmd("getdel", getdel),
     cmd("getex", getex),
-    cmd("mget", mget),
-    cmd("mset", mset),
+    cmd_with("mget", mget, SNAPSHOT_READ),
+    cmd_with("mset", mset, BLIND_WRITE),
     cmd("msetnx", msetnx),
     cmd("append", append),
     cmd("strlen", strlen),
@@ -65,7 +68,6 @@ pub(super) fn check_len(ctx: &Ctx<'_>, len: u64) -> CmdResult {
 
 fn get(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
-    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
     let m = read_string(ctx, &key)?;
     ctx.reply.opt_bulk(m.as_ref().map(|m| &m.value[..]));
     Ok(())
@@ -151,7 +153,6 @@ fn parse_set_opts(args: &mut Args) -> Result<SetOpts, CmdError> {
 fn set_generic(ctx: &mut Ctx<'_>, key: &[u8], value: Bytes, o: &SetOpts) -> CmdResult {
     let db = ctx.conn.db;
     let store = &ctx.shared.store;
-    let _g = store.lock(db, &[key]);
     // A plain SET (no NX, XX, GET or KEEPTTL) is a blind write: reading the old record would
     // cost a lookup, on SSD possibly a random read, for nothing (Redis's lookup is in RAM).
     let needs_old = o.get || o.nx || o.xx || matches!(o.ttl, Ttl::Keep);
@@ -220,7 +221,6 @@ fn setnx(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let value = args.next_bytes()?;
     let db = ctx.conn.db;
     let store = &ctx.shared.store;
-    let _g = store.lock(db, &[&key]);
     if store.get(db, &key)?.is_some() {
         ctx.reply.int(0);
     } else {
@@ -268,7 +268,6 @@ fn getset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn getdel(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let db = ctx.conn.db;
-    let _g = ctx.shared.store.lock(db, &[&key]);
     let m = read_string(ctx, &key)?;
     if m.is_some() {
         ctx.shared.store.delete(db, &key)?;
@@ -319,7 +318,6 @@ fn mset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     }
     let pairs = string_pairs(ctx, rest);
     let keys: Vec<&[u8]> = pairs.iter().map(|(k, _)| *k).collect();
-    let _g = ctx.shared.store.lock_blind(ctx.conn.db, &keys);
     // Blind writes: an existing key's access is counted as Redis's `setKey` does.
     let now = now_ms();
     for k in &keys {
@@ -345,7 +343,6 @@ pub(super) fn modify(
 ) -> Result<Option<Meta>, CmdError> {
     let db = ctx.conn.db;
     let store = &ctx.shared.store;
-    let _g = store.lock(db, &[key]);
     let old = read_string(ctx, key)?;
     let Some(value) = f(ctx, old.as_ref())? else {
         return Ok(old);
@@ -378,7 +375,6 @@ fn append(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 
 fn strlen(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
-    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
     let m = read_string(ctx, &key)?;
     ctx.reply.int(m.map_or(0, |m| m.value.len() as i64));
     Ok(())
@@ -460,7 +456,6 @@ fn getrange(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let mut start = args.next_i64()?;
     let mut end = args.next_i64()?;
-    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
     let Some(m) = read_string(ctx, &key)? else {
         ctx.reply.bulk(b"");
         return Ok(());
@@ -541,7 +536,6 @@ fn getex(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     }
     let db = ctx.conn.db;
     let store = &ctx.shared.store;
-    let _g = store.lock(db, &[&key]);
     let Some(mut m) = read_string(ctx, &key)? else {
         ctx.reply.null();
         return Ok(());
@@ -592,7 +586,6 @@ fn msetnx(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let keys: Vec<&[u8]> = pairs.iter().map(|(k, _)| *k).collect();
     let db = ctx.conn.db;
     let store = &ctx.shared.store;
-    let _g = store.lock(db, &keys);
     for k in &keys {
         if store.get(db, k)?.is_some() {
             ctx.reply.int(0);
@@ -691,7 +684,6 @@ fn lcs(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let db = ctx.conn.db;
     let (a, b) = {
         let store = &ctx.shared.store;
-        let _g = store.lock(db, &[&ka, &kb]);
         let a = store.lookup_read(db, &ka)?;
         let b = store.lookup_read(db, &kb)?;
         if [&a, &b]

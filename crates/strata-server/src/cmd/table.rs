@@ -11,6 +11,8 @@
 //! traits ([`traits`]). COMMAND and its subcommands, the dispatcher's checks, key extraction
 //! ([`keys`]), routing to shards and EXEC's lock plan all read the joined [`Spec`]; nothing
 //! beside the table names commands.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::{flag, Handler};
 use bytes::Bytes;
@@ -33,6 +35,14 @@ pub mod traits {
     pub const CONNECTION_THREAD: u32 = 1 << 2;
     /// Runs a script, which may reach keys it did not declare (outside cluster mode).
     pub const SCRIPT: u32 = 1 << 3;
+    /// Writes its keys without reading them, whatever its arguments (MSET): the dispatcher
+    /// takes their stripes shared (`Store::lock_for_command`). Redis's `OW` key flag does
+    /// not say as much: MSETNX's and SET NX's keys are `OW`, yet they read whether the key
+    /// exists, and two of them must exclude each other.
+    pub const BLIND_WRITE: u32 = 1 << 4;
+    /// Reads its keys at one snapshot and writes nothing, not even a lazy expiry's delete
+    /// (MGET): the dispatcher takes no stripes for it.
+    pub const SNAPSHOT_READ: u32 = 1 << 5;
 }
 
 /// A family module's entry: a command it implements (`container|sub` for a subcommand) and
@@ -547,6 +557,24 @@ fn native_keys(name: &str) -> Option<NativeKeys> {
         "bitfield" => bitfield_keys,
         _ => return None,
     })
+}
+
+/// A key a command reaches in another database than the client's (COPY ... DB n, MOVE):
+/// its position in `argv` and the database number as sent (the command checks its range).
+/// The key specs name only keys of the client's database; the dispatcher locks this one too.
+pub fn other_db_key(spec: &Spec, argv: &[Bytes]) -> Option<(usize, i64)> {
+    let number = |a: &Bytes| crate::protocol::parse::parse_i64(a);
+    match spec.name {
+        "move" if argv.len() == 3 => Some((1, number(&argv[2])?)),
+        "copy" if argv.len() >= 3 => {
+            let at = argv[3..]
+                .iter()
+                .rposition(|a| a.eq_ignore_ascii_case(b"db"))
+                .map(|i| i + 3)?;
+            Some((2, number(argv.get(at + 1)?)?))
+        }
+        _ => None,
+    }
 }
 
 fn key(pos: usize, flags: u32) -> KeyRef {

@@ -8,6 +8,8 @@
 //! another type is WRONGTYPE when the command runs, and is skipped while it waits (a list
 //! pushed to a key a BZPOPMIN waits on serves the list waiters only). In an EXEC, as in
 //! Redis, the commands do not block: they reply a null array at once.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::zsets::{parse_mpop, pop, pop_first, reply_popped};
 use super::{Args, CmdError, CmdResult, Ctx};
@@ -20,26 +22,27 @@ use std::time::Duration;
 
 /// The serve function of a client blocked in BZPOPMIN, BZPOPMAX (`!nested`) or BZMPOP.
 fn pop_serve(max: bool, count: u64, nested: bool, proto: Proto) -> ServeFn {
-    Box::new(move |shared: &Shared, db: u8, key: &[u8]| {
-        let store = &shared.store;
-        match store.get(db, key)? {
-            None => return Ok(Attempt::Empty),
-            Some(m) if m.rtype != RType::ZSet => return Ok(Attempt::Skip),
-            Some(_) => {}
-        }
-        // A sorted set exists only while it has members: the pop finds at least one.
-        let popped = pop(store, db, key, max, count)?.unwrap_or_default();
-        if popped.is_empty() {
-            return Ok(Attempt::Empty);
-        }
-        let mut r = ReplyBuf::with_capacity(proto, 64);
-        reply_popped(&mut r, key, &popped, nested);
-        Ok(Attempt::Served(Served {
-            reply: r.take(),
-            then: None,
-            guard: None,
-        }))
-    })
+    Box::new(
+        move |shared: &Shared, db: u8, key: &[u8], _extra_here: bool| {
+            let store = &shared.store;
+            match store.get(db, key)? {
+                None => return Ok(Attempt::Empty),
+                Some(m) if m.rtype != RType::ZSet => return Ok(Attempt::Skip),
+                Some(_) => {}
+            }
+            // A sorted set exists only while it has members: the pop finds at least one.
+            let popped = pop(store, db, key, max, count)?.unwrap_or_default();
+            if popped.is_empty() {
+                return Ok(Attempt::Empty);
+            }
+            let mut r = ReplyBuf::with_capacity(proto, 64);
+            reply_popped(&mut r, key, &popped, nested);
+            Ok(Attempt::Served(Served {
+                reply: r.take(),
+                then: None,
+            }))
+        },
+    )
 }
 
 /// BZPOPMIN, BZPOPMAX and BZMPOP on parsed arguments: pops from the first existing key, or
@@ -53,7 +56,6 @@ fn bzpop_generic(
     timeout: Option<Duration>,
 ) -> CmdResult {
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
-    let _g = store.lock(db, keys);
     if let Some((k, popped)) = pop_first(store, db, keys, max, count)? {
         reply_popped(ctx.reply, &k, &popped, nested);
         return Ok(());
@@ -65,7 +67,7 @@ fn bzpop_generic(
     }
     let serve = pop_serve(max, count, nested, ctx.reply.proto);
     let none: &[Bytes] = &[];
-    ctx.shared.blocked.block(
+    let wait = ctx.shared.blocked.block(
         store,
         ctx.conn.id,
         ctx.reply.proto,
@@ -75,6 +77,7 @@ fn bzpop_generic(
         timeout,
         serve,
     );
+    ctx.blocked = Some(wait);
     Ok(())
 }
 

@@ -6,6 +6,8 @@
 //! stripes of all their keys (ZUNION, ZINTER, ZDIFF and ZINTERCARD have no table keys, so
 //! the router keeps them inline; the *STORE forms are in `exec.rs`'s inline list), and the
 //! *STORE forms write the destination with one `Writes`.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::ERR_SYNTAX;
 use super::zsets::{loc, lookup, reply_entries, store_result};
@@ -93,7 +95,6 @@ fn setop(
     let store = &ctx.shared.store;
     let mut locked: Vec<Bytes> = keys.to_vec();
     locked.extend(dst.clone());
-    let _g = store.lock(db, &locked);
     let mut srcs = Vec::with_capacity(n);
     for k in keys {
         let meta = store.lookup_read(db, k)?;
@@ -276,12 +277,11 @@ pub(super) fn zrandmember(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let db = ctx.conn.db;
     let store = &ctx.shared.store;
     if args.is_done() {
-        let _g = store.lock(db, &[&key]);
         let Some(m) = lookup(ctx, &key, true)? else {
             ctx.reply.null();
             return Ok(());
         };
-        let r = store.expiry_index().random() % m.size;
+        let r = crate::random::next_u64() % m.size;
         let e = zset::by_rank(store, loc(db, &key, &m), false, r, 1)?;
         ctx.reply.bulk(e.first().map_or(&[][..], |(m, _)| &m[..]));
         return Ok(());
@@ -304,7 +304,6 @@ pub(super) fn zrandmember(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             return Err(CmdError::reply("ERR value is out of range"));
         }
     }
-    let _g = store.lock(db, &[&key]);
     let Some(m) = lookup(ctx, &key, true)? else {
         ctx.reply.array(0);
         return Ok(());
@@ -314,7 +313,7 @@ pub(super) fn zrandmember(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         return Ok(());
     }
     let all = zset::by_rank(store, loc(db, &key, &m), false, 0, u64::MAX)?;
-    let rng = || store.expiry_index().random();
+    let rng = crate::random::next_u64;
     // Picks, as indexes into `all`: with repeats for a negative count (written as they are
     // drawn: the count is the client's, up to 2^63), distinct ones otherwise.
     let n = if count < 0 {

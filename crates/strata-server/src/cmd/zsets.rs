@@ -7,12 +7,15 @@
 //!
 //! Every command reads and writes through the `Store` under its keys' stripes (on a worker
 //! they are held for it), with all its writes in one `Writes`.
+//!
+//! Layer: commands (above services; below execution).
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::{cmd, zblocking, zsetops, Args, CmdError, CmdResult, Ctx, ERR_WRONGTYPE};
 use crate::notify::Class;
 use crate::protocol::reply::{Proto, ReplyBuf};
 use crate::store::{Meta, RType, Store, Writes};
+use crate::tuning::Limit;
 use crate::zset::{self, Entry, Lex, LexRange, Limits, Loc, ScoreRange};
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -61,16 +64,10 @@ const ERR_RANGE_LEX: &str = "ERR min or max not valid string range item";
 
 /// The listpack limits in force (`zset-max-listpack-entries` / `-value`).
 pub(super) fn limits(ctx: &Ctx<'_>) -> Limits {
-    let c = ctx.shared.config.read();
-    let get = |name: &str, default: u64| {
-        c.tuning
-            .get(name)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    };
+    let l = &ctx.shared.limits;
     Limits {
-        entries: get("zset-max-listpack-entries", 128),
-        value: get("zset-max-listpack-value", 64) as usize,
+        entries: l.get(Limit::ZsetMaxListpackEntries),
+        value: l.get(Limit::ZsetMaxListpackValue) as usize,
     }
 }
 
@@ -242,7 +239,6 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &mut Args, mut incr: bool) -> CmdResult
     let db = ctx.conn.db;
     let lim = limits(ctx);
     let store = &ctx.shared.store;
-    let _g = store.lock(db, &[&key]);
     let old = lookup(ctx, &key, false)?;
     let mut meta = match old {
         Some(m) => m,
@@ -336,7 +332,6 @@ fn zrem(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let members: Vec<Bytes> = args.rest().to_vec();
     let db = ctx.conn.db;
     let store = &ctx.shared.store;
-    let _g = store.lock(db, &[&key]);
     let Some(mut meta) = lookup(ctx, &key, false)? else {
         ctx.reply.int(0);
         return Ok(());
@@ -365,7 +360,6 @@ fn zrem(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 
 fn zcard(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
-    let _g = ctx.shared.store.lock(ctx.conn.db, &[&key]);
     let n = lookup(ctx, &key, true)?.map_or(0, |m| m.size);
     ctx.reply.int(n as i64);
     Ok(())
@@ -375,7 +369,6 @@ fn zscore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let member = args.next_bytes()?;
     let db = ctx.conn.db;
-    let _g = ctx.shared.store.lock(db, &[&key]);
     let s = match lookup(ctx, &key, true)? {
         Some(m) => zset::score(&ctx.shared.store, loc(db, &key, &m), &member)?,
         None => None,
@@ -391,7 +384,6 @@ fn zmscore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let members: Vec<Bytes> = args.rest().to_vec();
     let db = ctx.conn.db;
-    let _g = ctx.shared.store.lock(db, &[&key]);
     let ms: Vec<&[u8]> = members.iter().map(|m| &m[..]).collect();
     let scores = match lookup(ctx, &key, true)? {
         Some(m) => zset::scores(&ctx.shared.store, loc(db, &key, &m), &ms)?,
@@ -420,7 +412,6 @@ fn rank_generic(ctx: &mut Ctx<'_>, args: &mut Args, reverse: bool) -> CmdResult 
     let member = args.next_bytes()?;
     let db = ctx.conn.db;
     let store = &ctx.shared.store;
-    let _g = store.lock(db, &[&key]);
     let Some(m) = lookup(ctx, &key, true)? else {
         ctx.reply.null();
         return Ok(());
@@ -476,7 +467,6 @@ fn count_generic(ctx: &mut Ctx<'_>, args: &mut Args, lex: bool) -> CmdResult {
         (Some(parse_score_range(&min, &max)?), None)
     };
     let db = ctx.conn.db;
-    let _g = ctx.shared.store.lock(db, &[&key]);
     let n = match lookup(ctx, &key, true)? {
         Some(m) => {
             let (store, z) = (&ctx.shared.store, loc(db, &key, &m));
@@ -620,7 +610,6 @@ fn zrange_generic(
     let store = &ctx.shared.store;
     let mut keys = vec![key.clone()];
     keys.extend(dst.clone());
-    let _g = store.lock(db, &keys);
     let entries = match lookup(ctx, &key, true)? {
         Some(m) => range_entries(store, loc(db, &key, &m), &m, &range, reverse, offset, limit)?,
         None => Vec::new(),
@@ -680,7 +669,6 @@ fn zremrange_generic(ctx: &mut Ctx<'_>, args: &mut Args, rtype: RangeType) -> Cm
     };
     let db = ctx.conn.db;
     let store = &ctx.shared.store;
-    let _g = store.lock(db, &[&key]);
     let Some(mut m) = lookup(ctx, &key, false)? else {
         ctx.reply.int(0);
         return Ok(());
@@ -788,7 +776,6 @@ fn zpop_generic(ctx: &mut Ctx<'_>, args: &mut Args, max: bool) -> CmdResult {
         Some(n as u64)
     };
     let db = ctx.conn.db;
-    let _g = ctx.shared.store.lock(db, &[&key]);
     let popped = if count == Some(0) {
         lookup(ctx, &key, false)?;
         Vec::new()
@@ -884,7 +871,6 @@ fn zmpop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let (keys, max, count) = parse_mpop(&all)?;
     let db = ctx.conn.db;
     let store = &ctx.shared.store;
-    let _g = store.lock(db, keys);
     match pop_first(store, db, keys, max, count)? {
         Some((k, popped)) => reply_popped(ctx.reply, &k, &popped, true),
         None => ctx.reply.null_array(),
@@ -903,7 +889,6 @@ fn zscan(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         .ok_or_else(|| CmdError::reply("ERR invalid cursor"))?;
     let db = ctx.conn.db;
     let store = &ctx.shared.store;
-    let _g = store.lock(db, &[&key]);
     let Some(m) = lookup(ctx, &key, true)? else {
         ctx.reply.array(2);
         ctx.reply.bulk(b"0");

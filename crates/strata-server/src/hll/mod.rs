@@ -7,6 +7,8 @@
 //!
 //! A type module with no protocol in it: the commands (`cmd/hll.rs`) turn [`HllError`]
 //! into Redis's error replies.
+//!
+//! Layer: store and types (above configuration; no services, commands or execution).
 
 mod estimate;
 mod sparse;

@@ -13,6 +13,8 @@
 //!
 //! [`dump_payload`] and [`parse_payload`] frame a value as DUMP does: type byte, value, the
 //! RDB version (2 bytes, LE) and the CRC-64 of everything before it (8 bytes, LE).
+//!
+//! Layer: store and types (above configuration; no services, commands or execution).
 
 pub mod crc64;
 pub mod lzf;

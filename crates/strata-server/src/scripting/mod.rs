@@ -23,6 +23,8 @@
 //! FLUSH; scripts that were only sent with EVAL are bounded ([`EVAL_CACHE_MAX`]): the least
 //! recently used is evicted beyond it (`evicted_scripts` in INFO), so clients that send a
 //! new script text per call cannot exhaust memory.
+//!
+//! Layer: services (above store and types; below commands).
 
 pub mod auxlib;
 pub mod bit;

@@ -16,6 +16,8 @@
 //! Since all of them are member records of the stream's incarnation, deleting, renaming,
 //! copying or expiring a stream works as for any collection, and the compaction filter
 //! reclaims a deleted stream's records.
+//!
+//! Layer: store and types (above configuration; no services, commands or execution).
 
 mod group;
 mod id;
