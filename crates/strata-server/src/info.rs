@@ -158,6 +158,8 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
             );
             kv("maxclients", cfg.maxclients.to_string());
             kv("blocked_clients", shared.blocked.len().to_string());
+            let tracking = shared.store.tracking.client_count();
+            kv("tracking_clients", tracking.to_string());
         }
         "memory" => {
             let rss = rss_bytes();
@@ -224,6 +226,10 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
             kv("pubsub_channels", channels.to_string());
             kv("pubsub_patterns", patterns.to_string());
             kv("pubsubshard_channels", shard.to_string());
+            let (keys, items, prefixes) = shared.store.tracking.totals();
+            kv("tracking_total_keys", keys.to_string());
+            kv("tracking_total_items", items.to_string());
+            kv("tracking_total_prefixes", prefixes.to_string());
             kv("unexpected_error_replies", "0".to_string());
             kv(
                 "total_error_replies",

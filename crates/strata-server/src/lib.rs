@@ -66,6 +66,7 @@ mod server;
 mod slowlog;
 mod store;
 mod stream;
+mod tracking;
 mod tuning;
 mod txn;
 mod watch;

@@ -202,6 +202,7 @@ impl Shared {
             in_exec: false,
             in_script: false,
             sub: None,
+            push: None,
         }
     }
 }
@@ -382,6 +383,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
     set_lfu_params(&store, &config);
     let pubsub = Arc::new(crate::pubsub::PubSub::default());
     store.notify.attach(pubsub.clone());
+    store.tracking.attach(pubsub.clone());
     configure_notify(&store, &config);
     let functions = crate::cmd::functions::open(&store).map_err(ServerError::Functions)?;
     let latency = crate::latency::Monitor::default();
@@ -766,6 +768,13 @@ fn set_lfu_params(store: &Store, c: &Config) {
 /// Hands `notify-keyspace-events` and the subscribers' output limit to the store's
 /// notifier (`notify.rs`).
 fn configure_notify(store: &Store, c: &Config) {
+    // Client-side caching's table bound (`tracking.rs`), validated as an integer.
+    let max_keys = c
+        .tuning
+        .get("tracking-table-max-keys")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(1_000_000);
+    store.tracking.set_max_keys(max_keys);
     // The stored form: CONFIG GET's hides `n` under `A`, which still acts.
     let events = c
         .tuning
