@@ -131,6 +131,13 @@ const DIFFERENCES: &[(&str, &str)] = &[
         "dump",
         "a stream is refused: the RDB stream encodings are not built yet",
     ),
+    (
+        "client|tracking",
+        "BCAST invalidations are gathered per command, EXEC or script (Redis: per event-loop \
+         turn, across clients); a RESP3 client redirected to gets invalidations only while \
+         it is subscribed or tracking itself; keys past tracking-table-max-keys are evicted \
+         right after the read that added them",
+    ),
 ];
 
 fn status(name: &str, implemented: bool, meta: &Meta) -> String {
@@ -230,6 +237,11 @@ pub fn render() -> String {
             None if t.name == "notify-keyspace-events" => {
                 "acts (keyspace notifications; `e` and `d` accepted, never sent: no \
                  eviction, no modules); CONFIG SET changes it at run time"
+                    .to_string()
+            }
+            None if t.name == "tracking-table-max-keys" => {
+                "acts (the bound of client-side caching's table, `tracking.rs`); CONFIG SET \
+                 changes it at run time"
                     .to_string()
             }
             None => "accepted and read back, no effect here".to_string(),

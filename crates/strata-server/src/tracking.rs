@@ -65,8 +65,11 @@ thread_local! {
     static QUIET: Cell<bool> = const { Cell::new(false) };
     /// Keys written by the command running on this thread, each with its writer, for the
     /// BCAST clients ([`Current`]); `None`: send at once.
-    static BATCH: RefCell<Option<Vec<(Vec<u8>, u64)>>> = const { RefCell::new(None) };
+    static BATCH: RefCell<Option<Written>> = const { RefCell::new(None) };
 }
+
+/// Keys written, each with the client that wrote it (0: none).
+type Written = Vec<(Vec<u8>, u64)>;
 
 /// Marks client `id` as the one running a command on this thread until dropped; the
 /// outermost one (a command, an EXEC, a script) also gathers the keys written for BCAST
@@ -365,7 +368,7 @@ impl Tracking {
     /// Tells the BCAST clients of the keys written (each with its writer): per prefix, the
     /// matching keys in byte order, once each, without those a NOLOOP client wrote itself
     /// (the last writer of a key counts, as in Redis).
-    fn broadcast(&self, keys: Vec<(Vec<u8>, u64)>) {
+    fn broadcast(&self, keys: Written) {
         let g = self.inner.lock();
         self.broadcast_locked(&g, &keys);
     }
