@@ -16,6 +16,7 @@ const SECTIONS: &[&str] = &[
     "cpu",
     "commandstats",
     "errorstats",
+    "latencystats",
     "keyspace",
     "strata",
 ];
@@ -85,7 +86,7 @@ pub fn render(shared: &Shared, wanted: &[String]) -> Result<String, CmdError> {
     let default = wanted.is_empty() || wanted.iter().any(|w| w == "default");
     let mut out = String::new();
     for &sec in SECTIONS {
-        let by_default = default && sec != "commandstats";
+        let by_default = default && sec != "commandstats" && sec != "latencystats";
         if !all && !by_default && !wanted.iter().any(|w| w == sec) {
             continue;
         }
@@ -239,6 +240,27 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
         "commandstats" => {
             for (k, v) in shared.cmdstats.command_lines() {
                 kv(&k, v);
+            }
+        }
+        "latencystats" => {
+            // Redis's `fillPercentileDistributionLatencies`, per command that ran.
+            let percentiles = cfg
+                .tuning
+                .get("latency-tracking-info-percentiles")
+                .and_then(|p| crate::latency_histogram::parse_percentiles(p))
+                .unwrap_or_default();
+            for (name, h) in shared.latency.histograms.merged() {
+                let v: Vec<String> = percentiles
+                    .iter()
+                    .map(|&p| {
+                        format!(
+                            "p{}={:.3}",
+                            crate::latency_histogram::percentile_name(p),
+                            crate::latency_histogram::percentile_usec(&h, p)
+                        )
+                    })
+                    .collect();
+                kv(&format!("latency_percentiles_usec_{name}"), v.join(","));
             }
         }
         "errorstats" => {

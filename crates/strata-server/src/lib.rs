@@ -51,6 +51,7 @@ mod hll;
 mod info;
 pub mod keys;
 mod latency;
+mod latency_histogram;
 mod list;
 mod long_double;
 mod monitor;

@@ -167,6 +167,8 @@ impl Shared {
                 .get("latency-monitor-threshold")
                 .map(String::as_str),
         );
+        self.latency
+            .set_tracking(c.tuning.get("latency-tracking").map(String::as_str));
         *self.config.write() = c;
     }
 
@@ -393,6 +395,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
             .get("latency-monitor-threshold")
             .map(String::as_str),
     );
+    latency.set_tracking(config.tuning.get("latency-tracking").map(String::as_str));
     let shared = Arc::new_cyclic(|me| Shared {
         acl,
         store,

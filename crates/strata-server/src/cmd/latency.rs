@@ -1,5 +1,6 @@
 //! LATENCY LATEST, HISTORY, RESET and HELP over the latency monitor (`crate::latency`):
-//! Redis's replies. DOCTOR, GRAPH and HISTOGRAM are not built.
+//! Redis's replies; HISTOGRAM over the per-command histograms
+//! (`crate::latency_histogram`). DOCTOR and GRAPH are not built.
 
 use super::{cmd, reply_help, Args, CmdResult, Ctx, Entry};
 
@@ -8,7 +9,56 @@ pub static COMMANDS: &[Entry] = &[
     cmd("latency|history", history),
     cmd("latency|reset", reset),
     cmd("latency|help", help),
+    cmd("latency|histogram", histogram),
 ];
+
+/// LATENCY HISTOGRAM [command ...] (Redis's `latencySpecificCommandsFillCDF` and
+/// `latencyAllCommandsFillCDF`): per command with samples, its calls and cumulative
+/// distribution; a container names its subcommands; unknown names are skipped.
+fn histogram(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let all = ctx.shared.latency.histograms.merged();
+    let names: Vec<&'static str> = if args.is_done() {
+        all.keys().copied().collect()
+    } else {
+        let table = super::table();
+        let mut v = Vec::new();
+        for arg in args.rest() {
+            let mut parts = arg.splitn(2, |&b| b == b'|');
+            let top = parts.next().and_then(|n| table.get(n));
+            let spec = match (top, parts.next()) {
+                (Some(t), Some(sub)) => t.subcommand(sub),
+                (t, None) => t,
+                (None, _) => None,
+            };
+            let Some(spec) = spec else { continue };
+            if all.contains_key(spec.name) {
+                v.push(spec.name);
+            }
+            for (_, s) in &spec.subcommands {
+                if all.contains_key(s.name) {
+                    v.push(s.name);
+                }
+            }
+        }
+        v
+    };
+    ctx.reply.map(names.len());
+    for name in names {
+        let Some(h) = all.get(name) else { continue };
+        let buckets = crate::latency_histogram::cdf(h);
+        ctx.reply.bulk(name.as_bytes());
+        ctx.reply.map(2);
+        ctx.reply.bulk(b"calls");
+        ctx.reply.int(h.len() as i64);
+        ctx.reply.bulk(b"histogram_usec");
+        ctx.reply.map(buckets.len());
+        for (us, count) in buckets {
+            ctx.reply.int(us as i64);
+            ctx.reply.int(count as i64);
+        }
+    }
+    Ok(())
+}
 
 fn latest(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     let events = ctx.shared.latency.snapshot();

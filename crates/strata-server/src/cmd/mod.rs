@@ -339,7 +339,10 @@ pub fn dispatch_found(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) {
     match outcome {
         Outcome::Uncounted => {}
         Outcome::Rejected(name) => stats.rejected(name),
-        Outcome::Ran(name, micros) => stats.call(name, micros, errors > 0),
+        Outcome::Ran(name, micros) => {
+            stats.call(name, micros, errors > 0);
+            ctx.shared.latency.histograms.record(name, micros);
+        }
     }
     stats.errors(errors, codes);
 }

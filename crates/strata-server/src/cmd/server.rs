@@ -141,6 +141,7 @@ fn config_resetstat(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     ctx.shared.stats.reset();
     ctx.shared.store.stats.reset();
     ctx.shared.cmdstats.reset();
+    ctx.shared.latency.histograms.reset();
     ctx.reply.ok();
     Ok(())
 }
