@@ -14,7 +14,7 @@ fn missing_reason(m: &Meta) -> &'static str {
     match (name, group) {
         ("module", _) => "no modules: answers as a server without module support",
         ("debug", _) => "no DEBUG: answers as a server with the debug command disabled",
-        ("latency" | "lolwut" | "failover" | "psync" | "sync" | "replconf", _) => "not built yet",
+        ("lolwut" | "failover" | "psync" | "sync" | "replconf", _) => "not built yet",
         ("replicaof" | "slaveof" | "role" | "wait", _) => "replication is not built yet",
         ("readonly" | "readwrite" | "asking" | "cluster", _) => "cluster mode is not built yet",
         _ => "not built yet",
@@ -132,6 +132,15 @@ const DIFFERENCES: &[(&str, &str)] = &[
         "a stream is refused: the RDB stream encodings are not built yet",
     ),
     (
+        "latency|histogram",
+        "without arguments, commands in name order (Redis: its command table's hash order); \
+         a container's subcommands in table order",
+    ),
+    (
+        "latency|doctor",
+        "reports and advises on the events Strata records (command, fast-command)",
+    ),
+    (
         "client|tracking",
         "BCAST invalidations are gathered per command, EXEC or script (Redis: per event-loop \
          turn, across clients); a RESP3 client redirected to gets invalidations only while \
@@ -237,6 +246,15 @@ pub fn render() -> String {
             None if t.name == "notify-keyspace-events" => {
                 "acts (keyspace notifications; `e` and `d` accepted, never sent: no \
                  eviction, no modules); CONFIG SET changes it at run time"
+                    .to_string()
+            }
+            None if matches!(
+                t.name,
+                "latency-tracking" | "latency-tracking-info-percentiles"
+            ) =>
+            {
+                "acts (per-command latency histograms: LATENCY HISTOGRAM, INFO latencystats); \
+                 CONFIG SET changes it at run time"
                     .to_string()
             }
             None if t.name == "tracking-table-max-keys" => {

@@ -52,6 +52,7 @@ mod info;
 pub mod keys;
 mod latency;
 mod latency_histogram;
+mod latency_report;
 mod list;
 mod long_double;
 mod monitor;

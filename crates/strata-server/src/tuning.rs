@@ -7,7 +7,8 @@
 //! (the access counters of OBJECT FREQ, `access.rs`), `hll-sparse-max-bytes` (when a sparse
 //! HyperLogLog becomes dense, `hll/`), `latency-monitor-threshold` (the latency monitor's
 //! threshold in milliseconds, read by the dispatcher; 0 turns it off),
-//! `notify-keyspace-events` (`notify.rs`) and `tracking-table-max-keys` (`tracking.rs`).
+//! `notify-keyspace-events` (`notify.rs`), `tracking-table-max-keys` (`tracking.rs`),
+//! `latency-tracking` and `latency-tracking-info-percentiles` (`latency_histogram.rs`).
 
 use crate::config::parse_memory;
 

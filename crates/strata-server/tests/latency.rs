@@ -146,3 +146,46 @@ fn histograms_per_command_and_latencystats() {
     assert_eq!(c.q(&["CONFIG", "RESETSTAT"]), V::ok());
     assert_eq!(c.q(&["LATENCY", "HISTOGRAM"]), V::Array(vec![]));
 }
+
+/// The text of a verbatim (RESP2: bulk) reply, or an error's.
+fn text(v: V) -> String {
+    match v {
+        V::Bulk(b) => String::from_utf8(b).unwrap(),
+        V::Err(e) => e,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn graph_and_doctor_speak_as_redis() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut c = Client::connect(s.local_addr());
+    assert!(text(c.q(&["LATENCY", "DOCTOR"])).starts_with("I'm sorry, Dave, I can't do that."));
+    assert_eq!(
+        text(c.q(&["LATENCY", "GRAPH", "command"])),
+        "ERR No samples available for event 'command'"
+    );
+    c.q(&["CONFIG", "SET", "latency-monitor-threshold", "10"]);
+    assert!(text(c.q(&["LATENCY", "DOCTOR"])).starts_with("Dave, no latency spike was observed"));
+    c.q(&["EVAL", SLOW, "0"]);
+    let g = text(c.q(&["LATENCY", "GRAPH", "command"]));
+    let lines: Vec<&str> = g.lines().collect();
+    assert!(
+        lines[0].starts_with("command - high ") && lines[0].ends_with(" ms)"),
+        "{g}"
+    );
+    assert_eq!(lines[1], "-".repeat(80));
+    // One sample: the lowest bar, a blank row, then its age ("0s" or "1s") downwards.
+    assert_eq!(&lines[2..7], &[" ", " ", " ", "_", " "], "{g}");
+    assert!(lines[8] == "s" && lines.len() == 9, "{g}");
+    let d = text(c.q(&["LATENCY", "DOCTOR"]));
+    assert!(
+        d.starts_with(
+            "Dave, I have observed latency spikes in this Redis instance. You don't mind \
+             talking about it, do you Dave?\n\n1. command: 1 latency spikes (average "
+        ),
+        "{d}"
+    );
+    assert!(d.contains("\n\nI have a few advices for you:\n\n- Check your Slow Log"));
+}

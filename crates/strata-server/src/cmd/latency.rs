@@ -1,6 +1,6 @@
 //! LATENCY LATEST, HISTORY, RESET and HELP over the latency monitor (`crate::latency`):
 //! Redis's replies; HISTOGRAM over the per-command histograms
-//! (`crate::latency_histogram`). DOCTOR and GRAPH are not built.
+//! (`crate::latency_histogram`); GRAPH and DOCTOR's texts (`crate::latency_report`).
 
 use super::{cmd, reply_help, Args, CmdResult, Ctx, Entry};
 
@@ -10,7 +10,37 @@ pub static COMMANDS: &[Entry] = &[
     cmd("latency|reset", reset),
     cmd("latency|help", help),
     cmd("latency|histogram", histogram),
+    cmd("latency|graph", graph),
+    cmd("latency|doctor", doctor),
 ];
+
+fn graph(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let event = args.next_bytes()?;
+    let Some(series) = ctx.shared.latency.history(&event) else {
+        let mut msg = b"ERR No samples available for event '".to_vec();
+        msg.extend_from_slice(&event);
+        msg.push(b'\'');
+        return Err(super::CmdError::reply_bytes(msg));
+    };
+    let name = String::from_utf8_lossy(&event);
+    let now_s = crate::store::now_ms() / 1000;
+    let text = crate::latency_report::graph(&name, &series, now_s);
+    ctx.reply.verbatim(text.as_bytes());
+    Ok(())
+}
+
+fn doctor(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    let events = ctx.shared.latency.snapshot();
+    let input = crate::latency_report::DoctorInput {
+        threshold_ms: ctx.shared.latency.threshold_ms(),
+        slowlog_log_slower_than: ctx.shared.config.read().slowlog_log_slower_than,
+        huge_pages: crate::latency_report::huge_pages_in_use(),
+    };
+    let now_s = crate::store::now_ms() / 1000;
+    let text = crate::latency_report::doctor(&events, now_s, &input);
+    ctx.reply.verbatim(text.as_bytes());
+    Ok(())
+}
 
 /// LATENCY HISTOGRAM [command ...] (Redis's `latencySpecificCommandsFillCDF` and
 /// `latencyAllCommandsFillCDF`): per command with samples, its calls and cumulative
