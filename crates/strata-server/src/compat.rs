@@ -137,6 +137,13 @@ const DIFFERENCES: &[(&str, &str)] = &[
          a container's subcommands in table order",
     ),
     (
+        "memory|stats",
+        "Redis's fields in its order; total.allocated and peak.allocated are the process's \
+         resident and peak resident size, the allocator fields derived from them as a Redis \
+         without jemalloc does; buffers, script caches and hash-table overheads Strata does \
+         not have are 0",
+    ),
+    (
         "latency|doctor",
         "reports and advises on the events Strata records (command, fast-command)",
     ),

@@ -47,13 +47,13 @@ fn cpu_seconds() -> [(f64, f64); 3] {
 }
 
 /// Resident set size in bytes, from /proc (0 where there is none).
-fn rss_bytes() -> u64 {
+pub(crate) fn rss_bytes() -> u64 {
     proc_status_field("VmRSS:").map_or(0, |kib| kib * 1024)
 }
 
 /// A numeric field of `/proc/self/status` (its first number: `VmRSS:  1234 kB` gives 1234);
 /// `None` where there is no such file (not Linux) or field.
-fn proc_status_field(name: &str) -> Option<u64> {
+pub(crate) fn proc_status_field(name: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find_map(|l| l.strip_prefix(name))?;
     line.split_whitespace().next()?.parse().ok()
