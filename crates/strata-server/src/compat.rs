@@ -14,7 +14,7 @@ fn missing_reason(m: &Meta) -> &'static str {
     match (name, group) {
         ("module", _) => "no modules: answers as a server without module support",
         ("debug", _) => "no DEBUG: answers as a server with the debug command disabled",
-        ("lolwut" | "failover" | "psync" | "sync" | "replconf", _) => "not built yet",
+        ("failover" | "psync" | "sync" | "replconf", _) => "not built yet",
         ("replicaof" | "slaveof" | "role" | "wait", _) => "replication is not built yet",
         ("readonly" | "readwrite" | "asking" | "cluster", _) => "cluster mode is not built yet",
         _ => "not built yet",
@@ -142,6 +142,11 @@ const DIFFERENCES: &[(&str, &str)] = &[
          resident and peak resident size, the allocator fields derived from them as a Redis \
          without jemalloc does; buffers, script caches and hash-table overheads Strata does \
          not have are 0",
+    ),
+    (
+        "lolwut",
+        "version 6's skyline is Strata's own drawing (Redis's is random too); the version \
+         line is the server's REDIS_VERSION",
     ),
     (
         "latency|doctor",

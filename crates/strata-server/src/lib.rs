@@ -54,6 +54,7 @@ mod latency;
 mod latency_histogram;
 mod latency_report;
 mod list;
+mod lolwut;
 mod long_double;
 mod monitor;
 mod notify;

@@ -20,6 +20,7 @@ mod hll;
 mod keyspace;
 mod latency;
 mod lists;
+mod lolwut;
 pub(crate) mod members;
 mod memory;
 pub mod multi;
@@ -241,6 +242,7 @@ pub fn table() -> &'static table::Table {
             sort::COMMANDS,
             protected::COMMANDS,
             latency::COMMANDS,
+            lolwut::COMMANDS,
             memory::COMMANDS,
             streams::COMMANDS,
         ])
