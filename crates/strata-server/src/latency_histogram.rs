@@ -101,7 +101,7 @@ impl Histograms {
                 }
             }
         }
-        out.retain(|_, h| h.len() > 0);
+        out.retain(|_, h| !h.is_empty());
         out
     }
 

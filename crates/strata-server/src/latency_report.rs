@@ -115,19 +115,16 @@ pub fn doctor(events: &[(String, Series)], now_s: u64, input: &DoctorInput) -> S
             );
         }
         let count = s.samples.len() as u64;
-        let (avg, mad, period) = if count == 0 {
-            (0, 0, 0)
-        } else {
-            let avg = s.samples.iter().map(|&(_, ms)| ms).sum::<u64>() / count;
-            let mad = s
-                .samples
-                .iter()
-                .map(|&(_, ms)| (avg as i64 - ms as i64).unsigned_abs())
-                .sum::<u64>()
-                / count;
-            let oldest = s.samples.iter().map(|&(t, _)| t).min().unwrap_or(now_s);
-            (avg, mad, now_s.saturating_sub(oldest).max(1))
-        };
+        let sum = s.samples.iter().map(|&(_, ms)| ms).sum::<u64>();
+        let avg = sum.checked_div(count).unwrap_or(0);
+        let deviation = s
+            .samples
+            .iter()
+            .map(|&(_, ms)| (avg as i64 - ms as i64).unsigned_abs())
+            .sum::<u64>();
+        let mad = deviation.checked_div(count).unwrap_or(0);
+        let oldest = s.samples.iter().map(|&(t, _)| t).min();
+        let period = oldest.map_or(0, |t| now_s.saturating_sub(t).max(1));
         let _ = write!(
             r,
             "{}. {name}: {count} latency spikes (average {avg}ms, mean deviation {mad}ms, \

@@ -167,7 +167,7 @@ pub fn skyline(cols: i64, rows: i64, version: &str) -> String {
                         && (bx - x) % 2 == 1
                         && (h - by) % 3 == 0
                         && bx < x + bw - 1
-                        && rand::random::<u32>() % 3 != 0;
+                        && !rand::random::<u32>().is_multiple_of(3);
                     c.set(bx, by, if window { 2 } else { color });
                 }
             }
