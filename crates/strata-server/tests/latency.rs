@@ -104,7 +104,10 @@ fn histograms_per_command_and_latencystats() {
         [V::bulk("calls"), V::Int(3), V::bulk("histogram_usec")]
     );
     let buckets = ints(&set[3]);
-    assert!(!buckets.is_empty() && buckets.len().is_multiple_of(2), "{buckets:?}");
+    assert!(
+        !buckets.is_empty() && buckets.len().is_multiple_of(2),
+        "{buckets:?}"
+    );
     // Cumulative counts grow to the calls; the buckets are Redis's powers of two.
     assert_eq!(buckets[buckets.len() - 1], 3);
     for pair in buckets.chunks(2) {
