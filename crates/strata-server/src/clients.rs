@@ -15,7 +15,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::Notify;
@@ -78,6 +78,10 @@ pub struct ClientInfo {
     pub blocked: AtomicBool,
     /// In MONITOR mode (flag `O`).
     pub monitor: AtomicBool,
+    /// Client-side caching flags (`tracking.rs`: flags `t`, `B`, `R`) and the client id
+    /// invalidations are redirected to (`redir=`), set by the tracking state.
+    tracking: AtomicU32,
+    tracking_redir: AtomicU64,
 }
 
 impl ClientInfo {
@@ -109,6 +113,8 @@ impl ClientInfo {
             kill: Notify::new(),
             blocked: AtomicBool::new(false),
             monitor: AtomicBool::new(false),
+            tracking: AtomicU32::new(0),
+            tracking_redir: AtomicU64::new(0),
         }
     }
 
@@ -117,6 +123,36 @@ impl ClientInfo {
         self.sub.store(channels, Ordering::Relaxed);
         self.psub.store(patterns, Ordering::Relaxed);
         self.ssub.store(shard, Ordering::Relaxed);
+    }
+
+    /// Publishes the client's tracking flags (`tracking.rs`) and redirect id.
+    pub fn set_tracking(&self, flags: u32, redirect: u64) {
+        self.tracking.store(flags, Ordering::Release);
+        self.tracking_redir.store(redirect, Ordering::Relaxed);
+    }
+
+    /// Sets tracking flag bits `f` (CLIENT CACHING, a broken redirect).
+    pub fn add_tracking_flags(&self, f: u32) {
+        self.tracking.fetch_or(f, Ordering::AcqRel);
+    }
+
+    /// Clears tracking flag bits `f`.
+    pub fn remove_tracking_flags(&self, f: u32) {
+        self.tracking.fetch_and(!f, Ordering::AcqRel);
+    }
+
+    /// The client's tracking flags (`tracking::ON`, ...; 0: not tracking).
+    pub fn tracking_flags(&self) -> u32 {
+        self.tracking.load(Ordering::Acquire)
+    }
+
+    /// The redirect id while tracking, else -1 (CLIENT GETREDIR, `redir=`).
+    pub fn tracking_redirect(&self) -> i64 {
+        if self.tracking_flags() & crate::tracking::ON == 0 {
+            -1
+        } else {
+            self.tracking_redir.load(Ordering::Relaxed) as i64
+        }
     }
 
     /// Channels subscribed to.
@@ -190,6 +226,16 @@ impl ClientInfo {
         if self.blocked.load(Ordering::Relaxed) {
             flags.push('b');
         }
+        let tracking = self.tracking_flags();
+        for (f, c) in [
+            (crate::tracking::ON, 't'),
+            (crate::tracking::BROKEN_REDIR, 'R'),
+            (crate::tracking::BCAST, 'B'),
+        ] {
+            if tracking & f != 0 {
+                flags.push(c);
+            }
+        }
         if self.watch_dirty.load(Ordering::Relaxed) {
             flags.push('d');
         }
@@ -210,7 +256,7 @@ impl ClientInfo {
             s,
             "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} \
              ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} \
-             obl={} oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={}",
+             obl={} oll=0 omem={} tot-mem={} events=r cmd={} user={} redir={} resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -237,6 +283,7 @@ impl ClientInfo {
             p.user
                 .as_ref()
                 .map_or(std::borrow::Cow::Borrowed("default"), |u| String::from_utf8_lossy(u)),
+            self.tracking_redirect(),
             p.resp,
         );
         s
@@ -256,6 +303,11 @@ impl Registry {
 
     pub fn remove(&self, id: u64) {
         self.clients.lock().remove(&id);
+    }
+
+    /// Whether client `id` is connected.
+    pub fn contains(&self, id: u64) -> bool {
+        self.clients.lock().contains_key(&id)
     }
 
     /// The clients in id order (a copy: the caller formats without the lock).

@@ -16,7 +16,7 @@ fn missing_reason(m: &Meta) -> &'static str {
     match (name, group) {
         ("module", _) => "no modules: answers as a server without module support",
         ("debug", _) => "no DEBUG: answers as a server with the debug command disabled",
-        ("latency" | "lolwut" | "failover" | "psync" | "sync" | "replconf", _) => "not built yet",
+        ("failover" | "psync" | "sync" | "replconf", _) => "not built yet",
         ("replicaof" | "slaveof" | "role" | "wait", _) => "replication is not built yet",
         ("readonly" | "readwrite" | "asking" | "cluster", _) => "cluster mode is not built yet",
         _ => "not built yet",
@@ -130,6 +130,34 @@ const DIFFERENCES: &[(&str, &str)] = &[
          its node holds live entries only, and Redis 7 restoring it derives entries-added, \
          max-deleted-entry-id and the groups' entries-read as for any Redis 5-6.2 payload",
     ),
+    (
+        "latency|histogram",
+        "without arguments, commands in name order (Redis: its command table's hash order); \
+         a container's subcommands in table order",
+    ),
+    (
+        "memory|stats",
+        "Redis's fields in its order; total.allocated and peak.allocated are the process's \
+         resident and peak resident size, the allocator fields derived from them as a Redis \
+         without jemalloc does; buffers, script caches and hash-table overheads Strata does \
+         not have are 0",
+    ),
+    (
+        "lolwut",
+        "version 6's skyline is Strata's own drawing (Redis's is random too); the version \
+         line is the server's REDIS_VERSION",
+    ),
+    (
+        "latency|doctor",
+        "reports and advises on the events Strata records (command, fast-command)",
+    ),
+    (
+        "client|tracking",
+        "BCAST invalidations are gathered per command, EXEC or script (Redis: per event-loop \
+         turn, across clients); a RESP3 client redirected to gets invalidations only while \
+         it is subscribed or tracking itself; keys past tracking-table-max-keys are evicted \
+         right after the read that added them",
+    ),
 ];
 
 fn status(name: &str, implemented: bool, meta: &Meta) -> String {
@@ -229,6 +257,20 @@ pub fn render() -> String {
             None if t.name == "notify-keyspace-events" => {
                 "acts (keyspace notifications; `e` and `d` accepted, never sent: no \
                  eviction, no modules); CONFIG SET changes it at run time"
+                    .to_string()
+            }
+            None if matches!(
+                t.name,
+                "latency-tracking" | "latency-tracking-info-percentiles"
+            ) =>
+            {
+                "acts (per-command latency histograms: LATENCY HISTOGRAM, INFO latencystats); \
+                 CONFIG SET changes it at run time"
+                    .to_string()
+            }
+            None if t.name == "tracking-table-max-keys" => {
+                "acts (the bound of client-side caching's table, `tracking.rs`); CONFIG SET \
+                 changes it at run time"
                     .to_string()
             }
             None => "accepted and read back, no effect here".to_string(),

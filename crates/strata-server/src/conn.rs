@@ -82,6 +82,7 @@ impl Drop for ClientSlot {
         self.0.clients.remove(self.1.id);
         self.0.monitors.remove(self.1.id);
         self.0.store.watches.unwatch_all(self.1.id);
+        self.0.store.tracking.left(&self.1);
         self.0
             .stats
             .connected_clients
@@ -184,7 +185,13 @@ where
             _ = crate::server::stopped(&mut stop) => None,
             _ = info.kill.notified() => None,
             () = crate::pubsub::ready(conn.sub.as_ref()) => {
-                if deliver_messages(&shared, &mut sock, &conn, &stop).await {
+                if deliver_messages(&shared, &mut sock, &conn, conn.sub.as_ref(), &stop).await {
+                    continue;
+                }
+                return;
+            }
+            () = crate::pubsub::ready(conn.push.as_ref()) => {
+                if deliver_messages(&shared, &mut sock, &conn, conn.push.as_ref(), &stop).await {
                     continue;
                 }
                 return;
@@ -377,9 +384,10 @@ async fn deliver_messages<S: AsyncWrite + Unpin>(
     shared: &Shared,
     sock: &mut S,
     conn: &ConnState,
+    mailbox: Option<&Arc<crate::pubsub::Subscriber>>,
     stop: &tokio::sync::watch::Receiver<bool>,
 ) -> bool {
-    let Some(sub) = &conn.sub else { return true };
+    let Some(sub) = mailbox else { return true };
     loop {
         let out = sub.take();
         if out.is_empty() {
@@ -578,9 +586,9 @@ async fn run_buffered(
             }
             Route::Inline => {
                 drain(queued, reply).await;
-                if let Some(sub) = &conn.sub {
-                    // Messages published before this command precede its reply.
-                    reply.raw(&sub.take());
+                // Messages published before this command precede its reply.
+                for mailbox in [&conn.sub, &conn.push].into_iter().flatten() {
+                    reply.raw(&mailbox.take());
                 }
                 let before = reply.len();
                 let blocked = tokio::task::block_in_place(|| {

@@ -18,6 +18,7 @@ const SECTIONS: &[&str] = &[
     "cpu",
     "commandstats",
     "errorstats",
+    "latencystats",
     "keyspace",
     "strata",
 ];
@@ -48,13 +49,13 @@ fn cpu_seconds() -> [(f64, f64); 3] {
 }
 
 /// Resident set size in bytes, from /proc (0 where there is none).
-fn rss_bytes() -> u64 {
+pub(crate) fn rss_bytes() -> u64 {
     proc_status_field("VmRSS:").map_or(0, |kib| kib * 1024)
 }
 
 /// A numeric field of `/proc/self/status` (its first number: `VmRSS:  1234 kB` gives 1234);
 /// `None` where there is no such file (not Linux) or field.
-fn proc_status_field(name: &str) -> Option<u64> {
+pub(crate) fn proc_status_field(name: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find_map(|l| l.strip_prefix(name))?;
     line.split_whitespace().next()?.parse().ok()
@@ -87,7 +88,7 @@ pub fn render(shared: &Shared, wanted: &[String]) -> Result<String, CmdError> {
     let default = wanted.is_empty() || wanted.iter().any(|w| w == "default");
     let mut out = String::new();
     for &sec in SECTIONS {
-        let by_default = default && sec != "commandstats";
+        let by_default = default && sec != "commandstats" && sec != "latencystats";
         if !all && !by_default && !wanted.iter().any(|w| w == sec) {
             continue;
         }
@@ -160,6 +161,8 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
             );
             kv("maxclients", cfg.maxclients.to_string());
             kv("blocked_clients", shared.blocked.len().to_string());
+            let tracking = shared.store.tracking.client_count();
+            kv("tracking_clients", tracking.to_string());
         }
         "memory" => {
             let rss = rss_bytes();
@@ -226,6 +229,10 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
             kv("pubsub_channels", channels.to_string());
             kv("pubsub_patterns", patterns.to_string());
             kv("pubsubshard_channels", shard.to_string());
+            let (keys, items, prefixes) = shared.store.tracking.totals();
+            kv("tracking_total_keys", keys.to_string());
+            kv("tracking_total_items", items.to_string());
+            kv("tracking_total_prefixes", prefixes.to_string());
             kv("unexpected_error_replies", "0".to_string());
             kv(
                 "total_error_replies",
@@ -235,6 +242,27 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
         "commandstats" => {
             for (k, v) in shared.cmdstats.command_lines() {
                 kv(&k, v);
+            }
+        }
+        "latencystats" => {
+            // Redis's `fillPercentileDistributionLatencies`, per command that ran.
+            let percentiles = cfg
+                .tuning
+                .get("latency-tracking-info-percentiles")
+                .and_then(|p| crate::latency_histogram::parse_percentiles(p))
+                .unwrap_or_default();
+            for (name, h) in shared.latency.histograms.merged() {
+                let v: Vec<String> = percentiles
+                    .iter()
+                    .map(|&p| {
+                        format!(
+                            "p{}={:.3}",
+                            crate::latency_histogram::percentile_name(p),
+                            crate::latency_histogram::percentile_usec(&h, p)
+                        )
+                    })
+                    .collect();
+                kv(&format!("latency_percentiles_usec_{name}"), v.join(","));
             }
         }
         "errorstats" => {

@@ -27,6 +27,8 @@ pub struct Monitor {
     /// `latency-monitor-threshold` in milliseconds (0: off), kept here so that the
     /// dispatcher reads one atomic per command instead of the configuration.
     threshold_ms: AtomicU64,
+    /// Per-command latency histograms (`latency-tracking`; `latency_histogram.rs`).
+    pub histograms: crate::latency_histogram::Histograms,
 }
 
 impl Monitor {
@@ -34,6 +36,12 @@ impl Monitor {
     pub fn set_threshold(&self, value: Option<&str>) {
         let ms = value.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
         self.threshold_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Sets `latency-tracking` from its configured text (`yes` unless `no`).
+    pub fn set_tracking(&self, value: Option<&str>) {
+        self.histograms
+            .set_enabled(!value.is_some_and(|v| v.eq_ignore_ascii_case("no")));
     }
 
     /// `latency-monitor-threshold` in milliseconds; 0 while the monitor is off.

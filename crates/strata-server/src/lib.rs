@@ -54,7 +54,10 @@ mod hll;
 mod info;
 pub mod keys;
 mod latency;
+mod latency_histogram;
+mod latency_report;
 mod list;
+mod lolwut;
 mod long_double;
 mod monitor;
 mod notify;
@@ -72,6 +75,7 @@ mod store;
 mod stream;
 #[cfg(test)]
 mod test_server;
+mod tracking;
 mod tuning;
 mod txn;
 mod watch;

@@ -83,6 +83,17 @@ impl Subscriber {
         self.resp3.store(resp3, Ordering::Relaxed);
     }
 
+    /// Whether messages go out as RESP3 pushes.
+    pub fn is_resp3(&self) -> bool {
+        self.resp3.load(Ordering::Relaxed)
+    }
+
+    /// Appends one message of type `kind` (`>` push, `*` array; `body` without the type
+    /// byte) under the output limit: client-side caching's invalidations (`tracking.rs`).
+    pub fn deliver_as(&self, kind: u8, body: &[u8], limit: OutputLimit) {
+        self.append(kind, body, limit);
+    }
+
     /// The messages published to this subscriber and not yet taken (empty if none).
     pub fn take(&self) -> BytesMut {
         self.outbox.lock().buf.split()
@@ -444,6 +455,11 @@ impl PubSub {
             .filter(|c| pattern.is_none_or(|p| glob::matches(p, c, false)))
             .cloned()
             .collect()
+    }
+
+    /// Client `id`'s mailbox while it holds a subscription.
+    pub fn subscriber(&self, id: u64) -> Option<Arc<Subscriber>> {
+        self.state.read().clients.get(&id).map(|c| c.sub.clone())
     }
 
     /// Client `id`'s subscriptions (ACL checks them when its user's channel rules change).

@@ -172,6 +172,8 @@ impl Shared {
                 .get("latency-monitor-threshold")
                 .map(String::as_str),
         );
+        self.latency
+            .set_tracking(c.tuning.get("latency-tracking").map(String::as_str));
         *self.config.write() = c;
     }
 
@@ -207,6 +209,7 @@ impl Shared {
             in_exec: false,
             in_script: false,
             sub: None,
+            push: None,
         }
     }
 }
@@ -416,6 +419,7 @@ pub(crate) fn open_shared(
     set_lfu_params(&store, &config);
     let pubsub = Arc::new(crate::pubsub::PubSub::default());
     store.notify.attach(pubsub.clone());
+    store.tracking.attach(pubsub.clone());
     configure_notify(&store, &config);
     let functions = crate::cmd::functions::open(&store).map_err(ServerError::Functions)?;
     let limits = crate::tuning::Limits::new(&config.tuning);
@@ -426,6 +430,7 @@ pub(crate) fn open_shared(
             .get("latency-monitor-threshold")
             .map(String::as_str),
     );
+    latency.set_tracking(config.tuning.get("latency-tracking").map(String::as_str));
     let unix_path = config.unixsocket.clone();
     Ok(Arc::new_cyclic(|me| Shared {
         acl,
@@ -796,6 +801,13 @@ fn set_lfu_params(store: &Store, c: &Config) {
 /// Hands `notify-keyspace-events` and the subscribers' output limit to the store's
 /// notifier (`notify.rs`).
 fn configure_notify(store: &Store, c: &Config) {
+    // Client-side caching's table bound (`tracking.rs`), validated as an integer.
+    let max_keys = c
+        .tuning
+        .get("tracking-table-max-keys")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(1_000_000);
+    store.tracking.set_max_keys(max_keys);
     // The stored form: CONFIG GET's hides `n` under `A`, which still acts.
     let events = c
         .tuning

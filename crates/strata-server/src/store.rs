@@ -429,6 +429,8 @@ pub struct Store {
     pub waited: WaitedKeys,
     /// The keys clients WATCH, flagged by every write (`watch.rs`).
     pub watches: Watches,
+    /// Client-side caching (`tracking.rs`), told of every write by the same hook.
+    pub tracking: crate::tracking::Tracking,
     /// Last access and access counter of keys (OBJECT FREQ, IDLETIME; `access.rs`).
     pub access: AccessTable,
     /// Keyspace notifications (`notify.rs`): commands publish their events through it, the
@@ -535,6 +537,7 @@ impl Store {
             expires: ExpiryIndex::default(),
             waited: WaitedKeys::default(),
             watches: Watches::default(),
+            tracking: Default::default(),
             access: AccessTable::new(hot_bytes),
             notify: Default::default(),
             expired_recently: Mutex::new(Default::default()),
@@ -621,6 +624,7 @@ impl Store {
     /// transaction), while the writer still holds the key's stripe.
     fn note_touched(&self, db: u8, key: &[u8], deleted: bool) {
         self.watches.touch(db, key, deleted);
+        self.tracking.touch(key);
     }
 
     /// Notes that a command wrote `key`, which clients may be blocked on (Redis's

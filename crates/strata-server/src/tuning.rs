@@ -6,8 +6,9 @@
 //! `CONFIG GET *`); nothing else reads them, but for `lfu-log-factor` and `lfu-decay-time`
 //! (the access counters of OBJECT FREQ, `access.rs`), `hll-sparse-max-bytes` (when a sparse
 //! HyperLogLog becomes dense, `hll/`), `latency-monitor-threshold` (the latency monitor's
-//! threshold in milliseconds, read by the dispatcher; 0 turns it off) and
-//! `notify-keyspace-events` (`notify.rs`).
+//! threshold in milliseconds, read by the dispatcher; 0 turns it off),
+//! `notify-keyspace-events` (`notify.rs`), `tracking-table-max-keys` (`tracking.rs`),
+//! `latency-tracking` and `latency-tracking-info-percentiles` (`latency_histogram.rs`).
 //!
 //! Layer: configuration (above protocol and errors).
 

@@ -529,3 +529,45 @@ fn output_buffer_limit_disconnects_a_client_that_never_reads() {
     assert_eq!(a.q(&["GET", "big"]), V::Bulk(value.into_bytes()));
     s.shutdown().unwrap();
 }
+
+/// LOLWUT: the version line alone by default and for versions without art; version 5's
+/// Braille Schotter and version 6's ANSI skyline with Redis's sizes and closing lines.
+#[test]
+fn lolwut_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start(dir.path(), &[]);
+    let mut c = Client::connect(s.local_addr());
+    let text = |v: V| match v {
+        V::Bulk(b) => String::from_utf8(b).unwrap(),
+        other => panic!("{other:?}"),
+    };
+    let plain = text(c.q(&["LOLWUT"]));
+    assert!(
+        plain.starts_with("Redis ver. ") && plain.ends_with('\n') && plain.lines().count() == 1
+    );
+    assert_eq!(text(c.q(&["LOLWUT", "VERSION", "7", "x"])), plain);
+    assert_eq!(
+        c.q(&["LOLWUT", "VERSION", "x"]),
+        V::err("ERR value is not an integer or out of range")
+    );
+    assert_eq!(
+        c.q(&["LOLWUT", "VERSION", "5", "x"]),
+        V::err("ERR value is not an integer or out of range")
+    );
+    let five = text(c.q(&["LOLWUT", "VERSION", "5", "1", "1", "1"]));
+    assert_eq!(
+        five,
+        format!("\u{280b}\n\nGeorg Nees - schotter, plotter on paper, 1968. {plain}")
+    );
+    let six = text(c.q(&["LOLWUT", "VERSION", "6", "12", "4"]));
+    let lines: Vec<&str> = six.lines().collect();
+    assert_eq!(lines.len(), 6);
+    assert!(lines[..4]
+        .iter()
+        .all(|l| l.matches(" \x1b[0m").count() == 12));
+    assert_eq!(
+        lines[4],
+        "Dedicated to the 8 bit game developers of past and present."
+    );
+    assert!(lines[5].starts_with("Original 8 bit image from Plaguemon by hikikomori. Redis ver."));
+}

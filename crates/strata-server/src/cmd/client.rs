@@ -411,6 +411,7 @@ fn reset(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
         drop(sub);
         ctx.reply.raw(&pending);
     }
+    ctx.shared.store.tracking.disable(&ctx.conn.info);
     ctx.conn.db = 0;
     ctx.conn.name = None;
     ctx.conn.reply_off = false;

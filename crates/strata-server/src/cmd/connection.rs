@@ -139,8 +139,8 @@ fn hello(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     }
     if let Some(p) = proto {
         ctx.reply.proto = p;
-        if let Some(sub) = &ctx.conn.sub {
-            sub.set_resp3(p == Proto::Resp3);
+        for mailbox in [&ctx.conn.sub, &ctx.conn.push].into_iter().flatten() {
+            mailbox.set_resp3(p == Proto::Resp3);
         }
     }
     let r = &mut *ctx.reply;

@@ -1,5 +1,6 @@
 //! LATENCY LATEST, HISTORY, RESET and HELP over the latency monitor (`crate::latency`):
-//! Redis's replies. DOCTOR, GRAPH and HISTOGRAM are not built.
+//! Redis's replies; HISTOGRAM over the per-command histograms
+//! (`crate::latency_histogram`); GRAPH and DOCTOR's texts (`crate::latency_report`).
 //!
 //! Layer: commands (above services; below execution).
 
@@ -10,7 +11,86 @@ pub static COMMANDS: &[Entry] = &[
     cmd("latency|history", history),
     cmd("latency|reset", reset),
     cmd("latency|help", help),
+    cmd("latency|histogram", histogram),
+    cmd("latency|graph", graph),
+    cmd("latency|doctor", doctor),
 ];
+
+fn graph(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let event = args.next_bytes()?;
+    let Some(series) = ctx.shared.latency.history(&event) else {
+        let mut msg = b"ERR No samples available for event '".to_vec();
+        msg.extend_from_slice(&event);
+        msg.push(b'\'');
+        return Err(super::CmdError::reply_bytes(msg));
+    };
+    let name = String::from_utf8_lossy(&event);
+    let now_s = crate::store::now_ms() / 1000;
+    let text = crate::latency_report::graph(&name, &series, now_s);
+    ctx.reply.verbatim(text.as_bytes());
+    Ok(())
+}
+
+fn doctor(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
+    let events = ctx.shared.latency.snapshot();
+    let input = crate::latency_report::DoctorInput {
+        threshold_ms: ctx.shared.latency.threshold_ms(),
+        slowlog_log_slower_than: ctx.shared.config.read().slowlog_log_slower_than,
+        huge_pages: crate::latency_report::huge_pages_in_use(),
+    };
+    let now_s = crate::store::now_ms() / 1000;
+    let text = crate::latency_report::doctor(&events, now_s, &input);
+    ctx.reply.verbatim(text.as_bytes());
+    Ok(())
+}
+
+/// LATENCY HISTOGRAM [command ...] (Redis's `latencySpecificCommandsFillCDF` and
+/// `latencyAllCommandsFillCDF`): per command with samples, its calls and cumulative
+/// distribution; a container names its subcommands; unknown names are skipped.
+fn histogram(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    let all = ctx.shared.latency.histograms.merged();
+    let names: Vec<&'static str> = if args.is_done() {
+        all.keys().copied().collect()
+    } else {
+        let table = super::table();
+        let mut v = Vec::new();
+        for arg in args.rest() {
+            let mut parts = arg.splitn(2, |&b| b == b'|');
+            let top = parts.next().and_then(|n| table.get(n));
+            let spec = match (top, parts.next()) {
+                (Some(t), Some(sub)) => t.subcommand(sub),
+                (t, None) => t,
+                (None, _) => None,
+            };
+            let Some(spec) = spec else { continue };
+            if all.contains_key(spec.name) {
+                v.push(spec.name);
+            }
+            for (_, s) in &spec.subcommands {
+                if all.contains_key(s.name) {
+                    v.push(s.name);
+                }
+            }
+        }
+        v
+    };
+    ctx.reply.map(names.len());
+    for name in names {
+        let Some(h) = all.get(name) else { continue };
+        let buckets = crate::latency_histogram::cdf(h);
+        ctx.reply.bulk(name.as_bytes());
+        ctx.reply.map(2);
+        ctx.reply.bulk(b"calls");
+        ctx.reply.int(h.len() as i64);
+        ctx.reply.bulk(b"histogram_usec");
+        ctx.reply.map(buckets.len());
+        for (us, count) in buckets {
+            ctx.reply.int(us as i64);
+            ctx.reply.int(count as i64);
+        }
+    }
+    Ok(())
+}
 
 fn latest(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     let events = ctx.shared.latency.snapshot();

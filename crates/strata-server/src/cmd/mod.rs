@@ -22,6 +22,7 @@ mod hll;
 mod keyspace;
 mod latency;
 mod lists;
+mod lolwut;
 pub(crate) mod members;
 mod memory;
 pub mod multi;
@@ -38,6 +39,7 @@ mod stream_read;
 mod streams;
 mod strings;
 pub mod table;
+mod tracking;
 mod zblocking;
 mod zsetops;
 pub mod zsets;
@@ -171,6 +173,9 @@ pub struct ConnState {
     /// This connection's pub/sub mailbox while it holds a subscription (Redis's
     /// `CLIENT_PUBSUB`); `None` otherwise.
     pub sub: Option<Arc<crate::pubsub::Subscriber>>,
+    /// This connection's mailbox for client-side caching's pushes (`tracking.rs`), made by
+    /// CLIENT TRACKING ON.
+    pub push: Option<Arc<crate::pubsub::Subscriber>>,
 }
 
 /// What a command runs with.
@@ -238,6 +243,7 @@ pub fn table() -> &'static table::Table {
             connection::COMMANDS,
             acl::COMMANDS,
             client::COMMANDS,
+            tracking::COMMANDS,
             server::COMMANDS,
             command::COMMANDS,
             admin::COMMANDS,
@@ -259,6 +265,7 @@ pub fn table() -> &'static table::Table {
             sort::COMMANDS,
             protected::COMMANDS,
             latency::COMMANDS,
+            lolwut::COMMANDS,
             memory::COMMANDS,
             streams::COMMANDS,
         ])
@@ -357,7 +364,10 @@ pub fn dispatch_found(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) {
     match outcome {
         Outcome::Uncounted => {}
         Outcome::Rejected(name) => stats.rejected(name),
-        Outcome::Ran(name, micros) => stats.call(name, micros, errors > 0),
+        Outcome::Ran(name, micros) => {
+            stats.call(name, micros, errors > 0);
+            ctx.shared.latency.histograms.record(name, micros);
+        }
     }
     stats.errors(errors, codes);
 }
@@ -467,6 +477,14 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
             feed_monitors(ctx, &argv);
         }
     }
+    // Client-side caching (`cmd/tracking.rs`): one atomic load while no client tracks.
+    let tracking_state = &ctx.shared.store.tracking;
+    let tracking = if tracking_state.active() {
+        tracking::before_command(ctx, spec, &argv);
+        Some(crate::tracking::Current::enter(tracking_state, ctx.conn.id))
+    } else {
+        None
+    };
     let mut args = Args::new(argv, skip);
     let started = Instant::now();
     // Clients blocked on keys the command wrote are served as it ends (`blocking.rs`); for
@@ -479,6 +497,10 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
         crate::blocking::around_command(shared, || run_locked(ctx, spec, handler, &mut args, skip))
     };
     let micros = started.elapsed().as_micros() as u64;
+    if tracking.is_some() {
+        tracking::after_command(ctx, spec);
+    }
+    drop(tracking);
     if let Err(e) = result {
         match e {
             CmdError::Reply(m) => ctx.reply.error_bytes(&m),

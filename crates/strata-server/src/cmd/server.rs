@@ -37,7 +37,9 @@ fn flush_mode(args: &mut Args) -> CmdResult {
 
 fn flushdb(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     flush_mode(args)?;
-    ctx.shared.store.flush_db(ctx.conn.db)?;
+    // Tracking clients get one null instead of each key (`tracking.rs`).
+    ctx.shared.store.tracking.flushed();
+    crate::tracking::quietly(|| ctx.shared.store.flush_db(ctx.conn.db))?;
     ctx.reply.ok();
     Ok(())
 }
@@ -45,9 +47,8 @@ fn flushdb(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn flushall(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     flush_mode(args)?;
     let dbs = ctx.shared.config.read().databases;
-    for db in 0..dbs {
-        ctx.shared.store.flush_db(db as u8)?;
-    }
+    ctx.shared.store.tracking.flushed();
+    crate::tracking::quietly(|| (0..dbs).try_for_each(|db| ctx.shared.store.flush_db(db as u8)))?;
     ctx.reply.ok();
     Ok(())
 }
@@ -142,6 +143,7 @@ fn config_resetstat(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     ctx.shared.stats.reset();
     ctx.shared.store.stats.reset();
     ctx.shared.cmdstats.reset();
+    ctx.shared.latency.histograms.reset();
     ctx.reply.ok();
     Ok(())
 }

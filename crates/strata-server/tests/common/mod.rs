@@ -51,6 +51,8 @@ pub enum V {
     Double(String),
     Bool(bool),
     Verbatim(String, Vec<u8>),
+    /// `>` (RESP3 push).
+    Push(Vec<V>),
 }
 
 impl V {
@@ -165,6 +167,10 @@ impl Client {
                 V::Set((0..n).map(|_| self.read()).collect())
             }
             "_" => V::Null,
+            ">" => {
+                let n = self.n(rest);
+                V::Push((0..n).map(|_| self.read()).collect())
+            }
             "," => V::Double(rest.to_string()),
             "#" => V::Bool(rest == "t"),
             "=" => {
