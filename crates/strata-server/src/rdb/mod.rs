@@ -7,17 +7,23 @@
 //! - `packed.rs`: ziplist, listpack, intset and zipmap, the packed encodings inside strings;
 //! - `read.rs`: lengths, strings and every value encoding Redis 2.x to 7.4 writes (streams
 //!   and module values excepted), into a [`Value`];
-//! - `write.rs`: a [`Value`] in RDB 9 encodings, which every Redis from 5.0 to 7.4 loads.
+//! - `write.rs`: a [`Value`] in RDB 9 encodings, which every Redis from 5.0 to 7.4 loads;
+//! - `file.rs`: whole RDB files (header, opcodes, trailer), streamed one item at a time.
 //!
 //! [`dump_payload`] and [`parse_payload`] frame a value as DUMP does: type byte, value, the
 //! RDB version (2 bytes, LE) and the CRC-64 of everything before it (8 bytes, LE).
 
 pub mod crc64;
+pub mod file;
 pub mod lzf;
 pub mod packed;
 pub mod read;
 pub mod write;
 
+#[cfg(test)]
+mod file_fixtures;
+#[cfg(test)]
+mod file_tests;
 #[cfg(test)]
 mod fixtures;
 #[cfg(test)]
