@@ -14,8 +14,11 @@ fn missing_reason(m: &Meta) -> &'static str {
     match (name, group) {
         ("module", _) => "no modules: answers as a server without module support",
         ("debug", _) => "no DEBUG: answers as a server with the debug command disabled",
-        ("latency" | "lolwut" | "failover" | "psync" | "sync" | "replconf", _) => "not built yet",
-        ("replicaof" | "slaveof" | "role" | "wait", _) => "replication is not built yet",
+        ("latency" | "lolwut", _) => "not built yet",
+        ("failover" | "psync" | "sync" | "replconf" | "wait", _) => {
+            "the master side of replication is not built yet (Strata replicates from a \
+             master, serves no replicas)"
+        }
         ("readonly" | "readwrite" | "asking" | "cluster", _) => "cluster mode is not built yet",
         _ => "not built yet",
     }
@@ -58,6 +61,20 @@ const DIFFERENCES: &[(&str, &str)] = &[
          enable-module-command no",
     ),
     ("debug", "answers Redis's error for enable-debug-command no"),
+    (
+        "replicaof",
+        "follows a Redis master (full sync, then the command stream; a partial resync after \
+         a link drop in the same process); as a master, serves no replicas yet",
+    ),
+    (
+        "slaveof",
+        "follows a Redis master (full sync, then the command stream; a partial resync after \
+         a link drop in the same process); as a master, serves no replicas yet",
+    ),
+    (
+        "role",
+        "a master lists no replicas (the master side is not built yet)",
+    ),
     (
         "latency|latest",
         "events \"command\" and \"fast-command\" only (no fork, AOF or expire-cycle events), \

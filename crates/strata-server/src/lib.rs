@@ -60,6 +60,7 @@ mod pqsort;
 pub mod protocol;
 mod pubsub;
 pub mod rdb;
+mod replica;
 mod save;
 mod scripting;
 mod server;

@@ -130,6 +130,8 @@ pub struct Shared {
     /// The function libraries (FUNCTION, FCALL: `scripting/functions.rs`), read from the
     /// database before clients are served.
     pub functions: crate::scripting::functions::Functions,
+    /// Replication: this server as a replica (`replica/`).
+    pub replication: crate::replica::Replication,
     /// This value's own `Arc`, for work that outlives a command (BGSAVE's thread).
     pub me: std::sync::Weak<Shared>,
     next_client_id: AtomicU64,
@@ -202,6 +204,7 @@ impl Shared {
             in_exec: false,
             in_script: false,
             sub: None,
+            master: false,
         }
     }
 }
@@ -400,6 +403,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
         monitors: Default::default(),
         saves: crate::save::Saves::default(),
         scripts: Default::default(),
+        replication: Default::default(),
         me: me.clone(),
         config: RwLock::new(config),
         stats: Stats::default(),
@@ -505,7 +509,8 @@ fn spawn_expire_thread(shared: Arc<Shared>) -> JoinHandle<()> {
             while !*rx.borrow() {
                 std::thread::sleep(crate::expire::PERIOD);
                 // As Redis: no active expiry while clients are paused.
-                if shared.pause.expiry_paused() {
+                // A replica leaves expiry to its master's DELs.
+                if shared.pause.expiry_paused() || shared.store.keeps_expired() {
                     continue;
                 }
                 if let Err(e) =
