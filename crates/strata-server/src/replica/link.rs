@@ -337,8 +337,22 @@ fn full_sync(
     let spool = Spool(dir.join(format!("replica-sync.{}.rdb", std::process::id())));
     receive(shared, epoch, link, payload, &spool.0, timeout)?;
     let databases = shared.config.read().databases;
-    let counts = super::load::check(&spool.0, databases)
-        .map_err(|e| End::Failed(format!("the master's RDB does not load: {e}")))?;
+    // While the file is read, a newline to the master every second (Redis's
+    // `replicationSendNewlineToMaster`): the master counts it as the replica's ACK time.
+    let mut last_newline = Instant::now();
+    let sock = link.r.get_ref();
+    let mut tick = || {
+        if last_newline.elapsed() >= ACK_EVERY {
+            last_newline = Instant::now();
+            let _ = (&mut &*sock).write_all(b"\n");
+        }
+        r.is_current(epoch)
+    };
+    let counts = match super::load::check(&spool.0, databases, &mut tick) {
+        Ok(c) => c,
+        Err(_) if !r.is_current(epoch) => return Err(End::Superseded),
+        Err(e) => return Err(End::Failed(format!("the master's RDB does not load: {e}"))),
+    };
     eprintln!(
         "strata-server: replication: loading {} keys and {} libraries from the master",
         counts.keys, counts.functions
@@ -350,8 +364,7 @@ fn full_sync(
         conn,
         reply: &mut reply,
     };
-    let current = || r.is_current(epoch);
-    let loaded = super::load::load(&mut ctx, &spool.0, &current);
+    let loaded = super::load::load(&mut ctx, &spool.0, &mut tick);
     r.loading.store(false, std::sync::atomic::Ordering::Release);
     match loaded {
         Ok(_) => Ok(()),

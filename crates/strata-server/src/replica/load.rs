@@ -7,7 +7,7 @@
 //! dataset; clients get `-LOADING` meanwhile (the dispatcher asks [`super::Replication`]),
 //! and a store failure in that window leaves a partial dataset and stops replication. The
 //! intended form loads into a new generation of the keyspace and swaps it in at once; it
-//! waits for the logical-to-physical database map (`docs/design.md` §13.9).
+//! waits for the logical-to-physical database map (`docs/design.md` §13.18).
 
 use crate::cmd::dump::{put_value, Limits};
 use crate::cmd::Ctx;
@@ -17,6 +17,10 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
 
+/// Items read between two calls of the caller's `tick`.
+const TICK_ITEMS: u64 = 1024;
+/// Why a check or load ended early: `tick` said stop.
+pub const STOPPED: &str = "replication was reconfigured during the load";
 /// Keys written per store batch.
 const BATCH_KEYS: usize = 256;
 /// Bytes of string values per store batch, roughly (a batch ends at whichever comes first).
@@ -35,11 +39,21 @@ fn open(path: &Path) -> Result<FileReader<BufReader<File>>, String> {
 }
 
 /// Reads the whole file, writing nothing: every value decodes, every database number is
-/// below `databases`, the trailer is right.
-pub fn check(path: &Path, databases: usize) -> Result<Counts, String> {
+/// below `databases`, the trailer is right. `tick` is called every [`TICK_ITEMS`] items
+/// (the link's keepalive); false stops the check.
+pub fn check(
+    path: &Path,
+    databases: usize,
+    tick: &mut dyn FnMut() -> bool,
+) -> Result<Counts, String> {
     let mut r = open(path)?;
     let mut n = Counts::default();
+    let mut items = 0u64;
     while let Some(item) = r.next().map_err(|e| e.to_string())? {
+        items += 1;
+        if items % TICK_ITEMS == 0 && !tick() {
+            return Err(STOPPED.into());
+        }
         match item {
             Item::SelectDb(db) if db >= databases as u64 => {
                 return Err(format!(
@@ -55,9 +69,14 @@ pub fn check(path: &Path, databases: usize) -> Result<Counts, String> {
 }
 
 /// Replaces the dataset with the file's (checked by [`check`] first). `ctx` is the master
-/// link's client; `current` says whether the link is still wanted (checked per batch: a
-/// REPLICAOF meanwhile stops the load, leaving what is written).
-pub fn load(ctx: &mut Ctx<'_>, path: &Path, current: &dyn Fn() -> bool) -> Result<Counts, String> {
+/// link's client; `tick` is called before each batch (the link's keepalive) and says
+/// whether the link is still wanted (a REPLICAOF meanwhile stops the load, leaving what is
+/// written).
+pub fn load(
+    ctx: &mut Ctx<'_>,
+    path: &Path,
+    tick: &mut dyn FnMut() -> bool,
+) -> Result<Counts, String> {
     let shared = ctx.shared;
     let store = &shared.store;
     let databases = shared.config.read().databases;
@@ -88,8 +107,8 @@ pub fn load(ctx: &mut Ctx<'_>, path: &Path, current: &dyn Fn() -> bool) -> Resul
                 n.keys += 1;
                 in_batch += 1;
                 if in_batch >= BATCH_KEYS || bytes >= BATCH_BYTES {
-                    if !current() {
-                        return Err("replication was reconfigured during the load".into());
+                    if !tick() {
+                        return Err(STOPPED.into());
                     }
                     store.apply(std::mem::take(&mut w)).map_err(fail)?;
                     (in_batch, bytes) = (0, 0);

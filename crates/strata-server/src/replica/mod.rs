@@ -1,6 +1,6 @@
 //! Strata as a replica of a Redis master (Redis's `replication.c`, the replica side):
 //! REPLICAOF starts a link thread that connects, handshakes, receives the RDB, loads it and
-//! applies the master's command stream (`docs/design.md` §13.9).
+//! applies the master's command stream (`docs/design.md` §13.18).
 //!
 //! - `handshake.rs`: the master's PSYNC answer and payload header, parsed without I/O;
 //! - `stream.rs`: the command stream's requests and the stream bytes each covers;
