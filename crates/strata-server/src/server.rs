@@ -464,6 +464,7 @@ fn run(
     }
     runtime.shutdown_timeout(Duration::from_secs(5));
     shared.request_shutdown();
+    shared.replication.shutdown();
     let _ = fsync.join();
     let _ = expire.join();
     shared.saves.join();

@@ -98,7 +98,12 @@ pub struct Replication {
     replica: AtomicBool,
     loading: AtomicBool,
     link_up: AtomicBool,
+    /// Link threads started and not yet seen finished (joined at shutdown).
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
+
+/// How long shutdown waits for link threads to notice it.
+const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// A fresh replication id: 40 hex digits.
 pub fn new_replid() -> String {
@@ -131,6 +136,7 @@ impl Default for Replication {
             replica: AtomicBool::new(false),
             loading: AtomicBool::new(false),
             link_up: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
         }
     }
 }
@@ -208,10 +214,30 @@ impl Replication {
         let spawned = std::thread::Builder::new()
             .name("strata-replica".to_string())
             .spawn(move || link::run(shared, epoch));
-        if let Err(e) = spawned {
-            self.state.lock().last_error = Some(format!("starting the link thread: {e}"));
+        match spawned {
+            Ok(t) => {
+                let mut threads = self.threads.lock();
+                threads.retain(|t| !t.is_finished());
+                threads.push(t);
+            }
+            Err(e) => self.state.lock().last_error = Some(format!("starting the link thread: {e}")),
         }
         true
+    }
+
+    /// At shutdown: the link threads stop (they check the epoch at least every 200 ms and
+    /// between load batches); waits up to [`SHUTDOWN_WAIT`] for them, so that the database
+    /// closes with no writer left.
+    pub fn shutdown(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        let threads = std::mem::take(&mut *self.threads.lock());
+        let until = Instant::now() + SHUTDOWN_WAIT;
+        while threads.iter().any(|t| !t.is_finished()) && Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        for t in threads.into_iter().filter(|t| t.is_finished()) {
+            let _ = t.join();
+        }
     }
 
     /// REPLICAOF NO ONE: stops following; the data stays and takes writes. The replication
