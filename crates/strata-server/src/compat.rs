@@ -241,6 +241,17 @@ pub fn render() -> String {
         "acts: an ACL user (`user <name> <rules>...`), made at start".to_string(),
     ));
     for t in crate::tuning::TUNING {
+        let alias = t.alias.map_or(String::new(), |a| format!(" (alias `{a}`)"));
+        if crate::replica::DIRECTIVES.contains(&t.name) {
+            names.push((
+                t.name,
+                format!(
+                    "acts on a replica (`replica/`; the link reads it at each connection, \
+                     the dispatcher at each command); CONFIG SET changes it at run time{alias}"
+                ),
+            ));
+            continue;
+        }
         let what = match t.alias {
             Some(a) => format!("accepted and read back, no effect here (alias `{a}`)"),
             // Stored with the tuning directives, but it acts (`notify.rs`).

@@ -2,7 +2,7 @@
 //! opcodes between values (AUX, SELECTDB, RESIZEDB, EXPIRETIME, EXPIRETIME_MS, FREQ, IDLE,
 //! FUNCTION2), the EOF opcode and the CRC-64 trailer, streamed from any [`Read`].
 //!
-//! **Bounded memory.** The file is never held whole: [`FileReader::next`] reads one item
+//! **Bounded memory.** The file is never held whole: [`FileReader::next_item`] reads one item
 //! (an aux field, a database switch, a function library, or one key with its value) and
 //! keeps only that item. A value's bytes are gathered by walking its structure from the
 //! stream (lengths and strings, [`FileReader::gather_value`]) and then decoded by the value
@@ -103,7 +103,7 @@ pub struct Entry {
 }
 
 /// A streaming reader of one RDB file: [`FileReader::open`] checks the header, then
-/// [`FileReader::next`] returns items until the EOF opcode and a good trailer (`None`).
+/// [`FileReader::next_item`] returns items until the EOF opcode and a good trailer (`None`).
 pub struct FileReader<R: Read> {
     src: R,
     version: u16,
@@ -157,7 +157,7 @@ impl<R: Read> FileReader<R> {
     }
 
     /// The next item; `None` once the EOF opcode and the trailer have been read and checked.
-    pub fn next(&mut self) -> Result<Option<Item>, FileError> {
+    pub fn next_item(&mut self) -> Result<Option<Item>, FileError> {
         if self.done {
             return Ok(None);
         }

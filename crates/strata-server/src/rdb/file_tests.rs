@@ -21,7 +21,7 @@ fn b(s: &str) -> Vec<u8> {
 fn items(data: &[u8]) -> Result<Vec<Item>, FileError> {
     let mut r = FileReader::open(data)?;
     let mut out = Vec::new();
-    while let Some(i) = r.next()? {
+    while let Some(i) = r.next_item()? {
         out.push(i);
     }
     Ok(out)

@@ -521,6 +521,14 @@ fn apply_stream(
             match control(&argv) {
                 Control::Ack => {
                     offset += n;
+                    // Published before the ACK: whoever sees the ACK sees the offset in INFO.
+                    let alive = r.if_current(epoch, |st| {
+                        st.offset = offset;
+                        st.read_offset = read_offset;
+                    });
+                    if alive.is_none() {
+                        return Ok(End::Superseded);
+                    }
                     link.send(&[b"REPLCONF", b"ACK", offset.to_string().as_bytes()])?;
                     last_ack = Some(Instant::now());
                     continue;

@@ -49,9 +49,9 @@ pub fn check(
     let mut r = open(path)?;
     let mut n = Counts::default();
     let mut items = 0u64;
-    while let Some(item) = r.next().map_err(|e| e.to_string())? {
+    while let Some(item) = r.next_item().map_err(|e| e.to_string())? {
         items += 1;
-        if items % TICK_ITEMS == 0 && !tick() {
+        if items.is_multiple_of(TICK_ITEMS) && !tick() {
             return Err(STOPPED.into());
         }
         match item {
@@ -90,7 +90,7 @@ pub fn load(
     let mut r = open(path)?;
     let mut n = Counts::default();
     let (mut w, mut in_batch, mut bytes) = (Writes::new(), 0usize, 0usize);
-    while let Some(item) = r.next().map_err(|e| e.to_string())? {
+    while let Some(item) = r.next_item().map_err(|e| e.to_string())? {
         match item {
             Item::Key(e) => {
                 let db = u8::try_from(e.db).map_err(|_| format!("database {}", e.db))?;

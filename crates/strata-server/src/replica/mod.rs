@@ -26,6 +26,20 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// The tuning directives (`tuning.rs`) the replica side reads; the other replication
+/// directives are stored for the master side, which is not built.
+pub const DIRECTIVES: &[&str] = &[
+    "masterauth",
+    "masteruser",
+    "repl-timeout",
+    "replica-announce-ip",
+    "replica-announce-port",
+    "replica-announced",
+    "replica-priority",
+    "replica-read-only",
+    "replica-serve-stale-data",
+];
+
 /// Redis's answers to what a replica refuses.
 pub const ERR_READONLY: &str = "READONLY You can't write against a read only replica.";
 pub const ERR_MASTERDOWN: &str =
