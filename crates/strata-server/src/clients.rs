@@ -76,6 +76,8 @@ pub struct ClientInfo {
     pub blocked: AtomicBool,
     /// In MONITOR mode (flag `O`).
     pub monitor: AtomicBool,
+    /// The replication master's link (flag `M`, CLIENT LIST and KILL `TYPE master`).
+    pub master: AtomicBool,
 }
 
 impl ClientInfo {
@@ -107,6 +109,7 @@ impl ClientInfo {
             kill: Notify::new(),
             blocked: AtomicBool::new(false),
             monitor: AtomicBool::new(false),
+            master: AtomicBool::new(false),
         }
     }
 
@@ -155,6 +158,10 @@ impl ClientInfo {
         self.killed.load(Ordering::Acquire)
     }
 
+    pub fn is_master(&self) -> bool {
+        self.master.load(Ordering::Relaxed)
+    }
+
     /// Redis's CLIENT LIST line (networking.c `catClientInfoString`), without the newline.
     pub fn line(&self) -> String {
         let p = self.published.lock().clone();
@@ -178,6 +185,9 @@ impl ClientInfo {
         let mut flags = String::new();
         if self.monitor.load(Ordering::Relaxed) {
             flags.push('O');
+        }
+        if self.is_master() {
+            flags.push('M');
         }
         if sub + psub + ssub > 0 {
             flags.push('P');

@@ -420,6 +420,10 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
         next_client_id: AtomicU64::new(0),
         shutdown: stop.clone(),
     });
+    let follow = shared.config.read().replicaof.clone();
+    if let Some((host, port)) = follow {
+        shared.replication.follow(&shared, host, port);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .thread_name("strata-net")
         // Scripts run on these threads, and Lua's C functions recurse (200 nested

@@ -254,9 +254,81 @@ fn a_corrupt_rdb_leaves_the_data_and_the_link_retries() {
     let mut m3 = Peer::accept(&master);
     assert_eq!(m3.handshake(), ["PSYNC", REPLID, "8"]);
     m3.send(b"+CONTINUE\r\n");
-    m3.send(&resp(&["SET", "after", "continue"]));
-    m3.wait_ack(7 + resp(&["SET", "after", "continue"]).len() as u64);
+    let mut sent = resp(&["SET", "after", "continue"]);
+    sent.extend_from_slice(&resp(&["SELECT", "3"]));
+    m3.send(&sent);
+    let mut offset = 7 + sent.len() as u64;
+    m3.wait_ack(offset);
     assert_eq!(c.q(&["GET", "after"]), V::bulk("continue"));
+    // The link's client: CLIENT LIST TYPE master shows it (flag M); killing it makes the
+    // link resync, partially, in the database the stream had selected.
+    let V::Bulk(list) = c.q(&["CLIENT", "LIST", "TYPE", "master"]) else {
+        panic!("CLIENT LIST")
+    };
+    let list = String::from_utf8(list).unwrap();
+    assert_eq!(list.lines().count(), 1, "{list}");
+    assert!(
+        list.contains(" flags=M ") && list.contains(" db=3 "),
+        "{list}"
+    );
+    assert_eq!(c.q(&["CLIENT", "KILL", "TYPE", "master"]), V::Int(1));
+    let mut m4 = Peer::accept(&master);
+    let from = (offset + 1).to_string();
+    assert_eq!(m4.handshake(), ["PSYNC", REPLID, from.as_str()]);
+    m4.send(b"+CONTINUE\r\n");
+    let set = resp(&["SET", "in3", "yes"]);
+    m4.send(&set);
+    offset += set.len() as u64;
+    m4.wait_ack(offset);
+    // A link dropped inside MULTI: the next resync starts at the MULTI.
+    m4.send(&[resp(&["MULTI"]), resp(&["SET", "t", "1"])].concat());
+    std::thread::sleep(Duration::from_millis(300));
+    drop(m4);
+    let mut m5 = Peer::accept(&master);
+    let from = (offset + 1).to_string();
+    assert_eq!(m5.handshake(), ["PSYNC", REPLID, from.as_str()]);
+    m5.send(b"+CONTINUE\r\n");
+    let tx = [resp(&["MULTI"]), resp(&["SET", "t", "1"]), resp(&["EXEC"])].concat();
+    m5.send(&tx);
+    m5.wait_ack(offset + tx.len() as u64);
+    c.q(&["SELECT", "3"]);
+    assert_eq!(c.q(&["GET", "in3"]), V::bulk("yes"));
+    assert_eq!(c.q(&["GET", "t"]), V::bulk("1"));
     drop(c);
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn replicaof_in_the_configuration_follows_from_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mport = master.local_addr().unwrap().port().to_string();
+    let server = start(dir.path(), &["--replicaof", "127.0.0.1", &mport]);
+    let mut m = Peer::accept(&master);
+    assert_eq!(m.handshake(), ["PSYNC", "?", "-1"]);
+    let mut c = Client::connect(server.local_addr());
+    let shown = format!("127.0.0.1 {mport}");
+    assert_eq!(
+        c.q(&["CONFIG", "GET", "replicaof"]),
+        V::arr(&["replicaof", &shown])
+    );
+    assert_eq!(
+        c.q(&["CONFIG", "SET", "replicaof", "127.0.0.1 1"]),
+        V::err(
+            "ERR CONFIG SET failed (possibly related to argument 'replicaof') - can't set \
+             immutable config"
+        )
+    );
+    assert_eq!(
+        c.q(&["SET", "k", "v"]),
+        V::err("READONLY You can't write against a read only replica.")
+    );
+    assert_eq!(c.q(&["REPLICAOF", "NO", "ONE"]), V::ok());
+    assert_eq!(
+        c.q(&["CONFIG", "GET", "replicaof"]),
+        V::arr(&["replicaof", ""])
+    );
+    assert_eq!(c.q(&["SET", "k", "v"]), V::ok());
+    drop((c, m));
     server.shutdown().unwrap();
 }

@@ -18,6 +18,7 @@ fn replicaof(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     if host.eq_ignore_ascii_case(b"no") && port.eq_ignore_ascii_case(b"one") {
         if r.is_replica() {
             r.promote(&ctx.shared.store);
+            ctx.shared.config.write().replicaof = None;
             eprintln!("strata-server: MASTER MODE enabled (REPLICAOF NO ONE)");
         }
         ctx.reply.ok();
@@ -33,6 +34,7 @@ fn replicaof(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         return Err(CmdError::reply("ERR the server is shutting down"));
     };
     if r.follow(&shared, host.clone(), port as u16) {
+        ctx.shared.config.write().replicaof = Some((host.clone(), port as u16));
         eprintln!("strata-server: REPLICAOF {host}:{port} enabled");
         ctx.reply.ok();
     } else {

@@ -59,18 +59,33 @@ impl From<std::io::Error> for End {
 /// The thread's body: sessions until REPLICAOF moves on or replication stops.
 pub fn run(shared: Arc<Shared>, epoch: u64) {
     let r = &shared.replication;
-    let info = shared.register_client("master".to_string(), String::new(), -1, false);
-    let mut conn = shared.new_conn(info);
-    conn.master = true;
-    conn.authenticated = true;
     let mut backoff = BACKOFF_MIN;
+    // The master's selected database outlives a session, as Redis's cached master keeps
+    // it: a partial resync continues the stream without a new SELECT.
+    let mut db = 0;
     loop {
         if !r.is_current(epoch) {
             break;
         }
+        // A client per connection (CLIENT LIST shows it with flag M; CLIENT KILL TYPE
+        // master ends the connection, and the next one resyncs).
+        let addr = r
+            .if_current(epoch, |st| {
+                st.master.as_ref().map(|(h, p)| format!("{h}:{p}"))
+            })
+            .flatten()
+            .unwrap_or_default();
+        let info = shared.register_client(addr, String::new(), -1, false);
+        info.master
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut conn = shared.new_conn(info);
+        conn.master = true;
+        conn.authenticated = true;
+        conn.db = db;
         let end = session(&shared, &mut conn, epoch);
-        conn.db = 0;
-        conn.multi = None;
+        shared.clients.remove(conn.id);
+        db = conn.db;
+        let was_up = r.link_up.load(std::sync::atomic::Ordering::Acquire);
         let (reason, retry) = match end {
             End::Superseded => break,
             End::Failed(reason) => (reason, true),
@@ -88,13 +103,15 @@ pub fn run(shared: Arc<Shared>, epoch: u64) {
         if marked.is_none() || !retry {
             break;
         }
+        if was_up {
+            backoff = BACKOFF_MIN;
+        }
         let until = Instant::now() + backoff;
         while Instant::now() < until && r.is_current(epoch) {
             std::thread::sleep(POLL);
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
     }
-    shared.clients.remove(conn.id);
 }
 
 /// The master's connection, read through a buffer.
@@ -470,13 +487,33 @@ fn receive(
 }
 
 /// Applies the command stream from `offset` until the link fails or REPLICAOF moves on.
+/// A session that ends inside MULTI (its queued commands never ran) leaves the offset at
+/// the MULTI, so that a partial resync sends the whole transaction again.
 fn apply_stream(
+    shared: &Arc<Shared>,
+    conn: &mut ConnState,
+    epoch: u64,
+    link: &mut Link,
+    offset: u64,
+    timeout: Duration,
+) -> Result<End, End> {
+    let mut multi_start = None;
+    let end = stream_loop(shared, conn, epoch, link, offset, timeout, &mut multi_start);
+    if let Some(at) = multi_start {
+        conn.multi = None;
+        shared.replication.if_current(epoch, |st| st.offset = at);
+    }
+    end
+}
+
+fn stream_loop(
     shared: &Arc<Shared>,
     conn: &mut ConnState,
     epoch: u64,
     link: &mut Link,
     mut offset: u64,
     timeout: Duration,
+    multi_start: &mut Option<u64>,
 ) -> Result<End, End> {
     let r = &shared.replication;
     let mut stream = StreamReader::default();
@@ -489,6 +526,11 @@ fn apply_stream(
     loop {
         if !r.is_current(epoch) {
             return Ok(End::Superseded);
+        }
+        if conn.info.is_killed() {
+            return Err(End::Failed(
+                "the master's connection was killed (CLIENT KILL)".into(),
+            ));
         }
         if last_ack.is_none_or(|t| t.elapsed() >= ACK_EVERY) {
             link.send(&[b"REPLCONF", b"ACK", offset.to_string().as_bytes()])?;
@@ -534,7 +576,16 @@ fn apply_stream(
                     continue;
                 }
                 Control::Skip => {}
-                Control::Apply => apply(shared, conn, argv)?,
+                Control::Apply => {
+                    let name = argv[0].to_ascii_lowercase();
+                    if name == b"multi" && multi_start.is_none() {
+                        *multi_start = Some(offset);
+                    }
+                    apply(shared, conn, argv)?;
+                    if name == b"exec" || name == b"discard" {
+                        *multi_start = None;
+                    }
+                }
             }
             offset += n;
         }
