@@ -201,6 +201,11 @@ fn full_sync_then_stream_with_offsets_and_acks() {
         reason.contains("LPUSH x oops") && reason.contains("WRONGTYPE"),
         "{reason}"
     );
+    // Not retried; REPLICAOF of the same master starts over with a full sync.
+    assert_eq!(c.q(&["REPLICAOF", "127.0.0.1", &mport]), V::ok());
+    let mut again = Peer::accept(&master);
+    assert_eq!(again.handshake(), ["PSYNC", "?", "-1"]);
+    drop(again);
     // Promotion keeps the data and takes writes.
     assert_eq!(c.q(&["REPLICAOF", "NO", "ONE"]), V::ok());
     assert_eq!(c.q(&["SET", "x", "3"]), V::ok());

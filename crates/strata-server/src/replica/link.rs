@@ -97,6 +97,7 @@ pub fn run(shared: Arc<Shared>, epoch: u64) {
             st.sync = None;
             st.down_since.get_or_insert_with(Instant::now);
             st.last_error = Some(reason.clone());
+            st.stopped = !retry;
             r.link_up.store(false, std::sync::atomic::Ordering::Release);
             r.loading.store(false, std::sync::atomic::Ordering::Release);
         });
@@ -262,7 +263,7 @@ fn session_inner(shared: &Arc<Shared>, conn: &mut ConnState, epoch: u64) -> Resu
     // A partial resync if this process applied a stream before (its data is that stream's
     // up to the offset); a full one otherwise.
     let Some(cached) = r.if_current(epoch, |st| {
-        (st.full_syncs > 0).then(|| (st.replid.clone(), st.offset + 1))
+        st.resumable.then(|| (st.replid.clone(), st.offset + 1))
     }) else {
         return Ok(End::Superseded);
     };
@@ -282,7 +283,7 @@ fn session_inner(shared: &Arc<Shared>, conn: &mut ConnState, epoch: u64) -> Resu
                 st.second_offset = -1;
                 st.offset = offset;
                 st.read_offset = offset;
-                st.full_syncs += 1;
+                st.resumable = true;
             });
             if done.is_none() {
                 return Ok(End::Superseded);

@@ -100,9 +100,12 @@ pub struct State {
     pub sync: Option<SyncProgress>,
     /// Why the link last went down (INFO `master_link_down_reason`, Strata's field).
     pub last_error: Option<String>,
-    /// Full syncs completed since start (INFO stats `sync_full` counts those a master
-    /// served; this counts the replica's loads).
-    pub full_syncs: u64,
+    /// Replication stopped on an error (no retry): REPLICAOF, even of the same master,
+    /// starts it again.
+    pub stopped: bool,
+    /// The data follows `replid` up to `offset` (a full sync completed, and replication has
+    /// not stopped on an error since): the next PSYNC asks to resume.
+    pub resumable: bool,
 }
 
 /// Replication state shared by every connection (`Shared::replication`).
@@ -144,7 +147,8 @@ impl Default for Replication {
                 down_since: None,
                 sync: None,
                 last_error: None,
-                full_syncs: 0,
+                stopped: false,
+                resumable: false,
             }),
             epoch: AtomicU64::new(0),
             replica: AtomicBool::new(false),
@@ -205,15 +209,22 @@ impl Replication {
     pub fn follow(&self, shared: &Arc<Shared>, host: String, port: u16) -> bool {
         let epoch = {
             let mut st = self.state.lock();
-            if self.is_replica() && st.master.as_ref() == Some(&(host.clone(), port)) {
+            if self.is_replica() && !st.stopped && st.master.as_ref() == Some(&(host.clone(), port))
+            {
                 return false;
             }
+            if st.stopped {
+                // The stream stopped on a command that did not apply: start over.
+                st.resumable = false;
+            }
+            st.stopped = false;
             let was_master = !self.is_replica();
             st.master = Some((host, port));
             st.link = LinkState::Connect;
             st.sync = None;
             st.last_error = None;
-            st.down_since = Some(Instant::now());
+            // Redis shows -1 until a link to this master has gone down.
+            st.down_since = None;
             if was_master {
                 // As Redis caches its own master state: a promoted server that follows
                 // again asks from where its data is.
