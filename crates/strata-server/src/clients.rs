@@ -82,6 +82,8 @@ pub struct ClientInfo {
     /// invalidations are redirected to (`redir=`), set by the tracking state.
     tracking: AtomicU32,
     tracking_redir: AtomicU64,
+    /// The replication master's link (flag `M`, CLIENT LIST and KILL `TYPE master`).
+    pub master: AtomicBool,
 }
 
 impl ClientInfo {
@@ -115,6 +117,7 @@ impl ClientInfo {
             monitor: AtomicBool::new(false),
             tracking: AtomicU32::new(0),
             tracking_redir: AtomicU64::new(0),
+            master: AtomicBool::new(false),
         }
     }
 
@@ -193,6 +196,10 @@ impl ClientInfo {
         self.killed.load(Ordering::Acquire)
     }
 
+    pub fn is_master(&self) -> bool {
+        self.master.load(Ordering::Relaxed)
+    }
+
     /// Redis's CLIENT LIST line (networking.c `catClientInfoString`), without the newline.
     pub fn line(&self) -> String {
         let p = self.published.lock().clone();
@@ -216,6 +223,9 @@ impl ClientInfo {
         let mut flags = String::new();
         if self.monitor.load(Ordering::Relaxed) {
             flags.push('O');
+        }
+        if self.is_master() {
+            flags.push('M');
         }
         if sub + psub + ssub > 0 {
             flags.push('P');

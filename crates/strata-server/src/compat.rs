@@ -16,8 +16,10 @@ fn missing_reason(m: &Meta) -> &'static str {
     match (name, group) {
         ("module", _) => "no modules: answers as a server without module support",
         ("debug", _) => "no DEBUG: answers as a server with the debug command disabled",
-        ("failover" | "psync" | "sync" | "replconf", _) => "not built yet",
-        ("replicaof" | "slaveof" | "role" | "wait", _) => "replication is not built yet",
+        ("failover" | "psync" | "sync" | "replconf" | "wait", _) => {
+            "the master side of replication is not built yet (Strata replicates from a \
+             master, serves no replicas)"
+        }
         ("readonly" | "readwrite" | "asking" | "cluster", _) => "cluster mode is not built yet",
         _ => "not built yet",
     }
@@ -60,6 +62,20 @@ const DIFFERENCES: &[(&str, &str)] = &[
          enable-module-command no",
     ),
     ("debug", "answers Redis's error for enable-debug-command no"),
+    (
+        "replicaof",
+        "follows a Redis master (full sync, then the command stream; a partial resync after \
+         a link drop in the same process); as a master, serves no replicas yet",
+    ),
+    (
+        "slaveof",
+        "follows a Redis master (full sync, then the command stream; a partial resync after \
+         a link drop in the same process); as a master, serves no replicas yet",
+    ),
+    (
+        "role",
+        "a master lists no replicas (the master side is not built yet)",
+    ),
     (
         "latency|latest",
         "events \"command\" and \"fast-command\" only (no fork, AOF or expire-cycle events), \
@@ -251,6 +267,17 @@ pub fn render() -> String {
         "acts: an ACL user (`user <name> <rules>...`), made at start".to_string(),
     ));
     for t in crate::tuning::TUNING {
+        let alias = t.alias.map_or(String::new(), |a| format!(" (alias `{a}`)"));
+        if crate::replica::DIRECTIVES.contains(&t.name) {
+            names.push((
+                t.name,
+                format!(
+                    "acts on a replica (`replica/`; the link reads it at each connection, \
+                     the dispatcher at each command); CONFIG SET changes it at run time{alias}"
+                ),
+            ));
+            continue;
+        }
         let what = match t.alias {
             Some(a) => format!("accepted and read back, no effect here (alias `{a}`)"),
             // Stored with the tuning directives, but it acts (`notify.rs`).

@@ -78,6 +78,10 @@ pub struct Config {
     pub config_file: Option<PathBuf>,
     /// Also serve on this Unix socket. Default: none.
     pub unixsocket: Option<PathBuf>,
+    /// `replicaof <host> <port>`: follow this master from the start (`replica/`); REPLICAOF
+    /// changes it at run time (CONFIG GET and REWRITE show the current master). Default:
+    /// none.
+    pub replicaof: Option<(String, u16)>,
     /// Permissions of the Unix socket (octal, as Redis); 0: the umask's. Default: 0.
     pub unixsocketperm: u32,
     /// `SO_KEEPALIVE` with this interval on accepted TCP sockets; 0: off. Default: 300.
@@ -208,6 +212,7 @@ impl Default for Config {
             shards: None,
             config_file: None,
             unixsocket: None,
+            replicaof: None,
             unixsocketperm: 0,
             tcp_keepalive_secs: 300,
             output_limits: [
@@ -492,6 +497,35 @@ pub static DIRECTIVES: &[Directive] = &[
             Ok(())
         },
         mutable: true,
+    },
+    Directive {
+        name: "replicaof",
+        get: |c| {
+            c.replicaof
+                .as_ref()
+                .map_or(String::new(), |(h, p)| format!("{h} {p}"))
+        },
+        set: |c, v| {
+            // Redis: `replicaof no one` in a file means none; so does an empty value (what
+            // CONFIG REWRITE writes for a server that follows no master).
+            match v {
+                [] => c.replicaof = None,
+                [s] if s.is_empty() => c.replicaof = None,
+                [h, p] if h.eq_ignore_ascii_case("no") && p.eq_ignore_ascii_case("one") => {
+                    c.replicaof = None
+                }
+                [h, p] => {
+                    let port = p
+                        .parse::<u16>()
+                        .map_err(|_| "Invalid master port".to_string())?;
+                    c.replicaof = Some((h.clone(), port));
+                }
+                _ => return Err("wrong number of arguments".to_string()),
+            }
+            Ok(())
+        },
+        // Redis: immutable; REPLICAOF is the run-time command.
+        mutable: false,
     },
     Directive {
         name: "dbfilename",

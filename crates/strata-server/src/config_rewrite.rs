@@ -29,6 +29,7 @@ const LIST_DIRECTIVES: &[&str] = &[
     "save",
     "latency-tracking-info-percentiles",
     "oom-score-adj-values",
+    "replicaof",
 ];
 
 /// A value as the config-file parser reads it back: quoted with escapes when it is empty

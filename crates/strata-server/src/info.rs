@@ -189,7 +189,8 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
         }
         "persistence" => {
             // Every write goes to the shards' logs: the log is always on, snapshots never.
-            kv("loading", "0".to_string());
+            let loading = u8::from(shared.replication.is_loading());
+            kv("loading", loading.to_string());
             kv("async_loading", "0".to_string());
             for (k, v) in shared.saves.info_fields() {
                 kv(k, v);
@@ -271,18 +272,10 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
             }
         }
         "replication" => {
-            // A standalone primary without replicas (replication is not built yet).
-            kv("role", "master".to_string());
-            kv("connected_slaves", "0".to_string());
-            kv("master_failover_state", "no-failover".to_string());
-            kv("master_replid", shared.run_id.clone());
-            kv("master_replid2", "0".repeat(40));
-            kv("master_repl_offset", "0".to_string());
-            kv("second_repl_offset", "-1".to_string());
-            kv("repl_backlog_active", "0".to_string());
-            kv("repl_backlog_size", "1048576".to_string());
-            kv("repl_backlog_first_byte_offset", "0".to_string());
-            kv("repl_backlog_histlen", "0".to_string());
+            // The replica side (`replica/`); as a master, no replicas (not built yet).
+            for (k, v) in shared.replication.info_fields(shared) {
+                kv(k, v);
+            }
         }
         "cpu" => {
             let [(user, sys), (cuser, csys), (muser, msys)] = cpu_seconds();

@@ -67,6 +67,7 @@ pub mod protocol;
 mod pubsub;
 mod random;
 pub mod rdb;
+mod replica;
 mod save;
 mod scripting;
 mod server;

@@ -134,6 +134,8 @@ pub struct Shared {
     /// The function libraries (FUNCTION, FCALL: `scripting/functions.rs`), read from the
     /// database before clients are served.
     pub functions: crate::scripting::functions::Functions,
+    /// Replication: this server as a replica (`replica/`).
+    pub replication: crate::replica::Replication,
     /// This value's own `Arc`, for work that outlives a command (BGSAVE's thread).
     pub me: std::sync::Weak<Shared>,
     next_client_id: AtomicU64,
@@ -210,6 +212,7 @@ impl Shared {
             in_script: false,
             sub: None,
             push: None,
+            master: false,
         }
     }
 }
@@ -367,6 +370,10 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
     let unixsocketperm = config.unixsocketperm;
     let shared = open_shared(config, opts.fs.clone(), local_addrs.clone())?;
     let shards = shared.store.db().shard_count();
+    let follow = shared.config.read().replicaof.clone();
+    if let Some((host, port)) = follow {
+        shared.replication.follow(&shared, host, port);
+    }
     let unix = match &unixsocket {
         Some(path) => Some(bind_unix(path, unixsocketperm)?),
         None => None,
@@ -441,6 +448,7 @@ pub(crate) fn open_shared(
         monitors: Default::default(),
         saves: crate::save::Saves::default(),
         scripts: Default::default(),
+        replication: Default::default(),
         me: me.clone(),
         config: RwLock::new(config),
         stats: Stats::default(),
@@ -495,6 +503,7 @@ fn run(
     }
     runtime.shutdown_timeout(Duration::from_secs(5));
     shared.request_shutdown();
+    shared.replication.shutdown();
     let _ = fsync.join();
     let _ = expire.join();
     shared.saves.join();
@@ -540,7 +549,8 @@ fn spawn_expire_thread(shared: Arc<Shared>) -> JoinHandle<()> {
             while !*rx.borrow() {
                 std::thread::sleep(crate::expire::PERIOD);
                 // As Redis: no active expiry while clients are paused.
-                if shared.pause.expiry_paused() {
+                // A replica leaves expiry to its master's DELs.
+                if shared.pause.expiry_paused() || shared.store.keeps_expired() {
                     continue;
                 }
                 if let Err(e) =

@@ -440,6 +440,9 @@ pub struct Store {
     /// a lazy read expire at the same time (reads on a worker take no stripe) is notified
     /// once ([`Store::notify_expired`]).
     expired_recently: Mutex<std::collections::VecDeque<(u8, Vec<u8>, u64)>>,
+    /// A replica's store: logically expired keys read as absent but are not deleted (the
+    /// master's DEL deletes them, as Redis 7 replicas wait for it).
+    keep_expired: AtomicBool,
 }
 
 /// How many expired keys [`Store::notify_expired`] remembers.
@@ -541,6 +544,7 @@ impl Store {
             access: AccessTable::new(hot_bytes),
             notify: Default::default(),
             expired_recently: Mutex::new(Default::default()),
+            keep_expired: AtomicBool::new(false),
         };
         store.rebuild_expiry_index()?;
         Ok(store)
@@ -689,6 +693,15 @@ impl Store {
     /// Whether every write is synced (`appendfsync always`).
     pub fn sync_writes(&self) -> bool {
         self.sync_writes.load(Ordering::Relaxed)
+    }
+
+    /// Replica mode: expired keys are hidden, never deleted, by reads and active expiry.
+    pub fn set_keep_expired(&self, on: bool) {
+        self.keep_expired.store(on, Ordering::Release);
+    }
+
+    pub fn keeps_expired(&self) -> bool {
+        self.keep_expired.load(Ordering::Acquire)
     }
 
     pub fn set_sync_writes(&self, on: bool) {
@@ -1064,6 +1077,9 @@ impl Store {
         let meta = Meta::decode(&raw).ok_or_else(|| corrupt(key))?;
         let now = now_ms();
         if meta.expired_at(now) {
+            if self.keeps_expired() {
+                return Ok(None);
+            }
             self.raw_delete(&mk)?;
             self.note_write(db, key, None);
             self.stats.expired_keys.fetch_add(1, Ordering::Relaxed);

@@ -8,7 +8,10 @@
 //! HyperLogLog becomes dense, `hll/`), `latency-monitor-threshold` (the latency monitor's
 //! threshold in milliseconds, read by the dispatcher; 0 turns it off),
 //! `notify-keyspace-events` (`notify.rs`), `tracking-table-max-keys` (`tracking.rs`),
-//! `latency-tracking` and `latency-tracking-info-percentiles` (`latency_histogram.rs`).
+//! `latency-tracking` and `latency-tracking-info-percentiles` (`latency_histogram.rs`),
+//! and the replica's directives (`masterauth`, `masteruser`, `replica-read-only`,
+//! `replica-serve-stale-data`, `repl-timeout`, `replica-priority`, `replica-announce-*`:
+//! `replica/`).
 //!
 //! Layer: configuration (above protocol and errors).
 
@@ -224,7 +227,53 @@ pub static TUNING: &[Tuning] = &[
     t("rdb-save-incremental-fsync", "yes", Bool),
     t("rdbchecksum", "yes", Bool),
     t("rdbcompression", "yes", Bool),
+    // Replication (`replica/` reads the replica side's; the master side is not built yet).
+    t("masterauth", "", Str),
+    t("masteruser", "", Str),
+    a("min-replicas-max-lag", "min-slaves-max-lag", "10", Int),
+    a("min-replicas-to-write", "min-slaves-to-write", "0", Int),
+    t("repl-backlog-size", "1048576", Mem),
+    t("repl-backlog-ttl", "3600", Int),
+    t("repl-disable-tcp-nodelay", "no", Bool),
+    t(
+        "repl-diskless-load",
+        "disabled",
+        Enum(&["disabled", "on-empty-db", "swapdb"]),
+    ),
+    t("repl-diskless-sync", "yes", Bool),
+    t("repl-diskless-sync-delay", "5", Int),
+    t("repl-diskless-sync-max-replicas", "0", Int),
+    a(
+        "repl-ping-replica-period",
+        "repl-ping-slave-period",
+        "10",
+        Range(1, i64::MAX),
+    ),
+    t("repl-timeout", "60", Range(1, i64::MAX)),
+    a("replica-announce-ip", "slave-announce-ip", "", Str),
+    a(
+        "replica-announce-port",
+        "slave-announce-port",
+        "0",
+        Range(0, 65535),
+    ),
+    t("replica-announced", "yes", Bool),
+    t("replica-ignore-disk-write-errors", "no", Bool),
+    a(
+        "replica-ignore-maxmemory",
+        "slave-ignore-maxmemory",
+        "yes",
+        Bool,
+    ),
     a("replica-lazy-flush", "slave-lazy-flush", "no", Bool),
+    a("replica-priority", "slave-priority", "100", Int),
+    a("replica-read-only", "slave-read-only", "yes", Bool),
+    a(
+        "replica-serve-stale-data",
+        "slave-serve-stale-data",
+        "yes",
+        Bool,
+    ),
     // RESTORE checks every payload at least as deeply as Redis's `yes` (`rdb/`), whatever
     // this says (the ACL flag `skip-sanitize-payload` skips nothing either).
     t(

@@ -37,6 +37,11 @@ const ERR_NO_ACLFILE: &str = "ERR This Redis instance is not configured to use a
 /// denial already logged. In MULTI the denial is logged with context `multi`; inside EXEC
 /// (the rules changed since the command was queued) with Redis's EXEC-time text.
 pub fn permit(ctx: &mut Ctx<'_>, spec: &Spec, argv: &[Bytes]) -> Result<(), Vec<u8>> {
+    // The replication master's client has no user (Redis's `c->user == NULL`): its
+    // commands are the master's, checked there.
+    if ctx.conn.master {
+        return Ok(());
+    }
     let (denied, name) = match check(&ctx.conn.user, spec, argv) {
         Ok(()) => return Ok(()),
         Err(e) => e,

@@ -79,15 +79,18 @@ fn client_list(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let mut ids: Option<Vec<u64>> = None;
     // TYPE pubsub (`Some(true)`) or normal (`Some(false)`).
     let mut subscribers: Option<bool> = None;
+    // TYPE master (`Some(true)`), or normal or pubsub (`Some(false)`).
+    let mut masters: Option<bool> = None;
     while let Some(opt) = args.next_keyword() {
         match opt.as_str() {
             "TYPE" => {
                 let t = args.next_bytes()?;
                 match String::from_utf8_lossy(&t).to_ascii_lowercase().as_str() {
-                    "normal" => subscribers = Some(false),
-                    "pubsub" => subscribers = Some(true),
-                    // No replicas or masters here.
-                    "master" | "replica" | "slave" => ids = Some(Vec::new()),
+                    "normal" => (subscribers, masters) = (Some(false), Some(false)),
+                    "pubsub" => (subscribers, masters) = (Some(true), Some(false)),
+                    "master" => masters = Some(true),
+                    // No replicas here (the master side is not built).
+                    "replica" | "slave" => ids = Some(Vec::new()),
                     _ => {
                         let mut msg = b"ERR Unknown client type '".to_vec();
                         msg.extend_from_slice(&t);
@@ -119,6 +122,7 @@ fn client_list(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     for c in ctx.shared.clients.all() {
         if ids.as_ref().is_some_and(|v| !v.contains(&c.id))
             || subscribers.is_some_and(|s| s != c.is_subscriber())
+            || masters.is_some_and(|m| m != c.is_master())
         {
             continue;
         }
@@ -148,8 +152,10 @@ struct KillFilter {
     laddr: Option<Vec<u8>>,
     /// Authenticated as this ACL user.
     user: Option<Vec<u8>>,
-    /// A type no client here has (master, replica).
+    /// A type no client here has (replica).
     no_type_match: bool,
+    /// TYPE master (`Some(true)`), or normal or pubsub (`Some(false)`).
+    master: Option<bool>,
     /// TYPE pubsub (`Some(true)`) or normal (`Some(false)`).
     subscribers: Option<bool>,
     skipme: bool,
@@ -160,6 +166,7 @@ impl KillFilter {
         !(self.no_type_match
             || self.id.is_some_and(|id| id != c.id)
             || self.subscribers.is_some_and(|s| s != c.is_subscriber())
+            || self.master.is_some_and(|m| m != c.is_master())
             || self.addr.as_ref().is_some_and(|a| a != c.addr.as_bytes())
             || self.laddr.as_ref().is_some_and(|a| a != c.laddr.as_bytes())
             || self.user.as_ref().is_some_and(|u| {
@@ -194,9 +201,10 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
                     _ => return Err(CmdError::reply("ERR client-id should be greater than 0")),
                 },
                 "TYPE" => match String::from_utf8_lossy(val).to_ascii_lowercase().as_str() {
-                    "normal" => f.subscribers = Some(false),
-                    "pubsub" => f.subscribers = Some(true),
-                    "master" | "replica" | "slave" => f.no_type_match = true,
+                    "normal" => (f.subscribers, f.master) = (Some(false), Some(false)),
+                    "pubsub" => (f.subscribers, f.master) = (Some(true), Some(false)),
+                    "master" => f.master = Some(true),
+                    "replica" | "slave" => f.no_type_match = true,
                     _ => {
                         let mut msg = b"ERR Unknown client type '".to_vec();
                         msg.extend_from_slice(val);

@@ -52,7 +52,7 @@ pub fn open(store: &Store) -> Result<Functions, String> {
 }
 
 /// Writes a registry's payload, synced, before the change takes effect.
-fn save(shared: &Shared) -> impl Fn(&[u8]) -> Result<(), String> + '_ {
+pub(crate) fn save(shared: &Shared) -> impl Fn(&[u8]) -> Result<(), String> + '_ {
     move |payload: &[u8]| {
         shared
             .store

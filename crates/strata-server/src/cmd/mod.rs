@@ -14,7 +14,7 @@ mod bits;
 mod client;
 mod command;
 mod connection;
-mod dump;
+pub(crate) mod dump;
 pub(crate) mod functions;
 mod geo;
 mod hashes;
@@ -28,6 +28,7 @@ mod memory;
 pub mod multi;
 mod protected;
 mod pubsub;
+mod replication;
 mod save;
 pub(crate) mod scripting;
 mod server;
@@ -176,6 +177,9 @@ pub struct ConnState {
     /// This connection's mailbox for client-side caching's pushes (`tracking.rs`), made by
     /// CLIENT TRACKING ON.
     pub push: Option<Arc<crate::pubsub::Subscriber>>,
+    /// The replication link's client (Redis's `CLIENT_MASTER`): its writes are the master's,
+    /// never refused as READONLY, MASTERDOWN or LOADING (`crate::replica`).
+    pub master: bool,
 }
 
 /// What a command runs with.
@@ -268,6 +272,7 @@ pub fn table() -> &'static table::Table {
             lolwut::COMMANDS,
             memory::COMMANDS,
             streams::COMMANDS,
+            replication::COMMANDS,
         ])
     })
 }
@@ -434,6 +439,17 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
             multi::reject(ctx, is_exec, m.as_bytes());
             return Outcome::Rejected(full_name);
         }
+    }
+    // A replica's refusals (READONLY, MASTERDOWN, LOADING), in Redis's processCommand order.
+    let replica_check = crate::replica::Check {
+        writes: spec.flags & flag::WRITE != 0 || (is_exec && multi::queued_writes(ctx)),
+        stale_ok: spec.flags & flag::STALE != 0,
+        loading_ok: spec.flags & flag::LOADING != 0,
+        from_master: ctx.conn.master,
+    };
+    if let Some(msg) = ctx.shared.replication.refusal(ctx.shared, &replica_check) {
+        multi::reject(ctx, is_exec, msg.as_bytes());
+        return Outcome::Rejected(full_name);
     }
     if let Some(busy) = scripting::busy_error(ctx.shared, spec, ctx.conn) {
         multi::reject(ctx, is_exec, busy.as_bytes());

@@ -9,7 +9,8 @@
 //!   values and 7.4's hashes with field expiries excepted), into a [`Value`];
 //! - `stream.rs`: streams with their consumer groups, read in Redis 5's, 7.0's and 7.2's
 //!   forms and written in Redis 5's;
-//! - `write.rs`: a [`Value`] in RDB 9 encodings, which every Redis from 5.0 to 7.4 loads.
+//! - `write.rs`: a [`Value`] in RDB 9 encodings, which every Redis from 5.0 to 7.4 loads;
+//! - `file.rs`: whole RDB files (header, opcodes, trailer), streamed one item at a time.
 //!
 //! [`dump_payload`] and [`parse_payload`] frame a value as DUMP does: type byte, value, the
 //! RDB version (2 bytes, LE) and the CRC-64 of everything before it (8 bytes, LE).
@@ -17,12 +18,17 @@
 //! Layer: store and types (above configuration; no services, commands or execution).
 
 pub mod crc64;
+pub mod file;
 pub mod lzf;
 pub mod packed;
 pub mod read;
 pub mod stream;
 pub mod write;
 
+#[cfg(test)]
+mod file_fixtures;
+#[cfg(test)]
+mod file_tests;
 #[cfg(test)]
 pub(crate) mod fixtures;
 #[cfg(test)]

@@ -1,0 +1,726 @@
+//! The link thread: one per REPLICAOF, with blocking I/O on one TCP connection to the
+//! master (Redis's `connectWithMaster`, `syncWithMaster`, `readSyncBulkPayload` and the
+//! master client's input).
+//!
+//! A session: connect; PING; AUTH (`masteruser`, `masterauth`); REPLCONF listening-port
+//! (and ip-address), REPLCONF capa eof capa psync2; PSYNC with the replication id and
+//! offset the data follows (after a link drop in this process: a partial resync) or `? -1`;
+//! on `+FULLRESYNC` the payload (`$<len>` or `$EOF:<mark>`) is spooled to a file in `dir`
+//! (so that the master's timeout never waits on the load), checked, and loaded; then the
+//! command stream is applied through the dispatcher as the master's client, with
+//! `REPLCONF ACK <offset>` every second and on GETACK.
+//!
+//! A failed session (connection, handshake, transfer, a file that does not load) leaves the
+//! data as it was and is retried after a pause that grows from 1 to 5 seconds. A command of
+//! the stream that fails to apply stops replication: the link goes down with the reason in
+//! INFO and the log, and is not retried until the next REPLICAOF.
+
+use super::handshake::{parse_payload_header, parse_psync_reply, EofMark, Payload, PsyncReply};
+use super::stream::StreamReader;
+use super::{LinkState, SyncProgress};
+use crate::cmd::{dispatch, ConnState, Ctx};
+use crate::protocol::reply::{Proto, ReplyBuf};
+use crate::server::Shared;
+use bytes::{Bytes, BytesMut};
+use std::fs::File;
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Longest line accepted from the master during the handshake.
+const MAX_LINE: u64 = 64 << 10;
+/// Socket reads wait at most this long, so the thread notices a REPLICAOF and sends its
+/// ACKs on time.
+const POLL: Duration = Duration::from_millis(200);
+const ACK_EVERY: Duration = Duration::from_secs(1);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const BACKOFF_MIN: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// How a session ended.
+enum End {
+    /// REPLICAOF changed the plan: this thread is no longer wanted.
+    Superseded,
+    /// Retry after a pause (the data is as it was before the session, or as the stream
+    /// left it at a command boundary).
+    Failed(String),
+    /// Stop replicating (a command that does not apply; a load that failed half-way).
+    Stopped(String),
+}
+
+impl From<std::io::Error> for End {
+    fn from(e: std::io::Error) -> End {
+        End::Failed(format!("I/O with the master: {e}"))
+    }
+}
+
+/// The thread's body: sessions until REPLICAOF moves on or replication stops.
+pub fn run(shared: Arc<Shared>, epoch: u64) {
+    let r = &shared.replication;
+    let mut backoff = BACKOFF_MIN;
+    // The master's selected database outlives a session, as Redis's cached master keeps
+    // it: a partial resync continues the stream without a new SELECT.
+    let mut db = 0;
+    loop {
+        if !r.is_current(epoch) {
+            break;
+        }
+        // A client per connection (CLIENT LIST shows it with flag M; CLIENT KILL TYPE
+        // master ends the connection, and the next one resyncs).
+        let addr = r
+            .if_current(epoch, |st| {
+                st.master.as_ref().map(|(h, p)| format!("{h}:{p}"))
+            })
+            .flatten()
+            .unwrap_or_default();
+        let info = shared.register_client(addr, String::new(), -1, false);
+        info.master
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut conn = shared.new_conn(info);
+        conn.master = true;
+        conn.authenticated = true;
+        conn.db = db;
+        let end = session(&shared, &mut conn, epoch);
+        shared.clients.remove(conn.id);
+        db = conn.db;
+        let was_up = r.link_up.load(std::sync::atomic::Ordering::Acquire);
+        let (reason, retry) = match end {
+            End::Superseded => break,
+            End::Failed(reason) => (reason, true),
+            End::Stopped(reason) => (reason, false),
+        };
+        eprintln!("strata-server: replication: {reason}");
+        let marked = r.if_current(epoch, |st| {
+            st.link = LinkState::Connect;
+            st.sync = None;
+            st.down_since.get_or_insert_with(Instant::now);
+            st.last_error = Some(reason.clone());
+            st.stopped = !retry;
+            r.link_up.store(false, std::sync::atomic::Ordering::Release);
+            r.loading.store(false, std::sync::atomic::Ordering::Release);
+        });
+        if marked.is_none() || !retry {
+            break;
+        }
+        if was_up {
+            backoff = BACKOFF_MIN;
+        }
+        let until = Instant::now() + backoff;
+        while Instant::now() < until && r.is_current(epoch) {
+            std::thread::sleep(POLL);
+        }
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+    }
+}
+
+/// The master's connection, read through a buffer.
+struct Link {
+    r: BufReader<TcpStream>,
+}
+
+impl Link {
+    fn send(&mut self, argv: &[&[u8]]) -> std::io::Result<()> {
+        let mut out = format!("*{}\r\n", argv.len()).into_bytes();
+        for a in argv {
+            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+        self.r.get_mut().write_all(&out)
+    }
+
+    /// One line without its CR LF; empty lines (the master's keepalives) are skipped if
+    /// `skip_empty`.
+    fn line(&mut self, deadline: Duration, skip_empty: bool) -> Result<Vec<u8>, End> {
+        let started = Instant::now();
+        let mut line = Vec::new();
+        loop {
+            let got = (&mut self.r).take(MAX_LINE).read_until(b'\n', &mut line);
+            match got {
+                Ok(0) => return Err(End::Failed("the master closed the connection".into())),
+                Ok(_) if line.ends_with(b"\n") => {
+                    while line.last().is_some_and(|&c| c == b'\n' || c == b'\r') {
+                        line.pop();
+                    }
+                    if line.is_empty() && skip_empty {
+                        continue;
+                    }
+                    return Ok(line);
+                }
+                Ok(_) => return Err(End::Failed("line from the master too long".into())),
+                Err(e) if is_timeout(&e) => {
+                    if started.elapsed() > deadline {
+                        return Err(End::Failed("timeout waiting for the master".into()));
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Sends a handshake command and returns the master's one-line answer.
+    fn ask(&mut self, argv: &[&[u8]], timeout: Duration) -> Result<Vec<u8>, End> {
+        self.send(argv)?;
+        self.line(timeout, false)
+    }
+}
+
+fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
+}
+
+/// One connection to the master, from connect to the link's end.
+fn session(shared: &Arc<Shared>, conn: &mut ConnState, epoch: u64) -> End {
+    match session_inner(shared, conn, epoch) {
+        Ok(end) | Err(end) => end,
+    }
+}
+
+fn session_inner(shared: &Arc<Shared>, conn: &mut ConnState, epoch: u64) -> Result<End, End> {
+    let r = &shared.replication;
+    let Some(master) = r.if_current(epoch, |st| {
+        st.link = LinkState::Connecting;
+        st.master.clone()
+    }) else {
+        return Ok(End::Superseded);
+    };
+    let Some((host, port)) = master else {
+        return Ok(End::Superseded);
+    };
+    let (timeout, auth, user, announce_ip, announce_port, my_port) = {
+        let c = shared.config.read();
+        let secs = c
+            .get("repl-timeout")
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(60);
+        let nonempty = |n: &str| c.get(n).filter(|v| !v.is_empty());
+        (
+            Duration::from_secs(secs.max(1)),
+            nonempty("masterauth"),
+            nonempty("masteruser"),
+            nonempty("replica-announce-ip"),
+            nonempty("replica-announce-port").filter(|p| p != "0"),
+            shared
+                .local_addrs
+                .first()
+                .map_or(c.port, |a| a.port())
+                .to_string(),
+        )
+    };
+    let addr = (host.as_str(), port)
+        .to_socket_addrs()
+        .map_err(|e| End::Failed(format!("resolving {host}:{port}: {e}")))?
+        .next()
+        .ok_or_else(|| End::Failed(format!("{host}:{port} has no address")))?;
+    let sock = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+        .map_err(|e| End::Failed(format!("connecting to {host}:{port}: {e}")))?;
+    sock.set_read_timeout(Some(POLL))?;
+    sock.set_write_timeout(Some(timeout))?;
+    let _ = sock.set_nodelay(true);
+    let mut link = Link {
+        r: BufReader::with_capacity(1 << 16, sock),
+    };
+    if r.if_current(epoch, |st| st.link = LinkState::Handshake)
+        .is_none()
+    {
+        return Ok(End::Superseded);
+    }
+    // PING: an authentication error is fine here (AUTH comes next), as Redis accepts it.
+    let pong = link.ask(&[b"PING"], timeout)?;
+    let auth_error = [&b"-NOAUTH"[..], b"-NOPERM", b"-ERR operation not permitted"]
+        .iter()
+        .any(|p| pong.starts_with(p));
+    if pong.starts_with(b"-") && !auth_error {
+        return Err(End::Failed(format!(
+            "error reply to PING from master: '{}'",
+            String::from_utf8_lossy(&pong)
+        )));
+    }
+    if let Some(pass) = &auth {
+        let reply = match &user {
+            Some(u) => link.ask(&[b"AUTH", u.as_bytes(), pass.as_bytes()], timeout)?,
+            None => link.ask(&[b"AUTH", pass.as_bytes()], timeout)?,
+        };
+        if reply.starts_with(b"-") {
+            return Err(End::Failed(format!(
+                "unable to AUTH to MASTER: {}",
+                String::from_utf8_lossy(&reply)
+            )));
+        }
+    }
+    let port_arg = announce_port.unwrap_or(my_port);
+    // Redis logs and ignores errors to REPLCONF (an old master does not know it).
+    link.ask(
+        &[b"REPLCONF", b"listening-port", port_arg.as_bytes()],
+        timeout,
+    )?;
+    if let Some(ip) = &announce_ip {
+        link.ask(&[b"REPLCONF", b"ip-address", ip.as_bytes()], timeout)?;
+    }
+    link.ask(&[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"], timeout)?;
+    // A partial resync if this process applied a stream before (its data is that stream's
+    // up to the offset); a full one otherwise.
+    let Some(cached) = r.if_current(epoch, |st| {
+        st.resumable.then(|| (st.replid.clone(), st.offset + 1))
+    }) else {
+        return Ok(End::Superseded);
+    };
+    let (id, from) = match &cached {
+        Some((id, off)) => (id.clone(), off.to_string()),
+        None => ("?".to_string(), "-1".to_string()),
+    };
+    link.send(&[b"PSYNC", id.as_bytes(), from.as_bytes()])?;
+    let line = link.line(timeout, true)?;
+    let reply = parse_psync_reply(&line).map_err(|e| End::Failed(e.to_string()))?;
+    let offset = match reply {
+        PsyncReply::Full { replid, offset } => {
+            full_sync(shared, conn, epoch, &mut link, timeout)?;
+            let done = r.if_current(epoch, |st| {
+                st.replid = replid;
+                st.replid2 = "0".repeat(super::handshake::ID_LEN);
+                st.second_offset = -1;
+                st.offset = offset;
+                st.read_offset = offset;
+                st.resumable = true;
+            });
+            if done.is_none() {
+                return Ok(End::Superseded);
+            }
+            offset
+        }
+        PsyncReply::Continue { replid } => {
+            let Some(off) = r.if_current(epoch, |st| {
+                if let Some(new) = replid {
+                    if new != st.replid {
+                        st.replid2 = std::mem::replace(&mut st.replid, new);
+                        st.second_offset = st.offset as i64 + 1;
+                    }
+                }
+                st.offset
+            }) else {
+                return Ok(End::Superseded);
+            };
+            eprintln!("strata-server: replication: partial resync from offset {off}");
+            off
+        }
+        PsyncReply::TryLater(e) => return Err(End::Failed(format!("master: {e}"))),
+        PsyncReply::Error(e) => {
+            return Err(End::Failed(format!("master refused PSYNC: {e}")));
+        }
+    };
+    let up = r.if_current(epoch, |st| {
+        st.link = LinkState::Connected;
+        st.sync = None;
+        st.last_io = Some(Instant::now());
+        st.down_since = None;
+        st.last_error = None;
+        r.link_up.store(true, std::sync::atomic::Ordering::Release);
+    });
+    if up.is_none() {
+        return Ok(End::Superseded);
+    }
+    eprintln!("strata-server: replication: connected to {host}:{port} at offset {offset}");
+    apply_stream(shared, conn, epoch, &mut link, offset, timeout)
+}
+
+/// Receives the RDB into a spool file, checks it and loads it.
+fn full_sync(
+    shared: &Arc<Shared>,
+    conn: &mut ConnState,
+    epoch: u64,
+    link: &mut Link,
+    timeout: Duration,
+) -> Result<(), End> {
+    let r = &shared.replication;
+    let header = link.line(timeout, true)?;
+    let payload = parse_payload_header(&header).map_err(|e| End::Failed(e.to_string()))?;
+    let total = match payload {
+        Payload::Sized(n) => Some(n),
+        Payload::Marked(_) => None,
+    };
+    let started = r.if_current(epoch, |st| {
+        st.link = LinkState::Sync;
+        st.sync = Some(SyncProgress {
+            total,
+            read: 0,
+            last_io: Instant::now(),
+        });
+    });
+    if started.is_none() {
+        return Err(End::Superseded);
+    }
+    let dir = shared.config.read().dir.clone();
+    let spool = Spool(dir.join(format!("replica-sync.{}.rdb", std::process::id())));
+    receive(shared, epoch, link, payload, &spool.0, timeout)?;
+    let databases = shared.config.read().databases;
+    // While the file is read, a newline to the master every second (Redis's
+    // `replicationSendNewlineToMaster`): the master counts it as the replica's ACK time.
+    let mut last_newline = Instant::now();
+    let sock = link.r.get_ref();
+    let mut tick = || {
+        if last_newline.elapsed() >= ACK_EVERY {
+            last_newline = Instant::now();
+            let _ = (&mut &*sock).write_all(b"\n");
+        }
+        r.is_current(epoch)
+    };
+    let counts = match super::load::check(&spool.0, databases, &mut tick) {
+        Ok(c) => c,
+        Err(_) if !r.is_current(epoch) => return Err(End::Superseded),
+        Err(e) => return Err(End::Failed(format!("the master's RDB does not load: {e}"))),
+    };
+    eprintln!(
+        "strata-server: replication: loading {} keys and {} libraries from the master",
+        counts.keys, counts.functions
+    );
+    r.loading.store(true, std::sync::atomic::Ordering::Release);
+    let mut reply = ReplyBuf::with_capacity(Proto::Resp2, 64);
+    let mut ctx = Ctx::new(shared, conn, &mut reply);
+    let loaded = super::load::load(&mut ctx, &spool.0, &mut tick);
+    r.loading.store(false, std::sync::atomic::Ordering::Release);
+    match loaded {
+        Ok(_) => Ok(()),
+        Err(_) if !r.is_current(epoch) => Err(End::Superseded),
+        Err(e) => Err(End::Stopped(format!(
+            "loading the master's RDB failed half-way (the dataset is partial): {e}"
+        ))),
+    }
+}
+
+/// The spool file, removed when dropped.
+struct Spool(PathBuf);
+
+impl Drop for Spool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Copies the payload from the socket to `path`, synced.
+fn receive(
+    shared: &Arc<Shared>,
+    epoch: u64,
+    link: &mut Link,
+    payload: Payload,
+    path: &std::path::Path,
+    timeout: Duration,
+) -> Result<(), End> {
+    let r = &shared.replication;
+    let mut file = std::io::BufWriter::with_capacity(
+        1 << 20,
+        File::create(path).map_err(|e| End::Failed(format!("creating {}: {e}", path.display())))?,
+    );
+    let (mut left, mut mark) = match payload {
+        Payload::Sized(n) => (Some(n), None),
+        Payload::Marked(m) => (None, Some(EofMark::new(m))),
+    };
+    let mut buf = vec![0u8; 1 << 16];
+    let mut out = Vec::with_capacity(1 << 16);
+    let mut last_io = Instant::now();
+    let mut read = 0u64;
+    let mut last_report = Instant::now();
+    loop {
+        if left == Some(0) {
+            break;
+        }
+        let want = left.map_or(buf.len(), |l| l.min(buf.len() as u64) as usize);
+        let n = match link.r.read(&mut buf[..want]) {
+            Ok(0) => {
+                return Err(End::Failed(
+                    "the master closed the connection during the transfer".into(),
+                ))
+            }
+            Ok(n) => n,
+            Err(e) if is_timeout(&e) => {
+                if !r.is_current(epoch) {
+                    return Err(End::Superseded);
+                }
+                if last_io.elapsed() > timeout {
+                    return Err(End::Failed(
+                        "timeout receiving the RDB from the master".into(),
+                    ));
+                }
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        last_io = Instant::now();
+        read += n as u64;
+        let done = match (&mut left, &mut mark) {
+            (Some(l), _) => {
+                *l -= n as u64;
+                file.write_all(&buf[..n])?;
+                *l == 0
+            }
+            (None, Some(m)) => {
+                out.clear();
+                let found = m.feed(&buf[..n], &mut out);
+                file.write_all(&out)?;
+                found
+            }
+            (None, None) => true,
+        };
+        if last_report.elapsed() > POLL || done {
+            last_report = Instant::now();
+            let alive = r.if_current(epoch, |st| {
+                if let Some(s) = &mut st.sync {
+                    s.read = read;
+                    s.last_io = last_io;
+                }
+            });
+            if alive.is_none() {
+                return Err(End::Superseded);
+            }
+        }
+        if done {
+            break;
+        }
+    }
+    let f = file.into_inner().map_err(|e| End::Failed(e.to_string()))?;
+    f.sync_all()?;
+    Ok(())
+}
+
+/// Applies the command stream from `offset` until the link fails or REPLICAOF moves on.
+/// A session that ends inside MULTI (its queued commands never ran) leaves the offset at
+/// the MULTI, so that a partial resync sends the whole transaction again.
+fn apply_stream(
+    shared: &Arc<Shared>,
+    conn: &mut ConnState,
+    epoch: u64,
+    link: &mut Link,
+    offset: u64,
+    timeout: Duration,
+) -> Result<End, End> {
+    let mut multi_start = None;
+    let end = stream_loop(shared, conn, epoch, link, offset, timeout, &mut multi_start);
+    if let Some(at) = multi_start {
+        conn.multi = None;
+        shared.replication.if_current(epoch, |st| st.offset = at);
+    }
+    end
+}
+
+fn stream_loop(
+    shared: &Arc<Shared>,
+    conn: &mut ConnState,
+    epoch: u64,
+    link: &mut Link,
+    mut offset: u64,
+    timeout: Duration,
+    multi_start: &mut Option<u64>,
+) -> Result<End, End> {
+    let r = &shared.replication;
+    let mut stream = StreamReader::default();
+    let mut buf = BytesMut::with_capacity(1 << 16);
+    let mut chunk = vec![0u8; 1 << 16];
+    let mut read_offset = offset;
+    let mut last_io = Instant::now();
+    let mut last_ack: Option<Instant> = None;
+    let max_bulk = shared.config.read().proto_max_bulk_len;
+    loop {
+        if !r.is_current(epoch) {
+            return Ok(End::Superseded);
+        }
+        if conn.info.is_killed() {
+            return Err(End::Failed(
+                "the master's connection was killed (CLIENT KILL)".into(),
+            ));
+        }
+        if last_ack.is_none_or(|t| t.elapsed() >= ACK_EVERY) {
+            link.send(&[b"REPLCONF", b"ACK", offset.to_string().as_bytes()])?;
+            last_ack = Some(Instant::now());
+        }
+        match link.r.read(&mut chunk) {
+            Ok(0) => return Err(End::Failed("the master closed the connection".into())),
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                read_offset += n as u64;
+                last_io = Instant::now();
+            }
+            Err(e) if is_timeout(&e) => {
+                if last_io.elapsed() > timeout {
+                    return Err(End::Failed(
+                        "timeout: no data nor PING from the master".into(),
+                    ));
+                }
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        while let Some((argv, n)) = stream
+            .next(&mut buf, max_bulk)
+            .map_err(|e| End::Stopped(format!("the master's stream: {}", e.0)))?
+        {
+            if !r.is_current(epoch) {
+                return Ok(End::Superseded);
+            }
+            match control(&argv) {
+                Control::Ack => {
+                    offset += n;
+                    // Published before the ACK: whoever sees the ACK sees the offset in INFO.
+                    let alive = r.if_current(epoch, |st| {
+                        st.offset = offset;
+                        st.read_offset = read_offset;
+                    });
+                    if alive.is_none() {
+                        return Ok(End::Superseded);
+                    }
+                    link.send(&[b"REPLCONF", b"ACK", offset.to_string().as_bytes()])?;
+                    last_ack = Some(Instant::now());
+                    continue;
+                }
+                Control::Skip => {}
+                Control::Apply => {
+                    let name = argv[0].to_ascii_lowercase();
+                    if name == b"multi" && multi_start.is_none() {
+                        *multi_start = Some(offset);
+                    }
+                    apply(shared, conn, argv)?;
+                    if name == b"exec" || name == b"discard" {
+                        *multi_start = None;
+                    }
+                }
+            }
+            offset += n;
+        }
+        let alive = r.if_current(epoch, |st| {
+            st.offset = offset;
+            st.read_offset = read_offset;
+            st.last_io = Some(last_io);
+        });
+        if alive.is_none() {
+            return Ok(End::Superseded);
+        }
+    }
+}
+
+/// What the replica does with a request of the stream.
+#[derive(Debug, PartialEq, Eq)]
+enum Control {
+    /// REPLCONF GETACK: answer with the offset (the request itself counted first).
+    Ack,
+    /// PING and other REPLCONF: counted, not run.
+    Skip,
+    Apply,
+}
+
+fn control(argv: &[Bytes]) -> Control {
+    let is = |i: usize, w: &str| {
+        argv.get(i)
+            .is_some_and(|a| a.eq_ignore_ascii_case(w.as_bytes()))
+    };
+    if is(0, "replconf") {
+        if is(1, "getack") {
+            return Control::Ack;
+        }
+        return Control::Skip;
+    }
+    if is(0, "ping") {
+        return Control::Skip;
+    }
+    Control::Apply
+}
+
+/// Runs one request of the stream as the master's client; an error reply stops
+/// replication.
+fn apply(shared: &Shared, conn: &mut ConnState, argv: Vec<Bytes>) -> Result<(), End> {
+    let shown = argv
+        .iter()
+        .take(4)
+        .map(|a| String::from_utf8_lossy(&a[..a.len().min(64)]).into_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut reply = ReplyBuf::with_capacity(Proto::Resp2, 64);
+    let mut ctx = Ctx::new(shared, conn, &mut reply);
+    dispatch(&mut ctx, argv);
+    let out = reply.take();
+    if out.first() == Some(&b'-') || exec_error(&out) {
+        let text = String::from_utf8_lossy(&out[..out.len().min(256)]);
+        return Err(End::Stopped(format!(
+            "the master's command '{shown}' failed here: {}",
+            text.trim_end()
+        )));
+    }
+    Ok(())
+}
+
+/// Whether a reply is an array (EXEC's) with an error among its elements.
+fn exec_error(out: &[u8]) -> bool {
+    let Some((n, mut pos)) = header(out, 0, b'*') else {
+        return false;
+    };
+    for _ in 0..n {
+        match out.get(pos) {
+            Some(b'-') => return true,
+            Some(_) => match skip(out, pos) {
+                Some(next) => pos = next,
+                None => return false,
+            },
+            None => return false,
+        }
+    }
+    false
+}
+
+/// `<kind><integer>\r\n` at `pos`: the integer and the position after the line.
+fn header(out: &[u8], pos: usize, kind: u8) -> Option<(i64, usize)> {
+    if out.get(pos) != Some(&kind) {
+        return None;
+    }
+    let end = pos + out.get(pos..)?.windows(2).position(|w| w == b"\r\n")?;
+    let n = std::str::from_utf8(&out[pos + 1..end]).ok()?.parse().ok()?;
+    Some((n, end + 2))
+}
+
+/// The position after the RESP2 reply at `pos`.
+fn skip(out: &[u8], pos: usize) -> Option<usize> {
+    let line_end = |p: usize| -> Option<usize> {
+        Some(p + out.get(p..)?.windows(2).position(|w| w == b"\r\n")? + 2)
+    };
+    match out.get(pos)? {
+        b'+' | b'-' | b':' => line_end(pos),
+        b'$' => {
+            let (n, p) = header(out, pos, b'$')?;
+            Some(if n < 0 { p } else { p + n as usize + 2 })
+        }
+        b'*' => {
+            let (n, mut p) = header(out, pos, b'*')?;
+            for _ in 0..n.max(0) {
+                p = skip(out, p)?;
+            }
+            Some(p)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(v: &[&str]) -> Vec<Bytes> {
+        v.iter().map(|s| Bytes::from(s.to_string())).collect()
+    }
+
+    #[test]
+    fn control_requests() {
+        assert_eq!(control(&argv(&["REPLCONF", "GETACK", "*"])), Control::Ack);
+        assert_eq!(control(&argv(&["replconf", "getack", "*"])), Control::Ack);
+        assert_eq!(control(&argv(&["PING"])), Control::Skip);
+        assert_eq!(control(&argv(&["REPLCONF", "other"])), Control::Skip);
+        assert_eq!(control(&argv(&["SET", "k", "v"])), Control::Apply);
+        assert_eq!(control(&argv(&["SELECT", "1"])), Control::Apply);
+    }
+
+    #[test]
+    fn errors_inside_exec_are_found() {
+        assert!(exec_error(b"*2\r\n+OK\r\n-WRONGTYPE no\r\n"));
+        assert!(!exec_error(b"*2\r\n+OK\r\n$3\r\n-AB\r\n"));
+        assert!(exec_error(b"*3\r\n*1\r\n$2\r\n-X\r\n:1\r\n-ERR x\r\n"));
+        assert!(!exec_error(b"*-1\r\n"));
+        assert!(!exec_error(b"+OK\r\n"));
+    }
+}

@@ -1,0 +1,145 @@
+//! A full sync's RDB, from the spooled file into the store, in two passes over the file:
+//! [`check`] reads it whole and writes nothing (so a corrupt or unsupported file leaves the
+//! old dataset as it was), then [`load`] empties every database and the function libraries
+//! and writes the file's keys in batches.
+//!
+//! **Not atomic.** Between the flush and the last batch the store holds part of the new
+//! dataset; clients get `-LOADING` meanwhile (the dispatcher asks [`super::Replication`]),
+//! and a store failure in that window leaves a partial dataset and stops replication. The
+//! intended form loads into a new generation of the keyspace and swaps it in at once; it
+//! waits for the logical-to-physical database map (`docs/design.md` §13.19).
+
+use crate::cmd::dump::{put_value, Limits};
+use crate::cmd::Ctx;
+use crate::rdb::file::{FileReader, Item};
+use crate::store::Writes;
+use std::fs::File;
+use std::io::BufReader;
+use std::path::Path;
+
+/// Items read between two calls of the caller's `tick`.
+const TICK_ITEMS: u64 = 1024;
+/// Why a check or load ended early: `tick` said stop.
+pub const STOPPED: &str = "replication was reconfigured during the load";
+/// Keys written per store batch.
+const BATCH_KEYS: usize = 256;
+/// Bytes of string values per store batch, roughly (a batch ends at whichever comes first).
+const BATCH_BYTES: usize = 4 << 20;
+
+/// What a file held.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub keys: u64,
+    pub functions: u64,
+}
+
+fn open(path: &Path) -> Result<FileReader<BufReader<File>>, String> {
+    let f = File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
+    FileReader::open(BufReader::with_capacity(1 << 16, f)).map_err(|e| e.to_string())
+}
+
+/// Reads the whole file, writing nothing: every value decodes, every database number is
+/// below `databases`, the trailer is right. `tick` is called every [`TICK_ITEMS`] items
+/// (the link's keepalive); false stops the check.
+pub fn check(
+    path: &Path,
+    databases: usize,
+    tick: &mut dyn FnMut() -> bool,
+) -> Result<Counts, String> {
+    let mut r = open(path)?;
+    let mut n = Counts::default();
+    let mut items = 0u64;
+    while let Some(item) = r.next_item().map_err(|e| e.to_string())? {
+        items += 1;
+        if items.is_multiple_of(TICK_ITEMS) && !tick() {
+            return Err(STOPPED.into());
+        }
+        match item {
+            Item::SelectDb(db) if db >= databases as u64 => {
+                return Err(format!(
+                    "the RDB selects database {db}; this server has {databases} (databases)"
+                ));
+            }
+            Item::Key(_) => n.keys += 1,
+            Item::Function(_) => n.functions += 1,
+            _ => {}
+        }
+    }
+    Ok(n)
+}
+
+/// Replaces the dataset with the file's (checked by [`check`] first). `ctx` is the master
+/// link's client; `tick` is called before each batch (the link's keepalive) and says
+/// whether the link is still wanted (a REPLICAOF meanwhile stops the load, leaving what is
+/// written).
+pub fn load(
+    ctx: &mut Ctx<'_>,
+    path: &Path,
+    tick: &mut dyn FnMut() -> bool,
+) -> Result<Counts, String> {
+    let shared = ctx.shared;
+    let store = &shared.store;
+    let databases = shared.config.read().databases;
+    let fail = |e: strata_engine::Error| format!("writing the loaded data: {e}");
+    for db in 0..databases {
+        store.flush_db(db as u8).map_err(fail)?;
+    }
+    let save = crate::cmd::functions::save(shared);
+    shared.functions.flush(&save)?;
+    let limits = Limits::of(ctx);
+    let mut r = open(path)?;
+    let mut n = Counts::default();
+    let (mut w, mut in_batch, mut bytes) = (Writes::new(), 0usize, 0usize);
+    while let Some(item) = r.next_item().map_err(|e| e.to_string())? {
+        match item {
+            Item::Key(e) => {
+                let db = u8::try_from(e.db).map_err(|_| format!("database {}", e.db))?;
+                bytes += e.key.len() + value_bytes(&e.value);
+                put_value(
+                    store,
+                    &mut w,
+                    db,
+                    &e.key,
+                    e.value,
+                    e.expire_ms.unwrap_or(0),
+                    &limits,
+                );
+                n.keys += 1;
+                in_batch += 1;
+                if in_batch >= BATCH_KEYS || bytes >= BATCH_BYTES {
+                    if !tick() {
+                        return Err(STOPPED.into());
+                    }
+                    store.apply(std::mem::take(&mut w)).map_err(fail)?;
+                    (in_batch, bytes) = (0, 0);
+                }
+            }
+            Item::Function(code) => {
+                shared.functions.load(code.into(), true, &save)?;
+                n.functions += 1;
+            }
+            _ => {}
+        }
+    }
+    if in_batch > 0 {
+        store.apply(w).map_err(fail)?;
+    }
+    Ok(n)
+}
+
+/// A value's size, roughly (for batching).
+fn value_bytes(v: &crate::rdb::Value) -> usize {
+    use crate::rdb::Value;
+    match v {
+        Value::String(s) => s.len(),
+        Value::List(l) | Value::Set(l) => l.iter().map(|e| e.len() + 8).sum(),
+        Value::ZSet(z) => z.iter().map(|(m, _)| m.len() + 16).sum(),
+        Value::Hash(h) => h.iter().map(|(f, v)| f.len() + v.len() + 8).sum(),
+        Value::Stream(s) => s
+            .nodes
+            .iter()
+            .flat_map(|n| &n.entries)
+            .map(|(_, f)| 16 + f.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>())
+            .sum(),
+    }
+}

@@ -1,0 +1,397 @@
+//! Strata as a replica of a Redis master (Redis's `replication.c`, the replica side):
+//! REPLICAOF starts a link thread that connects, handshakes, receives the RDB, loads it and
+//! applies the master's command stream (`docs/design.md` §13.23).
+//!
+//! - `handshake.rs`: the master's PSYNC answer and payload header, parsed without I/O;
+//! - `stream.rs`: the command stream's requests and the stream bytes each covers;
+//! - `load.rs`: an RDB file checked whole, then loaded into the store;
+//! - `link.rs`: the thread that talks to the master.
+//!
+//! **Protocol between threads.** [`Replication`] is shared by every connection and the link
+//! thread. REPLICAOF and REPLICAOF NO ONE bump `epoch` under the state lock; a link thread
+//! remembers the epoch it was started for and stops at its next step once the epoch moved
+//! (it never writes the state or the store after that: every state change it makes checks
+//! the epoch under the lock, and the store is written only while the epoch is checked before
+//! each batch). The dispatcher reads three atomics on every command (`replica`, `loading`,
+//! `link_up`) and the state lock never.
+
+pub mod handshake;
+mod link;
+mod load;
+pub mod stream;
+
+use crate::server::Shared;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The tuning directives (`tuning.rs`) the replica side reads; the other replication
+/// directives are stored for the master side, which is not built.
+pub const DIRECTIVES: &[&str] = &[
+    "masterauth",
+    "masteruser",
+    "repl-timeout",
+    "replica-announce-ip",
+    "replica-announce-port",
+    "replica-announced",
+    "replica-priority",
+    "replica-read-only",
+    "replica-serve-stale-data",
+];
+
+/// Redis's answers to what a replica refuses.
+pub const ERR_READONLY: &str = "READONLY You can't write against a read only replica.";
+pub const ERR_MASTERDOWN: &str =
+    "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
+pub const ERR_LOADING: &str = "LOADING Redis is loading the dataset in memory";
+
+/// Where the link is (Redis's `repl_state`, as ROLE names it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkState {
+    /// Waiting to connect (after a failure, before the next attempt).
+    Connect,
+    Connecting,
+    Handshake,
+    /// Receiving or loading the RDB.
+    Sync,
+    Connected,
+}
+
+impl LinkState {
+    /// ROLE's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkState::Connect => "connect",
+            LinkState::Connecting => "connecting",
+            LinkState::Handshake => "handshake",
+            LinkState::Sync => "sync",
+            LinkState::Connected => "connected",
+        }
+    }
+}
+
+/// A transfer in progress (INFO's `master_sync_*`).
+#[derive(Clone, Debug)]
+pub struct SyncProgress {
+    /// Payload size; `None` for a diskless transfer (size unknown until the mark).
+    pub total: Option<u64>,
+    pub read: u64,
+    pub last_io: Instant,
+}
+
+/// The replication state behind the lock.
+#[derive(Debug)]
+pub struct State {
+    /// The master's address while this server is a replica.
+    pub master: Option<(String, u16)>,
+    pub link: LinkState,
+    /// The replication id this server's data follows, and the one before it.
+    pub replid: String,
+    pub replid2: String,
+    /// The offset up to which `replid2` is valid, plus one (-1: none).
+    pub second_offset: i64,
+    /// Stream bytes applied (`slave_repl_offset`, `master_repl_offset`).
+    pub offset: u64,
+    /// Stream bytes read from the master, applied or not (`slave_read_repl_offset`).
+    pub read_offset: u64,
+    pub last_io: Option<Instant>,
+    pub down_since: Option<Instant>,
+    pub sync: Option<SyncProgress>,
+    /// Why the link last went down (INFO `master_link_down_reason`, Strata's field).
+    pub last_error: Option<String>,
+    /// Replication stopped on an error (no retry): REPLICAOF, even of the same master,
+    /// starts it again.
+    pub stopped: bool,
+    /// The data follows `replid` up to `offset` (a full sync completed, and replication has
+    /// not stopped on an error since): the next PSYNC asks to resume.
+    pub resumable: bool,
+}
+
+/// Replication state shared by every connection (`Shared::replication`).
+pub struct Replication {
+    state: Mutex<State>,
+    epoch: AtomicU64,
+    replica: AtomicBool,
+    loading: AtomicBool,
+    link_up: AtomicBool,
+    /// Link threads started and not yet seen finished (joined at shutdown).
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+/// How long shutdown waits for link threads to notice it.
+const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// A fresh replication id: 40 hex digits.
+pub fn new_replid() -> String {
+    let mut out = String::with_capacity(handshake::ID_LEN);
+    while out.len() < handshake::ID_LEN {
+        out.push_str(&format!("{:016x}", rand::random::<u64>()));
+    }
+    out.truncate(handshake::ID_LEN);
+    out
+}
+
+impl Default for Replication {
+    fn default() -> Self {
+        Replication {
+            state: Mutex::new(State {
+                master: None,
+                link: LinkState::Connect,
+                replid: new_replid(),
+                replid2: "0".repeat(handshake::ID_LEN),
+                second_offset: -1,
+                offset: 0,
+                read_offset: 0,
+                last_io: None,
+                down_since: None,
+                sync: None,
+                last_error: None,
+                stopped: false,
+                resumable: false,
+            }),
+            epoch: AtomicU64::new(0),
+            replica: AtomicBool::new(false),
+            loading: AtomicBool::new(false),
+            link_up: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+/// What the dispatcher asks of a command about to run.
+pub struct Check {
+    pub writes: bool,
+    /// The command is flagged `stale` (served while the link is down).
+    pub stale_ok: bool,
+    /// The command is flagged `loading` (served while an RDB loads).
+    pub loading_ok: bool,
+    /// The client is the master's link (Redis's `CLIENT_MASTER`).
+    pub from_master: bool,
+}
+
+impl Replication {
+    pub fn is_replica(&self) -> bool {
+        self.replica.load(Ordering::Acquire)
+    }
+
+    pub fn is_loading(&self) -> bool {
+        self.loading.load(Ordering::Acquire)
+    }
+
+    /// The error a command gets instead of running, in Redis's `processCommand` order
+    /// (READONLY, MASTERDOWN, LOADING); `None`: it runs.
+    pub fn refusal(&self, shared: &Shared, c: &Check) -> Option<&'static str> {
+        if c.from_master {
+            return None;
+        }
+        if self.is_replica() {
+            let yes = |name: &str| shared.config.read().get(name).as_deref() != Some("no");
+            if c.writes && yes("replica-read-only") {
+                return Some(ERR_READONLY);
+            }
+            if !self.link_up.load(Ordering::Acquire)
+                && !c.stale_ok
+                && !yes("replica-serve-stale-data")
+            {
+                return Some(ERR_MASTERDOWN);
+            }
+        }
+        if self.is_loading() && !c.loading_ok {
+            return Some(ERR_LOADING);
+        }
+        None
+    }
+
+    /// REPLICAOF host port: follows that master from now on (a new link thread; the old
+    /// one stops). Returns false if it already follows it (Redis's "Already connected to
+    /// specified master").
+    pub fn follow(&self, shared: &Arc<Shared>, host: String, port: u16) -> bool {
+        let epoch = {
+            let mut st = self.state.lock();
+            if self.is_replica() && !st.stopped && st.master.as_ref() == Some(&(host.clone(), port))
+            {
+                return false;
+            }
+            if st.stopped {
+                // The stream stopped on a command that did not apply: start over.
+                st.resumable = false;
+            }
+            st.stopped = false;
+            let was_master = !self.is_replica();
+            st.master = Some((host, port));
+            st.link = LinkState::Connect;
+            st.sync = None;
+            st.last_error = None;
+            // Redis shows -1 until a link to this master has gone down.
+            st.down_since = None;
+            if was_master {
+                // As Redis caches its own master state: a promoted server that follows
+                // again asks from where its data is.
+                st.read_offset = st.offset;
+            }
+            self.link_up.store(false, Ordering::Release);
+            self.replica.store(true, Ordering::Release);
+            shared.store.set_keep_expired(true);
+            self.epoch.fetch_add(1, Ordering::AcqRel) + 1
+        };
+        let shared = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("strata-replica".to_string())
+            .spawn(move || link::run(shared, epoch));
+        match spawned {
+            Ok(t) => {
+                let mut threads = self.threads.lock();
+                threads.retain(|t| !t.is_finished());
+                threads.push(t);
+            }
+            Err(e) => self.state.lock().last_error = Some(format!("starting the link thread: {e}")),
+        }
+        true
+    }
+
+    /// At shutdown: the link threads stop (they check the epoch at least every 200 ms and
+    /// between load batches); waits up to [`SHUTDOWN_WAIT`] for them, so that the database
+    /// closes with no writer left.
+    pub fn shutdown(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        let threads = std::mem::take(&mut *self.threads.lock());
+        let until = Instant::now() + SHUTDOWN_WAIT;
+        while threads.iter().any(|t| !t.is_finished()) && Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        for t in threads.into_iter().filter(|t| t.is_finished()) {
+            let _ = t.join();
+        }
+    }
+
+    /// REPLICAOF NO ONE: stops following; the data stays and takes writes. The replication
+    /// id shifts (Redis's `shiftReplicationId`): the old one stays valid up to the offset.
+    pub fn promote(&self, store: &crate::store::Store) {
+        let mut st = self.state.lock();
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        if !self.is_replica() {
+            return;
+        }
+        store.set_keep_expired(false);
+        self.replica.store(false, Ordering::Release);
+        self.link_up.store(false, Ordering::Release);
+        self.loading.store(false, Ordering::Release);
+        st.master = None;
+        st.link = LinkState::Connect;
+        st.sync = None;
+        st.replid2 = std::mem::replace(&mut st.replid, new_replid());
+        st.second_offset = st.offset as i64 + 1;
+    }
+
+    /// Runs `f` on the state if `epoch` is still current (a link thread's every change).
+    fn if_current<T>(&self, epoch: u64, f: impl FnOnce(&mut State) -> T) -> Option<T> {
+        let mut st = self.state.lock();
+        (self.epoch.load(Ordering::Acquire) == epoch).then(|| f(&mut st))
+    }
+
+    fn is_current(&self, epoch: u64) -> bool {
+        self.epoch.load(Ordering::Acquire) == epoch
+    }
+
+    /// ROLE's reply items: `("slave", host, port, state, offset)` or `("master", offset)`.
+    pub fn role(&self) -> Role {
+        let st = self.state.lock();
+        match (&st.master, self.is_replica()) {
+            (Some((host, port)), true) => Role::Replica {
+                host: host.clone(),
+                port: *port,
+                state: st.link.name(),
+                offset: if st.link == LinkState::Connected {
+                    st.offset as i64
+                } else {
+                    -1
+                },
+            },
+            _ => Role::Master { offset: st.offset },
+        }
+    }
+
+    /// INFO replication's fields, in Redis 7.0.15's order.
+    pub fn info_fields(&self, shared: &Shared) -> Vec<(&'static str, String)> {
+        let st = self.state.lock();
+        let cfg = shared.config.read();
+        let get = |n: &str| cfg.get(n).unwrap_or_default();
+        let mut f: Vec<(&'static str, String)> = Vec::new();
+        let secs_since = |t: Option<Instant>| t.map_or(-1, |t| t.elapsed().as_secs() as i64);
+        match (&st.master, self.is_replica()) {
+            (Some((host, port)), true) => {
+                let up = st.link == LinkState::Connected;
+                f.push(("role", "slave".into()));
+                f.push(("master_host", host.clone()));
+                f.push(("master_port", port.to_string()));
+                f.push(("master_link_status", if up { "up" } else { "down" }.into()));
+                let io = if up { secs_since(st.last_io) } else { -1 };
+                f.push(("master_last_io_seconds_ago", io.to_string()));
+                f.push((
+                    "master_sync_in_progress",
+                    u8::from(st.link == LinkState::Sync).to_string(),
+                ));
+                f.push(("slave_read_repl_offset", st.read_offset.to_string()));
+                f.push(("slave_repl_offset", st.offset.to_string()));
+                if let (LinkState::Sync, Some(s)) = (st.link, &st.sync) {
+                    let total = s.total.map_or(-1, |t| t as i64);
+                    f.push(("master_sync_total_bytes", total.to_string()));
+                    f.push(("master_sync_read_bytes", s.read.to_string()));
+                    let left = s.total.map_or(-1, |t| t.saturating_sub(s.read) as i64);
+                    f.push(("master_sync_left_bytes", left.to_string()));
+                    let perc = s
+                        .total
+                        .filter(|&t| t > 0)
+                        .map_or(0.0, |t| s.read as f64 * 100.0 / t as f64);
+                    f.push(("master_sync_perc", format!("{perc:.2}")));
+                    f.push((
+                        "master_sync_last_io_seconds_ago",
+                        s.last_io.elapsed().as_secs().to_string(),
+                    ));
+                }
+                if !up {
+                    f.push((
+                        "master_link_down_since_seconds",
+                        secs_since(st.down_since).to_string(),
+                    ));
+                    if let Some(e) = &st.last_error {
+                        // Strata's own field: why the link is down (a refused command
+                        // stops replication; the reason is here and in the log).
+                        f.push(("master_link_down_reason", e.replace(['\r', '\n'], " ")));
+                    }
+                }
+                f.push(("slave_priority", get("replica-priority")));
+                let ro = get("replica-read-only") == "yes";
+                f.push(("slave_read_only", u8::from(ro).to_string()));
+                let announced = get("replica-announced") == "yes";
+                f.push(("replica_announced", u8::from(announced).to_string()));
+            }
+            _ => f.push(("role", "master".into())),
+        }
+        f.push(("connected_slaves", "0".into()));
+        f.push(("master_failover_state", "no-failover".into()));
+        f.push(("master_replid", st.replid.clone()));
+        f.push(("master_replid2", st.replid2.clone()));
+        f.push(("master_repl_offset", st.offset.to_string()));
+        f.push(("second_repl_offset", st.second_offset.to_string()));
+        f.push(("repl_backlog_active", "0".into()));
+        f.push(("repl_backlog_size", get("repl-backlog-size")));
+        f.push(("repl_backlog_first_byte_offset", "0".into()));
+        f.push(("repl_backlog_histlen", "0".into()));
+        f
+    }
+}
+
+/// What ROLE shows.
+pub enum Role {
+    Master {
+        offset: u64,
+    },
+    Replica {
+        host: String,
+        port: u16,
+        state: &'static str,
+        offset: i64,
+    },
+}

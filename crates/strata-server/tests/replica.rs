@@ -1,0 +1,339 @@
+//! Strata as a replica of a scripted master on a loopback socket: the handshake it sends,
+//! both payload forms, the stream applied with its offsets (ACK on GETACK), the refusals,
+//! a command that fails stopping replication, and a corrupt RDB leaving the data as it was.
+//! The real redis-server master is `tests/redis/test_replica.py`.
+
+mod common;
+
+use common::{start, Client, V};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+use strata_server::rdb::crc64::crc64;
+
+const REPLID: &str = "0123456789abcdef0123456789abcdef01234567";
+
+/// A minimal RDB 10: `pre` = "loaded" in db 0, list `l` = [a, b] in db 1.
+fn rdb(good_crc: bool) -> Vec<u8> {
+    let mut f = b"REDIS0010".to_vec();
+    f.extend_from_slice(&[0xfa, 9]);
+    f.extend_from_slice(b"redis-ver");
+    f.extend_from_slice(&[6]);
+    f.extend_from_slice(b"7.0.15");
+    f.extend_from_slice(&[0xfe, 0, 0, 3]);
+    f.extend_from_slice(b"pre");
+    f.push(6);
+    f.extend_from_slice(b"loaded");
+    f.extend_from_slice(&[0xfe, 1, 1, 1, b'l', 2, 1, b'a', 1, b'b', 0xff]);
+    let crc = crc64(&f) ^ u64::from(!good_crc);
+    f.extend_from_slice(&crc.to_le_bytes());
+    f
+}
+
+fn resp(argv: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", argv.len()).into_bytes();
+    for a in argv {
+        out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    out
+}
+
+/// The master's side of one connection.
+struct Peer {
+    r: BufReader<TcpStream>,
+}
+
+impl Peer {
+    fn accept(l: &TcpListener) -> Peer {
+        let (s, _) = l.accept().expect("the replica connects");
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        Peer {
+            r: BufReader::new(s),
+        }
+    }
+
+    /// One multibulk request from the replica, as strings.
+    fn request(&mut self) -> Vec<String> {
+        let mut line = String::new();
+        self.r.read_line(&mut line).expect("request");
+        let n: usize = line
+            .trim_end()
+            .trim_start_matches('*')
+            .parse()
+            .expect("count");
+        (0..n)
+            .map(|_| {
+                let mut len = String::new();
+                self.r.read_line(&mut len).expect("length");
+                let len: usize = len.trim_end().trim_start_matches('$').parse().expect("len");
+                let mut b = vec![0; len + 2];
+                self.r.read_exact(&mut b).expect("bulk");
+                b.truncate(len);
+                String::from_utf8(b).expect("utf-8")
+            })
+            .collect()
+    }
+
+    fn send(&mut self, b: &[u8]) {
+        self.r.get_mut().write_all(b).expect("send");
+    }
+
+    /// Answers the handshake and returns the PSYNC arguments.
+    fn handshake(&mut self) -> Vec<String> {
+        assert_eq!(self.request(), ["PING"]);
+        self.send(b"+PONG\r\n");
+        let port = self.request();
+        assert_eq!(port[..2], ["REPLCONF", "listening-port"]);
+        self.send(b"+OK\r\n");
+        assert_eq!(
+            self.request(),
+            ["REPLCONF", "capa", "eof", "capa", "psync2"]
+        );
+        self.send(b"+OK\r\n");
+        let psync = self.request();
+        assert_eq!(psync[0], "PSYNC");
+        psync
+    }
+
+    /// Reads requests until `REPLCONF ACK <offset>`, skipping ACKs of other offsets.
+    fn wait_ack(&mut self, offset: u64) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            let req = self.request();
+            assert_eq!(req[..2], ["REPLCONF", "ACK"], "{req:?}");
+            if req[2] == offset.to_string() {
+                return;
+            }
+        }
+        panic!("no ACK of {offset}");
+    }
+}
+
+fn info_field(c: &mut Client, name: &str) -> Option<String> {
+    let V::Bulk(text) = c.q(&["INFO", "replication"]) else {
+        panic!("INFO")
+    };
+    String::from_utf8(text).unwrap().lines().find_map(|l| {
+        l.strip_prefix(name)
+            .and_then(|r| r.strip_prefix(':'))
+            .map(str::to_string)
+    })
+}
+
+fn wait_field(c: &mut Client, name: &str, want: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if info_field(c, name).as_deref() == Some(want) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{name} never became {want}: {:?}", info_field(c, name));
+}
+
+#[test]
+fn full_sync_then_stream_with_offsets_and_acks() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    let master = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mport = master.local_addr().unwrap().port().to_string();
+    let mut c = Client::connect(server.local_addr());
+    c.q(&["SET", "old", "replaced by the sync"]);
+    assert_eq!(c.q(&["REPLICAOF", "127.0.0.1", &mport]), V::ok());
+    assert_eq!(
+        c.q(&["REPLICAOF", "127.0.0.1", &mport]),
+        V::Simple("OK Already connected to specified master".into())
+    );
+    let mut m = Peer::accept(&master);
+    assert_eq!(m.handshake(), ["PSYNC", "?", "-1"]);
+    // Keepalive newlines before the payload, then the diskless form.
+    m.send(format!("+FULLRESYNC {REPLID} 100\r\n\n\n").as_bytes());
+    let mark = "m".repeat(40);
+    m.send(format!("$EOF:{mark}\r\n").as_bytes());
+    m.send(&rdb(true));
+    m.send(mark.as_bytes());
+    m.wait_ack(100);
+    wait_field(&mut c, "master_link_status", "up");
+    assert_eq!(info_field(&mut c, "master_replid").as_deref(), Some(REPLID));
+    assert_eq!(c.q(&["GET", "pre"]), V::bulk("loaded"));
+    assert_eq!(c.q(&["GET", "old"]), V::NilBulk);
+    // The stream: SELECT, a write, PING, MULTI/EXEC, then GETACK (counted before the ACK).
+    let mut stream = Vec::new();
+    for cmd in [
+        &["SELECT", "1"][..],
+        &["RPUSH", "l", "c"],
+        &["PING"],
+        &["MULTI"],
+        &["SET", "x", "1"],
+        &["INCR", "x"],
+        &["EXEC"],
+        &["REPLCONF", "GETACK", "*"],
+    ] {
+        stream.extend_from_slice(&resp(cmd));
+    }
+    m.send(&stream);
+    let offset = 100 + stream.len() as u64;
+    m.wait_ack(offset);
+    assert_eq!(
+        info_field(&mut c, "slave_repl_offset"),
+        Some(offset.to_string())
+    );
+    c.q(&["SELECT", "1"]);
+    assert_eq!(c.q(&["LRANGE", "l", "0", "-1"]), V::arr(&["a", "b", "c"]));
+    assert_eq!(c.q(&["GET", "x"]), V::bulk("2"));
+    assert_eq!(
+        c.q(&["SET", "x", "3"]),
+        V::err("READONLY You can't write against a read only replica.")
+    );
+    match c.q(&["ROLE"]) {
+        V::Array(r) => {
+            assert_eq!(r[0], V::bulk("slave"));
+            assert_eq!(r[3], V::bulk("connected"));
+            assert_eq!(r[4], V::Int(offset as i64));
+        }
+        other => panic!("ROLE: {other:?}"),
+    }
+    // A command that fails here stops replication, loudly.
+    m.send(&resp(&["LPUSH", "x", "oops"]));
+    wait_field(&mut c, "master_link_status", "down");
+    let reason = info_field(&mut c, "master_link_down_reason").expect("a reason");
+    assert!(
+        reason.contains("LPUSH x oops") && reason.contains("WRONGTYPE"),
+        "{reason}"
+    );
+    // Not retried; REPLICAOF of the same master starts over with a full sync.
+    assert_eq!(c.q(&["REPLICAOF", "127.0.0.1", &mport]), V::ok());
+    let mut again = Peer::accept(&master);
+    assert_eq!(again.handshake(), ["PSYNC", "?", "-1"]);
+    drop(again);
+    // Promotion keeps the data and takes writes.
+    assert_eq!(c.q(&["REPLICAOF", "NO", "ONE"]), V::ok());
+    assert_eq!(c.q(&["SET", "x", "3"]), V::ok());
+    assert_eq!(c.q(&["LRANGE", "l", "0", "-1"]), V::arr(&["a", "b", "c"]));
+    assert_eq!(
+        info_field(&mut c, "master_replid2").as_deref(),
+        Some(REPLID)
+    );
+    drop(c);
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn a_corrupt_rdb_leaves_the_data_and_the_link_retries() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    let master = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mport = master.local_addr().unwrap().port().to_string();
+    let mut c = Client::connect(server.local_addr());
+    c.q(&["SET", "mine", "kept"]);
+    c.q(&["REPLICAOF", "127.0.0.1", &mport]);
+    let mut m = Peer::accept(&master);
+    m.handshake();
+    let bad = rdb(false);
+    m.send(format!("+FULLRESYNC {REPLID} 7\r\n${}\r\n", bad.len()).as_bytes());
+    m.send(&bad);
+    wait_field(&mut c, "master_link_status", "down");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let reason = loop {
+        if let Some(r) = info_field(&mut c, "master_link_down_reason") {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "no reason given");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(reason.contains("checksum"), "{reason}");
+    assert_eq!(c.q(&["GET", "mine"]), V::bulk("kept"));
+    assert_eq!(c.q(&["GET", "pre"]), V::NilBulk);
+    // The link tries again; this time the sized payload is good.
+    let mut m2 = Peer::accept(&master);
+    assert_eq!(m2.handshake(), ["PSYNC", "?", "-1"]);
+    let good = rdb(true);
+    m2.send(format!("+FULLRESYNC {REPLID} 7\r\n${}\r\n", good.len()).as_bytes());
+    m2.send(&good);
+    m2.wait_ack(7);
+    wait_field(&mut c, "master_link_status", "up");
+    assert_eq!(c.q(&["GET", "pre"]), V::bulk("loaded"));
+    assert_eq!(c.q(&["GET", "mine"]), V::NilBulk);
+    // A dropped link resumes with a partial resync from the next offset.
+    drop(m2);
+    let mut m3 = Peer::accept(&master);
+    assert_eq!(m3.handshake(), ["PSYNC", REPLID, "8"]);
+    m3.send(b"+CONTINUE\r\n");
+    let mut sent = resp(&["SET", "after", "continue"]);
+    sent.extend_from_slice(&resp(&["SELECT", "3"]));
+    m3.send(&sent);
+    let mut offset = 7 + sent.len() as u64;
+    m3.wait_ack(offset);
+    assert_eq!(c.q(&["GET", "after"]), V::bulk("continue"));
+    // The link's client: CLIENT LIST TYPE master shows it (flag M); killing it makes the
+    // link resync, partially, in the database the stream had selected.
+    let V::Bulk(list) = c.q(&["CLIENT", "LIST", "TYPE", "master"]) else {
+        panic!("CLIENT LIST")
+    };
+    let list = String::from_utf8(list).unwrap();
+    assert_eq!(list.lines().count(), 1, "{list}");
+    assert!(
+        list.contains(" flags=M ") && list.contains(" db=3 "),
+        "{list}"
+    );
+    assert_eq!(c.q(&["CLIENT", "KILL", "TYPE", "master"]), V::Int(1));
+    let mut m4 = Peer::accept(&master);
+    let from = (offset + 1).to_string();
+    assert_eq!(m4.handshake(), ["PSYNC", REPLID, from.as_str()]);
+    m4.send(b"+CONTINUE\r\n");
+    let set = resp(&["SET", "in3", "yes"]);
+    m4.send(&set);
+    offset += set.len() as u64;
+    m4.wait_ack(offset);
+    // A link dropped inside MULTI: the next resync starts at the MULTI.
+    m4.send(&[resp(&["MULTI"]), resp(&["SET", "t", "1"])].concat());
+    std::thread::sleep(Duration::from_millis(300));
+    drop(m4);
+    let mut m5 = Peer::accept(&master);
+    let from = (offset + 1).to_string();
+    assert_eq!(m5.handshake(), ["PSYNC", REPLID, from.as_str()]);
+    m5.send(b"+CONTINUE\r\n");
+    let tx = [resp(&["MULTI"]), resp(&["SET", "t", "1"]), resp(&["EXEC"])].concat();
+    m5.send(&tx);
+    m5.wait_ack(offset + tx.len() as u64);
+    c.q(&["SELECT", "3"]);
+    assert_eq!(c.q(&["GET", "in3"]), V::bulk("yes"));
+    assert_eq!(c.q(&["GET", "t"]), V::bulk("1"));
+    drop(c);
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn replicaof_in_the_configuration_follows_from_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mport = master.local_addr().unwrap().port().to_string();
+    let server = start(dir.path(), &["--replicaof", "127.0.0.1", &mport]);
+    let mut m = Peer::accept(&master);
+    assert_eq!(m.handshake(), ["PSYNC", "?", "-1"]);
+    let mut c = Client::connect(server.local_addr());
+    let shown = format!("127.0.0.1 {mport}");
+    assert_eq!(
+        c.q(&["CONFIG", "GET", "replicaof"]),
+        V::arr(&["replicaof", &shown])
+    );
+    assert_eq!(
+        c.q(&["CONFIG", "SET", "replicaof", "127.0.0.1 1"]),
+        V::err(
+            "ERR CONFIG SET failed (possibly related to argument 'replicaof') - can't set \
+             immutable config"
+        )
+    );
+    assert_eq!(
+        c.q(&["SET", "k", "v"]),
+        V::err("READONLY You can't write against a read only replica.")
+    );
+    assert_eq!(c.q(&["REPLICAOF", "NO", "ONE"]), V::ok());
+    assert_eq!(
+        c.q(&["CONFIG", "GET", "replicaof"]),
+        V::arr(&["replicaof", ""])
+    );
+    assert_eq!(c.q(&["SET", "k", "v"]), V::ok());
+    drop((c, m));
+    server.shutdown().unwrap();
+}
