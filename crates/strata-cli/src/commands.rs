@@ -348,6 +348,14 @@ pub fn format_type_report(r: &strata_server::check::TypeReport) -> String {
          problems:         {}\n",
         r.expired_keys, r.members, r.score_records, r.garbage, r.problem_count
     ));
+    if !r.moved_databases.is_empty() {
+        let moved: Vec<String> = r
+            .moved_databases
+            .iter()
+            .map(|(l, p)| format!("db {l} in {p}"))
+            .collect();
+        s.push_str(&format!("database map:     {}\n", moved.join(", ")));
+    }
     for p in &r.problems {
         s.push_str(&format!("problem: {p}\n"));
     }

@@ -38,6 +38,7 @@ mod stream_info;
 mod stream_read;
 mod streams;
 mod strings;
+mod swapdb;
 pub mod table;
 mod tracking;
 mod zblocking;
@@ -152,8 +153,11 @@ pub struct ConnState {
     pub id: u64,
     /// This client's registry entry (what CLIENT LIST shows of it).
     pub info: Arc<ClientInfo>,
-    /// Selected database.
+    /// The physical database this client's commands use now: [`ConnState::selected`]
+    /// through the database map, fixed when a request is routed (design §13.19).
     pub db: u8,
+    /// The logical database SELECT chose (what clients see: CLIENT LIST, MONITOR).
+    pub selected: u8,
     pub authenticated: bool,
     /// The ACL user this connection runs as (`default` until AUTH).
     pub user: crate::acl::UserRef,
@@ -268,6 +272,7 @@ pub fn table() -> &'static table::Table {
             lolwut::COMMANDS,
             memory::COMMANDS,
             streams::COMMANDS,
+            swapdb::COMMANDS,
         ])
     })
 }
@@ -513,7 +518,7 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
     }
     {
         let mut p = info.published.lock();
-        p.db = ctx.conn.db;
+        p.db = ctx.conn.selected;
         p.name.clone_from(&ctx.conn.name);
         p.resp = if ctx.reply.proto == crate::protocol::reply::Proto::Resp3 {
             3
@@ -573,12 +578,20 @@ fn run_locked(
     let direct = crate::store::on_worker()
         || spec.has_trait(table::traits::SCRIPT | table::traits::SNAPSHOT_READ)
         || !spec.has_keys();
+    let top = !ctx.conn.in_exec && !ctx.conn.in_script;
     loop {
         let _guard = if direct {
             crate::store::KeyGuard::default()
         } else {
             lock_keys(ctx, spec, args.argv())
         };
+        // SWAPDB changes the database map only under every stripe: once a command holds its
+        // stripes, the client's physical database stays what it is for the run (§13.19).
+        let db = ctx.shared.store.dbs.physical(ctx.conn.selected);
+        if top && !crate::store::on_worker() && db != ctx.conn.db {
+            ctx.conn.db = db;
+            continue;
+        }
         match handler(ctx, args) {
             Err(CmdError::NeedKeys(more)) if !more.is_empty() && ctx.extra_keys.len() < 4096 => {
                 ctx.extra_keys.extend(more);
@@ -602,7 +615,8 @@ fn lock_keys<'s>(ctx: &Ctx<'s>, spec: &'static Spec, argv: &[Bytes]) -> crate::s
     };
     let other = table::other_db_key(spec, argv).and_then(|(pos, n)| {
         let databases = ctx.shared.config.read().databases;
-        (n >= 0 && (n as u64) < databases as u64).then(|| (n as u8, &argv[pos][..]))
+        (n >= 0 && (n as u64) < databases as u64)
+            .then(|| (store.dbs.physical(n as u8), &argv[pos][..]))
     });
     let blind = spec.has_trait(table::traits::BLIND_WRITE);
     let named = keys.iter().map(|k| (db, &argv[k.pos][..]));
@@ -625,7 +639,9 @@ fn feed_monitors(ctx: &Ctx<'_>, argv: &[Bytes]) {
         info.addr.clone()
     };
     let limit = ctx.shared.config.read().output_limits[0];
-    ctx.shared.monitors.feed(ctx.conn.db, &origin, argv, limit);
+    ctx.shared
+        .monitors
+        .feed(ctx.conn.selected, &origin, argv, limit);
 }
 
 /// Redis's `-MISCONF` error while the database refuses writes (`error::misconf`).
