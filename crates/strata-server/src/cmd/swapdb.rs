@@ -99,4 +99,28 @@ mod tests {
         assert!(t.q("INFO keyspace").contains("db0:keys=1,"));
         assert!(t.q("INFO keyspace").contains("db2:keys=2,"));
     }
+
+    #[test]
+    fn from_a_script_and_in_the_monitor_and_client_list() {
+        let mut t = TestServer::in_memory();
+        let mut mon = t.conn();
+        assert_eq!(mon.q("MONITOR"), "+OK");
+        assert_eq!(t.q("SET {k}a 1"), "+OK");
+        // A script that declared a key reaches SWAPDB: it runs again under every stripe.
+        assert_eq!(
+            t.cmd(&["EVAL", "return redis.call('SWAPDB','0','5')", "1", "{k}a"])
+                .to_string(),
+            "+OK"
+        );
+        assert_eq!(t.q("EXISTS {k}a"), ":0");
+        assert_eq!(t.q("SELECT 5"), "+OK");
+        assert_eq!(t.q("GET {k}a"), "\"1\"");
+        assert!(t.q("CLIENT INFO").contains(" db=5 "));
+        // MONITOR names the logical database (the last line: the GET in db 5).
+        let mut last = String::new();
+        while !last.contains("\"GET\"") {
+            last = mon.recv().to_string();
+        }
+        assert!(last.contains("[5 "), "{last}");
+    }
 }
