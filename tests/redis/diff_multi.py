@@ -9,6 +9,8 @@ some commands are rejected while queueing (unknown command, wrong arity, SAVE, w
 not allowed in a transaction: EXEC then replies EXECABORT), some are refused without
 flagging (nested MULTI, WATCH inside MULTI), some fail when EXEC runs them (INCR of a
 non-number: the others still apply), and SELECT moves the rest to another database.
+SWAPDB of databases 0 and 1 comes inside too, and between WATCH and MULTI (where it
+touches the watched keys that exist in either database).
 EXEC, DISCARD, UNWATCH and WATCH also come alone (without MULTI, wrong arity).
 
 Left out on purpose: KEYS, SCAN, RANDOMKEY and TTLs inside a transaction (their replies
@@ -30,6 +32,8 @@ def _inner(gen):
     r = gen.r
     k = gen.key()
     x = r.random()
+    if x < 0.03:
+        return _swapdb(gen)
     if x < 0.18:
         return [b"SET", k, gen.value()]
     if x < 0.3:
@@ -75,10 +79,18 @@ def _inner(gen):
     return [b"SETNX", k, gen.value()]
 
 
+def _swapdb(gen):
+    """SWAPDB of the databases SELECT reaches, now and then with a bad index."""
+    r = gen.r
+    return [b"SWAPDB", r.choice([b"0", b"1", b"1"]), r.choice([b"0", b"1", b"1", b"16", b"x"])]
+
+
 def _touch(gen, key):
     """A command between WATCH and MULTI: modifies a watched key or not."""
     r = gen.r
     x = r.random()
+    if x < 0.06:
+        return _swapdb(gen)  # flags watchers of keys that exist in either database
     if x < 0.25:
         return [b"SET", key, gen.value()]
     if x < 0.35:

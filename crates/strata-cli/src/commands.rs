@@ -348,6 +348,14 @@ pub fn format_type_report(r: &strata_server::check::TypeReport) -> String {
          problems:         {}\n",
         r.expired_keys, r.members, r.score_records, r.garbage, r.problem_count
     ));
+    if !r.moved_databases.is_empty() {
+        let moved: Vec<String> = r
+            .moved_databases
+            .iter()
+            .map(|(l, p)| format!("db {l} in {p}"))
+            .collect();
+        s.push_str(&format!("database map:     {}\n", moved.join(", ")));
+    }
     for p in &r.problems {
         s.push_str(&format!("problem: {p}\n"));
     }
@@ -467,6 +475,13 @@ mod tests {
         assert!(s.contains("stream keys:      6\n"), "{s}");
         assert!(s.contains("garbage records:  7\n"), "{s}");
         assert!(s.ends_with("problems:         0\nOK\n"), "{s}");
+        // The database map is printed only when SWAPDB moved a database.
+        r.moved_databases = vec![(0, 1), (1, 0)];
+        let s = format_type_report(&r);
+        assert!(
+            s.ends_with("problems:         0\ndatabase map:     db 0 in 1, db 1 in 0\nOK\n"),
+            "{s}"
+        );
         r.problems
             .push("db 0 key \"s\": set size 5 but 2 member records".into());
         r.problem_count = 3;

@@ -115,7 +115,9 @@ struct Pending {
 /// One blocked client.
 pub struct Waiter {
     client: u64,
-    db: u8,
+    /// The physical database of its keys: SWAPDB moves it ([`Registry::swap_dbs`]), under
+    /// the registry's lock.
+    db: std::sync::atomic::AtomicU8,
     keys: Vec<Vec<u8>>,
     /// Keys a serve writes besides the ready one (BLMOVE's destination), locked with it.
     extra: Vec<Vec<u8>>,
@@ -243,7 +245,7 @@ impl Registry {
         }
         let waiter = Arc::new(Waiter {
             client,
-            db,
+            db: std::sync::atomic::AtomicU8::new(db),
             keys: ks,
             extra: extra.iter().map(|k| k.as_ref().to_vec()).collect(),
             proto,
@@ -272,13 +274,14 @@ impl Registry {
     /// Takes `w` out of the map (its state is already taken).
     fn remove(&self, store: &Store, w: &Arc<Waiter>) {
         let mut inner = self.inner.lock();
+        let db = w.db.load(std::sync::atomic::Ordering::Relaxed);
         for k in &w.keys {
-            let qk = (w.db, k.clone());
+            let qk = (db, k.clone());
             if let Some(q) = inner.queues.get_mut(&qk) {
                 let before = q.len();
                 q.retain(|x| !Arc::ptr_eq(x, w));
                 if q.len() != before {
-                    store.waited.remove(w.db, k);
+                    store.waited.remove(db, k);
                 }
                 if q.is_empty() {
                     inner.queues.remove(&qk);
@@ -291,6 +294,45 @@ impl Registry {
             .is_some_and(|x| Arc::ptr_eq(x, w))
         {
             inner.clients.remove(&w.client);
+        }
+    }
+
+    /// SWAPDB swapped the logical databases of physical databases `p` and `q` (under every
+    /// stripe): each blocked client's keys now name the other physical database (its
+    /// logical one did not change), and they are marked ready, so that a client blocked on
+    /// a key that now exists is served when SWAPDB ends (Redis's `scanDatabaseForReadyKeys`
+    /// of both databases).
+    pub fn swap_dbs(&self, store: &Store, p: u8, q: u8) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let other = |db: u8| if db == p { q } else { p };
+        let mut inner = self.inner.lock();
+        let moved: Vec<(u8, Vec<u8>)> = inner
+            .queues
+            .keys()
+            .filter(|(db, _)| *db == p || *db == q)
+            .cloned()
+            .collect();
+        let mut queues = Vec::with_capacity(moved.len());
+        for qk in moved {
+            if let Some(queue) = inner.queues.remove(&qk) {
+                for _ in &queue {
+                    store.waited.remove(qk.0, &qk.1);
+                }
+                queues.push(((other(qk.0), qk.1), queue));
+            }
+        }
+        for ((db, key), queue) in queues {
+            for _ in &queue {
+                store.waited.add(db, &key);
+            }
+            inner.queues.insert((db, key.clone()), queue);
+            store.mark_ready(db, &key);
+        }
+        for w in inner.clients.values() {
+            let db = w.db.load(Relaxed);
+            if db == p || db == q {
+                w.db.store(other(db), Relaxed);
+            }
         }
     }
 

@@ -51,6 +51,9 @@ pub struct TypeReport {
     pub problems: Vec<String>,
     /// Problems found, kept or not.
     pub problem_count: u64,
+    /// The database map's entries that are not the identity (SWAPDB), `(logical,
+    /// physical)`: the databases above are physical ones.
+    pub moved_databases: Vec<(u8, u8)>,
 }
 
 /// The names of [`TypeReport::keys`]' entries.
@@ -99,6 +102,13 @@ struct KeyState {
 /// comment). Only reads.
 pub fn check_types(db: &Db) -> Result<TypeReport> {
     let mut report = TypeReport::default();
+    match crate::dbmap::DbMap::decode(db.get(&crate::dbmap::record_key())?.as_deref()) {
+        Ok(map) => report.moved_databases = map.moved(),
+        Err(why) => {
+            report.problem_count += 1;
+            report.problems.push(why);
+        }
+    }
     let mut it = db.iter_opt(&IterOptions {
         lower_bound: None,
         upper_bound: Some(vec![SERVER_PREFIX]),

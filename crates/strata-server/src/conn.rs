@@ -456,9 +456,16 @@ async fn run_buffered(
             return Step::Flush;
         }
         let (argv, found, route) = match carried.take() {
+            // A request held by a pause is routed again: SWAPDB may have run meanwhile.
+            Some((a, _, _)) if shared.store.dbs.physical(conn.selected) != conn.db => {
+                conn.db = shared.store.dbs.physical(conn.selected);
+                let (found, r) = exec::route(shared, conn, &a);
+                (a, found, r)
+            }
             Some(x) => x,
             None => match parser.next(buf, limits(shared, conn)) {
                 Ok(Some(a)) => {
+                    conn.db = shared.store.dbs.physical(conn.selected);
                     let (found, r) = exec::route(shared, conn, &a);
                     (a, found, r)
                 }
@@ -654,6 +661,9 @@ fn run_in_place(
     let Some(guard) = store.try_lock_owned(conn.db, &keys) else {
         return run;
     };
+    if store.dbs.physical(conn.selected) != conn.db {
+        return run; // SWAPDB ran since the routing: `queue_one` runs them on this thread
+    }
     drop(keys);
     let before = reply.len();
     let count = run.len();
@@ -738,6 +748,22 @@ async fn queue_one(
     } else {
         None
     };
+    if guard.is_some() && shared.store.dbs.physical(conn.selected) != conn.db {
+        // SWAPDB ran between the routing and the stripes (it changes the map only under
+        // every stripe, so now it cannot): run it here, where the dispatcher fixes its
+        // database under its stripes. Reads need not: the worker fixes theirs (`exec.rs`).
+        drop(guard);
+        drain(queued, reply).await;
+        let before = reply.len();
+        tokio::task::block_in_place(|| {
+            let mut ctx = Ctx::new(shared, &mut *conn, &mut *reply);
+            dispatch_found(&mut ctx, r.argv, r.found);
+        });
+        if dropped {
+            reply.truncate(before);
+        }
+        return;
+    }
     let proto = reply.proto;
     let rx = exec::submit(
         shared, conn, proto, r.argv, r.found, r.shard, r.reads, guard,

@@ -153,6 +153,10 @@ pub fn submit(
                 return None;
             }
         };
+        // The database the client's selection names now: a read routed before a SWAPDB
+        // and run after it reads the swapped one (nothing writes it while this worker
+        // holds the shard); a write holds stripes, under which the map does not change.
+        conn.db = run_shared.store.dbs.physical(conn.selected);
         let mut reply = ReplyBuf::with_capacity(proto, 64);
         let rerun_inline = with_txn(txn, || {
             let mut ctx = Ctx::new(&run_shared, &mut conn, &mut reply);

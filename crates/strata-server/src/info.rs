@@ -291,13 +291,16 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
             for db in 0..cfg.databases {
                 let (mut keys, mut expires, mut ttl_sum) = (0u64, 0u64, 0u128);
                 let now = crate::store::now_ms();
-                shared.store.scan_db(db as u8, |_, m| {
-                    keys += 1;
-                    if m.expire_ms != 0 {
-                        expires += 1;
-                        ttl_sum += u128::from(m.expire_ms.saturating_sub(now));
-                    }
-                })?;
+                // Named by logical database, counted in its physical one (SWAPDB).
+                shared
+                    .store
+                    .scan_db(shared.store.dbs.physical(db as u8), |_, m| {
+                        keys += 1;
+                        if m.expire_ms != 0 {
+                            expires += 1;
+                            ttl_sum += u128::from(m.expire_ms.saturating_sub(now));
+                        }
+                    })?;
                 if keys > 0 {
                     let avg = if expires > 0 {
                         ttl_sum / u128::from(expires)

@@ -44,6 +44,7 @@ pub mod config;
 mod config_rewrite;
 mod conn;
 mod cursor;
+mod dbmap;
 mod error;
 mod exec;
 mod expire;

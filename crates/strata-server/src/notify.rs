@@ -171,12 +171,19 @@ pub struct Notifier {
     pubsub: OnceLock<Arc<PubSub>>,
     /// The `pubsub` class of `client-output-buffer-limit`, as PUBLISH applies it.
     limit: Mutex<OutputLimit>,
+    /// Events come with physical databases; channels name logical ones (SWAPDB).
+    dbs: OnceLock<Arc<crate::dbmap::DbMap>>,
 }
 
 impl Notifier {
     /// Publishes through `pubsub` from now on.
     pub fn attach(&self, pubsub: Arc<PubSub>) {
         let _ = self.pubsub.set(pubsub);
+    }
+
+    /// Names databases through `dbs` from now on (set by the store at open).
+    pub fn translate_with(&self, dbs: Arc<crate::dbmap::DbMap>) {
+        let _ = self.dbs.set(dbs);
     }
 
     /// Takes the directive's value (already validated) and the subscribers' output limit.
@@ -204,6 +211,7 @@ impl Notifier {
         let Some(pubsub) = self.pubsub.get() else {
             return;
         };
+        let db = self.dbs.get().map_or(db, |m| m.logical(db));
         let limit = *self.limit.lock();
         // Nobody is the publisher: every copy goes to its subscriber's outbox.
         let mut own = BytesMut::new();

@@ -198,7 +198,8 @@ impl Shared {
         ConnState {
             id: info.id,
             info,
-            db: 0,
+            db: self.store.dbs.physical(0),
+            selected: 0,
             // As Redis: clients start authenticated (as `default`) while the default user
             // needs no password.
             authenticated: !self.acl.auth_required(),

@@ -443,6 +443,8 @@ pub struct Store {
     /// A replica's store: logically expired keys read as absent but are not deleted (the
     /// master's DEL deletes them, as Redis 7 replicas wait for it).
     keep_expired: AtomicBool,
+    /// Logical → physical database (SWAPDB, `dbmap.rs`); records carry the physical one.
+    pub dbs: Arc<crate::dbmap::DbMap>,
 }
 
 /// How many expired keys [`Store::notify_expired`] remembers.
@@ -528,6 +530,8 @@ impl Store {
                 )))
             }
         }
+        let dbs = crate::dbmap::DbMap::decode(db.get(&crate::dbmap::record_key())?.as_deref())
+            .map_err(strata_engine::Error::InvalidArgument)?;
         let hot_bytes = db.hot_stats().map_or(0, |h| h.capacity_bytes);
         let store = Store {
             db,
@@ -545,7 +549,9 @@ impl Store {
             notify: Default::default(),
             expired_recently: Mutex::new(Default::default()),
             keep_expired: AtomicBool::new(false),
+            dbs: Arc::new(dbs),
         };
+        store.notify.translate_with(store.dbs.clone());
         store.rebuild_expiry_index()?;
         Ok(store)
     }
@@ -633,6 +639,12 @@ impl Store {
 
     /// Notes that a command wrote `key`, which clients may be blocked on (Redis's
     /// `signalKeyAsReady`): they are served when the command ends (`blocking.rs`).
+    /// Marks `key` of `db` ready for its blocked clients as a write would (SWAPDB brought
+    /// another database under them); served when the running command ends.
+    pub(crate) fn mark_ready(&self, db: u8, key: &[u8]) {
+        self.note_ready(db, key)
+    }
+
     fn note_ready(&self, db: u8, key: &[u8]) {
         if !self.waited.contains(db, key) {
             return;

@@ -82,6 +82,49 @@ impl Watches {
         }
     }
 
+    /// SWAPDB swapped the logical databases of physical databases `p` and `q`: each watched
+    /// key of either now names the other physical database (its client's logical database
+    /// did not change), and its watchers are flagged if the key exists in either (Redis's
+    /// `touchAllWatchedKeysInDb` for both).
+    pub fn swap_dbs(&self, p: u8, q: u8, exists: impl Fn(u8, &[u8]) -> bool) {
+        if self.count.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let other = |db: u8| if db == p { q } else { p };
+        let keys: Vec<(u8, Vec<u8>)> = self
+            .inner
+            .lock()
+            .by_key
+            .keys()
+            .filter(|(db, _)| *db == p || *db == q)
+            .cloned()
+            .collect();
+        // Looked up without the lock: a lookup may expire a key, which touches watchers.
+        let touched: Vec<bool> = keys
+            .iter()
+            .map(|(_, k)| exists(p, k) || exists(q, k))
+            .collect();
+        let mut g = self.inner.lock();
+        let inner = &mut *g;
+        let mut lists = Vec::with_capacity(keys.len());
+        for ((db, key), touched) in keys.into_iter().zip(touched) {
+            if let Some(list) = inner.by_key.remove(&(db, key.clone())) {
+                for w in list.iter().filter(|_| touched) {
+                    w.dirty.store(true, Ordering::SeqCst);
+                }
+                lists.push(((other(db), key), list));
+            }
+        }
+        inner.by_key.extend(lists);
+        for keys in inner.by_client.values_mut() {
+            for (db, _) in keys.iter_mut() {
+                if *db == p || *db == q {
+                    *db = other(*db);
+                }
+            }
+        }
+    }
+
     /// The keys `client` watches, each with whether it was expired when watched.
     pub fn keys_of(&self, client: u64) -> Vec<(u8, Vec<u8>, bool)> {
         if self.count.load(Ordering::SeqCst) == 0 {

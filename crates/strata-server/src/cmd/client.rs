@@ -64,7 +64,7 @@ fn client_getname(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
 fn own_line(ctx: &Ctx<'_>) -> String {
     {
         let mut p = ctx.conn.info.published.lock();
-        p.db = ctx.conn.db;
+        p.db = ctx.conn.selected;
         p.name.clone_from(&ctx.conn.name);
         p.resp = if ctx.reply.proto == Proto::Resp3 {
             3
@@ -420,7 +420,8 @@ fn reset(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
         ctx.reply.raw(&pending);
     }
     ctx.shared.store.tracking.disable(&ctx.conn.info);
-    ctx.conn.db = 0;
+    ctx.conn.selected = 0;
+    ctx.conn.db = ctx.shared.store.dbs.physical(0);
     ctx.conn.name = None;
     ctx.conn.reply_off = false;
     ctx.conn.skip_next = false;

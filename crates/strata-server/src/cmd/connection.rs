@@ -174,7 +174,8 @@ fn select(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     if n < 0 || n >= dbs {
         return Err(CmdError::reply("ERR DB index is out of range"));
     }
-    ctx.conn.db = n as u8;
+    ctx.conn.selected = n as u8;
+    ctx.conn.db = ctx.shared.store.dbs.physical(n as u8);
     ctx.reply.ok();
     Ok(())
 }

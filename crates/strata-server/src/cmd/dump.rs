@@ -86,7 +86,7 @@ fn move_(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     if n < 0 || n as usize >= ctx.shared.config.read().databases {
         return Err(CmdError::reply("ERR DB index is out of range"));
     }
-    let (src_db, dst_db) = (ctx.conn.db, n as u8);
+    let (src_db, dst_db) = (ctx.conn.db, ctx.shared.store.dbs.physical(n as u8));
     if src_db == dst_db {
         return Err(CmdError::reply(
             "ERR source and destination objects are the same",

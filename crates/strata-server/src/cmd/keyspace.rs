@@ -360,7 +360,7 @@ fn copy(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             if n < 0 || n as usize >= ctx.shared.config.read().databases {
                 return Err(CmdError::reply("ERR DB index is out of range"));
             }
-            dst_db = n as u8;
+            dst_db = ctx.shared.store.dbs.physical(n as u8);
         } else {
             return Err(CmdError::reply(ERR_SYNTAX));
         }

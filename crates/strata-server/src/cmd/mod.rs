@@ -39,6 +39,7 @@ mod stream_info;
 mod stream_read;
 mod streams;
 mod strings;
+mod swapdb;
 pub mod table;
 mod tracking;
 mod zblocking;
@@ -153,8 +154,11 @@ pub struct ConnState {
     pub id: u64,
     /// This client's registry entry (what CLIENT LIST shows of it).
     pub info: Arc<ClientInfo>,
-    /// Selected database.
+    /// The physical database this client's commands use now: [`ConnState::selected`]
+    /// through the database map, fixed when a request is routed (design §13.19).
     pub db: u8,
+    /// The logical database SELECT chose (what clients see: CLIENT LIST, MONITOR).
+    pub selected: u8,
     pub authenticated: bool,
     /// The ACL user this connection runs as (`default` until AUTH).
     pub user: crate::acl::UserRef,
@@ -273,6 +277,7 @@ pub fn table() -> &'static table::Table {
             memory::COMMANDS,
             streams::COMMANDS,
             replication::COMMANDS,
+            swapdb::COMMANDS,
         ])
     })
 }
@@ -529,7 +534,7 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
     }
     {
         let mut p = info.published.lock();
-        p.db = ctx.conn.db;
+        p.db = ctx.conn.selected;
         p.name.clone_from(&ctx.conn.name);
         p.resp = if ctx.reply.proto == crate::protocol::reply::Proto::Resp3 {
             3
@@ -589,12 +594,20 @@ fn run_locked(
     let direct = crate::store::on_worker()
         || spec.has_trait(table::traits::SCRIPT | table::traits::SNAPSHOT_READ)
         || !spec.has_keys();
+    let top = !ctx.conn.in_exec && !ctx.conn.in_script;
     loop {
         let _guard = if direct {
             crate::store::KeyGuard::default()
         } else {
             lock_keys(ctx, spec, args.argv())
         };
+        // SWAPDB changes the database map only under every stripe: once a command holds its
+        // stripes, the client's physical database stays what it is for the run (§13.19).
+        let db = ctx.shared.store.dbs.physical(ctx.conn.selected);
+        if top && !crate::store::on_worker() && db != ctx.conn.db {
+            ctx.conn.db = db;
+            continue;
+        }
         match handler(ctx, args) {
             Err(CmdError::NeedKeys(more)) if !more.is_empty() && ctx.extra_keys.len() < 4096 => {
                 ctx.extra_keys.extend(more);
@@ -618,7 +631,8 @@ fn lock_keys<'s>(ctx: &Ctx<'s>, spec: &'static Spec, argv: &[Bytes]) -> crate::s
     };
     let other = table::other_db_key(spec, argv).and_then(|(pos, n)| {
         let databases = ctx.shared.config.read().databases;
-        (n >= 0 && (n as u64) < databases as u64).then(|| (n as u8, &argv[pos][..]))
+        (n >= 0 && (n as u64) < databases as u64)
+            .then(|| (store.dbs.physical(n as u8), &argv[pos][..]))
     });
     let blind = spec.has_trait(table::traits::BLIND_WRITE);
     let named = keys.iter().map(|k| (db, &argv[k.pos][..]));
@@ -641,7 +655,9 @@ fn feed_monitors(ctx: &Ctx<'_>, argv: &[Bytes]) {
         info.addr.clone()
     };
     let limit = ctx.shared.config.read().output_limits[0];
-    ctx.shared.monitors.feed(ctx.conn.db, &origin, argv, limit);
+    ctx.shared
+        .monitors
+        .feed(ctx.conn.selected, &origin, argv, limit);
 }
 
 /// Redis's `-MISCONF` error while the database refuses writes (`error::misconf`).

@@ -171,6 +171,7 @@ fn unwatch(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
 fn lock_plan<'a>(
     first_db: u8,
     databases: usize,
+    physical: impl Fn(u8) -> u8,
     queued: &'a [Vec<Bytes>],
     watched: &'a [(u8, Vec<u8>, bool)],
 ) -> Option<Vec<(u8, &'a [u8])>> {
@@ -182,7 +183,7 @@ fn lock_plan<'a>(
         };
         if spec.name == "select" {
             match parse_i64(&argv[1]) {
-                Some(n) if n >= 0 && (n as u64) < databases as u64 => db = n as u8,
+                Some(n) if n >= 0 && (n as u64) < databases as u64 => db = physical(n as u8),
                 _ => {}
             }
             continue;
@@ -215,9 +216,16 @@ fn exec(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     let store = &shared.store;
     let watched = store.watches.keys_of(ctx.conn.id);
     let databases = shared.config.read().databases;
-    let locks = {
-        let plan = lock_plan(ctx.conn.db, databases, &m.queued, &watched);
-        store.lock_for_exec(plan.as_deref())
+    // The map may change until the stripes are held (SWAPDB holds them all while it
+    // changes it): plan again if the client's database moved meanwhile.
+    let locks = loop {
+        ctx.conn.db = store.dbs.physical(ctx.conn.selected);
+        let physical = |n| store.dbs.physical(n);
+        let plan = lock_plan(ctx.conn.db, databases, physical, &m.queued, &watched);
+        let locks = store.lock_for_exec(plan.as_deref());
+        if store.dbs.physical(ctx.conn.selected) == ctx.conn.db {
+            break locks;
+        }
     };
     // Under the stripes of the watched keys, nobody can modify them until the commands ran.
     let mut dirty = ctx.conn.info.watch_dirty.load(Ordering::SeqCst);
@@ -286,7 +294,7 @@ mod tests {
             argv("ping"),
             argv("get d"),
         ];
-        let plan = lock_plan(0, 16, &q, &watched).unwrap();
+        let plan = lock_plan(0, 16, |d| d, &q, &watched).unwrap();
         assert_eq!(
             plan,
             vec![(3, &b"w"[..]), (0, b"a"), (2, b"b"), (2, b"c"), (2, b"d")]
@@ -300,7 +308,7 @@ mod tests {
             "zunionstore d x a",
         ] {
             let q = vec![argv("set a 1"), argv(all)];
-            assert_eq!(lock_plan(0, 16, &q, &[]), None, "{all}");
+            assert_eq!(lock_plan(0, 16, |d| d, &q, &[]), None, "{all}");
         }
     }
 
@@ -310,7 +318,7 @@ mod tests {
             argv("zunionstore d 2 a b weights 1 2"),
             argv("lmpop 1 l left"),
         ];
-        let plan = lock_plan(0, 16, &q, &[]).unwrap();
+        let plan = lock_plan(0, 16, |d| d, &q, &[]).unwrap();
         assert_eq!(plan, vec![(0, &b"d"[..]), (0, b"a"), (0, b"b"), (0, b"l")]);
     }
 }

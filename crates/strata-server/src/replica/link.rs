@@ -81,10 +81,12 @@ pub fn run(shared: Arc<Shared>, epoch: u64) {
         let mut conn = shared.new_conn(info);
         conn.master = true;
         conn.authenticated = true;
-        conn.db = db;
+        // The master's SELECT names a logical database (SWAPDB's map, `dbmap.rs`).
+        conn.selected = db;
+        conn.db = shared.store.dbs.physical(db);
         let end = session(&shared, &mut conn, epoch);
         shared.clients.remove(conn.id);
-        db = conn.db;
+        db = conn.selected;
         let was_up = r.link_up.load(std::sync::atomic::Ordering::Acquire);
         let (reason, retry) = match end {
             End::Superseded => break,

@@ -94,6 +94,8 @@ pub fn load(
         match item {
             Item::Key(e) => {
                 let db = u8::try_from(e.db).map_err(|_| format!("database {}", e.db))?;
+                // The file names logical databases; records carry physical ones (SWAPDB).
+                let db = store.dbs.physical(db);
                 bytes += e.key.len() + value_bytes(&e.value);
                 put_value(
                     store,
