@@ -3,19 +3,9 @@
 //! and hostile files.
 
 use super::file::{opcode, FileError, FileReader, Item};
+use super::fixtures::{b, hex};
 use super::*;
 use std::collections::BTreeMap;
-
-fn hex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("fixture is hex"))
-        .collect()
-}
-
-fn b(s: &str) -> Vec<u8> {
-    s.as_bytes().to_vec()
-}
 
 /// Every item of `data`, or the first error.
 fn items(data: &[u8]) -> Result<Vec<Item>, FileError> {

@@ -1,5 +1,19 @@
 //! DUMP payloads captured from redis-server 7.0.15 by `scripts/rdb-fixtures.py`
-//! (regenerate with it; the expected values are written in `tests.rs`).
+//! (regenerate with it; the expected values are written in `tests.rs`), and the two
+//! helpers every RDB test module reads them with.
+
+/// The bytes of a hex fixture.
+pub fn hex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("fixture is hex"))
+        .collect()
+}
+
+/// A string's bytes.
+pub fn b(s: &str) -> Vec<u8> {
+    s.as_bytes().to_vec()
+}
 
 /// SET k bar; OBJECT ENCODING embstr.
 pub const STRING_RAW: &str = "00036261720a00e6be4960ee66fd17";

@@ -2,22 +2,12 @@
 //! type `STREAM_LISTPACKS_2`), the node listpacks Strata writes against Redis's bytes,
 //! round trips through the three stream types, and hostile and fuzzed payloads.
 
+use super::fixtures::{b, hex};
 use super::stream::{
     node_listpack, write_as, ConsumerValue, GroupValue, Node, PendingValue, StreamValue,
 };
 use super::*;
 use crate::stream::StreamId;
-
-fn hex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("fixture is hex"))
-        .collect()
-}
-
-fn b(s: &str) -> Vec<u8> {
-    s.as_bytes().to_vec()
-}
 
 fn id(ms: u64, seq: u64) -> StreamId {
     StreamId::new(ms, seq)

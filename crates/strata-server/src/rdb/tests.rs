@@ -2,18 +2,8 @@
 //! of older and newer encodings built here from their specification, round trips, and
 //! truncated, bit-flipped and hostile payloads.
 
+use super::fixtures::{b, hex};
 use super::*;
-
-fn hex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("fixture is hex"))
-        .collect()
-}
-
-fn b(s: &str) -> Vec<u8> {
-    s.as_bytes().to_vec()
-}
 
 fn strs(v: &[&str]) -> Vec<Vec<u8>> {
     v.iter().map(|s| b(s)).collect()
