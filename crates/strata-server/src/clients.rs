@@ -84,6 +84,8 @@ pub struct ClientInfo {
     tracking_redir: AtomicU64,
     /// The replication master's link (flag `M`, CLIENT LIST and KILL `TYPE master`).
     pub master: AtomicBool,
+    /// A replica fed by this server (flag `S`, CLIENT LIST and KILL `TYPE replica`).
+    pub replica: AtomicBool,
 }
 
 impl ClientInfo {
@@ -118,6 +120,7 @@ impl ClientInfo {
             tracking: AtomicU32::new(0),
             tracking_redir: AtomicU64::new(0),
             master: AtomicBool::new(false),
+            replica: AtomicBool::new(false),
         }
     }
 
@@ -196,6 +199,10 @@ impl ClientInfo {
         self.killed.load(Ordering::Acquire)
     }
 
+    pub fn is_replica(&self) -> bool {
+        self.replica.load(Ordering::Relaxed)
+    }
+
     pub fn is_master(&self) -> bool {
         self.master.load(Ordering::Relaxed)
     }
@@ -223,6 +230,9 @@ impl ClientInfo {
         let mut flags = String::new();
         if self.monitor.load(Ordering::Relaxed) {
             flags.push('O');
+        }
+        if self.is_replica() {
+            flags.push('S');
         }
         if self.is_master() {
             flags.push('M');

@@ -65,6 +65,9 @@ enum Step {
     /// CLIENT PAUSE holds this request (`pause.rs`): write the replies before it, wait for
     /// the pause to end, then run it and continue with the buffered requests.
     Paused(Box<Held>),
+    /// PSYNC or SYNC: write the replies, then the connection is the replica's feed
+    /// (`repl/serve.rs`).
+    Replica(Box<crate::repl::serve::Handoff>),
 }
 
 /// A request looked up and routed, not run yet.
@@ -263,6 +266,12 @@ where
             match step {
                 Step::NeedInput => break,
                 Step::Flush => continue,
+                Step::Replica(h) => {
+                    let input = buf.split();
+                    crate::repl::serve::run(shared.clone(), &mut sock, input, info.clone(), *h)
+                        .await;
+                    return;
+                }
                 Step::Close => {
                     let _ = sock.shutdown().await;
                     return;
@@ -614,6 +623,9 @@ async fn run_buffered(
                 if conn.close_after_reply {
                     return Step::Close;
                 }
+                if let Some(h) = conn.replica.as_mut().and_then(|r| r.handoff.take()) {
+                    return Step::Replica(Box::new(h));
+                }
             }
         }
     }
@@ -668,14 +680,28 @@ fn run_in_place(
     let before = reply.len();
     let count = run.len();
     let mut run = Some(run);
+    // The sequencer (`repl/sequencer.rs`): from before the run's write until its effects
+    // are appended, each command's its own unit, in order; the stripes are released after.
+    let seq = shared.master.seq.enter();
+    let mut units = Vec::new();
     let ran = store.db().try_exec_here(shard, |txn| {
         with_txn(txn, || {
             for r in run.take().unwrap_or_default() {
+                if seq.is_some() {
+                    conn.repl_pending = Some(Vec::new());
+                }
                 let mut ctx = Ctx::new(shared, &mut *conn, &mut *reply);
                 dispatch_found(&mut ctx, r.argv, r.found);
+                units.extend(conn.repl_pending.take());
             }
         })
     });
+    if let Some((_, Ok(()))) = &ran {
+        for unit in &units {
+            shared.master.append_unit(unit, unit.len() > 1);
+        }
+    }
+    drop(seq);
     drop(guard);
     // Blocked clients the run served get their replies now that its write is applied.
     let wakes = crate::blocking::take_wakes();

@@ -157,6 +157,12 @@ pub fn submit(
         // and run after it reads the swapped one (nothing writes it while this worker
         // holds the shard); a write holds stripes, under which the map does not change.
         conn.db = run_shared.store.dbs.physical(conn.selected);
+        // The sequencer (`repl/sequencer.rs`): held from here (the stripes are held since
+        // the submission) until the completion appended, after the group's write.
+        let seq = run_shared.master.seq.enter();
+        if seq.is_some() {
+            conn.repl_pending = Some(Vec::new());
+        }
         let mut reply = ReplyBuf::with_capacity(proto, 64);
         let rerun_inline = with_txn(txn, || {
             let mut ctx = Ctx::new(&run_shared, &mut conn, &mut reply);
@@ -173,7 +179,14 @@ pub fn submit(
         let wakes = crate::blocking::take_wakes();
         // The group writes (and, under `appendfsync always`, syncs) if anything in it wrote.
         let synced = txn.has_writes() && run_shared.store.sync_writes();
+        let unit = conn.repl_pending.take();
         Some(Box::new(move |written: strata::Result<()>| {
+            // Completions run in group order after the group's write: the log gets the
+            // group's effects in its order, before the worker starts the next group.
+            if let (Ok(()), Some(unit)) = (&written, unit) {
+                run_shared.master.append_unit(&unit, unit.len() > 1);
+            }
+            drop(seq);
             drop(guard);
             wakes.deliver(&run_shared, written.as_ref().map(|_| ()));
             let out = match written {

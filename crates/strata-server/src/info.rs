@@ -215,6 +215,10 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
             kv("total_net_input_bytes", load(&st.net_input_bytes));
             kv("total_net_output_bytes", load(&st.net_output_bytes));
             kv("rejected_connections", load(&st.rejected_connections));
+            let m = &shared.master;
+            kv("sync_full", load(&m.sync_full));
+            kv("sync_partial_ok", load(&m.sync_partial_ok));
+            kv("sync_partial_err", load(&m.sync_partial_err));
             kv("expired_keys", load(&ks.expired_keys));
             let stale = f64::from_bits(ks.expired_stale_perc.load(Ordering::Relaxed));
             kv("expired_stale_perc", format!("{stale:.2}"));

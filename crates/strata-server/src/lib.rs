@@ -68,6 +68,7 @@ pub mod protocol;
 mod pubsub;
 mod random;
 pub mod rdb;
+mod repl;
 mod replica;
 mod save;
 mod scripting;

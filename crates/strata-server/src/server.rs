@@ -136,6 +136,8 @@ pub struct Shared {
     pub functions: crate::scripting::functions::Functions,
     /// Replication: this server as a replica (`replica/`).
     pub replication: crate::replica::Replication,
+    /// Replication: this server as a master (`repl/`).
+    pub master: crate::repl::Master,
     /// This value's own `Arc`, for work that outlives a command (BGSAVE's thread).
     pub me: std::sync::Weak<Shared>,
     next_client_id: AtomicU64,
@@ -214,6 +216,8 @@ impl Shared {
             sub: None,
             push: None,
             master: false,
+            repl_pending: None,
+            replica: None,
         }
     }
 }
@@ -450,6 +454,7 @@ pub(crate) fn open_shared(
         saves: crate::save::Saves::default(),
         scripts: Default::default(),
         replication: Default::default(),
+        master: Default::default(),
         me: me.clone(),
         config: RwLock::new(config),
         stats: Stats::default(),

@@ -1373,6 +1373,17 @@ impl Store {
         locks: ExecLocks,
         f: impl FnOnce() -> (R, bool),
     ) -> (R, Result<()>) {
+        self.run_exec_then(locks, f, |_| {})
+    }
+
+    /// [`Store::run_exec_or_discard`] that runs `after` with the write's outcome before the
+    /// stripes are released (the replication log's append, `repl/sequencer.rs`).
+    pub fn run_exec_then<R>(
+        &self,
+        locks: ExecLocks,
+        f: impl FnOnce() -> (R, bool),
+        after: impl FnOnce(&Result<()>),
+    ) -> (R, Result<()>) {
         struct Clear;
         impl Drop for Clear {
             fn drop(&mut self) {
@@ -1400,6 +1411,7 @@ impl Store {
             }
             w
         };
+        after(&written);
         drop(locks);
         (r, written)
     }

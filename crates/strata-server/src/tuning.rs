@@ -232,7 +232,9 @@ pub static TUNING: &[Tuning] = &[
     t("masteruser", "", Str),
     a("min-replicas-max-lag", "min-slaves-max-lag", "10", Int),
     a("min-replicas-to-write", "min-slaves-to-write", "0", Int),
-    t("repl-backlog-size", "1048576", Mem),
+    // The backlog is the replication log on SSD (`repl/log.rs`), so its default is larger
+    // than Redis's 1 MB in RAM.
+    t("repl-backlog-size", "1073741824", Mem),
     t("repl-backlog-ttl", "3600", Int),
     t("repl-disable-tcp-nodelay", "no", Bool),
     t(

@@ -81,16 +81,21 @@ fn client_list(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let mut subscribers: Option<bool> = None;
     // TYPE master (`Some(true)`), or normal or pubsub (`Some(false)`).
     let mut masters: Option<bool> = None;
+    // TYPE replica (`Some(true)`), or any other type (`Some(false)`).
+    let mut replicas: Option<bool> = None;
     while let Some(opt) = args.next_keyword() {
         match opt.as_str() {
             "TYPE" => {
                 let t = args.next_bytes()?;
                 match String::from_utf8_lossy(&t).to_ascii_lowercase().as_str() {
-                    "normal" => (subscribers, masters) = (Some(false), Some(false)),
-                    "pubsub" => (subscribers, masters) = (Some(true), Some(false)),
-                    "master" => masters = Some(true),
-                    // No replicas here (the master side is not built).
-                    "replica" | "slave" => ids = Some(Vec::new()),
+                    "normal" => {
+                        (subscribers, masters, replicas) = (Some(false), Some(false), Some(false))
+                    }
+                    "pubsub" => {
+                        (subscribers, masters, replicas) = (Some(true), Some(false), Some(false))
+                    }
+                    "master" => (masters, replicas) = (Some(true), Some(false)),
+                    "replica" | "slave" => replicas = Some(true),
                     _ => {
                         let mut msg = b"ERR Unknown client type '".to_vec();
                         msg.extend_from_slice(&t);
@@ -123,6 +128,7 @@ fn client_list(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         if ids.as_ref().is_some_and(|v| !v.contains(&c.id))
             || subscribers.is_some_and(|s| s != c.is_subscriber())
             || masters.is_some_and(|m| m != c.is_master())
+            || replicas.is_some_and(|r| r != c.is_replica())
         {
             continue;
         }
@@ -152,8 +158,8 @@ struct KillFilter {
     laddr: Option<Vec<u8>>,
     /// Authenticated as this ACL user.
     user: Option<Vec<u8>>,
-    /// A type no client here has (replica).
-    no_type_match: bool,
+    /// TYPE replica (`Some(true)`), or another type (`Some(false)`).
+    replica: Option<bool>,
     /// TYPE master (`Some(true)`), or normal or pubsub (`Some(false)`).
     master: Option<bool>,
     /// TYPE pubsub (`Some(true)`) or normal (`Some(false)`).
@@ -163,7 +169,7 @@ struct KillFilter {
 
 impl KillFilter {
     fn matches(&self, c: &ClientInfo, me: u64) -> bool {
-        !(self.no_type_match
+        !(self.replica.is_some_and(|r| r != c.is_replica())
             || self.id.is_some_and(|id| id != c.id)
             || self.subscribers.is_some_and(|s| s != c.is_subscriber())
             || self.master.is_some_and(|m| m != c.is_master())
@@ -201,10 +207,16 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
                     _ => return Err(CmdError::reply("ERR client-id should be greater than 0")),
                 },
                 "TYPE" => match String::from_utf8_lossy(val).to_ascii_lowercase().as_str() {
-                    "normal" => (f.subscribers, f.master) = (Some(false), Some(false)),
-                    "pubsub" => (f.subscribers, f.master) = (Some(true), Some(false)),
-                    "master" => f.master = Some(true),
-                    "replica" | "slave" => f.no_type_match = true,
+                    "normal" => {
+                        (f.subscribers, f.master, f.replica) =
+                            (Some(false), Some(false), Some(false))
+                    }
+                    "pubsub" => {
+                        (f.subscribers, f.master, f.replica) =
+                            (Some(true), Some(false), Some(false))
+                    }
+                    "master" => (f.master, f.replica) = (Some(true), Some(false)),
+                    "replica" | "slave" => f.replica = Some(true),
                     _ => {
                         let mut msg = b"ERR Unknown client type '".to_vec();
                         msg.extend_from_slice(val);

@@ -184,6 +184,29 @@ pub struct ConnState {
     /// The replication link's client (Redis's `CLIENT_MASTER`): its writes are the master's,
     /// never refused as READONLY, MASTERDOWN or LOADING (`crate::replica`).
     pub master: bool,
+    /// Effects of the running unit to append to the replication log (`repl/`): `Some`
+    /// while the unit holds a sequencer guard; each entry is (logical database, argv).
+    pub repl_pending: Option<Vec<(u8, crate::repl::Argv)>>,
+    /// What this client said with REPLCONF, and the PSYNC hand-off once it asked to sync.
+    pub replica: Option<Box<ReplicaConn>>,
+}
+
+/// A connection that talks to this server as a replica.
+#[derive(Default)]
+pub struct ReplicaConn {
+    pub conf: crate::repl::psync::ReplConf,
+    /// Set by PSYNC/SYNC: the connection becomes the replica's feed after the reply.
+    pub handoff: Option<crate::repl::serve::Handoff>,
+}
+
+impl Clone for ReplicaConn {
+    /// A worker's copy of the connection never carries the hand-off.
+    fn clone(&self) -> Self {
+        ReplicaConn {
+            conf: self.conf.clone(),
+            handoff: None,
+        }
+    }
 }
 
 /// What a command runs with.
@@ -608,7 +631,40 @@ fn run_locked(
             ctx.conn.db = db;
             continue;
         }
-        match handler(ctx, args) {
+        // The sequencer (`repl/sequencer.rs`): a top-level command on this thread holds its
+        // guard from before its write to after its append, taken after its stripes; on a
+        // worker the group's completion appends (`exec.rs`). One atomic load while no
+        // replica ever connected.
+        let seq = if top && !crate::store::on_worker() && !ctx.conn.master {
+            ctx.shared.master.seq.enter()
+        } else {
+            None
+        };
+        if seq.is_some() {
+            ctx.conn.repl_pending = Some(Vec::new());
+        }
+        let errors = ctx.reply.error_count();
+        let r = handler(ctx, args);
+        if r.is_ok() && ctx.reply.error_count() == errors {
+            if let Some(pending) = ctx.conn.repl_pending.as_mut() {
+                let db = ctx.conn.selected;
+                let argv = args.argv();
+                pending.extend(
+                    crate::repl::propagated(spec, argv)
+                        .into_iter()
+                        .map(|a| (db, a)),
+                );
+            }
+        }
+        if seq.is_some() {
+            let unit = ctx.conn.repl_pending.take().unwrap_or_default();
+            if r.is_ok() {
+                let wrap = spec.name == "exec" || unit.len() > 1;
+                ctx.shared.master.append_unit(&unit, wrap);
+            }
+        }
+        drop(seq);
+        match r {
             Err(CmdError::NeedKeys(more)) if !more.is_empty() && ctx.extra_keys.len() < 4096 => {
                 ctx.extra_keys.extend(more);
                 args.restart(skip);

@@ -251,13 +251,26 @@ fn exec(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     let mut inner = ReplyBuf::new(ctx.reply.proto);
     ctx.conn.in_exec = true;
     let conn = &mut *ctx.conn;
-    let ((), written) = store.run_exec(locks, || {
-        conn.multi = None;
-        for argv in m.queued {
-            let mut c = Ctx::new(shared, &mut *conn, &mut inner);
-            dispatch(&mut c, argv);
-        }
-    });
+    // The transaction's effects go to the replication log before its stripes are released
+    // (`repl/sequencer.rs`), as one MULTI/EXEC unit.
+    let effects = std::cell::RefCell::new(None);
+    let ((), written) = store.run_exec_then(
+        locks,
+        || {
+            conn.multi = None;
+            for argv in m.queued {
+                let mut c = Ctx::new(shared, &mut *conn, &mut inner);
+                dispatch(&mut c, argv);
+            }
+            *effects.borrow_mut() = conn.repl_pending.take();
+            ((), true)
+        },
+        |w| {
+            if let (Ok(()), Some(unit)) = (w, effects.borrow_mut().take()) {
+                shared.master.append_unit(&unit, true);
+            }
+        },
+    );
     ctx.conn.in_exec = false;
     ctx.conn.multi = None;
     publish(ctx);

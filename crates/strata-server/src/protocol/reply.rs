@@ -123,6 +123,11 @@ impl ReplyBuf {
     }
 
     /// The number of error replies written since the last call, and their codes.
+    /// Error replies written since the last [`ReplyBuf::take_errors`].
+    pub fn error_count(&self) -> u32 {
+        self.errors
+    }
+
     pub fn take_errors(&mut self) -> (u32, Vec<String>) {
         (
             std::mem::take(&mut self.errors),

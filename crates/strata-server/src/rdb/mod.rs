@@ -18,6 +18,7 @@
 //! Layer: store and types (above configuration; no services, commands or execution).
 
 pub mod crc64;
+pub mod dataset;
 pub mod file;
 pub mod lzf;
 pub mod packed;

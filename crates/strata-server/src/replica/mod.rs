@@ -294,6 +294,27 @@ impl Replication {
         self.epoch.load(Ordering::Acquire) == epoch
     }
 
+    /// `(replid, replid2, second_offset, offset)` now (the master side's PSYNC decision;
+    /// `offset` is the replica side's applied offset, or the promoted one).
+    pub fn ids(&self) -> (String, String, i64, u64) {
+        let st = self.state.lock();
+        (
+            st.replid.clone(),
+            st.replid2.clone(),
+            st.second_offset,
+            st.offset,
+        )
+    }
+
+    /// Sets the offset a master reached (its log's end) before it becomes a replica, so that
+    /// it asks its new master from there.
+    pub fn set_master_offset(&self, offset: u64) {
+        let mut st = self.state.lock();
+        if !self.is_replica() {
+            st.offset = offset;
+        }
+    }
+
     /// ROLE's reply items: `("slave", host, port, state, offset)` or `("master", offset)`.
     pub fn role(&self) -> Role {
         let st = self.state.lock();
@@ -369,16 +390,11 @@ impl Replication {
             }
             _ => f.push(("role", "master".into())),
         }
-        f.push(("connected_slaves", "0".into()));
-        f.push(("master_failover_state", "no-failover".into()));
-        f.push(("master_replid", st.replid.clone()));
-        f.push(("master_replid2", st.replid2.clone()));
-        f.push(("master_repl_offset", st.offset.to_string()));
-        f.push(("second_repl_offset", st.second_offset.to_string()));
-        f.push(("repl_backlog_active", "0".into()));
-        f.push(("repl_backlog_size", get("repl-backlog-size")));
-        f.push(("repl_backlog_first_byte_offset", "0".into()));
-        f.push(("repl_backlog_histlen", "0".into()));
+        // The master side's fields (`repl/`): replicas, ids, offset, the log.
+        let ids = (&st.replid[..], &st.replid2[..], st.second_offset, st.offset);
+        shared
+            .master
+            .info_fields(&mut f, ids, get("repl-backlog-size"));
         f
     }
 }

@@ -1,0 +1,301 @@
+//! Strata as a replication master (Redis's `replication.c`, the master side): the
+//! replication log on SSD, the sequencer that orders effects into it, and the feeders that
+//! serve replicas (`docs/design.md` §13.24).
+//!
+//! - `log.rs`: the backlog, RESP bytes of the stream addressed by offset, in segment files;
+//! - `sequencer.rs`: the order of appends and the full sync's cut;
+//! - `psync.rs`: PSYNC's decision and REPLCONF's arguments, without I/O;
+//! - `serve.rs`: a replica's connection once it sent PSYNC (full sync, then the feed).
+//!
+//! **Protocol between threads.** [`Master`] is shared (`Shared::master`). Commands append
+//! through [`Master::append_unit`] while they hold a [`sequencer::SeqGuard`]; the stream's
+//! selected database lives under `stream_db`'s mutex, held across the append so SELECT and
+//! the command it precedes are one append. The log is created when the first replica asks
+//! for a full sync and kept afterwards; a background thread (`upkeep`) flushes it every
+//! [`FLUSH_EVERY`] and PINGs the replicas every `repl-ping-replica-period`.
+
+pub mod log;
+pub mod psync;
+pub mod sequencer;
+pub mod serve;
+
+use crate::server::Shared;
+use bytes::Bytes;
+use log::ReplLog;
+use parking_lot::{Mutex, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One command's arguments.
+pub type Argv = Vec<Bytes>;
+
+/// The log's directory under `dir`.
+pub const LOG_DIR: &str = "repl-log";
+/// Segment files roll at this size (or an eighth of `repl-backlog-size` if smaller).
+const SEGMENT_BYTES: u64 = 64 << 20;
+/// How often the in-memory tail is written to the segment files.
+const FLUSH_EVERY: Duration = Duration::from_millis(10);
+
+/// Which argvs a command that ran without an error reply propagates, in the database the
+/// client has selected. The plain rule: a command flagged `write` propagates itself; the
+/// effect rewrites (EXPIRE as PEXPIREAT, SPOP as SREM, ...) replace this one function.
+pub fn propagated(spec: &crate::cmd::Spec, argv: &[Bytes]) -> Vec<Argv> {
+    if spec.has(crate::cmd::flag::WRITE) {
+        vec![argv.to_vec()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// Appends `argv` in Redis's multibulk form.
+pub fn encode(out: &mut Vec<u8>, argv: &[impl AsRef<[u8]>]) {
+    out.extend_from_slice(format!("*{}\r\n", argv.len()).as_bytes());
+    for a in argv {
+        let a = a.as_ref();
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// A connected replica, as INFO, ROLE and WAIT see it.
+pub struct ReplicaLink {
+    pub client_id: u64,
+    pub ip: String,
+    pub port: u16,
+    /// `wait_bgsave`, `send_bulk` or `online`.
+    pub state: Mutex<&'static str>,
+    /// The offset the replica acknowledged (`REPLCONF ACK`), 0-based bytes.
+    pub ack: AtomicU64,
+    pub last_ack: Mutex<Instant>,
+}
+
+/// The master side's state (see the module documentation).
+#[derive(Default)]
+pub struct Master {
+    pub seq: sequencer::Sequencer,
+    log: RwLock<Option<Arc<ReplLog>>>,
+    /// The database the stream has selected (`None`: the next append selects).
+    stream_db: Mutex<Option<u8>>,
+    pub replicas: Mutex<Vec<Arc<ReplicaLink>>>,
+    pub sync_full: AtomicU64,
+    pub sync_partial_ok: AtomicU64,
+    pub sync_partial_err: AtomicU64,
+    /// Serializes log creation and the upkeep thread's start.
+    init: Mutex<bool>,
+}
+
+impl Master {
+    /// The log, once a replica has connected.
+    pub fn log(&self) -> Option<Arc<ReplLog>> {
+        self.log.read().clone()
+    }
+
+    /// Appends one unit of effects (a command's, a transaction's, a group member's) as
+    /// `(database, argv)` pairs: SELECT before a command of another database than the
+    /// stream's, and MULTI/EXEC around them if `wrap`. The caller holds a sequencer guard.
+    pub fn append_unit(&self, unit: &[(u8, Argv)], wrap: bool) {
+        if unit.is_empty() {
+            return;
+        }
+        let Some(log) = self.log() else { return };
+        let mut db = self.stream_db.lock();
+        let mut out = Vec::new();
+        let select = |out: &mut Vec<u8>, d: u8, db: &mut Option<u8>| {
+            if *db != Some(d) {
+                encode(out, &[b"SELECT".as_slice(), d.to_string().as_bytes()]);
+                *db = Some(d);
+            }
+        };
+        if wrap {
+            // The transaction's first database is selected before MULTI, as Redis does.
+            select(&mut out, unit[0].0, &mut db);
+            encode(&mut out, &[b"MULTI"]);
+        }
+        for (d, argv) in unit {
+            select(&mut out, *d, &mut db);
+            encode(&mut out, argv);
+        }
+        if wrap {
+            encode(&mut out, &[b"EXEC"]);
+        }
+        log.append(&out);
+    }
+
+    /// Propagates writes made outside any command (the active expiry cycle's deletes, for
+    /// example) in database `db` (logical, as SELECT names it): appended in order as one
+    /// unit (wrapped in MULTI/EXEC if more than one). The caller must have made the writes
+    /// under the exclusion of their keys and call this before releasing it, so that the
+    /// stream orders them as the store did. Nothing happens while no replica ever connected.
+    pub fn propagate(&self, db: u8, cmds: &[Vec<Vec<u8>>]) {
+        let Some(_g) = self.seq.enter() else { return };
+        let unit: Vec<(u8, Argv)> = cmds
+            .iter()
+            .map(|c| (db, c.iter().map(|a| Bytes::copy_from_slice(a)).collect()))
+            .collect();
+        self.append_unit(&unit, unit.len() > 1);
+    }
+
+    /// The stream's end (`master_repl_offset`) if the log exists.
+    pub fn offset(&self) -> Option<u64> {
+        self.log().map(|l| l.end())
+    }
+
+    /// Makes sure the log exists and continues `offset` (this server's replication offset);
+    /// on the first call starts appending (the sequencer's activation) and the upkeep.
+    pub fn ensure_log(&self, shared: &Shared, offset: u64) -> std::io::Result<Arc<ReplLog>> {
+        let mut started = self.init.lock();
+        if let Some(l) = self.log() {
+            return Ok(l);
+        }
+        let (dir, limit) = {
+            let c = shared.config.read();
+            let limit = c
+                .get("repl-backlog-size")
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(1 << 30);
+            (c.dir.join(LOG_DIR), limit)
+        };
+        let seg = SEGMENT_BYTES.min((limit / 8).max(1 << 20));
+        let log = Arc::new(ReplLog::create(&dir, offset, limit, seg)?);
+        *self.stream_db.lock() = None;
+        *self.log.write() = Some(log.clone());
+        self.seq.activate();
+        // A command that saw the sequencer inactive holds its stripes until its write is
+        // done: once every stripe was free, every write from now on is appended.
+        drop(shared.store.lock_every_stripe_for_command());
+        if !*started {
+            *started = true;
+            let me = shared.me.clone();
+            let spawned = std::thread::Builder::new()
+                .name("strata-repl-log".into())
+                .spawn(move || upkeep(me));
+            if let Err(e) = spawned {
+                eprintln!("strata-server: starting the replication log thread: {e}");
+            }
+        }
+        Ok(log)
+    }
+
+    /// Forces a SELECT before the next command (a new full sync's stream starts with one).
+    pub fn reselect(&self) {
+        *self.stream_db.lock() = None;
+    }
+
+    /// Drops the log and disconnects the replicas (this server becomes a replica, or a
+    /// promoted one starts a new history): the next PSYNC makes a new log at the offset.
+    pub fn reset_log(&self, clients: &crate::clients::Registry) {
+        let _init = self.init.lock();
+        let Some(_log) = self.log.write().take() else {
+            return;
+        };
+        for r in self.replicas.lock().iter() {
+            if let Some(c) = clients.all().into_iter().find(|c| c.id == r.client_id) {
+                c.request_kill();
+            }
+        }
+    }
+
+    /// `REPLCONF GETACK *` into the stream (WAIT asks the replicas where they are).
+    pub fn propagate_getack(&self) {
+        let Some(_g) = self.seq.enter() else { return };
+        let Some(log) = self.log() else { return };
+        let mut out = Vec::new();
+        encode(&mut out, &[b"REPLCONF".as_slice(), b"GETACK", b"*"]);
+        log.append(&out);
+    }
+
+    pub fn add_replica(&self, r: Arc<ReplicaLink>) {
+        self.replicas.lock().push(r);
+    }
+
+    pub fn remove_replica(&self, client_id: u64) {
+        self.replicas.lock().retain(|r| r.client_id != client_id);
+    }
+
+    /// INFO replication's master part, after `role` (Redis 7.0.15's order from
+    /// `connected_slaves` to `repl_backlog_histlen`).
+    pub fn info_fields(
+        &self,
+        f: &mut Vec<(&'static str, String)>,
+        ids: (&str, &str, i64, u64),
+        backlog_size: String,
+    ) {
+        let (replid, replid2, second, offset) = ids;
+        let replicas = self.replicas.lock().clone();
+        f.push(("connected_slaves", replicas.len().to_string()));
+        let lines: Vec<String> = replicas
+            .iter()
+            .map(|r| {
+                format!(
+                    "ip={},port={},state={},offset={},lag={}",
+                    r.ip,
+                    r.port,
+                    r.state.lock(),
+                    r.ack.load(Ordering::Relaxed),
+                    r.last_ack.lock().elapsed().as_secs()
+                )
+            })
+            .collect();
+        // INFO's field names are static; the replica lines are numbered.
+        const NAMES: [&str; 16] = [
+            "slave0", "slave1", "slave2", "slave3", "slave4", "slave5", "slave6", "slave7",
+            "slave8", "slave9", "slave10", "slave11", "slave12", "slave13", "slave14", "slave15",
+        ];
+        for (i, l) in lines.into_iter().enumerate().take(NAMES.len()) {
+            f.push((NAMES[i], l));
+        }
+        let log = self.log();
+        let offset = log.as_ref().map_or(offset, |l| l.end());
+        f.push(("master_failover_state", "no-failover".into()));
+        f.push(("master_replid", replid.to_string()));
+        f.push(("master_replid2", replid2.to_string()));
+        f.push(("master_repl_offset", offset.to_string()));
+        f.push(("second_repl_offset", second.to_string()));
+        let (active, first, histlen) = match &log {
+            Some(l) => {
+                let (first, end) = l.bounds();
+                (1, first + 1, end - first)
+            }
+            None => (0, 0, 0),
+        };
+        f.push(("repl_backlog_active", active.to_string()));
+        f.push(("repl_backlog_size", backlog_size));
+        f.push(("repl_backlog_first_byte_offset", first.to_string()));
+        f.push(("repl_backlog_histlen", histlen.to_string()));
+    }
+}
+
+/// The log's background work: flushes the tail, PINGs the replicas into the stream every
+/// `repl-ping-replica-period`. Ends with the server.
+fn upkeep(me: std::sync::Weak<Shared>) {
+    let mut last_ping = Instant::now();
+    loop {
+        std::thread::sleep(FLUSH_EVERY);
+        let Some(shared) = me.upgrade() else { return };
+        let master = &shared.master;
+        let Some(log) = master.log() else { continue };
+        let period = shared
+            .config
+            .read()
+            .get("repl-ping-replica-period")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(10);
+        if last_ping.elapsed() >= Duration::from_secs(period) {
+            last_ping = Instant::now();
+            if !master.replicas.lock().is_empty() && !shared.replication.is_replica() {
+                let _g = master.seq.enter();
+                let mut out = Vec::new();
+                encode(&mut out, &[b"PING"]);
+                log.append(&out);
+            }
+        }
+        if let Err(e) = log.flush() {
+            eprintln!("strata-server: replication log: {e}");
+        }
+        if *shared.shutdown_receiver().borrow() {
+            return;
+        }
+    }
+}

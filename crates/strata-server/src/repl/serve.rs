@@ -1,0 +1,397 @@
+//! A replica's connection after PSYNC or SYNC (Redis's `syncCommand` onwards): the full
+//! sync when one is needed, then the feed from the log.
+//!
+//! **Full sync.** A thread takes the cut (`Sequencer::cut`: the log's end, a pin there and
+//! `strata::Db::snapshot()` in one step, then the stream's next append selects its
+//! database) and writes the snapshot as an RDB file (`rdb::dataset::write_dataset`): to
+//! `dir/repl-sync.<client id>.rdb`, sent as `$<len>` + the file once complete, or, with
+//! `repl-diskless-sync yes` and a replica that announced `capa eof`, straight to the socket
+//! framed by `$EOF:<40-byte mark>` ... mark. Newlines keep the link alive meanwhile (and
+//! during `repl-diskless-sync-delay`).
+//!
+//! **Feed.** The replica's position is a pin in the log: the feeder reads from the log
+//! (memory tail or segment files) and writes to the socket, so a slow replica only lags and
+//! never grows the master's memory. What the replica sends (`REPLCONF ACK <offset>`) is read
+//! in the same task; a replica silent for `repl-timeout` is dropped.
+
+use super::log::{ReadError, ReplLog};
+use super::psync::ReplConf;
+use super::ReplicaLink;
+use crate::clients::ClientInfo;
+use crate::protocol::parse::{Limits, Parser};
+use crate::server::Shared;
+use bytes::BytesMut;
+use std::io::Write;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// Where a replica's feed starts, decided by PSYNC.
+pub enum Start {
+    /// `+CONTINUE` was replied; feed from this offset, pinned by `pin`.
+    Continue { from: u64, pin: u64 },
+    /// Full sync; `psync`: answer `+FULLRESYNC` first (not for the old SYNC).
+    Full { psync: bool },
+}
+
+/// What PSYNC hands the connection.
+pub struct Handoff {
+    pub start: Start,
+    pub conf: ReplConf,
+    pub log: Arc<ReplLog>,
+}
+
+const READ_CHUNK: usize = 256 << 10;
+const KEEPALIVE: Duration = Duration::from_secs(1);
+
+/// Serves the replica until it disconnects, is killed, times out or the server stops.
+pub async fn run<S: AsyncRead + AsyncWrite + Unpin>(
+    shared: Arc<Shared>,
+    sock: &mut S,
+    input: BytesMut,
+    info: Arc<ClientInfo>,
+    h: Handoff,
+) {
+    info.replica.store(true, Ordering::Release);
+    let ip = h.conf.ip_address.clone().unwrap_or_else(|| {
+        info.addr
+            .rsplit_once(':')
+            .map_or(String::new(), |(a, _)| a.into())
+    });
+    let link = Arc::new(ReplicaLink {
+        client_id: info.id,
+        ip,
+        port: h.conf.listening_port.unwrap_or(0),
+        state: parking_lot::Mutex::new("wait_bgsave"),
+        ack: Default::default(),
+        last_ack: parking_lot::Mutex::new(Instant::now()),
+    });
+    shared.master.add_replica(link.clone());
+    let r = serve(&shared, sock, input, &info, &link, h).await;
+    if let Err(e) = r {
+        eprintln!("strata-server: replica {}: {e}", info.addr);
+    }
+    shared.master.remove_replica(info.id);
+}
+
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    shared: &Arc<Shared>,
+    sock: &mut S,
+    mut input: BytesMut,
+    info: &Arc<ClientInfo>,
+    link: &ReplicaLink,
+    h: Handoff,
+) -> Result<(), String> {
+    let log = h.log;
+    let (from, pin) = match h.start {
+        Start::Continue { from, pin } => (from, pin),
+        Start::Full { psync } => {
+            let r = full_sync(shared, sock, info, link, &log, &h.conf, psync).await?;
+            if h.conf.rdb_only {
+                log.unpin(r.1);
+                return Ok(());
+            }
+            r
+        }
+    };
+    *link.state.lock() = "online";
+    link.ack.store(from, Ordering::Relaxed);
+    *link.last_ack.lock() = Instant::now();
+    let r = feed(shared, sock, &mut input, info, link, &log, from, pin).await;
+    log.unpin(pin);
+    r
+}
+
+/// Writes all of `bytes`, or fails.
+async fn send<S: AsyncWrite + Unpin>(sock: &mut S, bytes: &[u8]) -> Result<(), String> {
+    sock.write_all(bytes).await.map_err(|e| e.to_string())
+}
+
+/// The RDB's destination while the dataset is written.
+enum Target {
+    File(std::path::PathBuf),
+    Pipe(tokio::sync::mpsc::Sender<Vec<u8>>),
+}
+
+/// An `io::Write` into the diskless transfer's channel, in chunks.
+struct PipeWriter {
+    tx: tokio::sync::mpsc::Sender<Vec<u8>>,
+    buf: Vec<u8>,
+}
+
+impl Write for PipeWriter {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(b);
+        if self.buf.len() >= READ_CHUNK {
+            self.flush()?;
+        }
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = std::mem::take(&mut self.buf);
+        self.tx
+            .blocking_send(chunk)
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "replica gone"))
+    }
+}
+
+/// The cut and the dataset, on a thread of their own: sends `(offset, pin)` once the cut is
+/// taken, then the dataset's outcome (its size).
+fn write_snapshot(
+    shared: Arc<Shared>,
+    log: Arc<ReplLog>,
+    target: Target,
+    cut_tx: tokio::sync::oneshot::Sender<Result<(u64, u64), String>>,
+    done_tx: tokio::sync::oneshot::Sender<Result<u64, String>>,
+) {
+    let db = shared.store.db();
+    let cut = shared.master.seq.cut(|| {
+        let off = log.end();
+        let pin = log.pin(off);
+        shared.master.reselect();
+        match db.snapshot() {
+            Ok(s) => Ok((off, pin, s)),
+            Err(e) => {
+                log.unpin(pin);
+                Err(format!("taking the snapshot: {e}"))
+            }
+        }
+    });
+    let snap = match cut {
+        Ok((off, pin, snap)) => {
+            let _ = cut_tx.send(Ok((off, pin)));
+            snap
+        }
+        Err(e) => {
+            let _ = cut_tx.send(Err(e));
+            return;
+        }
+    };
+    let r = match target {
+        Target::File(path) => (|| {
+            let f = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+            crate::rdb::dataset::write_dataset(&snap, &shared, &mut w)
+                .map_err(|e| e.to_string())?;
+            let f = w.into_inner().map_err(|e| e.to_string())?;
+            f.sync_all().map_err(|e| e.to_string())?;
+            f.metadata().map(|m| m.len()).map_err(|e| e.to_string())
+        })(),
+        Target::Pipe(tx) => {
+            let mut w = PipeWriter {
+                tx,
+                buf: Vec::new(),
+            };
+            crate::rdb::dataset::write_dataset(&snap, &shared, &mut w)
+                .map_err(|e| e.to_string())
+                .and_then(|_| w.flush().map_err(|e| e.to_string()))
+                .map(|_| 0)
+        }
+    };
+    let _ = done_tx.send(r);
+}
+
+/// Waits for `rx` sending a newline to the replica every second.
+async fn with_keepalive<S: AsyncWrite + Unpin, T>(
+    sock: &mut S,
+    info: &ClientInfo,
+    mut rx: tokio::sync::oneshot::Receiver<T>,
+) -> Result<T, String> {
+    loop {
+        tokio::select! {
+            r = &mut rx => return r.map_err(|_| "the sync thread ended".to_string()),
+            _ = tokio::time::sleep(KEEPALIVE) => send(sock, b"\n").await?,
+            _ = info.kill.notified() => return Err("killed".into()),
+        }
+    }
+}
+
+/// Sends `+FULLRESYNC` and the RDB; returns the cut's offset and its pin (which the feed
+/// takes over).
+async fn full_sync<S: AsyncRead + AsyncWrite + Unpin>(
+    shared: &Arc<Shared>,
+    sock: &mut S,
+    info: &ClientInfo,
+    link: &ReplicaLink,
+    log: &Arc<ReplLog>,
+    conf: &ReplConf,
+    psync: bool,
+) -> Result<(u64, u64), String> {
+    shared.master.sync_full.fetch_add(1, Ordering::Relaxed);
+    let (diskless, delay) = {
+        let c = shared.config.read();
+        let diskless = c.get("repl-diskless-sync").as_deref() == Some("yes");
+        let delay = c
+            .get("repl-diskless-sync-delay")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+        (diskless && conf.capa_eof, delay)
+    };
+    if diskless && delay > 0 {
+        let until = Instant::now() + Duration::from_secs(delay);
+        while Instant::now() < until {
+            tokio::time::sleep(KEEPALIVE.min(until - Instant::now())).await;
+            send(sock, b"\n").await?;
+        }
+    }
+    let (cut_tx, cut_rx) = tokio::sync::oneshot::channel();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let (pipe_tx, mut pipe_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(8);
+    let path = shared
+        .config
+        .read()
+        .dir
+        .join(format!("repl-sync.{}.rdb", info.id));
+    let target = if diskless {
+        Target::Pipe(pipe_tx)
+    } else {
+        drop(pipe_tx);
+        Target::File(path.clone())
+    };
+    let (sh, lg) = (shared.clone(), log.clone());
+    std::thread::Builder::new()
+        .name("strata-repl-sync".into())
+        .spawn(move || write_snapshot(sh, lg, target, cut_tx, done_tx))
+        .map_err(|e| e.to_string())?;
+    let (off, pin) = with_keepalive(sock, info, cut_rx).await??;
+    let replid = shared.replication.ids().0;
+    if psync {
+        send(sock, format!("+FULLRESYNC {replid} {off}\r\n").as_bytes()).await?;
+    }
+    let r = async {
+        if diskless {
+            *link.state.lock() = "send_bulk";
+            let mark: String = super::super::replica::new_replid();
+            send(sock, format!("$EOF:{mark}\r\n").as_bytes()).await?;
+            while let Some(chunk) = pipe_rx.recv().await {
+                send(sock, &chunk).await?;
+            }
+            done_rx
+                .await
+                .map_err(|_| "the sync thread ended".to_string())??;
+            send(sock, mark.as_bytes()).await?;
+        } else {
+            let size = with_keepalive(sock, info, done_rx).await??;
+            *link.state.lock() = "send_bulk";
+            send(sock, format!("${size}\r\n").as_bytes()).await?;
+            let mut f = std::fs::File::open(&path).map_err(|e| e.to_string())?;
+            let mut buf = vec![0u8; READ_CHUNK];
+            loop {
+                let n = tokio::task::block_in_place(|| std::io::Read::read(&mut f, &mut buf))
+                    .map_err(|e| e.to_string())?;
+                if n == 0 {
+                    break;
+                }
+                send(sock, &buf[..n]).await?;
+            }
+        }
+        Ok::<(), String>(())
+    }
+    .await;
+    if !diskless {
+        let _ = std::fs::remove_file(&path);
+    }
+    match r {
+        Ok(()) => Ok((off, pin)),
+        Err(e) => {
+            log.unpin(pin);
+            Err(e)
+        }
+    }
+}
+
+/// Feeds the log from `from` and reads the replica's ACKs (both at once: a replica that
+/// is always behind still has its ACKs read).
+#[allow(clippy::too_many_arguments)]
+async fn feed<S: AsyncRead + AsyncWrite + Unpin>(
+    shared: &Arc<Shared>,
+    sock: &mut S,
+    input: &mut BytesMut,
+    info: &ClientInfo,
+    link: &ReplicaLink,
+    log: &ReplLog,
+    mut at: u64,
+    pin: u64,
+) -> Result<(), String> {
+    let mut parser = Parser::new();
+    let limits = Limits {
+        max_bulk_bytes: 1 << 20,
+        authenticated: true,
+    };
+    let mut stop = shared.shutdown_receiver();
+    let (mut rd, mut wr) = tokio::io::split(&mut *sock);
+    // Bytes read from the log and not yet written, and how many of them were.
+    let mut chunk: Vec<u8> = Vec::new();
+    let mut written = 0usize;
+    loop {
+        while let Some(argv) = parser.next(input, limits).map_err(|e| e.0)? {
+            on_request(link, &argv);
+        }
+        if info.is_killed() || *stop.borrow() {
+            return Ok(());
+        }
+        let timeout = shared
+            .config
+            .read()
+            .get("repl-timeout")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(60);
+        if link.last_ack.lock().elapsed() > Duration::from_secs(timeout) {
+            return Err("timeout: no ACK from the replica".into());
+        }
+        let notified = log.appended.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if written == chunk.len() {
+            // Page-cache reads of segment files are short; the tail is memory.
+            chunk = match log.read(at, READ_CHUNK) {
+                Ok(c) => c,
+                Err(ReadError::Gone) => return Err("the log no longer holds its offset".into()),
+                Err(e) => return Err(format!("reading the log: {e:?}")),
+            };
+            written = 0;
+        }
+        input.reserve(4096);
+        if written < chunk.len() {
+            tokio::select! {
+                r = wr.write(&chunk[written..]) => match r {
+                    Ok(0) | Err(_) => return Ok(()),
+                    Ok(n) => {
+                        written += n;
+                        at += n as u64;
+                        log.move_pin(pin, at);
+                        shared.stats.net_output_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                    }
+                },
+                r = rd.read_buf(input) => if matches!(r, Ok(0) | Err(_)) { return Ok(()) },
+                _ = info.kill.notified() => return Ok(()),
+            }
+            continue;
+        }
+        tokio::select! {
+            () = &mut notified => {}
+            r = rd.read_buf(input) => if matches!(r, Ok(0) | Err(_)) { return Ok(()) },
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            _ = info.kill.notified() => return Ok(()),
+            _ = crate::server::stopped(&mut stop) => return Ok(()),
+        }
+    }
+}
+
+/// A request from the replica on its link: `REPLCONF ACK <offset>` moves its ack offset;
+/// anything else is ignored, as Redis ignores what a replica sends besides REPLCONF.
+fn on_request(link: &ReplicaLink, argv: &[bytes::Bytes]) {
+    let [name, opt, val, ..] = argv else { return };
+    if !name.eq_ignore_ascii_case(b"replconf") || !opt.eq_ignore_ascii_case(b"ack") {
+        return;
+    }
+    if let Some(off) = crate::protocol::parse::parse_i64(val).filter(|&o| o >= 0) {
+        link.ack.fetch_max(off as u64, Ordering::Relaxed);
+        *link.last_ack.lock() = Instant::now();
+    }
+}

@@ -1,0 +1,320 @@
+//! Strata as a master, followed by a scripted replica on a loopback socket: the handshake,
+//! `+FULLRESYNC` with the RDB of the dataset at the cut (both transfers), then the exact
+//! stream bytes; a reconnection with `PSYNC replid offset+1` gets `+CONTINUE` and exactly
+//! the bytes after; WAIT counts ACKs; ROLE and INFO show the replica.
+//! The real redis-server replica is `tests/redis/test_master.py`.
+
+mod common;
+
+use common::{start, Client, V};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+use strata_server::rdb::file::{FileReader, Item};
+use strata_server::rdb::Value;
+
+fn resp(argv: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", argv.len()).into_bytes();
+    for a in argv {
+        out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    out
+}
+
+/// The replica's side of one connection.
+struct Replica {
+    r: BufReader<TcpStream>,
+}
+
+impl Replica {
+    fn connect(addr: std::net::SocketAddr) -> Replica {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        Replica {
+            r: BufReader::new(s),
+        }
+    }
+
+    fn send(&mut self, argv: &[&str]) {
+        self.r.get_mut().write_all(&resp(argv)).unwrap();
+    }
+
+    /// The next line that is not a keepalive newline.
+    fn line(&mut self) -> String {
+        loop {
+            let mut l = String::new();
+            self.r.read_line(&mut l).unwrap();
+            assert!(!l.is_empty(), "the master closed the link");
+            if l != "\n" {
+                return l.trim_end().to_string();
+            }
+        }
+    }
+
+    fn handshake(&mut self, port: &str) {
+        self.send(&["REPLCONF", "listening-port", port]);
+        assert_eq!(self.line(), "+OK");
+        self.send(&["REPLCONF", "capa", "eof", "capa", "psync2"]);
+        assert_eq!(self.line(), "+OK");
+    }
+
+    /// `+FULLRESYNC`: the replid, the offset and the RDB's keys as (db, key, value).
+    fn full_sync(&mut self) -> (String, u64, Vec<(u64, String, String)>) {
+        self.send(&["PSYNC", "?", "-1"]);
+        let l = self.line();
+        let parts: Vec<&str> = l.split(' ').collect();
+        assert_eq!(parts[0], "+FULLRESYNC", "{l}");
+        let (replid, off) = (parts[1].to_string(), parts[2].parse::<u64>().unwrap());
+        let head = self.line();
+        let rdb = if let Some(mark) = head.strip_prefix("$EOF:") {
+            assert_eq!(mark.len(), 40);
+            let mut data = Vec::new();
+            while !data.ends_with(mark.as_bytes()) {
+                let mut b = [0u8; 1];
+                self.r.read_exact(&mut b).unwrap();
+                data.push(b[0]);
+            }
+            data.truncate(data.len() - 40);
+            data
+        } else {
+            let n: usize = head.strip_prefix('$').unwrap().parse().unwrap();
+            let mut data = vec![0; n];
+            self.r.read_exact(&mut data).unwrap();
+            data
+        };
+        let mut f = FileReader::open(&rdb[..]).expect("an RDB");
+        assert_eq!(f.version(), 9);
+        let mut keys = Vec::new();
+        while let Some(item) = f.next_item().expect("a whole RDB") {
+            if let Item::Key(e) = item {
+                let Value::String(v) = e.value else {
+                    panic!("a string")
+                };
+                let k = String::from_utf8(e.key).unwrap();
+                keys.push((e.db, k, String::from_utf8(v).unwrap()));
+            }
+        }
+        keys.sort();
+        (replid, off, keys)
+    }
+
+    fn exact(&mut self, n: usize) -> Vec<u8> {
+        let mut b = vec![0; n];
+        self.r.read_exact(&mut b).unwrap();
+        b
+    }
+}
+
+fn info_field(c: &mut Client, section: &str, name: &str) -> String {
+    let V::Bulk(b) = c.q(&["INFO", section]) else {
+        panic!("INFO")
+    };
+    let text = String::from_utf8(b).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")).map(str::to_string))
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+}
+
+fn full_sync_then_stream(diskless: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let mode = if diskless { "yes" } else { "no" };
+    let server = start(
+        dir.path(),
+        &[
+            "--repl-diskless-sync",
+            mode,
+            "--repl-diskless-sync-delay",
+            "0",
+            "--repl-ping-replica-period",
+            "1000",
+        ],
+    );
+    let mut c = Client::connect(server.local_addr());
+    assert_eq!(c.q(&["SET", "a", "1"]), V::ok());
+    assert_eq!(c.q(&["SELECT", "3"]), V::ok());
+    assert_eq!(c.q(&["SET", "b", "2"]), V::ok());
+    assert_eq!(c.q(&["SELECT", "0"]), V::ok());
+    assert_eq!(
+        info_field(&mut c, "replication", "repl_backlog_active"),
+        "0"
+    );
+
+    let mut r = Replica::connect(server.local_addr());
+    r.handshake("7777");
+    let (replid, off, keys) = r.full_sync();
+    assert_eq!(
+        keys,
+        vec![(0, "a".into(), "1".into()), (3, "b".into(), "2".into())]
+    );
+    assert_eq!(
+        info_field(&mut c, "replication", "master_replid"),
+        replid,
+        "the id in +FULLRESYNC is the master's"
+    );
+
+    // Writes after the cut arrive as the stream, byte for byte: SELECT first, errors and
+    // reads not propagated, a transaction wrapped.
+    assert_eq!(c.q(&["SET", "c", "3"]), V::ok());
+    assert_eq!(c.q(&["GET", "c"]), V::bulk("3"));
+    assert!(matches!(c.q(&["INCR", "c", "x"]), V::Err(_)));
+    assert!(matches!(c.q(&["LPUSH", "c", "x"]), V::Err(_)));
+    assert_eq!(c.q(&["MSET", "k1", "v1", "k2", "v2"]), V::ok());
+    assert_eq!(c.q(&["MULTI"]), V::ok());
+    assert_eq!(c.q(&["INCR", "n"]), V::Simple("QUEUED".into()));
+    assert_eq!(c.q(&["SET", "m", "x"]), V::Simple("QUEUED".into()));
+    assert_eq!(c.q(&["EXEC"]), V::Array(vec![V::Int(1), V::ok()]));
+    assert_eq!(c.q(&["SELECT", "5"]), V::ok());
+    assert_eq!(c.q(&["SET", "d", "5"]), V::ok());
+    let mut want = resp(&["SELECT", "0"]);
+    want.extend(resp(&["SET", "c", "3"]));
+    want.extend(resp(&["MSET", "k1", "v1", "k2", "v2"]));
+    want.extend(resp(&["MULTI"]));
+    want.extend(resp(&["INCR", "n"]));
+    want.extend(resp(&["SET", "m", "x"]));
+    want.extend(resp(&["EXEC"]));
+    want.extend(resp(&["SELECT", "5"]));
+    want.extend(resp(&["SET", "d", "5"]));
+    let got = r.exact(want.len());
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(&want)
+    );
+    let end = off + want.len() as u64;
+    assert_eq!(
+        info_field(&mut c, "replication", "master_repl_offset"),
+        end.to_string()
+    );
+    r.send(&["REPLCONF", "ACK", &end.to_string()]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let line = info_field(&mut c, "replication", "slave0");
+        if line.contains(&format!("offset={end}")) {
+            assert!(
+                line.starts_with("ip=127.0.0.1,port=7777,state=online,"),
+                "{line}"
+            );
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{line}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(info_field(&mut c, "replication", "connected_slaves"), "1");
+    assert_eq!(
+        info_field(&mut c, "replication", "repl_backlog_active"),
+        "1"
+    );
+    assert_eq!(
+        c.q(&["ROLE"]),
+        V::Array(vec![
+            V::bulk("master"),
+            V::Int(end as i64),
+            V::Array(vec![V::Array(vec![
+                V::bulk("127.0.0.1"),
+                V::bulk("7777"),
+                V::bulk(&end.to_string()),
+            ])]),
+        ])
+    );
+    // WAIT: already acknowledged.
+    assert_eq!(c.q(&["WAIT", "1", "2000"]), V::Int(1));
+    assert_eq!(c.q(&["WAIT", "2", "100"]), V::Int(1));
+    assert_eq!(info_field(&mut c, "stats", "sync_full"), "1");
+}
+
+#[test]
+fn full_sync_from_disk_then_the_stream() {
+    full_sync_then_stream(false);
+}
+
+#[test]
+fn diskless_full_sync_then_the_stream() {
+    full_sync_then_stream(true);
+}
+
+#[test]
+fn partial_resync_continues_with_the_exact_bytes_and_wait_counts_acks() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(
+        dir.path(),
+        &[
+            "--repl-diskless-sync",
+            "no",
+            "--repl-ping-replica-period",
+            "1000",
+        ],
+    );
+    let mut c = Client::connect(server.local_addr());
+    let mut r = Replica::connect(server.local_addr());
+    r.handshake("7001");
+    let (replid, off, keys) = r.full_sync();
+    assert!(keys.is_empty());
+    assert_eq!(c.q(&["SET", "x", "1"]), V::ok());
+    let first = [resp(&["SELECT", "0"]), resp(&["SET", "x", "1"])].concat();
+    assert_eq!(r.exact(first.len()), first);
+    let seen = off + first.len() as u64;
+
+    // WAIT sends GETACK into the stream; the replica answers it.
+    let addr = server.local_addr();
+    let waiter = std::thread::spawn(move || {
+        let mut c2 = Client::connect(addr);
+        c2.q(&["WAIT", "1", "10000"])
+    });
+    let getack = resp(&["REPLCONF", "GETACK", "*"]);
+    assert_eq!(r.exact(getack.len()), getack);
+    let acked = seen + getack.len() as u64;
+    r.send(&["REPLCONF", "ACK", &acked.to_string()]);
+    assert_eq!(waiter.join().unwrap(), V::Int(1));
+
+    // The link drops (CLIENT KILL TYPE replica); writes go on; the replica comes back.
+    assert_eq!(c.q(&["CLIENT", "KILL", "TYPE", "replica"]), V::Int(1));
+    let mut rest = Vec::new();
+    assert!(r.r.read_to_end(&mut rest).is_ok());
+    assert_eq!(c.q(&["SET", "y", "2"]), V::ok());
+    assert_eq!(c.q(&["INCR", "x"]), V::Int(2));
+    let mut r = Replica::connect(server.local_addr());
+    r.handshake("7001");
+    r.send(&["PSYNC", &replid, &(acked + 1).to_string()]);
+    assert_eq!(r.line(), format!("+CONTINUE {replid}"));
+    let after = [resp(&["SET", "y", "2"]), resp(&["INCR", "x"])].concat();
+    assert_eq!(r.exact(after.len()), after);
+    assert_eq!(info_field(&mut c, "stats", "sync_partial_ok"), "1");
+    assert_eq!(info_field(&mut c, "stats", "sync_full"), "1");
+    assert_eq!(info_field(&mut c, "stats", "sync_partial_err"), "0");
+    let list = c.q(&["CLIENT", "LIST", "TYPE", "replica"]);
+    let V::Bulk(list) = list else { panic!() };
+    let list = String::from_utf8(list).unwrap();
+    assert_eq!(list.lines().count(), 1, "{list}");
+    assert!(list.contains(" flags=S "), "{list}");
+
+    // An offset the log does not cover, or another id: a full sync.
+    let mut r2 = Replica::connect(server.local_addr());
+    r2.handshake("7002");
+    r2.send(&["PSYNC", &replid, &(acked + 100_000).to_string()]);
+    assert!(r2.line().starts_with("+FULLRESYNC "));
+    assert_eq!(info_field(&mut c, "stats", "sync_partial_err"), "1");
+    assert_eq!(info_field(&mut c, "stats", "sync_full"), "2");
+}
+
+#[test]
+fn replconf_and_wait_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    let mut c = Client::connect(server.local_addr());
+    assert_eq!(
+        c.q(&["REPLCONF", "bogus", "1"]),
+        V::err("ERR Unrecognized REPLCONF option: bogus")
+    );
+    assert_eq!(c.q(&["REPLCONF", "listening-port", "6380"]), V::ok());
+    assert_eq!(c.q(&["WAIT", "1", "-1"]), V::err("ERR timeout is negative"));
+    assert_eq!(
+        c.q(&["WAIT", "1", "x"]),
+        V::err("ERR timeout is not an integer or out of range")
+    );
+    // No replica: WAIT times out with 0.
+    assert_eq!(c.q(&["WAIT", "1", "50"]), V::Int(0));
+    assert_eq!(c.q(&["WAIT", "0", "0"]), V::Int(0));
+    assert_eq!(
+        c.q(&["ROLE"]),
+        V::Array(vec![V::bulk("master"), V::Int(0), V::Array(vec![])])
+    );
+}
