@@ -318,3 +318,44 @@ fn replconf_and_wait_errors() {
         V::Array(vec![V::bulk("master"), V::Int(0), V::Array(vec![])])
     );
 }
+
+#[test]
+fn scripts_propagate_their_writes_as_one_unit() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(
+        dir.path(),
+        &[
+            "--repl-diskless-sync",
+            "no",
+            "--repl-ping-replica-period",
+            "1000",
+        ],
+    );
+    let mut c = Client::connect(server.local_addr());
+    let mut r = Replica::connect(server.local_addr());
+    r.handshake("7003");
+    r.full_sync();
+    // Keys in one slot ({t}) run on a shard's worker; others on the connection's thread.
+    let two = "redis.call('SET', KEYS[1], ARGV[1]); redis.call('INCR', KEYS[2]); return 1";
+    assert_eq!(c.q(&["EVAL", two, "2", "{t}a", "{t}b", "v"]), V::Int(1));
+    assert_eq!(c.q(&["EVAL", two, "2", "a", "b", "w"]), V::Int(1));
+    let one = "return redis.call('SET', KEYS[1], 'x')";
+    assert_eq!(c.q(&["EVAL", one, "1", "solo"]), V::ok());
+    // A script that only reads, or fails before writing, propagates nothing.
+    assert_eq!(
+        c.q(&["EVAL", "return redis.call('GET', KEYS[1])", "1", "a"]),
+        V::bulk("w")
+    );
+    let mut want = resp(&["SELECT", "0"]);
+    for (a, b, v) in [("{t}a", "{t}b", "v"), ("a", "b", "w")] {
+        want.extend(resp(&["MULTI"]));
+        want.extend(resp(&["SET", a, v]));
+        want.extend(resp(&["INCR", b]));
+        want.extend(resp(&["EXEC"]));
+    }
+    want.extend(resp(&["SET", "solo", "x"]));
+    assert_eq!(
+        String::from_utf8_lossy(&r.exact(want.len())),
+        String::from_utf8_lossy(&want)
+    );
+}

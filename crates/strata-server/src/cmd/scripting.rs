@@ -371,6 +371,8 @@ pub(super) fn run(
     };
     if ctx.conn.in_exec {
         let (reply, _) = run_once(shared, &mut conn, &inv, None, &running);
+        // The script's writes join the transaction's effects (`repl/`).
+        pass_effects(&mut conn, ctx.conn);
         ctx.reply.raw(&reply);
         return Ok(());
     }
@@ -387,6 +389,9 @@ pub(super) fn run(
         let (reply, undeclared) = run_once(shared, &mut conn, &inv, Some(&declared), &running);
         if undeclared || running.aborted.load(Ordering::SeqCst) {
             crate::store::rollback_shard_txn(savepoint);
+        } else {
+            // Appended by the group's completion with the command's unit (`exec.rs`).
+            pass_effects(&mut conn, ctx.conn);
         }
         if undeclared {
             if let Some(m) = marked {
@@ -402,13 +407,27 @@ pub(super) fn run(
         let plan: Vec<(u8, &[u8])> = keys.iter().map(|k| (db, &k[..])).collect();
         let locks = store.lock_for_exec((!every_stripe).then_some(&plan[..]));
         let mut run_conn = conn.clone();
-        let ((reply, rerun), written) = store.run_exec_or_discard(locks, || {
-            let held = (!every_stripe).then_some(&declared);
-            let r = run_once(shared, &mut run_conn, &inv, held, &running);
-            // A run stopped by SHUTDOWN leaves nothing behind.
-            let apply = !r.1 && !running.aborted.load(Ordering::SeqCst);
-            (r, apply)
-        });
+        // The script's writes go to the replication log as one unit before its stripes
+        // are released (`repl/sequencer.rs`); the caller's run appends nothing more.
+        let effects = std::cell::RefCell::new(None);
+        let ((reply, rerun), written) = store.run_exec_then(
+            locks,
+            || {
+                let held = (!every_stripe).then_some(&declared);
+                let r = run_once(shared, &mut run_conn, &inv, held, &running);
+                // A run stopped by SHUTDOWN leaves nothing behind.
+                let apply = !r.1 && !running.aborted.load(Ordering::SeqCst);
+                if apply {
+                    *effects.borrow_mut() = run_conn.repl_pending.take();
+                }
+                (r, apply)
+            },
+            |w| {
+                if let (Ok(()), Some(unit)) = (w, effects.borrow_mut().take()) {
+                    shared.master.append_unit(&unit, unit.len() > 1);
+                }
+            },
+        );
         if rerun {
             running.kill.store(false, Ordering::SeqCst);
             running.wrote.store(false, Ordering::SeqCst);
@@ -556,4 +575,11 @@ fn script_help(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
         ],
     );
     Ok(())
+}
+
+/// Moves the effects a script's own client collected to its caller's (`repl/`).
+fn pass_effects(script: &mut ConnState, caller: &mut ConnState) {
+    if let (Some(from), Some(to)) = (script.repl_pending.as_mut(), caller.repl_pending.as_mut()) {
+        to.append(from);
+    }
 }
