@@ -16,10 +16,7 @@ fn missing_reason(m: &Meta) -> &'static str {
     match (name, group) {
         ("module", _) => "no modules: answers as a server without module support",
         ("debug", _) => "no DEBUG: answers as a server with the debug command disabled",
-        ("failover" | "psync" | "sync" | "replconf" | "wait", _) => {
-            "the master side of replication is not built yet (Strata replicates from a \
-             master, serves no replicas)"
-        }
+        ("failover", _) => "FAILOVER is not built yet (REPLICAOF NO ONE promotes a replica)",
         ("readonly" | "readwrite" | "asking" | "cluster", _) => "cluster mode is not built yet",
         _ => "not built yet",
     }
@@ -65,12 +62,22 @@ const DIFFERENCES: &[(&str, &str)] = &[
     (
         "replicaof",
         "follows a Redis master (full sync, then the command stream; a partial resync after \
-         a link drop in the same process); as a master, serves no replicas yet",
+         a link drop in the same process); a replica serves no replicas of its own yet",
     ),
     (
         "slaveof",
         "follows a Redis master (full sync, then the command stream; a partial resync after \
-         a link drop in the same process); as a master, serves no replicas yet",
+         a link drop in the same process); a replica serves no replicas of its own yet",
+    ),
+    (
+        "psync",
+        "the backlog is the replication log on SSD (repl-backlog-size, default 1 GB); the \
+         stream carries commands as they came, not yet their effects",
+    ),
+    (
+        "wait",
+        "waits for the replicas to acknowledge the stream's end when WAIT starts (at least \
+         this client's writes)",
     ),
     (
         "role",

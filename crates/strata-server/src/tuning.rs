@@ -227,7 +227,7 @@ pub static TUNING: &[Tuning] = &[
     t("rdb-save-incremental-fsync", "yes", Bool),
     t("rdbchecksum", "yes", Bool),
     t("rdbcompression", "yes", Bool),
-    // Replication (`replica/` reads the replica side's; the master side is not built yet).
+    // Replication (`replica/` reads the replica side's, `repl/` the master side's).
     t("masterauth", "", Str),
     t("masteruser", "", Str),
     a("min-replicas-max-lag", "min-slaves-max-lag", "10", Int),

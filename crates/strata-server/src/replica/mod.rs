@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// The tuning directives (`tuning.rs`) the replica side reads; the other replication
-/// directives are stored for the master side, which is not built.
+/// directives are the master side's (`repl/`).
 pub const DIRECTIVES: &[&str] = &[
     "masterauth",
     "masteruser",
