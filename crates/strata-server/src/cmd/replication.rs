@@ -167,7 +167,7 @@ fn start_sync(ctx: &mut Ctx<'_>, asked: Option<(String, i64)>) -> CmdResult {
     }
     let log = master
         .ensure_log(shared, offset)
-        .map_err(|e| CmdError::reply(&format!("ERR replication log: {e}")))?;
+        .map_err(|e| CmdError::reply(format!("ERR replication log: {e}")))?;
     let start = Start::Full {
         psync: asked.is_some(),
     };

@@ -80,7 +80,7 @@ pub enum ReplConfOpt {
 /// REPLCONF's option/value pairs, in Redis's terms: an unknown option is
 /// `ERR Unrecognized REPLCONF option: <name>`; a bad number the integer error.
 pub fn parse_replconf(args: &[&[u8]]) -> Result<Vec<ReplConfOpt>, String> {
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return Err("ERR syntax error".into());
     }
     let int = |v: &[u8]| {
