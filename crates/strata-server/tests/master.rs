@@ -359,3 +359,28 @@ fn scripts_propagate_their_writes_as_one_unit() {
         String::from_utf8_lossy(&want)
     );
 }
+
+#[test]
+fn a_waiting_client_does_not_hold_off_a_full_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &["--repl-diskless-sync", "no"]);
+    let mut c = Client::connect(server.local_addr());
+    // The log exists (a first replica), so WAIT has a stream to wait on.
+    let mut first = Replica::connect(server.local_addr());
+    first.handshake("7010");
+    first.full_sync();
+    assert_eq!(c.q(&["SET", "k", "v"]), V::ok());
+    let addr = server.local_addr();
+    let waiter = std::thread::spawn(move || Client::connect(addr).q(&["WAIT", "5", "4000"]));
+    std::thread::sleep(Duration::from_millis(200));
+    let started = std::time::Instant::now();
+    let mut r = Replica::connect(server.local_addr());
+    r.handshake("7011");
+    let (_, _, keys) = r.full_sync();
+    assert_eq!(keys, vec![(0, "k".into(), "v".into())]);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "the full sync waited for WAIT"
+    );
+    assert_eq!(waiter.join().unwrap(), V::Int(0));
+}

@@ -635,7 +635,12 @@ fn run_locked(
         // guard from before its write to after its append, taken after its stripes; on a
         // worker the group's completion appends (`exec.rs`). One atomic load while no
         // replica ever connected.
-        let seq = if top && !crate::store::on_worker() && !ctx.conn.master {
+        // Only what may write takes it: a command that waits (WAIT) must not hold off a
+        // full sync's cut.
+        let may_write = spec.flags & (flag::WRITE | flag::MAY_REPLICATE) != 0
+            || spec.has_trait(table::traits::SCRIPT)
+            || spec.name == "exec";
+        let seq = if top && may_write && !crate::store::on_worker() && !ctx.conn.master {
             ctx.shared.master.seq.enter()
         } else {
             None

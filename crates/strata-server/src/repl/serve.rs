@@ -95,8 +95,8 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             r
         }
     };
+    // The ack offset stays what the replica last said (0 until its first ACK), as Redis.
     *link.state.lock() = "online";
-    link.ack.store(from, Ordering::Relaxed);
     *link.last_ack.lock() = Instant::now();
     let r = feed(shared, sock, &mut input, info, link, &log, from, pin).await;
     log.unpin(pin);
