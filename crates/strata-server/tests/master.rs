@@ -75,6 +75,8 @@ impl Replica {
                 data.push(b[0]);
             }
             data.truncate(data.len() - 40);
+            // The stream waits for the first ACK after a diskless payload, as Redis's.
+            self.send(&["REPLCONF", "ACK", &off.to_string()]);
             data
         } else {
             let n: usize = head.strip_prefix('$').unwrap().parse().unwrap();

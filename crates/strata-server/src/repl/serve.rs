@@ -84,9 +84,11 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     h: Handoff,
 ) -> Result<(), String> {
     let log = h.log;
+    let mut diskless = false;
     let (from, pin) = match h.start {
         Start::Continue { from, pin } => (from, pin),
         Start::Full { psync } => {
+            diskless = uses_diskless(shared, &h.conf);
             let r = full_sync(shared, sock, info, link, &log, &h.conf, psync).await?;
             if h.conf.rdb_only {
                 log.unpin(r.1);
@@ -98,7 +100,12 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     // The ack offset stays what the replica last said (0 until its first ACK), as Redis.
     *link.state.lock() = "online";
     *link.last_ack.lock() = Instant::now();
-    let r = feed(shared, sock, &mut input, info, link, &log, from, pin).await;
+    // After a diskless transfer the replica finds the payload's end only at the end of a
+    // read, so the stream waits for its first ACK (Redis's `repl_put_online_on_ack`).
+    let r = feed(
+        shared, sock, &mut input, info, link, &log, from, pin, diskless,
+    )
+    .await;
     log.unpin(pin);
     r
 }
@@ -211,6 +218,12 @@ async fn with_keepalive<S: AsyncWrite + Unpin, T>(
     }
 }
 
+/// Whether a full sync to this replica is diskless (`repl-diskless-sync yes` and the
+/// replica announced `capa eof`).
+fn uses_diskless(shared: &Shared, conf: &ReplConf) -> bool {
+    conf.capa_eof && shared.config.read().get("repl-diskless-sync").as_deref() == Some("yes")
+}
+
 /// Sends `+FULLRESYNC` and the RDB; returns the cut's offset and its pin (which the feed
 /// takes over).
 async fn full_sync<S: AsyncRead + AsyncWrite + Unpin>(
@@ -223,15 +236,13 @@ async fn full_sync<S: AsyncRead + AsyncWrite + Unpin>(
     psync: bool,
 ) -> Result<(u64, u64), String> {
     shared.master.sync_full.fetch_add(1, Ordering::Relaxed);
-    let (diskless, delay) = {
-        let c = shared.config.read();
-        let diskless = c.get("repl-diskless-sync").as_deref() == Some("yes");
-        let delay = c
-            .get("repl-diskless-sync-delay")
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0);
-        (diskless && conf.capa_eof, delay)
-    };
+    let diskless = uses_diskless(shared, conf);
+    let delay = shared
+        .config
+        .read()
+        .get("repl-diskless-sync-delay")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
     if diskless && delay > 0 {
         let until = Instant::now() + Duration::from_secs(delay);
         while Instant::now() < until {
@@ -317,6 +328,7 @@ async fn feed<S: AsyncRead + AsyncWrite + Unpin>(
     log: &ReplLog,
     mut at: u64,
     pin: u64,
+    mut wait_ack: bool,
 ) -> Result<(), String> {
     let mut parser = Parser::new();
     let limits = Limits {
@@ -330,7 +342,9 @@ async fn feed<S: AsyncRead + AsyncWrite + Unpin>(
     let mut written = 0usize;
     loop {
         while let Some(argv) = parser.next(input, limits).map_err(|e| e.0)? {
-            on_request(link, &argv);
+            if on_request(link, &argv) {
+                wait_ack = false;
+            }
         }
         if info.is_killed() || *stop.borrow() {
             return Ok(());
@@ -347,7 +361,7 @@ async fn feed<S: AsyncRead + AsyncWrite + Unpin>(
         let notified = log.appended.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        if written == chunk.len() {
+        if written == chunk.len() && !wait_ack {
             // Page-cache reads of segment files are short; the tail is memory.
             chunk = match log.read(at, READ_CHUNK) {
                 Ok(c) => c,
@@ -385,13 +399,18 @@ async fn feed<S: AsyncRead + AsyncWrite + Unpin>(
 
 /// A request from the replica on its link: `REPLCONF ACK <offset>` moves its ack offset;
 /// anything else is ignored, as Redis ignores what a replica sends besides REPLCONF.
-fn on_request(link: &ReplicaLink, argv: &[bytes::Bytes]) {
-    let [name, opt, val, ..] = argv else { return };
+/// Whether it was an ACK.
+fn on_request(link: &ReplicaLink, argv: &[bytes::Bytes]) -> bool {
+    let [name, opt, val, ..] = argv else {
+        return false;
+    };
     if !name.eq_ignore_ascii_case(b"replconf") || !opt.eq_ignore_ascii_case(b"ack") {
-        return;
+        return false;
     }
-    if let Some(off) = crate::protocol::parse::parse_i64(val).filter(|&o| o >= 0) {
-        link.ack.fetch_max(off as u64, Ordering::Relaxed);
-        *link.last_ack.lock() = Instant::now();
-    }
+    let Some(off) = crate::protocol::parse::parse_i64(val).filter(|&o| o >= 0) else {
+        return false;
+    };
+    link.ack.fetch_max(off as u64, Ordering::Relaxed);
+    *link.last_ack.lock() = Instant::now();
+    true
 }
