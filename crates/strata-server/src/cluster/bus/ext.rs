@@ -156,9 +156,10 @@ impl PingExt {
 /// Reads `count` extensions from `buf` (the message after its gossip sections, to its
 /// end), checking each as Redis 7.0.15's `clusterProcessPacket` does: at least an 8-byte
 /// header left, a length that is a nonzero multiple of 8 and fits in what is left, and a
-/// hostname that ends with NUL. Lengths are 32-bit here: Redis truncates them to 16 bits
-/// when it adds them up (and then reads past them with the full value); no message Redis
-/// sends has an extension of 64 KiB.
+/// hostname that ends with NUL. Redis checks and sums lengths truncated to 16 bits but
+/// steps over extensions by their full 32-bit length, so it accepts a message with an
+/// extension of 64 KiB or more only when it then reads past it; such an extension is
+/// refused here (Redis never sends one).
 pub(crate) fn decode_all(
     buf: &[u8],
     count: u16,
@@ -181,7 +182,7 @@ pub(crate) fn decode_all(
         let len = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
         let ty = u16::from_be_bytes([h[4], h[5]]);
         let reserved = u16::from_be_bytes([h[6], h[7]]);
-        if len < EXT_HEADER_LEN as u32 || !len.is_multiple_of(8) {
+        if len < EXT_HEADER_LEN as u32 || !len.is_multiple_of(8) || len > u16::MAX.into() {
             return Err(BusError::ExtensionPadding { kind, index, len });
         }
         if u64::from(len) > remaining {
@@ -325,7 +326,28 @@ mod tests {
         long[0] = 1; // 16 MiB
         assert!(matches!(
             decode_all(&long, 1, "ping"),
-            Err(BusError::ExtensionOverrun { .. })
+            Err(BusError::ExtensionPadding { .. })
+        ));
+        // 64 KiB fits in the message but not in Redis's 16-bit sum: refused.
+        let mut big = PingExt {
+            ext_type: 9,
+            reserved: 0,
+            data: vec![0; 65536 - 8],
+        };
+        assert!(matches!(
+            decode_all(&raw(std::slice::from_ref(&big)), 1, "ping"),
+            Err(BusError::ExtensionPadding { len: 65536, .. })
+        ));
+        big.data.truncate(65528 - 8);
+        let buf = raw(std::slice::from_ref(&big));
+        assert_eq!(decode_all(&buf, 1, "ping"), Ok(vec![big]));
+        assert!(matches!(
+            decode_all(&buf[..buf.len() - 8], 1, "ping"),
+            Err(BusError::ExtensionOverrun {
+                need: 65528,
+                remaining: 65520,
+                ..
+            })
         ));
     }
 }

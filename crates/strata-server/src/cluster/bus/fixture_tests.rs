@@ -1,6 +1,7 @@
 //! Conformance with messages captured from redis-server 7.0.15 (`fixtures/README.md`):
 //! each decodes, re-encodes byte for byte, and says what the capture run knows it says;
-//! every truncation and extension of each is refused.
+//! every truncation and extension of each is refused. `STRATA_BUS_FIXTURES=DIR` runs them
+//! over a fresh capture instead.
 
 use super::ext::ExtView;
 use super::header::offset;
@@ -23,8 +24,13 @@ struct Capture {
     fixtures: Vec<(String, u16, Vec<u8>)>,
 }
 
-fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/cluster/bus/fixtures")
+/// The committed fixtures, or a fresh capture's (`STRATA_BUS_FIXTURES=DIR`, written by
+/// `scripts/capture-cluster-bus.py --out DIR`).
+pub(super) fn dir() -> PathBuf {
+    match std::env::var_os("STRATA_BUS_FIXTURES") {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/cluster/bus/fixtures"),
+    }
 }
 
 fn load() -> Capture {

@@ -12,7 +12,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 fn fixtures() -> Vec<Vec<u8>> {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/cluster/bus/fixtures");
+    let dir = super::fixture_tests::dir();
     let mut out: Vec<Vec<u8>> = std::fs::read_dir(&dir)
         .expect("fixtures directory")
         .filter_map(|e| e.ok())

@@ -1,10 +1,11 @@
 //! Whole bus messages: the header, then a body by type. [`decode`] accepts exactly what
 //! redis-server 7.0.15 accepts (its read handler's signature and minimum length, then
-//! `clusterProcessPacket`'s version and per-type length checks) with two differences, both
-//! refusals of messages Redis would read out of bounds: lengths are summed in 64 bits
-//! (Redis's 32-bit sums of PUBLISH and MODULE lengths can wrap), and a nonzero extension
-//! count without the extension-data flag is refused (Redis skips validating them but walks
-//! them when it processes the message).
+//! `clusterProcessPacket`'s version and per-type length checks) but for refusals of
+//! messages Redis accepts and then reads out of bounds: lengths are summed in 64 bits
+//! (Redis's 32-bit sums of PUBLISH and MODULE lengths can wrap), a nonzero extension count
+//! without the extension-data flag is refused (Redis skips validating those extensions but
+//! walks them when it processes the message), and so is an extension of 64 KiB or more
+//! (Redis sums 16 bits of its length, steps over all 32).
 
 use super::bitmap::{SlotBitmap, SLOT_BYTES};
 use super::ext::{self, PingExt};
@@ -299,13 +300,9 @@ fn decode_ping(
         gossip.push(Gossip::decode(&mut cur)?);
     }
     let rest = &data[gossip_len..];
-    let exts = if header.mflags[0] & mflag0::EXT_DATA != 0 {
+    let flagged = header.mflags[0] & mflag0::EXT_DATA != 0;
+    let exts = if flagged {
         ext::decode_all(rest, header.extensions, kind)?
-    } else if header.extensions != 0 {
-        return Err(BusError::ExtensionsWithoutFlag {
-            kind,
-            count: header.extensions,
-        });
     } else {
         Vec::new()
     };
@@ -315,6 +312,13 @@ fn decode_ping(
             kind,
             totlen,
             expected: (HEADER_LEN + gossip_len + used) as u64,
+        });
+    }
+    // Redis's length check passes this; its processing would then walk the extensions.
+    if !flagged && header.extensions != 0 {
+        return Err(BusError::ExtensionsWithoutFlag {
+            kind,
+            count: header.extensions,
         });
     }
     Ok(Ping { gossip, exts })

@@ -35,6 +35,8 @@ mod fixture_tests;
 #[cfg(test)]
 mod fuzz_tests;
 #[cfg(test)]
+mod probe_tests;
+#[cfg(test)]
 mod proptests;
 
 pub use bitmap::SlotBitmap;
@@ -81,8 +83,10 @@ pub enum BusError {
         count: u16,
         totlen: u32,
     },
-    /// A ping extension whose length is zero or not a multiple of 8.
-    #[error("{kind} message extension {index} has length {len}, not a non-zero multiple of 8")]
+    /// A ping extension whose length is zero, not a multiple of 8, or 64 KiB or more.
+    #[error(
+        "{kind} message extension {index} has length {len}, not a non-zero multiple of 8 below 65536"
+    )]
     ExtensionPadding {
         kind: &'static str,
         index: u16,
