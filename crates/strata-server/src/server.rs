@@ -169,7 +169,8 @@ impl Shared {
             self.acl.set_default_password(c.requirepass.as_deref());
         }
         set_lfu_params(&self.store, &c);
-        self.store.set_unlink_expired(crate::effects::lazy(&c, "lazyfree-lazy-expire"));
+        self.store
+            .set_unlink_expired(crate::effects::lazy(&c, "lazyfree-lazy-expire"));
         configure_notify(&self.store, &c);
         self.limits.set(&c.tuning);
         self.latency.set_threshold(

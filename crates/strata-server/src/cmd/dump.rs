@@ -192,7 +192,8 @@ fn restore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             w.meta(db, &key, None);
             store.apply(w)?;
             notify(ctx, Class::Generic, "del", db, &key);
-            ctx.effects.rewrite(crate::effects::argv([&b"DEL"[..], &key]));
+            ctx.effects
+                .rewrite(crate::effects::argv([&b"DEL"[..], &key]));
         }
         ctx.reply.ok();
         return Ok(());

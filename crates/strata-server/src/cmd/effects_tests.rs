@@ -36,7 +36,9 @@ fn assert_at(line: &str, prefix: &str, lo: i64, hi: i64, suffix: &str) {
     let rest = rest
         .strip_suffix(suffix)
         .unwrap_or_else(|| panic!("{line:?} does not end with {suffix:?}"));
-    let ms: i64 = rest.parse().unwrap_or_else(|_| panic!("{line:?}: {rest:?}"));
+    let ms: i64 = rest
+        .parse()
+        .unwrap_or_else(|_| panic!("{line:?}: {rest:?}"));
     assert!((lo..=hi).contains(&ms), "{line:?}: {ms} not in {lo}..={hi}");
 }
 
@@ -236,7 +238,14 @@ fn lazyfree_directives_choose_unlink() {
         run(
             &mut t,
             &log,
-            &["SET a 1", "EXPIRE a -1", "SET a 1", "GETEX a EXAT 1", "SET a 1", "GETDEL a"]
+            &[
+                "SET a 1",
+                "EXPIRE a -1",
+                "SET a 1",
+                "GETEX a EXAT 1",
+                "SET a 1",
+                "GETDEL a"
+            ]
         ),
         ["SET a 1", "UNLINK a", "SET a 1", "UNLINK a", "SET a 1", "DEL a"]
     );
@@ -271,7 +280,12 @@ fn float_increments_propagate_their_results() {
                 "HINCRBYFLOAT h x 2.5"
             ]
         ),
-        ["SET f 1.5", "SET f 2.5 KEEPTTL", "HSET h x 1", "HSET h x 3.5"]
+        [
+            "SET f 1.5",
+            "SET f 2.5 KEEPTTL",
+            "HSET h x 1",
+            "HSET h x 3.5"
+        ]
     );
 }
 
@@ -303,7 +317,11 @@ fn spop_propagates_the_members_it_drew() {
     t.q("SADD s a b");
     log.take();
     assert_eq!(
-        run(&mut t, &log, &["SRANDMEMBER s", "SRANDMEMBER s 2", "RANDOMKEY"]),
+        run(
+            &mut t,
+            &log,
+            &["SRANDMEMBER s", "SRANDMEMBER s 2", "RANDOMKEY"]
+        ),
         Vec::<String>::new()
     );
 }
@@ -363,7 +381,11 @@ fn transactions_are_wrapped_only_around_more_than_one_effect() {
         Vec::<String>::new()
     );
     assert_eq!(
-        run(&mut t, &log, &["MULTI", "SELECT 2", "SET a 1", "SELECT 0", "DEL a", "EXEC"]),
+        run(
+            &mut t,
+            &log,
+            &["MULTI", "SELECT 2", "SET a 1", "SELECT 0", "DEL a", "EXEC"]
+        ),
         ["@2 MULTI", "@2 SET a 1", "DEL a", "EXEC"]
     );
 }
@@ -375,7 +397,11 @@ fn scripts_propagate_their_writes() {
         let r = t.cmd(&["EVAL", body, "1", key]);
         assert!(!matches!(r, Reply::Error(_)), "{r}");
     };
-    eval(&mut t, "redis.call('set','x','1'); redis.call('incr','x'); return 1", "x");
+    eval(
+        &mut t,
+        "redis.call('set','x','1'); redis.call('incr','x'); return 1",
+        "x",
+    );
     assert_eq!(log.take(), ["MULTI", "set x 1", "incr x", "EXEC"]);
     eval(&mut t, "redis.call('set','x','1'); return 1", "x");
     assert_eq!(log.take(), ["set x 1"]);
@@ -389,7 +415,13 @@ fn scripts_propagate_their_writes() {
     eval(&mut t, "return redis.call('expire',KEYS[1], 100)", "x");
     let got = log.take();
     assert_eq!(got.len(), 1);
-    assert_at(&got[0], "PEXPIREAT x ", lo + 100_000, now_ms() + 100_000, "");
+    assert_at(
+        &got[0],
+        "PEXPIREAT x ",
+        lo + 100_000,
+        now_ms() + 100_000,
+        "",
+    );
     // A script inside a transaction: one MULTI/EXEC around everything.
     t.q("MULTI");
     t.cmd(&[
@@ -432,9 +464,23 @@ fn whole_database_commands_propagate_as_called() {
         run(
             &mut t,
             &log,
-            &["SET a 1", "FLUSHDB ASYNC", "FLUSHALL SYNC", "FLUSHALL", "SWAPDB 0 1", "SWAPDB 0 1"]
+            &[
+                "SET a 1",
+                "FLUSHDB ASYNC",
+                "FLUSHALL SYNC",
+                "FLUSHALL",
+                "SWAPDB 0 1",
+                "SWAPDB 0 1"
+            ]
         ),
-        ["SET a 1", "FLUSHDB ASYNC", "FLUSHALL SYNC", "FLUSHALL", "SWAPDB 0 1", "SWAPDB 0 1"]
+        [
+            "SET a 1",
+            "FLUSHDB ASYNC",
+            "FLUSHALL SYNC",
+            "FLUSHALL",
+            "SWAPDB 0 1",
+            "SWAPDB 0 1"
+        ]
     );
     assert_eq!(
         run(
@@ -535,7 +581,11 @@ fn blocking_pops_woken_later_propagate_the_plain_pop_after_the_write() {
     let (mut t, log) = server();
     let mut b = t.conn();
     let cases: &[(&[&str], &str, &[&str])] = &[
-        (&["BLPOP", "wl", "0"], "RPUSH wl a b", &["RPUSH wl a b", "LPOP wl"]),
+        (
+            &["BLPOP", "wl", "0"],
+            "RPUSH wl a b",
+            &["RPUSH wl a b", "LPOP wl"],
+        ),
         (
             &["BLMOVE", "wl2", "wd", "RIGHT", "LEFT", "0"],
             "RPUSH wl2 a b",
@@ -551,7 +601,11 @@ fn blocking_pops_woken_later_propagate_the_plain_pop_after_the_write() {
             "RPUSH wl3 a b",
             &["RPUSH wl3 a b", "LPOP wl3 2"],
         ),
-        (&["BZPOPMIN", "wz", "0"], "ZADD wz 1 a 2 b", &["ZADD wz 1 a 2 b", "ZPOPMIN wz"]),
+        (
+            &["BZPOPMIN", "wz", "0"],
+            "ZADD wz 1 a 2 b",
+            &["ZADD wz 1 a 2 b", "ZPOPMIN wz"],
+        ),
         (
             &["BZMPOP", "0", "1", "wz2", "MAX", "COUNT", "3"],
             "ZADD wz2 1 a 2 b",
@@ -598,7 +652,13 @@ fn restore_with_a_ttl_propagates_an_absolute_one() {
     let hi = now_ms();
     let got = log.take();
     assert_eq!(got.len(), 4);
-    assert_at(&got[0], "RESTORE rq ", lo + 100_000, hi + 100_000, &format!(" {shown} ABSTTL"));
+    assert_at(
+        &got[0],
+        "RESTORE rq ",
+        lo + 100_000,
+        hi + 100_000,
+        &format!(" {shown} ABSTTL"),
+    );
     assert_eq!(got[1], format!("RESTORE rq2 9999999999000 {shown} ABSTTL"));
     assert_eq!(got[2], format!("RESTORE rq3 0 {shown}"));
     assert_at(
@@ -642,7 +702,11 @@ fn xadd_propagates_the_id_it_generated() {
 fn pfcount_propagates_when_it_updates_the_cache() {
     let (mut t, log) = server();
     assert_eq!(
-        run(&mut t, &log, &["PFADD p a b c", "PFCOUNT p", "PFCOUNT p", "PFADD p a"]),
+        run(
+            &mut t,
+            &log,
+            &["PFADD p a b c", "PFCOUNT p", "PFCOUNT p", "PFADD p a"]
+        ),
         ["PFADD p a b c", "PFCOUNT p"]
     );
 }
@@ -746,7 +810,17 @@ fn a_woken_xreadgroup_propagates_its_delivery() {
     t.q("XGROUP CREATE ws g $ MKSTREAM");
     log.take();
     let mut b = t.conn();
-    b.send(&["XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "ws", ">"]);
+    b.send(&[
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c",
+        "BLOCK",
+        "0",
+        "STREAMS",
+        "ws",
+        ">",
+    ]);
     t.wait_blocked(1);
     t.q("XADD ws 1-1 f v");
     b.recv();

@@ -830,7 +830,11 @@ fn blmove_generic(
     if let Some(v) = move_one(store, db, &src, &dst, from, to)? {
         let mut argv: crate::effects::Argv = args.argv().iter().map(|a| a.to_vec()).collect();
         argv.pop(); // the timeout
-        argv[0] = if rpoplpush { b"RPOPLPUSH".to_vec() } else { b"LMOVE".to_vec() };
+        argv[0] = if rpoplpush {
+            b"RPOPLPUSH".to_vec()
+        } else {
+            b"LMOVE".to_vec()
+        };
         ctx.effects.rewrite(argv);
         ctx.reply.bulk(&v);
         return Ok(());
@@ -867,5 +871,12 @@ fn brpoplpush(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let src = args.next_bytes()?;
     let dst = args.next_bytes()?;
     let timeout = parse_timeout(&args.next_bytes()?)?;
-    blmove_generic(ctx, args, (src, dst), (End::Right, End::Left), true, timeout)
+    blmove_generic(
+        ctx,
+        args,
+        (src, dst),
+        (End::Right, End::Left),
+        true,
+        timeout,
+    )
 }

@@ -52,6 +52,8 @@ mod bits_tests;
 #[cfg(test)]
 mod effects_tests;
 #[cfg(test)]
+mod effects_walk_tests;
+#[cfg(test)]
 mod geo_tests;
 #[cfg(test)]
 mod hashes_tests;

@@ -183,7 +183,14 @@ fn read_generic(ctx: &mut Ctx<'_>, r: ReadArgs) -> CmdResult {
                     header(&mut body, key);
                     let who = (&key[..], &g[..], &c[..]);
                     serve_group(
-                        store, &mut s, &mut w, who, *from, r.count, r.noack, &mut body,
+                        store,
+                        &mut s,
+                        &mut w,
+                        who,
+                        *from,
+                        r.count,
+                        r.noack,
+                        &mut body,
                         &mut effects,
                     )?;
                 }
@@ -311,7 +318,11 @@ pub(super) fn xclaim_effect(
 
 /// What a group's new position propagates (Redis 7.0's `streamPropagateGroupID`): `XGROUP
 /// SETID key group <last ID> ENTRIESREAD <n>` (-1 when unknown).
-pub(super) fn setid_effect(key: &[u8], g: &[u8], group: &crate::stream::Group) -> crate::effects::Argv {
+pub(super) fn setid_effect(
+    key: &[u8],
+    g: &[u8],
+    group: &crate::stream::Group,
+) -> crate::effects::Argv {
     let last = group.last_id.to_string();
     let read = group.entries_read.map_or(-1, |n| n as i64).to_string();
     crate::effects::argv([

@@ -277,7 +277,8 @@ fn xadd(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         }
     }
     let name = args.argv()[0].clone();
-    ctx.effects.rewrite(xadd_effect(&name, &a, idpos, &t, id, &s));
+    ctx.effects
+        .rewrite(xadd_effect(&name, &a, idpos, &t, id, &s));
     reply_id(ctx.reply, id);
     Ok(())
 }

@@ -156,7 +156,8 @@ fn parse_set_opts(args: &mut Args) -> Result<SetOpts, CmdError> {
 fn propagate_set(ctx: &mut Ctx<'_>, argv: &[Bytes], key: &[u8], value: &[u8], o: &SetOpts) {
     if let Ttl::At(ms) = o.ttl {
         let ms = crate::effects::ms_arg(ms);
-        ctx.effects.rewrite(crate::effects::argv([b"SET", key, value, b"PXAT", &ms[..]]));
+        ctx.effects
+            .rewrite(crate::effects::argv([b"SET", key, value, b"PXAT", &ms[..]]));
         if ms_past(o) {
             ctx.effects.dirty();
             let unlink = crate::effects::lazy_on(ctx.shared, "lazyfree-lazy-expire");
@@ -164,7 +165,10 @@ fn propagate_set(ctx: &mut Ctx<'_>, argv: &[Bytes], key: &[u8], value: &[u8], o:
             ctx.effects.also(db, crate::effects::deletion(key, unlink));
         }
     } else if o.get {
-        let kept = argv.iter().enumerate().filter(|(i, a)| *i < 3 || !a.eq_ignore_ascii_case(b"GET"));
+        let kept = argv
+            .iter()
+            .enumerate()
+            .filter(|(i, a)| *i < 3 || !a.eq_ignore_ascii_case(b"GET"));
         ctx.effects.rewrite(kept.map(|(_, a)| a.to_vec()).collect());
     }
 }

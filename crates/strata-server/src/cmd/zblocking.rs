@@ -22,7 +22,12 @@ use std::time::Duration;
 
 /// The non-blocking pop a served sorted-set pop propagates as (Redis 7.0): `ZPOPMIN k` /
 /// `ZPOPMAX k`, or with the number popped (`counted`: ZMPOP, BZMPOP).
-pub(super) fn zpop_effect(key: &[u8], max: bool, popped: usize, counted: bool) -> crate::effects::Argv {
+pub(super) fn zpop_effect(
+    key: &[u8],
+    max: bool,
+    popped: usize,
+    counted: bool,
+) -> crate::effects::Argv {
     let name: &[u8] = if max { b"ZPOPMAX" } else { b"ZPOPMIN" };
     let mut argv = crate::effects::argv([name, key]);
     if counted {
