@@ -43,7 +43,8 @@
 //! number a replica or the log must see; the dispatcher maps the store's physical numbers
 //! back through the database map (SWAPDB, §13.19).
 //!
-//! Layer: services (above store and types; below commands).
+//! Layer: store and types (the store counts its writes here; it reads only the
+//! configuration below it).
 
 use bytes::Bytes;
 use parking_lot::RwLock;
@@ -236,11 +237,6 @@ pub fn deletion(key: &[u8], unlink: bool) -> Argv {
 /// `UNLINK` where Redis propagates a deletion).
 pub fn lazy(config: &crate::config::Config, name: &str) -> bool {
     config.tuning.get(name).is_some_and(|v| v == "yes")
-}
-
-/// [`lazy`] on a server's current configuration.
-pub fn lazy_on(shared: &crate::server::Shared, name: &str) -> bool {
-    lazy(&shared.config.read(), name)
 }
 
 /// Milliseconds as Redis prints a `long long` in a propagated argv.

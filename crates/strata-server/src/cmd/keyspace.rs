@@ -169,7 +169,7 @@ fn expire_generic(
     // made (Redis 7.0's expireGenericCommand).
     let event = if when <= now {
         store.delete(db, &key)?;
-        let unlink = crate::effects::lazy_on(ctx.shared, "lazyfree-lazy-expire");
+        let unlink = ctx.lazyfree("lazyfree-lazy-expire");
         ctx.effects.rewrite(crate::effects::deletion(&key, unlink));
         "del"
     } else {

@@ -231,6 +231,12 @@ impl Ctx<'_> {
     pub fn auth_required(&self) -> bool {
         !self.conn.authenticated && self.shared.acl.auth_required()
     }
+
+    /// Whether the `lazyfree-lazy-*` directive `name` is on: a deletion it governs
+    /// propagates as UNLINK instead of DEL (`effects.rs`).
+    pub fn lazyfree(&self, name: &str) -> bool {
+        crate::effects::lazy(&self.shared.config.read(), name)
+    }
 }
 
 pub use crate::error::{CmdError, CmdResult};

@@ -160,7 +160,7 @@ fn propagate_set(ctx: &mut Ctx<'_>, argv: &[Bytes], key: &[u8], value: &[u8], o:
             .rewrite(crate::effects::argv([b"SET", key, value, b"PXAT", &ms[..]]));
         if ms_past(o) {
             ctx.effects.dirty();
-            let unlink = crate::effects::lazy_on(ctx.shared, "lazyfree-lazy-expire");
+            let unlink = ctx.lazyfree("lazyfree-lazy-expire");
             let db = ctx.conn.selected;
             ctx.effects.also(db, crate::effects::deletion(key, unlink));
         }
@@ -314,7 +314,7 @@ fn getdel(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     if m.is_some() {
         ctx.shared.store.delete(db, &key)?;
         notify(ctx, Class::Generic, "del", db, &key);
-        let unlink = crate::effects::lazy_on(ctx.shared, "lazyfree-lazy-user-del");
+        let unlink = ctx.lazyfree("lazyfree-lazy-user-del");
         ctx.effects.rewrite(crate::effects::deletion(&key, unlink));
     }
     ctx.reply.opt_bulk(m.as_ref().map(|m| &m.value[..]));
@@ -603,7 +603,7 @@ fn getex(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         // EXAT/PXAT in the past: the key is deleted, after its value is read.
         Some(at) if at <= now_ms() => {
             store.delete(db, &key)?;
-            let unlink = crate::effects::lazy_on(ctx.shared, "lazyfree-lazy-expire");
+            let unlink = ctx.lazyfree("lazyfree-lazy-expire");
             ctx.effects.rewrite(crate::effects::deletion(&key, unlink));
             Some((Class::Generic, "del"))
         }
