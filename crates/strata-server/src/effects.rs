@@ -49,6 +49,7 @@
 use bytes::Bytes;
 use parking_lot::RwLock;
 use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 /// One command as it propagates: its name and arguments.
@@ -61,9 +62,12 @@ thread_local! {
     /// Store writes made on this thread (Redis's `server.dirty`): the dispatcher compares
     /// it around a handler.
     static WRITES: Cell<u64> = const { Cell::new(0) };
-    /// Keys the running command's lookups deleted because they had expired: (physical
-    /// database, key), in deletion order.
-    static EXPIRED: RefCell<Vec<(u8, Vec<u8>)>> = const { RefCell::new(Vec::new()) };
+    /// The deletions of keys the running command's lookups found expired: (logical
+    /// database, `DEL k` or `UNLINK k`), in deletion order.
+    static EXPIRED: RefCell<Vec<(u8, Argv)>> = const { RefCell::new(Vec::new()) };
+    /// Commands running on this thread (nested: EXEC's, a script's): effects are collected
+    /// only inside one.
+    static DEPTH: Cell<u32> = const { Cell::new(0) };
     /// The effects of the running top-level command and of the commands it ran (EXEC,
     /// scripts), in order (Redis's `server.also_propagate`).
     static PENDING: RefCell<Vec<(u8, Argv)>> = const { RefCell::new(Vec::new()) };
@@ -80,20 +84,48 @@ pub(crate) fn writes() -> u64 {
     WRITES.with(Cell::get)
 }
 
-/// Notes that a lookup of the running command deleted expired `key` of physical
-/// database `db`.
-pub(crate) fn note_expired(db: u8, key: &[u8]) {
-    EXPIRED.with(|e| e.borrow_mut().push((db, key.to_vec())));
+/// A command running on this thread, for as long as the value lives ([`enter`]).
+pub(crate) struct Scope(());
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+    }
 }
 
-/// The expired keys noted since the last call: (physical database, key).
-pub(crate) fn take_expired() -> Vec<(u8, Vec<u8>)> {
+/// Marks a command as running on this thread: the dispatcher's, around a command and the
+/// serving of the clients it unblocks.
+pub(crate) fn enter() -> Scope {
+    DEPTH.with(|d| d.set(d.get() + 1));
+    Scope(())
+}
+
+fn in_command() -> bool {
+    DEPTH.with(|d| d.get() > 0)
+}
+
+/// Notes that a lookup deleted an expired key: `deletion` (its `DEL` or `UNLINK`) in
+/// logical database `db`. Inside a command it propagates before the command's effects;
+/// outside any (a blocked client's follow-up, a background reader) at once, through
+/// [`outside`].
+pub(crate) fn note_expired(db: u8, deletion: Argv) {
+    if in_command() {
+        EXPIRED.with(|e| e.borrow_mut().push((db, deletion)));
+    } else {
+        outside(db, deletion);
+    }
+}
+
+/// The expired keys' deletions noted since the last call.
+pub(crate) fn take_expired() -> Vec<(u8, Argv)> {
     EXPIRED.with(|e| std::mem::take(&mut *e.borrow_mut()))
 }
 
-/// Appends entries to the running top-level command's group.
+/// Appends entries to the running top-level command's group (nothing outside a command).
 pub(crate) fn push_pending(entries: impl IntoIterator<Item = (u8, Argv)>) {
-    PENDING.with(|p| p.borrow_mut().extend(entries));
+    if in_command() {
+        PENDING.with(|p| p.borrow_mut().extend(entries));
+    }
 }
 
 /// Takes the running top-level command's group (emptying it).
@@ -182,6 +214,8 @@ pub fn wrap(group: Vec<(u8, Argv)>) -> Vec<(u8, Argv)> {
 #[derive(Default)]
 pub struct Propagation {
     sink: RwLock<Option<Sink>>,
+    /// Whether `sink` is set: one atomic load per command while none is.
+    installed: AtomicBool,
 }
 
 impl Propagation {
@@ -189,11 +223,12 @@ impl Propagation {
     #[allow(dead_code)] // the replication log's (the master side), and the tests' recorder
     pub fn set_sink(&self, f: Sink) {
         *self.sink.write() = Some(f);
+        self.installed.store(true, Ordering::Release);
     }
 
     /// Whether a sink is installed (nothing need be built for propagation otherwise).
     pub fn active(&self) -> bool {
-        self.sink.read().is_some()
+        self.installed.load(Ordering::Acquire)
     }
 
     /// Hands a group on, in order.

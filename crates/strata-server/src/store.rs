@@ -1113,7 +1113,9 @@ impl Store {
             let mut b = WriteBatch::new();
             b.delete(&mk);
             self.write_uncounted(b)?;
-            crate::effects::note_expired(db, key);
+            let unlink = self.unlink_expired.load(Ordering::Relaxed);
+            let deletion = crate::effects::deletion(key, unlink);
+            crate::effects::note_expired(self.dbs.logical(db), deletion);
             self.note_write(db, key, None);
             self.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
             self.notify_expired(db, key, meta.version);

@@ -832,3 +832,29 @@ fn a_woken_xreadgroup_propagates_its_delivery() {
         ]
     );
 }
+
+/// The active expiry cycle deletes outside any command: its deletions go to the outside
+/// sink (`effects::outside`), in the logical database, and nothing to the commands' sink.
+#[test]
+fn active_expiry_propagates_outside_any_command() {
+    type Seen = parking_lot::Mutex<Vec<(u8, crate::effects::Argv)>>;
+    static SEEN: Seen = parking_lot::Mutex::new(Vec::new());
+    crate::effects::set_outside_sink(Box::new(|db, argv| SEEN.lock().push((db, argv))));
+    let (mut t, log) = server();
+    t.q("SELECT 2");
+    t.q("SET active-expiry-key 1 PX 1");
+    t.q("SELECT 0");
+    log.take();
+    std::thread::sleep(Duration::from_millis(5));
+    let store = &t.shared().store;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let want = (2, crate::effects::argv(["DEL", "active-expiry-key"]));
+    while !SEEN.lock().contains(&want) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no DEL from the cycle"
+        );
+        crate::expire::active_expire_cycle(store, Duration::from_millis(50)).unwrap();
+    }
+    assert!(log.take().is_empty());
+}

@@ -528,6 +528,7 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
     // What the command propagates (`effects.rs`): its group is handed on before the clients
     // it unblocks are served, whose pops follow as groups of their own.
     let writes_before = crate::effects::writes();
+    let _scope = crate::effects::enter();
     let result = if nested {
         let r = run_locked(ctx, spec, handler, &mut args, skip);
         finish_effects(ctx, spec, args.argv(), writes_before);
@@ -671,15 +672,7 @@ fn finish_effects(ctx: &mut Ctx<'_>, spec: &Spec, argv: &[Bytes], writes_before:
     if spec.name == "exec" || spec.has_trait(table::traits::SCRIPT) {
         ctx.effects.prevent();
     }
-    if !expired.is_empty() {
-        let unlink = crate::effects::lazy(&ctx.shared.config.read(), "lazyfree-lazy-expire");
-        let dbs = &ctx.shared.store.dbs;
-        crate::effects::push_pending(
-            expired
-                .iter()
-                .map(|(db, k)| (dbs.logical(*db), crate::effects::deletion(k, unlink))),
-        );
-    }
+    crate::effects::push_pending(expired);
     let own = ctx.effects.take(ctx.conn.selected, argv);
     crate::effects::push_pending(own);
 }

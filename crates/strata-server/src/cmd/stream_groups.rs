@@ -573,7 +573,7 @@ pub(super) fn xclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     }
     store.apply(w)?;
     if effects.is_empty() && moved_last {
-        effects.push(super::stream_read::setid_effect(&key, &g, &group));
+        effects.push(super::stream_read::setid_effect(key, g, &group));
     }
     let sdb = ctx.conn.selected;
     for e in effects {
