@@ -8,14 +8,14 @@
 use crate::test_server::{EffectLog, Reply, TestServer};
 use std::time::Duration;
 
-fn server() -> (TestServer, EffectLog) {
+pub(super) fn server() -> (TestServer, EffectLog) {
     let t = TestServer::in_memory();
     let log = t.record_effects();
     (t, log)
 }
 
 /// Runs each space-separated command line; the lines propagated by all of them.
-fn run(t: &mut TestServer, log: &EffectLog, lines: &[&str]) -> Vec<String> {
+pub(super) fn run(t: &mut TestServer, log: &EffectLog, lines: &[&str]) -> Vec<String> {
     for l in lines {
         let r = t.q(l);
         assert!(!r.starts_with('-'), "{l}: {r}");
@@ -670,32 +670,6 @@ fn restore_with_a_ttl_propagates_an_absolute_one() {
     );
 }
 
-#[test]
-fn xadd_propagates_the_id_it_generated() {
-    let (mut t, log) = server();
-    let id = |r: Reply| match r {
-        Reply::Bulk(b) => String::from_utf8(b).unwrap(),
-        other => panic!("{other}"),
-    };
-    let a = id(t.cmd(&["XADD", "x", "*", "f", "v"]));
-    let b = id(t.cmd(&["XADD", "x", "MAXLEN", "~", "1", "*", "f", "v"]));
-    let c = id(t.cmd(&["xadd", "x", "NOMKSTREAM", "MINID", "=", "0", "*", "f", "v"]));
-    let len = t.q("XLEN x");
-    assert_eq!(len, ":3");
-    assert_eq!(
-        log.take(),
-        [
-            format!("XADD x {a} f v"),
-            format!("XADD x MAXLEN = 2 {b} f v"),
-            format!("xadd x NOMKSTREAM MINID = 0 {c} f v"),
-        ]
-    );
-    t.q("XADD y 9-1 f v");
-    let d = id(t.cmd(&["XADD", "y", "9-*", "f", "v"]));
-    assert_eq!(d, "9-2");
-    assert_eq!(log.take(), ["XADD y 9-1 f v", "XADD y 9-2 f v"]);
-}
-
 /// PFCOUNT propagates when it stored the count it computed (Redis 7.0: the cached
 /// cardinality is part of the value), not when the cache was valid.
 #[test]
@@ -708,128 +682,6 @@ fn pfcount_propagates_when_it_updates_the_cache() {
             &["PFADD p a b c", "PFCOUNT p", "PFCOUNT p", "PFADD p a"]
         ),
         ["PFADD p a b c", "PFCOUNT p"]
-    );
-}
-
-/// Replaces the delivery time of propagated XCLAIMs (`TIME <ms>`) by `<t>`.
-fn without_times(lines: Vec<String>) -> Vec<String> {
-    lines
-        .into_iter()
-        .map(|l| {
-            let mut words: Vec<String> = l.split(' ').map(str::to_string).collect();
-            for i in 1..words.len() {
-                if words[i - 1] == "TIME" {
-                    words[i] = "<t>".to_string();
-                }
-            }
-            words.join(" ")
-        })
-        .collect()
-}
-
-#[test]
-fn consumer_groups_propagate_deliveries_as_xclaim() {
-    let (mut t, log) = server();
-    let run_t = |t: &mut TestServer, lines: &[&str]| without_times(run(t, &log, lines));
-    assert_eq!(
-        run_t(
-            &mut t,
-            &[
-                "XADD st 1-1 f v",
-                "XADD st 2-1 f v",
-                "XGROUP CREATE st g 0",
-                "XREADGROUP GROUP g c1 COUNT 1 STREAMS st >",
-                "XREADGROUP GROUP g c2 NOACK STREAMS st >",
-                "XREADGROUP GROUP g c1 STREAMS st 0",
-                "XREADGROUP GROUP g c3 STREAMS st 0",
-            ]
-        ),
-        [
-            "XADD st 1-1 f v",
-            "XADD st 2-1 f v",
-            "XGROUP CREATE st g 0",
-            "XCLAIM st g c1 0 1-1 TIME <t> RETRYCOUNT 1 FORCE JUSTID LASTID 1-1",
-            "MULTI",
-            "XGROUP CREATECONSUMER st g c2",
-            "XGROUP SETID st g 2-1 ENTRIESREAD 2",
-            "EXEC",
-        ]
-    );
-    assert_eq!(
-        run_t(
-            &mut t,
-            &[
-                "XADD st 3-1 f v",
-                "XCLAIM st g c4 0 1-1",
-                "XCLAIM st g c4 0 1-1 JUSTID",
-                "XAUTOCLAIM st g c5 0 0",
-                "XACK st g 1-1",
-                "XACK st g 9-9",
-            ]
-        ),
-        [
-            "XADD st 3-1 f v",
-            "XCLAIM st g c4 0 1-1 TIME <t> RETRYCOUNT 3 FORCE JUSTID LASTID 2-1",
-            "XCLAIM st g c4 0 1-1 TIME <t> RETRYCOUNT 3 FORCE JUSTID LASTID 2-1",
-            "XCLAIM st g c5 0 1-1 TIME <t> RETRYCOUNT 4 FORCE JUSTID LASTID 2-1",
-            "XACK st g 1-1",
-        ]
-    );
-    assert_eq!(
-        run_t(
-            &mut t,
-            &[
-                "XGROUP CREATE st g2 $ MKSTREAM",
-                "XGROUP CREATECONSUMER st g2 cc",
-                "XGROUP CREATECONSUMER st g2 cc",
-                "XGROUP SETID st g2 0",
-                "XGROUP DELCONSUMER st g2 cc",
-                "XSETID st 5-5",
-                "XREADGROUP GROUP g2 newc STREAMS st >",
-            ]
-        ),
-        [
-            "XGROUP CREATE st g2 $ MKSTREAM",
-            "XGROUP CREATECONSUMER st g2 cc",
-            "XGROUP SETID st g2 0",
-            "XGROUP DELCONSUMER st g2 cc",
-            "XSETID st 5-5",
-            "MULTI",
-            "XCLAIM st g2 newc 0 1-1 TIME <t> RETRYCOUNT 1 FORCE JUSTID LASTID 1-1",
-            "XCLAIM st g2 newc 0 2-1 TIME <t> RETRYCOUNT 1 FORCE JUSTID LASTID 2-1",
-            "XCLAIM st g2 newc 0 3-1 TIME <t> RETRYCOUNT 1 FORCE JUSTID LASTID 3-1",
-            "EXEC",
-        ]
-    );
-}
-
-/// A blocked XREADGROUP served by an XADD: the XADD, then the delivery's XCLAIM.
-#[test]
-fn a_woken_xreadgroup_propagates_its_delivery() {
-    let (mut t, log) = server();
-    t.q("XGROUP CREATE ws g $ MKSTREAM");
-    log.take();
-    let mut b = t.conn();
-    b.send(&[
-        "XREADGROUP",
-        "GROUP",
-        "g",
-        "c",
-        "BLOCK",
-        "0",
-        "STREAMS",
-        "ws",
-        ">",
-    ]);
-    t.wait_blocked(1);
-    t.q("XADD ws 1-1 f v");
-    b.recv();
-    assert_eq!(
-        without_times(log.take()),
-        [
-            "XADD ws 1-1 f v",
-            "XCLAIM ws g c 0 1-1 TIME <t> RETRYCOUNT 1 FORCE JUSTID LASTID 1-1",
-        ]
     );
 }
 

@@ -50,6 +50,8 @@ pub mod zsets;
 #[cfg(test)]
 mod bits_tests;
 #[cfg(test)]
+mod effects_streams_tests;
+#[cfg(test)]
 mod effects_tests;
 #[cfg(test)]
 mod effects_walk_tests;

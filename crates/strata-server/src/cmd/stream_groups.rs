@@ -516,6 +516,14 @@ pub(super) fn xclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         let Some((_, fields)) = s.get_entry(store, id)? else {
             if let Some(e) = pending {
                 s.pel_delete(&mut w, g, id, &e.consumer);
+                // An XCLAIM of the deleted entry, as its old owner: a replica drops it
+                // from the pending list the same way (Redis 7.0).
+                effects.push(super::stream_read::xclaim_effect(
+                    (&key[..], &g[..], &e.consumer[..]),
+                    id,
+                    &e,
+                    group.last_id,
+                ));
             }
             continue;
         };
@@ -663,6 +671,13 @@ pub(super) fn xautoclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     for (id, e) in examined {
         let Some((_, fields)) = s.get_entry(store, id)? else {
             s.pel_delete(&mut w, g, id, &e.consumer);
+            // As XCLAIM: the deleted entry's XCLAIM as its old owner (Redis 7.0).
+            effects.push(super::stream_read::xclaim_effect(
+                (&key[..], &g[..], &e.consumer[..]),
+                id,
+                &e,
+                group_last,
+            ));
             deleted.push(id);
             continue;
         };
