@@ -46,6 +46,7 @@ mod config_rewrite;
 mod conn;
 mod cursor;
 mod dbmap;
+mod effects;
 mod error;
 mod exec;
 mod expire;

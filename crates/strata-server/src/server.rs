@@ -136,6 +136,8 @@ pub struct Shared {
     pub functions: crate::scripting::functions::Functions,
     /// Replication: this server as a replica (`replica/`).
     pub replication: crate::replica::Replication,
+    /// Where commands' effects go (`effects.rs`): the replication log's sink.
+    pub propagation: crate::effects::Propagation,
     /// This value's own `Arc`, for work that outlives a command (BGSAVE's thread).
     pub me: std::sync::Weak<Shared>,
     next_client_id: AtomicU64,
@@ -167,6 +169,8 @@ impl Shared {
             self.acl.set_default_password(c.requirepass.as_deref());
         }
         set_lfu_params(&self.store, &c);
+        self.store
+            .set_unlink_expired(crate::effects::lazy(&c, "lazyfree-lazy-expire"));
         configure_notify(&self.store, &c);
         self.limits.set(&c.tuning);
         self.latency.set_threshold(
@@ -425,6 +429,7 @@ pub(crate) fn open_shared(
     let (stop, _) = watch::channel(false);
     let store = Store::open(db, config.appendfsync == AppendFsync::Always)?;
     set_lfu_params(&store, &config);
+    store.set_unlink_expired(crate::effects::lazy(&config, "lazyfree-lazy-expire"));
     let pubsub = Arc::new(crate::pubsub::PubSub::default());
     store.notify.attach(pubsub.clone());
     store.tracking.attach(pubsub.clone());
@@ -450,6 +455,7 @@ pub(crate) fn open_shared(
         saves: crate::save::Saves::default(),
         scripts: Default::default(),
         replication: Default::default(),
+        propagation: Default::default(),
         me: me.clone(),
         config: RwLock::new(config),
         stats: Stats::default(),

@@ -445,6 +445,8 @@ pub struct Store {
     keep_expired: AtomicBool,
     /// Logical → physical database (SWAPDB, `dbmap.rs`); records carry the physical one.
     pub dbs: Arc<crate::dbmap::DbMap>,
+    /// `lazyfree-lazy-expire`: active expiry propagates `UNLINK` instead of `DEL`.
+    unlink_expired: AtomicBool,
 }
 
 /// How many expired keys [`Store::notify_expired`] remembers.
@@ -550,6 +552,7 @@ impl Store {
             expired_recently: Mutex::new(Default::default()),
             keep_expired: AtomicBool::new(false),
             dbs: Arc::new(dbs),
+            unlink_expired: AtomicBool::new(false),
         };
         store.notify.translate_with(store.dbs.clone());
         store.rebuild_expiry_index()?;
@@ -674,6 +677,8 @@ impl Store {
             // (reads on a worker take no stripe) runs after its subscribers got the event.
             self.notify_expired(db, key, m.version);
             self.db.delete_opt(&self.wo(), &mk)?;
+            let unlink = self.unlink_expired.load(Ordering::Relaxed);
+            crate::effects::outside(self.dbs.logical(db), crate::effects::deletion(key, unlink));
             self.expires.remove(db, key);
             self.access.forget(db, key);
             self.note_touched(db, key, true);
@@ -714,6 +719,11 @@ impl Store {
 
     pub fn keeps_expired(&self) -> bool {
         self.keep_expired.load(Ordering::Acquire)
+    }
+
+    /// `lazyfree-lazy-expire`: active expiry's deletions propagate as `UNLINK`.
+    pub fn set_unlink_expired(&self, on: bool) {
+        self.unlink_expired.store(on, Ordering::Relaxed);
     }
 
     pub fn set_sync_writes(&self, on: bool) {
@@ -779,8 +789,16 @@ impl Store {
         }
     }
 
-    /// Applies `b` atomically (one engine write on a worker; the front's batch otherwise).
+    /// Applies `b` atomically (one engine write on a worker; the front's batch otherwise),
+    /// counted as a change the running command made (`effects.rs`: it then propagates).
     fn raw_write(&self, b: WriteBatch) -> Result<()> {
+        crate::effects::note_write();
+        self.write_uncounted(b)
+    }
+
+    /// [`Store::raw_write`] not counted as the running command's change (lazy expiry:
+    /// propagated as the expired key's deletion instead).
+    fn write_uncounted(&self, b: WriteBatch) -> Result<()> {
         let wo = self.wo();
         let on = in_txn(|t| {
             if wo.sync {
@@ -1092,7 +1110,12 @@ impl Store {
             if self.keeps_expired() {
                 return Ok(None);
             }
-            self.raw_delete(&mk)?;
+            let mut b = WriteBatch::new();
+            b.delete(&mk);
+            self.write_uncounted(b)?;
+            let unlink = self.unlink_expired.load(Ordering::Relaxed);
+            let deletion = crate::effects::deletion(key, unlink);
+            crate::effects::note_expired(self.dbs.logical(db), deletion);
             self.note_write(db, key, None);
             self.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
             self.notify_expired(db, key, meta.version);

@@ -212,6 +212,45 @@ impl Drop for TestServer {
     }
 }
 
+/// What a [`TestServer`]'s commands propagated (`effects.rs`), from when it was made
+/// ([`TestServer::record_effects`]): the sink the replication log will be.
+pub struct EffectLog(Arc<parking_lot::Mutex<Vec<(u8, crate::effects::Argv)>>>);
+
+impl EffectLog {
+    /// The commands propagated since the last call, one line each: the arguments joined by
+    /// spaces (bytes that are not UTF-8 shown lossily), `@db ` before those of a database
+    /// other than 0.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock())
+            .into_iter()
+            .map(|(db, argv)| {
+                let words: Vec<String> = argv
+                    .iter()
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect();
+                let line = words.join(" ");
+                if db == 0 {
+                    line
+                } else {
+                    format!("@{db} {line}")
+                }
+            })
+            .collect()
+    }
+}
+
+impl TestServer {
+    /// Starts recording what commands propagate (installs the server's propagation sink).
+    pub fn record_effects(&self) -> EffectLog {
+        let log = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let sink = log.clone();
+        self.shared()
+            .propagation
+            .set_sink(Box::new(move |db, argv| sink.lock().push((db, argv))));
+        EffectLog(log)
+    }
+}
+
 /// One client connection to a [`TestServer`].
 pub struct TestConn {
     rt: tokio::runtime::Handle,

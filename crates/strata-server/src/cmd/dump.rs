@@ -192,6 +192,8 @@ fn restore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             w.meta(db, &key, None);
             store.apply(w)?;
             notify(ctx, Class::Generic, "del", db, &key);
+            ctx.effects
+                .rewrite(crate::effects::argv([&b"DEL"[..], &key]));
         }
         ctx.reply.ok();
         return Ok(());
@@ -199,6 +201,13 @@ fn restore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let limits = Limits::of(ctx);
     put_value(store, &mut w, db, &key, value, expire_ms, &limits);
     store.apply(w)?;
+    // A relative TTL propagates as the absolute time it gave (Redis 7.0's restoreCommand).
+    if expire_ms != 0 && !opts.absttl {
+        let mut argv: crate::effects::Argv = args.argv().iter().map(|a| a.to_vec()).collect();
+        argv[2] = crate::effects::ms_arg(expire_ms as i64);
+        argv.push(b"ABSTTL".to_vec());
+        ctx.effects.rewrite(argv);
+    }
     set_access(ctx, &key, &opts, now);
     notify(ctx, Class::Generic, "restore", db, &key);
     ctx.reply.ok();

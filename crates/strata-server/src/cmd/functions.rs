@@ -109,6 +109,8 @@ fn function_load(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         .functions
         .load(code.clone(), replace, &save(shared))
         .map_err(CmdError::reply)?;
+    // The libraries are state replicas need: propagated as called (Redis 7.0).
+    ctx.effects.dirty();
     ctx.reply.bulk(name.as_bytes());
     Ok(())
 }
@@ -120,6 +122,7 @@ fn function_delete(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         .functions
         .delete(&name, &save(shared))
         .map_err(CmdError::reply)?;
+    ctx.effects.dirty();
     ctx.reply.ok();
     Ok(())
 }
@@ -151,6 +154,7 @@ fn function_flush(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         .functions
         .flush(&save(shared))
         .map_err(CmdError::reply)?;
+    ctx.effects.dirty();
     ctx.reply.ok();
     Ok(())
 }
@@ -292,6 +296,7 @@ fn function_restore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         .functions
         .restore(&payload, policy, &save(shared))
         .map_err(CmdError::reply)?;
+    ctx.effects.dirty();
     ctx.reply.ok();
     Ok(())
 }

@@ -165,12 +165,20 @@ fn expire_generic(
     } else {
         now_ms() as i64
     };
+    // Propagated as an absolute time (PEXPIREAT, the options kept), or as the deletion it
+    // made (Redis 7.0's expireGenericCommand).
     let event = if when <= now {
         store.delete(db, &key)?;
+        let unlink = ctx.lazyfree("lazyfree-lazy-expire");
+        ctx.effects.rewrite(crate::effects::deletion(&key, unlink));
         "del"
     } else {
         m.expire_ms = when as u64;
         store.put(db, &key, &m)?;
+        let mut argv: crate::effects::Argv = args.argv().iter().map(|a| a.to_vec()).collect();
+        argv[0] = b"PEXPIREAT".to_vec();
+        argv[2] = crate::effects::ms_arg(when);
+        ctx.effects.rewrite(argv);
         "expire"
     };
     notify(ctx, Class::Generic, event, db, &key);

@@ -50,6 +50,12 @@ pub mod zsets;
 #[cfg(test)]
 mod bits_tests;
 #[cfg(test)]
+mod effects_streams_tests;
+#[cfg(test)]
+mod effects_tests;
+#[cfg(test)]
+mod effects_walk_tests;
+#[cfg(test)]
 mod geo_tests;
 #[cfg(test)]
 mod hashes_tests;
@@ -202,6 +208,8 @@ pub struct Ctx<'a> {
     /// did not declare): it rolled its writes back and replied nothing; the connection runs
     /// it again on its own thread (`exec::submit`).
     pub rerun_inline: bool,
+    /// What this run propagates to replicas and the replication log (`effects.rs`).
+    pub effects: crate::effects::Effects,
 }
 
 impl<'a> Ctx<'a> {
@@ -214,6 +222,7 @@ impl<'a> Ctx<'a> {
             extra_keys: Vec::new(),
             blocked: None,
             rerun_inline: false,
+            effects: Default::default(),
         }
     }
 }
@@ -223,6 +232,12 @@ impl Ctx<'_> {
     /// authenticated.
     pub fn auth_required(&self) -> bool {
         !self.conn.authenticated && self.shared.acl.auth_required()
+    }
+
+    /// Whether the `lazyfree-lazy-*` directive `name` is on: a deletion it governs
+    /// propagates as UNLINK instead of DEL (`effects.rs`).
+    pub fn lazyfree(&self, name: &str) -> bool {
+        crate::effects::lazy(&self.shared.config.read(), name)
     }
 }
 
@@ -512,10 +527,26 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
     // the commands of an EXEC, once the whole EXEC has been applied (as Redis serves them
     // after EXEC: `MULTI; LPUSH k a; LLEN k; EXEC` sees the element).
     let shared = ctx.shared;
+    // What the command propagates (`effects.rs`): its group is handed on before the clients
+    // it unblocks are served, whose pops follow as groups of their own.
+    let writes_before = crate::effects::writes();
+    let _scope = crate::effects::enter();
     let result = if nested {
-        run_locked(ctx, spec, handler, &mut args, skip)
+        let r = run_locked(ctx, spec, handler, &mut args, skip);
+        finish_effects(ctx, spec, args.argv(), writes_before);
+        r
     } else {
-        crate::blocking::around_command(shared, || run_locked(ctx, spec, handler, &mut args, skip))
+        let r = crate::blocking::around_command(shared, || {
+            let r = run_locked(ctx, spec, handler, &mut args, skip);
+            finish_effects(ctx, spec, args.argv(), writes_before);
+            let group = crate::effects::take_pending();
+            shared.propagation.emit(crate::effects::wrap(group));
+            r
+        });
+        for served in crate::effects::take_pending() {
+            shared.propagation.emit(vec![served]);
+        }
+        r
     };
     let micros = started.elapsed().as_micros() as u64;
     if tracking.is_some() {
@@ -619,6 +650,33 @@ fn run_locked(
             }
         }
     }
+}
+
+/// Adds what the command just run propagates to its top-level command's group
+/// (`effects.rs`): the keys its lookups found expired (`DEL`, or `UNLINK` under
+/// `lazyfree-lazy-expire`), then its own effects, dirty if the store wrote for it. EXEC and
+/// scripts never propagate themselves (their commands do), as Redis 7.0's `call()`.
+fn finish_effects(ctx: &mut Ctx<'_>, spec: &Spec, argv: &[Bytes], writes_before: u64) {
+    let expired = crate::effects::take_expired();
+    let effects = std::mem::take(&mut ctx.effects);
+    // A run whose writes were rolled back to run again elsewhere propagates nothing.
+    if ctx.rerun_inline {
+        let _ = crate::effects::take_pending();
+        return;
+    }
+    if !ctx.shared.propagation.active() {
+        return;
+    }
+    ctx.effects = effects;
+    if crate::effects::writes() != writes_before {
+        ctx.effects.dirty();
+    }
+    if spec.name == "exec" || spec.has_trait(table::traits::SCRIPT) {
+        ctx.effects.prevent();
+    }
+    crate::effects::push_pending(expired);
+    let own = ctx.effects.take(ctx.conn.selected, argv);
+    crate::effects::push_pending(own);
 }
 
 /// Takes the stripes of the keys `argv` names for `spec` in the client's database (and in

@@ -35,6 +35,8 @@ fn swapdb(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         // the one it selected).
         ctx.conn.db = shared.store.dbs.physical(ctx.conn.selected);
     }
+    // Propagated as called, even for a database swapped with itself (Redis 7.0).
+    ctx.effects.dirty();
     ctx.reply.ok();
     Ok(())
 }
