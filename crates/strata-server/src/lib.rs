@@ -63,6 +63,7 @@ mod long_double;
 mod monitor;
 mod notify;
 mod pause;
+mod position;
 mod pqsort;
 pub mod protocol;
 mod pubsub;
