@@ -315,9 +315,15 @@ mod tests {
         let mut rec = vec![FORMAT];
         rec.extend_from_slice(&perm);
         let back = DbMap::decode(Some(&rec)).unwrap();
-        assert_eq!((0..3).map(|l| back.physical(l)).collect::<Vec<_>>(), targets);
+        assert_eq!(
+            (0..3).map(|l| back.physical(l)).collect::<Vec<_>>(),
+            targets
+        );
         // The old generation (physical 1, 0, 2) is mapped from logical 3, 5, 6 now.
-        assert_eq!((back.logical(1), back.logical(0), back.logical(2)), (3, 5, 6));
+        assert_eq!(
+            (back.logical(1), back.logical(0), back.logical(2)),
+            (3, 5, 6)
+        );
         m.install(&perm, |_| Ok(())).unwrap();
         assert_eq!(m.encode(), rec);
         assert!(m.install(&perm, |_| Err("disk".into())).is_err());

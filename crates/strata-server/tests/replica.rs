@@ -6,11 +6,11 @@
 mod common;
 
 use common::{start, Client, V};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
+use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 use strata_server::rdb::crc64::crc64;
 
@@ -476,7 +476,10 @@ fn kill_9_mid_stream_resumes_at_the_exact_offset() {
     // Dies once part of the stream is applied.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let at: u64 = info_field(&mut c, "slave_repl_offset").unwrap().parse().unwrap();
+        let at: u64 = info_field(&mut c, "slave_repl_offset")
+            .unwrap()
+            .parse()
+            .unwrap();
         if at > 100 + bytes.len() as u64 / 10 || Instant::now() > deadline {
             break;
         }
@@ -501,7 +504,10 @@ fn kill_9_mid_stream_resumes_at_the_exact_offset() {
     assert!(resumed > 100, "nothing was persisted");
     // The data is exactly the stream's prefix: nothing applied twice, no transaction cut.
     let mut c = Client::connect(addr);
-    assert_eq!(info_field(&mut c, "slave_repl_offset"), Some(resumed.to_string()));
+    assert_eq!(
+        info_field(&mut c, "slave_repl_offset"),
+        Some(resumed.to_string())
+    );
     assert_eq!(info_field(&mut c, "master_replid").as_deref(), Some(REPLID));
     c.q(&["SELECT", "1"]);
     let count = |name: &str, upto: usize| reqs[..upto].iter().filter(|r| r.name == name).count();
@@ -558,7 +564,10 @@ fn a_full_sync_swaps_the_dataset_in_whole_and_a_crash_in_the_load_leaves_the_old
                 };
                 let old = r.q(&["GET", "old:7"]);
                 seen.insert(n);
-                assert!(n == OLD as i64 || n == NEW as i64, "a partial dataset: {n} keys");
+                assert!(
+                    n == OLD as i64 || n == NEW as i64,
+                    "a partial dataset: {n} keys"
+                );
                 if n == OLD as i64 {
                     // The switch may come between the two reads, never the other way.
                     assert!(old == V::bulk("7") || old == V::NilBulk, "{old:?}");
@@ -616,7 +625,10 @@ fn a_full_sync_swaps_the_dataset_in_whole_and_a_crash_in_the_load_leaves_the_old
     assert_eq!(c.q(&["DBSIZE"]), V::Int(NEW as i64));
     assert_eq!(c.q(&["GET", "new:7"]), V::bulk("7"));
     assert_eq!(c.q(&["GET", "third:7"]), V::NilBulk);
-    assert_eq!(info_field(&mut c, "master_repl_offset").as_deref(), Some("30"));
+    assert_eq!(
+        info_field(&mut c, "master_repl_offset").as_deref(),
+        Some("30")
+    );
     // What the cut load wrote is garbage, deleted in the background.
     wait_log(&log, "records deleted in");
     c.send(&common::encode(&[b"SHUTDOWN", b"NOSAVE"]));

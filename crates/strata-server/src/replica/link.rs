@@ -6,7 +6,8 @@
 //! (and ip-address), REPLCONF capa eof capa psync2; PSYNC with the replication id and
 //! offset the data follows (after a link drop in this process: a partial resync) or `? -1`;
 //! on `+FULLRESYNC` the payload (`$<len>` or `$EOF:<mark>`) is spooled to a file in `dir`
-//! (so that the master's timeout never waits on the load), checked, and loaded; then the
+//! (so that the master's timeout never waits on the load), checked, loaded beside the served
+//! dataset and switched in with one write (design §13.24); then the
 //! command stream is applied through the dispatcher as the master's client, with
 //! `REPLCONF ACK <offset>` every second and on GETACK.
 //!
@@ -20,8 +21,8 @@ use super::stream::StreamReader;
 use super::{LinkState, SyncProgress};
 use crate::cmd::{dispatch, ConnState, Ctx};
 use crate::position::{Kind, Position};
-use crate::scripting::functions::RestorePolicy;
 use crate::protocol::reply::{Proto, ReplyBuf};
+use crate::scripting::functions::RestorePolicy;
 use crate::server::Shared;
 use bytes::{Bytes, BytesMut};
 use std::fs::File;
@@ -48,7 +49,7 @@ enum End {
     /// Retry after a pause (the data is as it was before the session, or as the stream
     /// left it at a command boundary).
     Failed(String),
-    /// Stop replicating (a command that does not apply; a load that failed half-way).
+    /// Stop replicating (a command that does not apply, a malformed stream).
     Stopped(String),
 }
 
@@ -385,7 +386,9 @@ fn full_sync(
     );
     // A new generation of the keyspace, in physical databases nothing reads; clients read
     // the old dataset until the switch.
-    let claim = r.claim_spare(&shared.store.dbs, databases).map_err(End::Failed)?;
+    let claim = r
+        .claim_spare(&shared.store.dbs, databases)
+        .map_err(End::Failed)?;
     let mut reply = ReplyBuf::with_capacity(Proto::Resp2, 64);
     let mut ctx = Ctx::new(shared, conn, &mut reply);
     r.loading.store(true, std::sync::atomic::Ordering::Release);
@@ -426,12 +429,7 @@ fn full_sync(
 
 /// Switches every logical database to the loaded generation in one synced write that also
 /// holds the function libraries and the stream position (`dbmap::install_generation`).
-fn switch(
-    shared: &Shared,
-    targets: &[u8],
-    functions: &[u8],
-    pos: &Position,
-) -> Result<(), String> {
+fn switch(shared: &Shared, targets: &[u8], functions: &[u8], pos: &Position) -> Result<(), String> {
     let store = &shared.store;
     let persist = |map: &[u8]| {
         let save = |libraries: &[u8]| {

@@ -4,7 +4,8 @@
 //!
 //! - `handshake.rs`: the master's PSYNC answer and payload header, parsed without I/O;
 //! - `stream.rs`: the command stream's requests and the stream bytes each covers;
-//! - `load.rs`: an RDB file checked whole, then loaded into the store;
+//! - `load.rs`: an RDB file checked whole, then loaded into a new generation of the
+//!   keyspace (switched in by `link.rs`);
 //! - `link.rs`: the thread that talks to the master;
 //! - `garbage.rs`: the old generations of the keyspace, deleted in the background.
 //!
@@ -277,7 +278,7 @@ impl Replication {
     }
 
     /// The error a command gets instead of running, in Redis's `processCommand` order
-    /// (READONLY, MASTERDOWN, LOADING); `None`: it runs.
+    /// (READONLY, MASTERDOWN); `None`: it runs.
     pub fn refusal(&self, shared: &Shared, c: &Check) -> Option<&'static str> {
         if c.from_master {
             return None;
