@@ -48,6 +48,7 @@ pub const DIRECTIVES: &[&str] = &[
 
 /// Redis's answers to what a replica refuses.
 pub const ERR_READONLY: &str = "READONLY You can't write against a read only replica.";
+pub const ERR_LOADING: &str = "LOADING Redis is loading the dataset in memory";
 pub const ERR_MASTERDOWN: &str =
     "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
 
@@ -198,6 +199,9 @@ pub struct Check {
     pub writes: bool,
     /// The command is flagged `stale` (served while the link is down).
     pub stale_ok: bool,
+    /// The command is flagged `no_async_loading` (refused while an RDB loads beside the
+    /// served dataset, as Redis refuses it during its swapdb load).
+    pub async_loading_denied: bool,
     /// The client is the master's link (Redis's `CLIENT_MASTER`).
     pub from_master: bool,
 }
@@ -278,7 +282,7 @@ impl Replication {
     }
 
     /// The error a command gets instead of running, in Redis's `processCommand` order
-    /// (READONLY, MASTERDOWN); `None`: it runs.
+    /// (READONLY, MASTERDOWN, LOADING); `None`: it runs.
     pub fn refusal(&self, shared: &Shared, c: &Check) -> Option<&'static str> {
         if c.from_master {
             return None;
@@ -295,8 +299,12 @@ impl Replication {
                 return Some(ERR_MASTERDOWN);
             }
         }
-        // No -LOADING: a full sync loads into a new generation of the keyspace while the
-        // old one serves, and the switch holds every stripe (commands wait) (§13.24).
+        // Only what Redis refuses during its swapdb load gets -LOADING: a full sync loads
+        // into a new generation of the keyspace while the old one serves, and the switch
+        // holds every stripe (commands wait) (§13.24).
+        if c.async_loading_denied && self.is_loading() {
+            return Some(ERR_LOADING);
+        }
         None
     }
 
