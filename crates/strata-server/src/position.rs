@@ -241,6 +241,49 @@ mod tests {
     }
 
     #[test]
+    fn a_write_carries_the_position_of_the_shards_it_touches() {
+        use crate::store::{Meta, RType, Writes};
+        let dir = tempfile::tempdir().unwrap();
+        let s = crate::store::tests::open_store(dir.path(), 4);
+        let db = s.db();
+        let string = |v: &[u8]| Meta {
+            rtype: RType::String,
+            expire_ms: 0,
+            version: 0,
+            size: 0,
+            value: v.to_vec(),
+        };
+        // Not the link's thread: no record.
+        let mut w = Writes::new();
+        w.meta(0, b"k", Some(&string(b"1")));
+        s.apply(w).unwrap();
+        assert_eq!(resume(db), Ok(None));
+        let shard = db.shard_of(&crate::keys::meta_key(0, b"k"));
+        with(pos(10), || {
+            let mut w = Writes::new();
+            w.meta(0, b"k", Some(&string(b"2")));
+            s.apply(w).unwrap();
+        });
+        assert_eq!(resume(db), Ok(Some(pos(10))));
+        let has = |s: usize| db.get(&record_key(s, 4)).unwrap().is_some();
+        assert_eq!((0..4).filter(|&i| has(i)).collect::<Vec<_>>(), vec![shard]);
+        // A later request in another shard: the largest offset wins.
+        let other = (0..100)
+            .map(|i| format!("o{i}"))
+            .find(|k| db.shard_of(&crate::keys::meta_key(0, k.as_bytes())) != shard)
+            .unwrap();
+        with(pos(25), || {
+            let mut w = Writes::new();
+            w.meta(0, other.as_bytes(), Some(&string(b"x")));
+            s.apply(w).unwrap();
+        });
+        assert_eq!(resume(db).unwrap().map(|p| p.offset), Some(25));
+        // A bad record stops the resume with an error naming its shard.
+        db.put(&record_key(shard, 4), b"junk").unwrap();
+        assert!(resume(db).unwrap_err().contains(&format!("shard {shard}")));
+    }
+
+    #[test]
     fn only_the_thread_with_a_position_stamps() {
         let p = pos(7);
         with(p.clone(), || {
