@@ -75,7 +75,8 @@ def info(port, section):
 class Proc:
     def __init__(self, argv, port, cwd):
         self.port = port
-        self.log = open(os.path.join(cwd, "server.log"), "wb")
+        # Beside the server's directory, not in it (Strata wants its directory its own).
+        self.log = open(cwd.rstrip("/") + ".log", "wb")
         self.p = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, cwd=cwd)
 
     def wait_listening(self, timeout=60):
@@ -103,9 +104,10 @@ class Proc:
 
 def redis_server(dir_, dbfile=None, port=None):
     port = port or free_port()
+    # No wait for more replicas before a diskless transfer (Redis waits 5 s by default).
     argv = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "",
             "--appendonly", "no", "--daemonize", "no", "--dir", dir_,
-            "--enable-debug-command", "local"]
+            "--enable-debug-command", "local", "--repl-diskless-sync-delay", "0"]
     if dbfile:
         argv += ["--dbfilename", dbfile]
     return Proc(argv, port, dir_)
