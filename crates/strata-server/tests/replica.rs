@@ -58,7 +58,12 @@ impl Peer {
     /// One multibulk request from the replica, as strings.
     fn request(&mut self) -> Vec<String> {
         let mut line = String::new();
-        self.r.read_line(&mut line).expect("request");
+        // A replica sends a newline every second while it loads (Redis's keepalive).
+        while line.trim_end().is_empty() {
+            line.clear();
+            let n = self.r.read_line(&mut line).expect("request");
+            assert!(n > 0, "the replica closed the connection");
+        }
         let n: usize = line
             .trim_end()
             .trim_start_matches('*')
