@@ -6,7 +6,7 @@
 //! - `stream.rs`: the command stream's requests and the stream bytes each covers;
 //! - `load.rs`: an RDB file checked whole, then loaded into a new generation of the
 //!   keyspace (switched in by `link.rs`);
-//! - `link.rs`: the thread that talks to the master;
+//! - `link.rs`: the thread that talks to the master (`reply.rs`: its replies read back);
 //! - `garbage.rs`: the old generations of the keyspace, deleted in the background.
 //!
 //! The stream position is persisted with the effects it covers (`position.rs`, a store
@@ -24,6 +24,7 @@ mod garbage;
 pub mod handshake;
 mod link;
 mod load;
+mod reply;
 pub mod stream;
 
 use crate::server::Shared;
