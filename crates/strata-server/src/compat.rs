@@ -65,12 +65,12 @@ const DIFFERENCES: &[(&str, &str)] = &[
     (
         "replicaof",
         "follows a Redis master (full sync, then the command stream; a partial resync after \
-         a link drop in the same process); as a master, serves no replicas yet",
+         a link drop or a restart); as a master, serves no replicas yet",
     ),
     (
         "slaveof",
         "follows a Redis master (full sync, then the command stream; a partial resync after \
-         a link drop in the same process); as a master, serves no replicas yet",
+         a link drop or a restart); as a master, serves no replicas yet",
     ),
     (
         "role",

@@ -65,6 +65,7 @@ mod long_double;
 mod monitor;
 mod notify;
 mod pause;
+mod position;
 mod pqsort;
 pub mod protocol;
 mod pubsub;

@@ -64,6 +64,9 @@ pub enum ServerError {
     /// The function libraries stored in the database do not load.
     #[error("{0}")]
     Functions(String),
+    /// The stored replication position does not read.
+    #[error("{0}")]
+    Replication(String),
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -375,6 +378,11 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
     let unixsocketperm = config.unixsocketperm;
     let shared = open_shared(config, opts.fs.clone(), local_addrs.clone())?;
     let shards = shared.store.db().shard_count();
+    // The stream position persisted with the data (a replica resumes it).
+    shared
+        .replication
+        .restore(&shared)
+        .map_err(ServerError::Replication)?;
     let follow = shared.config.read().replicaof.clone();
     if let Some((host, port)) = follow {
         shared.replication.follow(&shared, host, port);

@@ -447,6 +447,9 @@ pub struct Store {
     pub dbs: Arc<crate::dbmap::DbMap>,
     /// `lazyfree-lazy-expire`: active expiry propagates `UNLINK` instead of `DEL`.
     unlink_expired: AtomicBool,
+    /// Writes since open (a promoted replica resumes from its old master only if nothing
+    /// was written since it stopped following: `replica/mod.rs`).
+    writes: AtomicU64,
 }
 
 /// How many expired keys [`Store::notify_expired`] remembers.
@@ -553,6 +556,7 @@ impl Store {
             keep_expired: AtomicBool::new(false),
             dbs: Arc::new(dbs),
             unlink_expired: AtomicBool::new(false),
+            writes: AtomicU64::new(0),
         };
         store.notify.translate_with(store.dbs.clone());
         store.rebuild_expiry_index()?;
@@ -713,6 +717,11 @@ impl Store {
     }
 
     /// Replica mode: expired keys are hidden, never deleted, by reads and active expiry.
+    /// Writes through the store since it was opened.
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
+    }
+
     pub fn set_keep_expired(&self, on: bool) {
         self.keep_expired.store(on, Ordering::Release);
     }
@@ -732,6 +741,7 @@ impl Store {
 
     fn wo(&self) -> WriteOptions {
         self.dirty.store(true, Ordering::Relaxed);
+        self.writes.fetch_add(1, Ordering::Relaxed);
         WriteOptions {
             sync: self.sync_writes.load(Ordering::Relaxed),
         }
@@ -798,7 +808,7 @@ impl Store {
 
     /// [`Store::raw_write`] not counted as the running command's change (lazy expiry:
     /// propagated as the expired key's deletion instead).
-    fn write_uncounted(&self, b: WriteBatch) -> Result<()> {
+    fn write_uncounted(&self, mut b: WriteBatch) -> Result<()> {
         let wo = self.wo();
         let on = in_txn(|t| {
             if wo.sync {
@@ -826,6 +836,8 @@ impl Store {
         match buffered {
             Some(()) => Ok(()),
             None => {
+                // A replica's link thread: the stream position rides the same batch.
+                crate::position::stamp(&self.db, &mut b);
                 self.db.write_opt(&wo, b)?;
                 if wo.sync {
                     self.note_sync();
@@ -1354,6 +1366,27 @@ impl Store {
         Ok(())
     }
 
+    /// Deletes up to `limit` records of database `db` in one batch (a dropped generation of
+    /// the keyspace, cleaned in the background between checks for shutdown); returns how
+    /// many it deleted (0: the database is empty).
+    pub fn delete_some(&self, db: u8, limit: usize) -> Result<usize> {
+        let (lo, hi) = db_range(db);
+        let mut b = WriteBatch::new();
+        let mut metas: Vec<Vec<u8>> = Vec::new();
+        self.scan_range(&lo, &hi, false, |k, _| {
+            b.delete(k);
+            if let Some(k) = user_key_of_meta(k) {
+                metas.push(k.to_vec());
+            }
+            b.len() < limit
+        })?;
+        let n = b.len();
+        if n > 0 {
+            self.flush_batch(db, b, metas)?;
+        }
+        Ok(n)
+    }
+
     /// One batch of FLUSHDB: the deletes and the expiry index entries of the deleted keys,
     /// under their stripes so that a key rewritten concurrently keeps its index entry.
     fn flush_batch(&self, db: u8, b: WriteBatch, keys: Vec<Vec<u8>>) -> Result<()> {
@@ -1410,10 +1443,12 @@ impl Store {
             let e = strata_engine::Error::Poisoned("EXEC lost its transaction".to_string());
             return (r, Err(e));
         };
-        let (batch, sync) = txn.into_batch();
+        let (mut batch, sync) = txn.into_batch();
         let written = if batch.is_empty() || !apply {
             Ok(())
         } else {
+            // A replica's link thread: the stream position rides the EXEC's batch.
+            crate::position::stamp(&self.db, &mut batch);
             let wo = WriteOptions {
                 sync: self.wo().sync || sync,
             };
@@ -1466,6 +1501,15 @@ impl Store {
                 "a shard worker dropped a sync without answering".to_string(),
             ));
         }
+        self.note_sync();
+        Ok(())
+    }
+
+    /// Writes server records (`0xfe ...`: the function libraries, the database map), synced;
+    /// on a replica's link thread with the stream position in the same batch.
+    pub fn write_server_records(&self, mut b: WriteBatch) -> Result<()> {
+        crate::position::stamp(&self.db, &mut b);
+        self.db.write_opt(&WriteOptions { sync: true }, b)?;
         self.note_sync();
         Ok(())
     }

@@ -176,6 +176,10 @@ fn select(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     }
     ctx.conn.selected = n as u8;
     ctx.conn.db = ctx.shared.store.dbs.physical(n as u8);
+    if ctx.conn.master {
+        // The replica's stream position records the database (`position.rs`).
+        crate::position::select(n as u8);
+    }
     ctx.reply.ok();
     Ok(())
 }

@@ -54,10 +54,11 @@ pub fn open(store: &Store) -> Result<Functions, String> {
 /// Writes a registry's payload, synced, before the change takes effect.
 pub(crate) fn save(shared: &Shared) -> impl Fn(&[u8]) -> Result<(), String> + '_ {
     move |payload: &[u8]| {
+        let mut b = strata::WriteBatch::new();
+        b.put(&record_key(), payload);
         shared
             .store
-            .db()
-            .put_opt(&strata::WriteOptions { sync: true }, &record_key(), payload)
+            .write_server_records(b)
             .map_err(|e| format!("ERR storing the function libraries failed: {e}"))
     }
 }

@@ -464,7 +464,7 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
     let replica_check = crate::replica::Check {
         writes: spec.flags & flag::WRITE != 0 || (is_exec && multi::queued_writes(ctx)),
         stale_ok: spec.flags & flag::STALE != 0,
-        loading_ok: spec.flags & flag::LOADING != 0,
+        async_loading_denied: spec.flags & flag::NO_ASYNC_LOADING != 0,
         from_master: ctx.conn.master,
     };
     if let Some(msg) = ctx.shared.replication.refusal(ctx.shared, &replica_check) {
