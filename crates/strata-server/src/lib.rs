@@ -37,6 +37,7 @@ mod acl;
 mod blocking;
 pub mod check;
 mod clients;
+mod cluster;
 mod cmd;
 mod cmdstats;
 pub mod compat;
