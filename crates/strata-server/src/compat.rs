@@ -20,9 +20,7 @@ fn missing_reason(m: &Meta) -> &'static str {
             "the master side of replication is not built yet (Strata replicates from a \
              master, serves no replicas)"
         }
-        ("migrate" | "restore-asking", _) => {
-            "MIGRATE and RESTORE-ASKING are not built yet (cluster mode is, on one node)"
-        }
+        ("migrate", _) => "MIGRATE is not built yet (cluster mode is, on one node)",
         _ => "not built yet",
     }
 }

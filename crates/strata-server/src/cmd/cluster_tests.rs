@@ -273,6 +273,16 @@ fn moved_ask_tryagain_crossslot_and_clusterdown() {
         run(&mut t, &["CLUSTER", "SETSLOT", "3300", "IMPORTING", &other]),
         "+OK"
     );
+    // RESTORE-ASKING is served in an importing slot without ASKING (MIGRATE's command).
+    let Reply::Bulk(payload) = t.cmd(&["DUMP", "a"]) else {
+        panic!("DUMP")
+    };
+    let restore = |t: &mut TestServer, name: &str| {
+        t.cmd_bytes(&[name.as_bytes(), b"{b}r", b"0", &payload])
+            .to_string()
+    };
+    assert_eq!(restore(&mut t, "RESTORE"), "-MOVED 3300 127.0.0.1:7999");
+    assert_eq!(restore(&mut t, "RESTORE-ASKING"), "+OK");
     t.check(
         r#"
             GET b => -MOVED 3300 127.0.0.1:7999

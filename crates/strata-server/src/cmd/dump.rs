@@ -26,6 +26,9 @@ use crate::zset;
 pub static COMMANDS: &[Entry] = &[
     cmd("dump", dump),
     cmd("restore", restore),
+    // RESTORE as a cluster node importing a slot serves it (its `asking` flag: MIGRATE
+    // sends it in cluster mode), the same command otherwise.
+    cmd("restore-asking", restore),
     cmd_with("move", move_, CONNECTION_THREAD),
 ];
 
