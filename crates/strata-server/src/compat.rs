@@ -20,7 +20,6 @@ fn missing_reason(m: &Meta) -> &'static str {
             "the master side of replication is not built yet (Strata replicates from a \
              master, serves no replicas)"
         }
-        ("migrate", _) => "MIGRATE is not built yet (cluster mode is, on one node)",
         _ => "not built yet",
     }
 }
@@ -189,6 +188,11 @@ const DIFFERENCES: &[(&str, &str)] = &[
          always a master now, so Redis's `send CLUSTER FAILOVER to a replica`)",
     ),
     ("cluster|links", "always empty: no cluster bus yet"),
+    (
+        "migrate",
+        "a connection idle 10 s is closed by the next MIGRATE (Redis: by its cron); a \
+         failed write or read on a cached connection is not retried on a new one",
+    ),
     (
         "cluster|count-failure-reports",
         "always 0: failure reports come from the cluster bus, not built yet",

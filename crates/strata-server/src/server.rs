@@ -136,6 +136,8 @@ pub struct Shared {
     pub functions: crate::scripting::functions::Functions,
     /// Replication: this server as a replica (`replica/`).
     pub replication: crate::replica::Replication,
+    /// MIGRATE's cached connections to its targets (`cmd/migrate.rs`).
+    pub migrate_sockets: crate::cmd::migrate::Sockets,
     /// Cluster mode's state (`cluster/`); `None` unless `cluster-enabled yes`.
     pub cluster: Option<crate::cluster::Cluster>,
     /// This value's own `Arc`, for work that outlives a command (BGSAVE's thread).
@@ -475,6 +477,7 @@ pub(crate) fn open_shared(
         scripts: Default::default(),
         replication: Default::default(),
         cluster,
+        migrate_sockets: Default::default(),
         me: me.clone(),
         config: RwLock::new(config),
         stats: Stats::default(),

@@ -29,6 +29,8 @@ pub static COMMANDS: &[Entry] = &[
     // RESTORE as a cluster node importing a slot serves it (its `asking` flag: MIGRATE
     // sends it in cluster mode), the same command otherwise.
     cmd("restore-asking", restore),
+    // Blocking I/O to the target: on the connection's thread.
+    cmd_with("migrate", super::migrate::migrate, CONNECTION_THREAD),
     cmd_with("move", move_, CONNECTION_THREAD),
 ];
 

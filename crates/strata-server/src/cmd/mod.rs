@@ -27,6 +27,7 @@ mod lists;
 mod lolwut;
 pub(crate) mod members;
 mod memory;
+pub(crate) mod migrate;
 pub mod multi;
 mod protected;
 mod pubsub;
@@ -63,6 +64,8 @@ mod hll_tests;
 mod keyspace_tests;
 #[cfg(test)]
 mod lists_tests;
+#[cfg(test)]
+mod migrate_tests;
 #[cfg(test)]
 mod multi_tests;
 #[cfg(test)]
