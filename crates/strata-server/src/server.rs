@@ -141,6 +141,10 @@ pub struct Shared {
     pub replication: crate::replica::Replication,
     /// Where commands' effects go (`effects.rs`): the replication log's sink.
     pub propagation: crate::effects::Propagation,
+    /// MIGRATE's cached connections to its targets (`cmd/migrate.rs`).
+    pub migrate_sockets: crate::cmd::migrate::Sockets,
+    /// Cluster mode's state (`cluster/`); `None` unless `cluster-enabled yes`.
+    pub cluster: Option<crate::cluster::Cluster>,
     /// This value's own `Arc`, for work that outlives a command (BGSAVE's thread).
     pub me: std::sync::Weak<Shared>,
     next_client_id: AtomicU64,
@@ -153,6 +157,11 @@ impl Shared {
         // A busy script stops (its writes dropped) so its connection can close.
         self.scripts.abort_all();
         self.shutdown.send_replace(true);
+    }
+
+    /// The TCP port clients reach: the one bound (`port 0` picks one), else `port`.
+    pub fn served_port(&self, c: &Config) -> u16 {
+        self.local_addrs.first().map_or(c.port, |a| a.port())
     }
 
     pub fn shutdown_receiver(&self) -> watch::Receiver<bool> {
@@ -183,6 +192,12 @@ impl Shared {
         );
         self.latency
             .set_tracking(c.tuning.get("latency-tracking").map(String::as_str));
+        if let Some(cluster) = &self.cluster {
+            cluster.announce(&crate::cluster::Announce::from_config(
+                &c,
+                self.served_port(&c),
+            ));
+        }
         *self.config.write() = c;
     }
 
@@ -221,6 +236,8 @@ impl Shared {
             sub: None,
             push: None,
             master: false,
+            asking: false,
+            readonly: false,
         }
     }
 }
@@ -432,8 +449,17 @@ pub(crate) fn open_shared(
     if let Some(fs) = fs {
         db_opts.engine.fs = fs;
     }
+    let fs = db_opts.engine.fs.clone();
     // Reclaims the records of deleted and expired keys as compactions run (`filter.rs`).
     let db = strata::Db::open(&config.dir, crate::filter::with_filter(db_opts))?;
+    // Cluster mode's nodes.conf lives in `dir` beside the database (opened first: a new
+    // database wants an empty directory).
+    let cluster = if config.cluster_enabled {
+        let port = local_addrs.first().map_or(config.port, |a| a.port());
+        Some(crate::cluster::Cluster::open(&config, fs, port).map_err(ConfigError)?)
+    } else {
+        None
+    };
     let (stop, _) = watch::channel(false);
     let store = Store::open(db, config.appendfsync == AppendFsync::Always)?;
     set_lfu_params(&store, &config);
@@ -464,6 +490,8 @@ pub(crate) fn open_shared(
         scripts: Default::default(),
         replication: Default::default(),
         propagation: Default::default(),
+        cluster,
+        migrate_sockets: Default::default(),
         me: me.clone(),
         config: RwLock::new(config),
         stats: Stats::default(),

@@ -68,6 +68,16 @@ impl TestServer {
         TestServer::open(Arc::new(MemFs::new()), directives)
     }
 
+    /// A server over `fs` as it is (files a test put there first: a nodes.conf).
+    pub fn with_fs(fs: Arc<dyn Fs>, directives: &[&str]) -> TestServer {
+        TestServer::open(fs, directives)
+    }
+
+    /// The file system the server's files live in.
+    pub fn fs(&self) -> &Arc<dyn Fs> {
+        &self.fs
+    }
+
     fn open(fs: Arc<dyn Fs>, directives: &[&str]) -> TestServer {
         let directives: Vec<String> = directives.iter().map(|s| s.to_string()).collect();
         let mut args: Vec<String> = ["--dir", "/strata-test", "--shards", "2"]

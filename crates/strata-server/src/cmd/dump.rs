@@ -26,6 +26,11 @@ use crate::zset;
 pub static COMMANDS: &[Entry] = &[
     cmd("dump", dump),
     cmd("restore", restore),
+    // RESTORE as a cluster node importing a slot serves it (its `asking` flag: MIGRATE
+    // sends it in cluster mode), the same command otherwise.
+    cmd("restore-asking", restore),
+    // Blocking I/O to the target: on the connection's thread.
+    cmd_with("migrate", super::migrate::migrate, CONNECTION_THREAD),
     cmd_with("move", move_, CONNECTION_THREAD),
 ];
 
@@ -81,6 +86,9 @@ fn loc<'a>(db: u8, key: &'a [u8], m: &Meta) -> zset::Loc<'a> {
 /// collection are rewritten under the destination database (a new version), and the delete
 /// of the source and the write of the destination are one atomic batch.
 fn move_(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    if ctx.shared.cluster.is_some() {
+        return Err(CmdError::reply("ERR MOVE is not allowed in cluster mode"));
+    }
     let key = args.next_bytes()?;
     let n = args.next_i32()?;
     if n < 0 || n as usize >= ctx.shared.config.read().databases {

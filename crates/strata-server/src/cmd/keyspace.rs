@@ -365,6 +365,11 @@ fn copy(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             replace = true;
         } else if args.remaining() >= 2 && args.eat("DB") {
             let n = args.next_i32()?;
+            if ctx.shared.cluster.is_some() && n != 0 {
+                return Err(CmdError::reply(
+                    "ERR Copying to another database is not allowed in cluster mode",
+                ));
+            }
             if n < 0 || n as usize >= ctx.shared.config.read().databases {
                 return Err(CmdError::reply("ERR DB index is out of range"));
             }

@@ -12,6 +12,8 @@ pub mod args;
 mod bitfield;
 mod bits;
 mod client;
+mod cluster;
+mod cluster_views;
 mod command;
 mod connection;
 pub(crate) mod dump;
@@ -25,6 +27,7 @@ mod lists;
 mod lolwut;
 pub(crate) mod members;
 mod memory;
+pub(crate) mod migrate;
 pub mod multi;
 mod protected;
 mod pubsub;
@@ -56,6 +59,8 @@ mod effects_tests;
 #[cfg(test)]
 mod effects_walk_tests;
 #[cfg(test)]
+mod cluster_tests;
+#[cfg(test)]
 mod geo_tests;
 #[cfg(test)]
 mod hashes_tests;
@@ -65,6 +70,8 @@ mod hll_tests;
 mod keyspace_tests;
 #[cfg(test)]
 mod lists_tests;
+#[cfg(test)]
+mod migrate_tests;
 #[cfg(test)]
 mod multi_tests;
 #[cfg(test)]
@@ -190,6 +197,11 @@ pub struct ConnState {
     /// The replication link's client (Redis's `CLIENT_MASTER`): its writes are the master's,
     /// never refused as READONLY, MASTERDOWN or LOADING (`crate::replica`).
     pub master: bool,
+    /// ASKING was sent: the next command (or the next EXEC) may use an importing slot.
+    pub asking: bool,
+    /// READONLY: a replica in cluster mode serves this client's reads of its master's
+    /// slots.
+    pub readonly: bool,
 }
 
 /// What a command runs with.
@@ -293,6 +305,7 @@ pub fn table() -> &'static table::Table {
             streams::COMMANDS,
             replication::COMMANDS,
             swapdb::COMMANDS,
+            cluster::COMMANDS,
         ])
     })
 }
@@ -383,7 +396,12 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
 pub fn dispatch_found(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) {
     // Errors written before this request (none in the normal course) are not its own.
     let _ = ctx.reply.take_errors();
+    let asking = matches!(found, Found::Command(s, _) if s.name == "asking");
     let outcome = run(ctx, argv, found);
+    // Redis's resetClient: ASKING holds for one command, or until EXEC.
+    if !asking && ctx.conn.multi.is_none() {
+        ctx.conn.asking = false;
+    }
     let (errors, codes) = ctx.reply.take_errors();
     let stats = &ctx.shared.cmdstats;
     match outcome {
@@ -448,6 +466,19 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
     if let Err(msg) = acl::permit(ctx, spec, &argv) {
         multi::reject(ctx, is_exec, &msg);
         return Outcome::Rejected(full_name);
+    }
+    // Cluster mode: is the request's slot served here (`cluster/route.rs`)? One pointer
+    // test otherwise.
+    if ctx.shared.cluster.is_some() {
+        if let Some(msg) = cluster::redirect(ctx, spec, &argv) {
+            if is_exec {
+                multi::discard_transaction(ctx);
+                ctx.reply.error(&msg);
+            } else {
+                multi::reject(ctx, false, msg.as_bytes());
+            }
+            return Outcome::Rejected(full_name);
+        }
     }
     // Redis's processCommand: no writes (nor PING, nor an EXEC of writes) while the log
     // cannot be written.
