@@ -134,6 +134,16 @@ pub struct Options {
     /// a `write` call per group, at a price: unsynced writes still in the buffer are lost
     /// if the process dies (synced writes never are).
     pub vlog_buffer_bytes: usize,
+    /// Append to the head value-log file by storing into a shared writable mapping of it
+    /// instead of a `write` call per commit group. Default: true (where the file system can
+    /// reserve space with `fallocate`; elsewhere writes are used). A store into a shared
+    /// mapping is in the page cache at once, so an acknowledged unsynced write survives a
+    /// crash of the process exactly as with `write`, and `WriteOptions::sync` makes it
+    /// durable through the same `fdatasync`; a power loss keeps what the last sync covered,
+    /// as before. The head file is reserved 4 MiB at a time, so after a crash it ends in a
+    /// zero-filled reserve that recovery reads as the clean end of the log; a seal (rotation,
+    /// clean close) cuts it off (`docs/design.md` §8.2).
+    pub vlog_head_mmap: bool,
     /// A sealed value-log file whose garbage is at least this fraction of its size is
     /// collected by GC. Default: 0.5 (space amplification of the value log stays below
     /// about 2; lower means less space and more GC copying).
@@ -223,6 +233,7 @@ impl Default for Options {
             sep_threshold_bytes: usize::MAX,
             vlog_file_bytes: 64 << 20,
             vlog_buffer_bytes: 0,
+            vlog_head_mmap: true,
             gc_garbage_ratio: 0.5,
             gc_bytes_per_sec: 256 << 20,
             gc_interval_ms: 1000,
@@ -408,6 +419,7 @@ impl Options {
             }
             "vlog_file_bytes" => self.vlog_file_bytes = num(name, value)?,
             "vlog_buffer_bytes" => self.vlog_buffer_bytes = num(name, value)?,
+            "vlog_head_mmap" => self.vlog_head_mmap = boolean(name, value)?,
             "gc_garbage_ratio" => self.gc_garbage_ratio = num(name, value)?,
             "gc_bytes_per_sec" => self.gc_bytes_per_sec = num(name, value)?,
             "gc_interval_ms" => self.gc_interval_ms = num(name, value)?,
