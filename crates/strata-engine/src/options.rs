@@ -158,6 +158,14 @@ pub struct Options {
     /// Values an iterator reads ahead, in one batch, when it is moving forward over
     /// separated values (WiscKey's parallel range-scan prefetch; 0 = off). Default: 32.
     pub vlog_prefetch: usize,
+    /// Whether a forward scan also reads the batch after the one it is consuming, on a small
+    /// process-wide pool of threads, so that the values of the range are read ahead of the
+    /// caller (WiscKey's prefetch: the seed's fixed window of 32 values read in parallel once
+    /// a scan reads values sequentially). At most two batches of `vlog_prefetch` values per
+    /// iterator are held; dropping or moving the iterator cancels a batch not yet started and
+    /// waits for one being read. Every value is verified as any pointer read is. Default:
+    /// true (false: each batch is read when the scan reaches it).
+    pub vlog_prefetch_background: bool,
     /// Scans and point reads (`get`) read sealed value-log files through memory mappings
     /// instead of a `pread` per value (ignored with `direct_io`; `multi_get` always keeps its
     /// batched reads). Default: true: a cached value then costs a copy instead of a system
@@ -238,6 +246,7 @@ impl Default for Options {
             gc_bytes_per_sec: 256 << 20,
             gc_interval_ms: 1000,
             vlog_prefetch: 32,
+            vlog_prefetch_background: true,
             vlog_mmap: true,
             compaction_filter: None,
             l0_tier_dir: None,
@@ -424,6 +433,7 @@ impl Options {
             "gc_bytes_per_sec" => self.gc_bytes_per_sec = num(name, value)?,
             "gc_interval_ms" => self.gc_interval_ms = num(name, value)?,
             "vlog_prefetch" => self.vlog_prefetch = num(name, value)?,
+            "vlog_prefetch_background" => self.vlog_prefetch_background = boolean(name, value)?,
             "vlog_mmap" => self.vlog_mmap = boolean(name, value)?,
             "l0_tier_dir" => {
                 self.l0_tier_dir = match value {
