@@ -142,7 +142,9 @@ pub struct Options {
     /// durable through the same `fdatasync`; a power loss keeps what the last sync covered,
     /// as before. The head file is reserved 4 MiB at a time, so after a crash it ends in a
     /// zero-filled reserve that recovery reads as the clean end of the log; a seal (rotation,
-    /// clean close) cuts it off (`docs/design.md` §8.2).
+    /// clean close) cuts it off (`docs/design.md` §8.2). Measured only on a loaded machine
+    /// so far: faster for 1 KiB values, slower for 4 KiB ones (a page fault per put costs
+    /// more than the `write` it saves); `docs/benchmarks.md`.
     pub vlog_head_mmap: bool,
     /// A sealed value-log file whose garbage is at least this fraction of its size is
     /// collected by GC. Default: 0.5 (space amplification of the value log stays below
