@@ -100,6 +100,8 @@ const CASES: &[(&str, &[&str], &str)] = &[
     ("rename", &[], "RENAME str str3"),
     ("renamenx", &[], "RENAMENX str str4"),
     ("restore", &["DUMP"], "RESTORE"),
+    ("restore-asking", &["DUMP"], "RESTORE-ASKING"),
+    ("migrate", &[], "MIGRATE"),
     ("rpop", &[], "RPOP l"),
     ("rpoplpush", &[], "RPOPLPUSH l l2"),
     ("rpush", &[], "RPUSH l x"),
@@ -190,6 +192,12 @@ fn call(t: &mut TestServer, line: &str, dumps: &mut Vec<Vec<u8>>) -> Reply {
         }
         "FUNCTION RESTORE" => t.cmd_bytes(&[b"FUNCTION", b"RESTORE", &dumps[0]]),
         "RESTORE" => t.cmd_bytes(&[b"RESTORE", b"restored", b"0", &dumps[0]]),
+        "RESTORE-ASKING" => t.cmd_bytes(&[b"RESTORE-ASKING", b"restored", b"0", &dumps[0]]),
+        // A scripted target that acknowledges every RESTORE (`migrate_tests.rs`).
+        "MIGRATE" => {
+            let (port, _) = super::migrate_tests::target();
+            t.cmd(&["MIGRATE", "127.0.0.1", &port.to_string(), "str", "0", "5000"])
+        }
         _ => t.cmd(&line.split(' ').collect::<Vec<_>>()),
     }
 }

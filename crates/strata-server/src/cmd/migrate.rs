@@ -264,6 +264,10 @@ pub fn migrate(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     }
     if !deleted.is_empty() {
         store.apply(w)?;
+        // Redis's migrateCommand: propagated as the deletion of the keys it moved.
+        let mut del: crate::effects::Argv = vec![b"DEL".to_vec()];
+        del.extend(deleted.iter().map(|k| k.to_vec()));
+        ctx.effects.rewrite(del);
         for k in &deleted {
             notify(ctx, Class::Generic, "del", db, k);
         }

@@ -13,7 +13,7 @@ type Log = Arc<Mutex<Vec<Vec<Vec<u8>>>>>;
 
 /// A target that records every command and answers `+OK`, but for RESTORE of `bad`
 /// (BUSYKEY) and AUTH with password `wrong`.
-fn target() -> (u16, Log) {
+pub(super) fn target() -> (u16, Log) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let log: Log = Arc::default();
@@ -226,4 +226,32 @@ fn migrate_argument_and_connection_errors() {
         assert_eq!(run(&mut t, &args), want, "{args:?}");
     }
     assert_eq!(t.q("EXISTS a"), ":1");
+}
+
+/// MIGRATE propagates as the deletion of the keys it moved (Redis's migrateCommand), only
+/// those the target acknowledged; with COPY nothing changed here and nothing propagates.
+#[test]
+fn migrate_propagates_the_deletion_of_the_keys_it_moved() {
+    let (port, _log) = target();
+    let p = port.to_string();
+    let mut t = TestServer::in_memory();
+    let effects = t.record_effects();
+    t.check(
+        r#"
+            SET a 1 => +OK
+            SET bad 2 => +OK
+            SET c 3 => +OK
+        "#,
+    );
+    effects.take();
+    let r = t.cmd(&[
+        "MIGRATE", "127.0.0.1", &p, "", "0", "5000", "COPY", "KEYS", "a", "c",
+    ]);
+    assert_eq!(r, Reply::Simple("OK".into()));
+    assert_eq!(effects.take(), Vec::<String>::new(), "COPY deletes nothing");
+    let r = t.cmd(&[
+        "MIGRATE", "127.0.0.1", &p, "", "0", "5000", "KEYS", "a", "bad", "c",
+    ]);
+    assert!(matches!(r, Reply::Error(_)), "{r}");
+    assert_eq!(effects.take(), vec!["DEL a c".to_string()]);
 }
