@@ -449,6 +449,53 @@ fn format_report(
     s
 }
 
+/// `strata export-rdb`: the server database's dataset as an RDB file
+/// (`strata_server::rdb::export`), with progress on stderr at most once a second.
+fn export_rdb(a: &ExportRdbArgs) -> Result<()> {
+    use std::cell::Cell;
+    use std::time::{Duration, Instant};
+    let last = Cell::new(Instant::now());
+    let progress = |s: &strata_server::rdb::DatasetStats| {
+        if last.get().elapsed() >= Duration::from_secs(1) {
+            last.set(Instant::now());
+            eprintln!(
+                "export-rdb: {} keys, {} bytes written, {:.1} s",
+                s.keys,
+                s.bytes,
+                s.elapsed.as_secs_f64()
+            );
+        }
+    };
+    let stats = strata_server::rdb::export::export_rdb(&a.db, &a.out, &progress)
+        .with_context(|| format!("cannot export {} to {}", a.db.display(), a.out.display()))?;
+    eprintln!("{}", format_export(&stats, &a.out));
+    Ok(())
+}
+
+/// The summary `strata export-rdb` ends with.
+pub fn format_export(s: &strata_server::rdb::DatasetStats, out: &std::path::Path) -> String {
+    let dbs: Vec<String> = s
+        .per_db
+        .iter()
+        .map(|d| format!("db{}={}", d.db, d.keys))
+        .collect();
+    format!(
+        "exported {} keys ({} with an expiry; {}) and {} function libraries to {}: {} bytes \
+         in {:.2} s",
+        s.keys,
+        s.expires,
+        if dbs.is_empty() {
+            "no databases".to_string()
+        } else {
+            dbs.join(" ")
+        },
+        s.functions,
+        out.display(),
+        s.bytes,
+        s.elapsed.as_secs_f64()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -526,51 +573,4 @@ mod tests {
         );
         assert!(s.ends_with("CORRUPT\n"), "{s}");
     }
-}
-
-/// `strata export-rdb`: the server database's dataset as an RDB file
-/// (`strata_server::rdb::export`), with progress on stderr at most once a second.
-fn export_rdb(a: &ExportRdbArgs) -> Result<()> {
-    use std::cell::Cell;
-    use std::time::{Duration, Instant};
-    let last = Cell::new(Instant::now());
-    let progress = |s: &strata_server::rdb::DatasetStats| {
-        if last.get().elapsed() >= Duration::from_secs(1) {
-            last.set(Instant::now());
-            eprintln!(
-                "export-rdb: {} keys, {} bytes written, {:.1} s",
-                s.keys,
-                s.bytes,
-                s.elapsed.as_secs_f64()
-            );
-        }
-    };
-    let stats = strata_server::rdb::export::export_rdb(&a.db, &a.out, &progress)
-        .with_context(|| format!("cannot export {} to {}", a.db.display(), a.out.display()))?;
-    eprintln!("{}", format_export(&stats, &a.out));
-    Ok(())
-}
-
-/// The summary `strata export-rdb` ends with.
-pub fn format_export(s: &strata_server::rdb::DatasetStats, out: &std::path::Path) -> String {
-    let dbs: Vec<String> = s
-        .per_db
-        .iter()
-        .map(|d| format!("db{}={}", d.db, d.keys))
-        .collect();
-    format!(
-        "exported {} keys ({} with an expiry; {}) and {} function libraries to {}: {} bytes \
-         in {:.2} s",
-        s.keys,
-        s.expires,
-        if dbs.is_empty() {
-            "no databases".to_string()
-        } else {
-            dbs.join(" ")
-        },
-        s.functions,
-        out.display(),
-        s.bytes,
-        s.elapsed.as_secs_f64()
-    )
 }

@@ -367,6 +367,23 @@ mod tests {
     }
 
     #[test]
+    fn export_rdb_takes_db_or_dir_and_the_output() {
+        for flag in ["--db", "--dir"] {
+            let cli = parse(&["export-rdb", flag, "/data", "out.rdb"]).unwrap();
+            let Command::ExportRdb(e) = cli.command else {
+                panic!("not export-rdb")
+            };
+            assert_eq!(e.db, PathBuf::from("/data"));
+            assert_eq!(e.out, PathBuf::from("out.rdb"));
+        }
+        assert!(
+            parse(&["export-rdb", "--db", "/data"]).is_err(),
+            "no output file"
+        );
+        assert!(parse(&["export-rdb", "out.rdb"]).is_err(), "no database");
+    }
+
+    #[test]
     fn gc_takes_a_ratio() {
         let cli = parse(&["gc", "--db", "d", "--ratio", "0.25"]).unwrap();
         let Command::Gc(g) = cli.command else {
