@@ -65,6 +65,8 @@ run STRATA_SCRIPT_CRASH_KILLS=5 \
   cargo test -q -p strata-server --test script_crash scripts_survive_kill_9_whole_or_not_at_all_long "${EXACT[@]}"
 run STRATA_SERVER_CRASH_KILLS=5 \
   cargo test -q -p strata-server --test crash_streams acknowledged_stream_writes_survive_kill_9_long "${EXACT[@]}"
+run STRATA_BUS_FUZZ_ITERS=20000 \
+  cargo test -q -p strata-server --lib cluster::bus::fuzz_tests::fuzz_decode_long "${EXACT[@]}"
 # No size knob yet (the server crate's own test): run as it is, in the debug build.
 run cargo test -q -p strata-server --lib filter::tests::reclaims_a_deleted_collection_of_1m_members \
   "${EXACT[@]}"

@@ -1,9 +1,11 @@
-//! The database subcommands: put, get, delete, scan, stats, gc, check.
+//! The database subcommands: put, get, delete, scan, stats, gc, check, export-rdb.
 
 use crate::opts::build_options;
 use crate::store::{check_shards_flag, require_existing_db, require_flags_fit, Kind, Store};
 use crate::text::{escape, parse_hex};
-use crate::{Command, DbArgs, DeleteArgs, GcArgs, GetArgs, Outcome, PutArgs, ScanArgs};
+use crate::{
+    Command, DbArgs, DeleteArgs, ExportRdbArgs, GcArgs, GetArgs, Outcome, PutArgs, ScanArgs,
+};
 use anyhow::{bail, Context, Result};
 use std::io::{BufWriter, Write};
 use strata::EngineIter;
@@ -25,6 +27,7 @@ pub fn run(cmd: Command) -> Result<Outcome> {
         Command::Stress(a) => crate::stress::run(a),
         Command::IndexBench(a) => crate::index_bench::run(&a).map(|()| Outcome::Done),
         Command::L0Space(a) => crate::l0_space::run(&a).map(|()| Outcome::Done),
+        Command::ExportRdb(a) => export_rdb(&a).map(|()| Outcome::Done),
     }
 }
 
@@ -444,6 +447,53 @@ fn format_report(
         "CORRUPT\n"
     });
     s
+}
+
+/// `strata export-rdb`: the server database's dataset as an RDB file
+/// (`strata_server::rdb::export`), with progress on stderr at most once a second.
+fn export_rdb(a: &ExportRdbArgs) -> Result<()> {
+    use std::cell::Cell;
+    use std::time::{Duration, Instant};
+    let last = Cell::new(Instant::now());
+    let progress = |s: &strata_server::rdb::DatasetStats| {
+        if last.get().elapsed() >= Duration::from_secs(1) {
+            last.set(Instant::now());
+            eprintln!(
+                "export-rdb: {} keys, {} bytes written, {:.1} s",
+                s.keys,
+                s.bytes,
+                s.elapsed.as_secs_f64()
+            );
+        }
+    };
+    let stats = strata_server::rdb::export::export_rdb(&a.db, &a.out, &progress)
+        .with_context(|| format!("cannot export {} to {}", a.db.display(), a.out.display()))?;
+    eprintln!("{}", format_export(&stats, &a.out));
+    Ok(())
+}
+
+/// The summary `strata export-rdb` ends with.
+pub fn format_export(s: &strata_server::rdb::DatasetStats, out: &std::path::Path) -> String {
+    let dbs: Vec<String> = s
+        .per_db
+        .iter()
+        .map(|d| format!("db{}={}", d.db, d.keys))
+        .collect();
+    format!(
+        "exported {} keys ({} with an expiry; {}) and {} function libraries to {}: {} bytes \
+         in {:.2} s",
+        s.keys,
+        s.expires,
+        if dbs.is_empty() {
+            "no databases".to_string()
+        } else {
+            dbs.join(" ")
+        },
+        s.functions,
+        out.display(),
+        s.bytes,
+        s.elapsed.as_secs_f64()
+    )
 }
 
 #[cfg(test)]

@@ -148,6 +148,16 @@ pub enum Command {
     // The server parses its own arguments (redis.conf directives), help included.
     #[command(disable_help_flag = true)]
     Serve(ServeArgs),
+    /// Write the Redis dataset of a stopped server's database as an RDB file.
+    ///
+    /// Opens the database of `strata serve --dir DIR` (the server must be stopped; its logs
+    /// are replayed, no key is changed) and writes every key of every database, with its
+    /// expiry, and the function libraries, as an RDB file of version 9 that redis-server
+    /// 5.0 and later loads (7.0 and later when there are function libraries): start
+    /// redis-server with `--dir` and `--dbfilename` naming it to move the dataset back to
+    /// Redis. The file is written to OUT.tmp and renamed to OUT when complete. Progress goes
+    /// to stderr every second on large datasets, then a summary.
+    ExportRdb(ExportRdbArgs),
     /// Measure the PGM learned index against binary search inside one sorted run of keys
     /// (ns per lookup for 10^3 ... --max-keys keys; the L0 tier's index); with --sst, the
     /// block lookup of real SSTables with and without their learned index.
@@ -188,6 +198,16 @@ pub struct DbArgs {
     /// database must be sharded with this count.
     #[arg(long, value_name = "N", conflicts_with = "engine_only")]
     pub shards: Option<usize>,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportRdbArgs {
+    /// The server's database directory (its `dir` directive).
+    #[arg(long, visible_alias = "dir", value_name = "DIR")]
+    pub db: PathBuf,
+    /// The RDB file to write (replaced if it exists).
+    #[arg(value_name = "OUT")]
+    pub out: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -344,6 +364,23 @@ mod tests {
             ]
         );
         assert!(!p.hex && !p.sync);
+    }
+
+    #[test]
+    fn export_rdb_takes_db_or_dir_and_the_output() {
+        for flag in ["--db", "--dir"] {
+            let cli = parse(&["export-rdb", flag, "/data", "out.rdb"]).unwrap();
+            let Command::ExportRdb(e) = cli.command else {
+                panic!("not export-rdb")
+            };
+            assert_eq!(e.db, PathBuf::from("/data"));
+            assert_eq!(e.out, PathBuf::from("out.rdb"));
+        }
+        assert!(
+            parse(&["export-rdb", "--db", "/data"]).is_err(),
+            "no output file"
+        );
+        assert!(parse(&["export-rdb", "out.rdb"]).is_err(), "no database");
     }
 
     #[test]

@@ -9,6 +9,9 @@
 //! digits of the FNV-1a hash of everything before them. VERSION is `SEED.N` with fixed widths,
 //! so across runs with increasing seeds a later write of a key has a larger version.
 //!
+//! With `--unsynced` those overwrites are unsynced too (and still reported): what a
+//! crash of the process must keep.
+//!
 //! Output, one line per acknowledged synced write, flushed before the next write of that
 //! thread: `ack KEY VERSION HASH` (HASH as in the value). A line cut by a kill is incomplete.
 //!
@@ -42,6 +45,11 @@ pub struct StressArgs {
     /// Stop after this many writes per thread (default: run until killed).
     #[arg(long)]
     pub ops: Option<u64>,
+    /// Write the reported overwrites without sync: each is acknowledged once it reached the
+    /// operating system, which is what an unsynced write promises against a crash of the
+    /// process (`kill -9`), not against a power loss. Use with `--opt vlog_buffer_bytes=0`.
+    #[arg(long)]
+    pub unsynced: bool,
 }
 
 /// Options used unless an `--opt` says otherwise: separation on, small files, GC often.
@@ -139,11 +147,11 @@ fn writer(
         let key = format!("t{t}-k{:06}", next() % a.keys.max(1));
         let v = make_value(&key, &version, a.value_size);
         let wo = WriteOptions {
-            sync: true,
+            sync: !a.unsynced,
             disable_wal: false,
         };
         db.put_opt(&wo, key.as_bytes(), &v)
-            .with_context(|| format!("synced put of {key}"))?;
+            .with_context(|| format!("acknowledged put of {key}"))?;
         let h = &v[v.len() - 16..];
         let mut o = out.lock().expect("stdout lock");
         writeln!(o, "ack {key} {version} {}", String::from_utf8_lossy(h))?;

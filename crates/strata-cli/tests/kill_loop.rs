@@ -4,6 +4,10 @@
 //! with its value (or a later version of the key). The same database is reused across
 //! kills, so each run also recovers what the previous recovery left.
 //!
+//! The same with unsynced acknowledged writes (`stress --unsynced`, no value-log buffer): a
+//! write acknowledged once it reached the OS must survive the kill too, through the mapped
+//! value-log head and through `write` calls.
+//!
 //! Default (prints its figures):
 //!     cargo test -p strata-cli --test kill_loop -- --nocapture
 //! Long run (STRATA_KILL_LOOP_KILLS kills, default 500):
@@ -72,7 +76,12 @@ struct Figures {
 }
 
 /// Runs `stress` once and kills it after `delay`; returns its acknowledgements.
-fn run_and_kill(dir: &Path, seed: u64, delay: Duration) -> Vec<(String, String, String)> {
+fn run_and_kill(
+    dir: &Path,
+    seed: u64,
+    delay: Duration,
+    extra: &[&str],
+) -> Vec<(String, String, String)> {
     let mut child = strata()
         .args(["stress", "--db"])
         .arg(dir)
@@ -85,6 +94,7 @@ fn run_and_kill(dir: &Path, seed: u64, delay: Duration) -> Vec<(String, String, 
             "500",
         ])
         .args(OPTS)
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -156,7 +166,9 @@ fn check_and_scan(dir: &Path, ctx: &str) -> HashMap<String, String> {
         .collect()
 }
 
-fn kill_loop(kills: usize, seed: u64) -> Figures {
+/// `kills` runs of `stress` (with `extra` arguments), each killed, each followed by the
+/// checks.
+fn kill_loop(kills: usize, seed: u64, extra: &[&str]) -> Figures {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
     let mut fig = Figures::default();
@@ -166,7 +178,7 @@ fn kill_loop(kills: usize, seed: u64) -> Figures {
     for kill in 0..kills {
         let delay = Duration::from_millis(50 + next(&mut rng) % 700);
         let run_seed = seed * 100_000 + kill as u64 + 1;
-        for (k, ver, h) in run_and_kill(&dir, run_seed, delay) {
+        for (k, ver, h) in run_and_kill(&dir, run_seed, delay, extra) {
             fig.acked += 1;
             acked.insert(k, (ver, h));
         }
@@ -210,7 +222,25 @@ fn kill_loop(kills: usize, seed: u64) -> Figures {
 
 #[test]
 fn kill_loop_short() {
-    let fig = kill_loop(20, 1);
+    let fig = kill_loop(20, 1, &[]);
+    assert!(fig.acked > 0, "stress acknowledged nothing: {fig:?}");
+}
+
+/// Unsynced writes with no user-space buffer (the default): acknowledged once they reached
+/// the OS, through the mapped value-log head (`vlog_head_mmap`, the default) or a `write`,
+/// and a kill -9 must lose none of them.
+const UNSYNCED: &[&str] = &["--unsynced", "--opt", "vlog_buffer_bytes=0"];
+
+#[test]
+fn kill_loop_unsynced_mapped_head() {
+    let fig = kill_loop(12, 3, UNSYNCED);
+    assert!(fig.acked > 0, "stress acknowledged nothing: {fig:?}");
+}
+
+#[test]
+fn kill_loop_unsynced_written_head() {
+    let extra = [UNSYNCED, &["--opt", "vlog_head_mmap=false"]].concat();
+    let fig = kill_loop(6, 4, &extra);
     assert!(fig.acked > 0, "stress acknowledged nothing: {fig:?}");
 }
 
@@ -221,5 +251,6 @@ fn kill_loop_long() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(500);
-    kill_loop(kills, 2);
+    kill_loop(kills, 2, &[]);
+    kill_loop(kills, 5, UNSYNCED);
 }

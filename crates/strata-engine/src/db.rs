@@ -268,6 +268,7 @@ impl Db {
             files: sv.vlog_files.clone(),
             prefetch: self.inner.opts.vlog_prefetch,
             io_backend: self.inner.opts.io_backend,
+            background: self.inner.opts.vlog_prefetch_background,
         };
         let keep: Box<dyn std::any::Any + Send> = Box::new((sv, ro.snapshot.clone()));
         Ok(DbIterator::new(

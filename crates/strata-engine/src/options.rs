@@ -134,6 +134,18 @@ pub struct Options {
     /// a `write` call per group, at a price: unsynced writes still in the buffer are lost
     /// if the process dies (synced writes never are).
     pub vlog_buffer_bytes: usize,
+    /// Append to the head value-log file by storing into a shared writable mapping of it
+    /// instead of a `write` call per commit group. Default: true (where the file system can
+    /// reserve space with `fallocate`; elsewhere writes are used). A store into a shared
+    /// mapping is in the page cache at once, so an acknowledged unsynced write survives a
+    /// crash of the process exactly as with `write`, and `WriteOptions::sync` makes it
+    /// durable through the same `fdatasync`; a power loss keeps what the last sync covered,
+    /// as before. The head file is reserved 4 MiB at a time, so after a crash it ends in a
+    /// zero-filled reserve that recovery reads as the clean end of the log; a seal (rotation,
+    /// clean close) cuts it off (`docs/design.md` §8.2). Measured only on a loaded machine
+    /// so far: faster for 1 KiB values, slower for 4 KiB ones (a page fault per put costs
+    /// more than the `write` it saves); `docs/benchmarks.md`.
+    pub vlog_head_mmap: bool,
     /// A sealed value-log file whose garbage is at least this fraction of its size is
     /// collected by GC. Default: 0.5 (space amplification of the value log stays below
     /// about 2; lower means less space and more GC copying).
@@ -148,6 +160,14 @@ pub struct Options {
     /// Values an iterator reads ahead, in one batch, when it is moving forward over
     /// separated values (WiscKey's parallel range-scan prefetch; 0 = off). Default: 32.
     pub vlog_prefetch: usize,
+    /// Whether a forward scan also reads the batch after the one it is consuming, on a small
+    /// process-wide pool of threads, so that the values of the range are read ahead of the
+    /// caller (WiscKey's prefetch: the seed's fixed window of 32 values read in parallel once
+    /// a scan reads values sequentially). At most two batches of `vlog_prefetch` values per
+    /// iterator are held; dropping or moving the iterator cancels a batch not yet started and
+    /// waits for one being read. Every value is verified as any pointer read is. Default:
+    /// true (false: each batch is read when the scan reaches it).
+    pub vlog_prefetch_background: bool,
     /// Scans and point reads (`get`) read sealed value-log files through memory mappings
     /// instead of a `pread` per value (ignored with `direct_io`; `multi_get` always keeps its
     /// batched reads). Default: true: a cached value then costs a copy instead of a system
@@ -223,10 +243,12 @@ impl Default for Options {
             sep_threshold_bytes: usize::MAX,
             vlog_file_bytes: 64 << 20,
             vlog_buffer_bytes: 0,
+            vlog_head_mmap: true,
             gc_garbage_ratio: 0.5,
             gc_bytes_per_sec: 256 << 20,
             gc_interval_ms: 1000,
             vlog_prefetch: 32,
+            vlog_prefetch_background: true,
             vlog_mmap: true,
             compaction_filter: None,
             l0_tier_dir: None,
@@ -408,10 +430,12 @@ impl Options {
             }
             "vlog_file_bytes" => self.vlog_file_bytes = num(name, value)?,
             "vlog_buffer_bytes" => self.vlog_buffer_bytes = num(name, value)?,
+            "vlog_head_mmap" => self.vlog_head_mmap = boolean(name, value)?,
             "gc_garbage_ratio" => self.gc_garbage_ratio = num(name, value)?,
             "gc_bytes_per_sec" => self.gc_bytes_per_sec = num(name, value)?,
             "gc_interval_ms" => self.gc_interval_ms = num(name, value)?,
             "vlog_prefetch" => self.vlog_prefetch = num(name, value)?,
+            "vlog_prefetch_background" => self.vlog_prefetch_background = boolean(name, value)?,
             "vlog_mmap" => self.vlog_mmap = boolean(name, value)?,
             "l0_tier_dir" => {
                 self.l0_tier_dir = match value {

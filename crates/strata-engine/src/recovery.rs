@@ -189,7 +189,7 @@ pub(crate) fn recover(
     let (wal, vlog_head) = if separation {
         let entry = VlogFile::new(dir, number, 0);
         let mut w = VlogWriter::new(
-            fs.create(&entry.path)?,
+            crate::vlog::writer::create_head_file(&**fs, &entry.path, opts.vlog_head_mmap)?,
             entry.clone(),
             head_shared.clone(),
             opts.vlog_buffer_bytes,

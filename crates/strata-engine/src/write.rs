@@ -18,6 +18,7 @@ use crate::options::WriteOptions;
 use crate::sst::ReadParams;
 use crate::state::{DbInner, DbLog};
 use crate::stats::Counters;
+use crate::vlog::writer::create_head_file;
 use crate::vlog::{ValuePointer, VlogFile, VlogWriter};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -369,7 +370,7 @@ impl DbInner {
         let r = (|| {
             w.seal()?;
             let mut new = VlogWriter::new(
-                self.fs.create(&entry.path)?,
+                create_head_file(&*self.fs, &entry.path, self.opts.vlog_head_mmap)?,
                 entry.clone(),
                 self.vlog.shared.clone(),
                 self.opts.vlog_buffer_bytes,

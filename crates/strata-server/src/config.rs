@@ -99,6 +99,13 @@ pub struct Config {
     pub hot_memory_bytes: u64,
     /// Options of each shard's engine (`engine-*` directives; fixed at start).
     pub engine: EngineConfig,
+    /// `cluster-enabled`: Redis Cluster mode (`cluster/`; fixed at start). Default: no.
+    pub cluster_enabled: bool,
+    /// `cluster-config-file`: the cluster state's file, relative to `dir` (fixed at start).
+    /// Default: `nodes.conf`.
+    pub cluster_config_file: String,
+    /// `cluster-port`: the cluster bus port; 0: `port` + 10000 (fixed at start). Default: 0.
+    pub cluster_port: u16,
     /// Redis tuning directives with no effect here (`tuning.rs`), by canonical name.
     pub tuning: std::collections::BTreeMap<&'static str, String>,
 }
@@ -232,6 +239,9 @@ impl Default for Config {
             slowlog_max_len: 128,
             hot_memory_bytes: 256 << 20,
             engine: EngineConfig::default(),
+            cluster_enabled: false,
+            cluster_config_file: "nodes.conf".to_string(),
+            cluster_port: 0,
             tuning: crate::tuning::TUNING
                 .iter()
                 .map(|t| (t.name, t.default.to_string()))
@@ -525,6 +535,33 @@ pub static DIRECTIVES: &[Directive] = &[
             Ok(())
         },
         // Redis: immutable; REPLICAOF is the run-time command.
+        mutable: false,
+    },
+    Directive {
+        name: "cluster-enabled",
+        get: |c| yn(c.cluster_enabled),
+        set: |c, v| {
+            c.cluster_enabled = yes_no(v)?;
+            Ok(())
+        },
+        mutable: false,
+    },
+    Directive {
+        name: "cluster-config-file",
+        get: |c| c.cluster_config_file.clone(),
+        set: |c, v| {
+            c.cluster_config_file = one(v)?.to_string();
+            Ok(())
+        },
+        mutable: false,
+    },
+    Directive {
+        name: "cluster-port",
+        get: |c| c.cluster_port.to_string(),
+        set: |c, v| {
+            c.cluster_port = int_in(v, 0, 65535)? as u16;
+            Ok(())
+        },
         mutable: false,
     },
     Directive {

@@ -136,6 +136,96 @@ impl DbMap {
     }
 }
 
+/// Physical databases for a new generation of logical databases `0..databases` (a full
+/// sync's load, `replica/load.rs`): one per logical database, none that a logical database
+/// below `databases` maps to, none in `busy` (being cleaned or loaded), lowest first. An
+/// error when the 254 physical databases have no room (twice `databases`, plus the busy
+/// ones, must fit).
+pub fn spare(map: &DbMap, databases: usize, busy: &[u8]) -> Result<Vec<u8>, String> {
+    let live: Vec<u8> = (0..databases.min(MAX_DATABASES))
+        .map(|l| map.physical(l as u8))
+        .collect();
+    let free: Vec<u8> = (0..MAX_DATABASES as u8)
+        .filter(|p| !live.contains(p) && !busy.contains(p))
+        .take(databases)
+        .collect();
+    if free.len() < databases {
+        return Err(format!(
+            "no room for a new dataset: {databases} databases in use need {databases} more \
+             of the {MAX_DATABASES} physical ones ({} are being cleaned); lower 'databases' \
+             or wait for the cleaning",
+            busy.len()
+        ));
+    }
+    Ok(free)
+}
+
+/// The permutation that maps logical database `l` to `targets[l]` (physical databases that
+/// no logical database below `targets.len()` maps to, [`spare`]) and gives each logical
+/// database that held a target the physical database it displaced: the old generation
+/// ends up mapped only from logical databases nobody selects.
+pub fn generation_map(map: &DbMap, targets: &[u8]) -> [u8; MAX_DATABASES] {
+    let mut perm: [u8; MAX_DATABASES] = std::array::from_fn(|l| map.physical(l as u8));
+    for (l, &t) in targets.iter().enumerate() {
+        let old = map.physical(l as u8);
+        let holder = map.logical(t);
+        perm[usize::from(holder)] = old;
+        perm[l] = t;
+    }
+    perm
+}
+
+impl DbMap {
+    /// Replaces the whole map with `perm` (a permutation, [`generation_map`]): `persist`
+    /// stores its record first; if it fails the map is unchanged. The caller excludes every
+    /// reader, as for a swap.
+    pub fn install(
+        &self,
+        perm: &[u8; MAX_DATABASES],
+        persist: impl FnOnce(&[u8]) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let _w = self.writer.lock();
+        let mut record = Vec::with_capacity(1 + MAX_DATABASES);
+        record.push(FORMAT);
+        record.extend_from_slice(perm);
+        DbMap::decode(Some(&record))?;
+        persist(&record)?;
+        for (l, &p) in perm.iter().enumerate() {
+            self.physical[l].store(p, Ordering::Release);
+            self.logical[usize::from(p)].store(l as u8, Ordering::Release);
+        }
+        Ok(())
+    }
+}
+
+/// A full sync's switch: every logical database below `targets.len()` to its new physical
+/// database at once, under every stripe and after one empty turn of every worker, as
+/// [`swap_databases`]. `persist` gets the map's record and writes it (with whatever must be
+/// atomic with it) in one synced batch. Watched keys of the old and new databases flag their
+/// watchers and follow their logical database; `moved(old, new)` runs for each database
+/// still under the stripes (blocked clients). Returns the old physical databases.
+pub fn install_generation(
+    store: &Store,
+    targets: &[u8],
+    persist: impl FnOnce(&[u8]) -> Result<(), String>,
+    mut moved: impl FnMut(u8, u8),
+) -> Result<Vec<u8>, String> {
+    let _stripes = store.lock_every_stripe_for_command();
+    drain_workers(store)?;
+    let old: Vec<u8> = (0..targets.len())
+        .map(|l| store.dbs.physical(l as u8))
+        .collect();
+    let perm = generation_map(&store.dbs, targets);
+    store.dbs.install(&perm, persist)?;
+    for (&o, &t) in old.iter().zip(targets) {
+        store
+            .watches
+            .swap_dbs(o, t, |db, key| store.peek(db, key).ok().flatten().is_some());
+        moved(o, t);
+    }
+    Ok(old)
+}
+
 /// SWAPDB's work: swaps logical databases `a` and `b` for every execution path at once
 /// (design §13.19). Every stripe, exclusively (none more if this runs in an EXEC or a script,
 /// which hold them already): no command that fixed its database before the swap is running
@@ -154,9 +244,10 @@ pub fn swap_databases(
     let _stripes = store.lock_every_stripe_for_command();
     drain_workers(store)?;
     let (pa, pb) = store.dbs.swap(a, b, |record| {
+        let mut b = strata::WriteBatch::new();
+        b.put(&record_key(), record);
         store
-            .db()
-            .put_opt(&strata::WriteOptions { sync: true }, &record_key(), record)
+            .write_server_records(b)
             .map_err(|e| format!("storing the database map failed: {e}"))
     })?;
     store.watches.swap_dbs(pa, pb, |db, key| {
@@ -212,6 +303,32 @@ mod tests {
         // Swapping a database with itself changes nothing.
         m.swap(7, 7, |_| Ok(())).unwrap();
         assert_eq!(m.physical(7), 7);
+    }
+
+    #[test]
+    fn a_new_generation_takes_spare_databases_and_hides_the_old() {
+        let m = DbMap::default();
+        m.swap(0, 1, |_| Ok(())).unwrap();
+        let targets = spare(&m, 3, &[4]).unwrap();
+        assert_eq!(targets, vec![3, 5, 6]);
+        let perm = generation_map(&m, &targets);
+        let mut rec = vec![FORMAT];
+        rec.extend_from_slice(&perm);
+        let back = DbMap::decode(Some(&rec)).unwrap();
+        assert_eq!(
+            (0..3).map(|l| back.physical(l)).collect::<Vec<_>>(),
+            targets
+        );
+        // The old generation (physical 1, 0, 2) is mapped from logical 3, 5, 6 now.
+        assert_eq!(
+            (back.logical(1), back.logical(0), back.logical(2)),
+            (3, 5, 6)
+        );
+        m.install(&perm, |_| Ok(())).unwrap();
+        assert_eq!(m.encode(), rec);
+        assert!(m.install(&perm, |_| Err("disk".into())).is_err());
+        assert!(spare(&m, 200, &[]).unwrap_err().contains("no room"));
+        assert_eq!(spare(&m, 127, &[]).map(|t| t.len()), Ok(127));
     }
 
     #[test]

@@ -189,9 +189,10 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
         }
         "persistence" => {
             // Every write goes to the shards' logs: the log is always on, snapshots never.
+            // A replica's full sync loads beside the served dataset (design §13.25).
+            kv("loading", "0".to_string());
             let loading = u8::from(shared.replication.is_loading());
-            kv("loading", loading.to_string());
-            kv("async_loading", "0".to_string());
+            kv("async_loading", loading.to_string());
             for (k, v) in shared.saves.info_fields() {
                 kv(k, v);
             }

@@ -64,6 +64,9 @@ pub enum ServerError {
     /// The function libraries stored in the database do not load.
     #[error("{0}")]
     Functions(String),
+    /// The stored replication position does not read.
+    #[error("{0}")]
+    Replication(String),
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -138,6 +141,12 @@ pub struct Shared {
     pub replication: crate::replica::Replication,
     /// Replication: this server as a master (`repl/`).
     pub master: crate::repl::Master,
+    /// Where commands' effects go (`effects.rs`): the replication log's sink.
+    pub propagation: crate::effects::Propagation,
+    /// MIGRATE's cached connections to its targets (`cmd/migrate.rs`).
+    pub migrate_sockets: crate::cmd::migrate::Sockets,
+    /// Cluster mode's state (`cluster/`); `None` unless `cluster-enabled yes`.
+    pub cluster: Option<crate::cluster::Cluster>,
     /// This value's own `Arc`, for work that outlives a command (BGSAVE's thread).
     pub me: std::sync::Weak<Shared>,
     next_client_id: AtomicU64,
@@ -150,6 +159,11 @@ impl Shared {
         // A busy script stops (its writes dropped) so its connection can close.
         self.scripts.abort_all();
         self.shutdown.send_replace(true);
+    }
+
+    /// The TCP port clients reach: the one bound (`port 0` picks one), else `port`.
+    pub fn served_port(&self, c: &Config) -> u16 {
+        self.local_addrs.first().map_or(c.port, |a| a.port())
     }
 
     pub fn shutdown_receiver(&self) -> watch::Receiver<bool> {
@@ -169,8 +183,18 @@ impl Shared {
             self.acl.set_default_password(c.requirepass.as_deref());
         }
         set_lfu_params(&self.store, &c);
+        self.store
+            .set_unlink_expired(crate::effects::lazy(&c, "lazyfree-lazy-expire"));
         configure_notify(&self.store, &c);
         self.limits.set(&c.tuning);
+        // CONFIG SET repl-backlog-size resizes the replication log's retention at once.
+        if let (Some(log), Some(limit)) = (
+            self.master.log(),
+            c.get("repl-backlog-size")
+                .and_then(|v| v.parse::<u64>().ok()),
+        ) {
+            log.set_limit(limit);
+        }
         self.latency.set_threshold(
             c.tuning
                 .get("latency-monitor-threshold")
@@ -178,6 +202,12 @@ impl Shared {
         );
         self.latency
             .set_tracking(c.tuning.get("latency-tracking").map(String::as_str));
+        if let Some(cluster) = &self.cluster {
+            cluster.announce(&crate::cluster::Announce::from_config(
+                &c,
+                self.served_port(&c),
+            ));
+        }
         *self.config.write() = c;
     }
 
@@ -218,6 +248,8 @@ impl Shared {
             master: false,
             repl_pending: None,
             replica: None,
+            asking: false,
+            readonly: false,
         }
     }
 }
@@ -375,6 +407,11 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
     let unixsocketperm = config.unixsocketperm;
     let shared = open_shared(config, opts.fs.clone(), local_addrs.clone())?;
     let shards = shared.store.db().shard_count();
+    // The stream position persisted with the data (a replica resumes it).
+    shared
+        .replication
+        .restore(&shared)
+        .map_err(ServerError::Replication)?;
     let follow = shared.config.read().replicaof.clone();
     if let Some((host, port)) = follow {
         shared.replication.follow(&shared, host, port);
@@ -424,11 +461,21 @@ pub(crate) fn open_shared(
     if let Some(fs) = fs {
         db_opts.engine.fs = fs;
     }
+    let fs = db_opts.engine.fs.clone();
     // Reclaims the records of deleted and expired keys as compactions run (`filter.rs`).
     let db = strata::Db::open(&config.dir, crate::filter::with_filter(db_opts))?;
+    // Cluster mode's nodes.conf lives in `dir` beside the database (opened first: a new
+    // database wants an empty directory).
+    let cluster = if config.cluster_enabled {
+        let port = local_addrs.first().map_or(config.port, |a| a.port());
+        Some(crate::cluster::Cluster::open(&config, fs, port).map_err(ConfigError)?)
+    } else {
+        None
+    };
     let (stop, _) = watch::channel(false);
     let store = Store::open(db, config.appendfsync == AppendFsync::Always)?;
     set_lfu_params(&store, &config);
+    store.set_unlink_expired(crate::effects::lazy(&config, "lazyfree-lazy-expire"));
     let pubsub = Arc::new(crate::pubsub::PubSub::default());
     store.notify.attach(pubsub.clone());
     store.tracking.attach(pubsub.clone());
@@ -455,6 +502,9 @@ pub(crate) fn open_shared(
         scripts: Default::default(),
         replication: Default::default(),
         master: Default::default(),
+        propagation: Default::default(),
+        cluster,
+        migrate_sockets: Default::default(),
         me: me.clone(),
         config: RwLock::new(config),
         stats: Stats::default(),

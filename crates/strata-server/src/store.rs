@@ -445,6 +445,11 @@ pub struct Store {
     keep_expired: AtomicBool,
     /// Logical → physical database (SWAPDB, `dbmap.rs`); records carry the physical one.
     pub dbs: Arc<crate::dbmap::DbMap>,
+    /// `lazyfree-lazy-expire`: active expiry propagates `UNLINK` instead of `DEL`.
+    unlink_expired: AtomicBool,
+    /// Writes since open (a promoted replica resumes from its old master only if nothing
+    /// was written since it stopped following: `replica/mod.rs`).
+    writes: AtomicU64,
 }
 
 /// How many expired keys [`Store::notify_expired`] remembers.
@@ -550,6 +555,8 @@ impl Store {
             expired_recently: Mutex::new(Default::default()),
             keep_expired: AtomicBool::new(false),
             dbs: Arc::new(dbs),
+            unlink_expired: AtomicBool::new(false),
+            writes: AtomicU64::new(0),
         };
         store.notify.translate_with(store.dbs.clone());
         store.rebuild_expiry_index()?;
@@ -674,6 +681,8 @@ impl Store {
             // (reads on a worker take no stripe) runs after its subscribers got the event.
             self.notify_expired(db, key, m.version);
             self.db.delete_opt(&self.wo(), &mk)?;
+            let unlink = self.unlink_expired.load(Ordering::Relaxed);
+            crate::effects::outside(self.dbs.logical(db), crate::effects::deletion(key, unlink));
             self.expires.remove(db, key);
             self.access.forget(db, key);
             self.note_touched(db, key, true);
@@ -708,6 +717,11 @@ impl Store {
     }
 
     /// Replica mode: expired keys are hidden, never deleted, by reads and active expiry.
+    /// Writes through the store since it was opened.
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
+    }
+
     pub fn set_keep_expired(&self, on: bool) {
         self.keep_expired.store(on, Ordering::Release);
     }
@@ -716,12 +730,18 @@ impl Store {
         self.keep_expired.load(Ordering::Acquire)
     }
 
+    /// `lazyfree-lazy-expire`: active expiry's deletions propagate as `UNLINK`.
+    pub fn set_unlink_expired(&self, on: bool) {
+        self.unlink_expired.store(on, Ordering::Relaxed);
+    }
+
     pub fn set_sync_writes(&self, on: bool) {
         self.sync_writes.store(on, Ordering::Relaxed);
     }
 
     fn wo(&self) -> WriteOptions {
         self.dirty.store(true, Ordering::Relaxed);
+        self.writes.fetch_add(1, Ordering::Relaxed);
         WriteOptions {
             sync: self.sync_writes.load(Ordering::Relaxed),
         }
@@ -779,8 +799,16 @@ impl Store {
         }
     }
 
-    /// Applies `b` atomically (one engine write on a worker; the front's batch otherwise).
+    /// Applies `b` atomically (one engine write on a worker; the front's batch otherwise),
+    /// counted as a change the running command made (`effects.rs`: it then propagates).
     fn raw_write(&self, b: WriteBatch) -> Result<()> {
+        crate::effects::note_write();
+        self.write_uncounted(b)
+    }
+
+    /// [`Store::raw_write`] not counted as the running command's change (lazy expiry:
+    /// propagated as the expired key's deletion instead).
+    fn write_uncounted(&self, mut b: WriteBatch) -> Result<()> {
         let wo = self.wo();
         let on = in_txn(|t| {
             if wo.sync {
@@ -808,6 +836,8 @@ impl Store {
         match buffered {
             Some(()) => Ok(()),
             None => {
+                // A replica's link thread: the stream position rides the same batch.
+                crate::position::stamp(&self.db, &mut b);
                 self.db.write_opt(&wo, b)?;
                 if wo.sync {
                     self.note_sync();
@@ -1092,7 +1122,12 @@ impl Store {
             if self.keeps_expired() {
                 return Ok(None);
             }
-            self.raw_delete(&mk)?;
+            let mut b = WriteBatch::new();
+            b.delete(&mk);
+            self.write_uncounted(b)?;
+            let unlink = self.unlink_expired.load(Ordering::Relaxed);
+            let deletion = crate::effects::deletion(key, unlink);
+            crate::effects::note_expired(self.dbs.logical(db), deletion);
             self.note_write(db, key, None);
             self.stats.expired_keys.fetch_add(1, Ordering::Relaxed);
             self.notify_expired(db, key, meta.version);
@@ -1331,6 +1366,27 @@ impl Store {
         Ok(())
     }
 
+    /// Deletes up to `limit` records of database `db` in one batch (a dropped generation of
+    /// the keyspace, cleaned in the background between checks for shutdown); returns how
+    /// many it deleted (0: the database is empty).
+    pub fn delete_some(&self, db: u8, limit: usize) -> Result<usize> {
+        let (lo, hi) = db_range(db);
+        let mut b = WriteBatch::new();
+        let mut metas: Vec<Vec<u8>> = Vec::new();
+        self.scan_range(&lo, &hi, false, |k, _| {
+            b.delete(k);
+            if let Some(k) = user_key_of_meta(k) {
+                metas.push(k.to_vec());
+            }
+            b.len() < limit
+        })?;
+        let n = b.len();
+        if n > 0 {
+            self.flush_batch(db, b, metas)?;
+        }
+        Ok(n)
+    }
+
     /// One batch of FLUSHDB: the deletes and the expiry index entries of the deleted keys,
     /// under their stripes so that a key rewritten concurrently keeps its index entry.
     fn flush_batch(&self, db: u8, b: WriteBatch, keys: Vec<Vec<u8>>) -> Result<()> {
@@ -1361,23 +1417,16 @@ impl Store {
     /// thread: the `Store`'s reads in `f` see the writes made earlier in `f`, which are
     /// buffered; then applies them as one write (atomic across shards) and releases
     /// `locks`. Returns `f`'s result and the write's.
+    #[cfg(test)]
     pub fn run_exec<R>(&self, locks: ExecLocks, f: impl FnOnce() -> R) -> (R, Result<()>) {
-        self.run_exec_or_discard(locks, || (f(), true))
+        self.run_exec_then(locks, || (f(), true), |_| {})
     }
 
-    /// [`Store::run_exec`] for a body that may ask to drop its writes instead of applying
-    /// them (a script that must run again under more stripes: `cmd/scripting.rs`): `f`
-    /// returns its result and whether to apply.
-    pub fn run_exec_or_discard<R>(
-        &self,
-        locks: ExecLocks,
-        f: impl FnOnce() -> (R, bool),
-    ) -> (R, Result<()>) {
-        self.run_exec_then(locks, f, |_| {})
-    }
-
-    /// [`Store::run_exec_or_discard`] that runs `after` with the write's outcome before the
-    /// stripes are released (the replication log's append, `repl/sequencer.rs`).
+    /// Runs `f` (an EXEC's queued commands, a script) with a front transaction (`txn.rs`) on
+    /// this thread, then applies its buffered writes as one write (atomic across shards) if
+    /// `f` says so (a script that must run again under more stripes drops them), and runs
+    /// `after` with the write's outcome before the stripes are released (the replication
+    /// log's append, `repl/sequencer.rs`).
     pub fn run_exec_then<R>(
         &self,
         locks: ExecLocks,
@@ -1398,10 +1447,12 @@ impl Store {
             let e = strata_engine::Error::Poisoned("EXEC lost its transaction".to_string());
             return (r, Err(e));
         };
-        let (batch, sync) = txn.into_batch();
+        let (mut batch, sync) = txn.into_batch();
         let written = if batch.is_empty() || !apply {
             Ok(())
         } else {
+            // A replica's link thread: the stream position rides the EXEC's batch.
+            crate::position::stamp(&self.db, &mut batch);
             let wo = WriteOptions {
                 sync: self.wo().sync || sync,
             };
@@ -1455,6 +1506,15 @@ impl Store {
                 "a shard worker dropped a sync without answering".to_string(),
             ));
         }
+        self.note_sync();
+        Ok(())
+    }
+
+    /// Writes server records (`0xfe ...`: the function libraries, the database map), synced;
+    /// on a replica's link thread with the stream position in the same batch.
+    pub fn write_server_records(&self, mut b: WriteBatch) -> Result<()> {
+        crate::position::stamp(&self.db, &mut b);
+        self.db.write_opt(&WriteOptions { sync: true }, b)?;
         self.note_sync();
         Ok(())
     }

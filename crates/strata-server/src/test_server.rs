@@ -68,6 +68,16 @@ impl TestServer {
         TestServer::open(Arc::new(MemFs::new()), directives)
     }
 
+    /// A server over `fs` as it is (files a test put there first: a nodes.conf).
+    pub fn with_fs(fs: Arc<dyn Fs>, directives: &[&str]) -> TestServer {
+        TestServer::open(fs, directives)
+    }
+
+    /// The file system the server's files live in.
+    pub fn fs(&self) -> &Arc<dyn Fs> {
+        &self.fs
+    }
+
     fn open(fs: Arc<dyn Fs>, directives: &[&str]) -> TestServer {
         let directives: Vec<String> = directives.iter().map(|s| s.to_string()).collect();
         let mut args: Vec<String> = ["--dir", "/strata-test", "--shards", "2"]
@@ -209,6 +219,45 @@ impl Drop for TestServer {
             return;
         }
         self.close();
+    }
+}
+
+/// What a [`TestServer`]'s commands propagated (`effects.rs`), from when it was made
+/// ([`TestServer::record_effects`]): the sink the replication log will be.
+pub struct EffectLog(Arc<parking_lot::Mutex<Vec<(u8, crate::effects::Argv)>>>);
+
+impl EffectLog {
+    /// The commands propagated since the last call, one line each: the arguments joined by
+    /// spaces (bytes that are not UTF-8 shown lossily), `@db ` before those of a database
+    /// other than 0.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock())
+            .into_iter()
+            .map(|(db, argv)| {
+                let words: Vec<String> = argv
+                    .iter()
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect();
+                let line = words.join(" ");
+                if db == 0 {
+                    line
+                } else {
+                    format!("@{db} {line}")
+                }
+            })
+            .collect()
+    }
+}
+
+impl TestServer {
+    /// Starts recording what commands propagate (installs the server's propagation sink).
+    pub fn record_effects(&self) -> EffectLog {
+        let log = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let sink = log.clone();
+        self.shared()
+            .propagation
+            .set_sink(Box::new(move |db, argv| sink.lock().push((db, argv))));
+        EffectLog(log)
     }
 }
 

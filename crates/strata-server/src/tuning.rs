@@ -174,6 +174,37 @@ pub static TUNING: &[Tuning] = &[
     t("auto-aof-rewrite-min-size", "67108864", Mem),
     t("auto-aof-rewrite-percentage", "100", Int),
     a("busy-reply-threshold", "lua-time-limit", "5000", Int),
+    // Cluster mode (`cluster/`): the announced address and whether the cluster serves
+    // while it is down are read; the failover and migration ones wait for the bus.
+    t("cluster-allow-pubsubshard-when-down", "yes", Bool),
+    t("cluster-allow-reads-when-down", "no", Bool),
+    t("cluster-allow-replica-migration", "yes", Bool),
+    t("cluster-announce-bus-port", "0", Range(0, 65535)),
+    t("cluster-announce-hostname", "", Str),
+    t("cluster-announce-ip", "", Str),
+    t("cluster-announce-port", "0", Range(0, 65535)),
+    t("cluster-announce-tls-port", "0", Range(0, 65535)),
+    t("cluster-link-sendbuf-limit", "0", Mem),
+    t("cluster-migration-barrier", "1", Range(0, i32::MAX as i64)),
+    t("cluster-node-timeout", "15000", Range(0, i64::MAX)),
+    t(
+        "cluster-preferred-endpoint-type",
+        "ip",
+        Enum(&["ip", "hostname", "unknown-endpoint"]),
+    ),
+    a(
+        "cluster-replica-no-failover",
+        "cluster-slave-no-failover",
+        "no",
+        Bool,
+    ),
+    a(
+        "cluster-replica-validity-factor",
+        "cluster-slave-validity-factor",
+        "10",
+        Range(0, i32::MAX as i64),
+    ),
+    t("cluster-require-full-coverage", "yes", Bool),
     t("dynamic-hz", "yes", Bool),
     a(
         "hash-max-listpack-entries",

@@ -7,7 +7,10 @@ mod common;
 
 use common::{start, Client, V};
 use std::io::{BufRead, BufReader, Read, Write};
+use std::net::SocketAddr;
 use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 use strata_server::rdb::crc64::crc64;
 
@@ -55,7 +58,12 @@ impl Peer {
     /// One multibulk request from the replica, as strings.
     fn request(&mut self) -> Vec<String> {
         let mut line = String::new();
-        self.r.read_line(&mut line).expect("request");
+        // A replica sends a newline every second while it loads (Redis's keepalive).
+        while line.trim_end().is_empty() {
+            line.clear();
+            let n = self.r.read_line(&mut line).expect("request");
+            assert!(n > 0, "the replica closed the connection");
+        }
         let n: usize = line
             .trim_end()
             .trim_start_matches('*')
@@ -336,4 +344,321 @@ fn replicaof_in_the_configuration_follows_from_the_start() {
     assert_eq!(c.q(&["SET", "k", "v"]), V::ok());
     drop((c, m));
     server.shutdown().unwrap();
+}
+
+/// An RDB 10 of `n` strings `<prefix>:<i>` = `<i>` in database 0 (and a trailer whose
+/// checksum is right unless `good_crc` is false).
+fn big_rdb(prefix: &str, n: usize, good_crc: bool) -> Vec<u8> {
+    fn len(out: &mut Vec<u8>, l: usize) {
+        if l < 64 {
+            out.push(l as u8);
+        } else if l < 16384 {
+            out.extend_from_slice(&[0x40 | (l >> 8) as u8, l as u8]);
+        } else {
+            out.push(0x80);
+            out.extend_from_slice(&(l as u32).to_be_bytes());
+        }
+    }
+    let mut f = b"REDIS0010".to_vec();
+    f.extend_from_slice(&[0xfe, 0]);
+    for i in 0..n {
+        f.push(0);
+        let k = format!("{prefix}:{i}");
+        len(&mut f, k.len());
+        f.extend_from_slice(k.as_bytes());
+        let v = i.to_string();
+        len(&mut f, v.len());
+        f.extend_from_slice(v.as_bytes());
+    }
+    f.push(0xff);
+    let crc = crc64(&f) ^ u64::from(!good_crc);
+    f.extend_from_slice(&crc.to_le_bytes());
+    f
+}
+
+/// The `strata-server` program over `dir`, its address and its log lines (stderr).
+fn spawn_logged(dir: &std::path::Path, extra: &[&str]) -> (Child, SocketAddr, Receiver<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata-server"))
+        .args(["--port", "0", "--shards", "2"])
+        .arg("--dir")
+        .arg(dir)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn strata-server");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("banner");
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let (tx, rx) = channel();
+    let err = BufReader::new(child.stderr.take().expect("stderr"));
+    std::thread::spawn(move || {
+        for l in err.lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let addr = line
+        .split("listening on ")
+        .nth(1)
+        .and_then(|r| r.split([',', ' ']).next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in the banner {line:?}"));
+    (child, addr, rx)
+}
+
+fn kill_9(child: &mut Child) {
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+}
+
+/// One request of a scripted stream: its bytes start at `at` (offset after the sync).
+struct Req {
+    at: u64,
+    name: &'static str,
+    in_multi: bool,
+}
+
+/// A stream of INCR n and MULTI/INCR a/INCR b/EXEC after SELECT 1, its bytes and its
+/// requests (with where each starts, from `base`).
+fn counter_stream(base: u64, requests: usize) -> (Vec<u8>, Vec<Req>) {
+    let mut bytes = Vec::new();
+    let mut reqs = Vec::new();
+    let mut push = |bytes: &mut Vec<u8>, argv: &[&str], name: &'static str, in_multi| {
+        reqs.push(Req {
+            at: base + bytes.len() as u64,
+            name,
+            in_multi,
+        });
+        bytes.extend_from_slice(&resp(argv));
+    };
+    push(&mut bytes, &["SELECT", "1"], "select", false);
+    for i in 0..requests {
+        if i % 5 == 0 {
+            push(&mut bytes, &["MULTI"], "multi", false);
+            push(&mut bytes, &["INCR", "a"], "a", true);
+            push(&mut bytes, &["INCR", "b"], "b", true);
+            push(&mut bytes, &["EXEC"], "exec", true);
+        } else {
+            push(&mut bytes, &["INCR", "n"], "n", false);
+        }
+    }
+    (bytes, reqs)
+}
+
+fn int(c: &mut Client, key: &str) -> i64 {
+    match c.q(&["GET", key]) {
+        V::Bulk(b) => String::from_utf8(b).unwrap().parse().unwrap(),
+        V::NilBulk => 0,
+        other => panic!("GET {key}: {other:?}"),
+    }
+}
+
+#[test]
+fn kill_9_mid_stream_resumes_at_the_exact_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mport = master.local_addr().unwrap().port().to_string();
+    let conf = ["--replicaof", "127.0.0.1", mport.as_str()];
+    let (mut child, addr, _log) = spawn_logged(dir.path(), &conf);
+    let mut m = Peer::accept(&master);
+    assert_eq!(m.handshake(), ["PSYNC", "?", "-1"]);
+    let good = rdb(true);
+    m.send(format!("+FULLRESYNC {REPLID} 100\r\n${}\r\n", good.len()).as_bytes());
+    m.send(&good);
+    m.wait_ack(100);
+    let (bytes, reqs) = counter_stream(100, 4_000);
+    let end = 100 + bytes.len() as u64;
+    // The whole stream at once, from a thread (the replica dies while reading it).
+    let mut w = m.r.get_ref().try_clone().unwrap();
+    let sending = bytes.clone();
+    let sender = std::thread::spawn(move || {
+        let _ = w.write_all(&sending);
+    });
+    let mut c = Client::connect(addr);
+    // Dies once part of the stream is applied.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let at: u64 = info_field(&mut c, "slave_repl_offset")
+            .unwrap()
+            .parse()
+            .unwrap();
+        if at > 100 + bytes.len() as u64 / 10 || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    kill_9(&mut child);
+    let _ = sender.join();
+    drop(m);
+    let (mut child, addr, _log) = spawn_logged(dir.path(), &conf);
+    let mut m = Peer::accept(&master);
+    let psync = m.handshake();
+    assert_eq!(psync[1], REPLID, "{psync:?}");
+    let from: u64 = psync[2].parse().unwrap();
+    let resumed = from - 1;
+    // The offset is a request boundary outside a transaction, in the stream sent.
+    let i = reqs
+        .iter()
+        .position(|r| r.at == resumed)
+        .or_else(|| (resumed == end).then_some(reqs.len()))
+        .unwrap_or_else(|| panic!("{resumed} is no request boundary"));
+    assert!(i == reqs.len() || !reqs[i].in_multi, "resumes inside MULTI");
+    assert!(resumed > 100, "nothing was persisted");
+    // The data is exactly the stream's prefix: nothing applied twice, no transaction cut.
+    let mut c = Client::connect(addr);
+    assert_eq!(
+        info_field(&mut c, "slave_repl_offset"),
+        Some(resumed.to_string())
+    );
+    assert_eq!(info_field(&mut c, "master_replid").as_deref(), Some(REPLID));
+    c.q(&["SELECT", "1"]);
+    let count = |name: &str, upto: usize| reqs[..upto].iter().filter(|r| r.name == name).count();
+    assert_eq!(int(&mut c, "n"), count("n", i) as i64);
+    assert_eq!(int(&mut c, "a"), count("exec", i) as i64);
+    assert_eq!(int(&mut c, "b"), count("exec", i) as i64);
+    // The rest of the stream, in the database the stream had selected.
+    m.send(b"+CONTINUE\r\n");
+    m.send(&bytes[(resumed - 100) as usize..]);
+    m.send(&resp(&["REPLCONF", "GETACK", "*"]));
+    m.wait_ack(end + resp(&["REPLCONF", "GETACK", "*"]).len() as u64);
+    assert_eq!(int(&mut c, "n"), count("n", reqs.len()) as i64);
+    assert_eq!(int(&mut c, "a"), count("exec", reqs.len()) as i64);
+    assert_eq!(int(&mut c, "b"), int(&mut c, "a"));
+    // A clean restart resumes too; a request that wrote nothing (the GETACK) is asked for
+    // again, the last write is not.
+    c.send(&common::encode(&[b"SHUTDOWN", b"NOSAVE"]));
+    child.wait().unwrap();
+    drop(m);
+    let (mut child, _, _log) = spawn_logged(dir.path(), &conf);
+    let mut m = Peer::accept(&master);
+    let from = (end + 1).to_string();
+    assert_eq!(m.handshake(), ["PSYNC", REPLID, from.as_str()]);
+    kill_9(&mut child);
+}
+
+#[test]
+fn a_full_sync_swaps_the_dataset_in_whole_and_a_crash_in_the_load_leaves_the_old() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mport = master.local_addr().unwrap().port().to_string();
+    let (mut child, addr, log) = spawn_logged(dir.path(), &[]);
+    let mut c = Client::connect(addr);
+    c.q(&["REPLICAOF", "127.0.0.1", &mport]);
+    const OLD: usize = 3000;
+    const NEW: usize = 60_000;
+    let mut m = Peer::accept(&master);
+    m.handshake();
+    let first = big_rdb("old", OLD, true);
+    m.send(format!("+FULLRESYNC {REPLID} 10\r\n${}\r\n", first.len()).as_bytes());
+    m.send(&first);
+    m.wait_ack(10);
+    assert_eq!(c.q(&["DBSIZE"]), V::Int(OLD as i64));
+    // A reader sees the old dataset or the new one, never a part.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut r = Client::connect(addr);
+            let mut seen = std::collections::BTreeSet::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let V::Int(n) = r.q(&["DBSIZE"]) else {
+                    panic!("DBSIZE")
+                };
+                let old = r.q(&["GET", "old:7"]);
+                seen.insert(n);
+                assert!(
+                    n == OLD as i64 || n == NEW as i64,
+                    "a partial dataset: {n} keys"
+                );
+                if n == OLD as i64 {
+                    // The switch may come between the two reads, never the other way.
+                    assert!(old == V::bulk("7") || old == V::NilBulk, "{old:?}");
+                }
+            }
+            seen
+        })
+    };
+    // A corrupt RDB: the old dataset stays.
+    drop(m);
+    let mut m = Peer::accept(&master);
+    m.handshake();
+    let bad = big_rdb("new", NEW, false);
+    m.send(format!("+FULLRESYNC {REPLID} 20\r\n${}\r\n", bad.len()).as_bytes());
+    m.send(&bad);
+    let mut m = Peer::accept(&master);
+    m.handshake();
+    assert_eq!(c.q(&["GET", "old:7"]), V::bulk("7"));
+    // A good one: loaded beside the old dataset (async_loading), then switched in.
+    let good = big_rdb("new", NEW, true);
+    m.send(format!("+FULLRESYNC {REPLID} 30\r\n${}\r\n", good.len()).as_bytes());
+    m.send(&good);
+    m.wait_ack(30);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let seen = reader.join().expect("the reader saw no partial dataset");
+    assert!(seen.contains(&(OLD as i64)), "{seen:?}");
+    assert_eq!(c.q(&["DBSIZE"]), V::Int(NEW as i64));
+    assert_eq!(c.q(&["GET", "new:59999"]), V::bulk("59999"));
+    assert_eq!(c.q(&["GET", "old:7"]), V::NilBulk);
+    // The replaced dataset is deleted in the background.
+    wait_log(&log, "records deleted in");
+    // kill -9 in the middle of the next load.
+    drop(m);
+    let mut m = Peer::accept(&master);
+    m.handshake();
+    let third = big_rdb("third", NEW, true);
+    m.send(format!("+FULLRESYNC {REPLID} 40\r\n${}\r\n", third.len()).as_bytes());
+    m.send(&third);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let V::Bulk(text) = c.q(&["INFO", "persistence"]) else {
+            panic!("INFO")
+        };
+        if String::from_utf8_lossy(&text).contains("async_loading:1") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the load never started");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    std::thread::sleep(Duration::from_millis(150));
+    kill_9(&mut child);
+    drop(m);
+    let (mut child, addr, log) = spawn_logged(dir.path(), &[]);
+    let mut c = Client::connect(addr);
+    assert_eq!(c.q(&["DBSIZE"]), V::Int(NEW as i64));
+    assert_eq!(c.q(&["GET", "new:7"]), V::bulk("7"));
+    assert_eq!(c.q(&["GET", "third:7"]), V::NilBulk);
+    assert_eq!(
+        info_field(&mut c, "master_repl_offset").as_deref(),
+        Some("30")
+    );
+    // What the cut load wrote is garbage, deleted in the background.
+    wait_log(&log, "records deleted in");
+    c.send(&common::encode(&[b"SHUTDOWN", b"NOSAVE"]));
+    child.wait().unwrap();
+    // With more databases, the physical ones the loads used are visible: empty.
+    let server = start(dir.path(), &["--databases", "64"]);
+    let mut c = Client::connect(server.local_addr());
+    for db in 0..64 {
+        c.q(&["SELECT", &db.to_string()]);
+        let want = if db == 0 { NEW as i64 } else { 0 };
+        assert_eq!(c.q(&["DBSIZE"]), V::Int(want), "database {db}");
+    }
+    drop(c);
+    server.shutdown().unwrap();
+}
+
+/// Waits for a log line containing `what`.
+fn wait_log(log: &Receiver<String>, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match log.recv_timeout(left) {
+            Ok(l) if l.contains(what) => return,
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    panic!("no log line with {what:?}");
 }

@@ -23,6 +23,8 @@
 pub mod aligned;
 mod batch;
 mod fault;
+#[cfg(target_os = "linux")]
+mod mapped;
 mod mem;
 mod pool;
 mod real;
@@ -58,6 +60,12 @@ pub trait WritableFile: Send {
     }
     /// Flushes and makes every appended byte durable (fdatasync).
     fn sync(&mut self) -> Result<()>;
+    /// Gives back space reserved past the appended bytes, so that the file's length is what
+    /// was appended (a mapped file reserves ahead, [`Fs::create_mapped`]); durable after the
+    /// next `sync`. Default: nothing to give back.
+    fn trim(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// Bytes appended so far.
     fn size(&self) -> u64;
     /// The path the file was created at (for error messages).
@@ -105,6 +113,16 @@ pub trait FileLock: Send + Sync {}
 pub trait Fs: Send + Sync + 'static {
     /// Creates (or truncates) `path` for appending.
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Creates (or truncates) `path` for appending through a shared writable mapping: an
+    /// append is a store into the page cache, no system call, and survives a crash of the
+    /// process like a `write` (`mapped.rs`). The file is longer than what was appended (a
+    /// zero-filled reserve) until [`WritableFile::trim`]. `Ok(None)` where the file system
+    /// cannot (the default: in-memory and fault-injecting file systems); the caller then
+    /// uses [`Fs::create`].
+    fn create_mapped(&self, path: &Path) -> Result<Option<Box<dyn WritableFile>>> {
+        let _ = path;
+        Ok(None)
+    }
     /// Opens an existing file for positional reads.
     fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
     /// Opens an existing file for positional reads that bypass the operating system's page

@@ -299,6 +299,12 @@ impl Fs for RealFs {
         }))
     }
 
+    #[cfg(target_os = "linux")]
+    fn create_mapped(&self, path: &Path) -> Result<Option<Box<dyn WritableFile>>> {
+        Ok(super::mapped::MappedAppendFile::create(path)?
+            .map(|f| Box::new(f) as Box<dyn WritableFile>))
+    }
+
     fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
         self.open_with(path, false)
     }

@@ -9,8 +9,13 @@
 //! entries into a look-ahead buffer, up to `prefetch` separated values, and reads those
 //! values in one batched read on the configured backend ([`crate::io::read_batch`],
 //! `Options::io_backend`), so the device serves them in parallel. The merged iterator then
-//! sits after the buffer; the current entry is the buffer's front. See `docs/design.md` §5.3.
+//! sits after the buffer; the current entry is the buffer's front. With
+//! `Options::vlog_prefetch_background` (the default) the batch after that one is copied too
+//! and its values are read on the prefetch pool (`prefetch.rs`) while the caller consumes the
+//! buffer: one batch ahead, so at most two batches of values are held. See
+//! `docs/design.md` §5.3.
 
+use super::prefetch::PrefetchJob;
 use super::InternalIterator;
 use crate::error::{Error, Result};
 use crate::key::{self, SeqNo, ValueKind};
@@ -28,6 +33,9 @@ pub(crate) struct ValueSource {
     pub prefetch: usize,
     /// How a batch of read-ahead values is read concurrently (`Options::io_backend`).
     pub io_backend: crate::options::IoBackend,
+    /// Read the next batch in the background while the current one is consumed
+    /// (`Options::vlog_prefetch_background`).
+    pub background: bool,
 }
 
 /// Most entries one look-ahead fill copies (bounds memory when few values are separated).
@@ -40,6 +48,27 @@ struct Ahead {
     raw: Vec<u8>,
     /// The prefetched value of a separated entry.
     value: Option<Result<Vec<u8>>>,
+}
+
+/// The batch after the look-ahead buffer: its entries, copied, and its values being read in
+/// the background.
+struct NextBatch {
+    entries: VecDeque<Ahead>,
+    /// Where in `entries` each value the job reads goes, in the job's order.
+    at: Vec<usize>,
+    job: Option<PrefetchJob>,
+}
+
+impl NextBatch {
+    /// The entries with the job's values in place (waiting for the job if it is running).
+    fn finish(mut self) -> VecDeque<Ahead> {
+        if let Some(job) = self.job.take() {
+            for (i, v) in self.at.iter().zip(job.wait()) {
+                self.entries[*i].value = Some(v);
+            }
+        }
+        self.entries
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -66,6 +95,8 @@ pub struct DbIterator {
     resolved: OnceCell<Result<Vec<u8>>>,
     /// Forward look-ahead: entries from the current one on (see the module docs).
     ahead: VecDeque<Ahead>,
+    /// The batch after `ahead`, read in the background; only while `ahead` is not empty.
+    next_batch: Option<NextBatch>,
     /// Whether the merged iterator is at a visible entry after the look-ahead buffer.
     tail_valid: bool,
     /// Whether `value()` read a separated value at the current position.
@@ -98,6 +129,7 @@ impl DbIterator {
             source: None,
             resolved: OnceCell::new(),
             ahead: VecDeque::new(),
+            next_batch: None,
             tail_valid: false,
             read_separated: Cell::new(false),
             streak: 0,
@@ -188,19 +220,18 @@ impl DbIterator {
         src.vlog.read(&src.files, self.key(), &ptr)
     }
 
-    /// Copies the entries from the current one on into the look-ahead buffer, up to
-    /// `prefetch` separated values, and reads those values in one batch.
-    fn fill_ahead(&mut self) {
-        let Some(prefetch) = self.source.as_ref().map(|s| s.prefetch) else {
-            return;
-        };
+    /// Copies the entries from the merged iterator's position on, up to `prefetch`
+    /// separated values (and [`MAX_AHEAD_ENTRIES`] entries), leaving it after them;
+    /// `self.valid` then says whether it is at an entry.
+    fn collect(&mut self, prefetch: usize) -> VecDeque<Ahead> {
+        let mut entries = VecDeque::new();
         let mut pointers = 0;
-        while self.valid && pointers < prefetch && self.ahead.len() < MAX_AHEAD_ENTRIES {
+        while self.valid && pointers < prefetch && entries.len() < MAX_AHEAD_ENTRIES {
             let Some(p) = key::parse_internal_key(self.iter.key()) else {
                 break;
             };
             pointers += (p.kind == ValueKind::Pointer) as usize;
-            self.ahead.push_back(Ahead {
+            entries.push_back(Ahead {
                 key: p.user_key.to_vec(),
                 kind: p.kind,
                 raw: self.iter.value().to_vec(),
@@ -211,36 +242,70 @@ impl DbIterator {
             self.iter.next();
             self.find_next_user_entry(true);
         }
-        self.tail_valid = self.valid;
-        self.valid = !self.ahead.is_empty() || self.valid;
-        let Some(src) = &self.source else {
-            return;
-        };
-        let mut reqs = Vec::with_capacity(pointers);
-        let mut at = Vec::with_capacity(pointers);
-        for (i, a) in self.ahead.iter_mut().enumerate() {
+        entries
+    }
+
+    /// The value reads `entries` needs: where each goes, and its key and pointer. A pointer
+    /// that does not decode is the entry's error.
+    fn requests(entries: &mut VecDeque<Ahead>) -> (Vec<usize>, Vec<(Vec<u8>, ValuePointer)>) {
+        let mut at = Vec::new();
+        let mut reqs = Vec::new();
+        for (i, a) in entries.iter_mut().enumerate() {
             if a.kind != ValueKind::Pointer {
                 continue;
             }
             match ValuePointer::decode_or_corrupt(&a.raw, "<iterator value pointer>") {
                 Ok(p) => {
-                    reqs.push(p);
                     at.push(i);
+                    reqs.push((a.key.clone(), p));
                 }
                 Err(e) => a.value = Some(Err(e)),
             }
         }
-        let keyed: Vec<(&[u8], ValuePointer)> = at
-            .iter()
-            .zip(&reqs)
-            .map(|(i, p)| (self.ahead[*i].key.as_slice(), *p))
-            .collect();
+        (at, reqs)
+    }
+
+    /// Copies the entries from the current one on into the look-ahead buffer, up to
+    /// `prefetch` separated values, and reads those values in one batch.
+    fn fill_ahead(&mut self) {
+        let Some(prefetch) = self.source.as_ref().map(|s| s.prefetch) else {
+            return;
+        };
+        self.ahead = self.collect(prefetch);
+        self.tail_valid = self.valid;
+        self.valid = !self.ahead.is_empty() || self.valid;
+        let Some(src) = &self.source else {
+            return;
+        };
+        let (at, reqs) = Self::requests(&mut self.ahead);
+        let keyed: Vec<(&[u8], ValuePointer)> =
+            reqs.iter().map(|(k, p)| (k.as_slice(), *p)).collect();
         let values = src.vlog.read_many(&src.files, &keyed, true, |r| {
             crate::io::read_batch(src.io_backend, &*src.vlog.fs, r).0
         });
         for (i, v) in at.into_iter().zip(values) {
             self.ahead[i].value = Some(v);
         }
+    }
+
+    /// Copies the batch after the look-ahead buffer and starts reading its values on the
+    /// prefetch pool. Requires a buffer and the merged iterator at an entry after it.
+    fn start_next_batch(&mut self) {
+        let Some((prefetch, vlog, files, backend)) = self
+            .source
+            .as_ref()
+            .map(|s| (s.prefetch, s.vlog.clone(), s.files.clone(), s.io_backend))
+        else {
+            return;
+        };
+        let current_valid = self.valid;
+        self.valid = self.tail_valid;
+        let mut entries = self.collect(prefetch);
+        self.tail_valid = self.valid;
+        self.valid = current_valid;
+        let (at, reqs) = Self::requests(&mut entries);
+        let job = (!reqs.is_empty()).then(|| PrefetchJob::submit(vlog, files, reqs, backend));
+        self.next_batch = Some(NextBatch { entries, at, job });
     }
 
     /// The first error met (corruption, I/O), if any.
@@ -258,6 +323,7 @@ impl DbIterator {
     fn stop_on_value_error(&mut self) -> bool {
         if matches!(self.resolved.get(), Some(Err(_))) {
             self.moved();
+            self.next_batch = None;
             self.ahead.clear();
             self.valid = false;
             return true;
@@ -279,6 +345,7 @@ impl DbIterator {
     /// A jump (seek, reverse step): the look-ahead and the access pattern start over.
     fn jumped(&mut self) {
         self.moved();
+        self.next_batch = None;
         self.ahead.clear();
         self.streak = 0;
     }
@@ -352,7 +419,10 @@ impl DbIterator {
         self.moved();
         if self.ahead.pop_front().is_some() {
             if self.ahead.is_empty() {
-                self.valid = self.tail_valid;
+                match self.next_batch.take() {
+                    Some(b) => self.ahead = b.finish(),
+                    None => self.valid = self.tail_valid,
+                }
             }
         } else if self.direction == Direction::Reverse {
             self.direction = Direction::Forward;
@@ -371,8 +441,15 @@ impl DbIterator {
             self.iter.next();
             self.find_next_user_entry(true);
         }
-        if self.streak >= 2 && self.ahead.is_empty() && self.valid {
-            self.fill_ahead();
+        if self.streak >= 2 && self.valid {
+            if self.ahead.is_empty() {
+                self.fill_ahead();
+            }
+            let background = self.source.as_ref().is_some_and(|s| s.background);
+            if background && self.next_batch.is_none() && self.tail_valid && !self.ahead.is_empty()
+            {
+                self.start_next_batch();
+            }
         }
     }
 

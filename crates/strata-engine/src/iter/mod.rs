@@ -28,6 +28,7 @@ pub trait InternalIterator: Send {
 pub mod db_iter;
 pub mod level;
 pub mod merging;
+mod prefetch;
 
 pub use db_iter::DbIterator;
 pub use level::LevelIterator;

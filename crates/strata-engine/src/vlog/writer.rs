@@ -11,12 +11,24 @@ use super::format::{
 use super::{HeadShared, VlogFile};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
-use crate::io::WritableFile;
+use crate::io::{Fs, WritableFile};
 use crate::key::ValueKind;
 use smallvec::SmallVec;
 use std::io::IoSlice;
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+/// Creates a new head value-log file at `path`: appended to through a shared mapping when
+/// `mapped` (`Options::vlog_head_mmap`) and the file system can, else with `write` calls.
+pub fn create_head_file(fs: &dyn Fs, path: &Path, mapped: bool) -> Result<Box<dyn WritableFile>> {
+    if mapped {
+        if let Some(f) = fs.create_mapped(path)? {
+            return Ok(f);
+        }
+    }
+    fs.create(path)
+}
 
 pub struct VlogWriter {
     file: Box<dyn WritableFile>,
@@ -240,6 +252,12 @@ impl VlogWriter {
         self.shared
             .appended
             .fetch_add(FRAME_HEADER_LEN as u64, Ordering::Relaxed);
+        // A mapped head gives back its reserve, so that a sealed file ends at its mark.
+        self.flush()?;
+        if let Err(e) = self.file.trim() {
+            self.failed = Some(e.clone());
+            return Err(e);
+        }
         self.sync()?;
         self.sealed_at = Some(self.position());
         Ok(())

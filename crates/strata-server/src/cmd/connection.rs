@@ -170,12 +170,19 @@ fn select(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             "ERR value is out of range, value must between -2147483648 and 2147483647",
         ));
     }
+    if ctx.shared.cluster.is_some() && n != 0 {
+        return Err(CmdError::reply("ERR SELECT is not allowed in cluster mode"));
+    }
     let dbs = ctx.shared.config.read().databases as i64;
     if n < 0 || n >= dbs {
         return Err(CmdError::reply("ERR DB index is out of range"));
     }
     ctx.conn.selected = n as u8;
     ctx.conn.db = ctx.shared.store.dbs.physical(n as u8);
+    if ctx.conn.master {
+        // The replica's stream position records the database (`position.rs`).
+        crate::position::select(n as u8);
+    }
     ctx.reply.ok();
     Ok(())
 }

@@ -26,6 +26,11 @@ use crate::zset;
 pub static COMMANDS: &[Entry] = &[
     cmd("dump", dump),
     cmd("restore", restore),
+    // RESTORE as a cluster node importing a slot serves it (its `asking` flag: MIGRATE
+    // sends it in cluster mode), the same command otherwise.
+    cmd("restore-asking", restore),
+    // Blocking I/O to the target: on the connection's thread.
+    cmd_with("migrate", super::migrate::migrate, CONNECTION_THREAD),
     cmd_with("move", move_, CONNECTION_THREAD),
 ];
 
@@ -81,6 +86,9 @@ fn loc<'a>(db: u8, key: &'a [u8], m: &Meta) -> zset::Loc<'a> {
 /// collection are rewritten under the destination database (a new version), and the delete
 /// of the source and the write of the destination are one atomic batch.
 fn move_(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    if ctx.shared.cluster.is_some() {
+        return Err(CmdError::reply("ERR MOVE is not allowed in cluster mode"));
+    }
     let key = args.next_bytes()?;
     let n = args.next_i32()?;
     if n < 0 || n as usize >= ctx.shared.config.read().databases {
@@ -192,6 +200,8 @@ fn restore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             w.meta(db, &key, None);
             store.apply(w)?;
             notify(ctx, Class::Generic, "del", db, &key);
+            ctx.effects
+                .rewrite(crate::effects::argv([&b"DEL"[..], &key]));
         }
         ctx.reply.ok();
         return Ok(());
@@ -199,6 +209,13 @@ fn restore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let limits = Limits::of(ctx);
     put_value(store, &mut w, db, &key, value, expire_ms, &limits);
     store.apply(w)?;
+    // A relative TTL propagates as the absolute time it gave (Redis 7.0's restoreCommand).
+    if expire_ms != 0 && !opts.absttl {
+        let mut argv: crate::effects::Argv = args.argv().iter().map(|a| a.to_vec()).collect();
+        argv[2] = crate::effects::ms_arg(expire_ms as i64);
+        argv.push(b"ABSTTL".to_vec());
+        ctx.effects.rewrite(argv);
+    }
     set_access(ctx, &key, &opts, now);
     notify(ctx, Class::Generic, "restore", db, &key);
     ctx.reply.ok();

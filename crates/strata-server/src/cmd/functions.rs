@@ -54,10 +54,11 @@ pub fn open(store: &Store) -> Result<Functions, String> {
 /// Writes a registry's payload, synced, before the change takes effect.
 pub(crate) fn save(shared: &Shared) -> impl Fn(&[u8]) -> Result<(), String> + '_ {
     move |payload: &[u8]| {
+        let mut b = strata::WriteBatch::new();
+        b.put(&record_key(), payload);
         shared
             .store
-            .db()
-            .put_opt(&strata::WriteOptions { sync: true }, &record_key(), payload)
+            .write_server_records(b)
             .map_err(|e| format!("ERR storing the function libraries failed: {e}"))
     }
 }
@@ -109,6 +110,8 @@ fn function_load(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         .functions
         .load(code.clone(), replace, &save(shared))
         .map_err(CmdError::reply)?;
+    // The libraries are state replicas need: propagated as called (Redis 7.0).
+    ctx.effects.dirty();
     ctx.reply.bulk(name.as_bytes());
     Ok(())
 }
@@ -120,6 +123,7 @@ fn function_delete(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         .functions
         .delete(&name, &save(shared))
         .map_err(CmdError::reply)?;
+    ctx.effects.dirty();
     ctx.reply.ok();
     Ok(())
 }
@@ -151,6 +155,7 @@ fn function_flush(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         .functions
         .flush(&save(shared))
         .map_err(CmdError::reply)?;
+    ctx.effects.dirty();
     ctx.reply.ok();
     Ok(())
 }
@@ -292,6 +297,7 @@ fn function_restore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         .functions
         .restore(&payload, policy, &save(shared))
         .map_err(CmdError::reply)?;
+    ctx.effects.dirty();
     ctx.reply.ok();
     Ok(())
 }

@@ -359,6 +359,9 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         Ok(sum.to_human().into_bytes())
     })?;
     notify(ctx, Class::Hash, "hincrbyfloat", ctx.conn.db, &key);
+    // The result, not the increment (Redis 7.0's hincrbyfloatCommand).
+    ctx.effects
+        .rewrite(crate::effects::argv([&b"HSET"[..], &key, &field, &new]));
     ctx.reply.bulk(&new);
     Ok(())
 }

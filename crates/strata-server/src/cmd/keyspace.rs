@@ -165,12 +165,20 @@ fn expire_generic(
     } else {
         now_ms() as i64
     };
+    // Propagated as an absolute time (PEXPIREAT, the options kept), or as the deletion it
+    // made (Redis 7.0's expireGenericCommand).
     let event = if when <= now {
         store.delete(db, &key)?;
+        let unlink = ctx.lazyfree("lazyfree-lazy-expire");
+        ctx.effects.rewrite(crate::effects::deletion(&key, unlink));
         "del"
     } else {
         m.expire_ms = when as u64;
         store.put(db, &key, &m)?;
+        let mut argv: crate::effects::Argv = args.argv().iter().map(|a| a.to_vec()).collect();
+        argv[0] = b"PEXPIREAT".to_vec();
+        argv[2] = crate::effects::ms_arg(when);
+        ctx.effects.rewrite(argv);
         "expire"
     };
     notify(ctx, Class::Generic, event, db, &key);
@@ -357,6 +365,11 @@ fn copy(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             replace = true;
         } else if args.remaining() >= 2 && args.eat("DB") {
             let n = args.next_i32()?;
+            if ctx.shared.cluster.is_some() && n != 0 {
+                return Err(CmdError::reply(
+                    "ERR Copying to another database is not allowed in cluster mode",
+                ));
+            }
             if n < 0 || n as usize >= ctx.shared.config.read().databases {
                 return Err(CmdError::reply("ERR DB index is out of range"));
             }

@@ -570,6 +570,20 @@ fn parse_mpop(args: &mut Args) -> Result<(Vec<Bytes>, End, u64), CmdError> {
 /// A key and the elements popped from it.
 type Popped = (Bytes, Vec<Vec<u8>>);
 
+/// The non-blocking pop a served pop propagates as (Redis 7.0): `LPOP k` / `RPOP k`, or
+/// with the number popped (`counted`: LMPOP, BLMPOP).
+fn pop_effect(key: &[u8], end: End, popped: usize, counted: bool) -> crate::effects::Argv {
+    let name: &[u8] = match end {
+        End::Left => b"LPOP",
+        End::Right => b"RPOP",
+    };
+    let mut argv = crate::effects::argv([name, key]);
+    if counted {
+        argv.push(popped.to_string().into_bytes());
+    }
+    argv
+}
+
 /// Pops up to `count` from the first non-empty list of `keys` (locked): its key and
 /// elements. `WRONGTYPE` for a key of another type met before it.
 fn mpop_first(
@@ -608,7 +622,10 @@ fn lmpop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let (keys, end, count) = parse_mpop(args)?;
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
     match mpop_first(store, db, &keys, end, count)? {
-        Some((k, elems)) => reply_key_elems(ctx.reply, &k, &elems, true),
+        Some((k, elems)) => {
+            ctx.effects.rewrite(pop_effect(&k, end, elems.len(), true));
+            reply_key_elems(ctx.reply, &k, &elems, true)
+        }
         None => ctx.reply.null_array(),
     }
     Ok(())
@@ -633,6 +650,9 @@ fn pop_serve(end: End, count: u64, nested: bool, proto: Proto) -> ServeFn {
             l.finish(&mut w);
             store.apply(w)?;
             notify_pop(store, db, key, end, popped.len(), left);
+            let ldb = store.dbs.logical(db);
+            let effect = pop_effect(key, end, popped.len(), nested);
+            crate::effects::push_pending([(ldb, effect)]);
             let mut r = ReplyBuf::with_capacity(proto, 64);
             reply_key_elems(&mut r, key, &popped, nested);
             Ok(Attempt::Served(Served {
@@ -654,6 +674,8 @@ fn bpop_generic(
 ) -> CmdResult {
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
     if let Some((k, elems)) = mpop_first(store, db, &keys, end, count)? {
+        ctx.effects
+            .rewrite(pop_effect(&k, end, elems.len(), nested));
         reply_key_elems(ctx.reply, &k, &elems, nested);
         return Ok(());
     }
@@ -712,7 +734,9 @@ fn bulk_reply(proto: Proto, v: &[u8]) -> BytesMut {
 /// is held: always off the workers; on a worker, when it lives in the same shard and its
 /// stripe could be taken, see `blocking.rs`), in place; otherwise the element is popped here
 /// and pushed by the woken connection (a hand-off, see `docs/design.md` §13.8).
-fn move_serve(dst: Bytes, from: End, to: End, proto: Proto) -> ServeFn {
+/// `rpoplpush`: the client is in BRPOPLPUSH, propagated as RPOPLPUSH (else as LMOVE with
+/// Redis's lower-case `left` / `right`).
+fn move_serve(dst: Bytes, from: End, to: End, rpoplpush: bool, proto: Proto) -> ServeFn {
     Box::new(move |shared: &Shared, db: u8, src: &[u8], dst_here: bool| {
         let store = &shared.store;
         match store.get(db, src)? {
@@ -720,6 +744,18 @@ fn move_serve(dst: Bytes, from: End, to: End, proto: Proto) -> ServeFn {
             Some(m) if m.rtype != RType::List => return Ok(Attempt::Skip),
             Some(_) => {}
         }
+        let end_name = |e: End| -> &'static [u8] {
+            match e {
+                End::Left => b"left",
+                End::Right => b"right",
+            }
+        };
+        let effect = if rpoplpush {
+            crate::effects::argv([&b"RPOPLPUSH"[..], src, &dst])
+        } else {
+            crate::effects::argv([&b"LMOVE"[..], src, &dst, end_name(from), end_name(to)])
+        };
+        crate::effects::push_pending([(store.dbs.logical(db), effect)]);
         if dst_here {
             let v = move_one(store, db, src, &dst, from, to)?;
             let v = v.ok_or_else(|| CmdError::reply("ERR the source list vanished"))?;
@@ -780,16 +816,26 @@ fn move_serve(dst: Bytes, from: End, to: End, proto: Proto) -> ServeFn {
     })
 }
 
+/// BLMOVE and BRPOPLPUSH (`rpoplpush`); served at once, they propagate as LMOVE and
+/// RPOPLPUSH with the arguments as called.
 fn blmove_generic(
     ctx: &mut Ctx<'_>,
-    src: Bytes,
-    dst: Bytes,
-    from: End,
-    to: End,
+    args: &Args,
+    (src, dst): (Bytes, Bytes),
+    (from, to): (End, End),
+    rpoplpush: bool,
     timeout: Option<Duration>,
 ) -> CmdResult {
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
     if let Some(v) = move_one(store, db, &src, &dst, from, to)? {
+        let mut argv: crate::effects::Argv = args.argv().iter().map(|a| a.to_vec()).collect();
+        argv.pop(); // the timeout
+        argv[0] = if rpoplpush {
+            b"RPOPLPUSH".to_vec()
+        } else {
+            b"LMOVE".to_vec()
+        };
+        ctx.effects.rewrite(argv);
         ctx.reply.bulk(&v);
         return Ok(());
     }
@@ -797,7 +843,7 @@ fn blmove_generic(
         ctx.reply.null();
         return Ok(());
     }
-    let serve = move_serve(dst.clone(), from, to, ctx.reply.proto);
+    let serve = move_serve(dst.clone(), from, to, rpoplpush, ctx.reply.proto);
     let wait = ctx.shared.blocked.block(
         store,
         ctx.conn.id,
@@ -818,12 +864,19 @@ fn blmove(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let from = parse_end(&args.next_bytes()?)?;
     let to = parse_end(&args.next_bytes()?)?;
     let timeout = parse_timeout(&args.next_bytes()?)?;
-    blmove_generic(ctx, src, dst, from, to, timeout)
+    blmove_generic(ctx, args, (src, dst), (from, to), false, timeout)
 }
 
 fn brpoplpush(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let src = args.next_bytes()?;
     let dst = args.next_bytes()?;
     let timeout = parse_timeout(&args.next_bytes()?)?;
-    blmove_generic(ctx, src, dst, End::Right, End::Left, timeout)
+    blmove_generic(
+        ctx,
+        args,
+        (src, dst),
+        (End::Right, End::Left),
+        true,
+        timeout,
+    )
 }

@@ -12,6 +12,8 @@ pub mod args;
 mod bitfield;
 mod bits;
 mod client;
+mod cluster;
+mod cluster_views;
 mod command;
 mod connection;
 pub(crate) mod dump;
@@ -25,6 +27,7 @@ mod lists;
 mod lolwut;
 pub(crate) mod members;
 mod memory;
+pub(crate) mod migrate;
 pub mod multi;
 mod protected;
 mod pubsub;
@@ -50,6 +53,14 @@ pub mod zsets;
 #[cfg(test)]
 mod bits_tests;
 #[cfg(test)]
+mod cluster_tests;
+#[cfg(test)]
+mod effects_streams_tests;
+#[cfg(test)]
+mod effects_tests;
+#[cfg(test)]
+mod effects_walk_tests;
+#[cfg(test)]
 mod geo_tests;
 #[cfg(test)]
 mod hashes_tests;
@@ -59,6 +70,8 @@ mod hll_tests;
 mod keyspace_tests;
 #[cfg(test)]
 mod lists_tests;
+#[cfg(test)]
+mod migrate_tests;
 #[cfg(test)]
 mod multi_tests;
 #[cfg(test)]
@@ -189,6 +202,11 @@ pub struct ConnState {
     pub repl_pending: Option<Vec<(u8, crate::repl::Argv)>>,
     /// What this client said with REPLCONF, and the PSYNC hand-off once it asked to sync.
     pub replica: Option<Box<ReplicaConn>>,
+    /// ASKING was sent: the next command (or the next EXEC) may use an importing slot.
+    pub asking: bool,
+    /// READONLY: a replica in cluster mode serves this client's reads of its master's
+    /// slots.
+    pub readonly: bool,
 }
 
 /// A connection that talks to this server as a replica.
@@ -225,6 +243,8 @@ pub struct Ctx<'a> {
     /// did not declare): it rolled its writes back and replied nothing; the connection runs
     /// it again on its own thread (`exec::submit`).
     pub rerun_inline: bool,
+    /// What this run propagates to replicas and the replication log (`effects.rs`).
+    pub effects: crate::effects::Effects,
 }
 
 impl<'a> Ctx<'a> {
@@ -237,6 +257,7 @@ impl<'a> Ctx<'a> {
             extra_keys: Vec::new(),
             blocked: None,
             rerun_inline: false,
+            effects: Default::default(),
         }
     }
 }
@@ -246,6 +267,12 @@ impl Ctx<'_> {
     /// authenticated.
     pub fn auth_required(&self) -> bool {
         !self.conn.authenticated && self.shared.acl.auth_required()
+    }
+
+    /// Whether the `lazyfree-lazy-*` directive `name` is on: a deletion it governs
+    /// propagates as UNLINK instead of DEL (`effects.rs`).
+    pub fn lazyfree(&self, name: &str) -> bool {
+        crate::effects::lazy(&self.shared.config.read(), name)
     }
 }
 
@@ -301,6 +328,7 @@ pub fn table() -> &'static table::Table {
             streams::COMMANDS,
             replication::COMMANDS,
             swapdb::COMMANDS,
+            cluster::COMMANDS,
         ])
     })
 }
@@ -391,7 +419,12 @@ pub fn dispatch(ctx: &mut Ctx<'_>, argv: Vec<Bytes>) {
 pub fn dispatch_found(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) {
     // Errors written before this request (none in the normal course) are not its own.
     let _ = ctx.reply.take_errors();
+    let asking = matches!(found, Found::Command(s, _) if s.name == "asking");
     let outcome = run(ctx, argv, found);
+    // Redis's resetClient: ASKING holds for one command, or until EXEC.
+    if !asking && ctx.conn.multi.is_none() {
+        ctx.conn.asking = false;
+    }
     let (errors, codes) = ctx.reply.take_errors();
     let stats = &ctx.shared.cmdstats;
     match outcome {
@@ -457,6 +490,19 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
         multi::reject(ctx, is_exec, &msg);
         return Outcome::Rejected(full_name);
     }
+    // Cluster mode: is the request's slot served here (`cluster/route.rs`)? One pointer
+    // test otherwise.
+    if ctx.shared.cluster.is_some() {
+        if let Some(msg) = cluster::redirect(ctx, spec, &argv) {
+            if is_exec {
+                multi::discard_transaction(ctx);
+                ctx.reply.error(&msg);
+            } else {
+                multi::reject(ctx, false, msg.as_bytes());
+            }
+            return Outcome::Rejected(full_name);
+        }
+    }
     // Redis's processCommand: no writes (nor PING, nor an EXEC of writes) while the log
     // cannot be written.
     let refuses_when_misconf = spec.flags & flag::WRITE != 0
@@ -472,7 +518,7 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
     let replica_check = crate::replica::Check {
         writes: spec.flags & flag::WRITE != 0 || (is_exec && multi::queued_writes(ctx)),
         stale_ok: spec.flags & flag::STALE != 0,
-        loading_ok: spec.flags & flag::LOADING != 0,
+        async_loading_denied: spec.flags & flag::NO_ASYNC_LOADING != 0,
         from_master: ctx.conn.master,
     };
     if let Some(msg) = ctx.shared.replication.refusal(ctx.shared, &replica_check) {
@@ -535,10 +581,24 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
     // the commands of an EXEC, once the whole EXEC has been applied (as Redis serves them
     // after EXEC: `MULTI; LPUSH k a; LLEN k; EXEC` sees the element).
     let shared = ctx.shared;
+    // What the command propagates (`effects.rs`): its group is handed on before the clients
+    // it unblocks are served, whose pops follow as groups of their own.
+    // Effects the replication log collected in `run_locked` are gone from the pending
+    // list by then; what is left (a read's lazy expiry, a test's recorder) goes to the sink.
+    let _scope = crate::effects::enter();
     let result = if nested {
         run_locked(ctx, spec, handler, &mut args, skip)
     } else {
-        crate::blocking::around_command(shared, || run_locked(ctx, spec, handler, &mut args, skip))
+        let r = crate::blocking::around_command(shared, || {
+            let r = run_locked(ctx, spec, handler, &mut args, skip);
+            let group = crate::effects::take_pending();
+            shared.propagation.emit(crate::effects::wrap(group));
+            r
+        });
+        for served in crate::effects::take_pending() {
+            shared.propagation.emit(vec![served]);
+        }
+        r
     };
     let micros = started.elapsed().as_micros() as u64;
     if tracking.is_some() {
@@ -648,24 +708,19 @@ fn run_locked(
         if seq.is_some() {
             ctx.conn.repl_pending = Some(Vec::new());
         }
-        let errors = ctx.reply.error_count();
+        let writes_before = crate::effects::writes();
         let r = handler(ctx, args);
-        if r.is_ok() && ctx.reply.error_count() == errors {
-            if let Some(pending) = ctx.conn.repl_pending.as_mut() {
-                let db = ctx.conn.selected;
-                let argv = args.argv();
-                pending.extend(
-                    crate::repl::propagated(spec, argv)
-                        .into_iter()
-                        .map(|a| (db, a)),
-                );
-            }
+        // What it propagates (`effects.rs`), computed while its stripes are held; the unit
+        // being collected for the replication log (this command's, its EXEC's or script's,
+        // its worker group's) takes it here, before the stripes are released.
+        finish_effects(ctx, spec, args.argv(), writes_before);
+        if let Some(pending) = ctx.conn.repl_pending.as_mut() {
+            pending.extend(crate::effects::take_pending());
         }
         if seq.is_some() {
             let unit = ctx.conn.repl_pending.take().unwrap_or_default();
             if r.is_ok() {
-                let wrap = spec.name == "exec" || unit.len() > 1;
-                ctx.shared.master.append_unit(&unit, wrap);
+                ctx.shared.master.append_unit(&unit, unit.len() > 1);
             }
         }
         drop(seq);
@@ -680,6 +735,33 @@ fn run_locked(
             }
         }
     }
+}
+
+/// Adds what the command just run propagates to its top-level command's group
+/// (`effects.rs`): the keys its lookups found expired (`DEL`, or `UNLINK` under
+/// `lazyfree-lazy-expire`), then its own effects, dirty if the store wrote for it. EXEC and
+/// scripts never propagate themselves (their commands do), as Redis 7.0's `call()`.
+fn finish_effects(ctx: &mut Ctx<'_>, spec: &Spec, argv: &[Bytes], writes_before: u64) {
+    let expired = crate::effects::take_expired();
+    let effects = std::mem::take(&mut ctx.effects);
+    // A run whose writes were rolled back to run again elsewhere propagates nothing.
+    if ctx.rerun_inline {
+        let _ = crate::effects::take_pending();
+        return;
+    }
+    if !ctx.shared.propagation.active() {
+        return;
+    }
+    ctx.effects = effects;
+    if crate::effects::writes() != writes_before {
+        ctx.effects.dirty();
+    }
+    if spec.name == "exec" || spec.has_trait(table::traits::SCRIPT) {
+        ctx.effects.prevent();
+    }
+    crate::effects::push_pending(expired);
+    let own = ctx.effects.take(ctx.conn.selected, argv);
+    crate::effects::push_pending(own);
 }
 
 /// Takes the stripes of the keys `argv` names for `spec` in the client's database (and in

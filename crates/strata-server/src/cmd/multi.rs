@@ -267,7 +267,8 @@ fn exec(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
         },
         |w| {
             if let (Ok(()), Some(unit)) = (w, effects.borrow_mut().take()) {
-                shared.master.append_unit(&unit, true);
+                // As Redis 7.0: MULTI/EXEC around more than one effect.
+                shared.master.append_unit(&unit, unit.len() > 1);
             }
         },
     );

@@ -40,6 +40,8 @@ fn flushdb(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     // Tracking clients get one null instead of each key (`tracking.rs`).
     ctx.shared.store.tracking.flushed();
     crate::tracking::quietly(|| ctx.shared.store.flush_db(ctx.conn.db))?;
+    // Propagated as called even when the database was empty (Redis 7.0).
+    ctx.effects.dirty();
     ctx.reply.ok();
     Ok(())
 }
@@ -49,6 +51,7 @@ fn flushall(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let dbs = ctx.shared.config.read().databases;
     ctx.shared.store.tracking.flushed();
     crate::tracking::quietly(|| (0..dbs).try_for_each(|db| ctx.shared.store.flush_db(db as u8)))?;
+    ctx.effects.dirty();
     ctx.reply.ok();
     Ok(())
 }

@@ -235,6 +235,9 @@ fn spop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             members::put_meta(&mut w, db, &key, &m);
             store.apply(w)?;
             notify_removed(ctx, "spop", &key, m.size);
+            // The member drawn, not the draw (Redis 7.0's spopCommand).
+            ctx.effects
+                .rewrite(crate::effects::argv([&b"SREM"[..], &key, x]));
         }
         ctx.reply.opt_bulk(got.first().map(|(x, _)| &x[..]));
         return Ok(());
@@ -252,6 +255,9 @@ fn spop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         w.meta(db, &key, None);
         store.apply(w)?;
         notify_removed(ctx, "spop", &key, 0);
+        // The whole set: its deletion, DEL whatever `lazyfree-*` says (as Redis 7.0).
+        ctx.effects
+            .rewrite(crate::effects::argv([&b"DEL"[..], &key]));
         reply_set(ctx, all);
         return Ok(());
     }
@@ -283,6 +289,14 @@ fn spop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     members::put_meta(&mut w, db, &key, &m);
     store.apply(w)?;
     notify_removed(ctx, "spop", &key, m.size);
+    // One SREM per member, in the order drawn, instead of the command (Redis 7.0's
+    // spopWithCountCommand; the group is then wrapped in MULTI/EXEC).
+    ctx.effects.prevent();
+    let sdb = ctx.conn.selected;
+    for x in &popped {
+        ctx.effects
+            .also(sdb, crate::effects::argv([&b"SREM"[..], &key, x]));
+    }
     // Redis replies the popped members in the order it drew them: random.
     ctx.reply.set(popped.len());
     for x in &popped {

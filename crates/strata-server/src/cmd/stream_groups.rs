@@ -495,10 +495,15 @@ pub(super) fn xclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         j += 1;
     }
     let mut w = Writes::new();
-    if last_id > group.last_id {
+    let moved_last = last_id > group.last_id;
+    if moved_last {
         group.last_id = last_id;
         s.put_group(&mut w, g, &group);
     }
+    // XCLAIM propagates an XCLAIM of each entry it claimed in the form that gives a
+    // replica the same pending entry (Redis 7.0), never itself.
+    ctx.effects.prevent();
+    let mut effects = Vec::new();
     let at = match delivery {
         Some(t) if t >= 0 && t <= now => t,
         _ => now,
@@ -511,6 +516,14 @@ pub(super) fn xclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         let Some((_, fields)) = s.get_entry(store, id)? else {
             if let Some(e) = pending {
                 s.pel_delete(&mut w, g, id, &e.consumer);
+                // An XCLAIM of the deleted entry, as its old owner: a replica drops it
+                // from the pending list the same way (Redis 7.0).
+                effects.push(super::stream_read::xclaim_effect(
+                    (&key[..], &g[..], &e.consumer[..]),
+                    id,
+                    &e,
+                    group.last_id,
+                ));
             }
             continue;
         };
@@ -547,17 +560,18 @@ pub(super) fn xclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             None => e.deliveries,
         };
         let old = (!fresh).then_some(&e.consumer[..]);
-        s.pel_put(
-            &mut w,
-            g,
+        let claimed = PelEntry {
+            consumer: c.to_vec(),
+            delivery_ms: at,
+            deliveries,
+        };
+        s.pel_put(&mut w, g, id, &claimed, old);
+        effects.push(super::stream_read::xclaim_effect(
+            (&key[..], &g[..], &c[..]),
             id,
-            &PelEntry {
-                consumer: c.to_vec(),
-                delivery_ms: at,
-                deliveries,
-            },
-            old,
-        );
+            &claimed,
+            group.last_id,
+        ));
         if justid {
             reply_id(&mut body, id);
         } else {
@@ -566,6 +580,13 @@ pub(super) fn xclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         n += 1;
     }
     store.apply(w)?;
+    if effects.is_empty() && moved_last {
+        effects.push(super::stream_read::setid_effect(key, g, &group));
+    }
+    let sdb = ctx.conn.selected;
+    for e in effects {
+        ctx.effects.also(sdb, e);
+    }
     if created {
         super::stream_read::consumer_created(store, ctx.conn.db, key);
     }
@@ -642,10 +663,21 @@ pub(super) fn xautoclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let mut w = Writes::new();
     let mut body = ReplyBuf::with_capacity(ctx.reply.proto, 256);
     let (mut n, mut deleted) = (0, Vec::new());
+    // As XCLAIM: an XCLAIM per entry claimed, never itself (Redis 7.0).
+    ctx.effects.prevent();
+    let mut effects = Vec::new();
+    let group_last = s.group(store, g)?.map_or(StreamId::MIN, |gr| gr.last_id);
     let (mut consumer_made, mut created) = (false, false);
     for (id, e) in examined {
         let Some((_, fields)) = s.get_entry(store, id)? else {
             s.pel_delete(&mut w, g, id, &e.consumer);
+            // As XCLAIM: the deleted entry's XCLAIM as its old owner (Redis 7.0).
+            effects.push(super::stream_read::xclaim_effect(
+                (&key[..], &g[..], &e.consumer[..]),
+                id,
+                &e,
+                group_last,
+            ));
             deleted.push(id);
             continue;
         };
@@ -668,6 +700,12 @@ pub(super) fn xautoclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             deliveries,
         };
         s.pel_put(&mut w, g, id, &moved, Some(&e.consumer));
+        effects.push(super::stream_read::xclaim_effect(
+            (&key[..], &g[..], &c[..]),
+            id,
+            &moved,
+            group_last,
+        ));
         if justid {
             reply_id(&mut body, id);
         } else {
@@ -676,6 +714,10 @@ pub(super) fn xautoclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         n += 1;
     }
     store.apply(w)?;
+    let sdb = ctx.conn.selected;
+    for e in effects {
+        ctx.effects.also(sdb, e);
+    }
     if created {
         super::stream_read::consumer_created(store, ctx.conn.db, key);
     }

@@ -174,14 +174,33 @@ fn read_generic(ctx: &mut Ctx<'_>, r: ReadArgs) -> CmdResult {
                 let fresh = !history && has_new(store, &s, g)?;
                 let mut w = Writes::new();
                 let mut created = false;
+                let mut effects = Vec::new();
                 if history || fresh {
                     created = touch_consumer(store, &s, &mut w, g, c)?;
+                    if created && r.noack {
+                        effects.push(createconsumer_effect(key, g, c));
+                    }
                     header(&mut body, key);
+                    let who = (&key[..], &g[..], &c[..]);
                     serve_group(
-                        store, &mut s, &mut w, g, c, *from, r.count, r.noack, &mut body,
+                        store,
+                        &mut s,
+                        &mut w,
+                        who,
+                        *from,
+                        r.count,
+                        r.noack,
+                        &mut body,
+                        &mut effects,
                     )?;
                 }
                 store.apply(w)?;
+                // XREADGROUP propagates what it delivered, never itself (Redis 7.0).
+                ctx.effects.prevent();
+                let sdb = ctx.conn.selected;
+                for e in effects {
+                    ctx.effects.also(sdb, e);
+                }
                 if created {
                     consumer_created(store, db, key);
                 }
@@ -266,6 +285,63 @@ fn touch_consumer(
     Ok(created)
 }
 
+/// What a delivery to a consumer propagates (Redis 7.0's `streamPropagateXCLAIM`): `XCLAIM
+/// key group consumer 0 id TIME <ms> RETRYCOUNT <n> FORCE JUSTID LASTID <group's last ID>`,
+/// which gives a replica the same pending entry and group position.
+pub(super) fn xclaim_effect(
+    (key, g, c): (&[u8], &[u8], &[u8]),
+    id: StreamId,
+    e: &PelEntry,
+    last_id: StreamId,
+) -> crate::effects::Argv {
+    let id = id.to_string();
+    let ms = e.delivery_ms.to_string();
+    let n = e.deliveries.to_string();
+    let last = last_id.to_string();
+    crate::effects::argv([
+        &b"XCLAIM"[..],
+        key,
+        g,
+        c,
+        b"0",
+        id.as_bytes(),
+        b"TIME",
+        ms.as_bytes(),
+        b"RETRYCOUNT",
+        n.as_bytes(),
+        b"FORCE",
+        b"JUSTID",
+        b"LASTID",
+        last.as_bytes(),
+    ])
+}
+
+/// What a group's new position propagates (Redis 7.0's `streamPropagateGroupID`): `XGROUP
+/// SETID key group <last ID> ENTRIESREAD <n>` (-1 when unknown).
+pub(super) fn setid_effect(
+    key: &[u8],
+    g: &[u8],
+    group: &crate::stream::Group,
+) -> crate::effects::Argv {
+    let last = group.last_id.to_string();
+    let read = group.entries_read.map_or(-1, |n| n as i64).to_string();
+    crate::effects::argv([
+        &b"XGROUP"[..],
+        b"SETID",
+        key,
+        g,
+        last.as_bytes(),
+        b"ENTRIESREAD",
+        read.as_bytes(),
+    ])
+}
+
+/// What the creation of a consumer by a NOACK read propagates (Redis 7.0's
+/// `streamPropagateConsumerCreation`; other reads create it through their XCLAIMs).
+fn createconsumer_effect(key: &[u8], g: &[u8], c: &[u8]) -> crate::effects::Argv {
+    crate::effects::argv([&b"XGROUP"[..], b"CREATECONSUMER", key, g, c])
+}
+
 /// The keyspace event of a consumer a read or claim created (class `t`).
 pub(super) fn consumer_created(store: &Store, db: u8, key: &[u8]) {
     store.notify.event(
@@ -298,18 +374,20 @@ fn reply_range(
 /// Redis's `streamReplyWithRange` for a group: with `Start::New` the entries after the
 /// group's last delivered ID, which join the pending list of consumer `c` (unless
 /// `noack`) and advance the group; with `Start::After(id)` the consumer's own pending
-/// entries after `id` (its history), delivered again.
+/// entries after `id` (its history), delivered again. Adds to `effects` what a new
+/// delivery propagates: an XCLAIM per entry, or with `noack` the group's new position (a
+/// history read propagates nothing, as Redis 7.0).
 #[allow(clippy::too_many_arguments)]
 fn serve_group(
     store: &Store,
     s: &mut Stream,
     w: &mut Writes,
-    g: &[u8],
-    c: &[u8],
+    (key, g, c): (&[u8], &[u8], &[u8]),
     from: Start,
     count: usize,
     noack: bool,
     r: &mut ReplyBuf,
+    effects: &mut Vec<crate::effects::Argv>,
 ) -> Result<(), CmdError> {
     let Some(mut group) = s.group(store, g)? else {
         r.array(0);
@@ -349,6 +427,7 @@ fn serve_group(
             };
             r.array(entries.len());
             let (info, len) = (s.info, s.len());
+            let mut advanced = false;
             for (id, f) in &entries {
                 if *id > group.last_id {
                     match group.entries_read {
@@ -361,6 +440,7 @@ fn serve_group(
                         _ => {}
                     }
                     group.last_id = *id;
+                    advanced = true;
                 }
                 reply_entry(r, *id, f);
                 if !noack {
@@ -371,7 +451,11 @@ fn serve_group(
                         deliveries: 1,
                     };
                     s.pel_put(w, g, *id, &e, old.as_ref().map(|o| &o.consumer[..]));
+                    effects.push(xclaim_effect((key, g, c), *id, &e, group.last_id));
                 }
+            }
+            if noack && advanced {
+                effects.push(setid_effect(key, g, &group));
             }
             s.put_group(w, g, &group);
         }
@@ -418,18 +502,25 @@ fn waiter(
                     header(&mut r, key);
                     let mut w = Writes::new();
                     let created = touch_consumer(store, &s, &mut w, g, c)?;
+                    let mut effects = Vec::new();
+                    if created && noack {
+                        effects.push(createconsumer_effect(key, g, c));
+                    }
                     serve_group(
                         store,
                         &mut s,
                         &mut w,
-                        g,
-                        c,
+                        (key, g, c),
                         Start::New,
                         count,
                         noack,
                         &mut r,
+                        &mut effects,
                     )?;
                     store.apply(w)?;
+                    let ldb = store.dbs.logical(db);
+                    let group_effects = effects.into_iter().map(|e| (ldb, e)).collect();
+                    crate::effects::push_pending(crate::effects::wrap(group_effects));
                     if created {
                         consumer_created(store, db, key);
                     }

@@ -276,8 +276,44 @@ fn xadd(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             crate::notify::keyspace_event(ctx, Class::Stream, "xtrim", db, key);
         }
     }
+    let name = args.argv()[0].clone();
+    ctx.effects
+        .rewrite(xadd_effect(&name, &a, idpos, &t, id, &s));
     reply_id(ctx.reply, id);
     Ok(())
+}
+
+/// What an XADD propagates (Redis 7.0's xaddCommand): the command as called with the ID it
+/// generated in place of `*` (or `ms-*`), and after a `~` trim, `=` and the threshold that
+/// reproduces its result (the length left, or the first ID left: `streamRewriteTrimArgument`).
+/// `a`: the arguments after the command `name` (as called).
+fn xadd_effect(
+    name: &[u8],
+    a: &[bytes::Bytes],
+    idpos: usize,
+    t: &TrimArgs,
+    id: StreamId,
+    s: &Stream,
+) -> crate::effects::Argv {
+    let mut argv = crate::effects::argv([name]);
+    argv.extend(a.iter().map(|x| x.to_vec()));
+    if !matches!(t.id, Some((_, true))) {
+        argv[idpos + 1] = id.to_string().into_bytes();
+    }
+    if t.approx {
+        let found = (2..idpos + 1).find(|&i| {
+            argv[i].eq_ignore_ascii_case(b"MAXLEN") || argv[i].eq_ignore_ascii_case(b"MINID")
+        });
+        if let Some(i) = found.filter(|&i| argv.get(i + 1).is_some_and(|x| x == b"~")) {
+            argv[i + 1] = b"=".to_vec();
+            argv[i + 2] = if argv[i].eq_ignore_ascii_case(b"MAXLEN") {
+                s.len().to_string().into_bytes()
+            } else {
+                s.info.first_id.to_string().into_bytes()
+            };
+        }
+    }
+    argv
 }
 
 /// XRANGE and XREVRANGE (Redis's `xrangeGenericCommand`).

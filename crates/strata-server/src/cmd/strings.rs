@@ -149,8 +149,44 @@ fn parse_set_opts(args: &mut Args) -> Result<SetOpts, CmdError> {
     Ok(o)
 }
 
+/// What a SET that wrote propagates (Redis 7.0's `setGenericCommand`): with an expiry
+/// option, `SET k v PXAT <ms>` alone (NX, XX and GET dropped); else the command as called
+/// without its GET. A time already past also propagates the key's deletion, which this
+/// server makes at once (Redis at its next lookup or expiry cycle).
+fn propagate_set(ctx: &mut Ctx<'_>, argv: &[Bytes], key: &[u8], value: &[u8], o: &SetOpts) {
+    if let Ttl::At(ms) = o.ttl {
+        let ms = crate::effects::ms_arg(ms);
+        ctx.effects
+            .rewrite(crate::effects::argv([b"SET", key, value, b"PXAT", &ms[..]]));
+        if ms_past(o) {
+            ctx.effects.dirty();
+            let unlink = ctx.lazyfree("lazyfree-lazy-expire");
+            let db = ctx.conn.selected;
+            ctx.effects.also(db, crate::effects::deletion(key, unlink));
+        }
+    } else if o.get {
+        let kept = argv
+            .iter()
+            .enumerate()
+            .filter(|(i, a)| *i < 3 || !a.eq_ignore_ascii_case(b"GET"));
+        ctx.effects.rewrite(kept.map(|(_, a)| a.to_vec()).collect());
+    }
+}
+
+/// Whether SET's expiry time has already passed.
+fn ms_past(o: &SetOpts) -> bool {
+    matches!(o.ttl, Ttl::At(ms) if ms <= now_ms() as i64)
+}
+
 /// SET and its variants. Replies OK (or the old value with GET), or null when NX/XX fails.
-fn set_generic(ctx: &mut Ctx<'_>, key: &[u8], value: Bytes, o: &SetOpts) -> CmdResult {
+/// `argv`: the command as called, for what it propagates.
+fn set_generic(
+    ctx: &mut Ctx<'_>,
+    argv: &[Bytes],
+    key: &[u8],
+    value: Bytes,
+    o: &SetOpts,
+) -> CmdResult {
     let db = ctx.conn.db;
     let store = &ctx.shared.store;
     // A plain SET (no NX, XX, GET or KEEPTTL) is a blind write: reading the old record would
@@ -178,6 +214,8 @@ fn set_generic(ctx: &mut Ctx<'_>, key: &[u8], value: Bytes, o: &SetOpts) -> CmdR
         }
         return Ok(());
     }
+    propagate_set(ctx, argv, key, &value, o);
+    let store = &ctx.shared.store;
     let expire_ms = match o.ttl {
         Ttl::Clear => 0,
         Ttl::Keep => old.as_ref().map_or(0, |m| m.expire_ms),
@@ -213,7 +251,7 @@ fn set(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let value = args.next_bytes()?;
     let o = parse_set_opts(args)?;
-    set_generic(ctx, &key, value, &o)
+    set_generic(ctx, args.argv(), &key, value, &o)
 }
 
 fn setnx(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
@@ -242,7 +280,7 @@ fn setex_generic(ctx: &mut Ctx<'_>, args: &mut Args, seconds: bool, cmd: &str) -
         get: false,
         ttl: Ttl::At(at),
     };
-    set_generic(ctx, &key, value, &o)
+    set_generic(ctx, args.argv(), &key, value, &o)
 }
 
 fn setex(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
@@ -262,7 +300,11 @@ fn getset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         get: true,
         ttl: Ttl::Clear,
     };
-    set_generic(ctx, &key, value, &o)
+    set_generic(ctx, &[], &key, value.clone(), &o)?;
+    // Propagated as the SET it is (Redis 7.0's getsetCommand).
+    ctx.effects
+        .rewrite(crate::effects::argv([&b"SET"[..], &key, &value]));
+    Ok(())
 }
 
 fn getdel(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
@@ -272,6 +314,8 @@ fn getdel(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     if m.is_some() {
         ctx.shared.store.delete(db, &key)?;
         notify(ctx, Class::Generic, "del", db, &key);
+        let unlink = ctx.lazyfree("lazyfree-lazy-user-del");
+        ctx.effects.rewrite(crate::effects::deletion(&key, unlink));
     }
     ctx.reply.opt_bulk(m.as_ref().map(|m| &m.value[..]));
     Ok(())
@@ -448,6 +492,13 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         Ok(Some(out.clone().into_bytes()))
     })?;
     notify(ctx, Class::String, "incrbyfloat", ctx.conn.db, &key);
+    // The result, not the increment: replicas must not redo the float arithmetic.
+    ctx.effects.rewrite(crate::effects::argv([
+        &b"SET"[..],
+        &key,
+        out.as_bytes(),
+        b"KEEPTTL",
+    ]));
     ctx.reply.bulk(out.as_bytes());
     Ok(())
 }
@@ -552,16 +603,23 @@ fn getex(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         // EXAT/PXAT in the past: the key is deleted, after its value is read.
         Some(at) if at <= now_ms() => {
             store.delete(db, &key)?;
+            let unlink = ctx.lazyfree("lazyfree-lazy-expire");
+            ctx.effects.rewrite(crate::effects::deletion(&key, unlink));
             Some((Class::Generic, "del"))
         }
         Some(at) => {
             m.expire_ms = at;
             store.put(db, &key, &m)?;
+            let ms = crate::effects::ms_arg(at as i64);
+            ctx.effects
+                .rewrite(crate::effects::argv([&b"PEXPIREAT"[..], &key, &ms]));
             Some((Class::Generic, "expire"))
         }
         None if persist && m.expire_ms != 0 => {
             m.expire_ms = 0;
             store.put(db, &key, &m)?;
+            ctx.effects
+                .rewrite(crate::effects::argv([&b"PERSIST"[..], &key]));
             Some((Class::Generic, "persist"))
         }
         None => None,

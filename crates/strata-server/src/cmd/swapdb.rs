@@ -18,6 +18,9 @@ fn index(args: &mut Args, which: &str) -> Result<i64, CmdError> {
 }
 
 fn swapdb(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    if ctx.shared.cluster.is_some() {
+        return Err(CmdError::reply("ERR SWAPDB is not allowed in cluster mode"));
+    }
     let a = index(args, "first")?;
     let b = index(args, "second")?;
     args.finish()?;
@@ -35,6 +38,8 @@ fn swapdb(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         // the one it selected).
         ctx.conn.db = shared.store.dbs.physical(ctx.conn.selected);
     }
+    // Propagated as called, even for a database swapped with itself (Redis 7.0).
+    ctx.effects.dirty();
     ctx.reply.ok();
     Ok(())
 }

@@ -20,6 +20,22 @@ use crate::store::RType;
 use bytes::Bytes;
 use std::time::Duration;
 
+/// The non-blocking pop a served sorted-set pop propagates as (Redis 7.0): `ZPOPMIN k` /
+/// `ZPOPMAX k`, or with the number popped (`counted`: ZMPOP, BZMPOP).
+pub(super) fn zpop_effect(
+    key: &[u8],
+    max: bool,
+    popped: usize,
+    counted: bool,
+) -> crate::effects::Argv {
+    let name: &[u8] = if max { b"ZPOPMAX" } else { b"ZPOPMIN" };
+    let mut argv = crate::effects::argv([name, key]);
+    if counted {
+        argv.push(popped.to_string().into_bytes());
+    }
+    argv
+}
+
 /// The serve function of a client blocked in BZPOPMIN, BZPOPMAX (`!nested`) or BZMPOP.
 fn pop_serve(max: bool, count: u64, nested: bool, proto: Proto) -> ServeFn {
     Box::new(
@@ -35,6 +51,8 @@ fn pop_serve(max: bool, count: u64, nested: bool, proto: Proto) -> ServeFn {
             if popped.is_empty() {
                 return Ok(Attempt::Empty);
             }
+            let effect = zpop_effect(key, max, popped.len(), nested);
+            crate::effects::push_pending([(store.dbs.logical(db), effect)]);
             let mut r = ReplyBuf::with_capacity(proto, 64);
             reply_popped(&mut r, key, &popped, nested);
             Ok(Attempt::Served(Served {
@@ -57,6 +75,8 @@ fn bzpop_generic(
 ) -> CmdResult {
     let (store, db) = (&ctx.shared.store, ctx.conn.db);
     if let Some((k, popped)) = pop_first(store, db, keys, max, count)? {
+        ctx.effects
+            .rewrite(zpop_effect(&k, max, popped.len(), nested));
         reply_popped(ctx.reply, &k, &popped, nested);
         return Ok(());
     }

@@ -872,7 +872,11 @@ fn zmpop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let db = ctx.conn.db;
     let store = &ctx.shared.store;
     match pop_first(store, db, keys, max, count)? {
-        Some((k, popped)) => reply_popped(ctx.reply, &k, &popped, true),
+        Some((k, popped)) => {
+            let effect = super::zblocking::zpop_effect(&k, max, popped.len(), true);
+            ctx.effects.rewrite(effect);
+            reply_popped(ctx.reply, &k, &popped, true)
+        }
         None => ctx.reply.null_array(),
     }
     Ok(())

@@ -10,7 +10,9 @@
 //! - `stream.rs`: streams with their consumer groups, read in Redis 5's, 7.0's and 7.2's
 //!   forms and written in Redis 5's;
 //! - `write.rs`: a [`Value`] in RDB 9 encodings, which every Redis from 5.0 to 7.4 loads;
-//! - `file.rs`: whole RDB files (header, opcodes, trailer), streamed one item at a time.
+//! - `file.rs`: whole RDB files (header, opcodes, trailer), streamed one item at a time;
+//! - `dataset.rs`: a whole RDB file of an engine snapshot (full sync, `strata export-rdb`),
+//!   written one key at a time; `export.rs`: that file from a stopped server's database.
 //!
 //! [`dump_payload`] and [`parse_payload`] frame a value as DUMP does: type byte, value, the
 //! RDB version (2 bytes, LE) and the CRC-64 of everything before it (8 bytes, LE).
@@ -18,7 +20,8 @@
 //! Layer: store and types (above configuration; no services, commands or execution).
 
 pub mod crc64;
-pub mod dataset;
+pub(crate) mod dataset;
+pub mod export;
 pub mod file;
 pub mod lzf;
 pub mod packed;
@@ -26,6 +29,8 @@ pub mod read;
 pub mod stream;
 pub mod write;
 
+#[cfg(test)]
+mod dataset_tests;
 #[cfg(test)]
 mod file_fixtures;
 #[cfg(test)]
@@ -37,6 +42,7 @@ mod stream_tests;
 #[cfg(test)]
 mod tests;
 
+pub use dataset::{DatasetError, DatasetStats, DbCount};
 pub use read::Reader;
 
 /// A hash's field and value.

@@ -195,6 +195,7 @@ impl ReplLog {
         (g.first, g.end())
     }
 
+    /// A new `repl-backlog-size`: older segments go at the next prune.
     pub fn set_limit(&self, limit_bytes: u64) {
         self.inner.lock().limit_bytes = limit_bytes;
     }
@@ -211,20 +212,6 @@ impl ReplLog {
                 eprintln!("strata-server: replication log: {e}");
             }
         }
-        self.appended.notify_waiters();
-        end
-    }
-
-    /// Runs `f` under the log's lock with the current end offset; bytes `f` returns are
-    /// appended in the same step (the sequencer's append: the stream's SELECT state and the
-    /// offset move together).
-    pub fn append_with(&self, f: impl FnOnce(u64) -> Vec<u8>) -> u64 {
-        let end = {
-            let mut g = self.inner.lock();
-            let bytes = f(g.end());
-            g.tail.extend_from_slice(&bytes);
-            g.end()
-        };
         self.appended.notify_waiters();
         end
     }

@@ -1,6 +1,6 @@
 //! Strata as a replication master (Redis's `replication.c`, the master side): the
 //! replication log on SSD, the sequencer that orders effects into it, and the feeders that
-//! serve replicas (`docs/design.md` §13.24).
+//! serve replicas (`docs/design.md` §13.29).
 //!
 //! - `log.rs`: the backlog, RESP bytes of the stream addressed by offset, in segment files;
 //! - `sequencer.rs`: the order of appends and the full sync's cut;
@@ -20,7 +20,6 @@ pub mod sequencer;
 pub mod serve;
 
 use crate::server::Shared;
-use bytes::Bytes;
 use log::ReplLog;
 use parking_lot::{Mutex, RwLock};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,7 +27,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// One command's arguments.
-pub type Argv = Vec<Bytes>;
+pub type Argv = crate::effects::Argv;
 
 /// The log's directory under `dir`.
 pub const LOG_DIR: &str = "repl-log";
@@ -36,17 +35,6 @@ pub const LOG_DIR: &str = "repl-log";
 const SEGMENT_BYTES: u64 = 64 << 20;
 /// How often the in-memory tail is written to the segment files.
 const FLUSH_EVERY: Duration = Duration::from_millis(10);
-
-/// Which argvs a command that ran without an error reply propagates, in the database the
-/// client has selected. The plain rule: a command flagged `write` propagates itself; the
-/// effect rewrites (EXPIRE as PEXPIREAT, SPOP as SREM, ...) replace this one function.
-pub fn propagated(spec: &crate::cmd::Spec, argv: &[Bytes]) -> Vec<Argv> {
-    if spec.has(crate::cmd::flag::WRITE) {
-        vec![argv.to_vec()]
-    } else {
-        Vec::new()
-    }
-}
 
 /// Appends `argv` in Redis's multibulk form.
 pub fn encode(out: &mut Vec<u8>, argv: &[impl AsRef<[u8]>]) {
@@ -130,10 +118,7 @@ impl Master {
     /// stream orders them as the store did. Nothing happens while no replica ever connected.
     pub fn propagate(&self, db: u8, cmds: &[Vec<Vec<u8>>]) {
         let Some(_g) = self.seq.enter() else { return };
-        let unit: Vec<(u8, Argv)> = cmds
-            .iter()
-            .map(|c| (db, c.iter().map(|a| Bytes::copy_from_slice(a)).collect()))
-            .collect();
+        let unit: Vec<(u8, Argv)> = cmds.iter().map(|c| (db, c.clone())).collect();
         self.append_unit(&unit, unit.len() > 1);
     }
 
@@ -162,6 +147,21 @@ impl Master {
         *self.stream_db.lock() = None;
         *self.log.write() = Some(log.clone());
         self.seq.activate();
+        // From now on commands compute their effects (`effects.rs`): the units collected
+        // under the sequencer take them; what is propagated apart from a unit (a read's lazy
+        // expiry, pops served to blocked clients, the active expiry cycle) is appended here.
+        let me = shared.me.clone();
+        shared.propagation.set_sink(Box::new(move |db, argv| {
+            if let Some(s) = me.upgrade() {
+                s.master.propagate(db, &[argv]);
+            }
+        }));
+        let me = shared.me.clone();
+        crate::effects::set_outside_sink(Box::new(move |db, argv| {
+            if let Some(s) = me.upgrade() {
+                s.master.propagate(db, &[argv]);
+            }
+        }));
         // A command that saw the sequencer inactive holds its stripes until its write is
         // done: once every stripe was free, every write from now on is appended.
         drop(shared.store.lock_every_stripe_for_command());

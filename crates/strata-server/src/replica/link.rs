@@ -6,7 +6,8 @@
 //! (and ip-address), REPLCONF capa eof capa psync2; PSYNC with the replication id and
 //! offset the data follows (after a link drop in this process: a partial resync) or `? -1`;
 //! on `+FULLRESYNC` the payload (`$<len>` or `$EOF:<mark>`) is spooled to a file in `dir`
-//! (so that the master's timeout never waits on the load), checked, and loaded; then the
+//! (so that the master's timeout never waits on the load), checked, loaded beside the served
+//! dataset and switched in with one write (design §13.25); then the
 //! command stream is applied through the dispatcher as the master's client, with
 //! `REPLCONF ACK <offset>` every second and on GETACK.
 //!
@@ -19,7 +20,9 @@ use super::handshake::{parse_payload_header, parse_psync_reply, EofMark, Payload
 use super::stream::StreamReader;
 use super::{LinkState, SyncProgress};
 use crate::cmd::{dispatch, ConnState, Ctx};
+use crate::position::{Kind, Position};
 use crate::protocol::reply::{Proto, ReplyBuf};
+use crate::scripting::functions::RestorePolicy;
 use crate::server::Shared;
 use bytes::{Bytes, BytesMut};
 use std::fs::File;
@@ -46,7 +49,7 @@ enum End {
     /// Retry after a pause (the data is as it was before the session, or as the stream
     /// left it at a command boundary).
     Failed(String),
-    /// Stop replicating (a command that does not apply; a load that failed half-way).
+    /// Stop replicating (a command that does not apply, a malformed stream).
     Stopped(String),
 }
 
@@ -61,8 +64,9 @@ pub fn run(shared: Arc<Shared>, epoch: u64) {
     let r = &shared.replication;
     let mut backoff = BACKOFF_MIN;
     // The master's selected database outlives a session, as Redis's cached master keeps
-    // it: a partial resync continues the stream without a new SELECT.
-    let mut db = 0;
+    // it: a partial resync continues the stream without a new SELECT. Restored at start
+    // from the persisted position.
+    let mut db = r.state.lock().db;
     loop {
         if !r.is_current(epoch) {
             break;
@@ -278,18 +282,14 @@ fn session_inner(shared: &Arc<Shared>, conn: &mut ConnState, epoch: u64) -> Resu
     let reply = parse_psync_reply(&line).map_err(|e| End::Failed(e.to_string()))?;
     let offset = match reply {
         PsyncReply::Full { replid, offset } => {
-            full_sync(shared, conn, epoch, &mut link, timeout)?;
-            let done = r.if_current(epoch, |st| {
-                st.replid = replid;
-                st.replid2 = "0".repeat(super::handshake::ID_LEN);
-                st.second_offset = -1;
-                st.offset = offset;
-                st.read_offset = offset;
-                st.resumable = true;
-            });
-            if done.is_none() {
-                return Ok(End::Superseded);
-            }
+            // The stream after a full sync starts with its own SELECT.
+            let pos = Position {
+                kind: Kind::Following,
+                replid,
+                offset,
+                db: 0,
+            };
+            full_sync(shared, conn, epoch, &mut link, timeout, pos)?;
             offset
         }
         PsyncReply::Continue { replid } => {
@@ -319,12 +319,18 @@ fn session_inner(shared: &Arc<Shared>, conn: &mut ConnState, epoch: u64) -> Resu
         st.down_since = None;
         st.last_error = None;
         r.link_up.store(true, std::sync::atomic::Ordering::Release);
+        st.replid.clone()
     });
-    if up.is_none() {
+    let Some(replid) = up else {
         return Ok(End::Superseded);
-    }
+    };
     eprintln!("strata-server: replication: connected to {host}:{port} at offset {offset}");
-    apply_stream(shared, conn, epoch, &mut link, offset, timeout)
+    let at = Stream {
+        replid,
+        offset,
+        timeout,
+    };
+    apply_stream(shared, conn, epoch, &mut link, at)
 }
 
 /// Receives the RDB into a spool file, checks it and loads it.
@@ -334,6 +340,7 @@ fn full_sync(
     epoch: u64,
     link: &mut Link,
     timeout: Duration,
+    pos: Position,
 ) -> Result<(), End> {
     let r = &shared.replication;
     let header = link.line(timeout, true)?;
@@ -377,18 +384,72 @@ fn full_sync(
         "strata-server: replication: loading {} keys and {} libraries from the master",
         counts.keys, counts.functions
     );
-    r.loading.store(true, std::sync::atomic::Ordering::Release);
+    // A new generation of the keyspace, in physical databases nothing reads; clients read
+    // the old dataset until the switch.
+    let claim = r
+        .claim_spare(&shared.store.dbs, databases)
+        .map_err(End::Failed)?;
     let mut reply = ReplyBuf::with_capacity(Proto::Resp2, 64);
     let mut ctx = Ctx::new(shared, conn, &mut reply);
-    let loaded = super::load::load(&mut ctx, &spool.0, &mut tick);
+    r.loading.store(true, std::sync::atomic::Ordering::Release);
+    let loaded = super::load::load(&mut ctx, &spool.0, &claim.dbs, &mut tick);
     r.loading.store(false, std::sync::atomic::Ordering::Release);
-    match loaded {
-        Ok(_) => Ok(()),
+    let switched = loaded.and_then(|(_, functions)| {
+        let _applying = r.applying.lock();
+        if !r.is_current(epoch) {
+            return Err(super::load::STOPPED.to_string());
+        }
+        switch(shared, &claim.dbs, &functions, &pos)?;
+        r.if_current(epoch, |st| {
+            st.replid2 = "0".repeat(super::handshake::ID_LEN);
+            st.second_offset = -1;
+            st.offset = pos.offset;
+            st.read_offset = pos.offset;
+            st.resumable = true;
+            st.db = 0;
+            st.replid = pos.replid.clone();
+        });
+        Ok(())
+    });
+    drop(claim);
+    // The replaced dataset, or what a failed load wrote.
+    super::garbage::clean_unmapped(shared);
+    match switched {
+        Ok(()) => {
+            conn.selected = 0;
+            conn.db = shared.store.dbs.physical(0);
+            Ok(())
+        }
         Err(_) if !r.is_current(epoch) => Err(End::Superseded),
-        Err(e) => Err(End::Stopped(format!(
-            "loading the master's RDB failed half-way (the dataset is partial): {e}"
+        Err(e) => Err(End::Failed(format!(
+            "loading the master's RDB failed (the old dataset stays): {e}"
         ))),
     }
+}
+
+/// Switches every logical database to the loaded generation in one synced write that also
+/// holds the function libraries and the stream position (`dbmap::install_generation`).
+fn switch(shared: &Shared, targets: &[u8], functions: &[u8], pos: &Position) -> Result<(), String> {
+    let store = &shared.store;
+    let persist = |map: &[u8]| {
+        let save = |libraries: &[u8]| {
+            let mut b = strata::WriteBatch::new();
+            b.put(&crate::dbmap::record_key(), map);
+            b.put(&crate::cmd::functions::record_key(), libraries);
+            crate::position::put_all(store.db(), &mut b, pos);
+            store
+                .write_server_records(b)
+                .map_err(|e| format!("storing the new dataset's map failed: {e}"))
+        };
+        shared
+            .functions
+            .restore(functions, RestorePolicy::Flush, &save)
+    };
+    crate::dbmap::install_generation(store, targets, persist, |old, new| {
+        shared.blocked.swap_dbs(store, old, new)
+    })?;
+    eprintln!("strata-server: replication: the master's dataset is in place");
+    Ok(())
 }
 
 /// The spool file, removed when dropped.
@@ -493,11 +554,10 @@ fn apply_stream(
     conn: &mut ConnState,
     epoch: u64,
     link: &mut Link,
-    offset: u64,
-    timeout: Duration,
+    at: Stream,
 ) -> Result<End, End> {
     let mut multi_start = None;
-    let end = stream_loop(shared, conn, epoch, link, offset, timeout, &mut multi_start);
+    let end = stream_loop(shared, conn, epoch, link, at, &mut multi_start);
     if let Some(at) = multi_start {
         conn.multi = None;
         shared.replication.if_current(epoch, |st| st.offset = at);
@@ -505,15 +565,26 @@ fn apply_stream(
     end
 }
 
+/// Where a session's stream starts.
+struct Stream {
+    replid: String,
+    offset: u64,
+    timeout: Duration,
+}
+
 fn stream_loop(
     shared: &Arc<Shared>,
     conn: &mut ConnState,
     epoch: u64,
     link: &mut Link,
-    mut offset: u64,
-    timeout: Duration,
+    at: Stream,
     multi_start: &mut Option<u64>,
 ) -> Result<End, End> {
+    let Stream {
+        replid,
+        mut offset,
+        timeout,
+    } = at;
     let r = &shared.replication;
     let mut stream = StreamReader::default();
     let mut buf = BytesMut::with_capacity(1 << 16);
@@ -580,10 +651,20 @@ fn stream_loop(
                     if name == b"multi" && multi_start.is_none() {
                         *multi_start = Some(offset);
                     }
-                    apply(shared, conn, argv)?;
+                    let _applying = r.applying.lock();
+                    if !r.is_current(epoch) {
+                        return Ok(End::Superseded);
+                    }
+                    apply_at(shared, conn, argv, &replid, offset, offset + n)?;
+                    offset += n;
+                    r.if_current(epoch, |st| {
+                        st.offset = offset;
+                        st.db = conn.selected;
+                    });
                     if name == b"exec" || name == b"discard" {
                         *multi_start = None;
                     }
+                    continue;
                 }
             }
             offset += n;
@@ -626,6 +707,42 @@ fn control(argv: &[Bytes]) -> Control {
     Control::Apply
 }
 
+/// Runs one request of the stream (bytes `from..to` of stream `replid`) with the position
+/// after it in the same batch as its writes (`position.rs`). FLUSHALL and FLUSHDB write in
+/// several batches: those carry the position before the request and the position after it
+/// is written once they are done, so a crash in between runs the flush again (harmless: it
+/// ends in the same empty databases).
+fn apply_at(
+    shared: &Shared,
+    conn: &mut ConnState,
+    argv: Vec<Bytes>,
+    replid: &str,
+    from: u64,
+    to: u64,
+) -> Result<(), End> {
+    let several = [&b"flushall"[..], b"flushdb"]
+        .iter()
+        .any(|c| argv[0].eq_ignore_ascii_case(c));
+    let pos = |offset| Position {
+        kind: Kind::Following,
+        replid: replid.to_string(),
+        offset,
+        db: conn.selected,
+    };
+    let during = pos(if several { from } else { to });
+    let after = pos(to);
+    crate::position::with(during, || apply(shared, conn, argv))?;
+    if several {
+        let mut b = strata::WriteBatch::new();
+        crate::position::put_all(shared.store.db(), &mut b, &after);
+        shared
+            .store
+            .write_server_records(b)
+            .map_err(|e| End::Stopped(format!("storing the replication position: {e}")))?;
+    }
+    Ok(())
+}
+
 /// Runs one request of the stream as the master's client; an error reply stops
 /// replication.
 fn apply(shared: &Shared, conn: &mut ConnState, argv: Vec<Bytes>) -> Result<(), End> {
@@ -639,7 +756,7 @@ fn apply(shared: &Shared, conn: &mut ConnState, argv: Vec<Bytes>) -> Result<(), 
     let mut ctx = Ctx::new(shared, conn, &mut reply);
     dispatch(&mut ctx, argv);
     let out = reply.take();
-    if out.first() == Some(&b'-') || exec_error(&out) {
+    if out.first() == Some(&b'-') || super::reply::exec_error(&out) {
         let text = String::from_utf8_lossy(&out[..out.len().min(256)]);
         return Err(End::Stopped(format!(
             "the master's command '{shown}' failed here: {}",
@@ -647,56 +764,6 @@ fn apply(shared: &Shared, conn: &mut ConnState, argv: Vec<Bytes>) -> Result<(), 
         )));
     }
     Ok(())
-}
-
-/// Whether a reply is an array (EXEC's) with an error among its elements.
-fn exec_error(out: &[u8]) -> bool {
-    let Some((n, mut pos)) = header(out, 0, b'*') else {
-        return false;
-    };
-    for _ in 0..n {
-        match out.get(pos) {
-            Some(b'-') => return true,
-            Some(_) => match skip(out, pos) {
-                Some(next) => pos = next,
-                None => return false,
-            },
-            None => return false,
-        }
-    }
-    false
-}
-
-/// `<kind><integer>\r\n` at `pos`: the integer and the position after the line.
-fn header(out: &[u8], pos: usize, kind: u8) -> Option<(i64, usize)> {
-    if out.get(pos) != Some(&kind) {
-        return None;
-    }
-    let end = pos + out.get(pos..)?.windows(2).position(|w| w == b"\r\n")?;
-    let n = std::str::from_utf8(&out[pos + 1..end]).ok()?.parse().ok()?;
-    Some((n, end + 2))
-}
-
-/// The position after the RESP2 reply at `pos`.
-fn skip(out: &[u8], pos: usize) -> Option<usize> {
-    let line_end = |p: usize| -> Option<usize> {
-        Some(p + out.get(p..)?.windows(2).position(|w| w == b"\r\n")? + 2)
-    };
-    match out.get(pos)? {
-        b'+' | b'-' | b':' => line_end(pos),
-        b'$' => {
-            let (n, p) = header(out, pos, b'$')?;
-            Some(if n < 0 { p } else { p + n as usize + 2 })
-        }
-        b'*' => {
-            let (n, mut p) = header(out, pos, b'*')?;
-            for _ in 0..n.max(0) {
-                p = skip(out, p)?;
-            }
-            Some(p)
-        }
-        _ => None,
-    }
 }
 
 #[cfg(test)]
@@ -715,14 +782,5 @@ mod tests {
         assert_eq!(control(&argv(&["REPLCONF", "other"])), Control::Skip);
         assert_eq!(control(&argv(&["SET", "k", "v"])), Control::Apply);
         assert_eq!(control(&argv(&["SELECT", "1"])), Control::Apply);
-    }
-
-    #[test]
-    fn errors_inside_exec_are_found() {
-        assert!(exec_error(b"*2\r\n+OK\r\n-WRONGTYPE no\r\n"));
-        assert!(!exec_error(b"*2\r\n+OK\r\n$3\r\n-AB\r\n"));
-        assert!(exec_error(b"*3\r\n*1\r\n$2\r\n-X\r\n:1\r\n-ERR x\r\n"));
-        assert!(!exec_error(b"*-1\r\n"));
-        assert!(!exec_error(b"+OK\r\n"));
     }
 }

@@ -1,13 +1,9 @@
 //! A full sync's RDB, from the spooled file into the store, in two passes over the file:
-//! [`check`] reads it whole and writes nothing (so a corrupt or unsupported file leaves the
-//! old dataset as it was), then [`load`] empties every database and the function libraries
-//! and writes the file's keys in batches.
-//!
-//! **Not atomic.** Between the flush and the last batch the store holds part of the new
-//! dataset; clients get `-LOADING` meanwhile (the dispatcher asks [`super::Replication`]),
-//! and a store failure in that window leaves a partial dataset and stops replication. The
-//! intended form loads into a new generation of the keyspace and swaps it in at once; it
-//! waits for the logical-to-physical database map (`docs/design.md` §13.19).
+//! [`check`] reads it whole and writes nothing (so a corrupt or unsupported file costs
+//! nothing), then [`load`] writes the file's keys in batches into a new generation of the
+//! keyspace: physical databases that no logical database maps to (`dbmap.rs`). Clients read
+//! the old dataset meanwhile; the link then switches every logical database to the new
+//! generation in one write (`link.rs`, design §13.25).
 
 use crate::cmd::dump::{put_value, Limits};
 use crate::cmd::Ctx;
@@ -68,24 +64,27 @@ pub fn check(
     Ok(n)
 }
 
-/// Replaces the dataset with the file's (checked by [`check`] first). `ctx` is the master
-/// link's client; `tick` is called before each batch (the link's keepalive) and says
-/// whether the link is still wanted (a REPLICAOF meanwhile stops the load, leaving what is
-/// written).
+/// Loads the file (checked by [`check`] first) into `targets`, physical databases that no
+/// logical database maps to (`dbmap::spare`), one per logical database: clients keep
+/// reading the old dataset meanwhile. `ctx` is the master link's client; `tick` is called
+/// before each batch (the link's keepalive) and says whether the link is still wanted. The
+/// file's function libraries are compiled into a registry of their own and returned as its
+/// payload. Stopped or failed, the targets hold garbage that nothing reads (`garbage.rs`
+/// cleans it); the old dataset is as it was.
 pub fn load(
     ctx: &mut Ctx<'_>,
     path: &Path,
+    targets: &[u8],
     tick: &mut dyn FnMut() -> bool,
-) -> Result<Counts, String> {
+) -> Result<(Counts, Vec<u8>), String> {
     let shared = ctx.shared;
     let store = &shared.store;
-    let databases = shared.config.read().databases;
     let fail = |e: strata_engine::Error| format!("writing the loaded data: {e}");
-    for db in 0..databases {
-        store.flush_db(db as u8).map_err(fail)?;
+    // Left over by a load that stopped (the cleaner skips databases being loaded).
+    for &t in targets {
+        store.flush_db(t).map_err(fail)?;
     }
-    let save = crate::cmd::functions::save(shared);
-    shared.functions.flush(&save)?;
+    let functions = crate::scripting::functions::Functions::open(None)?;
     let limits = Limits::of(ctx);
     let mut r = open(path)?;
     let mut n = Counts::default();
@@ -93,9 +92,11 @@ pub fn load(
     while let Some(item) = r.next_item().map_err(|e| e.to_string())? {
         match item {
             Item::Key(e) => {
-                let db = u8::try_from(e.db).map_err(|_| format!("database {}", e.db))?;
-                // The file names logical databases; records carry physical ones (SWAPDB).
-                let db = store.dbs.physical(db);
+                // The file names logical databases ([`check`] bounded them).
+                let db = usize::try_from(e.db)
+                    .ok()
+                    .and_then(|l| targets.get(l).copied())
+                    .ok_or_else(|| format!("database {}", e.db))?;
                 bytes += e.key.len() + value_bytes(&e.value);
                 put_value(
                     store,
@@ -117,7 +118,7 @@ pub fn load(
                 }
             }
             Item::Function(code) => {
-                shared.functions.load(code.into(), true, &save)?;
+                functions.load(code.into(), true, &|_| Ok(()))?;
                 n.functions += 1;
             }
             _ => {}
@@ -126,7 +127,7 @@ pub fn load(
     if in_batch > 0 {
         store.apply(w).map_err(fail)?;
     }
-    Ok(n)
+    Ok((n, functions.payload()))
 }
 
 /// A value's size, roughly (for batching).

@@ -4,8 +4,13 @@
 //!
 //! - `handshake.rs`: the master's PSYNC answer and payload header, parsed without I/O;
 //! - `stream.rs`: the command stream's requests and the stream bytes each covers;
-//! - `load.rs`: an RDB file checked whole, then loaded into the store;
-//! - `link.rs`: the thread that talks to the master.
+//! - `load.rs`: an RDB file checked whole, then loaded into a new generation of the
+//!   keyspace (switched in by `link.rs`);
+//! - `link.rs`: the thread that talks to the master (`reply.rs`: its replies read back);
+//! - `garbage.rs`: the old generations of the keyspace, deleted in the background.
+//!
+//! The stream position is persisted with the effects it covers (`position.rs`, a store
+//! layer module); [`Replication::restore`] reads it back at start.
 //!
 //! **Protocol between threads.** [`Replication`] is shared by every connection and the link
 //! thread. REPLICAOF and REPLICAOF NO ONE bump `epoch` under the state lock; a link thread
@@ -15,9 +20,11 @@
 //! each batch). The dispatcher reads three atomics on every command (`replica`, `loading`,
 //! `link_up`) and the state lock never.
 
+mod garbage;
 pub mod handshake;
 mod link;
 mod load;
+mod reply;
 pub mod stream;
 
 use crate::server::Shared;
@@ -42,9 +49,9 @@ pub const DIRECTIVES: &[&str] = &[
 
 /// Redis's answers to what a replica refuses.
 pub const ERR_READONLY: &str = "READONLY You can't write against a read only replica.";
+pub const ERR_LOADING: &str = "LOADING Redis is loading the dataset in memory";
 pub const ERR_MASTERDOWN: &str =
     "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
-pub const ERR_LOADING: &str = "LOADING Redis is loading the dataset in memory";
 
 /// Where the link is (Redis's `repl_state`, as ROLE names it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,6 +113,13 @@ pub struct State {
     /// The data follows `replid` up to `offset` (a full sync completed, and replication has
     /// not stopped on an error since): the next PSYNC asks to resume.
     pub resumable: bool,
+    /// The logical database the master's stream has selected (kept across sessions and
+    /// restarts: a partial resync sends no SELECT).
+    pub db: u8,
+    /// While not following: the store's write count when the data stopped following a
+    /// stream (REPLICAOF NO ONE, a start as a master); a later REPLICAOF resumes the stream
+    /// only if nothing was written since (`Store::writes`).
+    pub writes_mark: Option<u64>,
 }
 
 /// Replication state shared by every connection (`Shared::replication`).
@@ -117,6 +131,24 @@ pub struct Replication {
     link_up: AtomicBool,
     /// Link threads started and not yet seen finished (joined at shutdown).
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// Held by the link thread while it applies one request (or switches a loaded dataset
+    /// in) and records the offset, and by REPLICAOF NO ONE: the offset a promotion persists
+    /// is exactly the data's.
+    applying: Mutex<()>,
+    /// Physical databases a load writes or the cleaner deletes (`garbage.rs`).
+    busy: Mutex<Vec<u8>>,
+}
+
+/// A physical database claimed (busy) until dropped.
+pub struct Claim<'a> {
+    r: &'a Replication,
+    dbs: Vec<u8>,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.r.busy.lock().retain(|p| !self.dbs.contains(p));
+    }
 }
 
 /// How long shutdown waits for link threads to notice it.
@@ -149,12 +181,16 @@ impl Default for Replication {
                 last_error: None,
                 stopped: false,
                 resumable: false,
+                db: 0,
+                writes_mark: None,
             }),
             epoch: AtomicU64::new(0),
             replica: AtomicBool::new(false),
             loading: AtomicBool::new(false),
             link_up: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
+            applying: Mutex::new(()),
+            busy: Mutex::new(Vec::new()),
         }
     }
 }
@@ -164,8 +200,9 @@ pub struct Check {
     pub writes: bool,
     /// The command is flagged `stale` (served while the link is down).
     pub stale_ok: bool,
-    /// The command is flagged `loading` (served while an RDB loads).
-    pub loading_ok: bool,
+    /// The command is flagged `no_async_loading` (refused while an RDB loads beside the
+    /// served dataset, as Redis refuses it during its swapdb load).
+    pub async_loading_denied: bool,
     /// The client is the master's link (Redis's `CLIENT_MASTER`).
     pub from_master: bool,
 }
@@ -175,6 +212,72 @@ impl Replication {
         self.replica.load(Ordering::Acquire)
     }
 
+    /// Claims physical database `p` (`None`: busy already).
+    pub fn claim(&self, p: u8) -> Option<Claim<'_>> {
+        let mut busy = self.busy.lock();
+        if busy.contains(&p) {
+            return None;
+        }
+        busy.push(p);
+        Some(Claim {
+            r: self,
+            dbs: vec![p],
+        })
+    }
+
+    /// Claims spare physical databases for a new generation of `databases` logical ones
+    /// (`dbmap::spare`).
+    pub fn claim_spare(
+        &self,
+        map: &crate::dbmap::DbMap,
+        databases: usize,
+    ) -> Result<Claim<'_>, String> {
+        let mut busy = self.busy.lock();
+        let dbs = crate::dbmap::spare(map, databases, &busy)?;
+        busy.extend_from_slice(&dbs);
+        Ok(Claim { r: self, dbs })
+    }
+
+    /// At start: the position persisted with the data (`position.rs`) becomes the
+    /// replication state, so that INFO shows it and REPLICAOF (or `replicaof` in the
+    /// configuration) resumes the stream with a partial resync; the old generations of the
+    /// keyspace are deleted in the background.
+    pub fn restore(&self, shared: &Arc<Shared>) -> Result<(), String> {
+        garbage::clean_unmapped(shared);
+        let Some(p) = crate::position::resume(shared.store.db())? else {
+            return Ok(());
+        };
+        let mut st = self.state.lock();
+        st.offset = p.offset;
+        st.read_offset = p.offset;
+        st.db = p.db;
+        match p.kind {
+            crate::position::Kind::Following => {
+                st.replid = p.replid;
+                st.resumable = true;
+                st.writes_mark = Some(shared.store.writes());
+            }
+            crate::position::Kind::Promoted => {
+                // Whether the promoted data took writes before this start is unknown: a
+                // REPLICAOF full-syncs.
+                st.replid2 = p.replid;
+                st.second_offset = p.offset as i64 + 1;
+            }
+        }
+        eprintln!(
+            "strata-server: replication: the data follows {} up to offset {}",
+            if p.kind == crate::position::Kind::Following {
+                &st.replid
+            } else {
+                &st.replid2
+            },
+            st.offset
+        );
+        Ok(())
+    }
+
+    /// A full sync's RDB is being loaded while the old dataset serves (INFO persistence's
+    /// `async_loading`, as Redis 7 names its `repl-diskless-load swapdb` load).
     pub fn is_loading(&self) -> bool {
         self.loading.load(Ordering::Acquire)
     }
@@ -197,7 +300,10 @@ impl Replication {
                 return Some(ERR_MASTERDOWN);
             }
         }
-        if self.is_loading() && !c.loading_ok {
+        // Only what Redis refuses during its swapdb load gets -LOADING: a full sync loads
+        // into a new generation of the keyspace while the old one serves, and the switch
+        // holds every stripe (commands wait) (§13.25).
+        if c.async_loading_denied && self.is_loading() {
             return Some(ERR_LOADING);
         }
         None
@@ -219,6 +325,18 @@ impl Replication {
             }
             st.stopped = false;
             let was_master = !self.is_replica();
+            if was_master {
+                // The data resumes the stream it followed only if nothing wrote to it since.
+                let clean = st.writes_mark == Some(shared.store.writes());
+                if clean && !st.resumable && st.second_offset > 0 {
+                    // Promoted by REPLICAOF NO ONE: the old id is the stream's.
+                    st.replid = std::mem::replace(&mut st.replid2, "0".repeat(handshake::ID_LEN));
+                    st.second_offset = -1;
+                    st.resumable = true;
+                }
+                st.resumable &= clean;
+                st.writes_mark = None;
+            }
             st.master = Some((host, port));
             st.link = LinkState::Connect;
             st.sync = None;
@@ -268,6 +386,8 @@ impl Replication {
     /// REPLICAOF NO ONE: stops following; the data stays and takes writes. The replication
     /// id shifts (Redis's `shiftReplicationId`): the old one stays valid up to the offset.
     pub fn promote(&self, store: &crate::store::Store) {
+        // Waits for the request being applied: the offset below is the data's.
+        let _applying = self.applying.lock();
         let mut st = self.state.lock();
         self.epoch.fetch_add(1, Ordering::AcqRel);
         if !self.is_replica() {
@@ -280,6 +400,21 @@ impl Replication {
         st.master = None;
         st.link = LinkState::Connect;
         st.sync = None;
+        if st.resumable {
+            let pos = crate::position::Position {
+                kind: crate::position::Kind::Promoted,
+                replid: st.replid.clone(),
+                offset: st.offset,
+                db: st.db,
+            };
+            let mut b = strata::WriteBatch::new();
+            crate::position::put_all(store.db(), &mut b, &pos);
+            if let Err(e) = store.write_server_records(b) {
+                eprintln!("strata-server: replication: storing the position failed: {e}");
+            }
+        }
+        st.writes_mark = Some(store.writes());
+        st.resumable = false;
         st.replid2 = std::mem::replace(&mut st.replid, new_replid());
         st.second_offset = st.offset as i64 + 1;
     }

@@ -1,0 +1,153 @@
+//! Redis Cluster mode on one node (`cluster-enabled yes`; `docs/design.md` §13.26): the
+//! cluster state (`slots.rs`), its file (`nodes_conf.rs`) and the routing check
+//! (`route.rs`). The cluster bus between nodes is not built yet: the node table keeps the
+//! fields it will drive, and a node met with CLUSTER MEET stays in handshake.
+//!
+//! **Concurrency.** The state lives in one `RwLock`: the dispatcher's routing check and
+//! the read-only CLUSTER subcommands take it shared; a change ([`Cluster::update`]) takes
+//! it exclusively, applies the change, and writes nodes.conf before releasing it, so the
+//! file is always written in the order of the changes and a change is on disk before it
+//! is answered (Redis saves before replying too, in `beforeSleep`). Nothing else is held
+//! while the lock is held.
+//!
+//! Layer: cluster (a building block below commands).
+
+pub mod bus;
+pub mod nodes_conf;
+pub mod route;
+pub mod slots;
+
+use crate::config::Config;
+use parking_lot::{RwLock, RwLockReadGuard};
+use slots::{node_flag, State};
+use std::path::PathBuf;
+use std::sync::Arc;
+use strata_engine::io::{FileLock, Fs};
+
+/// Where this node is reached, from the configuration (`cluster-announce-*`, `port`,
+/// `cluster-port`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Announce {
+    pub ip: String,
+    pub port: u16,
+    pub cport: u16,
+    pub hostname: String,
+}
+
+impl Announce {
+    /// `port` is the TCP port actually served (`port 0` picks one).
+    pub fn from_config(c: &Config, port: u16) -> Announce {
+        let get = |n: &str| c.tuning.get(n).cloned().unwrap_or_default();
+        let num = |n: &str| get(n).parse::<u16>().unwrap_or(0);
+        let port = match num("cluster-announce-port") {
+            0 => port,
+            p => p,
+        };
+        let cport = match (num("cluster-announce-bus-port"), c.cluster_port) {
+            (0, 0) => port.wrapping_add(10000),
+            (0, p) | (p, _) => p,
+        };
+        Announce {
+            ip: get("cluster-announce-ip"),
+            port,
+            cport,
+            hostname: get("cluster-announce-hostname"),
+        }
+    }
+}
+
+/// The cluster state of this node and the file it is kept in.
+pub struct Cluster {
+    state: RwLock<State>,
+    fs: Arc<dyn Fs>,
+    path: PathBuf,
+    /// Held while the server runs: two servers cannot share one nodes.conf.
+    _lock: Box<dyn FileLock>,
+}
+
+/// A change that could not be saved.
+#[derive(Debug)]
+pub struct SaveError(pub String);
+
+impl Cluster {
+    /// Reads `cluster-config-file` (relative to `dir`), or creates it with a fresh node id;
+    /// takes its lock (`<file>.lock`). A malformed file is an error naming the line.
+    pub fn open(c: &Config, fs: Arc<dyn Fs>, port: u16) -> Result<Cluster, String> {
+        let path = c.dir.join(&c.cluster_config_file);
+        let mut lock_path = path.as_os_str().to_owned();
+        lock_path.push(".lock");
+        let lock = fs.lock(&PathBuf::from(lock_path)).map_err(|e| {
+            format!(
+                "Sorry, the cluster configuration file {} is already used by a different \
+                 Redis Cluster node ({e}). Please make sure that different nodes use \
+                 different cluster configuration files.",
+                path.display()
+            )
+        })?;
+        let text = match fs.exists(&path) {
+            Ok(true) => fs.read_all(&path).map_err(|e| {
+                format!(
+                    "Loading the cluster node config from {}: {e}",
+                    path.display()
+                )
+            })?,
+            Ok(false) => Vec::new(),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        let text = String::from_utf8(text)
+            .map_err(|_| format!("{}: the cluster config file is not text", path.display()))?;
+        let loaded = nodes_conf::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let state = loaded.unwrap_or_else(|| State::new(slots::random_id()));
+        let cluster = Cluster {
+            state: RwLock::new(state),
+            fs,
+            path,
+            _lock: lock,
+        };
+        cluster.announce(&Announce::from_config(c, port));
+        cluster.save(&cluster.state.read()).map_err(|e| e.0)?;
+        Ok(cluster)
+    }
+
+    /// The state, shared (routing, the read-only subcommands).
+    pub fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read()
+    }
+
+    /// Applies `f` to the state and saves nodes.conf if it succeeded and changed anything.
+    /// `f`'s error (a reply text) leaves the state as `f` left it, as Redis's checks come
+    /// before its changes.
+    pub fn update<R>(&self, f: impl FnOnce(&mut State) -> Result<R, String>) -> Result<R, String> {
+        let mut st = self.state.write();
+        let before = nodes_conf::render(&st);
+        let r = f(&mut st)?;
+        if nodes_conf::render(&st) != before {
+            self.save(&st).map_err(|e| e.0)?;
+        }
+        Ok(r)
+    }
+
+    /// Writes nodes.conf now (CLUSTER SAVECONFIG).
+    pub fn save_now(&self) -> Result<(), SaveError> {
+        let st = self.state.write();
+        self.save(&st)
+    }
+
+    fn save(&self, st: &State) -> Result<(), SaveError> {
+        nodes_conf::save(&self.fs, &self.path, &nodes_conf::render(st))
+            .map_err(|e| SaveError(format!("ERR Error saving the cluster node config: {e}")))
+    }
+
+    /// Takes this node's address from the configuration (at start and after CONFIG SET).
+    pub fn announce(&self, a: &Announce) {
+        let _ = self.update(|st| {
+            let me = st.me_mut();
+            me.ip.clone_from(&a.ip);
+            me.port = a.port;
+            me.cport = a.cport;
+            me.hostname.clone_from(&a.hostname);
+            me.flags |= node_flag::MYSELF;
+            Ok(())
+        });
+    }
+}

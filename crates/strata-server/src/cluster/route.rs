@@ -1,0 +1,231 @@
+//! Which node serves a request (Redis's `getNodeByQuery`): a pure function of the cluster
+//! state, the request's keys and whether each exists here, so it is tested without a
+//! server. The dispatcher (`cmd/mod.rs`) calls it after the ACL check and before running,
+//! for commands with keys and for EXEC (whose queued commands' keys it gathers).
+//!
+//! Layer: cluster (a building block below commands).
+
+use super::slots::{node_flag, State};
+use crate::keys::hash_slot;
+
+/// Why this node does not serve a request: the error text Redis's
+/// `clusterRedirectClient` sends.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Redirect {
+    CrossSlot,
+    /// Some of a multi-key request's keys are here and some are not while the slot moves.
+    Unstable,
+    Down,
+    DownReadOnly,
+    Unbound,
+    Moved(u16, String),
+    Ask(u16, String),
+}
+
+impl Redirect {
+    pub fn message(&self) -> String {
+        match self {
+            Redirect::CrossSlot => "CROSSSLOT Keys in request don't hash to the same slot".into(),
+            Redirect::Unstable => "TRYAGAIN Multiple keys request during rehashing of slot".into(),
+            Redirect::Down => "CLUSTERDOWN The cluster is down".into(),
+            Redirect::DownReadOnly => {
+                "CLUSTERDOWN The cluster is down and only accepts reads".into()
+            }
+            Redirect::Unbound => "CLUSTERDOWN Hash slot not served".into(),
+            Redirect::Moved(slot, addr) => format!("MOVED {slot} {addr}"),
+            Redirect::Ask(slot, addr) => format!("ASK {slot} {addr}"),
+        }
+    }
+}
+
+/// What routing needs to know of the request and the client.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Request {
+    /// The command writes (EXEC: any queued command writes).
+    pub write: bool,
+    /// The client sent ASKING, or the command carries the `asking` flag (RESTORE-ASKING).
+    pub asking: bool,
+    /// The client sent READONLY.
+    pub readonly: bool,
+    /// The command is MIGRATE (served here whenever the slot is open).
+    pub migrate: bool,
+    /// `cluster-require-full-coverage`.
+    pub full_coverage: bool,
+    /// `cluster-allow-reads-when-down`.
+    pub reads_when_down: bool,
+}
+
+/// Routes a request naming `keys` (all its commands' keys, in order): `Ok(slot)` when
+/// this node serves it (`None`: no keys), the redirection otherwise. `exists` says whether
+/// a key is here; it is asked only while the slot is migrating or importing.
+pub fn route(
+    state: &State,
+    req: &Request,
+    keys: &[&[u8]],
+    exists: impl Fn(&[u8]) -> bool,
+) -> Result<Option<u16>, Redirect> {
+    let Some(first) = keys.first() else {
+        return Ok(None);
+    };
+    let slot = hash_slot(first);
+    let Some(owner) = state.owner[usize::from(slot)] else {
+        return Err(Redirect::Unbound);
+    };
+    let mine = owner == state.myself;
+    let migrating = mine && state.migrating.contains_key(&slot);
+    let importing = !migrating && state.importing.contains_key(&slot);
+    let (mut missing, mut existing) = (0usize, 0usize);
+    let mut multiple = false;
+    for k in keys {
+        if hash_slot(k) != slot {
+            return Err(Redirect::CrossSlot);
+        }
+        // The same key twice is one key (Redis compares the key objects).
+        if !multiple && k != first {
+            multiple = true;
+        }
+        if migrating || importing {
+            if exists(k) {
+                existing += 1;
+            } else {
+                missing += 1;
+            }
+        }
+    }
+    if !state.is_ok(req.full_coverage) {
+        if !req.reads_when_down {
+            return Err(Redirect::Down);
+        }
+        if req.write {
+            return Err(Redirect::DownReadOnly);
+        }
+    }
+    if (migrating || importing) && req.migrate {
+        return Ok(Some(slot));
+    }
+    if migrating && missing > 0 {
+        if existing > 0 {
+            return Err(Redirect::Unstable);
+        }
+        let to = state.migrating[&slot];
+        return Err(Redirect::Ask(slot, address(state, &to)));
+    }
+    if importing && req.asking {
+        if multiple && missing > 0 {
+            return Err(Redirect::Unstable);
+        }
+        return Ok(Some(slot));
+    }
+    let me = state.me();
+    if req.readonly && !req.write && me.has(node_flag::SLAVE) && me.master == Some(owner) {
+        return Ok(Some(slot));
+    }
+    if mine {
+        Ok(Some(slot))
+    } else {
+        Err(Redirect::Moved(slot, address(state, &owner)))
+    }
+}
+
+/// `ip:port` of a node as redirections name it (Redis's preferred endpoint, the ip).
+fn address(state: &State, id: &super::slots::NodeId) -> String {
+    state
+        .nodes
+        .get(id)
+        .map_or_else(|| ":0".to_string(), |n| format!("{}:{}", n.ip, n.port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::slots::{Node, NodeId};
+    use super::*;
+
+    const ME: NodeId = [b'a'; 40];
+    const OTHER: NodeId = [b'b'; 40];
+
+    fn state() -> State {
+        let mut s = State::new(ME);
+        let mut o = Node::new(OTHER, node_flag::MASTER);
+        o.ip = "10.0.0.2".into();
+        o.port = 7001;
+        s.nodes.insert(OTHER, o);
+        for slot in 0..16384 {
+            s.owner[slot] = Some(if slot < 8192 { ME } else { OTHER });
+        }
+        s
+    }
+
+    fn req() -> Request {
+        Request {
+            full_coverage: true,
+            ..Request::default()
+        }
+    }
+
+    #[test]
+    fn redirections() {
+        let mut s = state();
+        let none = |_: &[u8]| false;
+        // "a" is slot 15495, "b" 3300, "{b}x" too.
+        assert_eq!(route(&s, &req(), &[], none), Ok(None));
+        assert_eq!(route(&s, &req(), &[b"b"], none), Ok(Some(3300)));
+        assert_eq!(
+            route(&s, &req(), &[b"a"], none),
+            Err(Redirect::Moved(15495, "10.0.0.2:7001".into()))
+        );
+        assert_eq!(
+            route(&s, &req(), &[b"b", b"a"], none),
+            Err(Redirect::CrossSlot)
+        );
+        s.migrating.insert(3300, OTHER);
+        let only_b = |k: &[u8]| k == b"b";
+        assert_eq!(route(&s, &req(), &[b"b"], only_b), Ok(Some(3300)));
+        assert_eq!(
+            route(&s, &req(), &[b"{b}x"], only_b),
+            Err(Redirect::Ask(3300, "10.0.0.2:7001".into()))
+        );
+        assert_eq!(
+            route(&s, &req(), &[b"b", b"{b}x"], only_b),
+            Err(Redirect::Unstable)
+        );
+        s.importing.insert(15495, OTHER);
+        s.migrating.clear();
+        s.owner[15495] = Some(OTHER);
+        let asking = Request {
+            asking: true,
+            ..req()
+        };
+        assert!(matches!(
+            route(&s, &req(), &[b"a"], none),
+            Err(Redirect::Moved(..))
+        ));
+        assert_eq!(route(&s, &asking, &[b"a"], none), Ok(Some(15495)));
+        assert_eq!(
+            route(&s, &asking, &[b"a", b"{a}x"], |k| k == b"a"),
+            Err(Redirect::Unstable)
+        );
+        assert_eq!(route(&s, &asking, &[b"a", b"a"], none), Ok(Some(15495)));
+        s.owner[0] = None;
+        assert_eq!(route(&s, &req(), &[b"b"], none), Err(Redirect::Down));
+        let reads = Request {
+            reads_when_down: true,
+            ..req()
+        };
+        assert_eq!(route(&s, &reads, &[b"b"], none), Ok(Some(3300)));
+        let write = Request {
+            write: true,
+            ..reads
+        };
+        assert_eq!(
+            route(&s, &write, &[b"b"], none),
+            Err(Redirect::DownReadOnly)
+        );
+        let partial = Request {
+            full_coverage: false,
+            ..req()
+        };
+        assert_eq!(route(&s, &partial, &[b"b"], none), Ok(Some(3300)));
+        // An unassigned slot: "{a}" hashes where "a" does; slot 0 is the empty key's.
+        assert_eq!(route(&s, &partial, &[b""], none), Err(Redirect::Unbound));
+    }
+}

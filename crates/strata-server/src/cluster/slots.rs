@@ -1,0 +1,399 @@
+//! The cluster's view of itself (Redis's `clusterState`): the node table, who owns each of
+//! the 16384 hash slots, the slots this node is migrating or importing, and the epochs.
+//! A plain value with no I/O and no locks: `cluster/mod.rs` keeps it behind its lock and
+//! saves it (`nodes_conf.rs`) after every change; commands (`cmd/cluster.rs`) and the
+//! routing check (`route.rs`) read it; the cluster bus will drive the same fields (a
+//! node's address, flags, master, ping/pong times, epoch, link state) when it is built.
+//!
+//! Layer: cluster (a building block below commands).
+
+use crate::keys::SLOTS;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// A node's name: 40 lower-case hex characters (Redis's `CLUSTER_NAMELEN`).
+pub type NodeId = [u8; 40];
+
+/// Node flags (Redis's `CLUSTER_NODE_*`), in the order CLUSTER NODES prints them.
+pub mod node_flag {
+    pub const MYSELF: u16 = 1 << 0;
+    pub const MASTER: u16 = 1 << 1;
+    pub const SLAVE: u16 = 1 << 2;
+    pub const PFAIL: u16 = 1 << 3;
+    pub const FAIL: u16 = 1 << 4;
+    pub const HANDSHAKE: u16 = 1 << 5;
+    pub const NOADDR: u16 = 1 << 6;
+    pub const MEET: u16 = 1 << 7;
+    pub const NOFAILOVER: u16 = 1 << 9;
+
+    /// Names as CLUSTER NODES and nodes.conf write them (MEET is never shown).
+    pub const NAMES: &[(u16, &str)] = &[
+        (MYSELF, "myself"),
+        (MASTER, "master"),
+        (SLAVE, "slave"),
+        (PFAIL, "fail?"),
+        (FAIL, "fail"),
+        (HANDSHAKE, "handshake"),
+        (NOADDR, "noaddr"),
+        (NOFAILOVER, "nofailover"),
+    ];
+}
+
+/// One node of the cluster as this node knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Node {
+    pub id: NodeId,
+    /// The address clients and peers reach it at; empty until known (Redis leaves its own
+    /// empty until a peer tells it, or `cluster-announce-ip` names it).
+    pub ip: String,
+    pub port: u16,
+    /// The cluster bus port.
+    pub cport: u16,
+    /// `cluster-announce-hostname` (its own) or what its pings carry; may be empty.
+    pub hostname: String,
+    pub flags: u16,
+    /// The master of a replica.
+    pub master: Option<NodeId>,
+    /// Unix milliseconds of the last ping sent without a pong yet (0: none).
+    pub ping_sent_ms: u64,
+    /// Unix milliseconds of the last pong received (0: none).
+    pub pong_received_ms: u64,
+    pub config_epoch: u64,
+    /// The bus has a connection to it (always true of this node itself).
+    pub link_connected: bool,
+}
+
+impl Node {
+    pub fn new(id: NodeId, flags: u16) -> Node {
+        Node {
+            id,
+            ip: String::new(),
+            port: 0,
+            cport: 0,
+            hostname: String::new(),
+            flags,
+            master: None,
+            ping_sent_ms: 0,
+            pong_received_ms: 0,
+            config_epoch: 0,
+            link_connected: false,
+        }
+    }
+
+    pub fn has(&self, f: u16) -> bool {
+        self.flags & f != 0
+    }
+
+    pub fn id_str(&self) -> &str {
+        id_str(&self.id)
+    }
+
+    /// Redis's `representClusterNodeFlags`: the flags by name, comma-separated.
+    pub fn flags_text(&self) -> String {
+        let names: Vec<&str> = node_flag::NAMES
+            .iter()
+            .filter(|(f, _)| self.has(*f))
+            .map(|(_, n)| *n)
+            .collect();
+        if names.is_empty() {
+            "noflags".to_string()
+        } else {
+            names.join(",")
+        }
+    }
+}
+
+/// A node id as text (node ids are ASCII hex by construction and by validation).
+pub fn id_str(id: &NodeId) -> &str {
+    std::str::from_utf8(id).unwrap_or("")
+}
+
+/// `s` as a node id, if it is 40 bytes long (Redis looks nodes up by their 40-byte name;
+/// any other length names no node).
+pub fn parse_id(s: &[u8]) -> Option<NodeId> {
+    s.try_into().ok()
+}
+
+/// A fresh random node id (Redis's `getRandomHexChars`): the server's generator mixed with
+/// the clock and the process id, so two nodes started together on one machine differ.
+pub fn random_id() -> NodeId {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let mut id = [b'0'; 40];
+    let mut text = String::with_capacity(48);
+    for i in 0..3u64 {
+        let seed = [
+            crate::random::next_u64().to_le_bytes(),
+            (nanos as u64 ^ i).to_le_bytes(),
+            u64::from(std::process::id()).to_le_bytes(),
+        ]
+        .concat();
+        let h = xxhash_rust::xxh3::xxh3_128(&seed);
+        let _ = write!(text, "{h:032x}");
+    }
+    id.copy_from_slice(&text.as_bytes()[..40]);
+    id
+}
+
+/// The cluster state (Redis's `clusterState`, less the bus's and failover's fields).
+#[derive(Clone, Debug)]
+pub struct State {
+    pub myself: NodeId,
+    pub nodes: BTreeMap<NodeId, Node>,
+    /// The owner of each slot.
+    pub owner: Vec<Option<NodeId>>,
+    /// Slots this node is giving to another (SETSLOT MIGRATING).
+    pub migrating: BTreeMap<u16, NodeId>,
+    /// Slots this node is taking from another (SETSLOT IMPORTING).
+    pub importing: BTreeMap<u16, NodeId>,
+    pub current_epoch: u64,
+    pub last_vote_epoch: u64,
+}
+
+impl State {
+    /// A new cluster of one node: this one, a master with no slots, epoch 0.
+    pub fn new(myself: NodeId) -> State {
+        let mut nodes = BTreeMap::new();
+        let mut me = Node::new(myself, node_flag::MYSELF | node_flag::MASTER);
+        me.link_connected = true;
+        nodes.insert(myself, me);
+        State {
+            myself,
+            nodes,
+            owner: vec![None; usize::from(SLOTS)],
+            migrating: BTreeMap::new(),
+            importing: BTreeMap::new(),
+            current_epoch: 0,
+            last_vote_epoch: 0,
+        }
+    }
+
+    pub fn me(&self) -> &Node {
+        &self.nodes[&self.myself]
+    }
+
+    pub fn me_mut(&mut self) -> &mut Node {
+        self.nodes
+            .get_mut(&self.myself)
+            .expect("the node table always holds this node")
+    }
+
+    /// The node called `name`, if known (any length other than 40 names none).
+    pub fn lookup(&self, name: &[u8]) -> Option<&Node> {
+        parse_id(name).and_then(|id| self.nodes.get(&id))
+    }
+
+    #[cfg(test)]
+    pub fn is_mine(&self, slot: u16) -> bool {
+        self.owner[usize::from(slot)] == Some(self.myself)
+    }
+
+    /// The slots `id` owns, as inclusive ranges in order.
+    pub fn ranges_of(&self, id: &NodeId) -> Vec<(u16, u16)> {
+        let mut out: Vec<(u16, u16)> = Vec::new();
+        for (s, o) in self.owner.iter().enumerate() {
+            if o.as_ref() == Some(id) {
+                let s = s as u16;
+                match out.last_mut() {
+                    Some((_, end)) if *end + 1 == s => *end = s,
+                    _ => out.push((s, s)),
+                }
+            }
+        }
+        out
+    }
+
+    pub fn slot_count(&self, id: &NodeId) -> usize {
+        self.owner.iter().filter(|o| o.as_ref() == Some(id)).count()
+    }
+
+    pub fn assigned(&self) -> usize {
+        self.owner.iter().filter(|o| o.is_some()).count()
+    }
+
+    /// Redis's `clusterUpdateState` without the bus: `ok` when every slot is served (or
+    /// `cluster-require-full-coverage` is off) and no served slot's owner is failing, and a
+    /// majority of the masters serving slots is reachable. Computed on demand, without
+    /// Redis's delays (its 2 s after start and the rejoin delay after a minority).
+    pub fn is_ok(&self, require_full_coverage: bool) -> bool {
+        if require_full_coverage {
+            for o in &self.owner {
+                match o.and_then(|id| self.nodes.get(&id)) {
+                    None => return false,
+                    Some(n) if n.has(node_flag::FAIL) => return false,
+                    Some(_) => {}
+                }
+            }
+        }
+        let size = self.size();
+        let reachable = self
+            .masters_with_slots()
+            .filter(|n| !n.has(node_flag::FAIL | node_flag::PFAIL))
+            .count();
+        reachable > size / 2
+    }
+
+    /// Masters serving at least one slot.
+    fn masters_with_slots(&self) -> impl Iterator<Item = &Node> {
+        let mut owners: Vec<NodeId> = self.owner.iter().flatten().copied().collect();
+        owners.sort_unstable();
+        owners.dedup();
+        self.nodes
+            .values()
+            .filter(move |n| n.has(node_flag::MASTER) && owners.binary_search(&n.id).is_ok())
+    }
+
+    /// `cluster_size`: masters serving at least one slot.
+    pub fn size(&self) -> usize {
+        self.masters_with_slots().count()
+    }
+
+    /// The greatest config epoch of any node, or the current epoch if greater.
+    pub fn max_epoch(&self) -> u64 {
+        self.nodes
+            .values()
+            .map(|n| n.config_epoch)
+            .max()
+            .unwrap_or(0)
+            .max(self.current_epoch)
+    }
+
+    /// The replicas of `id`.
+    pub fn replicas_of(&self, id: &NodeId) -> Vec<&Node> {
+        self.nodes
+            .values()
+            .filter(|n| n.master.as_ref() == Some(id))
+            .collect()
+    }
+
+    /// Redis's `clusterDelNode` of a node other than this one: its slots become
+    /// unassigned, open slots toward it are closed, its replicas lose their master.
+    pub fn forget(&mut self, id: &NodeId) {
+        for o in self.owner.iter_mut() {
+            if o.as_ref() == Some(id) {
+                *o = None;
+            }
+        }
+        self.migrating.retain(|_, n| n != id);
+        self.importing.retain(|_, n| n != id);
+        for n in self.nodes.values_mut() {
+            if n.master.as_ref() == Some(id) {
+                n.master = None;
+            }
+        }
+        self.nodes.remove(id);
+    }
+
+    /// One CLUSTER NODES line for `n` (Redis's `clusterGenNodeDescription`), without the
+    /// newline: open slots are listed on this node's own line.
+    pub fn describe(&self, n: &Node) -> String {
+        let mut s = format!("{} {}:{}@{}", n.id_str(), n.ip, n.port, n.cport);
+        if !n.hostname.is_empty() {
+            let _ = write!(s, ",{}", n.hostname);
+        }
+        let master = n.master.as_ref().map_or("-", id_str);
+        let _ = write!(
+            s,
+            " {} {master} {} {} {} {}",
+            n.flags_text(),
+            n.ping_sent_ms,
+            n.pong_received_ms,
+            n.config_epoch,
+            if n.link_connected || n.has(node_flag::MYSELF) {
+                "connected"
+            } else {
+                "disconnected"
+            }
+        );
+        for (a, b) in self.ranges_of(&n.id) {
+            if a == b {
+                let _ = write!(s, " {a}");
+            } else {
+                let _ = write!(s, " {a}-{b}");
+            }
+        }
+        if n.has(node_flag::MYSELF) {
+            for (slot, to) in &self.migrating {
+                let _ = write!(s, " [{slot}->-{}]", id_str(to));
+            }
+            for (slot, from) in &self.importing {
+                let _ = write!(s, " [{slot}-<-{}]", id_str(from));
+            }
+        }
+        s
+    }
+
+    /// Redis's `clusterGenNodesDescription`: one line per node, each ending in a newline,
+    /// leaving out the nodes with any of the `skip` flags; this node first (Redis's order
+    /// is its hash table's; clients and tools do not depend on it).
+    pub fn describe_all(&self, skip: u16) -> String {
+        let mut out = String::new();
+        let me = self.me();
+        let rest = self.nodes.values().filter(|n| n.id != self.myself);
+        for n in std::iter::once(me).chain(rest) {
+            if n.flags & skip != 0 {
+                continue;
+            }
+            out += &self.describe(n);
+            out.push('\n');
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(c: u8) -> NodeId {
+        [c; 40]
+    }
+
+    #[test]
+    fn ranges_state_and_descriptions() {
+        let mut s = State::new(id(b'a'));
+        assert!(!s.is_ok(true));
+        assert!(
+            !s.is_ok(false),
+            "no master serves a slot: a minority of none"
+        );
+        for slot in (0..=5).chain(7..=7) {
+            s.owner[slot] = Some(id(b'a'));
+        }
+        assert_eq!(s.ranges_of(&id(b'a')), vec![(0, 5), (7, 7)]);
+        assert_eq!(s.assigned(), 7);
+        assert!(!s.is_ok(true));
+        assert!(s.is_ok(false));
+        s.me_mut().port = 7000;
+        s.me_mut().cport = 17000;
+        s.migrating.insert(3, id(b'b'));
+        let mut other = Node::new(id(b'b'), node_flag::MASTER);
+        other.ip = "10.0.0.2".into();
+        other.hostname = "h2".into();
+        s.nodes.insert(other.id, other);
+        s.owner[8] = Some(id(b'b'));
+        let a = "a".repeat(40);
+        let b = "b".repeat(40);
+        assert_eq!(
+            s.describe_all(0),
+            format!(
+                "{a} :7000@17000 myself,master - 0 0 0 connected 0-5 7 [3->-{b}]\n\
+                 {b} 10.0.0.2:0@0,h2 master - 0 0 0 disconnected 8\n"
+            )
+        );
+        assert_eq!(s.size(), 2);
+        s.forget(&id(b'b'));
+        assert!(s.migrating.is_empty() && s.owner[8].is_none());
+        assert_eq!(s.nodes.len(), 1);
+    }
+
+    #[test]
+    fn random_ids_are_hex_and_differ() {
+        let (x, y) = (random_id(), random_id());
+        assert_ne!(x, y);
+        assert!(x.iter().all(u8::is_ascii_hexdigit));
+        assert!(parse_id(b"abc").is_none());
+    }
+}

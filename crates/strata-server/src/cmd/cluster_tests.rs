@@ -1,0 +1,433 @@
+//! Cluster mode (`cmd/cluster.rs`, `cluster/`) through the in-process harness
+//! (`test_server.rs`): replies and error texts are redis-server 7.0.15's, recorded from one
+//! started with `cluster-enabled yes`.
+
+use crate::test_server::{Reply, TestServer};
+use std::path::Path;
+use std::sync::Arc;
+use strata_engine::io::{Fs, MemFs};
+
+fn cluster() -> TestServer {
+    TestServer::with_config(&["--cluster-enabled", "yes", "--port", "7311"])
+}
+
+fn text(r: &Reply) -> String {
+    match r {
+        Reply::Bulk(b) | Reply::Verbatim(_, b) => String::from_utf8_lossy(b).into_owned(),
+        other => other.to_string(),
+    }
+}
+
+fn nodes_conf(t: &TestServer) -> String {
+    let bytes = t
+        .fs()
+        .read_all(Path::new("/strata-test/nodes.conf"))
+        .unwrap();
+    String::from_utf8(bytes).unwrap()
+}
+
+#[test]
+fn disabled_outside_cluster_mode() {
+    TestServer::in_memory().check(
+        r#"
+            CLUSTER INFO => -ERR This instance has cluster support disabled
+            CLUSTER KEYSLOT a => -ERR This instance has cluster support disabled
+            CLUSTER HELP => -ERR This instance has cluster support disabled
+            CLUSTER ADDSLOTS 1 => -ERR This instance has cluster support disabled
+            CLUSTER MYID => -ERR This instance has cluster support disabled
+            READONLY => -ERR This instance has cluster support disabled
+            READWRITE => -ERR This instance has cluster support disabled
+            ASKING => -ERR This instance has cluster support disabled
+            CLUSTER FOO => -ERR unknown subcommand 'FOO'. Try CLUSTER HELP.
+            SELECT 1 => +OK
+            CONFIG GET cluster-enabled => ["cluster-enabled", "no"]
+        "#,
+    );
+}
+
+#[test]
+fn slot_commands_and_their_errors() {
+    let mut t = cluster();
+    let me = text(&t.cmd(&["CLUSTER", "MYID"]));
+    assert_eq!(me.len(), 40);
+    t.check(
+        r#"
+            CLUSTER KEYSLOT {a}b => :15495
+            CLUSTER KEYSLOT a => :15495
+            CLUSTER KEYSLOT foo{}{bar} => :8363
+            CLUSTER KEYSLOT {user1000}.following => :3443
+            CLUSTER ADDSLOTSRANGE 0 5 => +OK
+            CLUSTER ADDSLOTS 0 => -ERR Slot 0 is already busy
+            CLUSTER ADDSLOTS 6 6 => -ERR Slot 6 specified multiple times
+            CLUSTER ADDSLOTS x => -ERR Invalid or out of range slot
+            CLUSTER ADDSLOTS 16384 => -ERR Invalid or out of range slot
+            CLUSTER DELSLOTS 100 => -ERR Slot 100 is already unassigned
+            CLUSTER ADDSLOTSRANGE 10 5 => -ERR start slot number 10 is greater than end slot number 5
+            CLUSTER ADDSLOTSRANGE 10 12 11 13 => -ERR Slot 11 specified multiple times
+            CLUSTER ADDSLOTSRANGE 10 => -ERR wrong number of arguments for 'cluster|addslotsrange' command
+            CLUSTER ADDSLOTSRANGE 10 11 12 => -ERR wrong number of arguments for 'cluster|addslotsrange' command
+            CLUSTER DELSLOTSRANGE 100 200 => -ERR Slot 100 is already unassigned
+            CLUSTER COUNTKEYSINSLOT x => -ERR value is not an integer or out of range
+            CLUSTER COUNTKEYSINSLOT 16384 => -ERR Invalid slot
+            CLUSTER GETKEYSINSLOT 1 x => -ERR value is not an integer or out of range
+            CLUSTER GETKEYSINSLOT 16384 1 => -ERR Invalid slot or number of keys
+            CLUSTER GETKEYSINSLOT 1 -1 => -ERR Invalid slot or number of keys
+            CLUSTER SETSLOT 1 MIGRATING abc => -ERR I don't know about node abc
+            CLUSTER SETSLOT 100 MIGRATING abc => -ERR I'm not the owner of hash slot 100
+            CLUSTER SETSLOT 1 IMPORTING abc => -ERR I'm already the owner of hash slot 1
+            CLUSTER SETSLOT 1 NODE abc => -ERR Unknown node abc
+            CLUSTER SETSLOT 1 foo => -ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP
+            CLUSTER SETSLOT 1 STABLE x => -ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP
+            CLUSTER SETSLOT x STABLE => -ERR Invalid or out of range slot
+            CLUSTER SETSLOT 1 STABLE => +OK
+            CLUSTER FORGET abc => -ERR Unknown node abc
+            CLUSTER COUNT-FAILURE-REPORTS abc => -ERR Unknown node abc
+            CLUSTER SET-CONFIG-EPOCH -1 => -ERR Invalid config epoch specified: -1
+            CLUSTER SET-CONFIG-EPOCH x => -ERR value is not an integer or out of range
+            CLUSTER SET-CONFIG-EPOCH 5 => +OK
+            CLUSTER SET-CONFIG-EPOCH 7 => -ERR Node config epoch is already non-zero
+            CLUSTER BUMPEPOCH => +STILL 5
+            CLUSTER SAVECONFIG => +OK
+            CLUSTER REPLICATE abc => -ERR Unknown node abc
+            CLUSTER REPLICAS abc => -ERR Unknown node abc
+            CLUSTER FAILOVER => -ERR You should send CLUSTER FAILOVER to a replica
+            CLUSTER FAILOVER TAKEOVER => -ERR You should send CLUSTER FAILOVER to a replica
+            CLUSTER FAILOVER foo => -ERR syntax error
+            CLUSTER MEET 1.2.3.4 => -ERR wrong number of arguments for 'cluster|meet' command
+            CLUSTER MEET x 1 => -ERR Invalid node address specified: x:1
+            CLUSTER MEET 127.0.0.1 99999 => -ERR Invalid node address specified: 127.0.0.1:99999
+            CLUSTER MEET 127.0.0.1 1 x => -ERR Invalid TCP bus port specified: x
+            CLUSTER MEET 127.0.0.1 y => -ERR Invalid TCP base port specified: y
+            CLUSTER RESET foo => -ERR syntax error
+            CLUSTER LINKS => []
+            CLUSTER INFO x => -ERR wrong number of arguments for 'cluster|info' command
+            CLUSTER MYID x => -ERR wrong number of arguments for 'cluster|myid' command
+            SELECT 1 => -ERR SELECT is not allowed in cluster mode
+            SELECT 0 => +OK
+            SWAPDB 0 1 => -ERR SWAPDB is not allowed in cluster mode
+            READONLY => +OK
+            READWRITE => +OK
+            ASKING => +OK
+        "#,
+    );
+    for (cmd, want) in [
+        (
+            vec!["CLUSTER", "FORGET", &me],
+            "-ERR I tried hard but I can't forget myself...",
+        ),
+        (
+            vec!["CLUSTER", "REPLICATE", &me],
+            "-ERR Can't replicate myself",
+        ),
+        (vec!["CLUSTER", "COUNT-FAILURE-REPORTS", &me], ":0"),
+        (vec!["CLUSTER", "SLAVES", &me], "[]"),
+        (
+            vec!["CLUSTER", "SETSLOT", "1", "IMPORTING", &me],
+            "-ERR I'm already the owner of hash slot 1",
+        ),
+    ] {
+        assert_eq!(t.cmd(&cmd).to_string(), want, "{cmd:?}");
+    }
+    let info = text(&t.cmd(&["CLUSTER", "INFO"]));
+    assert!(
+        info.starts_with("cluster_state:fail\r\ncluster_slots_assigned:6\r\n"),
+        "{info}"
+    );
+    assert!(
+        info.contains("cluster_my_epoch:5\r\n")
+            && info.ends_with("total_cluster_links_buffer_limit_exceeded:0\r\n")
+    );
+    assert_eq!(info.lines().count(), 12);
+    assert_eq!(
+        text(&t.cmd(&["CLUSTER", "NODES"])),
+        format!("{me} :7311@17311 myself,master - 0 0 5 connected 0-5\n")
+    );
+    t.check(
+        r#"
+            CLUSTER FLUSHSLOTS => +OK
+            CLUSTER ADDSLOTSRANGE 0 16383 => +OK
+            SET a 1 => +OK
+            CLUSTER FLUSHSLOTS => -ERR DB must be empty to perform CLUSTER FLUSHSLOTS.
+            CLUSTER RESET => -ERR CLUSTER RESET can't be called with master nodes containing keys
+            MOVE a 1 => -ERR MOVE is not allowed in cluster mode
+            COPY a {a}b DB 1 => -ERR Copying to another database is not allowed in cluster mode
+            COPY a {a}b => :1
+            COPY a b => -CROSSSLOT Keys in request don't hash to the same slot
+        "#,
+    );
+    let slots = t.cmd(&["CLUSTER", "SLOTS"]).to_string();
+    assert_eq!(
+        slots,
+        format!("[[:0, :16383, [\"\", :7311, \"{me}\", []]]]")
+    );
+    let shards = t.cmd(&["CLUSTER", "SHARDS"]).to_string();
+    assert_eq!(
+        shards,
+        format!(
+            "[[\"slots\", [:0, :16383], \"nodes\", [[\"id\", \"{me}\", \"port\", :7311, \"ip\", \"\", \
+             \"endpoint\", \"\", \"role\", \"master\", \"replication-offset\", :0, \"health\", \"online\"]]]]"
+        )
+    );
+}
+
+#[test]
+fn countkeysinslot_and_getkeysinslot_scan_the_slot() {
+    let mut t = cluster();
+    assert_eq!(t.q("CLUSTER ADDSLOTSRANGE 0 16383"), "+OK");
+    for k in ["{t}1", "{t}2", "{t}3"] {
+        assert_eq!(t.cmd(&["SET", k, "v"]).to_string(), "+OK");
+    }
+    t.check(
+        r#"
+            HSET {t}h f v => :1
+            RPUSH {t}l a b => :2
+            SET {u}x 1 => +OK
+            SET {t}gone v PX 1 => +OK
+        "#,
+    );
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    t.check(
+        r#"
+            CLUSTER KEYSLOT {t} => :15891
+            CLUSTER COUNTKEYSINSLOT 15891 => :5
+            CLUSTER GETKEYSINSLOT 15891 2 => ["{t}1", "{t}2"]
+            CLUSTER GETKEYSINSLOT 15891 0 => []
+            CLUSTER GETKEYSINSLOT 15891 100 => ["{t}1", "{t}2", "{t}3", "{t}h", "{t}l"]
+            CLUSTER COUNTKEYSINSLOT 0 => :0
+            DEL {t}1 => :1
+            CLUSTER COUNTKEYSINSLOT 15891 => :4
+        "#,
+    );
+}
+
+#[test]
+fn moved_ask_tryagain_crossslot_and_clusterdown() {
+    let mut t = cluster();
+    t.check(
+        r#"
+            GET a => -CLUSTERDOWN Hash slot not served
+            CLUSTER ADDSLOTSRANGE 0 16382 => +OK
+            GET a => -CLUSTERDOWN The cluster is down
+            CONFIG SET cluster-allow-reads-when-down yes => +OK
+            GET a => (nil)
+            SET a 1 => -CLUSTERDOWN The cluster is down and only accepts reads
+            PING => +PONG
+            CONFIG SET cluster-require-full-coverage no => +OK
+            SET a 1 => +OK
+            CLUSTER ADDSLOTS 16383 => +OK
+            MSET a 1 b 2 => -CROSSSLOT Keys in request don't hash to the same slot
+            MSET a 1 {a}x 2 => +OK
+            CLUSTER MEET 127.0.0.1 7999 => +OK
+            CLUSTER MEET 127.0.0.1 7999 => +OK
+        "#,
+    );
+    let nodes = text(&t.cmd(&["CLUSTER", "NODES"]));
+    let other = nodes
+        .lines()
+        .find(|l| l.contains("handshake"))
+        .and_then(|l| l.split(' ').next())
+        .unwrap()
+        .to_string();
+    assert_eq!(nodes.lines().count(), 2, "{nodes}");
+    assert!(nodes.contains(&format!(
+        "{other} 127.0.0.1:7999@17999 handshake - 0 0 0 disconnected\n"
+    )));
+    // Slot 3300 ("b") to the other node: MOVED.
+    let run = |t: &mut TestServer, args: &[&str]| t.cmd(args).to_string();
+    assert_eq!(
+        run(&mut t, &["CLUSTER", "SETSLOT", "3300", "NODE", &other]),
+        "+OK"
+    );
+    t.check(
+        r#"
+            GET b => -MOVED 3300 127.0.0.1:7999
+            SET {b}x 1 => -MOVED 3300 127.0.0.1:7999
+            READONLY => +OK
+            GET b => -MOVED 3300 127.0.0.1:7999
+            CLUSTER COUNTKEYSINSLOT 3300 => :0
+        "#,
+    );
+    // Slot 15495 ("a", which holds a and {a}x) migrating to it: ASK for missing keys.
+    assert_eq!(
+        run(
+            &mut t,
+            &["CLUSTER", "SETSLOT", "15495", "MIGRATING", &other]
+        ),
+        "+OK"
+    );
+    t.check(
+        r#"
+            GET a => "1"
+            GET {a}nokey => -ASK 15495 127.0.0.1:7999
+            MGET a {a}x => ["1", "2"]
+            MGET a {a}nokey => -TRYAGAIN Multiple keys request during rehashing of slot
+            MGET {a}n1 {a}n2 => -ASK 15495 127.0.0.1:7999
+            CLUSTER SETSLOT 15495 IMPORTING abc => -ERR I'm already the owner of hash slot 15495
+        "#,
+    );
+    let conf = nodes_conf(&t);
+    assert!(conf.contains(&format!("[15495->-{other}]")), "{conf}");
+    assert!(!conf.contains("handshake"), "{conf}");
+    // Importing slot 3300 from it: served only after ASKING, for one command.
+    assert_eq!(
+        run(&mut t, &["CLUSTER", "SETSLOT", "3300", "IMPORTING", &other]),
+        "+OK"
+    );
+    // RESTORE-ASKING is served in an importing slot without ASKING (MIGRATE's command).
+    let Reply::Bulk(payload) = t.cmd(&["DUMP", "a"]) else {
+        panic!("DUMP")
+    };
+    let restore = |t: &mut TestServer, name: &str| {
+        t.cmd_bytes(&[name.as_bytes(), b"{b}r", b"0", &payload])
+            .to_string()
+    };
+    assert_eq!(restore(&mut t, "RESTORE"), "-MOVED 3300 127.0.0.1:7999");
+    assert_eq!(restore(&mut t, "RESTORE-ASKING"), "+OK");
+    t.check(
+        r#"
+            GET b => -MOVED 3300 127.0.0.1:7999
+            ASKING => +OK
+            SET b 1 => +OK
+            GET b => -MOVED 3300 127.0.0.1:7999
+            ASKING => +OK
+            MGET b {b}missing => -TRYAGAIN Multiple keys request during rehashing of slot
+            ASKING => +OK
+            GET b => "1"
+            CLUSTER SETSLOT 3300 NODE abc => -ERR Unknown node abc
+            CLUSTER SETSLOT 15495 STABLE => +OK
+            GET {a}nokey => (nil)
+            MULTI => +OK
+            GET b => -MOVED 3300 127.0.0.1:7999
+            EXEC => -EXECABORT Transaction discarded because of previous errors.
+            ASKING => +OK
+            MULTI => +OK
+            GET b => +QUEUED
+            EXEC => ["1"]
+            GET b => -MOVED 3300 127.0.0.1:7999
+        "#,
+    );
+    // Taking the imported slot over bumps the epoch; a transaction's keys are routed
+    // together, and a redirected command inside MULTI fails the EXEC.
+    let me = text(&t.cmd(&["CLUSTER", "MYID"]));
+    assert_eq!(
+        run(&mut t, &["CLUSTER", "SETSLOT", "3300", "NODE", &me]),
+        "+OK"
+    );
+    assert!(text(&t.cmd(&["CLUSTER", "INFO"])).contains("cluster_my_epoch:1\r\n"));
+    t.check(
+        r#"
+            GET b => "1"
+            MULTI => +OK
+            GET a => +QUEUED
+            GET b => +QUEUED
+            EXEC => -CROSSSLOT Keys in request don't hash to the same slot
+            EXEC => -ERR EXEC without MULTI
+            MULTI => +OK
+            GET a => +QUEUED
+            GET {a}x => +QUEUED
+            EXEC => ["1", "2"]
+            EVAL "return redis.call('get', KEYS[1])" 1 a => "1"
+            EVAL "return 1" 2 a b => -CROSSSLOT Keys in request don't hash to the same slot
+        "#,
+    );
+    assert_eq!(run(&mut t, &["CLUSTER", "FORGET", &other]), "+OK");
+    assert_eq!(
+        run(&mut t, &["CLUSTER", "FORGET", &other]),
+        format!("-ERR Unknown node {other}")
+    );
+}
+
+#[test]
+fn nodes_conf_survives_a_restart() {
+    let mut t = cluster();
+    t.check(
+        r#"
+            CLUSTER ADDSLOTSRANGE 0 100 200 300 => +OK
+            CLUSTER SET-CONFIG-EPOCH 9 => +OK
+            CLUSTER BUMPEPOCH => +STILL 9
+        "#,
+    );
+    let me = text(&t.cmd(&["CLUSTER", "MYID"]));
+    let conf = nodes_conf(&t);
+    assert_eq!(
+        conf,
+        format!("{me} :7311@17311 myself,master - 0 0 9 connected 0-100 200-300\nvars currentEpoch 9 lastVoteEpoch 0\n")
+    );
+    let mut t = t.reopen();
+    assert_eq!(text(&t.cmd(&["CLUSTER", "MYID"])), me);
+    assert_eq!(nodes_conf(&t), conf);
+    let info = text(&t.cmd(&["CLUSTER", "INFO"]));
+    assert!(
+        info.contains("cluster_slots_assigned:202\r\n")
+            && info.contains("cluster_current_epoch:9\r\n"),
+        "{info}"
+    );
+    // RESET HARD: a new id, epochs 0, no slots; written at once.
+    assert_eq!(t.q("CLUSTER RESET HARD"), "+OK");
+    let new = text(&t.cmd(&["CLUSTER", "MYID"]));
+    assert_ne!(new, me);
+    assert_eq!(
+        nodes_conf(&t),
+        format!("{new} :7311@17311 myself,master - 0 0 0 connected\nvars currentEpoch 0 lastVoteEpoch 0\n")
+    );
+}
+
+#[test]
+fn a_malformed_nodes_conf_is_refused() {
+    let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+    // A database made before cluster mode was turned on.
+    drop(TestServer::with_fs(fs.clone(), &[]));
+    let id = "e".repeat(40);
+    let text = format!("{id} :7311@17311 myself,master - 0 0 0 connected 0-5\n{id} bad\n");
+    fs.write_all_synced(Path::new("/strata-test/nodes.conf"), text.as_bytes())
+        .unwrap();
+    let args: Vec<String> = ["--dir", "/strata-test", "--cluster-enabled", "yes"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let config = crate::config::Config::from_args(&args).unwrap();
+    let err = crate::server::open_shared(config, Some(fs.clone()), Vec::new())
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        err.contains("corrupted cluster config file, line 2"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("\"{id} bad\"")), "{err}");
+    // A well-formed file written by Redis is taken as it is.
+    let text = format!("{id} :7311@17311 myself,master - 0 0 3 connected 0-5\nvars currentEpoch 4 lastVoteEpoch 2\n");
+    fs.write_all_synced(Path::new("/strata-test/nodes.conf"), text.as_bytes())
+        .unwrap();
+    let mut t = TestServer::with_fs(fs, &["--cluster-enabled", "yes", "--port", "7311"]);
+    assert_eq!(text_of(&mut t, "CLUSTER MYID"), id);
+    assert_eq!(
+        text_of(&mut t, "CLUSTER NODES"),
+        format!("{id} :7311@17311 myself,master - 0 0 3 connected 0-5\n")
+    );
+}
+
+fn text_of(t: &mut TestServer, line: &str) -> String {
+    let args: Vec<&str> = line.split(' ').collect();
+    text(&t.cmd(&args))
+}
+
+#[test]
+fn two_servers_cannot_share_nodes_conf() {
+    let t = cluster();
+    let args: Vec<String> = ["--dir", "/strata-test", "--cluster-enabled", "yes"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let config = crate::config::Config::from_args(&args).unwrap();
+    // The database's own lock answers first for the same directory; a second node with
+    // another database directory but the same nodes.conf is refused by the cluster lock.
+    let mut other = config.clone();
+    other.dir = "/strata-test2".into();
+    other.cluster_config_file = "/strata-test/nodes.conf".into();
+    let err = crate::server::open_shared(other, Some(t.fs().clone()), Vec::new())
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(err.contains("already used by a different"), "{err}");
+}
