@@ -5,8 +5,9 @@ key once the replica's offset met the master's; then `CLIENT KILL TYPE replica` 
 master and the replica resuming with a partial resync (`sync_partial_ok` increments,
 `sync_full` does not).
 
-Strings only, for now: the full sync's RDB comes from `rdb/dataset.rs`, whose placeholder
-body writes strings; the test covers every type once the full dataset writer is merged.
+Every type, in two databases: the keys and the write load are `test_replica.py`'s (the
+load includes what Redis propagates as effects: EXPIRE, SET EX, INCRBYFLOAT, SPOP,
+XREADGROUP, MULTI/EXEC), so both directions are checked with the same data.
 
     cargo build --release -p strata-cli
     python3 -m pytest -q tests/redis/test_master.py
@@ -14,8 +15,6 @@ body writes strings; the test covers every type once the full dataset writer is 
 Every wait is bounded and every server is stopped at the end.
 """
 
-import random
-import threading
 import time
 
 import pytest
@@ -23,9 +22,7 @@ import pytest
 redis = pytest.importorskip("redis")
 
 from servers import start_redis, start_strata  # noqa: E402
-
-DBS = (0, 2)
-FAR_MS = 4102444800000  # 2100-01-01: expiries that do not fire during the test
+from test_replica import DBS, Writer, dataset, populate  # noqa: E402
 
 
 def wait_for(what, cond, timeout=60, step=0.05):
@@ -36,63 +33,6 @@ def wait_for(what, cond, timeout=60, step=0.05):
             return v
         time.sleep(step)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def populate(port, db, n):
-    c = redis.Redis(port=port, db=db)
-    p = c.pipeline(transaction=False)
-    for i in range(n):
-        p.set(f"s:{i}", f"value-{i}" * (1 + i % 5))
-        p.set(f"int:{i}", i * 1000 - 7)
-        if i % 10 == 0:
-            p.set(f"ttl:{i}", "expiring", pxat=FAR_MS - i)
-    p.execute()
-
-
-class Writer(threading.Thread):
-    """String writes to the master until stopped (absolute expiries only: the plain
-    propagation sends commands as they came)."""
-
-    def __init__(self, port, seed):
-        super().__init__(daemon=True)
-        self.clients = {db: redis.Redis(port=port, db=db) for db in DBS}
-        self.rng = random.Random(seed)
-        self.stop_flag = threading.Event()
-        self.ops = 0
-        self.error = None
-
-    def run(self):
-        try:
-            while not self.stop_flag.is_set():
-                c = self.clients[self.rng.choice(DBS)]
-                k = self.rng.randrange(300)
-                op = self.rng.randrange(6)
-                if op == 0:
-                    c.set(f"w:{k}", f"v{self.ops}")
-                elif op == 1:
-                    c.incr(f"n:{k}")
-                elif op == 2:
-                    c.append(f"a:{k}", "x")
-                elif op == 3:
-                    c.delete(f"w:{k}")
-                elif op == 4:
-                    c.set(f"t:{k}", "t", pxat=FAR_MS + k)
-                else:
-                    p = c.pipeline(transaction=True)
-                    p.incr(f"m:{k}")
-                    p.set(f"m2:{k}", self.ops)
-                    p.execute()
-                self.ops += 1
-        except Exception as e:  # reported by the test
-            self.error = e
-
-
-def dataset(port, db):
-    c = redis.Redis(port=port, db=db)
-    out = {}
-    for k in c.scan_iter(count=500):
-        out[k] = (c.type(k), c.get(k), c.pexpiretime(k) if hasattr(c, "pexpiretime") else None)
-    return out
 
 
 def caught_up(master, replica):
@@ -124,7 +64,7 @@ def follow_and_resync(replica_kind, diskless):
     try:
         m = redis.Redis(port=master.port)
         for db in DBS:
-            populate(master.port, db, 2000)
+            populate(m, db, 2000)
         writer = Writer(master.port, 7)
         writer.start()
         time.sleep(0.3)
@@ -139,7 +79,7 @@ def follow_and_resync(replica_kind, diskless):
         writer.stop_flag.set()
         writer.join(10)
         assert writer.error is None, writer.error
-        assert writer.ops > 0
+        assert writer.count > 0
         wait_for("the offsets to meet", lambda: caught_up(m, r))
         compare(master.port, replica.port)
         assert m.info("stats")["sync_full"] == 1
