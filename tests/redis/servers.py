@@ -6,6 +6,7 @@ Nothing here listens on or talks to any address but 127.0.0.1.
 """
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -20,6 +21,34 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def bindable(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def free_cluster_port():
+    """A free port whose cluster bus port (port + 10000) is free too; Redis refuses a
+    cluster-mode port above 55535."""
+    for _ in range(1000):
+        port = free_port()
+        if port <= 55535 and bindable(port + 10000):
+            return port
+    rng = random.Random()
+    for _ in range(1000):
+        port = rng.randrange(20000, 55535)
+        if bindable(port) and bindable(port + 10000):
+            return port
+    raise RuntimeError("no free port pair for a cluster-mode server")
+
+
+def cluster_mode(extra):
+    return "--cluster-enabled" in extra and "yes" in extra
 
 
 class Server:
@@ -66,7 +95,7 @@ class Server:
 
 
 def start_redis(extra=()):
-    port = free_port()
+    port = free_cluster_port() if cluster_mode(list(extra)) else free_port()
     # A directory of its own: a SAVE must not leave a dump.rdb that the next server loads.
     tmp = tempfile.mkdtemp(prefix="redis-server-")
     argv = [
@@ -77,7 +106,7 @@ def start_redis(extra=()):
 
 
 def start_strata(extra=()):
-    port = free_port()
+    port = free_cluster_port() if cluster_mode(list(extra)) else free_port()
     tmp = tempfile.mkdtemp(prefix="strata-serve-")
     argv = [STRATA_BIN, "serve", "--bind", "127.0.0.1", "--port", str(port), "--dir", tmp]
     return Server("strata serve", argv + list(extra), port, tmpdir=tmp)
