@@ -22,17 +22,7 @@ import pytest
 redis = pytest.importorskip("redis")
 
 from servers import start_redis, start_strata  # noqa: E402
-from test_replica import DBS, Writer, dataset, populate  # noqa: E402
-
-
-def wait_for(what, cond, timeout=60, step=0.05):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+from test_replica import DBS, Writer, dataset, populate, wait_for  # noqa: E402
 
 
 def caught_up(master, replica):

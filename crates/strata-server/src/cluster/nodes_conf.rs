@@ -99,16 +99,8 @@ pub fn parse(text: &str) -> Result<Option<State>, ParseError> {
         }
         let mut n = Node::new(id, 0);
         parse_address(&mut n, argv[1]).ok_or_else(|| err("bad address ip:port@cport"))?;
-        for f in argv[2].split(',') {
-            if f.eq_ignore_ascii_case("noflags") {
-                continue;
-            }
-            let (bit, _) = node_flag::NAMES
-                .iter()
-                .find(|(_, name)| name.eq_ignore_ascii_case(f))
-                .ok_or_else(|| err("unknown flag"))?;
-            n.flags |= bit;
-        }
+        n.flags =
+            crate::cluster::bus::node::parse_flags(argv[2]).map_err(|_| err("unknown flag"))?;
         if n.has(node_flag::MYSELF) {
             if myself.is_some() {
                 return Err(err("a second node flagged myself"));

@@ -14,29 +14,12 @@ use std::fmt::Write as _;
 /// A node's name: 40 lower-case hex characters (Redis's `CLUSTER_NAMELEN`).
 pub type NodeId = [u8; 40];
 
-/// Node flags (Redis's `CLUSTER_NODE_*`), in the order CLUSTER NODES prints them.
+/// Node flags (Redis's `CLUSTER_NODE_*`): the bus's bits, which CLUSTER NODES and
+/// nodes.conf name (`bus/node.rs`).
 pub mod node_flag {
-    pub const MYSELF: u16 = 1 << 0;
-    pub const MASTER: u16 = 1 << 1;
-    pub const SLAVE: u16 = 1 << 2;
-    pub const PFAIL: u16 = 1 << 3;
-    pub const FAIL: u16 = 1 << 4;
-    pub const HANDSHAKE: u16 = 1 << 5;
-    pub const NOADDR: u16 = 1 << 6;
-    pub const MEET: u16 = 1 << 7;
-    pub const NOFAILOVER: u16 = 1 << 9;
-
-    /// Names as CLUSTER NODES and nodes.conf write them (MEET is never shown).
-    pub const NAMES: &[(u16, &str)] = &[
-        (MYSELF, "myself"),
-        (MASTER, "master"),
-        (SLAVE, "slave"),
-        (PFAIL, "fail?"),
-        (FAIL, "fail"),
-        (HANDSHAKE, "handshake"),
-        (NOADDR, "noaddr"),
-        (NOFAILOVER, "nofailover"),
-    ];
+    pub use crate::cluster::bus::node::{
+        FAIL, HANDSHAKE, MASTER, MEET, MYSELF, NOADDR, NOFAILOVER, PFAIL, SLAVE,
+    };
 }
 
 /// One node of the cluster as this node knows it.
@@ -90,16 +73,7 @@ impl Node {
 
     /// Redis's `representClusterNodeFlags`: the flags by name, comma-separated.
     pub fn flags_text(&self) -> String {
-        let names: Vec<&str> = node_flag::NAMES
-            .iter()
-            .filter(|(f, _)| self.has(*f))
-            .map(|(_, n)| *n)
-            .collect();
-        if names.is_empty() {
-            "noflags".to_string()
-        } else {
-            names.join(",")
-        }
+        crate::cluster::bus::node::flags_to_string(self.flags)
     }
 }
 
