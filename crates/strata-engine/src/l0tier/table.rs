@@ -414,12 +414,36 @@ fn map_file(file: &File, path: &Path, populate: bool) -> Result<Mmap> {
     // immutable once finished: the engine never writes, truncates or renames over a table
     // file after `finish`, and removes one only by unlinking, which leaves existing
     // mappings intact. Another process truncating the file would still fault (SIGBUS); that
-    // is outside what the engine can guard, as for any mapped database file.
+    // is outside what the engine can guard, as for any mapped database file. The mapping is
+    // private (copy-on-write) and this function holds it exclusively until `privatize` has
+    // copied every page, so no other reference to its bytes exists while they are written.
     let mut o = memmap2::MmapOptions::new();
     if populate {
         o.populate();
     }
-    unsafe { o.map(file) }.map_err(|e| Error::io("mmap", path, e))
+    let mut map = unsafe { o.map_copy(file) }.map_err(|e| Error::io("mmap", path, e))?;
+    privatize(&mut map);
+    map.make_read_only()
+        .map_err(|e| Error::io("mprotect", path, e))
+}
+
+/// Gives every page of a private mapping its own copy (a write to a page of a private file
+/// mapping copies it out of the page cache), before anything of the table is checked.
+///
+/// Why: a block is verified once and trusted afterwards (`L0Table::verified`), so the
+/// bytes it was verified in must be the bytes later reads see. In a shared mapping they
+/// are the page cache's: the kernel may drop a clean page and read it from the device
+/// again, and a device that now returns other bytes (media corruption appearing after the
+/// first read), or a write to the file, would be read unchecked. Private copies cannot
+/// change: what was verified is what is returned, as with a block cache's copy. The
+/// price: the table's pages are anonymous memory for the mapping's lifetime (bounded by
+/// `l0_tier_bytes`; a table of pointers is small) and a copy per page at open.
+fn privatize(map: &mut memmap2::MmapMut) {
+    const PAGE: usize = 4096;
+    for i in (0..map.len()).step_by(PAGE) {
+        // `black_box` keeps the store: the compiler cannot see that it writes the same byte.
+        map[i] = std::hint::black_box(map[i]);
+    }
 }
 
 /// Checks the sections after the super block and decodes the block offsets and the index.
