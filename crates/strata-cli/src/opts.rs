@@ -8,7 +8,7 @@ pub const OPT_HELP: &str = "Engine option NAME=VALUE passed to Options::set; rep
 Names: create_if_missing, error_if_exists, write_buffer_bytes, max_immutable_memtables, \
 l0_compaction_trigger, l0_slowdown_writes_trigger, l0_stop_writes_trigger, \
 max_bytes_for_level_base, level_size_multiplier, num_levels, target_file_size_bytes, \
-block_size_bytes, block_align (true: data blocks fit 4 KiB pages), block_restart_interval, filter, compression (none|lz4), block_cache_bytes, \
+block_size_bytes, block_align (true: data blocks fit 4 KiB pages; auto: with direct_io), block_restart_interval, filter, compression (none|lz4), block_cache_bytes, \
 max_open_files, background_threads, compaction_readahead_bytes, paranoid_checks, \
 io_backend (auto|io_uring|threads|sync: how multi_get overlaps its reads), \
 direct_io (true: read tables with O_DIRECT, bypassing the page cache), \
@@ -16,7 +16,8 @@ sep_threshold_bytes (a number or inf), vlog_file_bytes, vlog_buffer_bytes, \
 vlog_head_mmap (true: append to the value log through a shared mapping), gc_garbage_ratio, \
 gc_bytes_per_sec, gc_interval_ms, vlog_prefetch, vlog_prefetch_background (true: scans read \
 the next batch of values on a thread pool), l0_tier_dir (a directory for the byte-addressable \
-L0 tier, or none), l0_tier_bytes, pgm_epsilon, l0_inline_threshold_bytes";
+L0 tier, or none), l0_tier_bytes, pgm_epsilon, l0_inline_threshold_bytes, vlog_mmap, \
+vlog_value_cache_bytes (a number or auto: verified values kept for point reads)";
 
 /// clap value parser for `NAME=VALUE`.
 pub fn parse_opt(s: &str) -> Result<(String, String), String> {

@@ -96,7 +96,11 @@ impl Db {
                 .with_learned_index(opts.sst_learned_index),
         );
         let table_opts = TableOptions::from_options(&opts);
-        let vlog = Arc::new(Vlog::new(&dir, fs.clone(), opts.direct_io).with_mmap(opts.vlog_mmap));
+        let vlog = Arc::new(
+            Vlog::new(&dir, fs.clone(), opts.direct_io)
+                .with_mmap(opts.vlog_mmap)
+                .with_value_cache(opts.value_cache_bytes()),
+        );
         let rec = crate::recovery::recover(
             &dir,
             &fs,

@@ -73,7 +73,9 @@ impl DbInner {
             Some(Found::Value(v)) => Ok(Some(v)),
             Some(Found::Pointer(p)) => {
                 let ptr = ValuePointer::decode_or_corrupt(&p, "<lsm value pointer>")?;
-                self.vlog.read(&sv.vlog_files, user_key, &ptr).map(Some)
+                self.vlog
+                    .read_point(&sv.vlog_files, user_key, &ptr)
+                    .map(Some)
             }
             Some(Found::Deleted) | None => Ok(None),
         }

@@ -52,6 +52,11 @@ pub struct Stats {
     pub l0_tier_values_copied: u64,
     /// Separated values read through a mapping of their value-log file (`vlog_mmap`).
     pub vlog_mapped_reads: u64,
+    /// Point reads of separated values answered by the verified-value cache
+    /// (`vlog_value_cache_bytes`), those that were not, and the bytes it holds.
+    pub vlog_value_cache_hits: u64,
+    pub vlog_value_cache_misses: u64,
+    pub vlog_value_cache_bytes: u64,
     pub flushes: u64,
     pub compactions: u64,
     pub trivial_moves: u64,
@@ -159,6 +164,9 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
             .vlog
             .mapped_reads
             .load(std::sync::atomic::Ordering::Relaxed),
+        vlog_value_cache_hits: inner.vlog.value_cache_hits_misses().0,
+        vlog_value_cache_misses: inner.vlog.value_cache_hits_misses().1,
+        vlog_value_cache_bytes: inner.vlog.value_cache_bytes(),
         flushes: g(&c.flushes),
         compactions: g(&c.compactions),
         trivial_moves: g(&c.trivial_moves),
@@ -244,6 +252,9 @@ impl Stats {
             t.l0_tier_flushes += p.l0_tier_flushes;
             t.l0_tier_values_copied += p.l0_tier_values_copied;
             t.vlog_mapped_reads += p.vlog_mapped_reads;
+            t.vlog_value_cache_hits += p.vlog_value_cache_hits;
+            t.vlog_value_cache_misses += p.vlog_value_cache_misses;
+            t.vlog_value_cache_bytes += p.vlog_value_cache_bytes;
             t.flushes += p.flushes;
             t.compactions += p.compactions;
             t.trivial_moves += p.trivial_moves;
@@ -369,6 +380,15 @@ impl fmt::Display for Stats {
                 mib(self.l0_tier_bytes),
                 self.l0_tier_flushes,
                 self.l0_tier_values_copied
+            )?;
+        }
+        if self.vlog_value_cache_hits + self.vlog_value_cache_misses > 0 {
+            writeln!(
+                f,
+                "Verified-value cache: {} hits, {} misses, {:.1} MiB",
+                self.vlog_value_cache_hits,
+                self.vlog_value_cache_misses,
+                mib(self.vlog_value_cache_bytes)
             )?;
         }
         writeln!(

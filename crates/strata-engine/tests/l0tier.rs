@@ -416,6 +416,111 @@ fn a_flipped_byte_in_a_tier_table_is_reported_never_returned() {
     assert_reads(&db, &want, "restored");
 }
 
+fn log_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "vlog"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Flips every `step`-th byte of `path` from `from` on, in place (as a device returning other
+/// bytes would show them); the file's bytes before.
+fn damage_in_place(path: &Path, from: usize, step: usize) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let clean = std::fs::read(path).unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    for at in (from..clean.len()).step_by(step) {
+        f.write_at(&[clean[at] ^ 0x04], at as u64).unwrap();
+    }
+    clean
+}
+
+/// A value read (and verified) once, then damaged on disk: the tier's table is a private
+/// copy verified at open, and the log's value either comes from the verified-value cache
+/// (a private copy) or is checked again; either way a read returns the right value or
+/// reports corruption, never the damaged bytes. After a restart the damage is reported.
+#[test]
+fn bytes_damaged_on_disk_after_a_read_are_reported_never_returned() {
+    for cache in [None, Some(0)] {
+        let dir = tempfile::tempdir().unwrap();
+        let tier = common::tier_tempdir();
+        let want = one_flushed_table(dir.path(), tier.path(), 400);
+        let opts = Options {
+            vlog_value_cache_bytes: cache,
+            ..tier_opts(tier.path())
+        };
+        let db = Db::open(dir.path(), opts.clone()).unwrap();
+        // Keys of even index are read twice (the cache admits on the second read).
+        let read_before: Vec<&Vec<u8>> = want.keys().step_by(2).collect();
+        for k in &read_before {
+            for _ in 0..2 {
+                assert_eq!(db.get(k).unwrap().as_ref(), want.get(*k));
+            }
+        }
+        let table = tier_files(tier.path()).remove(0);
+        let clean_table = damage_in_place(&table, 100, 13);
+        let logs = log_files(dir.path());
+        let clean_logs: Vec<Vec<u8>> = logs.iter().map(|l| damage_in_place(l, 64, 29)).collect();
+        let (mut right, mut reported) = (0, 0);
+        for (k, v) in &want {
+            match db.get(k) {
+                Ok(got) => {
+                    assert_eq!(got.as_ref(), Some(v), "{cache:?}: damaged bytes returned");
+                    right += 1;
+                }
+                Err(e) => {
+                    assert!(e.is_corruption(), "{cache:?}: {e}");
+                    reported += 1;
+                }
+            }
+        }
+        assert!(reported > 0, "{cache:?}: the damage reached no read");
+        if cache.is_none() {
+            // Every pointer read before was answered from its verified copy.
+            let s = db.stats();
+            assert!(s.vlog_value_cache_hits > 0, "{s:?}");
+            for k in &read_before {
+                assert_eq!(
+                    db.get(k).unwrap().as_ref(),
+                    want.get(*k),
+                    "cached, then damaged"
+                );
+            }
+        } else {
+            assert!(right > 0);
+        }
+        drop(db);
+        // A restart reads the damaged table from the device: refused as corruption.
+        let e = Db::open(dir.path(), opts.clone())
+            .err()
+            .expect("damaged table opened");
+        assert!(e.is_corruption(), "{e}");
+        // With the table restored, the damaged log values are reported at their reads.
+        std::fs::write(&table, &clean_table).unwrap();
+        let db = Db::open(dir.path(), opts.clone()).unwrap();
+        let mut reported_after = 0;
+        for (k, v) in &want {
+            match db.get(k) {
+                Ok(got) => assert_eq!(got.as_ref(), Some(v), "{cache:?}: after restart"),
+                Err(e) => {
+                    assert!(e.is_corruption(), "{e}");
+                    reported_after += 1;
+                }
+            }
+        }
+        assert!(reported_after > 0);
+        drop(db);
+        for (l, clean) in logs.iter().zip(clean_logs) {
+            std::fs::write(l, clean).unwrap();
+        }
+        let db = Db::open(dir.path(), opts).unwrap();
+        assert_reads(&db, &want, "restored");
+    }
+}
+
 #[test]
 fn torn_unreferenced_tables_are_dropped_and_referenced_missing_ones_refused() {
     let dir = tempfile::tempdir().unwrap();

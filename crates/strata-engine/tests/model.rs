@@ -200,7 +200,7 @@ fn knob_opts(fs: Arc<dyn Fs>, k: &Knobs) -> Options {
         block_cache_bytes: if k.no_block_cache { 0 } else { 256 << 10 },
         block_size_bytes: k.block_size,
         block_restart_interval: k.restart_interval,
-        block_align: k.block_align,
+        block_align: Some(k.block_align),
         ..model_opts(fs)
     }
 }
@@ -588,12 +588,15 @@ fn run_with_knobs(knobs: &Knobs, ops: &[Op], settle: bool) -> Result<(), TestCas
 }
 
 /// `run_with_knobs` with the L0 tier on: flushes write mapped L0 tables into a real
-/// directory (the rest stays on `MemFs`), compacted down progressively from 32 KiB.
+/// directory (the rest stays on `MemFs`), compacted down progressively from 32 KiB. Point
+/// reads of the log's values go through the verified-value cache: its default size, or
+/// (with the block cache off) 4 KiB, so that values are evicted and read again.
 fn run_with_tier(knobs: &Knobs, ops: &[Op], settle: bool) -> Result<(), TestCaseError> {
     let tier = common::tier_tempdir();
     let opts = Options {
         l0_tier_dir: Some(tier.path().to_path_buf()),
         l0_tier_bytes: 64 << 10,
+        vlog_value_cache_bytes: knobs.no_block_cache.then_some(4096),
         ..knob_opts(Arc::new(MemFs::new()), knobs)
     };
     let mut h = Harness::open(&common::mem_dir(), opts, settle);

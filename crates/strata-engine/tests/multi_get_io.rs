@@ -39,7 +39,7 @@ type Layout = fn(&mut Options);
 const VALUE_LAYOUTS: [(&str, Layout); 3] = [
     ("values in tables", |_| {}),
     ("values in the value log", |o| o.sep_threshold_bytes = 0),
-    ("page-aligned blocks", |o| o.block_align = true),
+    ("page-aligned blocks", |o| o.block_align = Some(true)),
 ];
 
 /// Whether a layout separates values.

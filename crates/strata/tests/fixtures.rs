@@ -120,7 +120,7 @@ fn fixtures() -> Vec<(&'static str, Options)> {
     let mut format1 = Options::default();
     small(&mut format1);
     let mut format2 = format1.clone();
-    format2.block_align = true;
+    format2.block_align = Some(true);
     let mut vlog = format1.clone();
     vlog.sep_threshold_bytes = 100;
     vlog.vlog_file_bytes = 16 << 10;

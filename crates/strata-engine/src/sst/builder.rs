@@ -49,7 +49,7 @@ impl TableOptions {
             restart_interval: o.block_restart_interval,
             compression: o.compression,
             filter: o.filter,
-            block_align: o.block_align,
+            block_align: o.block_align(),
         }
     }
 }

@@ -8,6 +8,7 @@
 //! garbage accounting and how files are retired: `docs/design.md` §8 and §9. Format:
 //! `docs/format/vlog.md`.
 
+mod cache;
 pub(crate) mod format;
 pub(crate) mod gc;
 pub mod reader;
@@ -103,6 +104,8 @@ pub struct Vlog {
     pub mmap: bool,
     /// Values read through a mapping (statistics).
     pub mapped_reads: AtomicU64,
+    /// Verified values kept for point reads (`Options::vlog_value_cache_bytes`; `None`: off).
+    values: Option<cache::ValueCache>,
 }
 
 impl Vlog {
@@ -117,7 +120,26 @@ impl Vlog {
             direct_io,
             mmap: false,
             mapped_reads: AtomicU64::new(0),
+            values: None,
         }
+    }
+
+    /// Keeps up to `bytes` of verified values for point reads ([`Vlog::read_point`]).
+    pub fn with_value_cache(mut self, bytes: usize) -> Vlog {
+        self.values = cache::ValueCache::new(bytes);
+        self
+    }
+
+    /// Point reads answered by the value cache, and those that were not (0, 0 without one).
+    pub fn value_cache_hits_misses(&self) -> (u64, u64) {
+        self.values
+            .as_ref()
+            .map_or((0, 0), |c| (c.hits(), c.misses()))
+    }
+
+    /// Bytes the value cache holds.
+    pub fn value_cache_bytes(&self) -> u64 {
+        self.values.as_ref().map_or(0, |c| c.bytes())
     }
 
     /// Reads sealed files through memory mappings when `on` (and reads are not direct).
@@ -200,6 +222,28 @@ impl Vlog {
             }
         };
         extract(data, ptr, key, &f.path)
+    }
+
+    /// [`Vlog::read`] for a point read (`get`): a value verified before is answered from the
+    /// value cache, a private copy (no checksum, no look at the log's pages); a value read
+    /// now is offered to it (`vlog/cache.rs`). The pointer must still name a file of the
+    /// reader's set, as for every read.
+    pub fn read_point(
+        &self,
+        files: &VlogFileSet,
+        key: &[u8],
+        ptr: &ValuePointer,
+    ) -> Result<Vec<u8>> {
+        let Some(c) = &self.values else {
+            return self.read(files, key, ptr);
+        };
+        self.file(files, ptr)?;
+        if let Some(v) = c.get(ptr, key) {
+            return Ok(v);
+        }
+        let v = self.read(files, key, ptr)?;
+        c.offer(ptr, key, &v);
+        Ok(v)
     }
 
     /// Reads many values at once: buffered ones (and with `mapped`, those in mapped files)
