@@ -90,8 +90,9 @@ def files_under(d):
     return sum(len(fs) for _, _, fs in os.walk(d)) if os.path.isdir(d) else 0
 
 
-def strata_run(a, base, value_size, tier):
-    """One `strata bench` of fillseq then Gaussian readrandom; {benchmark: latency}."""
+def strata_run(a, base, value_size, tier, extra=()):
+    """One `strata bench` of fillseq then Gaussian readrandom; {benchmark: latency}. `extra`:
+    more engine options (NAME=VALUE)."""
     db = tempfile.mkdtemp(prefix="db-", dir=base)
     os.rmdir(db)  # strata bench wants a new or empty directory
     js = db + ".json"
@@ -100,6 +101,8 @@ def strata_run(a, base, value_size, tier):
            "--value-size", str(value_size), "--read-distribution", "gaussian",
            "--gaussian-sigma", str(a.gaussian_sigma), "--seed", str(a.seed),
            "--opt", f"write_buffer_bytes={a.write_buffer_bytes}", "--db", db, "--json", js]
+    for o in extra:
+        cmd += ["--opt", o]
     tier_dir = None
     if tier:
         tier_dir = tempfile.mkdtemp(prefix="strata-l0tier-", dir=a.tier_root)
@@ -146,8 +149,14 @@ CONFIGS = [("tier-on", "Strata, L0 tier on"), ("tier-off", "Strata, L0 tier off"
            ("rocksdb", "RocksDB")]
 
 
+# With --value-cache-ab: the tier on with the verified-value cache off, beside the default.
+NOCACHE = ("tier-on-nocache", "Strata, L0 tier on, verified-value cache off")
+
+
 def latency(a, base):
     configs = [c for c in CONFIGS if c[0] != "rocksdb" or a.db_bench]
+    if a.value_cache_ab:
+        configs.insert(1, NOCACHE)
     runs = []
     for rnd in range(1, a.rounds + 1):
         for vs in a.value_sizes:
@@ -156,7 +165,8 @@ def latency(a, base):
                     if key == "rocksdb":
                         res, used = rocks_run(a, base, vs)
                     else:
-                        res, used = strata_run(a, base, vs, key == "tier-on")
+                        extra = ["vlog_value_cache_bytes=0"] if key == NOCACHE[0] else []
+                        res, used = strata_run(a, base, vs, key.startswith("tier-on"), extra)
                     err = None
                 except RuntimeError as e:
                     res, used, err = {}, None, str(e)
@@ -252,6 +262,9 @@ def main():
     ap.add_argument("--index-lookups", type=int, default=1_000_000)
     ap.add_argument("--space-keys", type=int, default=10_000_000)
     ap.add_argument("--space-key-size", type=int, default=256)
+    ap.add_argument("--value-cache-ab", action="store_true",
+                    help="also run the tier with the verified-value cache off "
+                         "(vlog_value_cache_bytes=0)")
     ap.add_argument("--json", default=None, help="write every run and the medians to FILE")
     ap.add_argument("--smoke", action="store_true",
                     help="tiny sizes, 1 round, no db_bench: checks the script in seconds")
