@@ -357,10 +357,12 @@ fn touch_mapped<'a>(entries: impl Iterator<Item = &'a [u8]>) {
     std::hint::black_box(sum);
 }
 
-/// Verifies entry bytes borrowed from a mapping and copies the value out.
+/// Copies entry bytes out of a mapping, then verifies the copy and cuts the value out. The
+/// copy comes first: a shared mapping shows the page cache, which may change between two
+/// looks (a page dropped and read again from the device), so the bytes returned must be the
+/// bytes checked, never a second read of the mapping.
 fn extract_from(data: &[u8], ptr: &ValuePointer, key: &[u8], path: &Path) -> Result<Vec<u8>> {
-    let r = format::verify_pointed_entry(data, ptr, key, path)?;
-    Ok(data[r].to_vec())
+    extract(data.to_vec(), ptr, key, path)
 }
 
 /// Verifies entry bytes read through `ptr` and cuts the value out.
