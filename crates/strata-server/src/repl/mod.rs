@@ -5,6 +5,7 @@
 //! - `log.rs`: the backlog, RESP bytes of the stream addressed by offset, in segment files;
 //! - `sequencer.rs`: the order of appends and the full sync's cut;
 //! - `psync.rs`: PSYNC's decision and REPLCONF's arguments, without I/O;
+//! - `quorum.rs`: `min-replicas-to-write`, the good replicas a write needs;
 //! - `serve.rs`: a replica's connection once it sent PSYNC (full sync, then the feed).
 //!
 //! **Protocol between threads.** [`Master`] is shared (`Shared::master`). Commands append
@@ -16,6 +17,7 @@
 
 pub mod log;
 pub mod psync;
+pub mod quorum;
 pub mod sequencer;
 pub mod serve;
 
@@ -70,6 +72,8 @@ pub struct Master {
     pub sync_full: AtomicU64,
     pub sync_partial_ok: AtomicU64,
     pub sync_partial_err: AtomicU64,
+    /// `min-replicas-to-write` / `min-replicas-max-lag` (`quorum.rs`).
+    pub min_replicas: quorum::MinReplicas,
     /// Serializes log creation and the upkeep thread's start.
     init: Mutex<bool>,
 }
@@ -120,6 +124,14 @@ impl Master {
         let Some(_g) = self.seq.enter() else { return };
         let unit: Vec<(u8, Argv)> = cmds.iter().map(|c| (db, c.clone())).collect();
         self.append_unit(&unit, unit.len() > 1);
+    }
+
+    /// `-NOREPLICAS` if `min-replicas-to-write` is on and fewer replicas are good (a
+    /// write on a master asks; `quorum.rs`).
+    pub fn quorum_refusal(&self) -> Option<&'static str> {
+        let (n, lag) = self.min_replicas.active()?;
+        let good = quorum::good_count(&self.replicas.lock(), lag);
+        (good < n as usize).then_some(quorum::ERR_NOREPLICAS)
     }
 
     /// The stream's end (`master_repl_offset`) if the log exists.
@@ -225,6 +237,11 @@ impl Master {
         let (replid, replid2, second, offset) = ids;
         let replicas = self.replicas.lock().clone();
         f.push(("connected_slaves", replicas.len().to_string()));
+        // Printed while `min-replicas-to-write` is on, as Redis prints it.
+        if let Some((_, lag)) = self.min_replicas.active() {
+            let good = quorum::good_count(&replicas, lag);
+            f.push(("min_slaves_good_slaves", good.to_string()));
+        }
         let lines: Vec<String> = replicas
             .iter()
             .map(|r| {

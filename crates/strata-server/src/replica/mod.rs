@@ -283,10 +283,15 @@ impl Replication {
     }
 
     /// The error a command gets instead of running, in Redis's `processCommand` order
-    /// (READONLY, MASTERDOWN, LOADING); `None`: it runs.
+    /// (NOREPLICAS on a master, READONLY, MASTERDOWN, LOADING); `None`: it runs.
     pub fn refusal(&self, shared: &Shared, c: &Check) -> Option<&'static str> {
         if c.from_master {
             return None;
+        }
+        if c.writes && !self.is_replica() {
+            if let Some(e) = shared.master.quorum_refusal() {
+                return Some(e);
+            }
         }
         if self.is_replica() {
             let yes = |name: &str| shared.config.read().get(name).as_deref() != Some("no");
