@@ -9,6 +9,9 @@ REWRITE), watched by three `redis-sentinel` processes (quorum 2).
   REWRITE; CLIENT KILL TYPE normal; CLIENT KILL TYPE pubsub; EXEC` and point the other at
   it; the client writes again through Sentinel; the old master, restarted, is turned into
   a replica of the new one and catches up.
+- A busy script: a master that answers Sentinel's PING with `-BUSY` for longer than
+  `down-after-milliseconds` gets `SCRIPT KILL` from Sentinel (one sentinel, quorum 2, so
+  that no failover starts) and serves again.
 - The crash test: every write of a load is followed by `WAIT 1 0`; the master is killed
   during the load; after the failover every write that WAIT acknowledged is on the new
   master.
@@ -288,3 +291,47 @@ def test_acknowledged_writes_survive_failover():
         raise
     finally:
         g.stop()
+
+
+def test_sentinel_kills_a_busy_script():
+    if shutil.which("redis-sentinel") is None:
+        pytest.skip("redis-sentinel not found (apt-get install redis-sentinel)")
+    tmp = tempfile.mkdtemp(prefix="strata-sentinel-")
+    port, sport = free_port(), free_port()
+    master = sentinel = None
+    try:
+        master = Server(
+            "strata",
+            [STRATA_BIN, "serve", "--bind", "127.0.0.1", "--port", str(port), "--dir",
+             os.path.join(tmp, "node"), "--busy-reply-threshold", "100"],
+            port,
+        )
+        conf = os.path.join(tmp, "sentinel.conf")
+        with open(conf, "w") as f:
+            f.write(
+                f"bind 127.0.0.1\nport {sport}\ndir {tmp}\nlogfile \"\"\n"
+                f"sentinel monitor {NAME} 127.0.0.1 {port} 2\n"
+                f"sentinel down-after-milliseconds {NAME} 1000\n"
+            )
+        sentinel = Server("redis-sentinel", ["redis-sentinel", conf], sport)
+        s = redis.Redis(port=sport, socket_timeout=5, decode_responses=True)
+        # Connected, with the master's INFO read (its run id known).
+        wait_for("Sentinel connected", lambda: s.sentinel_master(NAME).get("runid"))
+        c = redis.Redis(port=port, socket_timeout=60, decode_responses=True)
+        started = time.time()
+        with pytest.raises(redis.ResponseError, match="Script killed by user with SCRIPT KILL"):
+            c.eval("while true do end", 0)
+        assert time.time() - started < 30
+        # Sentinel sends SCRIPT KILL to a master it holds subjectively down for -BUSY.
+        assert "+sdown master" in log_of(sentinel)
+        assert redis.Redis(port=port, socket_timeout=5).ping()
+    except BaseException:
+        for x in (master, sentinel):
+            if x is not None:
+                print(f"--- {x.name}\n{log_of(x)}")
+        raise
+    finally:
+        for x in (sentinel, master):
+            if x is not None:
+                x.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
