@@ -5,6 +5,7 @@
 //! - `log.rs`: the backlog, RESP bytes of the stream addressed by offset, in segment files;
 //! - `sequencer.rs`: the order of appends and the full sync's cut;
 //! - `psync.rs`: PSYNC's decision and REPLCONF's arguments, without I/O;
+//! - `failover.rs`: FAILOVER, the hand-over to a replica that has the whole stream;
 //! - `quorum.rs`: `min-replicas-to-write`, the good replicas a write needs;
 //! - `serve.rs`: a replica's connection once it sent PSYNC (full sync, then the feed).
 //!
@@ -15,6 +16,7 @@
 //! for a full sync and kept afterwards; a background thread (`upkeep`) flushes it every
 //! [`FLUSH_EVERY`] and PINGs the replicas every `repl-ping-replica-period`.
 
+pub mod failover;
 pub mod log;
 pub mod psync;
 pub mod quorum;
@@ -74,6 +76,8 @@ pub struct Master {
     pub sync_partial_err: AtomicU64,
     /// `min-replicas-to-write` / `min-replicas-max-lag` (`quorum.rs`).
     pub min_replicas: quorum::MinReplicas,
+    /// FAILOVER's state (`failover.rs`).
+    pub failover: failover::Failover,
     /// Serializes log creation and the upkeep thread's start.
     init: Mutex<bool>,
 }
@@ -265,7 +269,7 @@ impl Master {
         }
         let log = self.log();
         let offset = log.as_ref().map_or(offset, |l| l.end());
-        f.push(("master_failover_state", "no-failover".into()));
+        f.push(("master_failover_state", self.failover.phase().name().into()));
         f.push(("master_replid", replid.to_string()));
         f.push(("master_replid2", replid2.to_string()));
         f.push(("master_repl_offset", offset.to_string()));

@@ -446,6 +446,17 @@ impl Replication {
         )
     }
 
+    /// FAILOVER's hand-over: the data is this master's own stream up to its offset (writes
+    /// are held), so the next REPLICAOF asks to continue it (`PSYNC <replid> <offset+1>`),
+    /// as Redis's `replicationCacheMasterUsingMyself`.
+    pub fn resume_own_stream(&self, store: &crate::store::Store) {
+        let mut st = self.state.lock();
+        if !self.is_replica() {
+            st.resumable = true;
+            st.writes_mark = Some(store.writes());
+        }
+    }
+
     /// Sets the offset a master reached (its log's end) before it becomes a replica, so that
     /// it asks its new master from there.
     pub fn set_master_offset(&self, offset: u64) {
