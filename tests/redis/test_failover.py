@@ -159,3 +159,51 @@ def test_failover_times_out_when_the_replica_never_catches_up():
     finally:
         m.stop()
         r.stop()
+
+
+def plain(x):
+    if isinstance(x, Exception):
+        return f"-{x}"
+    if isinstance(x, list):
+        return [plain(y) for y in x]
+    return x
+
+
+def test_sentinel_reconfiguration_transaction_as_redis():
+    """The transaction Sentinel sends to promote a replica and to point a node at a new
+    master: the same replies as redis-server's, the other normal and pub/sub clients
+    disconnected, the sender kept."""
+    got = {}
+    for kind in ("redis", "strata"):
+        m, r, mc, rc = pair(kind, kind)
+        other = conn(r)
+        sub = conn(r).pubsub()
+        try:
+            other.ping()
+            sub.subscribe("__sentinel__:hello")
+            sub.get_message(timeout=5)
+            sender = conn(r).pipeline(transaction=False)
+            for cmd in (
+                ("MULTI",),
+                ("SLAVEOF", "NO", "ONE"),
+                ("CONFIG", "REWRITE"),
+                ("CLIENT", "KILL", "TYPE", "normal"),
+                ("CLIENT", "KILL", "TYPE", "pubsub"),
+                ("EXEC",),
+            ):
+                sender.execute_command(*cmd)
+            out = sender.execute(raise_on_error=False)
+            got[kind] = plain(out)
+            assert rc.info("replication")["role"] == "master"
+            # Left: the sender and rc (reconnected by redis-py).
+            assert rc.info("clients")["connected_clients"] == 2
+            # Back under the master, by the same transaction.
+            back = conn(r).pipeline(transaction=True)
+            back.execute_command("SLAVEOF", "127.0.0.1", m.port)
+            back.execute_command("CLIENT", "KILL", "TYPE", "normal")
+            assert back.execute()[0] is True
+            wait_for("the replica back", lambda: follows(rc, m.port))
+        finally:
+            m.stop()
+            r.stop()
+    assert got["strata"] == got["redis"], got
