@@ -148,8 +148,12 @@ def test_failover_times_out_when_the_replica_never_catches_up():
             assert mc.info("replication")["master_failover_state"] == "no-failover"
             assert mc.info("replication")["role"] == "master"
             assert replies(mc, ("FAILOVER", "ABORT")) == ["-No failover in progress."]
-            # ABORT while waiting.
+            # ABORT while waiting; REPLICAOF refused meanwhile, as Redis refuses it.
             assert mc.execute_command("FAILOVER") == "OK"
+            assert replies(mc, ("FAILOVER",), ("REPLICAOF", "NO", "ONE")) == [
+                "-FAILOVER already in progress.",
+                "-REPLICAOF not allowed while failing over.",
+            ]
             assert mc.execute_command("FAILOVER", "ABORT") == "OK"
             assert mc.set("after-abort", "1")
         finally:

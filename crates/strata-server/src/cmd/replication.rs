@@ -26,15 +26,14 @@ pub static COMMANDS: &[Entry] = &[
 fn replicaof(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let host = args.next_bytes()?;
     let port = args.next_bytes()?;
+    // As Redis: neither form while a FAILOVER runs (FAILOVER ABORT ends it).
+    if ctx.shared.master.failover.phase() != Phase::None {
+        return Err(CmdError::reply(
+            "ERR REPLICAOF not allowed while failing over.",
+        ));
+    }
     if host.eq_ignore_ascii_case(b"no") && port.eq_ignore_ascii_case(b"one") {
         if let Some(shared) = ctx.shared.me.upgrade() {
-            // As Redis: REPLICAOF NO ONE ends a failover in progress.
-            if ctx.shared.master.failover.phase() != Phase::None {
-                ctx.shared
-                    .master
-                    .failover
-                    .abort(ctx.shared, "Manual promotion");
-            }
             become_master(&shared);
         }
         ctx.reply.ok();
@@ -49,11 +48,6 @@ fn replicaof(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let Some(shared) = ctx.shared.me.upgrade() else {
         return Err(CmdError::reply("ERR the server is shutting down"));
     };
-    if ctx.shared.master.failover.phase() != Phase::None {
-        return Err(CmdError::reply(
-            "ERR REPLICAOF not allowed while failing over.",
-        ));
-    }
     if become_replica(&shared, host, port as u16, false) {
         ctx.reply.ok();
     } else {
