@@ -239,3 +239,34 @@ def test_replicas_are_known_by_their_announced_address():
     finally:
         m.stop()
         r.stop()
+
+
+def test_force_fails_over_to_a_replica_that_is_behind():
+    """FORCE: past the timeout the master hands over to the target even though it did not
+    acknowledge everything (its writes after the target's last ACK are lost, as in Redis)."""
+    m, r, mc, rc = pair("strata", "strata")
+    try:
+        mc.set("seen", "1")
+        assert mc.execute_command("WAIT", 1, 10000) == 1
+        os.kill(r.proc.pid, signal.SIGSTOP)
+        try:
+            mc.set("unseen", "1")
+            cmd = ("FAILOVER", "TO", "127.0.0.1", r.port, "FORCE", "TIMEOUT", 500)
+            assert mc.execute_command(*cmd) == "OK"
+            wait_for(
+                "the hand-over",
+                lambda: mc.info("replication")["master_failover_state"] == "failover-in-progress",
+                timeout=30,
+            )
+        finally:
+            os.kill(r.proc.pid, signal.SIGCONT)
+        wait_for("the replica promoted", lambda: rc.info("replication")["role"] == "master")
+        wait_for("the old master following", lambda: follows(mc, r.port))
+        assert mc.info("replication")["master_failover_state"] == "no-failover"
+        assert rc.get("seen") == "1"
+        rc.set("new", "1")
+        assert rc.execute_command("WAIT", 1, 10000) == 1
+        assert mc.get("new") == "1"
+    finally:
+        m.stop()
+        r.stop()
