@@ -16,7 +16,6 @@ fn missing_reason(m: &Meta) -> &'static str {
     match (name, group) {
         ("module", _) => "no modules: answers as a server without module support",
         ("debug", _) => "no DEBUG: answers as a server with the debug command disabled",
-        ("failover", _) => "FAILOVER is not built yet (REPLICAOF NO ONE promotes a replica)",
         _ => "not built yet",
     }
 }

@@ -11,6 +11,10 @@
 //! command as soon as the pause no longer holds it. A new pause extends the deadline and
 //! never weakens the mode (`ALL` over `WRITE`), as Redis's.
 //!
+//! FAILOVER holds writes too, as a pause of its own (Redis's `PAUSE_DURING_FAILOVER`
+//! purpose): without an end, not lifted by CLIENT UNPAUSE, only by [`Pause::hold_writes`]
+//! with `false` when the failover ends.
+//!
 //! Layer: services (above store and types; below commands).
 
 use crate::cmd::table::Spec;
@@ -39,6 +43,8 @@ struct State {
 #[derive(Default)]
 pub struct Pause {
     active: AtomicBool,
+    /// FAILOVER's hold on writes (see the module comment).
+    failover: AtomicBool,
     state: Mutex<State>,
     ended: Notify,
 }
@@ -63,10 +69,20 @@ impl Pause {
         self.ended.notify_waiters();
     }
 
+    /// FAILOVER's hold on writes: on while it waits for its replica and hands over,
+    /// off (held commands run) when it ends.
+    pub fn hold_writes(&self, on: bool) {
+        self.failover.store(on, Ordering::SeqCst);
+        if !on {
+            self.ended.notify_waiters();
+        }
+    }
+
     /// The mode in force now, if any (an expired pause ends here).
     pub fn mode(&self) -> Option<Mode> {
+        let held = self.failover.load(Ordering::Relaxed).then_some(Mode::Write);
         if !self.active.load(Ordering::Relaxed) {
-            return None;
+            return held;
         }
         let mut st = self.state.lock();
         match st.until {
@@ -76,7 +92,7 @@ impl Pause {
                 self.active.store(false, Ordering::SeqCst);
                 drop(st);
                 self.ended.notify_waiters();
-                None
+                held
             }
         }
     }
@@ -118,9 +134,11 @@ impl Pause {
     /// Resolves when the pause may have ended (CLIENT UNPAUSE or a new state); the caller
     /// checks again, and sleeps until [`Pause::deadline`] meanwhile.
     pub async fn ended(&self) {
-        let deadline = self.deadline();
         let notified = self.ended.notified();
+        let deadline = self.deadline();
         match deadline {
+            // FAILOVER's hold has no end: woken when it is lifted.
+            None if self.failover.load(Ordering::SeqCst) => notified.await,
             None => {}
             Some(d) => {
                 tokio::select! {

@@ -187,6 +187,7 @@ impl Shared {
             .set_unlink_expired(crate::effects::lazy(&c, "lazyfree-lazy-expire"));
         configure_notify(&self.store, &c);
         self.limits.set(&c.tuning);
+        self.master.min_replicas.set(&c.tuning);
         // CONFIG SET repl-backlog-size resizes the replication log's retention at once.
         if let (Some(log), Some(limit)) = (
             self.master.log(),
@@ -491,6 +492,8 @@ pub(crate) fn open_shared(
     );
     latency.set_tracking(config.tuning.get("latency-tracking").map(String::as_str));
     let unix_path = config.unixsocket.clone();
+    let master = crate::repl::Master::default();
+    master.min_replicas.set(&config.tuning);
     Ok(Arc::new_cyclic(|me| Shared {
         acl,
         store,
@@ -501,7 +504,7 @@ pub(crate) fn open_shared(
         saves: crate::save::Saves::default(),
         scripts: Default::default(),
         replication: Default::default(),
-        master: Default::default(),
+        master,
         propagation: Default::default(),
         cluster,
         migrate_sockets: Default::default(),

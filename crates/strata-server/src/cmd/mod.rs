@@ -31,7 +31,7 @@ pub(crate) mod migrate;
 pub mod multi;
 mod protected;
 mod pubsub;
-mod replication;
+pub(crate) mod replication;
 mod save;
 pub(crate) mod scripting;
 mod server;

@@ -1,11 +1,15 @@
-//! The replica side's commands (Redis's `replication.c`): REPLICAOF and its old name
-//! SLAVEOF, and ROLE. The link itself is `crate::replica`.
+//! The replication commands (Redis's `replication.c`): REPLICAOF and its old name
+//! SLAVEOF, ROLE, FAILOVER; the master side's PSYNC, SYNC, REPLCONF and WAIT. The link
+//! itself is `crate::replica`, the master side `crate::repl`.
 
 use super::{cmd, Args, CmdError, CmdResult, Ctx, Entry};
+use crate::repl::failover::{self, Phase};
 use crate::repl::psync::{self, Decision, Ids};
 use crate::repl::serve::{Handoff, Start};
 use crate::replica::Role;
+use crate::server::Shared;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 pub static COMMANDS: &[Entry] = &[
     cmd("replicaof", replicaof),
@@ -15,20 +19,22 @@ pub static COMMANDS: &[Entry] = &[
     cmd("sync", sync),
     cmd("replconf", replconf),
     cmd("wait", wait),
+    cmd("failover", failover),
 ];
 
 /// REPLICAOF host port | NO ONE.
 fn replicaof(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let host = args.next_bytes()?;
     let port = args.next_bytes()?;
-    let r = &ctx.shared.replication;
+    // As Redis: neither form while a FAILOVER runs (FAILOVER ABORT ends it).
+    if ctx.shared.master.failover.phase() != Phase::None {
+        return Err(CmdError::reply(
+            "ERR REPLICAOF not allowed while failing over.",
+        ));
+    }
     if host.eq_ignore_ascii_case(b"no") && port.eq_ignore_ascii_case(b"one") {
-        if r.is_replica() {
-            r.promote(&ctx.shared.store);
-            // The new history starts at the promoted offset: the log starts again there.
-            ctx.shared.master.reset_log(&ctx.shared.clients);
-            ctx.shared.config.write().replicaof = None;
-            eprintln!("strata-server: MASTER MODE enabled (REPLICAOF NO ONE)");
+        if let Some(shared) = ctx.shared.me.upgrade() {
+            become_master(&shared);
         }
         ctx.reply.ok();
         return Ok(());
@@ -42,19 +48,76 @@ fn replicaof(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let Some(shared) = ctx.shared.me.upgrade() else {
         return Err(CmdError::reply("ERR the server is shutting down"));
     };
-    // As Redis: the replicas of a server that becomes a replica are disconnected, and it
-    // asks its new master from where its own stream is.
-    if let Some(end) = ctx.shared.master.offset() {
-        r.set_master_offset(end);
-    }
-    ctx.shared.master.reset_log(&ctx.shared.clients);
-    if r.follow(&shared, host.clone(), port as u16) {
-        ctx.shared.config.write().replicaof = Some((host.clone(), port as u16));
-        eprintln!("strata-server: REPLICAOF {host}:{port} enabled");
+    if become_replica(&shared, host, port as u16, false) {
         ctx.reply.ok();
     } else {
         ctx.reply.simple("OK Already connected to specified master");
     }
+    Ok(())
+}
+
+/// REPLICAOF NO ONE's work (also FAILOVER's abort): stops following, the data stays.
+pub(crate) fn become_master(shared: &Arc<Shared>) {
+    let r = &shared.replication;
+    if r.is_replica() {
+        r.promote(&shared.store);
+        // The new history starts at the promoted offset: the log starts again there.
+        shared.master.reset_log(&shared.clients);
+        shared.config.write().replicaof = None;
+        eprintln!("strata-server: MASTER MODE enabled (REPLICAOF NO ONE)");
+    }
+}
+
+/// REPLICAOF host port's work (also FAILOVER's hand-over, with `own_stream`: the data is
+/// this master's stream up to its log's end, so the link asks to continue it). False if
+/// it already follows that master.
+pub(crate) fn become_replica(
+    shared: &Arc<Shared>,
+    host: String,
+    port: u16,
+    own_stream: bool,
+) -> bool {
+    let r = &shared.replication;
+    // As Redis: the replicas of a server that becomes a replica are disconnected, and it
+    // asks its new master from where its own stream is.
+    if let Some(end) = shared.master.offset() {
+        r.set_master_offset(end);
+    }
+    if own_stream {
+        r.resume_own_stream(&shared.store);
+    }
+    shared.master.reset_log(&shared.clients);
+    if r.follow(shared, host.clone(), port) {
+        shared.config.write().replicaof = Some((host.clone(), port));
+        eprintln!("strata-server: REPLICAOF {host}:{port} enabled");
+        true
+    } else {
+        false
+    }
+}
+
+/// FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT ms] (`repl/failover.rs`).
+fn failover(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    if ctx.shared.cluster.is_some() {
+        return Err(CmdError::reply("ERR FAILOVER not allowed in cluster mode."));
+    }
+    let rest: Vec<&[u8]> = args.rest().iter().map(|a| &a[..]).collect();
+    let f = &ctx.shared.master.failover;
+    if let [only] = rest[..] {
+        if only.eq_ignore_ascii_case(b"abort") {
+            if !f.abort_requested(ctx.shared) {
+                return Err(CmdError::reply("ERR No failover in progress."));
+            }
+            ctx.reply.ok();
+            return Ok(());
+        }
+    }
+    let req = failover::parse(&rest).map_err(CmdError::reply)?;
+    let Some(shared) = ctx.shared.me.upgrade() else {
+        return Err(CmdError::reply("ERR the server is shutting down"));
+    };
+    f.start(&shared, req).map_err(CmdError::reply)?;
+    ctx.reply.ok();
     Ok(())
 }
 
@@ -109,6 +172,25 @@ fn psync(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             "ERR value is not an integer or out of range",
         ));
     };
+    // `PSYNC <replid> <offset> FAILOVER` from a master handing over (its FAILOVER): this
+    // replica of it becomes the master first, if it follows that very stream.
+    let handing_over = args
+        .rest()
+        .first()
+        .is_some_and(|a| a.eq_ignore_ascii_case(b"failover"));
+    if handing_over && !ctx.conn.info.is_replica() {
+        if id != ctx.shared.replication.ids().0 {
+            return Err(CmdError::reply(
+                "ERR PSYNC FAILOVER replid must match my replid.",
+            ));
+        }
+        if let Some(shared) = ctx.shared.me.upgrade() {
+            eprintln!(
+                "strata-server: Failover request received for replid {id}, promoting to master."
+            );
+            become_master(&shared);
+        }
+    }
     start_sync(ctx, Some((id, off)))
 }
 

@@ -5,6 +5,8 @@
 //! - `log.rs`: the backlog, RESP bytes of the stream addressed by offset, in segment files;
 //! - `sequencer.rs`: the order of appends and the full sync's cut;
 //! - `psync.rs`: PSYNC's decision and REPLCONF's arguments, without I/O;
+//! - `failover.rs`: FAILOVER, the hand-over to a replica that has the whole stream;
+//! - `quorum.rs`: `min-replicas-to-write`, the good replicas a write needs;
 //! - `serve.rs`: a replica's connection once it sent PSYNC (full sync, then the feed).
 //!
 //! **Protocol between threads.** [`Master`] is shared (`Shared::master`). Commands append
@@ -14,8 +16,10 @@
 //! for a full sync and kept afterwards; a background thread (`upkeep`) flushes it every
 //! [`FLUSH_EVERY`] and PINGs the replicas every `repl-ping-replica-period`.
 
+pub mod failover;
 pub mod log;
 pub mod psync;
+pub mod quorum;
 pub mod sequencer;
 pub mod serve;
 
@@ -70,6 +74,10 @@ pub struct Master {
     pub sync_full: AtomicU64,
     pub sync_partial_ok: AtomicU64,
     pub sync_partial_err: AtomicU64,
+    /// `min-replicas-to-write` / `min-replicas-max-lag` (`quorum.rs`).
+    pub min_replicas: quorum::MinReplicas,
+    /// FAILOVER's state (`failover.rs`).
+    pub failover: failover::Failover,
     /// Serializes log creation and the upkeep thread's start.
     init: Mutex<bool>,
 }
@@ -120,6 +128,14 @@ impl Master {
         let Some(_g) = self.seq.enter() else { return };
         let unit: Vec<(u8, Argv)> = cmds.iter().map(|c| (db, c.clone())).collect();
         self.append_unit(&unit, unit.len() > 1);
+    }
+
+    /// `-NOREPLICAS` if `min-replicas-to-write` is on and fewer replicas are good (a
+    /// write on a master asks; `quorum.rs`).
+    pub fn quorum_refusal(&self) -> Option<&'static str> {
+        let (n, lag) = self.min_replicas.active()?;
+        let good = quorum::good_count(&self.replicas.lock(), lag);
+        (good < n as usize).then_some(quorum::ERR_NOREPLICAS)
     }
 
     /// The stream's end (`master_repl_offset`) if the log exists.
@@ -225,6 +241,11 @@ impl Master {
         let (replid, replid2, second, offset) = ids;
         let replicas = self.replicas.lock().clone();
         f.push(("connected_slaves", replicas.len().to_string()));
+        // Printed while `min-replicas-to-write` is on, as Redis prints it.
+        if let Some((_, lag)) = self.min_replicas.active() {
+            let good = quorum::good_count(&replicas, lag);
+            f.push(("min_slaves_good_slaves", good.to_string()));
+        }
         let lines: Vec<String> = replicas
             .iter()
             .map(|r| {
@@ -248,7 +269,7 @@ impl Master {
         }
         let log = self.log();
         let offset = log.as_ref().map_or(offset, |l| l.end());
-        f.push(("master_failover_state", "no-failover".into()));
+        f.push(("master_failover_state", self.failover.phase().name().into()));
         f.push(("master_replid", replid.to_string()));
         f.push(("master_replid2", replid2.to_string()));
         f.push(("master_repl_offset", offset.to_string()));

@@ -277,9 +277,17 @@ fn session_inner(shared: &Arc<Shared>, conn: &mut ConnState, epoch: u64) -> Resu
         Some((id, off)) => (id.clone(), off.to_string()),
         None => ("?".to_string(), "-1".to_string()),
     };
-    link.send(&[b"PSYNC", id.as_bytes(), from.as_bytes()])?;
+    // A master handing over (its FAILOVER) tells the target so (`repl/failover.rs`).
+    let failover = &shared.master.failover;
+    if failover.handing_over() {
+        link.send(&[b"PSYNC", id.as_bytes(), from.as_bytes(), b"FAILOVER"])?;
+    } else {
+        link.send(&[b"PSYNC", id.as_bytes(), from.as_bytes()])?;
+    }
     let line = link.line(timeout, true)?;
     let reply = parse_psync_reply(&line).map_err(|e| End::Failed(e.to_string()))?;
+    let accepted = matches!(reply, PsyncReply::Full { .. } | PsyncReply::Continue { .. });
+    failover.psync_answered(shared, accepted);
     let offset = match reply {
         PsyncReply::Full { replid, offset } => {
             // The stream after a full sync starts with its own SELECT.

@@ -283,10 +283,15 @@ impl Replication {
     }
 
     /// The error a command gets instead of running, in Redis's `processCommand` order
-    /// (READONLY, MASTERDOWN, LOADING); `None`: it runs.
+    /// (NOREPLICAS on a master, READONLY, MASTERDOWN, LOADING); `None`: it runs.
     pub fn refusal(&self, shared: &Shared, c: &Check) -> Option<&'static str> {
         if c.from_master {
             return None;
+        }
+        if c.writes && !self.is_replica() {
+            if let Some(e) = shared.master.quorum_refusal() {
+                return Some(e);
+            }
         }
         if self.is_replica() {
             let yes = |name: &str| shared.config.read().get(name).as_deref() != Some("no");
@@ -439,6 +444,17 @@ impl Replication {
             st.second_offset,
             st.offset,
         )
+    }
+
+    /// FAILOVER's hand-over: the data is this master's own stream up to its offset (writes
+    /// are held), so the next REPLICAOF asks to continue it (`PSYNC <replid> <offset+1>`),
+    /// as Redis's `replicationCacheMasterUsingMyself`.
+    pub fn resume_own_stream(&self, store: &crate::store::Store) {
+        let mut st = self.state.lock();
+        if !self.is_replica() {
+            st.resumable = true;
+            st.writes_mark = Some(store.writes());
+        }
     }
 
     /// Sets the offset a master reached (its log's end) before it becomes a replica, so that
