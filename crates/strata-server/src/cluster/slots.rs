@@ -18,7 +18,7 @@ pub type NodeId = [u8; 40];
 /// nodes.conf name (`bus/node.rs`).
 pub mod node_flag {
     pub use crate::cluster::bus::node::{
-        FAIL, HANDSHAKE, MASTER, MEET, MYSELF, NOADDR, NOFAILOVER, PFAIL, SLAVE,
+        FAIL, HANDSHAKE, MASTER, MEET, MIGRATE_TO, MYSELF, NOADDR, NOFAILOVER, PFAIL, SLAVE,
     };
 }
 
@@ -44,6 +44,28 @@ pub struct Node {
     pub config_epoch: u64,
     /// The bus has a connection to it (always true of this node itself).
     pub link_connected: bool,
+    /// The bus's bookkeeping of this node, not saved (`cluster/gossip.rs`).
+    pub bus: NodeBus,
+}
+
+/// What the bus alone keeps about a node (Redis's `clusterNode` fields that nodes.conf
+/// does not hold): times in Unix milliseconds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeBus {
+    /// When the node entered the table (a handshake expires after the node timeout).
+    pub ctime_ms: u64,
+    /// When anything was last received from it.
+    pub data_received_ms: u64,
+    /// When it was flagged FAIL.
+    pub fail_time_ms: u64,
+    /// Masters that reported it failing (in gossip), and when each last did.
+    pub fail_reports: Vec<(NodeId, u64)>,
+    /// The replication offset its last header carried.
+    pub repl_offset: u64,
+    /// The TLS port it announced (kept to gossip it on).
+    pub pport: u16,
+    /// When this node's outbound link to it connected.
+    pub link_ctime_ms: u64,
 }
 
 impl Node {
@@ -60,6 +82,7 @@ impl Node {
             pong_received_ms: 0,
             config_epoch: 0,
             link_connected: false,
+            bus: NodeBus::default(),
         }
     }
 

@@ -393,9 +393,25 @@ fn forget(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn count_failure_reports(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let name = args.next_bytes()?;
     let c = cluster(ctx)?;
-    known(&c.read(), &name).map_err(|e| CmdError::reply(format!("ERR {e}")))?;
-    // Failure reports come from the bus's gossip, which is not built yet: none.
-    ctx.reply.int(0);
+    let id = known(&c.read(), &name).map_err(|e| CmdError::reply(format!("ERR {e}")))?;
+    let timeout = ctx
+        .shared
+        .config
+        .read()
+        .tuning
+        .get("cluster-node-timeout")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(15000);
+    // Only the reports still valid (younger than twice the node timeout) count.
+    let now = crate::cluster::link::now_ms();
+    let n = c.read().nodes.get(&id).map_or(0, |n| {
+        n.bus
+            .fail_reports
+            .iter()
+            .filter(|(_, t)| now.saturating_sub(*t) <= timeout.saturating_mul(2))
+            .count()
+    });
+    ctx.reply.int(n as i64);
     Ok(())
 }
 
@@ -521,9 +537,8 @@ fn failover(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 }
 
 /// CLUSTER MEET ip port [cport]: validated as Redis's `clusterStartHandshake`, then the
-/// node is recorded in handshake under a random name. The bus that would connect to it and
-/// learn its real name is not built yet, so it stays in handshake (Redis drops a handshake
-/// that does not complete within the node timeout; here it stays until FORGET or RESET).
+/// node is recorded in handshake under a random name; the bus connects to it, sends a
+/// MEET and learns its real name from the PONG (or drops it after the node timeout).
 fn meet(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     cluster(ctx)?;
     if args.remaining() > 3 {
@@ -567,6 +582,7 @@ fn meet(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         });
         if !pending {
             let mut n = Node::new(random_id(), node_flag::HANDSHAKE | node_flag::MEET);
+            n.bus.ctime_ms = crate::cluster::link::now_ms();
             n.ip = ip;
             n.port = port as u16;
             n.cport = cport as u16;
