@@ -18,6 +18,8 @@ pub mod link;
 pub mod nodes_conf;
 pub mod outgoing;
 pub mod packet;
+#[cfg(test)]
+mod packet_tests;
 pub mod route;
 pub mod slots;
 

@@ -1,0 +1,212 @@
+"""The cluster bus between nodes: `redis-cli --cluster create` builds a cluster of three
+Strata masters, `redis-cli --cluster check` finds it clean, redis-py's `RedisCluster`
+writes and reads across all three; a mixed cluster of two Strata masters and one
+redis-server 7.0.15 is created and checked the same way (the bus interoperates with real
+Redis nodes); a Strata node killed is flagged `fail` by the others within a bounded wait.
+
+    cargo build --release -p strata-cli
+    python3 -m pytest -q tests/redis/test_cluster_bus.py
+"""
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from conftest import need
+from servers import STRATA_BIN, Client, start_redis, start_strata
+
+# A short node timeout keeps failure detection within the test's waits.
+NODE_TIMEOUT_MS = 2000
+CLUSTER = ["--cluster-enabled", "yes", "--cluster-node-timeout", str(NODE_TIMEOUT_MS)]
+
+
+def cli(*args, timeout=60):
+    need("redis-cli")
+    r = subprocess.run(
+        ["redis-cli", *args], input="yes\n", capture_output=True, text=True, timeout=timeout
+    )
+    return r.returncode, r.stdout + r.stderr
+
+
+def addr(s):
+    return f"127.0.0.1:{s.port}"
+
+
+def nodes_of(port):
+    c = Client(port)
+    try:
+        text = c.call("CLUSTER", "NODES")
+    finally:
+        c.close()
+    text = text.decode() if isinstance(text, bytes) else text
+    return [line.split() for line in text.strip().splitlines()]
+
+
+def info_of(port):
+    c = Client(port)
+    try:
+        text = c.call("CLUSTER", "INFO")
+    finally:
+        c.close()
+    text = text.decode() if isinstance(text, bytes) else text
+    return dict(line.split(":", 1) for line in text.strip().splitlines())
+
+
+def wait_until(what, pred, timeout=30):
+    deadline = time.time() + timeout
+    while True:
+        got = pred()
+        if got:
+            return got
+        assert time.time() < deadline, f"{what}: not within {timeout} s"
+        time.sleep(0.2)
+
+
+def create(servers):
+    code, out = cli("--cluster", "create", *[addr(s) for s in servers], "--cluster-yes")
+    assert code == 0, out
+    assert "[OK] All 16384 slots covered." in out, out
+    # Every node sees every node, connected, and the cluster ok.
+    for s in servers:
+        wait_until(
+            f"node {s.port} sees the whole cluster",
+            lambda s=s: info_of(s.port).get("cluster_state") == "ok"
+            and len([n for n in nodes_of(s.port) if n[7] == "connected"]) == len(servers),
+        )
+
+
+def check_clean(servers):
+    code, out = cli("--cluster", "check", addr(servers[0]))
+    assert code == 0, out
+    assert "[OK] All nodes agree about slots configuration." in out, out
+    assert "[OK] All 16384 slots covered." in out, out
+    assert "[ERR]" not in out and "[WARNING]" not in out, out
+
+
+def stop_all(servers):
+    for s in servers:
+        s.stop()
+
+
+@pytest.fixture
+def strata_nodes():
+    if not os.path.exists(STRATA_BIN):
+        pytest.fail(f"{STRATA_BIN} not found: cargo build --release -p strata-cli")
+    servers = []
+    try:
+        for _ in range(3):
+            servers.append(start_strata(CLUSTER))
+        yield servers
+    finally:
+        stop_all(servers)
+
+
+def test_create_check_and_use_three_strata_masters(strata_nodes):
+    create(strata_nodes)
+    check_clean(strata_nodes)
+    ids = set()
+    for s in strata_nodes:
+        lines = nodes_of(s.port)
+        assert len(lines) == 3
+        ids.add(frozenset(n[0] for n in lines))
+        info = info_of(s.port)
+        assert info["cluster_known_nodes"] == "3" and info["cluster_size"] == "3"
+        assert int(info["cluster_stats_messages_ping_sent"]) > 0
+        assert int(info["cluster_stats_messages_pong_received"]) > 0
+        assert int(info["cluster_stats_messages_sent"]) >= int(
+            info["cluster_stats_messages_ping_sent"])
+    assert len(ids) == 1, "every node knows the same three nodes"
+    # The config epochs redis-cli set are distinct and known everywhere.
+    epochs = {n[0]: n[6] for n in nodes_of(strata_nodes[0].port)}
+    assert len(set(epochs.values())) == 3
+
+    redis = pytest.importorskip("redis")
+    from redis.cluster import RedisCluster
+
+    rc = RedisCluster(host="127.0.0.1", port=strata_nodes[0].port)
+    try:
+        keys = [f"key:{i}" for i in range(300)]
+        for k in keys:
+            rc.set(k, k.upper())
+        for k in keys:
+            assert rc.get(k) == k.upper().encode()
+        # The keys landed on all three nodes, each holding only its own slots.
+        for s in strata_nodes:
+            c = redis.Redis(port=s.port)
+            n = c.dbsize()
+            c.close()
+            assert 50 < n < 200, (s.port, n)
+        rc.hset("h{tag}", mapping={"a": "1", "b": "2"})
+        rc.rpush("l{tag}", "x", "y")
+        assert rc.hgetall("h{tag}") == {b"a": b"1", b"b": b"2"}
+        assert rc.lrange("l{tag}", 0, -1) == [b"x", b"y"]
+    finally:
+        rc.close()
+    # The view survives a restart of nothing but is on disk: each nodes.conf names three
+    # nodes and the epochs.
+    for s in strata_nodes:
+        conf = open(os.path.join(s.tmpdir, "nodes.conf")).read()
+        assert conf.count("\n") == 4, conf
+        assert "vars currentEpoch 3 " in conf, conf
+
+
+def test_a_killed_strata_node_is_flagged_fail(strata_nodes):
+    create(strata_nodes)
+    victim = strata_nodes[2]
+    victim_id = [n[0] for n in nodes_of(victim.port) if "myself" in n[2]][0]
+    victim.proc.kill()
+    victim.proc.wait()
+    # PFAIL after the node timeout, then FAIL once the other master agrees.
+    for s in strata_nodes[:2]:
+        wait_until(
+            f"node {s.port} flags the killed node fail",
+            lambda s=s: any(
+                n[0] == victim_id and "fail" in n[2].split(",") for n in nodes_of(s.port)
+            ),
+            timeout=NODE_TIMEOUT_MS / 1000 * 5 + 5,
+        )
+        assert info_of(s.port)["cluster_state"] == "fail"
+
+
+def test_mixed_cluster_of_strata_and_redis_server():
+    need("redis-server")
+    if not os.path.exists(STRATA_BIN):
+        pytest.fail(f"{STRATA_BIN} not found: cargo build --release -p strata-cli")
+    servers = []
+    try:
+        servers.append(start_strata(CLUSTER))
+        servers.append(start_redis(CLUSTER))
+        servers.append(start_strata(CLUSTER))
+        create(servers)
+        check_clean(servers)
+        # The redis-server node's own view agrees: three masters, all connected.
+        lines = nodes_of(servers[1].port)
+        assert len(lines) == 3 and all(n[7] == "connected" for n in lines), lines
+        assert all("fail" not in n[2] for n in lines), lines
+        redis = pytest.importorskip("redis")
+        from redis.cluster import RedisCluster
+
+        rc = RedisCluster(host="127.0.0.1", port=servers[0].port)
+        try:
+            for i in range(200):
+                rc.set(f"m:{i}", str(i))
+            for i in range(200):
+                assert rc.get(f"m:{i}") == str(i).encode()
+        finally:
+            rc.close()
+        # Killing a Strata node: the redis-server node flags it fail too.
+        victim_id = [n[0] for n in nodes_of(servers[2].port) if "myself" in n[2]][0]
+        servers[2].proc.kill()
+        servers[2].proc.wait()
+        for s in servers[:2]:
+            wait_until(
+                f"node {s.port} flags the killed Strata node fail",
+                lambda s=s: any(
+                    n[0] == victim_id and "fail" in n[2].split(",") for n in nodes_of(s.port)
+                ),
+                timeout=NODE_TIMEOUT_MS / 1000 * 5 + 5,
+            )
+    finally:
+        stop_all(servers)
