@@ -71,7 +71,10 @@ struct Bus {
 
 /// Binds the cluster port on the addresses the server listens on (`bind`), as Redis does
 /// at start: a port that cannot be bound stops the server.
-pub fn bind(addrs: &[std::net::SocketAddr], cport: u16) -> std::io::Result<Vec<std::net::TcpListener>> {
+pub fn bind(
+    addrs: &[std::net::SocketAddr],
+    cport: u16,
+) -> std::io::Result<Vec<std::net::TcpListener>> {
     let mut out = Vec::new();
     for a in addrs {
         let l = std::net::TcpListener::bind((a.ip(), cport))?;

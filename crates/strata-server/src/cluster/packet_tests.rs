@@ -67,6 +67,7 @@ fn inbound() -> LinkCtx {
 
 fn outbound(to: NodeId) -> LinkCtx {
     LinkCtx {
+        inbound: false,
         node: Some(to),
         ..inbound()
     }
@@ -89,7 +90,10 @@ fn meet_from_an_unknown_node_starts_a_handshake_and_is_answered() {
         .collect();
     assert_eq!(hs.len(), 1);
     assert_eq!((hs[0].port, hs[0].cport), (7001, 17001));
-    assert_ne!(hs[0].id, B, "a handshake node has a random name until its PONG");
+    assert_ne!(
+        hs[0].id, B,
+        "a handshake node has a random name until its PONG"
+    );
     assert!(matches!(&out.actions[0], Action::Reply(m) if matches!(m.body, Body::Pong(_))));
     // A PING from an unknown node creates nothing.
     let mut c = State::new(C);
@@ -120,9 +124,7 @@ fn first_pong_gives_a_met_node_its_name() {
     let pong = msg_from(&mut b, PingKind::Pong);
     let out = process(&mut a, &env(20), &outbound(H), &pong);
     assert!(out.save);
-    assert!(out
-        .actions
-        .contains(&Action::Renamed { from: H, to: B }));
+    assert!(out.actions.contains(&Action::Renamed { from: H, to: B }));
     assert!(!a.nodes.contains_key(&H));
     let nb = &a.nodes[&B];
     assert!(nb.has(node_flag::MASTER) && !nb.has(node_flag::HANDSHAKE));
@@ -164,8 +166,17 @@ fn headers_claim_slots_by_config_epoch_and_stale_senders_get_an_update() {
     let mut slots = SlotBitmap::new();
     slots.set_range(10923, 16383).unwrap();
     h.myslots = slots;
-    let out = process(&mut a, &env(3), &inbound(), &Msg::new(h, Body::Ping(Ping::default())));
-    assert_eq!(a.owner[16000], Some(B), "an older epoch does not take slots back");
+    let out = process(
+        &mut a,
+        &env(3),
+        &inbound(),
+        &Msg::new(h, Body::Ping(Ping::default())),
+    );
+    assert_eq!(
+        a.owner[16000],
+        Some(B),
+        "an older epoch does not take slots back"
+    );
     let update = out.actions.iter().find_map(|x| match x {
         Action::Send(to, m) => Some((*to, m.clone())),
         _ => None,
@@ -191,9 +202,18 @@ fn losing_a_slot_this_node_serves_empties_it_and_importing_slots_stay() {
     let mut slots = SlotBitmap::new();
     slots.set_range(5, 10).unwrap();
     h.myslots = slots;
-    let out = process(&mut a, &env(2), &inbound(), &Msg::new(h, Body::Pong(Ping::default())));
+    let out = process(
+        &mut a,
+        &env(2),
+        &inbound(),
+        &Msg::new(h, Body::Pong(Ping::default())),
+    );
     assert_eq!(a.owner[5], Some(B));
-    assert_eq!(a.owner[10], Some(A), "an importing slot changes only by hand");
+    assert_eq!(
+        a.owner[10],
+        Some(A),
+        "an importing slot changes only by hand"
+    );
     assert!(out
         .actions
         .contains(&Action::DeleteSlotKeys(vec![5, 6, 7, 8, 9])));
@@ -210,7 +230,12 @@ fn config_epoch_collision_moves_the_smaller_name() {
     slots.set_range(5461, 10922).unwrap();
     h.myslots = slots;
     a.nodes.get_mut(&B).unwrap().config_epoch = 1;
-    process(&mut a, &env(2), &inbound(), &Msg::new(h.clone(), Body::Ping(Ping::default())));
+    process(
+        &mut a,
+        &env(2),
+        &inbound(),
+        &Msg::new(h.clone(), Body::Ping(Ping::default())),
+    );
     assert_eq!(a.me().config_epoch, 4);
     assert_eq!(a.current_epoch, 4);
     // Seen from B, the sender A has the smaller name: B keeps its epoch.
@@ -223,7 +248,12 @@ fn config_epoch_collision_moves_the_smaller_name() {
     let mut slots = SlotBitmap::new();
     slots.set_range(0, 5460).unwrap();
     h.myslots = slots;
-    process(&mut b, &env(2), &inbound(), &Msg::new(h, Body::Ping(Ping::default())));
+    process(
+        &mut b,
+        &env(2),
+        &inbound(),
+        &Msg::new(h, Body::Ping(Ping::default())),
+    );
     assert_eq!(b.nodes[&B].config_epoch, 1);
 }
 
@@ -273,7 +303,11 @@ fn gossip_teaches_nodes_without_a_meet() {
     assert!(matches!(&out.actions[0], Action::Send(_, m) if matches!(m.body, Body::Ping(_))));
     // Gossip from an unknown sender teaches nothing; nor does a NOADDR entry.
     const E: NodeId = [b'e'; 40];
-    let mut m = ping_with(&a, B, vec![gossip_about(E, node_flag::MASTER | node_flag::NOADDR, 1)]);
+    let mut m = ping_with(
+        &a,
+        B,
+        vec![gossip_about(E, node_flag::MASTER | node_flag::NOADDR, 1)],
+    );
     process(&mut a, &env(5), &inbound(), &m);
     m.header.sender = NodeName([b'z'; 40]);
     if let Body::Ping(p) = &mut m.body {
@@ -298,14 +332,29 @@ fn pfail_after_the_timeout_then_fail_by_a_majority_of_masters() {
     assert!(a.nodes[&C].has(node_flag::PFAIL));
     assert!(!a.nodes[&C].has(node_flag::FAIL));
     assert!(!a.nodes[&B].has(node_flag::PFAIL));
-    assert!(!out.actions.iter().any(|x| matches!(x, Action::Broadcast(_))));
-    assert!(!a.is_ok(true), "a master in PFAIL makes its slots unreachable");
+    assert!(!out
+        .actions
+        .iter()
+        .any(|x| matches!(x, Action::Broadcast(_))));
+    assert!(
+        a.is_ok(true),
+        "one master of three in PFAIL: still a reachable majority and full coverage"
+    );
     // The PFAIL node is gossiped about.
     let mut me = a.clone();
     let p = outgoing::ping(&mut me, &e, PingKind::Ping, None);
-    assert!(p.ping().unwrap().gossip.iter().any(|g| g.nodename == NodeName(C)));
+    assert!(p
+        .ping()
+        .unwrap()
+        .gossip
+        .iter()
+        .any(|g| g.nodename == NodeName(C)));
     // B (a master) reports C failing: with A itself, 2 of 3 masters agree.
-    let m = ping_with(&a, B, vec![gossip_about(C, node_flag::MASTER | node_flag::PFAIL, 7002)]);
+    let m = ping_with(
+        &a,
+        B,
+        vec![gossip_about(C, node_flag::MASTER | node_flag::PFAIL, 7002)],
+    );
     let out = process(&mut a, &env(10_100), &inbound(), &m);
     let c = &a.nodes[&C];
     assert!(c.has(node_flag::FAIL) && !c.has(node_flag::PFAIL));
@@ -316,7 +365,10 @@ fn pfail_after_the_timeout_then_fail_by_a_majority_of_masters() {
     });
     assert!(matches!(fail.unwrap().body, Body::Fail { about } if about == NodeName(C)));
     assert!(!a.is_ok(true));
-    assert!(a.is_ok(false), "2 of 3 masters reachable: a majority without full coverage");
+    assert!(
+        a.is_ok(false),
+        "2 of 3 masters reachable: a majority without full coverage"
+    );
     // C answers again: a master with slots keeps FAIL until it is 2 timeouts old.
     let mut c_state = three();
     c_state.myself = C;
@@ -341,7 +393,10 @@ fn fail_messages_are_honoured_from_known_senders_only() {
     assert!(process(&mut a, &env(2), &inbound(), &m).save);
     assert!(a.nodes[&C].has(node_flag::FAIL));
     // About this node itself: ignored.
-    let m = Msg::new(outgoing::header(&a, &env(1)), Body::Fail { about: NodeName(A) });
+    let m = Msg::new(
+        outgoing::header(&a, &env(1)),
+        Body::Fail { about: NodeName(A) },
+    );
     let mut m = m;
     m.header.sender = NodeName(B);
     process(&mut a, &env(3), &inbound(), &m);
@@ -363,9 +418,9 @@ fn cron_drops_stale_handshakes_pings_and_reconnects() {
     assert!(out.actions.contains(&Action::Connect(B)));
     assert!(out.actions.contains(&Action::Connect(H)));
     assert!(
-        out.actions
-            .iter()
-            .any(|x| matches!(x, Action::Send(to, m) if *to == C && matches!(m.body, Body::Ping(_)))),
+        out.actions.iter().any(
+            |x| matches!(x, Action::Send(to, m) if *to == C && matches!(m.body, Body::Ping(_)))
+        ),
         "a node not pinged for half the timeout is pinged"
     );
     assert_eq!(a.nodes[&C].ping_sent_ms, 1_500);
@@ -387,11 +442,18 @@ fn hostname_extension_and_header_fields() {
     b.nodes.get_mut(&B).unwrap().flags = node_flag::MASTER | node_flag::MYSELF;
     b.nodes.get_mut(&B).unwrap().hostname = "node-b.example".into();
     let m = outgoing::ping(&mut b, &env(1), PingKind::Ping, Some(A));
-    assert_eq!(b.nodes[&A].ping_sent_ms, 1, "a PING records when it was sent");
+    assert_eq!(
+        b.nodes[&A].ping_sent_ms, 1,
+        "a PING records when it was sent"
+    );
     assert_eq!(m.header.config_epoch, 2);
     assert_eq!(m.header.myslots.count(), 10922 - 5461 + 1);
     assert_eq!(m.header.state, 0);
-    assert_eq!(m.ping().unwrap().gossip.len(), 0, "3 nodes: nobody else to gossip about");
+    // 3 nodes: Redis gossips about one node other than the sender (a tenth of the nodes,
+    // at least 3, at most the nodes but two).
+    let g = &m.ping().unwrap().gossip;
+    assert_eq!(g.len(), 1);
+    assert_ne!(g[0].nodename, NodeName(B));
     let mut a = three();
     process(&mut a, &env(2), &inbound(), &m);
     assert_eq!(a.nodes[&B].hostname, "node-b.example");
