@@ -106,14 +106,12 @@ pub fn process(st: &mut State, env: &Env, link: &LinkCtx, msg: &Msg) -> Outcome 
             view(st, env, link, msg, sender, sender_config_epoch, &mut out);
         }
         Body::Pong(_) => view(st, env, link, msg, sender, sender_config_epoch, &mut out),
-        Body::Fail { about } => {
-            if sender.is_some() {
-                if let Some(n) = st.nodes.get_mut(&about.0) {
-                    if !n.has(node_flag::FAIL | node_flag::MYSELF) {
-                        n.flags = (n.flags | node_flag::FAIL) & !node_flag::PFAIL;
-                        n.bus.fail_time_ms = env.now_ms;
-                        out.save = true;
-                    }
+        Body::Fail { about } if sender.is_some() => {
+            if let Some(n) = st.nodes.get_mut(&about.0) {
+                if !n.has(node_flag::FAIL | node_flag::MYSELF) {
+                    n.flags = (n.flags | node_flag::FAIL) & !node_flag::PFAIL;
+                    n.bus.fail_time_ms = env.now_ms;
+                    out.save = true;
                 }
             }
         }
@@ -404,7 +402,7 @@ fn gossip(
     let failing = node_flag::FAIL | node_flag::PFAIL;
     for g in sections {
         let id = g.nodename.0;
-        if !st.nodes.contains_key(&id) {
+        if let std::collections::btree_map::Entry::Vacant(slot) = st.nodes.entry(id) {
             if sender.is_some()
                 && g.flags & node_flag::NOADDR == 0
                 && super::bus::NodeName::parse(&id).is_ok()
@@ -415,7 +413,7 @@ fn gossip(
                 n.cport = g.cport;
                 n.bus.pport = g.pport;
                 n.bus.ctime_ms = env.now_ms;
-                st.nodes.insert(id, n);
+                slot.insert(n);
                 out.save = true;
             }
             continue;
