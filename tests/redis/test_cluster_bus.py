@@ -210,3 +210,63 @@ def test_mixed_cluster_of_strata_and_redis_server():
             )
     finally:
         stop_all(servers)
+
+
+def test_create_with_replicas():
+    """`--cluster-replicas 1` over six Strata nodes: three masters, each with a replica
+    set by CLUSTER REPLICATE and fed by the replication link; `check` is clean and a write
+    to a master reaches its replica."""
+    if not os.path.exists(STRATA_BIN):
+        pytest.fail(f"{STRATA_BIN} not found: cargo build --release -p strata-cli")
+    servers = []
+    try:
+        for _ in range(6):
+            servers.append(start_strata(CLUSTER))
+        code, out = cli("--cluster", "create", *[addr(s) for s in servers],
+                        "--cluster-replicas", "1", "--cluster-yes", timeout=120)
+        assert code == 0, out
+        assert "[OK] All 16384 slots covered." in out, out
+
+        def roles_settled():
+            lines = nodes_of(servers[0].port)
+            masters = [n for n in lines if "master" in n[2]]
+            replicas = [n for n in lines if "slave" in n[2]]
+            return len(masters) == 3 and len(replicas) == 3 and all(
+                n[3] in {m[0] for m in masters} for n in replicas)
+
+        wait_until("three masters with a replica each", roles_settled)
+        for s in servers:
+            wait_until(f"node {s.port} sees six connected nodes",
+                       lambda s=s: len([n for n in nodes_of(s.port)
+                                        if n[7] == "connected"]) == 6)
+        code, out = cli("--cluster", "check", addr(servers[0]))
+        assert code == 0 and "[ERR]" not in out, out
+        assert out.count("1 additional replica(s)") == 3, out
+        # A write to a master reaches its replica.
+        lines = nodes_of(servers[0].port)
+        port_of = {n[0]: int(n[1].split("@")[0].rsplit(":", 1)[1]) for n in lines}
+        replica = next(n for n in lines if "slave" in n[2])
+        master_port, replica_port = port_of[replica[3]], port_of[replica[0]]
+        redis = pytest.importorskip("redis")
+        from redis.cluster import RedisCluster
+
+        rc = RedisCluster(host="127.0.0.1", port=servers[0].port)
+        try:
+            m = redis.Redis(port=master_port)
+            slot_ranges = [n for n in lines if n[0] == replica[3]][0][8:]
+            first = int(slot_ranges[0].split("-")[0])
+            key = next(f"k{i}" for i in range(100000)
+                       if m.execute_command("CLUSTER", "KEYSLOT", f"k{i}") == first)
+            rc.set(key, "v")
+            m.close()
+        finally:
+            rc.close()
+        r = redis.Redis(port=replica_port)
+        try:
+            r.execute_command("READONLY")
+            wait_until("the replica has the master's write",
+                       lambda: r.execute_command("GET", key) == b"v")
+        finally:
+            r.close()
+    finally:
+        stop_all(servers)

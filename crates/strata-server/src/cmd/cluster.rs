@@ -496,11 +496,15 @@ fn replicas(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     Ok(())
 }
 
+/// CLUSTER REPLICATE node (Redis's `clusterSetMaster`): after Redis's checks, this node
+/// becomes a replica of `node` (its open slots closed), saves that, and replicates from
+/// the master's address through the replication link (`replica/`); the bus announces the
+/// new role in its headers.
 fn replicate(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let name = args.next_bytes()?;
     cluster(ctx)?;
     let has_keys = db_has_keys(ctx)?;
-    update(ctx, |st| {
+    let (host, port) = update(ctx, |st| {
         let id = known(st, &name)?;
         if id == st.myself {
             return Err("Can't replicate myself".into());
@@ -514,8 +518,26 @@ fn replicate(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
                 "To set a master the node must be empty and without assigned slots.".into(),
             );
         }
-        Err("CLUSTER REPLICATE needs the cluster bus, which Strata does not have yet".into())
-    })
+        let m = &st.nodes[&id];
+        let target = (m.ip.clone(), m.port);
+        let n = st.me_mut();
+        n.flags = (n.flags & !(node_flag::MASTER | node_flag::MIGRATE_TO)) | node_flag::SLAVE;
+        n.master = Some(id);
+        st.migrating.clear();
+        st.importing.clear();
+        Ok(target)
+    })?;
+    let Some(shared) = ctx.shared.me.upgrade() else {
+        return Err(CmdError::reply("ERR the server is shutting down"));
+    };
+    // As REPLICAOF: replicas of this node are let go, and it asks from its own offset.
+    if let Some(end) = ctx.shared.master.offset() {
+        ctx.shared.replication.set_master_offset(end);
+    }
+    ctx.shared.master.reset_log(&ctx.shared.clients);
+    ctx.shared.replication.follow(&shared, host, port);
+    ctx.reply.ok();
+    Ok(())
 }
 
 fn failover(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
