@@ -212,10 +212,11 @@ def test_mixed_cluster_of_strata_and_redis_server():
         stop_all(servers)
 
 
-def test_create_with_replicas():
+def test_create_with_replicas_and_fail_over():
     """`--cluster-replicas 1` over six Strata nodes: three masters, each with a replica
     set by CLUSTER REPLICATE and fed by the replication link; `check` is clean and a write
-    to a master reaches its replica."""
+    to a master reaches its replica. The master killed, its replica wins the election
+    within a bounded wait, serves the slots with the write, and the cluster is ok."""
     if not os.path.exists(STRATA_BIN):
         pytest.fail(f"{STRATA_BIN} not found: cargo build --release -p strata-cli")
     servers = []
@@ -266,6 +267,28 @@ def test_create_with_replicas():
             r.execute_command("READONLY")
             wait_until("the replica has the master's write",
                        lambda: r.execute_command("GET", key) == b"v")
+        finally:
+            r.close()
+        victim = next(s for s in servers if s.port == master_port)
+        victim.proc.kill()
+        victim.proc.wait()
+        survivors = [s for s in servers if s is not victim]
+
+        def promoted(s):
+            lines = nodes_of(s.port)
+            me = [n for n in lines if n[0] == replica[0]][0]
+            return "master" in me[2] and len(me) > 8
+
+        for s in survivors:
+            wait_until(f"node {s.port} sees the replica promoted", lambda s=s: promoted(s),
+                       timeout=NODE_TIMEOUT_MS / 1000 * 10 + 10)
+        wait_until("the cluster is ok again",
+                   lambda: all(info_of(s.port)["cluster_state"] == "ok" for s in survivors),
+                   timeout=NODE_TIMEOUT_MS / 1000 * 5 + 5)
+        r = redis.Redis(port=replica_port)
+        try:
+            assert r.execute_command("GET", key) == b"v"
+            assert r.execute_command("ROLE")[0] == b"master"
         finally:
             r.close()
     finally:

@@ -305,6 +305,37 @@ impl Bus {
         for l in gone {
             self.close(l);
         }
+        // A replica not replicating (after a restart) starts once its master's address is
+        // known, as Redis's cron does.
+        let master = {
+            let st = self.cluster().read();
+            let me = st.me();
+            me.master.filter(|_| me.has(node_flag::SLAVE))
+        };
+        if let Some(m) = master {
+            if !self.shared.replication.is_replica() {
+                self.follow(m);
+            }
+        }
+    }
+
+    /// Replicates from `node` (CLUSTER REPLICATE's and a demoted master's way).
+    fn follow(&self, node: NodeId) {
+        let target = {
+            let st = self.cluster().read();
+            st.nodes
+                .get(&node)
+                .filter(|n| !n.ip.is_empty() && n.port != 0)
+                .map(|n| (n.ip.clone(), n.port))
+        };
+        let (Some((host, port)), Some(shared)) = (target, self.shared.me.upgrade()) else {
+            return;
+        };
+        if let Some(end) = shared.master.offset() {
+            shared.replication.set_master_offset(end);
+        }
+        shared.master.reset_log(&shared.clients);
+        shared.replication.follow(&shared, host, port);
     }
 
     fn apply(&mut self, actions: Vec<Action>, from: Option<LinkId>) {
@@ -357,6 +388,14 @@ impl Bus {
                     }
                 }
                 Action::DeleteSlotKeys(slots) => self.delete_slot_keys(&slots),
+                Action::Promote => {
+                    let r = &self.shared.replication;
+                    if r.is_replica() {
+                        r.promote(&self.shared.store);
+                        self.shared.master.reset_log(&self.shared.clients);
+                    }
+                }
+                Action::Follow(node) => self.follow(node),
             }
         }
     }

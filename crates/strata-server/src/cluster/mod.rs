@@ -14,6 +14,7 @@
 
 pub mod bus;
 pub mod cron;
+pub mod failover;
 pub mod link;
 pub mod nodes_conf;
 pub mod outgoing;

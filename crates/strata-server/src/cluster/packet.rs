@@ -44,6 +44,10 @@ pub enum Action {
     CloseThis,
     /// This node lost slots it still holds keys in: delete them.
     DeleteSlotKeys(Vec<u16>),
+    /// This node won an election: stop replicating, serve as a master.
+    Promote,
+    /// This node is now a replica of the node: replicate from it.
+    Follow(NodeId),
 }
 
 /// The result of a state transition.
@@ -130,7 +134,17 @@ pub fn process(st: &mut State, env: &Env, link: &LinkCtx, msg: &Msg) -> Outcome 
             out.save = true;
             update_slots(st, &id, u.config_epoch, &u.slots, &mut out);
         }
-        // Pub/Sub over the bus, failover votes and modules are not handled yet: ignored,
+        Body::FailoverAuthRequest => {
+            if let Some(s) = sender {
+                super::failover::vote(st, env, &s, msg, &mut out);
+            }
+        }
+        Body::FailoverAuthAck => {
+            if let Some(s) = sender {
+                super::failover::ack(st, &s, msg);
+            }
+        }
+        // Pub/Sub over the bus, manual failover and modules are not handled yet: ignored,
         // as a node without those features would.
         _ => {}
     }
@@ -351,7 +365,14 @@ pub fn update_slots(
     if *sender == st.myself {
         return;
     }
+    let me = st.me();
+    let curmaster = if me.has(node_flag::MASTER) {
+        Some(st.myself)
+    } else {
+        me.master
+    };
     let mut lost = Vec::new();
+    let mut migrated = 0;
     for slot in slots.iter() {
         let i = usize::from(slot);
         let owner = st.owner[i];
@@ -368,10 +389,22 @@ pub fn update_slots(
         if owner == Some(st.myself) {
             lost.push(slot);
         }
+        if owner.is_some() && owner == curmaster {
+            migrated += 1;
+        }
         st.owner[i] = Some(*sender);
         out.save = true;
     }
-    if !lost.is_empty() {
+    // The master this node serves (itself or its master) lost its last slot to the
+    // sender: this node follows the sender (a failed-over master rejoins as a replica).
+    if curmaster.is_some_and(|cm| migrated > 0 && st.slot_count(&cm) == 0) {
+        let n = st.me_mut();
+        n.flags = (n.flags & !(node_flag::MASTER | node_flag::MIGRATE_TO)) | node_flag::SLAVE;
+        n.master = Some(*sender);
+        st.migrating.clear();
+        st.importing.clear();
+        out.actions.push(Action::Follow(*sender));
+    } else if !lost.is_empty() {
         out.actions.push(Action::DeleteSlotKeys(lost));
     }
 }

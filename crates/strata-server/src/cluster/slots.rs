@@ -66,6 +66,8 @@ pub struct NodeBus {
     pub pport: u16,
     /// When this node's outbound link to it connected.
     pub link_ctime_ms: u64,
+    /// When this node last voted for one of its replicas (it is a master).
+    pub voted_time_ms: u64,
 }
 
 impl Node {
@@ -147,6 +149,23 @@ pub struct State {
     pub importing: BTreeMap<u16, NodeId>,
     pub current_epoch: u64,
     pub last_vote_epoch: u64,
+    /// A replica's election in progress (not saved; `failover.rs`).
+    pub election: Election,
+}
+
+/// A replica's failover election (Redis's `failover_auth_*` fields); times in Unix ms.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Election {
+    /// When the vote is to be asked for (0: no election scheduled).
+    pub auth_time_ms: u64,
+    /// Votes received for `epoch`.
+    pub count: usize,
+    /// The vote request was broadcast.
+    pub sent: bool,
+    /// This replica's rank among its master's replicas (0: the most up to date).
+    pub rank: usize,
+    /// The epoch the election runs in.
+    pub epoch: u64,
 }
 
 impl State {
@@ -164,6 +183,7 @@ impl State {
             importing: BTreeMap::new(),
             current_epoch: 0,
             last_vote_epoch: 0,
+            election: Election::default(),
         }
     }
 
