@@ -15,6 +15,8 @@
 pub mod bus;
 pub mod cron;
 pub mod failover;
+#[cfg(test)]
+mod failover_tests;
 pub mod link;
 pub mod nodes_conf;
 pub mod outgoing;
