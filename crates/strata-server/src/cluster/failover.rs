@@ -80,7 +80,8 @@ pub fn replica_step(st: &mut State, env: &Env) -> Outcome {
         out.save = true;
         return out;
     }
-    if st.election.count >= st.size() / 2 + 1 {
+    // A majority: more than half of the masters serving slots.
+    if st.election.count > st.size() / 2 {
         replace_master(st, env, master, &mut out);
     }
     out
