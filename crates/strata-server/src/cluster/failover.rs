@@ -33,6 +33,13 @@ fn rank(st: &State, my_offset: u64) -> usize {
 /// The election step of the cron, on a replica whose master is FAIL.
 pub fn replica_step(st: &mut State, env: &Env) -> Outcome {
     let mut out = Outcome::default();
+    let now = env.now_ms;
+    let forced = st.election.forced_until_ms > now;
+    if st.election.forced_until_ms != 0 && !forced {
+        // A forced failover not won in time is abandoned.
+        st.election = Default::default();
+        return out;
+    }
     let me = st.me();
     let Some(master) = me.master.filter(|_| me.has(node_flag::SLAVE)) else {
         return out;
@@ -41,10 +48,9 @@ pub fn replica_step(st: &mut State, env: &Env) -> Outcome {
         .nodes
         .get(&master)
         .is_some_and(|m| m.has(node_flag::FAIL));
-    if !failed || me.has(node_flag::NOFAILOVER) || st.slot_count(&master) == 0 {
+    if !(failed || forced) || me.has(node_flag::NOFAILOVER) || st.slot_count(&master) == 0 {
         return out;
     }
-    let now = env.now_ms;
     let auth_timeout = (env.node_timeout_ms * 2).max(2000);
     let retry = auth_timeout * 2;
     let e = &st.election;
@@ -58,10 +64,11 @@ pub fn replica_step(st: &mut State, env: &Env) -> Outcome {
             sent: false,
             rank: r,
             epoch: 0,
+            forced_until_ms: 0,
         };
         return out;
     }
-    if !st.election.sent {
+    if !st.election.sent && !forced {
         let r = rank(st, env.repl_offset);
         if r > st.election.rank {
             st.election.auth_time_ms += (r - st.election.rank) as u64 * 1000;
@@ -75,7 +82,11 @@ pub fn replica_step(st: &mut State, env: &Env) -> Outcome {
         st.current_epoch += 1;
         st.election.epoch = st.current_epoch;
         st.election.sent = true;
-        let request = Msg::new(outgoing::header(st, env), Body::FailoverAuthRequest);
+        let mut h = outgoing::header(st, env);
+        if forced {
+            h.mflags[0] |= super::bus::header::mflag0::FORCEACK;
+        }
+        let request = Msg::new(h, Body::FailoverAuthRequest);
         out.actions.push(Action::Broadcast(request));
         out.save = true;
         return out;
@@ -84,6 +95,36 @@ pub fn replica_step(st: &mut State, env: &Env) -> Outcome {
     if st.election.count > st.size() / 2 {
         replace_master(st, env, master, &mut out);
     }
+    out
+}
+
+/// CLUSTER FAILOVER FORCE: an election now, whatever the master's state; the vote request
+/// asks masters to vote even for a master they do not see failing. Abandoned after 5 s.
+pub fn force(st: &mut State, now_ms: u64) {
+    st.election = super::slots::Election {
+        auth_time_ms: now_ms,
+        forced_until_ms: now_ms + MANUAL_FAILOVER_MS,
+        ..Default::default()
+    };
+}
+
+/// How long a manual failover may take (Redis's `CLUSTER_MF_TIMEOUT`).
+pub const MANUAL_FAILOVER_MS: u64 = 5000;
+
+/// CLUSTER FAILOVER TAKEOVER (Redis's `clusterBumpConfigEpochWithoutConsensus` then
+/// `clusterFailoverReplaceYourMaster`): a new epoch without a vote, and the master's slots.
+/// The caller promotes the replication side.
+pub fn takeover(st: &mut State, env: &Env) -> Outcome {
+    let mut out = Outcome::default();
+    let Some(master) = st.me().master else {
+        return out;
+    };
+    let max = st.max_epoch();
+    if st.me().config_epoch == 0 || st.me().config_epoch != max {
+        st.current_epoch += 1;
+    }
+    st.election.epoch = st.current_epoch;
+    replace_master(st, env, master, &mut out);
     out
 }
 

@@ -171,3 +171,30 @@ fn a_master_whose_last_slot_goes_to_a_newer_config_becomes_its_replica() {
     assert_eq!(c.owner[16000], Some(R));
     assert!(c.nodes[&R].has(node_flag::MASTER));
 }
+
+#[test]
+fn forced_failover_asks_for_forced_votes_and_takeover_needs_none() {
+    let mut r = cluster(R);
+    super::failover::force(&mut r, 1_000);
+    let out = replica_step(&mut r, &env(1_100));
+    let request = match &out.actions[..] {
+        [Action::Broadcast(m)] => m.clone(),
+        other => panic!("{other:?}"),
+    };
+    let force_ack = super::bus::header::mflag0::FORCEACK;
+    assert_ne!(request.header.mflags[0] & force_ack, 0);
+    // A master votes although C is not failing, because the request forces it.
+    let mut a = cluster(A);
+    let out = process(&mut a, &env(10_000), &inbound(), &request);
+    assert!(matches!(&out.actions[..], [Action::Send(to, _)] if *to == R));
+    // Not won within 5 s: abandoned.
+    assert!(replica_step(&mut r, &env(6_100)).actions.is_empty());
+    assert_eq!(r.election, Default::default());
+    // TAKEOVER: the slots and a new epoch at once.
+    let mut r = cluster(R);
+    let out = super::failover::takeover(&mut r, &env(7_000));
+    assert!(out.actions.contains(&Action::Promote));
+    assert_eq!(r.me().config_epoch, 4);
+    assert_eq!(r.owner[16000], Some(R));
+    assert!(r.me().has(node_flag::MASTER));
+}

@@ -166,6 +166,9 @@ pub struct Election {
     pub rank: usize,
     /// The epoch the election runs in.
     pub epoch: u64,
+    /// CLUSTER FAILOVER FORCE: until this time (Unix ms), an election runs without the
+    /// master failing and asks the masters to vote anyway (0: none).
+    pub forced_until_ms: u64,
 }
 
 impl State {

@@ -540,22 +540,71 @@ fn replicate(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     Ok(())
 }
 
+/// CLUSTER FAILOVER [FORCE|TAKEOVER] on a replica, with Redis's checks. TAKEOVER takes the
+/// master's slots at once with a new epoch; FORCE runs an election now, votes asked even
+/// though the master is not failing. The coordinated failover without an option (MFSTART,
+/// the master pausing its clients) is not built.
 fn failover(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     cluster(ctx)?;
-    match args.next_keyword().as_deref() {
+    let opt = args.next_keyword();
+    match opt.as_deref() {
         None | Some("FORCE") | Some("TAKEOVER") => {}
         Some(_) => return Err(CmdError::reply(super::args::ERR_SYNTAX)),
     }
     args.finish()?;
     let c = cluster(ctx)?;
-    if c.read().me().has(node_flag::MASTER) {
-        return Err(CmdError::reply(
-            "ERR You should send CLUSTER FAILOVER to a replica",
-        ));
+    {
+        let st = c.read();
+        let me = st.me();
+        if me.has(node_flag::MASTER) {
+            return Err(CmdError::reply(
+                "ERR You should send CLUSTER FAILOVER to a replica",
+            ));
+        }
+        let Some(m) = me.master.and_then(|m| st.nodes.get(&m)) else {
+            return Err(CmdError::reply(
+                "ERR I'm a replica but my master is unknown to me",
+            ));
+        };
+        if opt.is_none() && (m.has(node_flag::FAIL) || !m.link_connected) {
+            return Err(CmdError::reply(
+                "ERR Master is down or failed, please use CLUSTER FAILOVER FORCE",
+            ));
+        }
     }
-    Err(CmdError::reply(
-        "ERR CLUSTER FAILOVER needs the cluster bus, which Strata does not have yet",
-    ))
+    let now = crate::cluster::link::now_ms();
+    match opt.as_deref() {
+        Some("TAKEOVER") => {
+            let env = crate::cluster::outgoing::Env {
+                now_ms: now,
+                node_timeout_ms: 0,
+                announce_ip: String::new(),
+                full_coverage: true,
+                repl_offset: 0,
+            };
+            update(ctx, |st| {
+                crate::cluster::failover::takeover(st, &env);
+                Ok(())
+            })?;
+            let r = &ctx.shared.replication;
+            if r.is_replica() {
+                r.promote(&ctx.shared.store);
+                ctx.shared.master.reset_log(&ctx.shared.clients);
+            }
+        }
+        Some(_) => update(ctx, |st| {
+            crate::cluster::failover::force(st, now);
+            Ok(())
+        })?,
+        None => {
+            return Err(CmdError::reply(
+                "ERR CLUSTER FAILOVER without FORCE or TAKEOVER is not supported yet: \
+                 use CLUSTER FAILOVER FORCE",
+            ))
+        }
+    }
+    ctx.reply.ok();
+    Ok(())
 }
 
 /// CLUSTER MEET ip port [cport]: validated as Redis's `clusterStartHandshake`, then the
