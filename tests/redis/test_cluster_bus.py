@@ -293,3 +293,37 @@ def test_create_with_replicas_and_fail_over():
             r.close()
     finally:
         stop_all(servers)
+
+
+def test_add_node_as_replica_then_takeover(strata_nodes):
+    """`redis-cli --cluster add-node --cluster-slave` joins a fourth Strata node as a
+    replica of a chosen master; CLUSTER FAILOVER TAKEOVER on it takes the master's slots
+    with a new epoch, and the old master, hearing the newer config, becomes its replica."""
+    create(strata_nodes)
+    new = start_strata(CLUSTER)
+    try:
+        old_id = [n[0] for n in nodes_of(strata_nodes[0].port) if "myself" in n[2]][0]
+        code, out = cli("--cluster", "add-node", addr(new), addr(strata_nodes[1]),
+                        "--cluster-slave", "--cluster-master-id", old_id)
+        assert code == 0, out
+        new_id = wait_until("the new node knows its id", lambda: [
+            n[0] for n in nodes_of(new.port) if "myself" in n[2]])[0]
+        wait_until("the new node is a replica of the chosen master everywhere", lambda: all(
+            any(n[0] == new_id and "slave" in n[2] and n[3] == old_id for n in nodes_of(s.port))
+            for s in strata_nodes))
+        c = Client(new.port)
+        try:
+            assert c.call("CLUSTER", "FAILOVER", "TAKEOVER") == ("+", "OK")
+        finally:
+            c.close()
+
+        def swapped(s):
+            by_id = {n[0]: n for n in nodes_of(s.port)}
+            return ("master" in by_id[new_id][2] and len(by_id[new_id]) > 8
+                    and "slave" in by_id[old_id][2] and by_id[old_id][3] == new_id)
+
+        for s in strata_nodes + [new]:
+            wait_until(f"node {s.port} sees the takeover", lambda s=s: swapped(s))
+        check_clean(strata_nodes + [new])
+    finally:
+        new.stop()
