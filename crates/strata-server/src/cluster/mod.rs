@@ -1,7 +1,8 @@
-//! Redis Cluster mode on one node (`cluster-enabled yes`; `docs/design.md` §13.26): the
-//! cluster state (`slots.rs`), its file (`nodes_conf.rs`) and the routing check
-//! (`route.rs`). The cluster bus between nodes is not built yet: the node table keeps the
-//! fields it will drive, and a node met with CLUSTER MEET stays in handshake.
+//! Redis Cluster mode (`cluster-enabled yes`; `docs/design.md` §13.26, §13.30): the
+//! cluster state (`slots.rs`), its file (`nodes_conf.rs`), the routing check (`route.rs`),
+//! and the cluster bus: its wire format (`bus/`), the state transitions of received
+//! messages (`packet.rs`), of the cron (`cron.rs`) and of elections (`failover.rs`), the
+//! messages sent (`outgoing.rs`) and the links (`link.rs`).
 //!
 //! **Concurrency.** The state lives in one `RwLock`: the dispatcher's routing check and
 //! the read-only CLUSTER subcommands take it shared; a change ([`Cluster::update`]) takes
