@@ -19,6 +19,7 @@ const SECTIONS: &[&str] = &[
     "commandstats",
     "errorstats",
     "latencystats",
+    "cluster",
     "keyspace",
     "strata",
 ];
@@ -282,6 +283,10 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
                 kv(k, v);
             }
         }
+        "cluster" => kv(
+            "cluster_enabled",
+            u8::from(shared.cluster.is_some()).to_string(),
+        ),
         "cpu" => {
             let [(user, sys), (cuser, csys), (muser, msys)] = cpu_seconds();
             kv("used_cpu_sys", format!("{sys:.6}"));

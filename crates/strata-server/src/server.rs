@@ -372,6 +372,30 @@ fn bind_all(cfg: &Config) -> Result<Vec<StdListener>, ServerError> {
     Ok(out)
 }
 
+/// In cluster mode, the cluster bus's listeners: `cluster-port` (default: the served port
+/// + 10000) on every address served.
+fn bind_bus(shared: &Shared, addrs: &[SocketAddr]) -> Result<Vec<StdListener>, ServerError> {
+    if shared.cluster.is_none() {
+        return Ok(Vec::new());
+    }
+    let c = shared.config.read();
+    let port = shared.served_port(&c);
+    let cport = match c.cluster_port {
+        0 => port.checked_add(10000).ok_or_else(|| {
+            ConfigError(format!(
+                "Redis port number too high. Cluster communication port is 10,000 port numbers \
+                 higher than your Redis port. Your Redis port number must be 55535 or less, \
+                 but {port} was specified."
+            ))
+        })?,
+        p => p,
+    };
+    crate::cluster::link::bind(addrs, cport).map_err(|source| ServerError::Io {
+        what: format!("cannot listen on the cluster bus port {cport}"),
+        source,
+    })
+}
+
 /// A random-enough 40-hex-digit run id (Redis's `run_id`: differs at every start).
 fn run_id() -> String {
     let nanos = std::time::SystemTime::now()
@@ -407,6 +431,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
     let unixsocket = config.unixsocket.clone();
     let unixsocketperm = config.unixsocketperm;
     let shared = open_shared(config, opts.fs.clone(), local_addrs.clone())?;
+    let bus = bind_bus(&shared, &local_addrs)?;
     let shards = shared.store.db().shard_count();
     // The stream position persisted with the data (a replica resumes it).
     shared
@@ -426,7 +451,7 @@ pub fn start(config: Config, opts: StartOptions) -> Result<ServerHandle, ServerE
     let runtime = net_runtime(None)?;
     let thread = std::thread::Builder::new()
         .name("strata-server".to_string())
-        .spawn(move || run(runtime, shared, listeners, unix, opts))
+        .spawn(move || run(runtime, shared, listeners, bus, unix, opts))
         .map_err(|source| ServerError::Io {
             what: "cannot start the server thread".to_string(),
             source,
@@ -551,11 +576,15 @@ fn run(
     runtime: tokio::runtime::Runtime,
     shared: Arc<Shared>,
     listeners: Vec<StdListener>,
+    bus: Vec<StdListener>,
     unix: Option<UnixStdListener>,
     opts: StartOptions,
 ) -> Result<(), ServerError> {
     let fsync = spawn_fsync_thread(shared.clone());
     let expire = spawn_expire_thread(shared.clone());
+    if shared.cluster.is_some() {
+        runtime.spawn(crate::cluster::link::run(shared.clone(), bus));
+    }
     let served = runtime.block_on(serve(shared.clone(), listeners, unix, opts));
     if let Some(p) = &shared.unix_path {
         let _ = std::fs::remove_file(p);

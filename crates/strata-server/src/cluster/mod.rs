@@ -1,7 +1,8 @@
-//! Redis Cluster mode on one node (`cluster-enabled yes`; `docs/design.md` §13.26): the
-//! cluster state (`slots.rs`), its file (`nodes_conf.rs`) and the routing check
-//! (`route.rs`). The cluster bus between nodes is not built yet: the node table keeps the
-//! fields it will drive, and a node met with CLUSTER MEET stays in handshake.
+//! Redis Cluster mode (`cluster-enabled yes`; `docs/design.md` §13.26, §13.31): the
+//! cluster state (`slots.rs`), its file (`nodes_conf.rs`), the routing check (`route.rs`),
+//! and the cluster bus: its wire format (`bus/`), the state transitions of received
+//! messages (`packet.rs`), of the cron (`cron.rs`) and of elections (`failover.rs`), the
+//! messages sent (`outgoing.rs`) and the links (`link.rs`).
 //!
 //! **Concurrency.** The state lives in one `RwLock`: the dispatcher's routing check and
 //! the read-only CLUSTER subcommands take it shared; a change ([`Cluster::update`]) takes
@@ -13,7 +14,16 @@
 //! Layer: cluster (a building block below commands).
 
 pub mod bus;
+pub mod cron;
+pub mod failover;
+#[cfg(test)]
+mod failover_tests;
+pub mod link;
 pub mod nodes_conf;
+pub mod outgoing;
+pub mod packet;
+#[cfg(test)]
+mod packet_tests;
 pub mod route;
 pub mod slots;
 
@@ -21,6 +31,7 @@ use crate::config::Config;
 use parking_lot::{RwLock, RwLockReadGuard};
 use slots::{node_flag, State};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use strata_engine::io::{FileLock, Fs};
 
@@ -63,6 +74,26 @@ pub struct Cluster {
     path: PathBuf,
     /// Held while the server runs: two servers cannot share one nodes.conf.
     _lock: Box<dyn FileLock>,
+    /// Bus messages sent and received, by type (CLUSTER INFO's counters).
+    pub stats: BusStats,
+}
+
+/// Bus messages sent and received by type (Redis's `stats_bus_messages_sent/received`).
+#[derive(Default)]
+pub struct BusStats {
+    pub sent: [AtomicU64; MSG_TYPES],
+    pub received: [AtomicU64; MSG_TYPES],
+}
+
+/// The message types Redis 7.0 counts.
+pub const MSG_TYPES: usize = bus::message::msg_type::COUNT as usize;
+
+impl BusStats {
+    pub fn count(counters: &[AtomicU64; MSG_TYPES], msg_type: u16) {
+        if let Some(c) = counters.get(usize::from(msg_type)) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// A change that could not be saved.
@@ -103,6 +134,7 @@ impl Cluster {
             fs,
             path,
             _lock: lock,
+            stats: BusStats::default(),
         };
         cluster.announce(&Announce::from_config(c, port));
         cluster.save(&cluster.state.read()).map_err(|e| e.0)?;
@@ -127,6 +159,20 @@ impl Cluster {
         Ok(r)
     }
 
+    /// A change made by the cluster bus: `f` says whether nodes.conf is to be saved (the bus
+    /// changes ping times and link states, which Redis does not save on their own). A failed
+    /// save is logged: the bus has no client to answer.
+    pub fn bus_update<R>(&self, f: impl FnOnce(&mut State) -> (R, bool)) -> R {
+        let mut st = self.state.write();
+        let (r, save) = f(&mut st);
+        if save {
+            if let Err(e) = self.save(&st) {
+                eprintln!("strata-server: cluster: {}", e.0);
+            }
+        }
+        r
+    }
+
     /// Writes nodes.conf now (CLUSTER SAVECONFIG).
     pub fn save_now(&self) -> Result<(), SaveError> {
         let st = self.state.write();
@@ -142,7 +188,10 @@ impl Cluster {
     pub fn announce(&self, a: &Announce) {
         let _ = self.update(|st| {
             let me = st.me_mut();
-            me.ip.clone_from(&a.ip);
+            // Without an announced address, keep the one peers told (a MEET's).
+            if !a.ip.is_empty() {
+                me.ip.clone_from(&a.ip);
+            }
             me.port = a.port;
             me.cport = a.cport;
             me.hostname.clone_from(&a.hostname);

@@ -18,7 +18,7 @@ pub type NodeId = [u8; 40];
 /// nodes.conf name (`bus/node.rs`).
 pub mod node_flag {
     pub use crate::cluster::bus::node::{
-        FAIL, HANDSHAKE, MASTER, MEET, MYSELF, NOADDR, NOFAILOVER, PFAIL, SLAVE,
+        FAIL, HANDSHAKE, MASTER, MEET, MIGRATE_TO, MYSELF, NOADDR, NOFAILOVER, PFAIL, SLAVE,
     };
 }
 
@@ -44,6 +44,30 @@ pub struct Node {
     pub config_epoch: u64,
     /// The bus has a connection to it (always true of this node itself).
     pub link_connected: bool,
+    /// The bus's bookkeeping of this node, not saved (`cluster/gossip.rs`).
+    pub bus: NodeBus,
+}
+
+/// What the bus alone keeps about a node (Redis's `clusterNode` fields that nodes.conf
+/// does not hold): times in Unix milliseconds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeBus {
+    /// When the node entered the table (a handshake expires after the node timeout).
+    pub ctime_ms: u64,
+    /// When anything was last received from it.
+    pub data_received_ms: u64,
+    /// When it was flagged FAIL.
+    pub fail_time_ms: u64,
+    /// Masters that reported it failing (in gossip), and when each last did.
+    pub fail_reports: Vec<(NodeId, u64)>,
+    /// The replication offset its last header carried.
+    pub repl_offset: u64,
+    /// The TLS port it announced (kept to gossip it on).
+    pub pport: u16,
+    /// When this node's outbound link to it connected.
+    pub link_ctime_ms: u64,
+    /// When this node last voted for one of its replicas (it is a master).
+    pub voted_time_ms: u64,
 }
 
 impl Node {
@@ -60,6 +84,7 @@ impl Node {
             pong_received_ms: 0,
             config_epoch: 0,
             link_connected: false,
+            bus: NodeBus::default(),
         }
     }
 
@@ -124,6 +149,26 @@ pub struct State {
     pub importing: BTreeMap<u16, NodeId>,
     pub current_epoch: u64,
     pub last_vote_epoch: u64,
+    /// A replica's election in progress (not saved; `failover.rs`).
+    pub election: Election,
+}
+
+/// A replica's failover election (Redis's `failover_auth_*` fields); times in Unix ms.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Election {
+    /// When the vote is to be asked for (0: no election scheduled).
+    pub auth_time_ms: u64,
+    /// Votes received for `epoch`.
+    pub count: usize,
+    /// The vote request was broadcast.
+    pub sent: bool,
+    /// This replica's rank among its master's replicas (0: the most up to date).
+    pub rank: usize,
+    /// The epoch the election runs in.
+    pub epoch: u64,
+    /// CLUSTER FAILOVER FORCE: until this time (Unix ms), an election runs without the
+    /// master failing and asks the masters to vote anyway (0: none).
+    pub forced_until_ms: u64,
 }
 
 impl State {
@@ -141,6 +186,7 @@ impl State {
             importing: BTreeMap::new(),
             current_epoch: 0,
             last_vote_epoch: 0,
+            election: Election::default(),
         }
     }
 

@@ -393,9 +393,25 @@ fn forget(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn count_failure_reports(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let name = args.next_bytes()?;
     let c = cluster(ctx)?;
-    known(&c.read(), &name).map_err(|e| CmdError::reply(format!("ERR {e}")))?;
-    // Failure reports come from the bus's gossip, which is not built yet: none.
-    ctx.reply.int(0);
+    let id = known(&c.read(), &name).map_err(|e| CmdError::reply(format!("ERR {e}")))?;
+    let timeout = ctx
+        .shared
+        .config
+        .read()
+        .tuning
+        .get("cluster-node-timeout")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(15000);
+    // Only the reports still valid (younger than twice the node timeout) count.
+    let now = crate::cluster::link::now_ms();
+    let n = c.read().nodes.get(&id).map_or(0, |n| {
+        n.bus
+            .fail_reports
+            .iter()
+            .filter(|(_, t)| now.saturating_sub(*t) <= timeout.saturating_mul(2))
+            .count()
+    });
+    ctx.reply.int(n as i64);
     Ok(())
 }
 
@@ -480,11 +496,15 @@ fn replicas(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     Ok(())
 }
 
+/// CLUSTER REPLICATE node (Redis's `clusterSetMaster`): after Redis's checks, this node
+/// becomes a replica of `node` (its open slots closed), saves that, and replicates from
+/// the master's address through the replication link (`replica/`); the bus announces the
+/// new role in its headers.
 fn replicate(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let name = args.next_bytes()?;
     cluster(ctx)?;
     let has_keys = db_has_keys(ctx)?;
-    update(ctx, |st| {
+    let (host, port) = update(ctx, |st| {
         let id = known(st, &name)?;
         if id == st.myself {
             return Err("Can't replicate myself".into());
@@ -498,32 +518,98 @@ fn replicate(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
                 "To set a master the node must be empty and without assigned slots.".into(),
             );
         }
-        Err("CLUSTER REPLICATE needs the cluster bus, which Strata does not have yet".into())
-    })
+        let m = &st.nodes[&id];
+        let target = (m.ip.clone(), m.port);
+        let n = st.me_mut();
+        n.flags = (n.flags & !(node_flag::MASTER | node_flag::MIGRATE_TO)) | node_flag::SLAVE;
+        n.master = Some(id);
+        st.migrating.clear();
+        st.importing.clear();
+        Ok(target)
+    })?;
+    let Some(shared) = ctx.shared.me.upgrade() else {
+        return Err(CmdError::reply("ERR the server is shutting down"));
+    };
+    // As REPLICAOF: replicas of this node are let go, and it asks from its own offset.
+    if let Some(end) = ctx.shared.master.offset() {
+        ctx.shared.replication.set_master_offset(end);
+    }
+    ctx.shared.master.reset_log(&ctx.shared.clients);
+    ctx.shared.replication.follow(&shared, host, port);
+    ctx.reply.ok();
+    Ok(())
 }
 
+/// CLUSTER FAILOVER [FORCE|TAKEOVER] on a replica, with Redis's checks. TAKEOVER takes the
+/// master's slots at once with a new epoch; FORCE runs an election now, votes asked even
+/// though the master is not failing. The coordinated failover without an option (MFSTART,
+/// the master pausing its clients) is not built.
 fn failover(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     cluster(ctx)?;
-    match args.next_keyword().as_deref() {
+    let opt = args.next_keyword();
+    match opt.as_deref() {
         None | Some("FORCE") | Some("TAKEOVER") => {}
         Some(_) => return Err(CmdError::reply(super::args::ERR_SYNTAX)),
     }
     args.finish()?;
     let c = cluster(ctx)?;
-    if c.read().me().has(node_flag::MASTER) {
-        return Err(CmdError::reply(
-            "ERR You should send CLUSTER FAILOVER to a replica",
-        ));
+    {
+        let st = c.read();
+        let me = st.me();
+        if me.has(node_flag::MASTER) {
+            return Err(CmdError::reply(
+                "ERR You should send CLUSTER FAILOVER to a replica",
+            ));
+        }
+        let Some(m) = me.master.and_then(|m| st.nodes.get(&m)) else {
+            return Err(CmdError::reply(
+                "ERR I'm a replica but my master is unknown to me",
+            ));
+        };
+        if opt.is_none() && (m.has(node_flag::FAIL) || !m.link_connected) {
+            return Err(CmdError::reply(
+                "ERR Master is down or failed, please use CLUSTER FAILOVER FORCE",
+            ));
+        }
     }
-    Err(CmdError::reply(
-        "ERR CLUSTER FAILOVER needs the cluster bus, which Strata does not have yet",
-    ))
+    let now = crate::cluster::link::now_ms();
+    match opt.as_deref() {
+        Some("TAKEOVER") => {
+            let env = crate::cluster::outgoing::Env {
+                now_ms: now,
+                node_timeout_ms: 0,
+                announce_ip: String::new(),
+                full_coverage: true,
+                repl_offset: 0,
+            };
+            update(ctx, |st| {
+                crate::cluster::failover::takeover(st, &env);
+                Ok(())
+            })?;
+            let r = &ctx.shared.replication;
+            if r.is_replica() {
+                r.promote(&ctx.shared.store);
+                ctx.shared.master.reset_log(&ctx.shared.clients);
+            }
+        }
+        Some(_) => update(ctx, |st| {
+            crate::cluster::failover::force(st, now);
+            Ok(())
+        })?,
+        None => {
+            return Err(CmdError::reply(
+                "ERR CLUSTER FAILOVER without FORCE or TAKEOVER is not supported yet: \
+                 use CLUSTER FAILOVER FORCE",
+            ))
+        }
+    }
+    ctx.reply.ok();
+    Ok(())
 }
 
 /// CLUSTER MEET ip port [cport]: validated as Redis's `clusterStartHandshake`, then the
-/// node is recorded in handshake under a random name. The bus that would connect to it and
-/// learn its real name is not built yet, so it stays in handshake (Redis drops a handshake
-/// that does not complete within the node timeout; here it stays until FORGET or RESET).
+/// node is recorded in handshake under a random name; the bus connects to it, sends a
+/// MEET and learns its real name from the PONG (or drops it after the node timeout).
 fn meet(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     cluster(ctx)?;
     if args.remaining() > 3 {
@@ -567,6 +653,7 @@ fn meet(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         });
         if !pending {
             let mut n = Node::new(random_id(), node_flag::HANDSHAKE | node_flag::MEET);
+            n.bus.ctime_ms = crate::cluster::link::now_ms();
             n.ip = ip;
             n.port = port as u16;
             n.cport = cport as u16;

@@ -6,7 +6,10 @@
 
 use super::cluster::cluster;
 use super::{Args, CmdResult, Ctx};
+use crate::cluster::bus::message::type_name;
 use crate::cluster::slots::{node_flag, Node, State};
+use crate::cluster::MSG_TYPES;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const HELP: &[&str] = &[
     "ADDSLOTS <slot> [<slot> ...]",
@@ -78,11 +81,32 @@ fn settings(ctx: &Ctx<'_>) -> (bool, String) {
     )
 }
 
-/// CLUSTER INFO: every field of Redis 7.0.15's (the message counters are the bus's: 0).
+/// Redis's per-type message counters (only the types with a nonzero count) and their
+/// total, for `dir` "sent" or "received".
+fn message_counters(counters: &[AtomicU64; MSG_TYPES], dir: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut total = 0;
+    for (t, c) in counters.iter().enumerate() {
+        let n = c.load(Ordering::Relaxed);
+        if n == 0 {
+            continue;
+        }
+        total += n;
+        out.push((
+            format!("cluster_stats_messages_{}_{dir}", type_name(t as u16)),
+            n.to_string(),
+        ));
+    }
+    out.push((format!("cluster_stats_messages_{dir}"), total.to_string()));
+    out
+}
+
+/// CLUSTER INFO: every field of Redis 7.0.15's.
 pub fn info(ctx: &mut Ctx<'_>, _: &mut Args) -> CmdResult {
     let (full, _) = settings(ctx);
+    let c = cluster(ctx)?;
     let text = {
-        let st = cluster(ctx)?.read();
+        let st = c.read();
         let (mut ok, mut pfail, mut fail) = (0, 0, 0);
         for o in st.owner.iter().flatten() {
             match st.nodes.get(o) {
@@ -104,12 +128,17 @@ pub fn info(ctx: &mut Ctx<'_>, _: &mut Args) -> CmdResult {
             ("cluster_size", st.size().to_string()),
             ("cluster_current_epoch", st.current_epoch.to_string()),
             ("cluster_my_epoch", my_epoch(&st).to_string()),
-            ("cluster_stats_messages_sent", "0".to_string()),
-            ("cluster_stats_messages_received", "0".to_string()),
-            ("total_cluster_links_buffer_limit_exceeded", "0".to_string()),
         ];
+        let fields = fields
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .chain(message_counters(&c.stats.sent, "sent"))
+            .chain(message_counters(&c.stats.received, "received"))
+            .chain([(
+                "total_cluster_links_buffer_limit_exceeded".to_string(),
+                "0".to_string(),
+            )]);
         fields
-            .iter()
             .map(|(k, v)| format!("{k}:{v}\r\n"))
             .collect::<String>()
     };

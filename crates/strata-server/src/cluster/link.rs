@@ -1,0 +1,444 @@
+//! The cluster bus on the wire: the listener on the cluster port, one outbound link per
+//! known node and the inbound links peers open, on the server's tokio runtime.
+//!
+//! **Concurrency.** One task (the bus) owns every link and is the only one that changes
+//! the cluster state for the bus: it accepts connections, receives whole messages from
+//! each link's reader task (through one bounded channel, so a fast peer waits), runs the
+//! cron every 100 ms, and hands each message or cron step to the pure transitions
+//! (`packet.rs`, `cron.rs`) under the state's write lock (`Cluster::bus_update`, which
+//! saves nodes.conf before the lock is released when the transition asks). The actions
+//! returned are carried out after the lock is released: messages go to each link's writer
+//! task through a bounded queue (a peer that does not read loses its link, never the node),
+//! connections are opened by short-lived tasks that report back to the bus. A framing
+//! error closes the link; a message that frames but does not decode is dropped.
+//!
+//! Layer: cluster (beside the server; reaches the store only to empty lost slots).
+
+use super::bus::{self, FrameReader};
+use super::cron;
+use super::outgoing::Env;
+use super::packet::{self, Action, LinkCtx};
+use super::slots::{node_flag, NodeId};
+use super::{BusStats, Cluster};
+use crate::server::Shared;
+use bytes::Bytes;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// Messages waiting to be written on one link; a link whose queue is full is closed.
+const LINK_QUEUE: usize = 1024;
+/// Events waiting for the bus task (readers wait when it is full).
+const EVENT_QUEUE: usize = 1024;
+
+type LinkId = u64;
+
+enum Event {
+    Frame(LinkId, Bytes),
+    Closed(LinkId),
+    Connected(NodeId, TcpStream),
+    ConnectFailed(NodeId),
+}
+
+struct Link {
+    ctx: LinkCtx,
+    tx: mpsc::Sender<Bytes>,
+    tasks: [JoinHandle<()>; 2],
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// The bus task's state: the links and the connections being opened.
+struct Bus {
+    shared: Arc<Shared>,
+    events: mpsc::Sender<Event>,
+    links: HashMap<LinkId, Link>,
+    outbound: HashMap<NodeId, LinkId>,
+    connecting: HashSet<NodeId>,
+    next_id: LinkId,
+    iteration: u64,
+}
+
+/// Binds the cluster port on the addresses the server listens on (`bind`), as Redis does
+/// at start: a port that cannot be bound stops the server.
+pub fn bind(
+    addrs: &[std::net::SocketAddr],
+    cport: u16,
+) -> std::io::Result<Vec<std::net::TcpListener>> {
+    let mut out = Vec::new();
+    for a in addrs {
+        let l = std::net::TcpListener::bind((a.ip(), cport))?;
+        l.set_nonblocking(true)?;
+        out.push(l);
+    }
+    Ok(out)
+}
+
+/// Runs the bus until shutdown (on the server's runtime).
+pub async fn run(shared: Arc<Shared>, listeners: Vec<std::net::TcpListener>) {
+    let (tx, mut rx) = mpsc::channel(EVENT_QUEUE);
+    let (acc_tx, mut acc_rx) = mpsc::channel::<TcpStream>(16);
+    for l in listeners {
+        let Ok(l) = TcpListener::from_std(l) else {
+            continue;
+        };
+        let acc_tx = acc_tx.clone();
+        tokio::spawn(async move {
+            while let Ok((s, _)) = l.accept().await {
+                if acc_tx.send(s).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    let mut bus = Bus {
+        shared: shared.clone(),
+        events: tx,
+        links: HashMap::new(),
+        outbound: HashMap::new(),
+        connecting: HashSet::new(),
+        next_id: 0,
+        iteration: 0,
+    };
+    let mut stop = shared.shutdown_receiver();
+    let mut tick = tokio::time::interval(Duration::from_millis(1000 / cron::STEPS_PER_SECOND));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = crate::server::stopped(&mut stop) => break,
+            _ = tick.tick() => bus.cron(),
+            Some(s) = acc_rx.recv() => bus.accepted(s),
+            Some(e) = rx.recv() => bus.event(e),
+        }
+    }
+}
+
+/// The wall clock in Unix milliseconds (the bus's times).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn ip_text(a: std::io::Result<std::net::SocketAddr>) -> String {
+    match a.map(|a| a.ip()) {
+        Ok(std::net::IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => v6.to_string(),
+        },
+        Ok(ip) => ip.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+impl Bus {
+    fn cluster(&self) -> &Cluster {
+        self.shared
+            .cluster
+            .as_ref()
+            .expect("the bus runs only in cluster mode")
+    }
+
+    fn env(&self) -> Env {
+        let c = self.shared.config.read();
+        let get = |n: &str| c.tuning.get(n).cloned().unwrap_or_default();
+        Env {
+            now_ms: now_ms(),
+            node_timeout_ms: get("cluster-node-timeout").parse().unwrap_or(15000),
+            announce_ip: get("cluster-announce-ip"),
+            full_coverage: get("cluster-require-full-coverage") != "no",
+            repl_offset: self.shared.master.offset().unwrap_or(0),
+        }
+    }
+
+    fn add_link(&mut self, stream: TcpStream, inbound: bool, node: Option<NodeId>) -> LinkId {
+        let _ = stream.set_nodelay(true);
+        let ctx = LinkCtx {
+            inbound,
+            node,
+            peer_ip: ip_text(stream.peer_addr()),
+            local_ip: ip_text(stream.local_addr()),
+        };
+        self.next_id += 1;
+        let id = self.next_id;
+        let (mut r, mut w) = stream.into_split();
+        let (tx, mut rx) = mpsc::channel::<Bytes>(LINK_QUEUE);
+        let events = self.events.clone();
+        let reader = tokio::spawn(async move {
+            let mut frames = FrameReader::new(bus::frame::DEFAULT_MAX_MESSAGE_BYTES);
+            while let Ok(Some(f)) = frames.read_frame(&mut r).await {
+                if events.send(Event::Frame(id, f)).await.is_err() {
+                    return;
+                }
+            }
+            let _ = events.send(Event::Closed(id)).await;
+        });
+        let events = self.events.clone();
+        let writer = tokio::spawn(async move {
+            while let Some(b) = rx.recv().await {
+                if w.write_all(&b).await.is_err() {
+                    let _ = events.send(Event::Closed(id)).await;
+                    return;
+                }
+            }
+        });
+        self.links.insert(
+            id,
+            Link {
+                ctx,
+                tx,
+                tasks: [reader, writer],
+            },
+        );
+        id
+    }
+
+    fn accepted(&mut self, s: TcpStream) {
+        self.add_link(s, true, None);
+    }
+
+    fn close(&mut self, id: LinkId) {
+        let Some(link) = self.links.remove(&id) else {
+            return;
+        };
+        if let Some(node) = link.ctx.node {
+            if self.outbound.get(&node) == Some(&id) {
+                self.outbound.remove(&node);
+                let env = self.env();
+                self.cluster().bus_update(|st| {
+                    cron::disconnected(st, &env, &node, false);
+                    ((), false)
+                });
+            }
+        }
+    }
+
+    fn send(&mut self, link: LinkId, m: &bus::Msg) {
+        let Some(l) = self.links.get(&link) else {
+            return;
+        };
+        BusStats::count(&self.cluster().stats.sent, m.msg_type());
+        if l.tx.try_send(Bytes::from(bus::encode(m))).is_err() {
+            self.close(link);
+        }
+    }
+
+    fn event(&mut self, e: Event) {
+        match e {
+            Event::Frame(link, bytes) => self.frame(link, &bytes),
+            Event::Closed(link) => self.close(link),
+            Event::Connected(node, stream) => {
+                self.connecting.remove(&node);
+                if !self.cluster().read().nodes.contains_key(&node) {
+                    return;
+                }
+                if let Some(old) = self.outbound.remove(&node) {
+                    self.links.remove(&old);
+                }
+                let id = self.add_link(stream, false, Some(node));
+                self.outbound.insert(node, id);
+                let env = self.env();
+                let out = self
+                    .cluster()
+                    .bus_update(|st| (cron::connected(st, &env, &node), false));
+                self.apply(out.actions, None);
+            }
+            Event::ConnectFailed(node) => {
+                self.connecting.remove(&node);
+                let env = self.env();
+                self.cluster().bus_update(|st| {
+                    cron::disconnected(st, &env, &node, true);
+                    ((), false)
+                });
+            }
+        }
+    }
+
+    fn frame(&mut self, link: LinkId, bytes: &[u8]) {
+        let Some(ctx) = self.links.get(&link).map(|l| l.ctx.clone()) else {
+            return;
+        };
+        let Ok(msg) = bus::decode(bytes) else {
+            // Redis drops a message it cannot read and keeps the link.
+            return;
+        };
+        BusStats::count(&self.cluster().stats.received, msg.msg_type());
+        let env = self.env();
+        let out = self.cluster().bus_update(|st| {
+            let out = packet::process(st, &env, &ctx, &msg);
+            let save = out.save;
+            (out, save)
+        });
+        self.apply(out.actions, Some(link));
+    }
+
+    fn cron(&mut self) {
+        let env = self.env();
+        let it = self.iteration;
+        self.iteration += 1;
+        let out = self.cluster().bus_update(|st| {
+            let out = cron::cron(st, &env, it);
+            let save = out.save;
+            (out, save)
+        });
+        self.apply(out.actions, None);
+        // Links to nodes no longer in the table (forgotten, reset) are closed.
+        let gone: Vec<LinkId> = {
+            let st = self.cluster().read();
+            self.outbound
+                .iter()
+                .filter(|(n, _)| !st.nodes.contains_key(*n))
+                .map(|(_, l)| *l)
+                .collect()
+        };
+        for l in gone {
+            self.close(l);
+        }
+        // A replica not replicating (after a restart) starts once its master's address is
+        // known, as Redis's cron does.
+        let master = {
+            let st = self.cluster().read();
+            let me = st.me();
+            me.master.filter(|_| me.has(node_flag::SLAVE))
+        };
+        if let Some(m) = master {
+            if !self.shared.replication.is_replica() {
+                self.follow(m);
+            }
+        }
+    }
+
+    /// Replicates from `node` (CLUSTER REPLICATE's and a demoted master's way).
+    fn follow(&self, node: NodeId) {
+        let target = {
+            let st = self.cluster().read();
+            st.nodes
+                .get(&node)
+                .filter(|n| !n.ip.is_empty() && n.port != 0)
+                .map(|n| (n.ip.clone(), n.port))
+        };
+        let (Some((host, port)), Some(shared)) = (target, self.shared.me.upgrade()) else {
+            return;
+        };
+        if let Some(end) = shared.master.offset() {
+            shared.replication.set_master_offset(end);
+        }
+        shared.master.reset_log(&shared.clients);
+        shared.replication.follow(&shared, host, port);
+    }
+
+    fn apply(&mut self, actions: Vec<Action>, from: Option<LinkId>) {
+        for a in actions {
+            match a {
+                Action::Reply(m) => {
+                    if let Some(l) = from {
+                        self.send(l, &m);
+                    }
+                }
+                Action::Send(node, m) => {
+                    if let Some(&l) = self.outbound.get(&node) {
+                        self.send(l, &m);
+                    }
+                }
+                Action::Broadcast(m) => {
+                    let targets: Vec<LinkId> = {
+                        let st = self.cluster().read();
+                        self.outbound
+                            .iter()
+                            .filter(|(n, _)| {
+                                st.nodes.get(*n).is_some_and(|n| {
+                                    !n.has(node_flag::MYSELF | node_flag::HANDSHAKE)
+                                })
+                            })
+                            .map(|(_, l)| *l)
+                            .collect()
+                    };
+                    for l in targets {
+                        self.send(l, &m);
+                    }
+                }
+                Action::Connect(node) => self.connect(node),
+                Action::Drop(node) => {
+                    if let Some(l) = self.outbound.get(&node).copied() {
+                        self.close(l);
+                    }
+                }
+                Action::Renamed { from: old, to } => {
+                    if let Some(l) = self.outbound.remove(&old) {
+                        if let Some(link) = self.links.get_mut(&l) {
+                            link.ctx.node = Some(to);
+                        }
+                        self.outbound.insert(to, l);
+                    }
+                }
+                Action::CloseThis => {
+                    if let Some(l) = from {
+                        self.close(l);
+                    }
+                }
+                Action::DeleteSlotKeys(slots) => self.delete_slot_keys(&slots),
+                Action::Promote => {
+                    let r = &self.shared.replication;
+                    if r.is_replica() {
+                        r.promote(&self.shared.store);
+                        self.shared.master.reset_log(&self.shared.clients);
+                    }
+                }
+                Action::Follow(node) => self.follow(node),
+            }
+        }
+    }
+
+    fn connect(&mut self, node: NodeId) {
+        if self.outbound.contains_key(&node) || self.connecting.contains(&node) {
+            return;
+        }
+        let (ip, cport) = match self.cluster().read().nodes.get(&node) {
+            Some(n) if !n.ip.is_empty() && n.cport != 0 => (n.ip.clone(), n.cport),
+            _ => return,
+        };
+        let timeout = Duration::from_millis(self.env().node_timeout_ms.clamp(100, 5000));
+        self.connecting.insert(node);
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            let r = tokio::time::timeout(timeout, TcpStream::connect((ip.as_str(), cport))).await;
+            let e = match r {
+                Ok(Ok(s)) => Event::Connected(node, s),
+                _ => Event::ConnectFailed(node),
+            };
+            let _ = events.send(e).await;
+        });
+    }
+
+    /// Redis empties the slots it lost while holding keys (after a failover or a manual
+    /// reconfiguration), so that no stale key is served if it gets them back.
+    fn delete_slot_keys(&self, slots: &[u16]) {
+        let store = &self.shared.store;
+        for &slot in slots {
+            let mut keys = Vec::new();
+            let _ = store.scan_from(0, slot, b"", |s, k, _| {
+                if s != slot {
+                    return false;
+                }
+                keys.push(k.to_vec());
+                true
+            });
+            for k in keys {
+                if let Err(e) = store.delete(0, &k) {
+                    eprintln!("strata-server: cluster: emptying slot {slot}: {e}");
+                }
+            }
+        }
+    }
+}

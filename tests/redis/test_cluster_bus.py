@@ -1,0 +1,329 @@
+"""The cluster bus between nodes: `redis-cli --cluster create` builds a cluster of three
+Strata masters, `redis-cli --cluster check` finds it clean, redis-py's `RedisCluster`
+writes and reads across all three; a mixed cluster of two Strata masters and one
+redis-server 7.0.15 is created and checked the same way (the bus interoperates with real
+Redis nodes); a Strata node killed is flagged `fail` by the others within a bounded wait.
+
+    cargo build --release -p strata-cli
+    python3 -m pytest -q tests/redis/test_cluster_bus.py
+"""
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from conftest import need
+from servers import STRATA_BIN, Client, start_redis, start_strata
+
+# A short node timeout keeps failure detection within the test's waits.
+NODE_TIMEOUT_MS = 2000
+CLUSTER = ["--cluster-enabled", "yes", "--cluster-node-timeout", str(NODE_TIMEOUT_MS)]
+
+
+def cli(*args, timeout=60):
+    need("redis-cli")
+    r = subprocess.run(
+        ["redis-cli", *args], input="yes\n", capture_output=True, text=True, timeout=timeout
+    )
+    return r.returncode, r.stdout + r.stderr
+
+
+def addr(s):
+    return f"127.0.0.1:{s.port}"
+
+
+def nodes_of(port):
+    c = Client(port)
+    try:
+        text = c.call("CLUSTER", "NODES")
+    finally:
+        c.close()
+    text = text.decode() if isinstance(text, bytes) else text
+    return [line.split() for line in text.strip().splitlines()]
+
+
+def info_of(port):
+    c = Client(port)
+    try:
+        text = c.call("CLUSTER", "INFO")
+    finally:
+        c.close()
+    text = text.decode() if isinstance(text, bytes) else text
+    return dict(line.split(":", 1) for line in text.strip().splitlines())
+
+
+def wait_until(what, pred, timeout=30):
+    deadline = time.time() + timeout
+    while True:
+        got = pred()
+        if got:
+            return got
+        assert time.time() < deadline, f"{what}: not within {timeout} s"
+        time.sleep(0.2)
+
+
+def create(servers):
+    code, out = cli("--cluster", "create", *[addr(s) for s in servers], "--cluster-yes")
+    assert code == 0, out
+    assert "[OK] All 16384 slots covered." in out, out
+    # Every node sees every node, connected, and the cluster ok.
+    for s in servers:
+        wait_until(
+            f"node {s.port} sees the whole cluster",
+            lambda s=s: info_of(s.port).get("cluster_state") == "ok"
+            and len([n for n in nodes_of(s.port) if n[7] == "connected"]) == len(servers),
+        )
+
+
+def check_clean(servers):
+    code, out = cli("--cluster", "check", addr(servers[0]))
+    assert code == 0, out
+    assert "[OK] All nodes agree about slots configuration." in out, out
+    assert "[OK] All 16384 slots covered." in out, out
+    assert "[ERR]" not in out and "[WARNING]" not in out, out
+
+
+def stop_all(servers):
+    for s in servers:
+        s.stop()
+
+
+@pytest.fixture
+def strata_nodes():
+    if not os.path.exists(STRATA_BIN):
+        pytest.fail(f"{STRATA_BIN} not found: cargo build --release -p strata-cli")
+    servers = []
+    try:
+        for _ in range(3):
+            servers.append(start_strata(CLUSTER))
+        yield servers
+    finally:
+        stop_all(servers)
+
+
+def test_create_check_and_use_three_strata_masters(strata_nodes):
+    create(strata_nodes)
+    check_clean(strata_nodes)
+    ids = set()
+    for s in strata_nodes:
+        lines = nodes_of(s.port)
+        assert len(lines) == 3
+        ids.add(frozenset(n[0] for n in lines))
+        info = info_of(s.port)
+        assert info["cluster_known_nodes"] == "3" and info["cluster_size"] == "3"
+        assert int(info["cluster_stats_messages_ping_sent"]) > 0
+        assert int(info["cluster_stats_messages_pong_received"]) > 0
+        assert int(info["cluster_stats_messages_sent"]) >= int(
+            info["cluster_stats_messages_ping_sent"])
+    assert len(ids) == 1, "every node knows the same three nodes"
+    # The config epochs redis-cli set are distinct and known everywhere.
+    epochs = {n[0]: n[6] for n in nodes_of(strata_nodes[0].port)}
+    assert len(set(epochs.values())) == 3
+
+    redis = pytest.importorskip("redis")
+    from redis.cluster import RedisCluster
+
+    rc = RedisCluster(host="127.0.0.1", port=strata_nodes[0].port)
+    try:
+        keys = [f"key:{i}" for i in range(300)]
+        for k in keys:
+            rc.set(k, k.upper())
+        for k in keys:
+            assert rc.get(k) == k.upper().encode()
+        # The keys landed on all three nodes, each holding only its own slots.
+        for s in strata_nodes:
+            c = redis.Redis(port=s.port)
+            n = c.dbsize()
+            c.close()
+            assert 50 < n < 200, (s.port, n)
+        rc.hset("h{tag}", mapping={"a": "1", "b": "2"})
+        rc.rpush("l{tag}", "x", "y")
+        assert rc.hgetall("h{tag}") == {b"a": b"1", b"b": b"2"}
+        assert rc.lrange("l{tag}", 0, -1) == [b"x", b"y"]
+    finally:
+        rc.close()
+    # The view survives a restart of nothing but is on disk: each nodes.conf names three
+    # nodes and the epochs.
+    for s in strata_nodes:
+        conf = open(os.path.join(s.tmpdir, "nodes.conf")).read()
+        assert conf.count("\n") == 4, conf
+        assert "vars currentEpoch 3 " in conf, conf
+
+
+def test_a_killed_strata_node_is_flagged_fail(strata_nodes):
+    create(strata_nodes)
+    victim = strata_nodes[2]
+    victim_id = [n[0] for n in nodes_of(victim.port) if "myself" in n[2]][0]
+    victim.proc.kill()
+    victim.proc.wait()
+    # PFAIL after the node timeout, then FAIL once the other master agrees.
+    for s in strata_nodes[:2]:
+        wait_until(
+            f"node {s.port} flags the killed node fail",
+            lambda s=s: any(
+                n[0] == victim_id and "fail" in n[2].split(",") for n in nodes_of(s.port)
+            ),
+            timeout=NODE_TIMEOUT_MS / 1000 * 5 + 5,
+        )
+        assert info_of(s.port)["cluster_state"] == "fail"
+
+
+def test_mixed_cluster_of_strata_and_redis_server():
+    need("redis-server")
+    if not os.path.exists(STRATA_BIN):
+        pytest.fail(f"{STRATA_BIN} not found: cargo build --release -p strata-cli")
+    servers = []
+    try:
+        servers.append(start_strata(CLUSTER))
+        servers.append(start_redis(CLUSTER))
+        servers.append(start_strata(CLUSTER))
+        create(servers)
+        check_clean(servers)
+        # The redis-server node's own view agrees: three masters, all connected.
+        lines = nodes_of(servers[1].port)
+        assert len(lines) == 3 and all(n[7] == "connected" for n in lines), lines
+        assert all("fail" not in n[2] for n in lines), lines
+        redis = pytest.importorskip("redis")
+        from redis.cluster import RedisCluster
+
+        rc = RedisCluster(host="127.0.0.1", port=servers[0].port)
+        try:
+            for i in range(200):
+                rc.set(f"m:{i}", str(i))
+            for i in range(200):
+                assert rc.get(f"m:{i}") == str(i).encode()
+        finally:
+            rc.close()
+        # Killing a Strata node: the redis-server node flags it fail too.
+        victim_id = [n[0] for n in nodes_of(servers[2].port) if "myself" in n[2]][0]
+        servers[2].proc.kill()
+        servers[2].proc.wait()
+        for s in servers[:2]:
+            wait_until(
+                f"node {s.port} flags the killed Strata node fail",
+                lambda s=s: any(
+                    n[0] == victim_id and "fail" in n[2].split(",") for n in nodes_of(s.port)
+                ),
+                timeout=NODE_TIMEOUT_MS / 1000 * 5 + 5,
+            )
+    finally:
+        stop_all(servers)
+
+
+def test_create_with_replicas_and_fail_over():
+    """`--cluster-replicas 1` over six Strata nodes: three masters, each with a replica
+    set by CLUSTER REPLICATE and fed by the replication link; `check` is clean and a write
+    to a master reaches its replica. The master killed, its replica wins the election
+    within a bounded wait, serves the slots with the write, and the cluster is ok."""
+    if not os.path.exists(STRATA_BIN):
+        pytest.fail(f"{STRATA_BIN} not found: cargo build --release -p strata-cli")
+    servers = []
+    try:
+        for _ in range(6):
+            servers.append(start_strata(CLUSTER))
+        code, out = cli("--cluster", "create", *[addr(s) for s in servers],
+                        "--cluster-replicas", "1", "--cluster-yes", timeout=120)
+        assert code == 0, out
+        assert "[OK] All 16384 slots covered." in out, out
+
+        def roles_settled():
+            lines = nodes_of(servers[0].port)
+            masters = [n for n in lines if "master" in n[2]]
+            replicas = [n for n in lines if "slave" in n[2]]
+            return len(masters) == 3 and len(replicas) == 3 and all(
+                n[3] in {m[0] for m in masters} for n in replicas)
+
+        wait_until("three masters with a replica each", roles_settled)
+        for s in servers:
+            wait_until(f"node {s.port} sees six connected nodes",
+                       lambda s=s: len([n for n in nodes_of(s.port)
+                                        if n[7] == "connected"]) == 6)
+        code, out = cli("--cluster", "check", addr(servers[0]))
+        assert code == 0 and "[ERR]" not in out, out
+        assert out.count("1 additional replica(s)") == 3, out
+        # A write to a master reaches its replica.
+        lines = nodes_of(servers[0].port)
+        port_of = {n[0]: int(n[1].split("@")[0].rsplit(":", 1)[1]) for n in lines}
+        replica = next(n for n in lines if "slave" in n[2])
+        master_port, replica_port = port_of[replica[3]], port_of[replica[0]]
+        redis = pytest.importorskip("redis")
+        from redis.cluster import RedisCluster
+
+        rc = RedisCluster(host="127.0.0.1", port=servers[0].port)
+        try:
+            m = redis.Redis(port=master_port)
+            slot_ranges = [n for n in lines if n[0] == replica[3]][0][8:]
+            first = int(slot_ranges[0].split("-")[0])
+            key = next(f"k{i}" for i in range(100000)
+                       if m.execute_command("CLUSTER", "KEYSLOT", f"k{i}") == first)
+            rc.set(key, "v")
+            m.close()
+        finally:
+            rc.close()
+        r = redis.Redis(port=replica_port)
+        try:
+            r.execute_command("READONLY")
+            wait_until("the replica has the master's write",
+                       lambda: r.execute_command("GET", key) == b"v")
+        finally:
+            r.close()
+        victim = next(s for s in servers if s.port == master_port)
+        victim.proc.kill()
+        victim.proc.wait()
+        survivors = [s for s in servers if s is not victim]
+
+        def promoted(s):
+            lines = nodes_of(s.port)
+            me = [n for n in lines if n[0] == replica[0]][0]
+            return "master" in me[2] and len(me) > 8
+
+        for s in survivors:
+            wait_until(f"node {s.port} sees the replica promoted", lambda s=s: promoted(s),
+                       timeout=NODE_TIMEOUT_MS / 1000 * 10 + 10)
+        wait_until("the cluster is ok again",
+                   lambda: all(info_of(s.port)["cluster_state"] == "ok" for s in survivors),
+                   timeout=NODE_TIMEOUT_MS / 1000 * 5 + 5)
+        r = redis.Redis(port=replica_port)
+        try:
+            assert r.execute_command("GET", key) == b"v"
+            assert r.execute_command("ROLE")[0] == b"master"
+        finally:
+            r.close()
+    finally:
+        stop_all(servers)
+
+
+def test_add_node_as_replica_then_takeover(strata_nodes):
+    """`redis-cli --cluster add-node --cluster-slave` joins a fourth Strata node as a
+    replica of a chosen master; CLUSTER FAILOVER TAKEOVER on it takes the master's slots
+    with a new epoch, and the old master, hearing the newer config, becomes its replica."""
+    create(strata_nodes)
+    new = start_strata(CLUSTER)
+    try:
+        old_id = [n[0] for n in nodes_of(strata_nodes[0].port) if "myself" in n[2]][0]
+        code, out = cli("--cluster", "add-node", addr(new), addr(strata_nodes[1]),
+                        "--cluster-slave", "--cluster-master-id", old_id)
+        assert code == 0, out
+        new_id = wait_until("the new node knows its id", lambda: [
+            n[0] for n in nodes_of(new.port) if "myself" in n[2]])[0]
+        wait_until("the new node is a replica of the chosen master everywhere", lambda: all(
+            any(n[0] == new_id and "slave" in n[2] and n[3] == old_id for n in nodes_of(s.port))
+            for s in strata_nodes))
+        c = Client(new.port)
+        try:
+            assert c.call("CLUSTER", "FAILOVER", "TAKEOVER") == ("+", "OK")
+        finally:
+            c.close()
+
+        def swapped(s):
+            by_id = {n[0]: n for n in nodes_of(s.port)}
+            return ("master" in by_id[new_id][2] and len(by_id[new_id]) > 8
+                    and "slave" in by_id[old_id][2] and by_id[old_id][3] == new_id)
+
+        for s in strata_nodes + [new]:
+            wait_until(f"node {s.port} sees the takeover", lambda s=s: swapped(s))
+        check_clean(strata_nodes + [new])
+    finally:
+        new.stop()
