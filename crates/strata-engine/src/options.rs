@@ -169,7 +169,10 @@ pub struct Options {
     /// a scan reads values sequentially). At most two batches of `vlog_prefetch` values per
     /// iterator are held; dropping or moving the iterator cancels a batch not yet started and
     /// waits for one being read. Every value is verified as any pointer read is. Default:
-    /// true (false: each batch is read when the scan reaches it).
+    /// false: each batch is read when the scan reaches it. Measured on a quiet machine, the
+    /// pool made seek + 100 nexts over 1 KiB values slower both from the page cache (0.70x)
+    /// and with direct I/O (0.93x): on 2 cores the hand-off costs more than the overlap
+    /// gives (`docs/benchmarks.md`, "Engine defaults decided by measurement").
     pub vlog_prefetch_background: bool,
     /// Scans and point reads (`get`) read sealed value-log files through memory mappings
     /// instead of a `pread` per value (ignored with `direct_io`; `multi_get` always keeps its
@@ -181,10 +184,12 @@ pub struct Options {
     /// Capacity of the verified-value cache: point reads (`get`) of separated values keep a
     /// private copy of a value whose log entry they verified, admitted on its second read,
     /// and later reads of it skip the entry's checksum and the log's pages, as the block
-    /// cache does for blocks (`docs/design.md` §8.3). `None` (default): 64 MiB with
-    /// `l0_tier_dir` set (where every value of 32 bytes or more is read from the log), 0
-    /// otherwise. `Some(0)`: off. Per database: each shard of a sharded front has its own.
-    /// Not persisted. Option string: a number or `auto`.
+    /// cache does for blocks (`docs/design.md` §8.3). `None` (default, `auto`): off.
+    /// Measured on a quiet machine with the L0 tier on (2M Gaussian reads of 4 KiB values,
+    /// half of them hits), 64 MiB made point reads 1.5x slower than verifying every read:
+    /// the copy in and out costs more than the crc32c it saves (`docs/benchmarks.md`,
+    /// "Engine defaults decided by measurement"). `Some(0)`: off. Per database: each shard
+    /// of a sharded front has its own. Not persisted. Option string: a number or `auto`.
     pub vlog_value_cache_bytes: Option<usize>,
     /// A hook that may remove records as flushes and compactions write them and as value-log
     /// GC relocates them ([`CompactionFilter`]). Default: none. Not persisted. It is shown
@@ -259,7 +264,7 @@ impl Default for Options {
             gc_bytes_per_sec: 256 << 20,
             gc_interval_ms: 1000,
             vlog_prefetch: 32,
-            vlog_prefetch_background: true,
+            vlog_prefetch_background: false,
             vlog_mmap: true,
             vlog_value_cache_bytes: None,
             compaction_filter: None,
@@ -272,14 +277,9 @@ impl Default for Options {
 }
 
 impl Options {
-    /// `vlog_value_cache_bytes` resolved: its default depends on the L0 tier.
+    /// `vlog_value_cache_bytes` resolved: `auto` is off (see the option).
     pub fn value_cache_bytes(&self) -> usize {
-        self.vlog_value_cache_bytes
-            .unwrap_or(if self.l0_tier_dir.is_some() {
-                64 << 20
-            } else {
-                0
-            })
+        self.vlog_value_cache_bytes.unwrap_or(0)
     }
 
     /// `block_align` resolved: by default, aligned blocks exactly with direct I/O.
@@ -629,14 +629,14 @@ mod tests {
         o.set("block_align", "auto").unwrap();
         assert!(o.block_align());
         assert!(o.set("block_align", "sometimes").is_err());
-        // The verified-value cache: on with the L0 tier, off without, unless set.
+        // The verified-value cache: off unless set, with or without the L0 tier.
         assert_eq!(o.value_cache_bytes(), 0);
         o.set("l0_tier_dir", "/some/tier").unwrap();
-        assert_eq!(o.value_cache_bytes(), 64 << 20);
-        o.set("vlog_value_cache_bytes", "0").unwrap();
         assert_eq!(o.value_cache_bytes(), 0);
+        o.set("vlog_value_cache_bytes", "4096").unwrap();
+        assert_eq!(o.value_cache_bytes(), 4096);
         o.set("vlog_value_cache_bytes", "auto").unwrap();
-        assert_eq!(o.value_cache_bytes(), 64 << 20);
+        assert_eq!(o.value_cache_bytes(), 0);
         o.set("l0_tier_dir", "none").unwrap();
         o.set("vlog_value_cache_bytes", "1048576").unwrap();
         assert_eq!(o.value_cache_bytes(), 1 << 20);
