@@ -237,6 +237,16 @@ fn kill_loop_unsynced_mapped_head() {
     assert!(fig.acked > 0, "stress acknowledged nothing: {fig:?}");
 }
 
+/// Values of 5,000 bytes: the mapped head writes pieces of 4 KiB or more with `pwrite`
+/// between the stores of the small ones (`io/mapped.rs`); neither path may lose an
+/// acknowledged write.
+#[test]
+fn kill_loop_unsynced_mapped_head_large_values() {
+    let extra = [UNSYNCED, &["--value-size", "5000"]].concat();
+    let fig = kill_loop(6, 5, &extra);
+    assert!(fig.acked > 0, "stress acknowledged nothing: {fig:?}");
+}
+
 #[test]
 fn kill_loop_unsynced_written_head() {
     let extra = [UNSYNCED, &["--opt", "vlog_head_mmap=false"]].concat();
