@@ -270,7 +270,9 @@ mod tests {
         let mut i = 0u64;
         // Past the first chunk's end, so that both paths meet a chunk boundary.
         while (want.len() as u64) < CHUNK_BYTES + 3 * WRITE_FROM_BYTES as u64 {
-            let small: Vec<u8> = (0..(i % 40) as usize).map(|j| (i + j as u64) as u8).collect();
+            let small: Vec<u8> = (0..(i % 40) as usize)
+                .map(|j| (i + j as u64) as u8)
+                .collect();
             let large: Vec<u8> = (0..WRITE_FROM_BYTES + (i as usize * 37) % 3000)
                 .map(|j| (j as u64 * 13 + i) as u8)
                 .collect();

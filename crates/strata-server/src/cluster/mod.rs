@@ -31,7 +31,7 @@ use crate::config::Config;
 use parking_lot::{RwLock, RwLockReadGuard};
 use slots::{node_flag, State};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use strata_engine::io::{FileLock, Fs};
 
@@ -76,6 +76,11 @@ pub struct Cluster {
     _lock: Box<dyn FileLock>,
     /// Bus messages sent and received, by type (CLUSTER INFO's counters).
     pub stats: BusStats,
+    /// [`State::is_ok`] as of the last change: bit 0 with `cluster-require-full-coverage`,
+    /// bit 1 without. Kept up to date by every change (`update`, `bus_update`), as Redis
+    /// recomputes its state after changes rather than per command: routing reads it with
+    /// one atomic load where computing it walks the owners of all 16384 slots.
+    ok: AtomicU8,
 }
 
 /// Bus messages sent and received by type (Redis's `stats_bus_messages_sent/received`).
@@ -135,7 +140,9 @@ impl Cluster {
             path,
             _lock: lock,
             stats: BusStats::default(),
+            ok: AtomicU8::new(0),
         };
+        cluster.refresh_ok(&cluster.state.read());
         cluster.announce(&Announce::from_config(c, port));
         cluster.save(&cluster.state.read()).map_err(|e| e.0)?;
         Ok(cluster)
@@ -152,7 +159,9 @@ impl Cluster {
     pub fn update<R>(&self, f: impl FnOnce(&mut State) -> Result<R, String>) -> Result<R, String> {
         let mut st = self.state.write();
         let before = nodes_conf::render(&st);
-        let r = f(&mut st)?;
+        let r = f(&mut st);
+        self.refresh_ok(&st);
+        let r = r?;
         if nodes_conf::render(&st) != before {
             self.save(&st).map_err(|e| e.0)?;
         }
@@ -165,12 +174,24 @@ impl Cluster {
     pub fn bus_update<R>(&self, f: impl FnOnce(&mut State) -> (R, bool)) -> R {
         let mut st = self.state.write();
         let (r, save) = f(&mut st);
+        self.refresh_ok(&st);
         if save {
             if let Err(e) = self.save(&st) {
                 eprintln!("strata-server: cluster: {}", e.0);
             }
         }
         r
+    }
+
+    /// Whether the cluster is up (`cluster_state:ok`), as of the last change.
+    pub fn is_ok(&self, require_full_coverage: bool) -> bool {
+        let bit = if require_full_coverage { 1 } else { 2 };
+        self.ok.load(Ordering::Acquire) & bit != 0
+    }
+
+    fn refresh_ok(&self, st: &State) {
+        let bits = u8::from(st.is_ok(true)) | u8::from(st.is_ok(false)) << 1;
+        self.ok.store(bits, Ordering::Release);
     }
 
     /// Writes nodes.conf now (CLUSTER SAVECONFIG).

@@ -122,6 +122,7 @@ pub fn redirect(ctx: &Ctx<'_>, spec: &'static table::Spec, argv: &[Bytes]) -> Op
         migrate,
         full_coverage,
         reads_when_down,
+        state_ok: Some(cluster.is_ok(full_coverage)),
     };
     let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
     let store = &ctx.shared.store;
