@@ -13,6 +13,7 @@ with a message; `main_guard` turns it into that message and exit status 1.
 
 import atexit
 import json
+import math
 import os
 import platform
 import random
@@ -49,12 +50,17 @@ def _cleanup():
 
 def _on_signal(signum, _frame):
     # Unwinds through every `finally` (which stop their servers), then atexit stops the rest.
+    print(f"{os.path.basename(sys.argv[0])}: {signal.Signals(signum).name}: stopping the "
+          f"servers", file=sys.stderr, flush=True)
     raise SystemExit(128 + signum)
 
 
 atexit.register(_cleanup)
 signal.signal(signal.SIGTERM, _on_signal)
 signal.signal(signal.SIGHUP, _on_signal)
+# Ctrl-C raises KeyboardInterrupt even where SIGINT came ignored (a background job of a
+# non-interactive shell), so an interrupted run always cleans up.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def scratch_dir(prefix, parent=None):
@@ -499,5 +505,4 @@ def median_spread(xs):
 def percentile(xs, q):
     """The q-th percentile (0..100) by nearest rank of a non-empty list."""
     s = sorted(xs)
-    k = max(0, min(len(s) - 1, int(round(q / 100 * len(s) + 0.5)) - 1))
-    return s[k]
+    return s[max(0, min(len(s) - 1, math.ceil(q / 100 * len(s)) - 1))]
