@@ -21,105 +21,9 @@ Prints a Markdown table of the medians and the ratio; --json FILE writes every r
 Every server runs on 127.0.0.1 on a free port, in a directory of its own under --work
 (removed afterwards); every server is stopped at the end.
 """
-import argparse, json, os, shutil, socket, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, shutil, statistics, sys, tempfile, time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STRATA = os.environ.get("STRATA_BIN", os.path.join(REPO, "target", "release", "strata"))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def call(port, *args, timeout=600):
-    """One command over RESP2; returns the reply decoded (bulk as str, arrays as lists)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        out = b"*%d\r\n" % len(args)
-        for a in args:
-            a = str(a).encode()
-            out += b"$%d\r\n%s\r\n" % (len(a), a)
-        s.sendall(out)
-        f = s.makefile("rb")
-        return _read(f)
-
-
-def _read(f):
-    line = f.readline()
-    if not line:
-        raise ConnectionError("closed")
-    kind, rest = line[:1], line[1:-2]
-    if kind == b"+":
-        return rest.decode()
-    if kind == b"-":
-        raise RuntimeError(rest.decode())
-    if kind == b":":
-        return int(rest)
-    if kind == b"$":
-        n = int(rest)
-        if n < 0:
-            return None
-        data = f.read(n + 2)[:-2]
-        return data.decode(errors="replace")
-    if kind == b"*":
-        return [_read(f) for _ in range(max(int(rest), 0))]
-    raise RuntimeError(f"bad reply {line!r}")
-
-
-def info(port, section):
-    text = call(port, "INFO", section)
-    return dict(l.split(":", 1) for l in text.splitlines() if ":" in l)
-
-
-class Proc:
-    def __init__(self, argv, port, cwd):
-        self.port = port
-        # Beside the server's directory, not in it (Strata wants its directory its own).
-        self.log = open(cwd.rstrip("/") + ".log", "wb")
-        self.p = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, cwd=cwd)
-
-    def wait_listening(self, timeout=60):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.p.poll() is not None:
-                raise RuntimeError(f"exited: {self.log.name}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.01)
-        raise RuntimeError("not listening")
-
-    def stop(self):
-        if self.p.poll() is None:
-            self.p.terminate()
-            try:
-                self.p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-        self.log.close()
-
-
-def redis_server(dir_, dbfile=None, port=None):
-    port = port or free_port()
-    # No wait for more replicas before a diskless transfer (Redis waits 5 s by default).
-    argv = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "",
-            "--appendonly", "no", "--daemonize", "no", "--dir", dir_,
-            "--enable-debug-command", "local", "--repl-diskless-sync-delay", "0"]
-    if dbfile:
-        argv += ["--dbfilename", dbfile]
-    return Proc(argv, port, dir_)
-
-
-def wait_until(what, cond, timeout):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if cond():
-            return
-        time.sleep(0.005)
-    raise RuntimeError(f"timed out waiting for {what}")
+from benchlib import STRATA, Proc, call, free_port, info, main_guard, redis_server, wait_until
 
 
 def build_rdb(work, keys, members, every):
@@ -234,4 +138,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main_guard(main)

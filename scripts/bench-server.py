@@ -20,13 +20,12 @@ loads the same data. CPU per request is the server process's user+system time ov
 import argparse
 import json
 import os
-import re
 import shutil
-import socket
 import statistics
 import subprocess
 import tempfile
-import time
+
+from benchlib import cpu_seconds, main_guard, redis_benchmark, start_server
 
 TESTS = ["set", "get", "incr"]
 PORT = 16510
@@ -36,35 +35,8 @@ EVALSHA_SCRIPT = ("local v = redis.call('GET', KEYS[1]) "
                   "redis.call('EXPIRE', KEYS[1], 3600) return v")
 
 
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        rest = f.read().rsplit(")", 1)[1].split()
-    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def wait_port(port, timeout=30):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on {port}")
-
-
 def start(kind, strata, tmp):
-    if kind == "strata":
-        argv = [strata, "serve", "--port", str(PORT), "--dir", tmp, "--appendfsync", "everysec"]
-    else:
-        argv = ["redis-server", "--port", str(PORT), "--dir", tmp, "--save", ""]
-        if kind == "redis-aof":
-            argv += ["--appendonly", "yes", "--appendfsync", "everysec"]
-        else:
-            argv += ["--appendonly", "no"]
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_port(PORT)
-    return p
+    return start_server(kind, tmp, port=PORT, strata=strata)
 
 
 def stop(p):
@@ -73,40 +45,32 @@ def stop(p):
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
     except subprocess.TimeoutExpired:
         pass
-    try:
-        p.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
+    p.stop()
 
 
 def bench(tests, n, pipeline):
-    argv = ["redis-benchmark", "-p", str(PORT), "-n", str(n), "-r", "1000000", "-d", "128",
-            "-c", "50", "-P", str(pipeline), "--csv"]
+    argv = ["-n", n, "-r", "1000000", "-d", "128", "-c", "50", "-P", pipeline]
     if tests == ["evalsha"]:
         sha = subprocess.run(["redis-cli", "-p", str(PORT), "script", "load", EVALSHA_SCRIPT],
                              capture_output=True, text=True, check=True).stdout.strip()
         argv += ["evalsha", sha, "1", "key:__rand_int__", "1"]
     else:
         argv += ["-t", ",".join(tests)]
-    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
-    res = {}
-    for line in out.splitlines():
-        cells = [c.strip('"') for c in line.split(",")]
-        # "LPUSH (needed to benchmark LRANGE)" fills the list for LRANGE: not a result.
-        if len(cells) >= 2 and cells[0] != "test" and "needed to" not in cells[0]:
-            name = re.sub(r" \(.*\)", "", cells[0]).lower()
-            if tests == ["evalsha"]:
-                name = "evalsha"  # redis-benchmark names a custom command by its whole line
-            res[name] = {"rps": float(cells[1]),
-                         "p50_ms": float(cells[5]) if len(cells) > 5 else None}
+    res = redis_benchmark(PORT, argv)
+    if tests == ["evalsha"]:
+        # redis-benchmark names a custom command by its whole line
+        res = {"evalsha": next(iter(res.values()))}
     return res
 
 
 def run_one(kind, strata, pipeline, n, mset_n):
-    tmp = tempfile.mkdtemp(prefix=f"bench-{kind}-")
-    p = start(kind, strata, tmp)
+    # The server's directory inside one removed afterwards with the log beside it.
+    parent = tempfile.mkdtemp(prefix=f"bench-{kind}-")
+    tmp = os.path.join(parent, "data")
+    os.mkdir(tmp)
+    p = None
     try:
+        p = start(kind, strata, tmp)
         c0 = cpu_seconds(p.pid)
         res = bench(TESTS, n, pipeline)
         c1 = cpu_seconds(p.pid)
@@ -126,8 +90,9 @@ def run_one(kind, strata, pipeline, n, mset_n):
             res[k] = v
         return res
     finally:
-        stop(p)
-        shutil.rmtree(tmp, ignore_errors=True)
+        if p:
+            stop(p)
+        shutil.rmtree(parent, ignore_errors=True)
 
 
 def main():
@@ -180,4 +145,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main_guard(main)
