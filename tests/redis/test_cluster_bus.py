@@ -2,105 +2,27 @@
 Strata masters, `redis-cli --cluster check` finds it clean, redis-py's `RedisCluster`
 writes and reads across all three; a mixed cluster of two Strata masters and one
 redis-server 7.0.15 is created and checked the same way (the bus interoperates with real
-Redis nodes); a Strata node killed is flagged `fail` by the others within a bounded wait.
+Redis nodes); a Strata node killed is flagged `fail` by the others within a bounded wait;
+a killed master's replica is elected; CLUSTER FAILOVER (with TAKEOVER, and without an
+option: the master pauses its writers until the replica has them) swaps a master and its
+replica without losing an acknowledged write; a master stopped with SIGSTOP is replaced
+within twice the node timeout and rejoins as a replica when continued.
 
     cargo build --release -p strata-cli
     python3 -m pytest -q tests/redis/test_cluster_bus.py
 """
 
 import os
-import subprocess
+import signal
 import time
 
 import pytest
 
-from conftest import need
-from servers import STRATA_BIN, Client, start_redis, start_strata
-
-# A short node timeout keeps failure detection within the test's waits.
-NODE_TIMEOUT_MS = 2000
-CLUSTER = ["--cluster-enabled", "yes", "--cluster-node-timeout", str(NODE_TIMEOUT_MS)]
-
-
-def cli(*args, timeout=60):
-    need("redis-cli")
-    r = subprocess.run(
-        ["redis-cli", *args], input="yes\n", capture_output=True, text=True, timeout=timeout
-    )
-    return r.returncode, r.stdout + r.stderr
-
-
-def addr(s):
-    return f"127.0.0.1:{s.port}"
-
-
-def nodes_of(port):
-    c = Client(port)
-    try:
-        text = c.call("CLUSTER", "NODES")
-    finally:
-        c.close()
-    text = text.decode() if isinstance(text, bytes) else text
-    return [line.split() for line in text.strip().splitlines()]
-
-
-def info_of(port):
-    c = Client(port)
-    try:
-        text = c.call("CLUSTER", "INFO")
-    finally:
-        c.close()
-    text = text.decode() if isinstance(text, bytes) else text
-    return dict(line.split(":", 1) for line in text.strip().splitlines())
-
-
-def wait_until(what, pred, timeout=30):
-    deadline = time.time() + timeout
-    while True:
-        got = pred()
-        if got:
-            return got
-        assert time.time() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.2)
-
-
-def create(servers):
-    code, out = cli("--cluster", "create", *[addr(s) for s in servers], "--cluster-yes")
-    assert code == 0, out
-    assert "[OK] All 16384 slots covered." in out, out
-    # Every node sees every node, connected, and the cluster ok.
-    for s in servers:
-        wait_until(
-            f"node {s.port} sees the whole cluster",
-            lambda s=s: info_of(s.port).get("cluster_state") == "ok"
-            and len([n for n in nodes_of(s.port) if n[7] == "connected"]) == len(servers),
-        )
-
-
-def check_clean(servers):
-    code, out = cli("--cluster", "check", addr(servers[0]))
-    assert code == 0, out
-    assert "[OK] All nodes agree about slots configuration." in out, out
-    assert "[OK] All 16384 slots covered." in out, out
-    assert "[ERR]" not in out and "[WARNING]" not in out, out
-
-
-def stop_all(servers):
-    for s in servers:
-        s.stop()
-
-
-@pytest.fixture
-def strata_nodes():
-    if not os.path.exists(STRATA_BIN):
-        pytest.fail(f"{STRATA_BIN} not found: cargo build --release -p strata-cli")
-    servers = []
-    try:
-        for _ in range(3):
-            servers.append(start_strata(CLUSTER))
-        yield servers
-    finally:
-        stop_all(servers)
+from cluster_nodes import (  # noqa: F401 (strata_nodes is a fixture)
+    CLUSTER, NODE_TIMEOUT_MS, Writer, addr, call, check_clean, check_model, cli,
+    cluster_client, create, info_of, need_strata, node_id, nodes_of, redis_node, stop_all,
+    strata_node, strata_nodes, text_of, wait_check_clean, wait_until)
+from servers import Client, start_strata
 
 
 def test_create_check_and_use_three_strata_masters(strata_nodes):
@@ -171,13 +93,11 @@ def test_a_killed_strata_node_is_flagged_fail(strata_nodes):
 
 
 def test_mixed_cluster_of_strata_and_redis_server():
-    need("redis-server")
-    if not os.path.exists(STRATA_BIN):
-        pytest.fail(f"{STRATA_BIN} not found: cargo build --release -p strata-cli")
+    need_strata()
     servers = []
     try:
         servers.append(start_strata(CLUSTER))
-        servers.append(start_redis(CLUSTER))
+        servers.append(redis_node())
         servers.append(start_strata(CLUSTER))
         create(servers)
         check_clean(servers)
@@ -217,8 +137,7 @@ def test_create_with_replicas_and_fail_over():
     set by CLUSTER REPLICATE and fed by the replication link; `check` is clean and a write
     to a master reaches its replica. The master killed, its replica wins the election
     within a bounded wait, serves the slots with the write, and the cluster is ok."""
-    if not os.path.exists(STRATA_BIN):
-        pytest.fail(f"{STRATA_BIN} not found: cargo build --release -p strata-cli")
+    need_strata()
     servers = []
     try:
         for _ in range(6):

@@ -3,24 +3,12 @@
 
 use super::bus::{Body, Msg, NodeName, Ping};
 use super::failover::replica_step;
-use super::outgoing::{self, Env};
-use super::packet::{process, Action, LinkCtx};
+use super::outgoing;
+use super::packet::{process, Action};
 use super::slots::{node_flag, Node, NodeId, State};
+use super::test_fixtures::{env, inbound, A, B, C};
 
-const A: NodeId = [b'a'; 40];
-const B: NodeId = [b'b'; 40];
-const C: NodeId = [b'c'; 40];
 const R: NodeId = [b'r'; 40];
-
-fn env(now_ms: u64) -> Env {
-    Env {
-        now_ms,
-        node_timeout_ms: 1000,
-        announce_ip: String::new(),
-        full_coverage: true,
-        repl_offset: 0,
-    }
-}
 
 /// Masters A, B, C with a third of the slots each (epochs 1, 2, 3) and R a replica of C,
 /// as seen by `me`.
@@ -47,13 +35,6 @@ fn cluster(me: NodeId) -> State {
     }
     st.current_epoch = 3;
     st
-}
-
-fn inbound() -> LinkCtx {
-    LinkCtx {
-        inbound: true,
-        ..LinkCtx::default()
-    }
 }
 
 fn request_from_r(epoch: u64) -> Msg {

@@ -26,6 +26,8 @@ pub mod packet;
 mod packet_tests;
 pub mod route;
 pub mod slots;
+#[cfg(test)]
+mod test_fixtures;
 
 use crate::config::Config;
 use parking_lot::{RwLock, RwLockReadGuard};
