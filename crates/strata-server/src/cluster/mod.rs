@@ -78,6 +78,32 @@ pub struct Cluster {
     _lock: Box<dyn FileLock>,
     /// Bus messages sent and received, by type (CLUSTER INFO's counters).
     pub stats: BusStats,
+    /// Messages published here that the bus is to carry to the other nodes (set when the
+    /// bus starts; bounded: see [`Cluster::publish`]).
+    published: std::sync::OnceLock<tokio::sync::mpsc::Sender<Published>>,
+    /// The bus's links with the node at their other end (CLUSTER LINKS), as the bus task
+    /// last published them.
+    pub links: parking_lot::Mutex<Vec<LinkView>>,
+}
+
+/// One bus link as CLUSTER LINKS shows it.
+#[derive(Clone, Debug)]
+pub struct LinkView {
+    /// Opened by the peer (`from`) or by this node (`to`).
+    pub inbound: bool,
+    pub node: slots::NodeId,
+    /// When the connection was made (Unix ms).
+    pub ctime_ms: u64,
+    /// Bytes queued for the peer and not yet written.
+    pub queued: Arc<AtomicU64>,
+}
+
+/// A PUBLISH (or SPUBLISH: `shard`) on this node, for the bus to carry (Redis's
+/// `clusterPropagatePublish`).
+pub struct Published {
+    pub shard: bool,
+    pub channel: bytes::Bytes,
+    pub message: bytes::Bytes,
 }
 
 /// Bus messages sent and received by type (Redis's `stats_bus_messages_sent/received`).
@@ -137,6 +163,8 @@ impl Cluster {
             path,
             _lock: lock,
             stats: BusStats::default(),
+            published: std::sync::OnceLock::new(),
+            links: parking_lot::Mutex::new(Vec::new()),
         };
         cluster.announce(&Announce::from_config(c, port));
         cluster.save(&cluster.state.read()).map_err(|e| e.0)?;
@@ -148,15 +176,19 @@ impl Cluster {
         self.state.read()
     }
 
-    /// Applies `f` to the state and saves nodes.conf if it succeeded and changed anything.
-    /// `f`'s error (a reply text) leaves the state as `f` left it, as Redis's checks come
-    /// before its changes.
+    /// Applies `f` to the state and saves nodes.conf if it succeeded and changed anything;
+    /// fsynced only if an epoch changed, as Redis fsyncs for commands (a SETSLOT is written
+    /// without: a reshard saves several times per slot). `f`'s error (a reply text) leaves
+    /// the state as `f` left it, as Redis's checks come before its changes.
     pub fn update<R>(&self, f: impl FnOnce(&mut State) -> Result<R, String>) -> Result<R, String> {
         let mut st = self.state.write();
+        let epochs = |st: &State| (st.current_epoch, st.last_vote_epoch, st.me().config_epoch);
         let before = nodes_conf::render(&st);
+        let epochs_before = epochs(&st);
         let r = f(&mut st)?;
         if nodes_conf::render(&st) != before {
-            self.save(&st).map_err(|e| e.0)?;
+            self.write(&st, epochs(&st) != epochs_before)
+                .map_err(|e| e.0)?;
         }
         Ok(r)
     }
@@ -182,8 +214,31 @@ impl Cluster {
     }
 
     fn save(&self, st: &State) -> Result<(), SaveError> {
-        nodes_conf::save(&self.fs, &self.path, &nodes_conf::render(st))
+        self.write(st, true)
+    }
+
+    fn write(&self, st: &State, sync: bool) -> Result<(), SaveError> {
+        nodes_conf::save(&self.fs, &self.path, &nodes_conf::render(st), sync)
             .map_err(|e| SaveError(format!("ERR Error saving the cluster node config: {e}")))
+    }
+
+    /// Hands a message published here to the bus, which sends it to every node (a shard
+    /// channel's: to this node's master and replicas). The queue is bounded: a message
+    /// published while it is full (a bus thousands of messages behind) reaches only this
+    /// node's subscribers.
+    pub fn publish(&self, p: Published) {
+        if let Some(tx) = self.published.get() {
+            let _ = tx.try_send(p);
+        }
+    }
+
+    /// The bus's end of [`Cluster::publish`]'s queue (taken once, when the bus starts).
+    pub(crate) fn take_published(
+        &self,
+        capacity: usize,
+    ) -> Option<tokio::sync::mpsc::Receiver<Published>> {
+        let (tx, rx) = tokio::sync::mpsc::channel(capacity);
+        self.published.set(tx).ok().map(|()| rx)
     }
 
     /// Takes this node's address from the configuration (at start and after CONFIG SET).

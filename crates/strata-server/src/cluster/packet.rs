@@ -435,8 +435,10 @@ fn gossip(
     let failing = node_flag::FAIL | node_flag::PFAIL;
     for g in sections {
         let id = g.nodename.0;
+        let forgotten = st.forgotten.get(&id).is_some_and(|t| *t > env.now_ms);
         if let std::collections::btree_map::Entry::Vacant(slot) = st.nodes.entry(id) {
             if sender.is_some()
+                && !forgotten
                 && g.flags & node_flag::NOADDR == 0
                 && super::bus::NodeName::parse(&id).is_ok()
             {
