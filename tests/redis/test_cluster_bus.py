@@ -40,6 +40,19 @@ def test_create_check_and_use_three_strata_masters(strata_nodes):
         assert int(info["cluster_stats_messages_sent"]) >= int(
             info["cluster_stats_messages_ping_sent"])
     assert len(ids) == 1, "every node knows the same three nodes"
+    # CLUSTER LINKS: a link to and a link from each other node, with its creation time.
+    for s in strata_nodes:
+        me = node_id(s)
+        others = {n[0] for n in nodes_of(s.port)} - {me}
+
+        def links_up(s=s, others=others):
+            links = [dict(zip(x[::2], x[1::2])) for x in call(s.port, "CLUSTER", "LINKS")]
+            got = {(x[b"direction"], x[b"node"].decode()) for x in links}
+            return got == {(d, o) for d in (b"to", b"from") for o in others} and links
+
+        links = wait_until(f"node {s.port} lists its links", links_up, timeout=10)
+        assert all(x[b"create-time"] > 1_600_000_000_000 and x[b"send-buffer-used"] >= 0
+                   and x[b"events"] in (b"r", b"rw") for x in links), links
     # The config epochs redis-cli set are distinct and known everywhere.
     epochs = {n[0]: n[6] for n in nodes_of(strata_nodes[0].port)}
     assert len(set(epochs.values())) == 3
@@ -246,3 +259,164 @@ def test_add_node_as_replica_then_takeover(strata_nodes):
         check_clean(strata_nodes + [new])
     finally:
         new.stop()
+
+
+def add_replica(masters, of, node_timeout_ms=NODE_TIMEOUT_MS):
+    """A fourth Strata node joined with `add-node --cluster-slave` as a replica of `of`,
+    known as such everywhere and replicating."""
+    new = strata_node(node_timeout_ms)
+    try:
+        master_id = node_id(of)
+        code, out = cli("--cluster", "add-node", addr(new), addr(masters[1]),
+                        "--cluster-slave", "--cluster-master-id", master_id)
+        assert code == 0, out
+        new_id = node_id(new)
+        wait_until("the new node is a replica of the chosen master everywhere", lambda: all(
+            any(n[0] == new_id and "slave" in n[2] and n[3] == master_id
+                for n in nodes_of(s.port)) for s in masters + [new]))
+        wait_until("the replica's link is up", lambda: "master_link_status:up" in text_of(
+            call(new.port, "INFO", "replication")))
+        return new, new_id
+    except BaseException:
+        new.stop()
+        raise
+
+
+def swapped(s, new_id, old_id):
+    by_id = {n[0]: n for n in nodes_of(s.port)}
+    return ("master" in by_id[new_id][2] and len(by_id[new_id]) > 8
+            and "slave" in by_id[old_id][2] and by_id[old_id][3] == new_id)
+
+
+def test_manual_failover_loses_no_acknowledged_write(strata_nodes):
+    """CLUSTER FAILOVER without an option on a replica while a `RedisCluster` client writes:
+    the master holds its writers, the replica catches up and is elected, the old master
+    becomes its replica, and every acknowledged write is there exactly once."""
+    create(strata_nodes)
+    old = strata_nodes[0]
+    old_id = node_id(old)
+    new, new_id = add_replica(strata_nodes, old)
+    try:
+        writer = Writer(strata_nodes[1].port, nkeys=600)
+        writer.start()
+        try:
+            wait_until("the writer got going", lambda: writer.ops > 1000, timeout=30)
+            assert call(new.port, "CLUSTER", "FAILOVER") == ("+", "OK")
+            for s in strata_nodes + [new]:
+                wait_until(f"node {s.port} sees the failover",
+                           lambda s=s: swapped(s, new_id, old_id), timeout=15)
+            ops = writer.ops
+            wait_until("the writer goes on after the failover", lambda: writer.ops > ops + 200,
+                       timeout=15)
+        finally:
+            writer.stop()
+        assert not writer.errors, writer.errors[:5]
+        check_model(strata_nodes[1], writer)
+        assert call(old.port, "ROLE")[0] == b"slave"
+        assert call(new.port, "ROLE")[0] == b"master"
+        wait_check_clean(strata_nodes + [new])
+        # The old master has the new master's data again.
+        some = next(k for k in writer.model if k.startswith("cnt:")
+                    and call(old.port, "CLUSTER", "KEYSLOT", k) <= 5460)
+        c = Client(old.port)
+        try:
+            assert c.call("READONLY") == ("+", "OK")
+            wait_until("the old master replicates the new one", lambda: c.call(
+                "GET", some) == str(writer.model[some]).encode())
+        finally:
+            c.close()
+    finally:
+        new.stop()
+
+
+# Detection takes up to the node timeout plus the ping period (half of it), then a gossip
+# round and the election's 0.5-1 s delay: with a timeout of a few seconds that fits in twice
+# the timeout, as it does for Redis.
+STOP_TIMEOUT_MS = 6000
+
+
+def test_a_stopped_master_is_replaced_then_rejoins_as_a_replica():
+    """SIGSTOP of a master: its replica is promoted within twice the node timeout; on
+    SIGCONT the old master learns the newer configuration and becomes its replica."""
+    strata_nodes = []
+    new = None
+    try:
+        for _ in range(3):
+            strata_nodes.append(strata_node(STOP_TIMEOUT_MS))
+        create(strata_nodes)
+        old = strata_nodes[0]
+        old_id = node_id(old)
+        new, new_id = add_replica(strata_nodes, old, STOP_TIMEOUT_MS)
+        rc = cluster_client(strata_nodes[1])
+        try:
+            key = next(f"k{i}" for i in range(100000)
+                       if call(old.port, "CLUSTER", "KEYSLOT", f"k{i}") <= 5460)
+            rc.set(key, "before")
+        finally:
+            rc.close()
+        c = Client(new.port)
+        try:
+            assert c.call("READONLY") == ("+", "OK")
+            wait_until("the replica has the write", lambda: c.call("GET", key) == b"before")
+        finally:
+            c.close()
+        os.kill(old.proc.pid, signal.SIGSTOP)
+        stopped = time.time()
+        try:
+            def promoted():
+                me = next(n for n in nodes_of(new.port) if n[0] == new_id)
+                return "master" in me[2] and len(me) > 8
+
+            wait_until("the replica is promoted", promoted, timeout=STOP_TIMEOUT_MS / 1000 * 3)
+            took = time.time() - stopped
+            assert took < 2 * STOP_TIMEOUT_MS / 1000, f"promoted after {took:.1f} s"
+            wait_until("the cluster serves the slots again", lambda: all(
+                info_of(s.port)["cluster_state"] == "ok" for s in strata_nodes[1:] + [new]))
+            rc = cluster_client(strata_nodes[1])
+            try:
+                assert rc.get(key) == "before"
+                rc.set(key, "after")
+            finally:
+                rc.close()
+        finally:
+            os.kill(old.proc.pid, signal.SIGCONT)
+        for s in strata_nodes + [new]:
+            wait_until(f"node {s.port} sees the old master as a replica",
+                       lambda s=s: swapped(s, new_id, old_id), timeout=15)
+        assert call(old.port, "ROLE")[0] == b"slave"
+        c = Client(old.port)
+        try:
+            assert c.call("READONLY") == ("+", "OK")
+            wait_until("the old master has the new master's write",
+                       lambda: c.call("GET", key) == b"after")
+        finally:
+            c.close()
+        wait_check_clean(strata_nodes + [new])
+    finally:
+        stop_all(strata_nodes + ([new] if new else []))
+
+
+def test_publish_reaches_subscribers_on_every_node():
+    """PUBLISH on any node of a cluster of two Strata nodes and a redis-server reaches the
+    subscribers of every node, over the bus both ways; the reply counts the publishing
+    node's subscribers only, as Redis's."""
+    need_strata()
+    servers = []
+    subs = []
+    try:
+        servers.append(strata_node())
+        servers.append(redis_node())
+        servers.append(strata_node())
+        create(servers)
+        for s in servers:
+            c = Client(s.port)
+            assert c.call("SUBSCRIBE", "news") == [b"subscribe", b"news", 1]
+            subs.append(c)
+        for i, s in enumerate(servers):
+            assert call(s.port, "PUBLISH", "news", f"from-{i}") == 1
+            for c in subs:
+                assert c.read() == [b"message", b"news", f"from-{i}".encode()]
+    finally:
+        for c in subs:
+            c.close()
+        stop_all(servers)

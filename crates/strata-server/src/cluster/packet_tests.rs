@@ -426,3 +426,56 @@ fn hostname_extension_and_header_fields() {
     let bytes = super::bus::encode(&m);
     assert_eq!(super::bus::decode(&bytes).unwrap(), m);
 }
+
+#[test]
+fn a_forgotten_node_is_not_learned_back_from_gossip_for_a_minute() {
+    let mut a = three();
+    a.forgotten.insert(H, 10_000 + super::slots::FORGET_TTL_MS);
+    let m = ping_with(&a, B, vec![gossip_about(H, node_flag::MASTER, 7005)]);
+    process(&mut a, &env(10_000), &inbound(), &m);
+    assert!(!a.nodes.contains_key(&H));
+    process(
+        &mut a,
+        &env(10_001 + super::slots::FORGET_TTL_MS),
+        &inbound(),
+        &m,
+    );
+    assert!(a.nodes.contains_key(&H));
+}
+
+#[test]
+fn publish_from_a_known_node_is_delivered_here() {
+    let mut a = three();
+    let mut b = three();
+    b.myself = B;
+    let publish = |shard: bool| {
+        let body = super::bus::Publish {
+            channel: b"news".to_vec(),
+            message: b"hello".to_vec(),
+        };
+        let h = outgoing::header(&b, &env(1));
+        Msg::new(
+            h,
+            if shard {
+                Body::PublishShard(body)
+            } else {
+                Body::Publish(body)
+            },
+        )
+    };
+    for shard in [false, true] {
+        let out = process(&mut a, &env(2), &inbound(), &publish(shard));
+        assert_eq!(
+            out.actions,
+            vec![Action::Deliver {
+                shard,
+                channel: b"news".to_vec(),
+                message: b"hello".to_vec(),
+            }]
+        );
+    }
+    // From a node this one does not know: dropped, as Redis does.
+    let mut m = publish(false);
+    m.header.sender = NodeName([b'z'; 40]);
+    assert!(process(&mut a, &env(3), &inbound(), &m).actions.is_empty());
+}

@@ -604,15 +604,14 @@ fn failover(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             }
         }
         Some(_) => update(ctx, |st| {
+            st.manual = Default::default();
             crate::cluster::failover::force(st, now);
             Ok(())
         })?,
-        None => {
-            return Err(CmdError::reply(
-                "ERR CLUSTER FAILOVER without FORCE or TAKEOVER is not supported yet: \
-                 use CLUSTER FAILOVER FORCE",
-            ))
-        }
+        None => update(ctx, |st| {
+            crate::cluster::failover::manual_start(st, now);
+            Ok(())
+        })?,
     }
     ctx.reply.ok();
     Ok(())
