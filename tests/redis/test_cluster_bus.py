@@ -2,105 +2,27 @@
 Strata masters, `redis-cli --cluster check` finds it clean, redis-py's `RedisCluster`
 writes and reads across all three; a mixed cluster of two Strata masters and one
 redis-server 7.0.15 is created and checked the same way (the bus interoperates with real
-Redis nodes); a Strata node killed is flagged `fail` by the others within a bounded wait.
+Redis nodes); a Strata node killed is flagged `fail` by the others within a bounded wait;
+a killed master's replica is elected; CLUSTER FAILOVER (with TAKEOVER, and without an
+option: the master pauses its writers until the replica has them) swaps a master and its
+replica without losing an acknowledged write; a master stopped with SIGSTOP is replaced
+within twice the node timeout and rejoins as a replica when continued.
 
     cargo build --release -p strata-cli
     python3 -m pytest -q tests/redis/test_cluster_bus.py
 """
 
 import os
-import subprocess
+import signal
 import time
 
 import pytest
 
-from conftest import need
-from servers import STRATA_BIN, Client, start_redis, start_strata
-
-# A short node timeout keeps failure detection within the test's waits.
-NODE_TIMEOUT_MS = 2000
-CLUSTER = ["--cluster-enabled", "yes", "--cluster-node-timeout", str(NODE_TIMEOUT_MS)]
-
-
-def cli(*args, timeout=60):
-    need("redis-cli")
-    r = subprocess.run(
-        ["redis-cli", *args], input="yes\n", capture_output=True, text=True, timeout=timeout
-    )
-    return r.returncode, r.stdout + r.stderr
-
-
-def addr(s):
-    return f"127.0.0.1:{s.port}"
-
-
-def nodes_of(port):
-    c = Client(port)
-    try:
-        text = c.call("CLUSTER", "NODES")
-    finally:
-        c.close()
-    text = text.decode() if isinstance(text, bytes) else text
-    return [line.split() for line in text.strip().splitlines()]
-
-
-def info_of(port):
-    c = Client(port)
-    try:
-        text = c.call("CLUSTER", "INFO")
-    finally:
-        c.close()
-    text = text.decode() if isinstance(text, bytes) else text
-    return dict(line.split(":", 1) for line in text.strip().splitlines())
-
-
-def wait_until(what, pred, timeout=30):
-    deadline = time.time() + timeout
-    while True:
-        got = pred()
-        if got:
-            return got
-        assert time.time() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.2)
-
-
-def create(servers):
-    code, out = cli("--cluster", "create", *[addr(s) for s in servers], "--cluster-yes")
-    assert code == 0, out
-    assert "[OK] All 16384 slots covered." in out, out
-    # Every node sees every node, connected, and the cluster ok.
-    for s in servers:
-        wait_until(
-            f"node {s.port} sees the whole cluster",
-            lambda s=s: info_of(s.port).get("cluster_state") == "ok"
-            and len([n for n in nodes_of(s.port) if n[7] == "connected"]) == len(servers),
-        )
-
-
-def check_clean(servers):
-    code, out = cli("--cluster", "check", addr(servers[0]))
-    assert code == 0, out
-    assert "[OK] All nodes agree about slots configuration." in out, out
-    assert "[OK] All 16384 slots covered." in out, out
-    assert "[ERR]" not in out and "[WARNING]" not in out, out
-
-
-def stop_all(servers):
-    for s in servers:
-        s.stop()
-
-
-@pytest.fixture
-def strata_nodes():
-    if not os.path.exists(STRATA_BIN):
-        pytest.fail(f"{STRATA_BIN} not found: cargo build --release -p strata-cli")
-    servers = []
-    try:
-        for _ in range(3):
-            servers.append(start_strata(CLUSTER))
-        yield servers
-    finally:
-        stop_all(servers)
+from cluster_nodes import (  # noqa: F401 (strata_nodes is a fixture)
+    CLUSTER, NODE_TIMEOUT_MS, Writer, addr, call, check_clean, check_model, cli,
+    cluster_client, create, info_of, need_strata, node_id, nodes_of, redis_node, stop_all,
+    strata_node, strata_nodes, text_of, wait_check_clean, wait_until)
+from servers import Client, start_strata
 
 
 def test_create_check_and_use_three_strata_masters(strata_nodes):
@@ -118,6 +40,19 @@ def test_create_check_and_use_three_strata_masters(strata_nodes):
         assert int(info["cluster_stats_messages_sent"]) >= int(
             info["cluster_stats_messages_ping_sent"])
     assert len(ids) == 1, "every node knows the same three nodes"
+    # CLUSTER LINKS: a link to and a link from each other node, with its creation time.
+    for s in strata_nodes:
+        me = node_id(s)
+        others = {n[0] for n in nodes_of(s.port)} - {me}
+
+        def links_up(s=s, others=others):
+            links = [dict(zip(x[::2], x[1::2])) for x in call(s.port, "CLUSTER", "LINKS")]
+            got = {(x[b"direction"], x[b"node"].decode()) for x in links}
+            return got == {(d, o) for d in (b"to", b"from") for o in others} and links
+
+        links = wait_until(f"node {s.port} lists its links", links_up, timeout=10)
+        assert all(x[b"create-time"] > 1_600_000_000_000 and x[b"send-buffer-used"] >= 0
+                   and x[b"events"] in (b"r", b"rw") for x in links), links
     # The config epochs redis-cli set are distinct and known everywhere.
     epochs = {n[0]: n[6] for n in nodes_of(strata_nodes[0].port)}
     assert len(set(epochs.values())) == 3
@@ -171,13 +106,11 @@ def test_a_killed_strata_node_is_flagged_fail(strata_nodes):
 
 
 def test_mixed_cluster_of_strata_and_redis_server():
-    need("redis-server")
-    if not os.path.exists(STRATA_BIN):
-        pytest.fail(f"{STRATA_BIN} not found: cargo build --release -p strata-cli")
+    need_strata()
     servers = []
     try:
         servers.append(start_strata(CLUSTER))
-        servers.append(start_redis(CLUSTER))
+        servers.append(redis_node())
         servers.append(start_strata(CLUSTER))
         create(servers)
         check_clean(servers)
@@ -217,8 +150,7 @@ def test_create_with_replicas_and_fail_over():
     set by CLUSTER REPLICATE and fed by the replication link; `check` is clean and a write
     to a master reaches its replica. The master killed, its replica wins the election
     within a bounded wait, serves the slots with the write, and the cluster is ok."""
-    if not os.path.exists(STRATA_BIN):
-        pytest.fail(f"{STRATA_BIN} not found: cargo build --release -p strata-cli")
+    need_strata()
     servers = []
     try:
         for _ in range(6):
@@ -327,3 +259,164 @@ def test_add_node_as_replica_then_takeover(strata_nodes):
         check_clean(strata_nodes + [new])
     finally:
         new.stop()
+
+
+def add_replica(masters, of, node_timeout_ms=NODE_TIMEOUT_MS):
+    """A fourth Strata node joined with `add-node --cluster-slave` as a replica of `of`,
+    known as such everywhere and replicating."""
+    new = strata_node(node_timeout_ms)
+    try:
+        master_id = node_id(of)
+        code, out = cli("--cluster", "add-node", addr(new), addr(masters[1]),
+                        "--cluster-slave", "--cluster-master-id", master_id)
+        assert code == 0, out
+        new_id = node_id(new)
+        wait_until("the new node is a replica of the chosen master everywhere", lambda: all(
+            any(n[0] == new_id and "slave" in n[2] and n[3] == master_id
+                for n in nodes_of(s.port)) for s in masters + [new]))
+        wait_until("the replica's link is up", lambda: "master_link_status:up" in text_of(
+            call(new.port, "INFO", "replication")))
+        return new, new_id
+    except BaseException:
+        new.stop()
+        raise
+
+
+def swapped(s, new_id, old_id):
+    by_id = {n[0]: n for n in nodes_of(s.port)}
+    return ("master" in by_id[new_id][2] and len(by_id[new_id]) > 8
+            and "slave" in by_id[old_id][2] and by_id[old_id][3] == new_id)
+
+
+def test_manual_failover_loses_no_acknowledged_write(strata_nodes):
+    """CLUSTER FAILOVER without an option on a replica while a `RedisCluster` client writes:
+    the master holds its writers, the replica catches up and is elected, the old master
+    becomes its replica, and every acknowledged write is there exactly once."""
+    create(strata_nodes)
+    old = strata_nodes[0]
+    old_id = node_id(old)
+    new, new_id = add_replica(strata_nodes, old)
+    try:
+        writer = Writer(strata_nodes[1].port, nkeys=600)
+        writer.start()
+        try:
+            wait_until("the writer got going", lambda: writer.ops > 1000, timeout=30)
+            assert call(new.port, "CLUSTER", "FAILOVER") == ("+", "OK")
+            for s in strata_nodes + [new]:
+                wait_until(f"node {s.port} sees the failover",
+                           lambda s=s: swapped(s, new_id, old_id), timeout=15)
+            ops = writer.ops
+            wait_until("the writer goes on after the failover", lambda: writer.ops > ops + 200,
+                       timeout=15)
+        finally:
+            writer.stop()
+        assert not writer.errors, writer.errors[:5]
+        check_model(strata_nodes[1], writer)
+        assert call(old.port, "ROLE")[0] == b"slave"
+        assert call(new.port, "ROLE")[0] == b"master"
+        wait_check_clean(strata_nodes + [new])
+        # The old master has the new master's data again.
+        some = next(k for k in writer.model if k.startswith("cnt:")
+                    and call(old.port, "CLUSTER", "KEYSLOT", k) <= 5460)
+        c = Client(old.port)
+        try:
+            assert c.call("READONLY") == ("+", "OK")
+            wait_until("the old master replicates the new one", lambda: c.call(
+                "GET", some) == str(writer.model[some]).encode())
+        finally:
+            c.close()
+    finally:
+        new.stop()
+
+
+# Detection takes up to the node timeout plus the ping period (half of it), then a gossip
+# round and the election's 0.5-1 s delay: with a timeout of a few seconds that fits in twice
+# the timeout, as it does for Redis.
+STOP_TIMEOUT_MS = 6000
+
+
+def test_a_stopped_master_is_replaced_then_rejoins_as_a_replica():
+    """SIGSTOP of a master: its replica is promoted within twice the node timeout; on
+    SIGCONT the old master learns the newer configuration and becomes its replica."""
+    strata_nodes = []
+    new = None
+    try:
+        for _ in range(3):
+            strata_nodes.append(strata_node(STOP_TIMEOUT_MS))
+        create(strata_nodes)
+        old = strata_nodes[0]
+        old_id = node_id(old)
+        new, new_id = add_replica(strata_nodes, old, STOP_TIMEOUT_MS)
+        rc = cluster_client(strata_nodes[1])
+        try:
+            key = next(f"k{i}" for i in range(100000)
+                       if call(old.port, "CLUSTER", "KEYSLOT", f"k{i}") <= 5460)
+            rc.set(key, "before")
+        finally:
+            rc.close()
+        c = Client(new.port)
+        try:
+            assert c.call("READONLY") == ("+", "OK")
+            wait_until("the replica has the write", lambda: c.call("GET", key) == b"before")
+        finally:
+            c.close()
+        os.kill(old.proc.pid, signal.SIGSTOP)
+        stopped = time.time()
+        try:
+            def promoted():
+                me = next(n for n in nodes_of(new.port) if n[0] == new_id)
+                return "master" in me[2] and len(me) > 8
+
+            wait_until("the replica is promoted", promoted, timeout=STOP_TIMEOUT_MS / 1000 * 3)
+            took = time.time() - stopped
+            assert took < 2 * STOP_TIMEOUT_MS / 1000, f"promoted after {took:.1f} s"
+            wait_until("the cluster serves the slots again", lambda: all(
+                info_of(s.port)["cluster_state"] == "ok" for s in strata_nodes[1:] + [new]))
+            rc = cluster_client(strata_nodes[1])
+            try:
+                assert rc.get(key) == "before"
+                rc.set(key, "after")
+            finally:
+                rc.close()
+        finally:
+            os.kill(old.proc.pid, signal.SIGCONT)
+        for s in strata_nodes + [new]:
+            wait_until(f"node {s.port} sees the old master as a replica",
+                       lambda s=s: swapped(s, new_id, old_id), timeout=15)
+        assert call(old.port, "ROLE")[0] == b"slave"
+        c = Client(old.port)
+        try:
+            assert c.call("READONLY") == ("+", "OK")
+            wait_until("the old master has the new master's write",
+                       lambda: c.call("GET", key) == b"after")
+        finally:
+            c.close()
+        wait_check_clean(strata_nodes + [new])
+    finally:
+        stop_all(strata_nodes + ([new] if new else []))
+
+
+def test_publish_reaches_subscribers_on_every_node():
+    """PUBLISH on any node of a cluster of two Strata nodes and a redis-server reaches the
+    subscribers of every node, over the bus both ways; the reply counts the publishing
+    node's subscribers only, as Redis's."""
+    need_strata()
+    servers = []
+    subs = []
+    try:
+        servers.append(strata_node())
+        servers.append(redis_node())
+        servers.append(strata_node())
+        create(servers)
+        for s in servers:
+            c = Client(s.port)
+            assert c.call("SUBSCRIBE", "news") == [b"subscribe", b"news", 1]
+            subs.append(c)
+        for i, s in enumerate(servers):
+            assert call(s.port, "PUBLISH", "news", f"from-{i}") == 1
+            for c in subs:
+                assert c.read() == [b"message", b"news", f"from-{i}".encode()]
+    finally:
+        for c in subs:
+            c.close()
+        stop_all(servers)

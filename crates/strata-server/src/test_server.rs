@@ -182,6 +182,9 @@ impl TestServer {
             return;
         };
         shared.request_shutdown();
+        // As the server's shutdown: a replication link (CLUSTER REPLICATE, or a master that
+        // gave away its last slot) stops and lets go of the state.
+        shared.replication.shutdown();
         if let Some(rt) = self.runtime.take() {
             rt.shutdown_timeout(Duration::from_secs(5));
         }

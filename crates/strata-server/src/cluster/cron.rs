@@ -98,6 +98,7 @@ pub fn cron(st: &mut State, env: &Env, iteration: u64) -> Outcome {
             mark_failing_if_needed(st, env, id, &mut out);
         }
     }
+    super::failover::manual_step(st, env, &mut out);
     let election = super::failover::replica_step(st, env);
     out.save |= election.save;
     out.actions.extend(election.actions);

@@ -6,15 +6,23 @@
 //! timeouts per failed master, and only if no slot the replica claims belongs to a newer
 //! config; `lastVoteEpoch` is saved (fsynced) before the vote leaves. With votes from a
 //! majority of the masters serving slots, the replica takes its master's slots with the
-//! election's epoch, stops replicating and tells everyone with a PONG. Manual failover
-//! (MFSTART, CLUSTER FAILOVER) is not built. Pure functions returning [`Action`]s.
+//! election's epoch, stops replicating and tells everyone with a PONG.
+//!
+//! Manual failover (CLUSTER FAILOVER without an option; Redis's `clusterSendMFStart`,
+//! `clusterHandleManualFailover`, `manualFailoverCheckTimeout`): the replica sends MFSTART
+//! to its master; the master holds its writers and answers with a PING whose header has
+//! PAUSED and its replication offset once no write is in flight; the replica, once its
+//! own offset reaches that one, runs an election at once whose request carries FORCEACK
+//! (masters vote though its master is up). The master's writers go on when it learns the
+//! new configuration and becomes a replica (they are then redirected), or after 5 s.
+//! Pure functions returning [`Action`]s.
 //!
 //! Layer: cluster (a building block below commands).
 
 use super::bus::{Body, Msg};
 use super::outgoing::{self, Env, PingKind};
 use super::packet::{Action, Outcome};
-use super::slots::{node_flag, NodeId, State};
+use super::slots::{node_flag, ManualFailover, NodeId, State};
 
 /// This replica's rank: the other replicas of its master (able to fail over) with a
 /// greater replication offset.
@@ -144,6 +152,7 @@ fn replace_master(st: &mut State, env: &Env, old: NodeId, out: &mut Outcome) {
         }
     }
     st.election = Default::default();
+    st.manual = Default::default();
     eprintln!("strata-server: cluster: failover won, this node is now a master");
     out.actions.push(Action::Promote);
     let pong = outgoing::ping(st, env, PingKind::Pong, None);
@@ -207,5 +216,107 @@ pub fn ack(st: &mut State, sender: &NodeId, msg: &Msg) {
         && st.election.sent
     {
         st.election.count += 1;
+    }
+}
+
+/// CLUSTER FAILOVER without an option, on a replica: MFSTART goes to the master with the
+/// next cron step; abandoned after [`MANUAL_FAILOVER_MS`].
+pub fn manual_start(st: &mut State, now_ms: u64) {
+    st.election = Default::default();
+    st.manual = ManualFailover {
+        end_ms: now_ms + MANUAL_FAILOVER_MS,
+        start_pending: true,
+        ..Default::default()
+    };
+    eprintln!("strata-server: cluster: Manual failover user request accepted.");
+}
+
+/// MFSTART from `sender` (Redis's handling in `clusterProcessPacket`): accepted from a
+/// replica of this master only. The link layer holds the writers, waits for the writes in
+/// flight, and answers with a PING carrying PAUSED and the offset then reached.
+pub fn mfstart(st: &mut State, env: &Env, sender: &NodeId, out: &mut Outcome) {
+    let me = st.myself;
+    let is_my_replica = st.nodes.get(sender).is_some_and(|n| n.master == Some(me));
+    if !is_my_replica || !st.me().has(node_flag::MASTER) {
+        return;
+    }
+    st.manual = ManualFailover {
+        end_ms: env.now_ms + MANUAL_FAILOVER_MS,
+        replica: Some(*sender),
+        ..Default::default()
+    };
+    eprintln!(
+        "strata-server: cluster: Manual failover requested by replica {}.",
+        String::from_utf8_lossy(sender)
+    );
+    out.actions.push(Action::PauseForFailover);
+}
+
+/// A header from `sender` on a replica in a manual failover: the master's offset, taken
+/// from the first header its master sends while paused.
+pub fn paused_offset(st: &mut State, env: &Env, sender: &NodeId, msg: &Msg) {
+    let me = st.me();
+    let from_my_master = me.has(node_flag::SLAVE) && me.master == Some(*sender);
+    let paused = msg.header.mflags[0] & super::bus::header::mflag0::PAUSED != 0;
+    if st.manual.end_ms != 0 && from_my_master && paused && st.manual.master_offset.is_none() {
+        st.manual.master_offset = Some(msg.header.offset);
+        eprintln!(
+            "strata-server: cluster: Received replication offset for paused master manual \
+             failover: {}",
+            msg.header.offset
+        );
+        manual_step(st, env, &mut Outcome::default());
+    }
+}
+
+/// The manual failover's part of the cron (Redis's `manualFailoverCheckTimeout` and
+/// `clusterHandleManualFailover`): abandoned past its end (a paused master's writers go
+/// on); on the replica, MFSTART sent, and the election started once this replica's offset
+/// reached the paused master's.
+pub fn manual_step(st: &mut State, env: &Env, out: &mut Outcome) {
+    let mf = &st.manual;
+    if mf.end_ms == 0 {
+        return;
+    }
+    if mf.end_ms < env.now_ms {
+        eprintln!("strata-server: cluster: Manual failover timed out.");
+        if mf.replica.is_some() {
+            out.actions.push(Action::ResumeWrites);
+        }
+        st.manual = ManualFailover::default();
+        return;
+    }
+    if mf.start_pending {
+        st.manual.start_pending = false;
+        if let Some(m) = st.me().master.filter(|_| st.me().has(node_flag::SLAVE)) {
+            let start = Msg::new(outgoing::header(st, env), Body::MfStart);
+            out.actions.push(Action::Send(m, start));
+        }
+        return;
+    }
+    let mf = &st.manual;
+    if mf.can_start || mf.replica.is_some() {
+        return;
+    }
+    // Redis waits for the exact offset; a replica past it (the master's replication
+    // pings) has every write the master acknowledged before it paused.
+    if mf.master_offset.is_some_and(|o| env.repl_offset >= o) {
+        eprintln!(
+            "strata-server: cluster: All master replication stream processed, manual \
+             failover can start."
+        );
+        st.manual.can_start = true;
+        let end = st.manual.end_ms;
+        force(st, env.now_ms);
+        st.election.forced_until_ms = end;
+    }
+}
+
+/// A master that paused its writers for a manual failover and is now a replica of the
+/// new master (or gave it up): its writers go on.
+pub fn manual_end_on_master(st: &mut State, out: &mut Outcome) {
+    if st.manual.replica.is_some() {
+        st.manual = ManualFailover::default();
+        out.actions.push(Action::ResumeWrites);
     }
 }

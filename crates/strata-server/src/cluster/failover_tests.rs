@@ -3,24 +3,12 @@
 
 use super::bus::{Body, Msg, NodeName, Ping};
 use super::failover::replica_step;
-use super::outgoing::{self, Env};
-use super::packet::{process, Action, LinkCtx};
+use super::outgoing;
+use super::packet::{process, Action};
 use super::slots::{node_flag, Node, NodeId, State};
+use super::test_fixtures::{env, inbound, A, B, C};
 
-const A: NodeId = [b'a'; 40];
-const B: NodeId = [b'b'; 40];
-const C: NodeId = [b'c'; 40];
 const R: NodeId = [b'r'; 40];
-
-fn env(now_ms: u64) -> Env {
-    Env {
-        now_ms,
-        node_timeout_ms: 1000,
-        announce_ip: String::new(),
-        full_coverage: true,
-        repl_offset: 0,
-    }
-}
 
 /// Masters A, B, C with a third of the slots each (epochs 1, 2, 3) and R a replica of C,
 /// as seen by `me`.
@@ -47,13 +35,6 @@ fn cluster(me: NodeId) -> State {
     }
     st.current_epoch = 3;
     st
-}
-
-fn inbound() -> LinkCtx {
-    LinkCtx {
-        inbound: true,
-        ..LinkCtx::default()
-    }
 }
 
 fn request_from_r(epoch: u64) -> Msg {
@@ -197,4 +178,97 @@ fn forced_failover_asks_for_forced_votes_and_takeover_needs_none() {
     assert_eq!(r.me().config_epoch, 4);
     assert_eq!(r.owner[16000], Some(R));
     assert!(r.me().has(node_flag::MASTER));
+}
+
+/// The manual failover's messages as the replica R and its master C exchange them: R's
+/// MFSTART, C pausing and answering with PAUSED and its offset, R's election once caught
+/// up (its request forcing the votes), C's writers resumed when it follows R.
+#[test]
+fn manual_failover_pauses_the_master_until_the_replica_caught_up() {
+    use super::bus::header::mflag0;
+    use super::cron::cron;
+    use super::failover::{manual_start, MANUAL_FAILOVER_MS};
+    // R asks: MFSTART goes to C with the next cron step.
+    let mut r = cluster(R);
+    manual_start(&mut r, 1_000);
+    let mut e = env(1_050);
+    e.repl_offset = 90;
+    let out = cron(&mut r, &e, 1);
+    let mfstart = out
+        .actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Send(to, m) if *to == C && matches!(m.body, Body::MfStart) => Some(m.clone()),
+            _ => None,
+        })
+        .expect("MFSTART sent to the master");
+    // A master that is not R's master ignores it.
+    let mut a = cluster(A);
+    assert!(process(&mut a, &env(1_060), &inbound(), &mfstart)
+        .actions
+        .is_empty());
+    assert_eq!(a.manual, Default::default());
+    // C pauses and tells its offset with PAUSED in its headers.
+    let mut c = cluster(C);
+    let out = process(&mut c, &env(1_060), &inbound(), &mfstart);
+    assert!(out.actions.contains(&Action::PauseForFailover));
+    assert_eq!(c.manual.replica, Some(R));
+    let mut ce = env(1_070);
+    ce.repl_offset = 100;
+    let ping = outgoing::ping(&mut c, &ce, outgoing::PingKind::Ping, None);
+    assert_ne!(ping.header.mflags[0] & mflag0::PAUSED, 0);
+    assert_eq!(ping.header.offset, 100);
+    // R has the offset but is behind it: no election yet.
+    process(&mut r, &e, &inbound(), &ping);
+    assert_eq!(r.manual.master_offset, Some(100));
+    let out = cron(&mut r, &env(1_100), 2);
+    assert!(!r.manual.can_start);
+    assert!(!out
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::Broadcast(m) if matches!(m.body, Body::FailoverAuthRequest))));
+    // Caught up: the election runs at once, its request forcing the votes.
+    let mut e = env(1_200);
+    e.repl_offset = 100;
+    let out = cron(&mut r, &e, 3);
+    assert!(r.manual.can_start);
+    let request = out
+        .actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Broadcast(m) if matches!(m.body, Body::FailoverAuthRequest) => Some(m),
+            _ => None,
+        })
+        .expect("vote requested");
+    assert_ne!(request.header.mflags[0] & mflag0::FORCEACK, 0);
+    // C itself votes (its master is not failing, but the request forces it).
+    let out = process(&mut c, &env(10_000), &inbound(), request);
+    assert!(out.actions.iter().any(
+        |a| matches!(a, Action::Send(to, m) if *to == R && matches!(m.body, Body::FailoverAuthAck))
+    ));
+    // R, elected, claims C's slots with a newer epoch: C follows R and its writers go on.
+    let mut h = outgoing::header(&cluster(R), &env(0));
+    h.flags = node_flag::MASTER;
+    h.slaveof = NodeName::NULL;
+    h.config_epoch = 4;
+    h.current_epoch = 4;
+    let mut slots = super::bus::SlotBitmap::new();
+    slots.set_range(10923, 16383).unwrap();
+    h.myslots = slots;
+    let out = process(
+        &mut c,
+        &env(10_100),
+        &inbound(),
+        &Msg::new(h, Body::Ping(Ping::default())),
+    );
+    let follow = out.actions.iter().position(|a| *a == Action::Follow(R));
+    let resume = out.actions.iter().position(|a| *a == Action::ResumeWrites);
+    assert!(follow.is_some() && resume > follow, "{:?}", out.actions);
+    assert_eq!(c.manual, Default::default());
+    // A master whose replica never finished: its writers go on after the timeout.
+    let mut c = cluster(C);
+    process(&mut c, &env(20_000), &inbound(), &mfstart);
+    let out = cron(&mut c, &env(20_000 + MANUAL_FAILOVER_MS + 1), 4);
+    assert!(out.actions.contains(&Action::ResumeWrites));
+    assert_eq!(c.manual, Default::default());
 }

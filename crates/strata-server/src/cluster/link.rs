@@ -10,7 +10,12 @@
 //! returned are carried out after the lock is released: messages go to each link's writer
 //! task through a bounded queue (a peer that does not read loses its link, never the node),
 //! connections are opened by short-lived tasks that report back to the bus. A framing
-//! error closes the link; a message that frames but does not decode is dropped.
+//! error closes the link; a message that frames but does not decode is dropped. Messages
+//! published on this node reach the bus task through `Cluster::publish`'s bounded queue;
+//! the task republishes its list of links (`Cluster::links`, CLUSTER LINKS) whenever a
+//! link opens, closes or learns its node. A manual failover's pause is taken here
+//! (`Pause::hold_writes`, every stripe once, the sequencer's cut) before the PING that
+//! carries the offset: the task blocks for the writes in flight, a few milliseconds.
 //!
 //! Layer: cluster (beside the server; reaches the store only to empty lost slots).
 
@@ -23,6 +28,7 @@ use super::{BusStats, Cluster};
 use crate::server::Shared;
 use bytes::Bytes;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -34,6 +40,8 @@ use tokio::task::JoinHandle;
 const LINK_QUEUE: usize = 1024;
 /// Events waiting for the bus task (readers wait when it is full).
 const EVENT_QUEUE: usize = 1024;
+/// Messages published here waiting for the bus task (`Cluster::publish`).
+const PUBLISH_QUEUE: usize = 4096;
 
 type LinkId = u64;
 
@@ -48,6 +56,12 @@ struct Link {
     ctx: LinkCtx,
     tx: mpsc::Sender<Bytes>,
     tasks: [JoinHandle<()>; 2],
+    /// An inbound link's node, once a message from a known node came on it (Redis's
+    /// `setClusterNodeToInboundClusterLink`).
+    peer: Option<NodeId>,
+    ctime_ms: u64,
+    /// Bytes queued and not yet written (CLUSTER LINKS' send buffer).
+    queued: Arc<AtomicU64>,
 }
 
 impl Drop for Link {
@@ -110,6 +124,14 @@ pub async fn run(shared: Arc<Shared>, listeners: Vec<std::net::TcpListener>) {
         next_id: 0,
         iteration: 0,
     };
+    let mut published = match shared
+        .cluster
+        .as_ref()
+        .and_then(|c| c.take_published(PUBLISH_QUEUE))
+    {
+        Some(rx) => rx,
+        None => mpsc::channel(1).1,
+    };
     let mut stop = shared.shutdown_receiver();
     let mut tick = tokio::time::interval(Duration::from_millis(1000 / cron::STEPS_PER_SECOND));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -119,6 +141,7 @@ pub async fn run(shared: Arc<Shared>, listeners: Vec<std::net::TcpListener>) {
             _ = tick.tick() => bus.cron(),
             Some(s) = acc_rx.recv() => bus.accepted(s),
             Some(e) = rx.recv() => bus.event(e),
+            Some(p) = published.recv() => bus.publish(p),
         }
     }
 }
@@ -158,7 +181,13 @@ impl Bus {
             node_timeout_ms: get("cluster-node-timeout").parse().unwrap_or(15000),
             announce_ip: get("cluster-announce-ip"),
             full_coverage: get("cluster-require-full-coverage") != "no",
-            repl_offset: self.shared.master.offset().unwrap_or(0),
+            // A replica's offset is what it applied of its master's stream (Redis's
+            // `replicationGetSlaveOffset`); a master's, its stream's end.
+            repl_offset: if self.shared.replication.is_replica() {
+                self.shared.replication.ids().3
+            } else {
+                self.shared.master.offset().unwrap_or(0)
+            },
         }
     }
 
@@ -174,6 +203,7 @@ impl Bus {
         let id = self.next_id;
         let (mut r, mut w) = stream.into_split();
         let (tx, mut rx) = mpsc::channel::<Bytes>(LINK_QUEUE);
+        let queued = Arc::new(AtomicU64::new(0));
         let events = self.events.clone();
         let reader = tokio::spawn(async move {
             let mut frames = FrameReader::new(bus::frame::DEFAULT_MAX_MESSAGE_BYTES);
@@ -185,12 +215,14 @@ impl Bus {
             let _ = events.send(Event::Closed(id)).await;
         });
         let events = self.events.clone();
+        let written = queued.clone();
         let writer = tokio::spawn(async move {
             while let Some(b) = rx.recv().await {
                 if w.write_all(&b).await.is_err() {
                     let _ = events.send(Event::Closed(id)).await;
                     return;
                 }
+                written.fetch_sub(b.len() as u64, Ordering::Relaxed);
             }
         });
         self.links.insert(
@@ -199,9 +231,31 @@ impl Bus {
                 ctx,
                 tx,
                 tasks: [reader, writer],
+                peer: None,
+                ctime_ms: now_ms(),
+                queued,
             },
         );
+        self.publish_links();
         id
+    }
+
+    /// Publishes the links whose node is known for CLUSTER LINKS.
+    fn publish_links(&self) {
+        let views = self
+            .links
+            .values()
+            .filter_map(|l| {
+                let node = if l.ctx.inbound { l.peer } else { l.ctx.node }?;
+                Some(super::LinkView {
+                    inbound: l.ctx.inbound,
+                    node,
+                    ctime_ms: l.ctime_ms,
+                    queued: l.queued.clone(),
+                })
+            })
+            .collect();
+        *self.cluster().links.lock() = views;
     }
 
     fn accepted(&mut self, s: TcpStream) {
@@ -212,6 +266,7 @@ impl Bus {
         let Some(link) = self.links.remove(&id) else {
             return;
         };
+        self.publish_links();
         if let Some(node) = link.ctx.node {
             if self.outbound.get(&node) == Some(&id) {
                 self.outbound.remove(&node);
@@ -229,8 +284,12 @@ impl Bus {
             return;
         };
         BusStats::count(&self.cluster().stats.sent, m.msg_type());
-        if l.tx.try_send(Bytes::from(bus::encode(m))).is_err() {
+        let bytes = Bytes::from(bus::encode(m));
+        let len = bytes.len() as u64;
+        if l.tx.try_send(bytes).is_err() {
             self.close(link);
+        } else {
+            l.queued.fetch_add(len, Ordering::Relaxed);
         }
     }
 
@@ -274,6 +333,20 @@ impl Bus {
             return;
         };
         BusStats::count(&self.cluster().stats.received, msg.msg_type());
+        if ctx.inbound {
+            let sender = msg.header.sender.0;
+            let known = self.cluster().read().nodes.contains_key(&sender);
+            let changed = match self.links.get_mut(&link) {
+                Some(l) if known && l.peer != Some(sender) => {
+                    l.peer = Some(sender);
+                    true
+                }
+                _ => false,
+            };
+            if changed {
+                self.publish_links();
+            }
+        }
         let env = self.env();
         let out = self.cluster().bus_update(|st| {
             let out = packet::process(st, &env, &ctx, &msg);
@@ -396,8 +469,101 @@ impl Bus {
                     }
                 }
                 Action::Follow(node) => self.follow(node),
+                Action::PauseForFailover => self.pause_for_failover(from),
+                Action::Deliver {
+                    shard,
+                    channel,
+                    message,
+                } => {
+                    let kind = if shard {
+                        crate::pubsub::Kind::Shard
+                    } else {
+                        crate::pubsub::Kind::Channel
+                    };
+                    let limit = self.shared.config.read().output_limits[2];
+                    // No connection of this node published it: nothing is written back.
+                    let mut none = bytes::BytesMut::new();
+                    self.shared.pubsub.publish(
+                        kind,
+                        &channel,
+                        &message,
+                        limit,
+                        u64::MAX,
+                        &mut none,
+                        false,
+                    );
+                }
+                Action::ResumeWrites => self.shared.pause.hold_writes(false),
             }
         }
+    }
+
+    /// Carries a message published here (Redis's `clusterSendPublish`): to every node
+    /// with a link, or for a shard channel to this node's master and replicas.
+    fn publish(&mut self, p: super::Published) {
+        let env = self.env();
+        let (msg, shard_nodes) = {
+            let st = self.cluster().read();
+            let body = bus::Publish {
+                channel: p.channel.to_vec(),
+                message: p.message.to_vec(),
+            };
+            let msg = bus::Msg::new(
+                super::outgoing::header(&st, &env),
+                if p.shard {
+                    bus::Body::PublishShard(body)
+                } else {
+                    bus::Body::Publish(body)
+                },
+            );
+            let me = st.me();
+            let master = if me.has(node_flag::SLAVE) {
+                me.master
+            } else {
+                Some(st.myself)
+            };
+            let shard_nodes: Vec<NodeId> = master
+                .map(|m| {
+                    let mut v: Vec<NodeId> = st.replicas_of(&m).iter().map(|n| n.id).collect();
+                    v.push(m);
+                    v.retain(|id| *id != st.myself);
+                    v
+                })
+                .unwrap_or_default();
+            (msg, shard_nodes)
+        };
+        if p.shard {
+            self.apply(
+                shard_nodes
+                    .into_iter()
+                    .map(|n| Action::Send(n, msg.clone()))
+                    .collect(),
+                None,
+            );
+        } else {
+            self.apply(vec![Action::Broadcast(msg)], None);
+        }
+    }
+
+    /// A replica's MFSTART (Redis's `pauseClients` then `clusterSendPing`): writers are
+    /// held; a write already past the pause holds its stripes until it is done (queued to
+    /// a worker included), and the sequencer's cut waits for its append, so the offset the
+    /// PING carries covers every write acknowledged before the pause.
+    fn pause_for_failover(&mut self, from: Option<LinkId>) {
+        self.shared.pause.hold_writes(true);
+        drop(self.shared.store.lock_every_stripe_for_command());
+        self.shared.master.seq.cut(|| ());
+        let Some(l) = from else {
+            return;
+        };
+        let env = self.env();
+        let m = self.cluster().bus_update(|st| {
+            (
+                super::outgoing::ping(st, &env, super::outgoing::PingKind::Ping, None),
+                false,
+            )
+        });
+        self.send(l, &m);
     }
 
     fn connect(&mut self, node: NodeId) {

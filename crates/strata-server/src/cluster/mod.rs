@@ -26,6 +26,8 @@ pub mod packet;
 mod packet_tests;
 pub mod route;
 pub mod slots;
+#[cfg(test)]
+mod test_fixtures;
 
 use crate::config::Config;
 use parking_lot::{RwLock, RwLockReadGuard};
@@ -81,6 +83,32 @@ pub struct Cluster {
     /// recomputes its state after changes rather than per command: routing reads it with
     /// one atomic load where computing it walks the owners of all 16384 slots.
     ok: AtomicU8,
+    /// Messages published here that the bus is to carry to the other nodes (set when the
+    /// bus starts; bounded: see [`Cluster::publish`]).
+    published: std::sync::OnceLock<tokio::sync::mpsc::Sender<Published>>,
+    /// The bus's links with the node at their other end (CLUSTER LINKS), as the bus task
+    /// last published them.
+    pub links: parking_lot::Mutex<Vec<LinkView>>,
+}
+
+/// One bus link as CLUSTER LINKS shows it.
+#[derive(Clone, Debug)]
+pub struct LinkView {
+    /// Opened by the peer (`from`) or by this node (`to`).
+    pub inbound: bool,
+    pub node: slots::NodeId,
+    /// When the connection was made (Unix ms).
+    pub ctime_ms: u64,
+    /// Bytes queued for the peer and not yet written.
+    pub queued: Arc<AtomicU64>,
+}
+
+/// A PUBLISH (or SPUBLISH: `shard`) on this node, for the bus to carry (Redis's
+/// `clusterPropagatePublish`).
+pub struct Published {
+    pub shard: bool,
+    pub channel: bytes::Bytes,
+    pub message: bytes::Bytes,
 }
 
 /// Bus messages sent and received by type (Redis's `stats_bus_messages_sent/received`).
@@ -141,6 +169,8 @@ impl Cluster {
             _lock: lock,
             stats: BusStats::default(),
             ok: AtomicU8::new(0),
+            published: std::sync::OnceLock::new(),
+            links: parking_lot::Mutex::new(Vec::new()),
         };
         cluster.refresh_ok(&cluster.state.read());
         cluster.announce(&Announce::from_config(c, port));
@@ -153,17 +183,21 @@ impl Cluster {
         self.state.read()
     }
 
-    /// Applies `f` to the state and saves nodes.conf if it succeeded and changed anything.
-    /// `f`'s error (a reply text) leaves the state as `f` left it, as Redis's checks come
-    /// before its changes.
+    /// Applies `f` to the state and saves nodes.conf if it succeeded and changed anything;
+    /// fsynced only if an epoch changed, as Redis fsyncs for commands (a SETSLOT is written
+    /// without: a reshard saves several times per slot). `f`'s error (a reply text) leaves
+    /// the state as `f` left it, as Redis's checks come before its changes.
     pub fn update<R>(&self, f: impl FnOnce(&mut State) -> Result<R, String>) -> Result<R, String> {
         let mut st = self.state.write();
+        let epochs = |st: &State| (st.current_epoch, st.last_vote_epoch, st.me().config_epoch);
         let before = nodes_conf::render(&st);
+        let epochs_before = epochs(&st);
         let r = f(&mut st);
         self.refresh_ok(&st);
         let r = r?;
         if nodes_conf::render(&st) != before {
-            self.save(&st).map_err(|e| e.0)?;
+            self.write(&st, epochs(&st) != epochs_before)
+                .map_err(|e| e.0)?;
         }
         Ok(r)
     }
@@ -201,8 +235,31 @@ impl Cluster {
     }
 
     fn save(&self, st: &State) -> Result<(), SaveError> {
-        nodes_conf::save(&self.fs, &self.path, &nodes_conf::render(st))
+        self.write(st, true)
+    }
+
+    fn write(&self, st: &State, sync: bool) -> Result<(), SaveError> {
+        nodes_conf::save(&self.fs, &self.path, &nodes_conf::render(st), sync)
             .map_err(|e| SaveError(format!("ERR Error saving the cluster node config: {e}")))
+    }
+
+    /// Hands a message published here to the bus, which sends it to every node (a shard
+    /// channel's: to this node's master and replicas). The queue is bounded: a message
+    /// published while it is full (a bus thousands of messages behind) reaches only this
+    /// node's subscribers.
+    pub fn publish(&self, p: Published) {
+        if let Some(tx) = self.published.get() {
+            let _ = tx.try_send(p);
+        }
+    }
+
+    /// The bus's end of [`Cluster::publish`]'s queue (taken once, when the bus starts).
+    pub(crate) fn take_published(
+        &self,
+        capacity: usize,
+    ) -> Option<tokio::sync::mpsc::Receiver<Published>> {
+        let (tx, rx) = tokio::sync::mpsc::channel(capacity);
+        self.published.set(tx).ok().map(|()| rx)
     }
 
     /// Takes this node's address from the configuration (at start and after CONFIG SET).

@@ -22,15 +22,27 @@ pub fn render(state: &State) -> String {
     s
 }
 
-/// Writes `text` to `path` atomically and durably: `path.tmp`, fsync, rename, fsync of the
-/// directory.
-pub fn save(fs: &Arc<dyn Fs>, path: &Path, text: &str) -> std::io::Result<()> {
+/// Writes `text` to `path` atomically: `path.tmp`, then a rename over `path`. With `sync`
+/// also durably (the file fsynced before the rename, the directory after), as Redis's
+/// `clusterSaveConfig(1)` for the changes it fsyncs (epochs, votes); without, as its
+/// `clusterSaveConfig(0)` for the others (SETSLOT, ADDSLOTS, MEET...), which a crash may
+/// undo but never leaves half written.
+pub fn save(fs: &Arc<dyn Fs>, path: &Path, text: &str, sync: bool) -> std::io::Result<()> {
     let io = |e: strata_engine::Error| std::io::Error::other(e.to_string());
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
-    fs.write_all_synced(&tmp, text.as_bytes()).map_err(io)?;
+    if sync {
+        fs.write_all_synced(&tmp, text.as_bytes()).map_err(io)?;
+    } else {
+        let mut f = fs.create(&tmp).map_err(io)?;
+        f.append(text.as_bytes()).map_err(io)?;
+        f.flush().map_err(io)?;
+    }
     fs.rename(&tmp, path).map_err(io)?;
+    if !sync {
+        return Ok(());
+    }
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
     fs.sync_dir(dir.unwrap_or(Path::new("."))).map_err(io)
 }

@@ -62,6 +62,10 @@ pub fn header(st: &State, env: &Env) -> Header {
     }
     h.myip = IpField::new(&env.announce_ip);
     h.flags = me.flags & !node_flag::MEET;
+    // A master that paused its writers for a replica's manual failover says so.
+    if me.has(node_flag::MASTER) && st.manual.end_ms != 0 {
+        h.mflags[0] |= super::bus::header::mflag0::PAUSED;
+    }
     // CLUSTER_OK is 0, CLUSTER_FAIL 1.
     h.state = u8::from(!st.is_ok(env.full_coverage));
     h

@@ -48,6 +48,17 @@ pub enum Action {
     Promote,
     /// This node is now a replica of the node: replicate from it.
     Follow(NodeId),
+    /// A replica asked for a manual failover: hold the writers, wait for the writes in
+    /// flight, then answer on this link with a PING (PAUSED, the offset reached).
+    PauseForFailover,
+    /// The manual failover ended on this (former) master: the held writers go on.
+    ResumeWrites,
+    /// A message published on another node: deliver it to this node's subscribers.
+    Deliver {
+        shard: bool,
+        channel: Vec<u8>,
+        message: Vec<u8>,
+    },
 }
 
 /// The result of a state transition.
@@ -78,6 +89,7 @@ pub fn process(st: &mut State, env: &Env, link: &LinkCtx, msg: &Msg) -> Outcome 
             if h.current_epoch > st.current_epoch {
                 st.current_epoch = h.current_epoch;
             }
+            super::failover::paused_offset(st, env, &s, msg);
         }
     }
     match &msg.body {
@@ -144,8 +156,19 @@ pub fn process(st: &mut State, env: &Env, link: &LinkCtx, msg: &Msg) -> Outcome 
                 super::failover::ack(st, &s, msg);
             }
         }
-        // Pub/Sub over the bus, manual failover and modules are not handled yet: ignored,
-        // as a node without those features would.
+        Body::Publish(p) | Body::PublishShard(p) if sender.is_some() => {
+            out.actions.push(Action::Deliver {
+                shard: matches!(msg.body, Body::PublishShard(_)),
+                channel: p.channel.clone(),
+                message: p.message.clone(),
+            });
+        }
+        Body::MfStart => {
+            if let Some(s) = sender {
+                super::failover::mfstart(st, env, &s, &mut out);
+            }
+        }
+        // Modules' messages are not handled: ignored, as a node without modules would.
         _ => {}
     }
     out
@@ -404,6 +427,9 @@ pub fn update_slots(
         st.migrating.clear();
         st.importing.clear();
         out.actions.push(Action::Follow(*sender));
+        // Redis's clusterSetMaster ends a manual failover: the paused writers, now on a
+        // replica, are redirected to the new master.
+        super::failover::manual_end_on_master(st, out);
     } else if !lost.is_empty() {
         out.actions.push(Action::DeleteSlotKeys(lost));
     }
@@ -435,8 +461,10 @@ fn gossip(
     let failing = node_flag::FAIL | node_flag::PFAIL;
     for g in sections {
         let id = g.nodename.0;
+        let forgotten = st.forgotten.get(&id).is_some_and(|t| *t > env.now_ms);
         if let std::collections::btree_map::Entry::Vacant(slot) = st.nodes.entry(id) {
             if sender.is_some()
+                && !forgotten
                 && g.flags & node_flag::NOADDR == 0
                 && super::bus::NodeName::parse(&id).is_ok()
             {

@@ -4,34 +4,12 @@
 
 use super::bus::{Body, Gossip, IpField, Msg, NodeName, Ping, SlotBitmap};
 use super::cron::{connected, cron, disconnected};
-use super::outgoing::{self, Env, PingKind};
-use super::packet::{process, Action, LinkCtx};
+use super::outgoing::{self, PingKind};
+use super::packet::{process, Action};
 use super::slots::{node_flag, Node, NodeId, State};
+use super::test_fixtures::{env, inbound, master, outbound, A, B, C};
 
-const A: NodeId = [b'a'; 40];
-const B: NodeId = [b'b'; 40];
-const C: NodeId = [b'c'; 40];
 const H: NodeId = [b'h'; 40];
-
-fn env(now_ms: u64) -> Env {
-    Env {
-        now_ms,
-        node_timeout_ms: 1000,
-        announce_ip: String::new(),
-        full_coverage: true,
-        repl_offset: 0,
-    }
-}
-
-fn master(id: NodeId, port: u16, epoch: u64) -> Node {
-    let mut n = Node::new(id, node_flag::MASTER);
-    n.ip = "127.0.0.1".into();
-    n.port = port;
-    n.cport = port + 10000;
-    n.config_epoch = epoch;
-    n.link_connected = true;
-    n
-}
 
 /// This node (A, epoch 1, slots 0-5460) knowing B and C as masters with a third each.
 fn three() -> State {
@@ -54,23 +32,6 @@ fn three() -> State {
 /// A message from `st`'s myself, of the given kind.
 fn msg_from(st: &mut State, kind: PingKind) -> Msg {
     outgoing::ping(st, &env(1), kind, None)
-}
-
-fn inbound() -> LinkCtx {
-    LinkCtx {
-        inbound: true,
-        node: None,
-        peer_ip: "127.0.0.1".into(),
-        local_ip: "127.0.0.1".into(),
-    }
-}
-
-fn outbound(to: NodeId) -> LinkCtx {
-    LinkCtx {
-        inbound: false,
-        node: Some(to),
-        ..inbound()
-    }
 }
 
 #[test]
@@ -464,4 +425,57 @@ fn hostname_extension_and_header_fields() {
     // Bytes round trip through the codec.
     let bytes = super::bus::encode(&m);
     assert_eq!(super::bus::decode(&bytes).unwrap(), m);
+}
+
+#[test]
+fn a_forgotten_node_is_not_learned_back_from_gossip_for_a_minute() {
+    let mut a = three();
+    a.forgotten.insert(H, 10_000 + super::slots::FORGET_TTL_MS);
+    let m = ping_with(&a, B, vec![gossip_about(H, node_flag::MASTER, 7005)]);
+    process(&mut a, &env(10_000), &inbound(), &m);
+    assert!(!a.nodes.contains_key(&H));
+    process(
+        &mut a,
+        &env(10_001 + super::slots::FORGET_TTL_MS),
+        &inbound(),
+        &m,
+    );
+    assert!(a.nodes.contains_key(&H));
+}
+
+#[test]
+fn publish_from_a_known_node_is_delivered_here() {
+    let mut a = three();
+    let mut b = three();
+    b.myself = B;
+    let publish = |shard: bool| {
+        let body = super::bus::Publish {
+            channel: b"news".to_vec(),
+            message: b"hello".to_vec(),
+        };
+        let h = outgoing::header(&b, &env(1));
+        Msg::new(
+            h,
+            if shard {
+                Body::PublishShard(body)
+            } else {
+                Body::Publish(body)
+            },
+        )
+    };
+    for shard in [false, true] {
+        let out = process(&mut a, &env(2), &inbound(), &publish(shard));
+        assert_eq!(
+            out.actions,
+            vec![Action::Deliver {
+                shard,
+                channel: b"news".to_vec(),
+                message: b"hello".to_vec(),
+            }]
+        );
+    }
+    // From a node this one does not know: dropped, as Redis does.
+    let mut m = publish(false);
+    m.header.sender = NodeName([b'z'; 40]);
+    assert!(process(&mut a, &env(3), &inbound(), &m).actions.is_empty());
 }

@@ -151,6 +151,31 @@ pub struct State {
     pub last_vote_epoch: u64,
     /// A replica's election in progress (not saved; `failover.rs`).
     pub election: Election,
+    /// A manual failover in progress (not saved; `failover.rs`).
+    pub manual: ManualFailover,
+    /// Nodes CLUSTER FORGET removed, and until when (Unix ms) gossip may not add them
+    /// back (Redis's `nodes_black_list`; not saved).
+    pub forgotten: BTreeMap<NodeId, u64>,
+}
+
+/// How long a forgotten node is not learned back from gossip (Redis's
+/// `CLUSTER_BLACKLIST_TTL`).
+pub const FORGET_TTL_MS: u64 = 60_000;
+
+/// A manual failover (CLUSTER FAILOVER without an option; Redis's `mf_*` fields), on the
+/// replica that asked and on its master; times in Unix ms.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ManualFailover {
+    /// When it is abandoned (0: none in progress).
+    pub end_ms: u64,
+    /// Replica: MFSTART is still to be sent to the master (by the next cron step).
+    pub start_pending: bool,
+    /// Replica: the master's replication offset once it paused its writers.
+    pub master_offset: Option<u64>,
+    /// Replica: caught up with that offset; the election runs.
+    pub can_start: bool,
+    /// Master: the replica it paused its writers for.
+    pub replica: Option<NodeId>,
 }
 
 /// A replica's failover election (Redis's `failover_auth_*` fields); times in Unix ms.
@@ -187,6 +212,8 @@ impl State {
             current_epoch: 0,
             last_vote_epoch: 0,
             election: Election::default(),
+            manual: ManualFailover::default(),
+            forgotten: BTreeMap::new(),
         }
     }
 

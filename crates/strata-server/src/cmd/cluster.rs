@@ -384,6 +384,11 @@ fn forget(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         if st.me().has(node_flag::SLAVE) && st.me().master == Some(id) {
             return Err("Can't forget my master!".into());
         }
+        // Gossip from nodes that still know it does not add it back for a minute.
+        let now = crate::cluster::link::now_ms();
+        st.forgotten.retain(|_, until| *until > now);
+        st.forgotten
+            .insert(id, now + crate::cluster::slots::FORGET_TTL_MS);
         st.forget(&id);
         Ok(())
     })?;
@@ -528,6 +533,13 @@ fn replicate(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         st.importing.clear();
         Ok(target)
     })?;
+    follow(ctx, host, port)?;
+    ctx.reply.ok();
+    Ok(())
+}
+
+/// Replicates from `host:port` after this node became a replica in the cluster state.
+fn follow(ctx: &Ctx<'_>, host: String, port: u16) -> Result<(), CmdError> {
     let Some(shared) = ctx.shared.me.upgrade() else {
         return Err(CmdError::reply("ERR the server is shutting down"));
     };
@@ -537,14 +549,13 @@ fn replicate(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     }
     ctx.shared.master.reset_log(&ctx.shared.clients);
     ctx.shared.replication.follow(&shared, host, port);
-    ctx.reply.ok();
     Ok(())
 }
 
 /// CLUSTER FAILOVER [FORCE|TAKEOVER] on a replica, with Redis's checks. TAKEOVER takes the
 /// master's slots at once with a new epoch; FORCE runs an election now, votes asked even
-/// though the master is not failing. The coordinated failover without an option (MFSTART,
-/// the master pausing its clients) is not built.
+/// though the master is not failing; without an option the master first holds its writers
+/// until this replica has their every write (MFSTART, `cluster/failover.rs`).
 fn failover(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     cluster(ctx)?;
     let opt = args.next_keyword();
@@ -594,15 +605,14 @@ fn failover(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             }
         }
         Some(_) => update(ctx, |st| {
+            st.manual = Default::default();
             crate::cluster::failover::force(st, now);
             Ok(())
         })?,
-        None => {
-            return Err(CmdError::reply(
-                "ERR CLUSTER FAILOVER without FORCE or TAKEOVER is not supported yet: \
-                 use CLUSTER FAILOVER FORCE",
-            ))
-        }
+        None => update(ctx, |st| {
+            crate::cluster::failover::manual_start(st, now);
+            Ok(())
+        })?,
     }
     ctx.reply.ok();
     Ok(())
@@ -716,12 +726,19 @@ fn setslot(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             "ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP",
         )
     };
+    let replica_migration = ctx
+        .shared
+        .config
+        .read()
+        .tuning
+        .get("cluster-allow-replica-migration")
+        .is_none_or(|v| v == "yes");
     let keys_here = match (action.as_str(), target.len()) {
         ("NODE", 1) => count_keys_in_slot(ctx, slot)?,
         ("MIGRATING" | "IMPORTING", 1) | ("STABLE", 0) => 0,
         _ => return Err(invalid()),
     };
-    update(ctx, |st| {
+    let follow_to = update(ctx, |st| {
         let target_node = |st: &State, unknown: &dyn Fn(&[u8]) -> String| {
             let n = st.lookup(&target[0]).ok_or_else(|| unknown(&target[0]))?;
             if n.has(node_flag::SLAVE) {
@@ -762,15 +779,36 @@ fn setslot(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
                 if keys_here == 0 {
                     st.migrating.remove(&slot);
                 }
+                let me = st.myself;
                 st.owner[usize::from(slot)] = Some(id);
-                if id == st.myself && st.importing.remove(&slot).is_some() {
+                // A master that gave away its last slot becomes a replica of the node that
+                // took it (Redis 7.0 with cluster-allow-replica-migration).
+                if owner == Some(me) && id != me && st.slot_count(&me) == 0 && replica_migration {
+                    let n = st.me_mut();
+                    n.flags =
+                        (n.flags & !(node_flag::MASTER | node_flag::MIGRATE_TO)) | node_flag::SLAVE;
+                    n.master = Some(id);
+                    st.migrating.clear();
+                    st.importing.clear();
+                    let m = &st.nodes[&id];
+                    eprintln!(
+                        "strata-server: cluster: Configuration change detected. Reconfiguring \
+                         myself as a replica of {}",
+                        m.id_str()
+                    );
+                    return Ok(Some((m.ip.clone(), m.port)));
+                }
+                if id == me && st.importing.remove(&slot).is_some() {
                     // Migrated by hand: a new epoch, so the cluster takes this version.
                     bump_epoch(st);
                 }
             }
         }
-        Ok(())
+        Ok(None)
     })?;
+    if let Some((host, port)) = follow_to {
+        follow(ctx, host, port)?;
+    }
     ctx.reply.ok();
     Ok(())
 }

@@ -431,3 +431,44 @@ fn two_servers_cannot_share_nodes_conf() {
         .to_string();
     assert!(err.contains("already used by a different"), "{err}");
 }
+
+#[test]
+fn a_master_that_gives_away_its_last_slot_becomes_a_replica_of_the_taker() {
+    let mut t = cluster();
+    t.check(
+        r#"
+            CLUSTER ADDSLOTS 5 => +OK
+            CLUSTER MEET 127.0.0.1 7999 => +OK
+            CONFIG SET cluster-allow-replica-migration no => +OK
+        "#,
+    );
+    let nodes = text(&t.cmd(&["CLUSTER", "NODES"]));
+    let other = nodes
+        .lines()
+        .find(|l| l.contains("handshake"))
+        .and_then(|l| l.split(' ').next())
+        .unwrap()
+        .to_string();
+    let me = text(&t.cmd(&["CLUSTER", "MYID"]));
+    let run = |t: &mut TestServer, args: &[&str]| t.cmd(args).to_string();
+    // Without replica migration it stays a master without slots.
+    assert_eq!(
+        run(&mut t, &["CLUSTER", "SETSLOT", "5", "NODE", &other]),
+        "+OK"
+    );
+    assert!(text(&t.cmd(&["CLUSTER", "NODES"])).contains("myself,master - "));
+    assert_eq!(
+        run(&mut t, &["CLUSTER", "SETSLOT", "5", "NODE", &me]),
+        "+OK"
+    );
+    // With it (the default), it follows the node that took its last slot.
+    t.check("CONFIG SET cluster-allow-replica-migration yes => +OK");
+    assert_eq!(
+        run(&mut t, &["CLUSTER", "SETSLOT", "5", "NODE", &other]),
+        "+OK"
+    );
+    let nodes = text(&t.cmd(&["CLUSTER", "NODES"]));
+    assert!(nodes.contains(&format!("myself,slave {other} ")), "{nodes}");
+    assert!(nodes_conf(&t).contains(&format!("myself,slave {other} ")));
+    t.check("CLUSTER SETSLOT 5 NODE abc => -ERR Please use SETSLOT only with masters.");
+}

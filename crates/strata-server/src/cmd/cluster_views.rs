@@ -160,10 +160,31 @@ pub fn nodes(ctx: &mut Ctx<'_>, _: &mut Args) -> CmdResult {
     Ok(())
 }
 
+/// CLUSTER LINKS (Redis's `addReplyClusterLinksDescription`): each bus link whose node is
+/// known, the one this node opened (`to`) then the one the node opened (`from`). The send
+/// buffer is the bytes queued for the peer (allocated and used alike).
 pub fn links(ctx: &mut Ctx<'_>, _: &mut Args) -> CmdResult {
-    cluster(ctx)?;
-    // Links are the bus's connections; there is no bus yet.
-    ctx.reply.array(0);
+    let mut links = cluster(ctx)?.links.lock().clone();
+    links.sort_by_key(|l| (l.node, l.inbound));
+    ctx.reply.array(links.len());
+    for l in &links {
+        let queued = l.queued.load(std::sync::atomic::Ordering::Relaxed) as i64;
+        ctx.reply.map(6);
+        ctx.reply.bulk(b"direction");
+        ctx.reply
+            .bulk(if l.inbound { &b"from"[..] } else { &b"to"[..] });
+        ctx.reply.bulk(b"node");
+        ctx.reply.bulk(&l.node);
+        ctx.reply.bulk(b"create-time");
+        ctx.reply.int(l.ctime_ms as i64);
+        ctx.reply.bulk(b"events");
+        ctx.reply
+            .bulk(if queued > 0 { &b"rw"[..] } else { &b"r"[..] });
+        ctx.reply.bulk(b"send-buffer-allocated");
+        ctx.reply.int(queued);
+        ctx.reply.bulk(b"send-buffer-used");
+        ctx.reply.int(queued);
+    }
     Ok(())
 }
 

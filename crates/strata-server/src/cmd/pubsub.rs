@@ -118,6 +118,15 @@ fn publish_to(ctx: &mut Ctx<'_>, args: &mut Args, kind: Kind) -> CmdResult {
     );
     ctx.reply.raw(&own);
     ctx.reply.int(n as i64);
+    // Cluster mode: every other node's subscribers get it too, over the bus (the reply
+    // counts this node's receivers only, as Redis's).
+    if let Some(c) = &ctx.shared.cluster {
+        c.publish(crate::cluster::Published {
+            shard: kind == Kind::Shard,
+            channel,
+            message,
+        });
+    }
     Ok(())
 }
 
