@@ -5,6 +5,7 @@ client.
 """
 
 import random
+import time
 import shutil
 import tempfile
 
@@ -58,6 +59,59 @@ def test_working_set_inside_the_budget_is_served_from_ram():
         assert s.stop()
     finally:
         shutil.rmtree(data, ignore_errors=True)
+
+
+def test_writes_do_not_fill_the_tier_and_never_leave_a_stale_value():
+    s = start_strata(["--hot-memory", "64mb"])
+    try:
+        r = redis.Redis(port=s.port)
+        keys = [b"w:%d" % i for i in range(200)]
+        p = r.pipeline(transaction=False)
+        for k in keys:
+            p.set(k, b"old")
+        p.execute()
+        # Writes insert nothing; reads that miss fill the tier.
+        assert hot(r)["hot_records"] == 0, hot(r)
+        assert r.mget(keys) == [b"old"] * len(keys)  # a snapshot read: bypasses the tier
+        assert hot(r)["hot_records"] == 0, hot(r)
+        for k in keys:
+            assert r.get(k) == b"old"
+        assert hot(r)["hot_records"] >= len(keys), hot(r)
+        # Every kind of write of a cached key: the next read sees it, through GET, MGET, a
+        # script, and inside a transaction.
+        p = r.pipeline(transaction=False)
+        for i, k in enumerate(keys):
+            [lambda: p.set(k, b"new"), lambda: p.append(k, b"+"), lambda: p.delete(k),
+             lambda: p.getset(k, b"gs"), lambda: p.setrange(k, 0, b"N")][i % 5]()
+        p.execute()
+        want = [[b"new", b"old+", None, b"gs", b"Nld"][i % 5] for i in range(len(keys))]
+        for _ in range(2):
+            assert [r.get(k) for k in keys] == want
+            assert r.mget(keys) == want
+            assert r.eval("return redis.call('get', KEYS[1])", 1, keys[0]) == want[0]
+            t = r.pipeline(transaction=True)
+            t.get(keys[1])
+            assert t.execute() == [want[1]]
+        # Counters: SET then INCR of a cached key, in one pipeline and one by one.
+        r.set(b"c", 1)
+        assert r.get(b"c") == b"1"
+        p = r.pipeline(transaction=False)
+        p.set(b"c", 10)
+        p.incr(b"c")
+        p.get(b"c")
+        assert p.execute() == [True, 11, b"11"]
+        assert r.get(b"c") == b"11"
+        r.incr(b"c")
+        assert r.get(b"c") == b"12"
+        # Expiry and FLUSHALL drop what the tier holds.
+        r.set(b"e", b"v", px=50)
+        assert r.get(b"e") == b"v"
+        time.sleep(0.12)
+        assert r.get(b"e") is None
+        assert r.flushall()
+        assert [r.get(k) for k in keys[:20]] == [None] * 20
+    finally:
+        assert s.stop()
 
 
 # Everything the server holds beyond its budgets: the runtime and its threads, allocator

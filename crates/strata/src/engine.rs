@@ -326,18 +326,11 @@ impl Engine for StrataEngine {
         let Some(hot) = self.hot(None) else {
             return self.db.write(&wo, batch);
         };
-        // Write-through: the records go to the tier once the engine has them.
-        let records = batch.clone();
-        let ticket = hot.begin_write();
+        // The tier updates the records it holds once the engine has the write; it inserts
+        // none (reads fill it).
+        let ticket = hot.begin_write(batch.iter().map_while(|r| r.ok()).map(|r| (r.key, r.value)));
         let r = self.db.write(&wo, batch);
-        hot.end_write(
-            ticket,
-            records
-                .iter()
-                .map_while(|r| r.ok())
-                .map(|r| (r.key, r.value)),
-            r.is_ok(),
-        );
+        hot.end_write(ticket, r.is_ok());
         r
     }
 

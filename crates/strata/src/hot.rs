@@ -1,28 +1,40 @@
 //! The hot tier: a shard's recently and frequently used records in RAM (Redis on Flash's
 //! lesson, seed `004`: the working set at memory speed, the SSD for the rest).
 //!
-//! A write-through record cache in front of one shard's engine, bounded in bytes. Admission
-//! and eviction are `quick_cache`'s (a CLOCK-Pro variant close to S3-FIFO: scan-resistant,
-//! so one pass over cold keys does not flush the hot ones). The engine always holds every
-//! record; evicting one only drops its RAM copy, so the tier never affects durability.
+//! A record cache in front of one shard's engine, bounded in bytes, **filled by reads**: a
+//! read that misses it reads the engine and *promotes* the value. Admission and eviction are
+//! `quick_cache`'s (a CLOCK-Pro variant close to S3-FIFO: scan-resistant, so one pass over
+//! cold keys does not flush the hot ones). The engine always holds every record; evicting one
+//! only drops its RAM copy, so the tier never affects durability.
 //!
-//! **Coherence.** Every write of the shard, once the engine has applied it, replaces (puts)
-//! or removes (deletes) the records it wrote, so a cached record is never older than the
-//! engine's for a completed write. A read that misses reads the engine and then *promotes*
-//! the value, and that is the one race: a write may land between the engine read and the
-//! promotion, and promoting the older value would leave it cached for good. So writes count
-//! themselves in `started` before touching the engine and in `finished` (under `promote`)
-//! after updating the cache; a read promotes only if no write was in flight when it began
-//! (`started == finished`) and none has started since (`started` unchanged when it
-//! promotes, checked under `promote`, which the writer's cache update also holds). Reads
-//! that lose the race simply do not promote.
+//! **Writes do not fill it.** A write updates only the records the tier already holds: once
+//! the engine has applied it, each of those is replaced by the written value (or removed, for
+//! a delete); a record the tier does not hold stays out. Inserting every written record cost
+//! a pipelined SET a tenth of its CPU (`docs/benchmarks.md`), mostly for keys never read
+//! again; a key that is read comes in on its first miss.
+//!
+//! **Coherence.** A cached record is never older than the engine's for a completed write. A
+//! read that misses reads the engine and then promotes the value, and that is the one race: a
+//! write may land between the engine read and the promotion, and promoting the older value
+//! would leave it cached for good. So writes count themselves in `started` before touching
+//! the engine and in `finished` (under `promote`) after updating the cache; a read promotes
+//! only if no write was in flight when it began (`started == finished`) and none has started
+//! since (`started` unchanged when it promotes, checked under `promote`, which the writer's
+//! cache update also holds). Reads that lose the race simply do not promote.
+//!
+//! A write looks up which of its records the tier holds when it begins, under `promote`
+//! after counting itself in `started`: from then until it finishes no read promotes (every
+//! read either began before it, and finds `started` changed, or sees it in flight), and no
+//! write inserts, so a record absent then is still absent when the write ends, and only the
+//! records found need updating. It copies the new values of those alone (none, for a key
+//! nobody reads), before the engine takes the batch.
 //!
 //! Writes to one shard may also overlap each other: the front lets callers write a shard on
 //! their own threads (`Options::direct_writes`), and two writes of one key can reach the
-//! engine in one order and the tier in the other. So a write updates the tier only if it ran
+//! engine in one order and the tier in the other. So a write replaces records only if it ran
 //! alone: every earlier write had finished when it began (`finished` equal to its place in
 //! `started`) and none began after it (`started` one past its place when it ends, checked
-//! under `promote`). A write that overlapped another removes the records it named instead;
+//! under `promote`). A write that overlapped another removes the records it found instead;
 //! the next read promotes the engine's value. The tier's capacity is changed only while no
 //! write is in flight (the front holds each shard's latch), so every overlapping write sees
 //! the tier in the same state.
@@ -150,12 +162,15 @@ impl HotStats {
 /// A ticket from [`HotTier::begin_read`]: whether the read may promote what it finds.
 pub struct ReadTicket(Option<u64>);
 
-/// A ticket from [`HotTier::begin_write`]: the write's place among the tier's writes, and
-/// whether every write before it had finished when it began.
+/// A ticket from [`HotTier::begin_write`]: the write's place among the tier's writes,
+/// whether every write before it had finished when it began, and the records of the write
+/// that the tier held then, by key hash, with their new contents (`None`: deleted, or too
+/// large to cache: removed).
 #[must_use = "pass it to HotTier::end_write"]
 pub struct WriteTicket {
     place: u64,
     after_all: bool,
+    cached: Vec<(u64, Option<Record>)>,
 }
 
 impl HotTier {
@@ -233,42 +248,54 @@ impl HotTier {
         }
     }
 
-    /// Call before a write reaches the engine.
-    pub fn begin_write(&self) -> WriteTicket {
+    /// Call before a write reaches the engine, with its records (`None`: deleted), in the
+    /// order the engine applies them.
+    pub fn begin_write<'a>(
+        &self,
+        records: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
+    ) -> WriteTicket {
+        let _g = self.promote.lock();
         let place = self.started.fetch_add(1, Ordering::SeqCst);
+        let after_all = self.finished.load(Ordering::SeqCst) == place;
+        let mut cached: Vec<(u64, Option<Record>)> = Vec::new();
+        for (k, v) in records {
+            let hash = key_hash(k);
+            // Whatever record holds this hash is updated: if it is another key's,
+            // replacing or dropping its RAM copy is harmless. A key written twice in one
+            // batch is found twice and updated in order, so its last write is what stays.
+            if self.cache.contains_key(&hash) {
+                let record = v.filter(|v| self.fits(k, v)).map(|v| make_record(k, v));
+                cached.push((hash, record));
+            }
+        }
         WriteTicket {
             place,
-            after_all: self.finished.load(Ordering::SeqCst) == place,
+            after_all,
+            cached,
         }
     }
 
-    /// Call after the write: `applied` holds its records (`None`: deleted) if the engine
-    /// applied it, `None` if it failed (the records it named are dropped from the tier, since
-    /// a failed write may have reached the engine in part). A write that overlapped another
-    /// drops its records too (see the module comment).
-    pub fn end_write<'a>(
-        &self,
-        ticket: WriteTicket,
-        records: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
-        applied: bool,
-    ) {
-        {
-            let _g = self.promote.lock();
-            let alone = ticket.after_all && self.started.load(Ordering::SeqCst) == ticket.place + 1;
-            for (k, v) in records {
-                match v {
-                    Some(v) if applied && alone && self.fits(k, v) => {
-                        self.cache.insert(key_hash(k), make_record(k, v));
-                    }
-                    _ => {
-                        // Whatever record holds this hash goes: if it is another key's,
-                        // dropping its RAM copy is harmless.
-                        self.cache.remove(&key_hash(k));
+    /// Call after the write, `applied` if the engine applied it. The records the tier held
+    /// when it began are replaced by the written ones; if it failed (a failed write may have
+    /// reached the engine in part) or overlapped another write, they are removed (see the
+    /// module comment). Nothing is inserted.
+    pub fn end_write(&self, ticket: WriteTicket, applied: bool) {
+        let _g = self.promote.lock();
+        let alone = ticket.after_all && self.started.load(Ordering::SeqCst) == ticket.place + 1;
+        for (hash, record) in ticket.cached {
+            match record {
+                Some(r) if applied && alone => {
+                    // Not admitted (the entry was evicted meanwhile): nothing stale is left.
+                    if self.cache.replace(hash, r, false).is_err() {
+                        self.cache.remove(&hash);
                     }
                 }
+                _ => {
+                    self.cache.remove(&hash);
+                }
             }
-            self.finished.fetch_add(1, Ordering::SeqCst);
         }
+        self.finished.fetch_add(1, Ordering::SeqCst);
     }
 
     fn fits(&self, key: &[u8], value: &[u8]) -> bool {
@@ -298,35 +325,57 @@ impl HotTier {
 mod tests {
     use super::*;
 
-    #[test]
-    fn write_through_and_bounded() {
-        let t = HotTier::new(64 * 1024);
-        let w = t.begin_write();
-        t.end_write(w, [(&b"a"[..], Some(&b"1"[..]))].into_iter(), true);
-        assert_eq!(t.get(b"a"), Some(b"1".to_vec()));
-        let w = t.begin_write();
-        t.end_write(w, [(&b"a"[..], None)].into_iter(), true);
-        assert_eq!(t.get(b"a"), None);
-        // A failed write drops what it named.
+    /// One write of `records`, `applied` or not, begun and ended at once.
+    fn write(t: &HotTier, records: &[(&[u8], Option<&[u8]>)], applied: bool) {
+        let w = t.begin_write(records.iter().copied());
+        t.end_write(w, applied);
+    }
+
+    fn promote(t: &HotTier, key: &[u8], value: &[u8]) {
         let tk = t.begin_read();
-        t.promote(&tk, b"b", b"2");
+        t.promote(&tk, key, value);
+    }
+
+    #[test]
+    fn writes_update_what_is_cached_and_insert_nothing() {
+        let t = HotTier::new(64 * 1024);
+        // A write of a key the tier does not hold leaves it out.
+        write(&t, &[(b"a", Some(b"1"))], true);
+        assert!(!t.contains(b"a"));
+        assert_eq!(t.stats().records, 0);
+        // A read fills it; the next write replaces the cached value, a delete removes it.
+        promote(&t, b"a", b"1");
+        assert_eq!(t.get(b"a"), Some(b"1".to_vec()));
+        write(&t, &[(b"a", Some(b"2")), (b"z", Some(b"9"))], true);
+        assert_eq!(t.get(b"a"), Some(b"2".to_vec()));
+        assert!(!t.contains(b"z"));
+        write(&t, &[(b"a", None)], true);
+        assert_eq!(t.get(b"a"), None);
+        // A key written twice in one batch ends with its last write, whatever the order.
+        promote(&t, b"a", b"1");
+        write(&t, &[(b"a", Some(b"2")), (b"a", Some(b"3"))], true);
+        assert_eq!(t.get(b"a"), Some(b"3".to_vec()));
+        write(&t, &[(b"a", None), (b"a", Some(b"4"))], true);
+        let v = t.get(b"a");
+        assert!(v.is_none() || v.as_deref() == Some(&b"4"[..]), "{v:?}");
+        // A failed write drops what it named.
+        promote(&t, b"b", b"2");
         assert_eq!(t.get(b"b"), Some(b"2".to_vec()));
-        let w = t.begin_write();
-        t.end_write(w, [(&b"b"[..], Some(&b"3"[..]))].into_iter(), false);
+        write(&t, &[(b"b", Some(b"3"))], false);
         assert_eq!(t.get(b"b"), None);
+        // A value too large to cache replaces a cached one by removing it.
+        promote(&t, b"c", b"small");
+        write(&t, &[(b"c", Some(&vec![0u8; 8 * 1024]))], true);
+        assert!(!t.contains(b"c"));
         // Bounded: far more than fits.
         for i in 0..10_000u32 {
-            let k = i.to_be_bytes();
-            let tk = t.begin_read();
-            t.promote(&tk, &k, &[7u8; 100]);
+            promote(&t, &i.to_be_bytes(), &[7u8; 100]);
         }
         let s = t.stats();
         assert!(s.used_bytes <= 64 * 1024, "{s:?}");
         assert!(s.evictions > 0 && s.records > 100, "{s:?}");
-        assert_eq!((s.hits, s.misses), (2, 2));
         // Oversized records are not cached.
-        let tk = t.begin_read();
-        t.promote(&tk, b"big", &vec![0u8; 8 * 1024]);
+        promote(&t, b"big", &vec![0u8; 8 * 1024]);
         assert!(!t.contains(b"big"));
     }
 
@@ -360,18 +409,24 @@ mod tests {
         let t = HotTier::new(1 << 20);
         // The write begins after the read began: the read's value may be the old one.
         let tk = t.begin_read();
-        let w = t.begin_write();
-        t.end_write(w, [(&b"k"[..], Some(&b"new"[..]))].into_iter(), true);
+        write(&t, &[(b"k", Some(b"new"))], true);
         t.promote(&tk, b"k", b"old");
-        assert_eq!(t.get(b"k"), Some(b"new".to_vec()));
-        let w = t.begin_write();
-        t.end_write(w, [(&b"k"[..], None)].into_iter(), true);
+        assert_eq!(t.get(b"k"), None);
         // A write in flight when the read begins: no promotion either.
-        let w = t.begin_write();
+        let w = t.begin_write([(&b"k"[..], None)].into_iter());
         let tk = t.begin_read();
         t.promote(&tk, b"k", b"old");
-        t.end_write(w, [(&b"k"[..], None)].into_iter(), true);
+        t.end_write(w, true);
         assert_eq!(t.get(b"k"), None);
+        // A read promoting while a write of a cached key is in flight: the write, which
+        // found the key cached when it began, leaves its own value.
+        promote(&t, b"k", b"old");
+        let tk = t.begin_read();
+        let w = t.begin_write([(&b"k"[..], Some(&b"new"[..]))].into_iter());
+        t.promote(&tk, b"k", b"older");
+        t.end_write(w, true);
+        assert_eq!(t.get(b"k"), Some(b"new".to_vec()));
+        write(&t, &[(b"k", None)], true);
         // No write around: promoted.
         let tk = t.begin_read();
         t.promote(&tk, b"k", b"v");
@@ -382,25 +437,19 @@ mod tests {
     fn overlapping_writes_leave_the_key_uncached_in_either_order() {
         for second_ends_first in [false, true] {
             let t = HotTier::new(1 << 20);
-            let w = t.begin_write();
-            t.end_write(w, [(&b"k"[..], Some(&b"0"[..]))].into_iter(), true);
+            promote(&t, b"k", b"0");
             assert!(t.contains(b"k"));
             // Two writes of k in flight at once: the engine may hold either value last.
-            let a = t.begin_write();
-            let b = t.begin_write();
-            let (first, second) = ((a, &b"1"[..]), (b, &b"2"[..]));
-            let ends = if second_ends_first {
-                [second, first]
-            } else {
-                [first, second]
-            };
-            for (w, v) in ends {
-                t.end_write(w, [(&b"k"[..], Some(v))].into_iter(), true);
+            let a = t.begin_write([(&b"k"[..], Some(&b"1"[..]))].into_iter());
+            let b = t.begin_write([(&b"k"[..], Some(&b"2"[..]))].into_iter());
+            let ends = if second_ends_first { [b, a] } else { [a, b] };
+            for w in ends {
+                t.end_write(w, true);
             }
             assert!(!t.contains(b"k"), "second ends first: {second_ends_first}");
-            // Alone again: the tier follows the writes.
-            let w = t.begin_write();
-            t.end_write(w, [(&b"k"[..], Some(&b"3"[..]))].into_iter(), true);
+            // Alone again: a read fills it and the tier follows the writes.
+            promote(&t, b"k", b"2");
+            write(&t, &[(b"k", Some(b"3"))], true);
             assert_eq!(t.get(b"k"), Some(b"3".to_vec()));
         }
     }

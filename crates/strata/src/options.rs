@@ -53,7 +53,8 @@ pub struct Options<C> {
     /// always queued.
     pub direct_writes: bool,
     /// Bytes of RAM for the hot tier (`hot.rs`), split evenly over the shards: recently and
-    /// frequently read or written records, served without reading the engine. Default: 0
+    /// frequently read records (filled by reads that miss; writes update only what it
+    /// holds), served without reading the engine. Default: 0
     /// (off; the engine's own block cache still applies). Engines without a hot tier ignore
     /// it. Changed live with [`crate::ShardedDb::set_hot_bytes`].
     pub hot_bytes: u64,
