@@ -38,7 +38,11 @@ fn reads_are_served_from_ram_and_follow_every_write() {
             );
         }
         let s = db.hot_stats().unwrap();
-        assert_eq!((s.misses, s.hits), (500, 500 * round), "round {round}: {s:?}");
+        assert_eq!(
+            (s.misses, s.hits),
+            (500, 500 * round),
+            "round {round}: {s:?}"
+        );
     }
     assert_eq!(db.hot_stats().unwrap().records, 500);
     // Writes of cached keys replace or drop them: no read sees the old value.
