@@ -159,7 +159,12 @@ pub fn submit(
         conn.db = run_shared.store.dbs.physical(conn.selected);
         // The sequencer (`repl/sequencer.rs`): held from here (the stripes are held since
         // the submission) until the completion appended, after the group's write.
-        let seq = run_shared.master.seq.enter();
+        // A read (no stripes) writes nothing: it leaves the master's history file.
+        let seq = if guard.is_some() {
+            run_shared.master.seq.enter()
+        } else {
+            run_shared.master.seq.enter_quiet()
+        };
         if seq.is_some() {
             conn.repl_pending = Some(Vec::new());
         }

@@ -595,6 +595,10 @@ fn run(
     let _ = fsync.join();
     let _ = expire.join();
     shared.saves.join();
+    // A clean stop: the master's ids and offset stay with its log (`repl/history.rs`).
+    if let Err(e) = shared.master.mark_history(&shared, true) {
+        eprintln!("strata-server: replication: writing the history file: {e}");
+    }
     served?;
     // If a connection outlived the runtime's shutdown, the database is dropped with the
     // last reference instead (its workers stop; acknowledged writes are in the logs).

@@ -404,10 +404,7 @@ impl Bus {
         let (Some((host, port)), Some(shared)) = (target, self.shared.me.upgrade()) else {
             return;
         };
-        if let Some(end) = shared.master.offset() {
-            shared.replication.set_master_offset(end);
-        }
-        shared.master.reset_log(&shared.clients);
+        // It asks from its own stream's end (`Replication::follow`).
         shared.replication.follow(&shared, host, port);
     }
 
@@ -464,8 +461,7 @@ impl Bus {
                 Action::Promote => {
                     let r = &self.shared.replication;
                     if r.is_replica() {
-                        r.promote(&self.shared.store);
-                        self.shared.master.reset_log(&self.shared.clients);
+                        r.promote(&self.shared);
                     }
                 }
                 Action::Follow(node) => self.follow(node),

@@ -543,11 +543,7 @@ fn follow(ctx: &Ctx<'_>, host: String, port: u16) -> Result<(), CmdError> {
     let Some(shared) = ctx.shared.me.upgrade() else {
         return Err(CmdError::reply("ERR the server is shutting down"));
     };
-    // As REPLICAOF: replicas of this node are let go, and it asks from its own offset.
-    if let Some(end) = ctx.shared.master.offset() {
-        ctx.shared.replication.set_master_offset(end);
-    }
-    ctx.shared.master.reset_log(&ctx.shared.clients);
+    // As REPLICAOF: it asks from its own stream's end (`Replication::follow`).
     ctx.shared.replication.follow(&shared, host, port);
     Ok(())
 }
@@ -600,8 +596,7 @@ fn failover(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             })?;
             let r = &ctx.shared.replication;
             if r.is_replica() {
-                r.promote(&ctx.shared.store);
-                ctx.shared.master.reset_log(&ctx.shared.clients);
+                r.promote(ctx.shared);
             }
         }
         Some(_) => update(ctx, |st| {

@@ -48,7 +48,7 @@ fn replicaof(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let Some(shared) = ctx.shared.me.upgrade() else {
         return Err(CmdError::reply("ERR the server is shutting down"));
     };
-    if become_replica(&shared, host, port as u16, false) {
+    if become_replica(&shared, host, port as u16) {
         ctx.reply.ok();
     } else {
         ctx.reply.simple("OK Already connected to specified master");
@@ -60,34 +60,19 @@ fn replicaof(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 pub(crate) fn become_master(shared: &Arc<Shared>) {
     let r = &shared.replication;
     if r.is_replica() {
-        r.promote(&shared.store);
-        // The new history starts at the promoted offset: the log starts again there.
-        shared.master.reset_log(&shared.clients);
+        // The log (its master's stream) is kept; the id shifts (`Replication::promote`).
+        r.promote(shared);
         shared.config.write().replicaof = None;
         eprintln!("strata-server: MASTER MODE enabled (REPLICAOF NO ONE)");
     }
 }
 
-/// REPLICAOF host port's work (also FAILOVER's hand-over, with `own_stream`: the data is
-/// this master's stream up to its log's end, so the link asks to continue it). False if
-/// it already follows that master.
-pub(crate) fn become_replica(
-    shared: &Arc<Shared>,
-    host: String,
-    port: u16,
-    own_stream: bool,
-) -> bool {
-    let r = &shared.replication;
-    // As Redis: the replicas of a server that becomes a replica are disconnected, and it
-    // asks its new master from where its own stream is.
-    if let Some(end) = shared.master.offset() {
-        r.set_master_offset(end);
-    }
-    if own_stream {
-        r.resume_own_stream(&shared.store);
-    }
-    shared.master.reset_log(&shared.clients);
-    if r.follow(shared, host.clone(), port) {
+/// REPLICAOF host port's work (also FAILOVER's hand-over). As Redis 7: it asks its new
+/// master from where its own stream is (`Replication::follow`), so a new master that was
+/// its replica continues it; its own replicas stay until its replication id changes.
+/// False if it already follows that master.
+pub(crate) fn become_replica(shared: &Arc<Shared>, host: String, port: u16) -> bool {
+    if shared.replication.follow(shared, host.clone(), port) {
         shared.config.write().replicaof = Some((host.clone(), port));
         eprintln!("strata-server: REPLICAOF {host}:{port} enabled");
         true
@@ -204,10 +189,11 @@ fn start_sync(ctx: &mut Ctx<'_>, asked: Option<(String, i64)>) -> CmdResult {
     if ctx.conn.info.is_replica() {
         return Ok(()); // already a replica: ignored, as Redis does
     }
-    if ctx.shared.replication.is_replica() {
+    // A replica serves replicas from its log, a copy of its master's stream, once its
+    // link is up (Redis's rule).
+    if !ctx.shared.replication.serves_replicas() {
         return Err(CmdError::reply(
-            "ERR Strata does not serve replicas while it is a replica (chained replication \
-             is not built)",
+            "NOMASTERLINK Can't SYNC while not connected with my master",
         ));
     }
     let shared = ctx.shared;
@@ -312,7 +298,7 @@ fn wait(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let deadline = (timeout > 0)
         .then(|| std::time::Instant::now() + std::time::Duration::from_millis(timeout as u64));
     if acked() < n {
-        master.propagate_getack();
+        master.propagate_getack(ctx.shared);
     }
     let mut got = acked();
     while got < n {

@@ -138,6 +138,7 @@ pub enum DatasetError {
 /// function libraries), so the file is one consistent cut; `shared`, the server the
 /// snapshot belongs to, is not read for it (the replication fields, which must match the
 /// cut, come from [`write_dataset_with`]'s options).
+#[cfg_attr(not(test), allow(dead_code))]
 pub fn write_dataset<E: strata::Engine, W: Write>(
     snap: &strata::Snapshot<'_, E>,
     shared: &crate::server::Shared,

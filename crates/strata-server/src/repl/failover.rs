@@ -152,7 +152,7 @@ impl Failover {
         shared.pause.hold_writes(true);
         let generation = st.generation;
         drop(st);
-        shared.master.propagate_getack();
+        shared.master.propagate_getack(shared);
         let me = shared.me.clone();
         let spawned = std::thread::Builder::new()
             .name("strata-failover".into())
@@ -263,9 +263,9 @@ fn watch(me: std::sync::Weak<Shared>, generation: u64) {
 }
 
 /// This node follows the target, asking to continue its own stream (its data is that
-/// stream up to the log's end: writes are held).
+/// stream up to the log's end: writes are held; `Replication::follow`).
 fn hand_over(shared: &Arc<Shared>, host: String, port: u16) {
-    crate::cmd::replication::become_replica(shared, host, port, true);
+    crate::cmd::replication::become_replica(shared, host, port);
 }
 
 #[cfg(test)]

@@ -277,6 +277,26 @@ impl ReplLog {
         Ok(payload[from..to].to_vec())
     }
 
+    /// The log's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Writes the tail and syncs the segments and the directory (a clean shutdown: the log
+    /// then survives a machine crash too).
+    pub fn sync(&self) -> std::io::Result<()> {
+        self.flush()?;
+        let g = self.inner.lock();
+        for s in &g.segments {
+            File::open(&s.path)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| io_err(&s.path, e))?;
+        }
+        File::open(&self.dir)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| io_err(&self.dir, e))
+    }
+
     /// Writes the in-memory tail to the segment files, rolls and prunes.
     pub fn flush(&self) -> std::io::Result<()> {
         let mut g = self.inner.lock();

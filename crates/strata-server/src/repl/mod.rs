@@ -7,7 +7,13 @@
 //! - `psync.rs`: PSYNC's decision and REPLCONF's arguments, without I/O;
 //! - `failover.rs`: FAILOVER, the hand-over to a replica that has the whole stream;
 //! - `quorum.rs`: `min-replicas-to-write`, the good replicas a write needs;
-//! - `serve.rs`: a replica's connection once it sent PSYNC (full sync, then the feed).
+//! - `serve.rs`: a replica's connection once it sent PSYNC (full sync, then the feed);
+//! - `history.rs`: the ids and offset a restarted master keeps.
+//!
+//! **A replica's log** is a copy of its master's stream: while this server follows a
+//! master (`following`), commands append nothing and the link thread appends the bytes it
+//! applied ([`Master::append_raw`]), at the master's offsets, so sub-replicas are served
+//! from it (chained replication) and a promoted replica keeps the history.
 //!
 //! **Protocol between threads.** [`Master`] is shared (`Shared::master`). Commands append
 //! through [`Master::append_unit`] while they hold a [`sequencer::SeqGuard`]; the stream's
@@ -17,6 +23,7 @@
 //! [`FLUSH_EVERY`] and PINGs the replicas every `repl-ping-replica-period`.
 
 pub mod failover;
+pub mod history;
 pub mod log;
 pub mod psync;
 pub mod quorum;
@@ -26,7 +33,7 @@ pub mod serve;
 use crate::server::Shared;
 use log::ReplLog;
 use parking_lot::{Mutex, RwLock};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -79,7 +86,9 @@ pub struct Master {
     /// FAILOVER's state (`failover.rs`).
     pub failover: failover::Failover,
     /// Serializes log creation and the upkeep thread's start.
-    init: Mutex<bool>,
+    init: Mutex<()>,
+    /// This server follows a master: its log takes the master's bytes, not its commands'.
+    following: AtomicBool,
 }
 
 impl Master {
@@ -92,7 +101,7 @@ impl Master {
     /// `(database, argv)` pairs: SELECT before a command of another database than the
     /// stream's, and MULTI/EXEC around them if `wrap`. The caller holds a sequencer guard.
     pub fn append_unit(&self, unit: &[(u8, Argv)], wrap: bool) {
-        if unit.is_empty() {
+        if unit.is_empty() || self.is_following() {
             return;
         }
         let Some(log) = self.log() else { return };
@@ -125,6 +134,9 @@ impl Master {
     /// under the exclusion of their keys and call this before releasing it, so that the
     /// stream orders them as the store did. Nothing happens while no replica ever connected.
     pub fn propagate(&self, db: u8, cmds: &[Vec<Vec<u8>>]) {
+        if self.is_following() {
+            return;
+        }
         let Some(_g) = self.seq.enter() else { return };
         let unit: Vec<(u8, Argv)> = cmds.iter().map(|c| (db, c.clone())).collect();
         self.append_unit(&unit, unit.len() > 1);
@@ -146,10 +158,40 @@ impl Master {
     /// Makes sure the log exists and continues `offset` (this server's replication offset);
     /// on the first call starts appending (the sequencer's activation) and the upkeep.
     pub fn ensure_log(&self, shared: &Shared, offset: u64) -> std::io::Result<Arc<ReplLog>> {
-        let mut started = self.init.lock();
+        let _init = self.init.lock();
         if let Some(l) = self.log() {
             return Ok(l);
         }
+        self.install_log(shared, offset, false)
+    }
+
+    /// A new empty log at `offset` in place of the current one (a replica's full sync, or a
+    /// log that does not end where the data is): the replicas fed from the old one are
+    /// disconnected (they resync from the new one).
+    pub fn replace_log(&self, shared: &Shared, offset: u64) -> std::io::Result<Arc<ReplLog>> {
+        let _init = self.init.lock();
+        if self.log().is_some() {
+            self.log.write().take();
+            self.disconnect_replicas(&shared.clients);
+        }
+        self.install_log(shared, offset, false)
+    }
+
+    /// At start: the log a previous run left in `dir/repl-log/`, recovered, if it ends at
+    /// `offset` (the history file's); `None` otherwise (the caller starts a new history).
+    pub fn reopen_log(&self, shared: &Shared, offset: u64) -> std::io::Result<Option<Arc<ReplLog>>> {
+        let _init = self.init.lock();
+        let log = self.install_log(shared, offset, true)?;
+        if log.end() == offset && log.first() <= offset {
+            return Ok(Some(log));
+        }
+        self.log.write().take();
+        Ok(None)
+    }
+
+    /// Opens (`recover`) or creates the log, publishes it, and on the first call starts
+    /// appending and the upkeep. The caller holds `init`.
+    fn install_log(&self, shared: &Shared, offset: u64, recover: bool) -> std::io::Result<Arc<ReplLog>> {
         let (dir, limit) = {
             let c = shared.config.read();
             let limit = c
@@ -159,9 +201,20 @@ impl Master {
             (c.dir.join(LOG_DIR), limit)
         };
         let seg = SEGMENT_BYTES.min((limit / 8).max(1 << 20));
-        let log = Arc::new(ReplLog::create(&dir, offset, limit, seg)?);
+        let log = if recover {
+            ReplLog::open(&dir, offset, limit, seg)?
+        } else {
+            // A new history: the file naming the old one goes first.
+            history::remove(&dir)?;
+            self.seq.quiet.clear();
+            ReplLog::create(&dir, offset, limit, seg)?
+        };
+        let log = Arc::new(log);
         *self.stream_db.lock() = None;
         *self.log.write() = Some(log.clone());
+        if self.seq.active() {
+            return Ok(log);
+        }
         self.seq.activate();
         // From now on commands compute their effects (`effects.rs`): the units collected
         // under the sequencer take them; what is propagated apart from a unit (a read's lazy
@@ -181,17 +234,107 @@ impl Master {
         // A command that saw the sequencer inactive holds its stripes until its write is
         // done: once every stripe was free, every write from now on is appended.
         drop(shared.store.lock_every_stripe_for_command());
-        if !*started {
-            *started = true;
-            let me = shared.me.clone();
-            let spawned = std::thread::Builder::new()
-                .name("strata-repl-log".into())
-                .spawn(move || upkeep(me));
-            if let Err(e) = spawned {
-                eprintln!("strata-server: starting the replication log thread: {e}");
-            }
+        let me = shared.me.clone();
+        let spawned = std::thread::Builder::new()
+            .name("strata-repl-log".into())
+            .spawn(move || upkeep(me));
+        if let Err(e) = spawned {
+            eprintln!("strata-server: starting the replication log thread: {e}");
         }
         Ok(log)
+    }
+
+    /// Whether this server follows a master (its log takes the master's bytes).
+    pub fn is_following(&self) -> bool {
+        self.following.load(Ordering::Acquire)
+    }
+
+    /// This server starts (or stops) following a master. Starting removes the history
+    /// file: the data will move with the master's stream, not this log's appends.
+    pub fn set_following(&self, dir: &std::path::Path, on: bool) {
+        self.following.store(on, Ordering::Release);
+        if on {
+            self.seq.quiet.busy();
+            if let Err(e) = history::remove(&dir.join(LOG_DIR)) {
+                eprintln!("strata-server: replication: {e}");
+            }
+            self.seq.quiet.clear();
+        } else {
+            // A promoted server's stream selects its database again before its first write.
+            self.reselect();
+        }
+    }
+
+    /// A master becomes a replica: its commands stop appending, with no command between
+    /// its write and its append. Returns the log's end if it has one (its data's offset in
+    /// its own stream).
+    pub fn start_following(&self, dir: &std::path::Path) -> Option<u64> {
+        self.seq.cut(|| {
+            self.set_following(dir, true);
+            self.log().map(|l| l.end())
+        })
+    }
+
+    /// The link thread's append: `bytes` of the master's stream, applied (the log of a
+    /// replica is its master's stream, at the same offsets). The caller holds the replica
+    /// side's `applying` lock, which a full sync's cut on a replica takes.
+    pub fn append_raw(&self, bytes: &[u8]) {
+        if bytes.is_empty() || !self.is_following() {
+            return;
+        }
+        if let Some(log) = self.log() {
+            log.append(bytes);
+        }
+    }
+
+    /// Appends `argv`, which writes no data (PING, `REPLCONF GETACK`): the history file
+    /// stays, rewritten with the new end.
+    fn append_control(&self, shared: &Shared, argv: &[&[u8]]) {
+        if self.is_following() {
+            return;
+        }
+        let Some(_g) = self.seq.enter_quiet() else { return };
+        let Some(log) = self.log() else { return };
+        let mut out = Vec::new();
+        encode(&mut out, argv);
+        self.seq.quiet.control(
+            || {
+                log.append(&out);
+            },
+            || {
+                log.flush().ok()?;
+                Some(self.history(shared, log.end()))
+            },
+        );
+    }
+
+    /// The history this server's data is at if its log ends at `offset`.
+    fn history(&self, shared: &Shared, offset: u64) -> history::History {
+        let (replid, replid2, second_offset, _) = shared.replication.ids();
+        history::History {
+            replid,
+            replid2,
+            second_offset,
+            offset,
+        }
+    }
+
+    /// Writes the history file (no command between its write and its append meanwhile):
+    /// the log's tail goes to its files first (`sync`: synced, at shutdown). Nothing
+    /// happens on a replica or before the log exists.
+    pub fn mark_history(&self, shared: &Shared, sync: bool) -> std::io::Result<()> {
+        self.seq.cut(|| {
+            if self.is_following() {
+                return Ok(());
+            }
+            let Some(log) = self.log() else { return Ok(()) };
+            log.flush()?;
+            if sync {
+                log.sync()?;
+            }
+            let h = self.history(shared, log.end());
+            self.seq.quiet.mark(log.dir(), &h, sync)
+        })
     }
 
     /// Forces a SELECT before the next command (a new full sync's stream starts with one).
@@ -199,27 +342,18 @@ impl Master {
         *self.stream_db.lock() = None;
     }
 
-    /// Drops the log and disconnects the replicas (this server becomes a replica, or a
-    /// promoted one starts a new history): the next PSYNC makes a new log at the offset.
-    pub fn reset_log(&self, clients: &crate::clients::Registry) {
-        let _init = self.init.lock();
-        let Some(_log) = self.log.write().take() else {
-            return;
-        };
-        for r in self.replicas.lock().iter() {
-            if let Some(c) = clients.all().into_iter().find(|c| c.id == r.client_id) {
-                c.request_kill();
-            }
+    /// Disconnects the replicas (Redis's `disconnectSlaves`): they reconnect and learn
+    /// the new replication id, or resync from a new log.
+    pub fn disconnect_replicas(&self, clients: &crate::clients::Registry) {
+        let ids: Vec<u64> = self.replicas.lock().iter().map(|r| r.client_id).collect();
+        for c in clients.all().into_iter().filter(|c| ids.contains(&c.id)) {
+            c.request_kill();
         }
     }
 
     /// `REPLCONF GETACK *` into the stream (WAIT asks the replicas where they are).
-    pub fn propagate_getack(&self) {
-        let Some(_g) = self.seq.enter() else { return };
-        let Some(log) = self.log() else { return };
-        let mut out = Vec::new();
-        encode(&mut out, &[b"REPLCONF".as_slice(), b"GETACK", b"*"]);
-        log.append(&out);
+    pub fn propagate_getack(&self, shared: &Shared) {
+        self.append_control(shared, &[b"REPLCONF".as_slice(), b"GETACK", b"*"]);
     }
 
     pub fn add_replica(&self, r: Arc<ReplicaLink>) {
@@ -289,9 +423,12 @@ impl Master {
 }
 
 /// The log's background work: flushes the tail, PINGs the replicas into the stream every
-/// `repl-ping-replica-period`. Ends with the server.
+/// `repl-ping-replica-period`, and writes the history file once no write came for
+/// [`history::QUIET_AFTER`]. Ends with the server.
 fn upkeep(me: std::sync::Weak<Shared>) {
     let mut last_ping = Instant::now();
+    // The log's end when last seen, and since when it has not moved.
+    let mut seen = (u64::MAX, Instant::now());
     loop {
         std::thread::sleep(FLUSH_EVERY);
         let Some(shared) = me.upgrade() else { return };
@@ -305,15 +442,23 @@ fn upkeep(me: std::sync::Weak<Shared>) {
             .unwrap_or(10);
         if last_ping.elapsed() >= Duration::from_secs(period) {
             last_ping = Instant::now();
-            if !master.replicas.lock().is_empty() && !shared.replication.is_replica() {
-                let _g = master.seq.enter();
-                let mut out = Vec::new();
-                encode(&mut out, &[b"PING"]);
-                log.append(&out);
+            if !master.replicas.lock().is_empty() {
+                master.append_control(&shared, &[b"PING"]);
             }
         }
         if let Err(e) = log.flush() {
             eprintln!("strata-server: replication log: {e}");
+        }
+        let end = log.end();
+        if end != seen.0 {
+            seen = (end, Instant::now());
+        } else if seen.1.elapsed() >= history::QUIET_AFTER
+            && !master.seq.quiet.is_marked()
+            && !master.is_following()
+        {
+            if let Err(e) = master.mark_history(&shared, false) {
+                eprintln!("strata-server: replication: writing the history file: {e}");
+            }
         }
         if *shared.shutdown_receiver().borrow() {
             return;

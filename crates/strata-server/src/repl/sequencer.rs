@@ -33,6 +33,9 @@ pub type SeqGuard = RwLockReadGuard<'static, ()>;
 
 pub struct Sequencer {
     active: AtomicBool,
+    /// Whether the master's history file says the data is the log (`history.rs`): a
+    /// writer removes it before it writes.
+    pub quiet: super::history::Quiet,
     /// Leaked once per server: parking_lot has no owned recursive read guard, and a guard
     /// must outlive the command that took it (a worker's completion holds it).
     lock: &'static RwLock<()>,
@@ -42,6 +45,7 @@ impl Default for Sequencer {
     fn default() -> Self {
         Sequencer {
             active: AtomicBool::new(false),
+            quiet: Default::default(),
             lock: Box::leak(Box::new(RwLock::new(()))),
         }
     }
@@ -53,8 +57,16 @@ impl Sequencer {
         self.active.load(Ordering::Acquire)
     }
 
-    /// A guard if effects are appended; `None` (one atomic load) otherwise.
+    /// A guard if effects are appended; `None` (one atomic load) otherwise. The holder may
+    /// write: the history file goes first (`history.rs`).
     pub fn enter(&self) -> Option<SeqGuard> {
+        let g = self.enter_quiet()?;
+        self.quiet.busy();
+        Some(g)
+    }
+
+    /// A guard for a holder that writes no data (a read on a worker, a PING appended).
+    pub fn enter_quiet(&self) -> Option<SeqGuard> {
         if !self.active() {
             return None;
         }

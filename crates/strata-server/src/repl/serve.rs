@@ -68,7 +68,17 @@ pub async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         last_ack: parking_lot::Mutex::new(Instant::now()),
     });
     shared.master.add_replica(link.clone());
-    let r = serve(&shared, sock, input, &info, &link, h).await;
+    // A log replaced since PSYNC (a replica's new history) disconnected the replicas it
+    // knew of; this one was not among them yet.
+    let current = shared.master.log().is_some_and(|l| Arc::ptr_eq(&l, &h.log));
+    let r = if current {
+        serve(&shared, sock, input, &info, &link, h).await
+    } else {
+        if let Start::Continue { pin, .. } = h.start {
+            h.log.unpin(pin);
+        }
+        Err("the replication log was replaced".into())
+    };
     if let Err(e) = r {
         eprintln!("strata-server: replica {}: {e}", info.addr);
     }
@@ -153,38 +163,66 @@ fn write_snapshot(
     shared: Arc<Shared>,
     log: Arc<ReplLog>,
     target: Target,
-    cut_tx: tokio::sync::oneshot::Sender<Result<(u64, u64), String>>,
+    cut_tx: tokio::sync::oneshot::Sender<Result<(u64, u64, String), String>>,
     done_tx: tokio::sync::oneshot::Sender<Result<u64, String>>,
 ) {
     let db = shared.store.db();
-    let cut = shared.master.seq.cut(|| {
-        let off = log.end();
-        let pin = log.pin(off);
-        shared.master.reselect();
-        match db.snapshot() {
-            Ok(s) => Ok((off, pin, s)),
-            Err(e) => {
-                log.unpin(pin);
-                Err(format!("taking the snapshot: {e}"))
+    // On a replica the data moves only between two requests of its master's stream (the
+    // link holds `applying` meanwhile); on a master, between a command's write and its
+    // append (the sequencer). The cut excludes both: data, log end, id and the stream's
+    // database are taken at one point.
+    let r = &shared.replication;
+    let cut = r.at_boundary(|| {
+        shared.master.seq.cut(|| {
+            if !Arc::ptr_eq(&log, &shared.master.log().unwrap_or_else(|| log.clone())) {
+                return Err("the replication log was replaced".to_string());
             }
-        }
+            let off = log.end();
+            let pin = log.pin(off);
+            let (replid, ..) = r.ids();
+            // A master's stream selects its database again after the cut; a replica's is
+            // its master's, which goes on in the database it had selected.
+            let stream_db = if r.is_replica() { r.stream_db() } else { 0 };
+            shared.master.reselect();
+            match db.snapshot() {
+                Ok(s) => Ok((off, pin, replid, stream_db, s)),
+                Err(e) => {
+                    log.unpin(pin);
+                    Err(format!("taking the snapshot: {e}"))
+                }
+            }
+        })
     });
-    let snap = match cut {
-        Ok((off, pin, snap)) => {
-            let _ = cut_tx.send(Ok((off, pin)));
-            snap
+    let (snap, aux) = match cut {
+        Ok((off, pin, replid, stream_db, snap)) => {
+            let aux = crate::rdb::dataset::Aux {
+                repl_id: replid.clone(),
+                repl_offset: off,
+                repl_stream_db: u32::from(stream_db),
+            };
+            let _ = cut_tx.send(Ok((off, pin, replid)));
+            (snap, aux)
         }
         Err(e) => {
             let _ = cut_tx.send(Err(e));
             return;
         }
     };
+    // The replication fields, as Redis writes them into a full sync's RDB.
+    let write = |snap: &_, w: &mut dyn Write| {
+        let opts = crate::rdb::dataset::DatasetOptions {
+            aux: Some(aux.clone()),
+            ..Default::default()
+        };
+        crate::rdb::dataset::write_dataset_with(snap, &shared, &opts, w)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
     let r = match target {
         Target::File(path) => (|| {
             let f = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
             let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-            crate::rdb::dataset::write_dataset(&snap, &shared, &mut w)
-                .map_err(|e| e.to_string())?;
+            write(&snap, &mut w)?;
             let f = w.into_inner().map_err(|e| e.to_string())?;
             f.sync_all().map_err(|e| e.to_string())?;
             f.metadata().map(|m| m.len()).map_err(|e| e.to_string())
@@ -194,8 +232,7 @@ fn write_snapshot(
                 tx,
                 buf: Vec::new(),
             };
-            crate::rdb::dataset::write_dataset(&snap, &shared, &mut w)
-                .map_err(|e| e.to_string())
+            write(&snap, &mut w)
                 .and_then(|_| w.flush().map_err(|e| e.to_string()))
                 .map(|_| 0)
         }
@@ -269,8 +306,7 @@ async fn full_sync<S: AsyncRead + AsyncWrite + Unpin>(
         .name("strata-repl-sync".into())
         .spawn(move || write_snapshot(sh, lg, target, cut_tx, done_tx))
         .map_err(|e| e.to_string())?;
-    let (off, pin) = with_keepalive(sock, info, cut_rx).await??;
-    let replid = shared.replication.ids().0;
+    let (off, pin, replid) = with_keepalive(sock, info, cut_rx).await??;
     if psync {
         send(sock, format!("+FULLRESYNC {replid} {off}\r\n").as_bytes()).await?;
     }

@@ -301,18 +301,21 @@ fn session_inner(shared: &Arc<Shared>, conn: &mut ConnState, epoch: u64) -> Resu
             offset
         }
         PsyncReply::Continue { replid } => {
-            let Some(off) = r.if_current(epoch, |st| {
+            let Some((off, changed)) = r.if_current(epoch, |st| {
+                let mut changed = false;
                 if let Some(new) = replid {
                     if new != st.replid {
                         st.replid2 = std::mem::replace(&mut st.replid, new);
                         st.second_offset = st.offset as i64 + 1;
+                        changed = true;
                     }
                 }
-                st.offset
+                (st.offset, changed)
             }) else {
                 return Ok(End::Superseded);
             };
             eprintln!("strata-server: replication: partial resync from offset {off}");
+            continue_log(shared, off, changed)?;
             off
         }
         PsyncReply::TryLater(e) => return Err(End::Failed(format!("master: {e}"))),
@@ -341,6 +344,23 @@ fn session_inner(shared: &Arc<Shared>, conn: &mut ConnState, epoch: u64) -> Resu
     apply_stream(shared, conn, epoch, &mut link, at)
 }
 
+/// After `+CONTINUE` at `off`: this server's log goes on with the master's stream if it
+/// ends there (a replica's log is a copy of its master's), or starts again there. Replicas
+/// of this server are disconnected if the id `changed`, to learn it (Redis does the same).
+fn continue_log(shared: &Shared, off: u64, changed: bool) -> Result<(), End> {
+    let master = &shared.master;
+    if master.log().is_some_and(|l| l.end() == off) {
+        if changed {
+            master.disconnect_replicas(&shared.clients);
+        }
+        return Ok(());
+    }
+    master
+        .replace_log(shared, off)
+        .map(|_| ())
+        .map_err(|e| End::Failed(format!("replication log: {e}")))
+}
+
 /// Receives the RDB into a spool file, checks it and loads it.
 fn full_sync(
     shared: &Arc<Shared>,
@@ -348,7 +368,7 @@ fn full_sync(
     epoch: u64,
     link: &mut Link,
     timeout: Duration,
-    pos: Position,
+    mut pos: Position,
 ) -> Result<(), End> {
     let r = &shared.replication;
     let header = link.line(timeout, true)?;
@@ -392,6 +412,9 @@ fn full_sync(
         "strata-server: replication: loading {} keys and {} libraries from the master",
         counts.keys, counts.functions
     );
+    // The stream continues in the database the master's stream had selected at the cut
+    // (`repl-stream-db`, as Redis's replica takes it); 0 if the file does not say.
+    pos.db = counts.stream_db.filter(|&d| usize::from(d) < databases).unwrap_or(0);
     // A new generation of the keyspace, in physical databases nothing reads; clients read
     // the old dataset until the switch.
     let claim = r
@@ -414,9 +437,14 @@ fn full_sync(
             st.offset = pos.offset;
             st.read_offset = pos.offset;
             st.resumable = true;
-            st.db = 0;
+            st.db = pos.db;
             st.replid = pos.replid.clone();
         });
+        // A new history: this server's log starts again at the cut (its replicas resync).
+        shared
+            .master
+            .replace_log(shared, pos.offset)
+            .map_err(|e| format!("replication log: {e}"))?;
         Ok(())
     });
     drop(claim);
@@ -424,8 +452,8 @@ fn full_sync(
     super::garbage::clean_unmapped(shared);
     match switched {
         Ok(()) => {
-            conn.selected = 0;
-            conn.db = shared.store.dbs.physical(0);
+            conn.selected = pos.db;
+            conn.db = shared.store.dbs.physical(pos.db);
             Ok(())
         }
         Err(_) if !r.is_current(epoch) => Err(End::Superseded),
@@ -601,6 +629,13 @@ fn stream_loop(
     let mut last_io = Instant::now();
     let mut last_ack: Option<Instant> = None;
     let max_bulk = shared.config.read().proto_max_bulk_len;
+    // The bytes read and not yet in this server's log: `raw[0]` is stream byte `logged`.
+    // A request goes to the log once applied, a transaction at its EXEC (Redis feeds its
+    // backlog with what its master's client applied), so the log ends where the data is.
+    let mut raw = Raw {
+        bytes: Vec::new(),
+        logged: offset,
+    };
     loop {
         if !r.is_current(epoch) {
             return Ok(End::Superseded);
@@ -610,14 +645,16 @@ fn stream_loop(
                 "the master's connection was killed (CLIENT KILL)".into(),
             ));
         }
+        let committed = multi_start.unwrap_or(offset);
         if last_ack.is_none_or(|t| t.elapsed() >= ACK_EVERY) {
-            link.send(&[b"REPLCONF", b"ACK", offset.to_string().as_bytes()])?;
+            link.send(&[b"REPLCONF", b"ACK", committed.to_string().as_bytes()])?;
             last_ack = Some(Instant::now());
         }
         match link.r.read(&mut chunk) {
             Ok(0) => return Err(End::Failed("the master closed the connection".into())),
             Ok(n) => {
                 buf.extend_from_slice(&chunk[..n]);
+                raw.bytes.extend_from_slice(&chunk[..n]);
                 read_offset += n as u64;
                 last_io = Instant::now();
             }
@@ -641,19 +678,36 @@ fn stream_loop(
             match control(&argv) {
                 Control::Ack => {
                     offset += n;
+                    let committed = multi_start.unwrap_or(offset);
                     // Published before the ACK: whoever sees the ACK sees the offset in INFO.
+                    let alive = {
+                        let _applying = r.applying.lock();
+                        r.if_current(epoch, |st| {
+                            raw.log_to(shared, committed);
+                            st.offset = committed;
+                            st.read_offset = read_offset;
+                        })
+                    };
+                    if alive.is_none() {
+                        return Ok(End::Superseded);
+                    }
+                    link.send(&[b"REPLCONF", b"ACK", committed.to_string().as_bytes()])?;
+                    last_ack = Some(Instant::now());
+                    continue;
+                }
+                Control::Skip => {
+                    offset += n;
+                    let committed = multi_start.unwrap_or(offset);
+                    let _applying = r.applying.lock();
                     let alive = r.if_current(epoch, |st| {
-                        st.offset = offset;
-                        st.read_offset = read_offset;
+                        raw.log_to(shared, committed);
+                        st.offset = committed;
                     });
                     if alive.is_none() {
                         return Ok(End::Superseded);
                     }
-                    link.send(&[b"REPLCONF", b"ACK", offset.to_string().as_bytes()])?;
-                    last_ack = Some(Instant::now());
                     continue;
                 }
-                Control::Skip => {}
                 Control::Apply => {
                     let name = argv[0].to_ascii_lowercase();
                     if name == b"multi" && multi_start.is_none() {
@@ -665,26 +719,51 @@ fn stream_loop(
                     }
                     apply_at(shared, conn, argv, &replid, offset, offset + n)?;
                     offset += n;
-                    r.if_current(epoch, |st| {
-                        st.offset = offset;
-                        st.db = conn.selected;
-                    });
                     if name == b"exec" || name == b"discard" {
                         *multi_start = None;
                     }
+                    // Data, log and offset move together (a full sync's cut on this
+                    // server takes `applying`); inside MULTI none of them moves.
+                    let committed = multi_start.unwrap_or(offset);
+                    r.if_current(epoch, |st| {
+                        raw.log_to(shared, committed);
+                        st.offset = committed;
+                        st.db = conn.selected;
+                    });
                     continue;
                 }
             }
-            offset += n;
         }
         let alive = r.if_current(epoch, |st| {
-            st.offset = offset;
+            st.offset = multi_start.unwrap_or(offset);
             st.read_offset = read_offset;
             st.last_io = Some(last_io);
         });
         if alive.is_none() {
             return Ok(End::Superseded);
         }
+    }
+}
+
+/// Stream bytes read and not yet appended to this server's log.
+struct Raw {
+    bytes: Vec<u8>,
+    /// The stream offset of `bytes[0]`.
+    logged: u64,
+}
+
+impl Raw {
+    /// Appends the bytes up to stream offset `to` to the log (the master's stream, at the
+    /// master's offsets: sub-replicas are served from it). The caller holds `applying` and
+    /// has checked its epoch: the log, the data and the offset move together.
+    fn log_to(&mut self, shared: &Shared, to: u64) {
+        if to <= self.logged {
+            return;
+        }
+        let k = ((to - self.logged) as usize).min(self.bytes.len());
+        shared.master.append_raw(&self.bytes[..k]);
+        self.bytes.drain(..k);
+        self.logged = to;
     }
 }
 

@@ -27,6 +27,8 @@ const BATCH_BYTES: usize = 4 << 20;
 pub struct Counts {
     pub keys: u64,
     pub functions: u64,
+    /// The aux field `repl-stream-db`: the database the master's stream has selected.
+    pub stream_db: Option<u8>,
 }
 
 fn open(path: &Path) -> Result<FileReader<BufReader<File>>, String> {
@@ -57,6 +59,9 @@ pub fn check(
                 ));
             }
             Item::Key(_) => n.keys += 1,
+            Item::Aux(k, v) if k.as_slice() == b"repl-stream-db" => {
+                n.stream_db = std::str::from_utf8(&v).ok().and_then(|d| d.parse().ok());
+            }
             Item::Function(_) => n.functions += 1,
             _ => {}
         }

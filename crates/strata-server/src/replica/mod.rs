@@ -244,6 +244,62 @@ impl Replication {
     /// keyspace are deleted in the background.
     pub fn restore(&self, shared: &Arc<Shared>) -> Result<(), String> {
         garbage::clean_unmapped(shared);
+        self.restore_position(shared)?;
+        self.restore_history(shared);
+        Ok(())
+    }
+
+    /// At start: a master's history (`repl/history.rs`), if its file says the data is its
+    /// log's stream and the log ends there: the ids, the offset and the log stay, so its
+    /// replicas resume. Anything else starts a new history (the replicas full-sync).
+    fn restore_history(&self, shared: &Arc<Shared>) {
+        let dir = shared.config.read().dir.join(crate::repl::LOG_DIR);
+        let h = match crate::repl::history::read(&dir) {
+            Ok(Some(h)) => h,
+            Ok(None) => return,
+            Err(e) => {
+                eprintln!("strata-server: replication: {e}; a new history starts");
+                return;
+            }
+        };
+        let master = &shared.master;
+        match master.reopen_log(shared, h.offset) {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                eprintln!(
+                    "strata-server: replication: the log does not end at offset {} (the \
+                     history file's); a new history starts",
+                    h.offset
+                );
+                let _ = crate::repl::history::remove(&dir);
+                return;
+            }
+            Err(e) => {
+                eprintln!("strata-server: replication: reopening the log: {e}; a new history starts");
+                let _ = crate::repl::history::remove(&dir);
+                return;
+            }
+        }
+        // The file stays until the first write removes it.
+        if let Err(e) = master.seq.quiet.mark(&dir, &h, false) {
+            eprintln!("strata-server: replication: {e}");
+        }
+        let mut st = self.state.lock();
+        st.replid = h.replid;
+        st.replid2 = h.replid2;
+        st.second_offset = h.second_offset;
+        st.offset = h.offset;
+        st.read_offset = h.offset;
+        st.resumable = false;
+        st.writes_mark = None;
+        eprintln!(
+            "strata-server: replication: keeping replication id {} at offset {}",
+            st.replid, st.offset
+        );
+    }
+
+    /// At start: a replica's position persisted with its data (`position.rs`).
+    fn restore_position(&self, shared: &Arc<Shared>) -> Result<(), String> {
         let Some(p) = crate::position::resume(shared.store.db())? else {
             return Ok(());
         };
@@ -318,6 +374,13 @@ impl Replication {
     /// one stops). Returns false if it already follows it (Redis's "Already connected to
     /// specified master").
     pub fn follow(&self, shared: &Arc<Shared>, host: String, port: u16) -> bool {
+        // A master stops appending its commands first (no write between its commit and its
+        // append meanwhile): its log's end is then exactly its data's offset.
+        let own_end = if self.is_replica() {
+            None
+        } else {
+            shared.master.start_following(&shared.config.read().dir.clone())
+        };
         let epoch = {
             let mut st = self.state.lock();
             if self.is_replica() && !st.stopped && st.master.as_ref() == Some(&(host.clone(), port))
@@ -333,13 +396,24 @@ impl Replication {
             if was_master {
                 // The data resumes the stream it followed only if nothing wrote to it since.
                 let clean = st.writes_mark == Some(shared.store.writes());
-                if clean && !st.resumable && st.second_offset > 0 {
-                    // Promoted by REPLICAOF NO ONE: the old id is the stream's.
+                // FAILOVER hands over to its own replica, which follows the current id.
+                let handing_over = shared.master.failover.handing_over();
+                if clean && !st.resumable && st.second_offset > 0 && !handing_over {
+                    // Promoted by REPLICAOF NO ONE and no write since: the old id is the
+                    // stream's (a return to the old master continues it).
                     st.replid = std::mem::replace(&mut st.replid2, "0".repeat(handshake::ID_LEN));
                     st.second_offset = -1;
                     st.resumable = true;
+                } else if let Some(end) = own_end {
+                    // A master with a log: every write since the log began is in it, so
+                    // its data is its own stream up to the log's end (Redis's
+                    // `replicationCacheMasterUsingMyself`); the new master continues it if
+                    // it knows the id (it was this server's replica).
+                    st.offset = end;
+                    st.resumable = true;
+                } else {
+                    st.resumable &= clean;
                 }
-                st.resumable &= clean;
                 st.writes_mark = None;
             }
             st.master = Some((host, port));
@@ -390,7 +464,11 @@ impl Replication {
 
     /// REPLICAOF NO ONE: stops following; the data stays and takes writes. The replication
     /// id shifts (Redis's `shiftReplicationId`): the old one stays valid up to the offset.
-    pub fn promote(&self, store: &crate::store::Store) {
+    /// The log (a copy of the old master's stream) is kept and continues with this
+    /// server's writes; the replicas are disconnected to learn the new id, and resume
+    /// (Redis's PSYNC2).
+    pub fn promote(&self, shared: &Shared) {
+        let store = &shared.store;
         // Waits for the request being applied: the offset below is the data's.
         let _applying = self.applying.lock();
         let mut st = self.state.lock();
@@ -399,6 +477,8 @@ impl Replication {
             return;
         }
         store.set_keep_expired(false);
+        // Commands append to the log from now on: before writes are allowed.
+        shared.master.set_following(&shared.config.read().dir, false);
         self.replica.store(false, Ordering::Release);
         self.link_up.store(false, Ordering::Release);
         self.loading.store(false, Ordering::Release);
@@ -422,6 +502,34 @@ impl Replication {
         st.resumable = false;
         st.replid2 = std::mem::replace(&mut st.replid, new_replid());
         st.second_offset = st.offset as i64 + 1;
+        let master = &shared.master;
+        if master.log().is_some_and(|l| l.end() != st.offset) {
+            // Not a copy of the stream up to the data's offset (never expected: the link
+            // appends each request with its offset): the history restarts there.
+            if let Err(e) = master.replace_log(shared, st.offset) {
+                eprintln!("strata-server: replication log: {e}");
+            }
+        }
+        master.disconnect_replicas(&shared.clients);
+    }
+
+    /// Whether PSYNC is served: a master always; a replica once its link is up (Redis
+    /// answers `-NOMASTERLINK` before).
+    pub fn serves_replicas(&self) -> bool {
+        !self.is_replica() || self.link_up.load(Ordering::Acquire)
+    }
+
+    /// Runs `f` between two requests of the master's stream (a full sync's cut on a
+    /// replica: its data and its log are at the same offset).
+    pub fn at_boundary<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _applying = self.applying.lock();
+        f()
+    }
+
+    /// The logical database the master's stream has selected (a replica's full sync to
+    /// its own replicas writes it as `repl-stream-db`).
+    pub fn stream_db(&self) -> u8 {
+        self.state.lock().db
     }
 
     /// Runs `f` on the state if `epoch` is still current (a link thread's every change).
@@ -444,26 +552,6 @@ impl Replication {
             st.second_offset,
             st.offset,
         )
-    }
-
-    /// FAILOVER's hand-over: the data is this master's own stream up to its offset (writes
-    /// are held), so the next REPLICAOF asks to continue it (`PSYNC <replid> <offset+1>`),
-    /// as Redis's `replicationCacheMasterUsingMyself`.
-    pub fn resume_own_stream(&self, store: &crate::store::Store) {
-        let mut st = self.state.lock();
-        if !self.is_replica() {
-            st.resumable = true;
-            st.writes_mark = Some(store.writes());
-        }
-    }
-
-    /// Sets the offset a master reached (its log's end) before it becomes a replica, so that
-    /// it asks its new master from there.
-    pub fn set_master_offset(&self, offset: u64) {
-        let mut st = self.state.lock();
-        if !self.is_replica() {
-            st.offset = offset;
-        }
     }
 
     /// ROLE's reply items: `("slave", host, port, state, offset)` or `("master", offset)`.
