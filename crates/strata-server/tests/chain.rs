@@ -279,7 +279,10 @@ fn a_replica_serves_its_masters_stream_then_its_promotion_keeps_the_history() {
 /// A Strata master process with a scripted replica that full-synced, then `SET a 1`:
 /// returns the process, its address, the id and the stream's end.
 fn master_with_a_replica(dir: &std::path::Path) -> (std::process::Child, SocketAddr, String, u64) {
-    let (child, addr) = spawn_binary(dir, &["--repl-ping-replica-period", "1000"]);
+    let (child, addr) = spawn_binary(
+        dir,
+        &["--repl-ping-replica-period", "1000", "--repl-diskless-sync", "no"],
+    );
     let mut c = Client::connect(addr);
     assert_eq!(c.q(&["SET", "before", "1"]), V::ok());
     let mut r = Peer::connect(addr);
