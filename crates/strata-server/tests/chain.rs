@@ -115,17 +115,20 @@ impl Peer {
     /// After `+FULLRESYNC`: the `$<len>` payload's keys as (db, key) and its aux fields.
     fn rdb(&mut self) -> (Vec<(u64, String)>, Vec<(String, String)>) {
         let head = self.line();
-        let n: usize = head.strip_prefix('$').expect("a sized payload").parse().unwrap();
+        let n: usize = head
+            .strip_prefix('$')
+            .expect("a sized payload")
+            .parse()
+            .unwrap();
         let data = self.exact(n);
         let mut f = FileReader::open(&data[..]).expect("an RDB");
         let (mut keys, mut aux) = (Vec::new(), Vec::new());
         while let Some(item) = f.next_item().expect("a whole RDB") {
             match item {
                 Item::Key(e) => keys.push((e.db, String::from_utf8(e.key).unwrap())),
-                Item::Aux(k, v) => aux.push((
-                    String::from_utf8(k).unwrap(),
-                    String::from_utf8(v).unwrap(),
-                )),
+                Item::Aux(k, v) => {
+                    aux.push((String::from_utf8(k).unwrap(), String::from_utf8(v).unwrap()))
+                }
                 _ => {}
             }
         }
@@ -211,7 +214,10 @@ fn a_replica_serves_its_masters_stream_then_its_promotion_keeps_the_history() {
             break;
         }
     }
-    assert_eq!(field(&mut c, "replication", "master_repl_offset"), end.to_string());
+    assert_eq!(
+        field(&mut c, "replication", "master_repl_offset"),
+        end.to_string()
+    );
 
     // A replica of the replica: a full sync from its dataset at the master's id and
     // offset, in the database the stream selected, then the stream's own bytes.
@@ -223,9 +229,15 @@ fn a_replica_serves_its_masters_stream_then_its_promotion_keeps_the_history() {
         .map(|(d, k)| (*d, k.to_string()))
         .collect();
     assert_eq!(keys, want);
-    assert!(aux.contains(&("repl-stream-db".into(), "1".into())), "{aux:?}");
+    assert!(
+        aux.contains(&("repl-stream-db".into(), "1".into())),
+        "{aux:?}"
+    );
     assert!(aux.contains(&("repl-id".into(), REPLID.into())), "{aux:?}");
-    assert!(aux.contains(&("repl-offset".into(), end.to_string())), "{aux:?}");
+    assert!(
+        aux.contains(&("repl-offset".into(), end.to_string())),
+        "{aux:?}"
+    );
     let more = [resp(&["DEL", "k"]), resp(&["PING"])].concat();
     m.send(&more);
     assert_eq!(s.exact(more.len()), more);
@@ -233,7 +245,10 @@ fn a_replica_serves_its_masters_stream_then_its_promotion_keeps_the_history() {
     s.send(&resp(&["REPLCONF", "ACK", &end.to_string()]));
     wait_field(&mut c, "replication", "connected_slaves", "1");
     let slave0 = field(&mut c, "replication", "slave0");
-    assert!(slave0.starts_with("ip=127.0.0.1,port=7100,state=online"), "{slave0}");
+    assert!(
+        slave0.starts_with("ip=127.0.0.1,port=7100,state=online"),
+        "{slave0}"
+    );
     assert_eq!(field(&mut c, "replication", "role"), "slave");
 
     // It drops and comes back from the middle of the log: the exact bytes after.
@@ -270,7 +285,10 @@ fn a_replica_serves_its_masters_stream_then_its_promotion_keeps_the_history() {
     // Past the promoted offset the old id is not ours.
     let mut t = Peer::connect(b.local_addr());
     let answer = t.psync(REPLID, &(end + 2).to_string());
-    assert!(answer.starts_with(&format!("+FULLRESYNC {new_id} ")), "{answer}");
+    assert!(
+        answer.starts_with(&format!("+FULLRESYNC {new_id} ")),
+        "{answer}"
+    );
     assert_eq!(field(&mut c, "stats", "sync_partial_ok"), "2");
     assert_eq!(field(&mut c, "stats", "sync_partial_err"), "1");
     assert_eq!(field(&mut c, "stats", "sync_full"), "2");
@@ -281,7 +299,12 @@ fn a_replica_serves_its_masters_stream_then_its_promotion_keeps_the_history() {
 fn master_with_a_replica(dir: &std::path::Path) -> (std::process::Child, SocketAddr, String, u64) {
     let (child, addr) = spawn_binary(
         dir,
-        &["--repl-ping-replica-period", "1000", "--repl-diskless-sync", "no"],
+        &[
+            "--repl-ping-replica-period",
+            "1000",
+            "--repl-diskless-sync",
+            "no",
+        ],
     );
     let mut c = Client::connect(addr);
     assert_eq!(c.q(&["SET", "before", "1"]), V::ok());
@@ -325,7 +348,10 @@ fn a_master_keeps_its_history_over_a_shutdown_and_an_idle_kill() {
     let (mut c, mut r, answer) = resume(addr, &id, end);
     assert_eq!(answer, format!("+CONTINUE {id}"));
     assert_eq!(field(&mut c, "replication", "master_replid"), id);
-    assert_eq!(field(&mut c, "replication", "master_repl_offset"), end.to_string());
+    assert_eq!(
+        field(&mut c, "replication", "master_repl_offset"),
+        end.to_string()
+    );
     assert_eq!(c.q(&["GET", "a"]), V::Bulk(b"1".to_vec()));
     assert_eq!(c.q(&["SET", "b", "2"]), V::ok());
     let sent = [resp(&["SELECT", "0"]), resp(&["SET", "b", "2"])].concat();

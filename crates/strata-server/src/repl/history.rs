@@ -1,6 +1,6 @@
 //! The master's history across restarts: the replication ids and the offset its data is
 //! at, kept in `dir/repl-log/HISTORY` (format: `docs/format/repl-log.md`, "The history
-//! file"; design §13.30), as Redis 7.0 keeps them in its RDB's aux fields.
+//! file"; design §13.32), as Redis 7.0 keeps them in its RDB's aux fields.
 //!
 //! **The rule.** The file exists only while the data is exactly the log's stream up to the
 //! file's offset: nothing is written to the data that is not in the log before it. It is
@@ -77,7 +77,9 @@ impl History {
         }
         let version = u32::from_le_bytes([b[8], b[9], b[10], b[11]]);
         if version != VERSION {
-            return Err(format!("format version {version}; this server reads {VERSION}"));
+            return Err(format!(
+                "format version {version}; this server reads {VERSION}"
+            ));
         }
         let body = FILE_LEN - 4;
         let crc = u32::from_le_bytes([b[body], b[body + 1], b[body + 2], b[body + 3]]);

@@ -179,7 +179,11 @@ impl Master {
 
     /// At start: the log a previous run left in `dir/repl-log/`, recovered, if it ends at
     /// `offset` (the history file's); `None` otherwise (the caller starts a new history).
-    pub fn reopen_log(&self, shared: &Shared, offset: u64) -> std::io::Result<Option<Arc<ReplLog>>> {
+    pub fn reopen_log(
+        &self,
+        shared: &Shared,
+        offset: u64,
+    ) -> std::io::Result<Option<Arc<ReplLog>>> {
         let _init = self.init.lock();
         let log = self.install_log(shared, offset, true)?;
         if log.end() == offset && log.first() <= offset {
@@ -191,7 +195,12 @@ impl Master {
 
     /// Opens (`recover`) or creates the log, publishes it, and on the first call starts
     /// appending and the upkeep. The caller holds `init`.
-    fn install_log(&self, shared: &Shared, offset: u64, recover: bool) -> std::io::Result<Arc<ReplLog>> {
+    fn install_log(
+        &self,
+        shared: &Shared,
+        offset: u64,
+        recover: bool,
+    ) -> std::io::Result<Arc<ReplLog>> {
         let (dir, limit) = {
             let c = shared.config.read();
             let limit = c
@@ -293,7 +302,9 @@ impl Master {
         if self.is_following() {
             return;
         }
-        let Some(_g) = self.seq.enter_quiet() else { return };
+        let Some(_g) = self.seq.enter_quiet() else {
+            return;
+        };
         let Some(log) = self.log() else { return };
         let mut out = Vec::new();
         encode(&mut out, argv);

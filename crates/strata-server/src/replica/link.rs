@@ -414,7 +414,10 @@ fn full_sync(
     );
     // The stream continues in the database the master's stream had selected at the cut
     // (`repl-stream-db`, as Redis's replica takes it); 0 if the file does not say.
-    pos.db = counts.stream_db.filter(|&d| usize::from(d) < databases).unwrap_or(0);
+    pos.db = counts
+        .stream_db
+        .filter(|&d| usize::from(d) < databases)
+        .unwrap_or(0);
     // A new generation of the keyspace, in physical databases nothing reads; clients read
     // the old dataset until the switch.
     let claim = r

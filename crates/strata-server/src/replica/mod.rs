@@ -275,7 +275,9 @@ impl Replication {
                 return;
             }
             Err(e) => {
-                eprintln!("strata-server: replication: reopening the log: {e}; a new history starts");
+                eprintln!(
+                    "strata-server: replication: reopening the log: {e}; a new history starts"
+                );
                 let _ = crate::repl::history::remove(&dir);
                 return;
             }
@@ -379,7 +381,9 @@ impl Replication {
         let own_end = if self.is_replica() {
             None
         } else {
-            shared.master.start_following(&shared.config.read().dir.clone())
+            shared
+                .master
+                .start_following(&shared.config.read().dir.clone())
         };
         let epoch = {
             let mut st = self.state.lock();
@@ -478,7 +482,9 @@ impl Replication {
         }
         store.set_keep_expired(false);
         // Commands append to the log from now on: before writes are allowed.
-        shared.master.set_following(&shared.config.read().dir, false);
+        shared
+            .master
+            .set_following(&shared.config.read().dir, false);
         self.replica.store(false, Ordering::Release);
         self.link_up.store(false, Ordering::Release);
         self.loading.store(false, Ordering::Release);
