@@ -37,6 +37,9 @@ fn rdb() -> Vec<u8> {
     f
 }
 
+/// An RDB aux field: name, value.
+type Aux = (String, String);
+
 /// One end of a replication link: the scripted master's or the scripted replica's.
 struct Peer {
     r: BufReader<TcpStream>,
@@ -113,7 +116,7 @@ impl Peer {
     }
 
     /// After `+FULLRESYNC`: the `$<len>` payload's keys as (db, key) and its aux fields.
-    fn rdb(&mut self) -> (Vec<(u64, String)>, Vec<(String, String)>) {
+    fn rdb(&mut self) -> (Vec<(u64, String)>, Vec<Aux>) {
         let head = self.line();
         let n: usize = head
             .strip_prefix('$')
