@@ -60,12 +60,14 @@ const DIFFERENCES: &[(&str, &str)] = &[
     (
         "replicaof",
         "follows a Redis master (full sync, then the command stream; a partial resync after \
-         a link drop or a restart); a replica serves no replicas of its own yet",
+         a link drop or a restart); a replica serves replicas from its log, a copy of its \
+         master's stream",
     ),
     (
         "slaveof",
         "follows a Redis master (full sync, then the command stream; a partial resync after \
-         a link drop or a restart); a replica serves no replicas of its own yet",
+         a link drop or a restart); a replica serves replicas from its log, a copy of its \
+         master's stream",
     ),
     (
         "psync",
