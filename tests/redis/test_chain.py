@@ -9,7 +9,8 @@ that keeps its history across restarts.
   `sync_partial_ok` grows by two, its `sync_full` does not; B's writes reach both.
 - A redis-server 7.0.15 replica of a Strata master that is stopped (SHUTDOWN, then
   `kill -9`) and restarted over the same directory: the master keeps its replication id
-  and offset, the replica resumes with a partial resync.
+  and offset, the replica resumes with a partial resync; killed while writes come, it
+  starts a new id and the replica full-syncs to an equal dataset.
 
     cargo build --release -p strata-cli
     python3 -m pytest -q tests/redis/test_chain.py
@@ -191,6 +192,57 @@ def test_a_restarted_master_keeps_its_history(how):
             m.set(f"after-restart:{i}", i)
         wait_for("the replica at the master's offset again", lambda: at(m, r))
         assert stats(m) == (0, 1)
+        for db in DBS:
+            want, got = dataset(port, db), dataset(r_srv.port, db)
+            assert set(got) == set(want), (db, sorted(set(got) ^ set(want))[:5])
+            diff = [k for k in want if want[k] != got[k]]
+            assert not diff, [(k, want[k], got[k]) for k in diff[:5]]
+    finally:
+        if writer is not None:
+            writer.stop_flag.set()
+        for srv in reversed(servers):
+            srv.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_a_master_killed_under_load_starts_a_new_history():
+    """`kill -9` of a Strata master while writes come: the data may hold writes its log
+    never got to disk, so the restarted master takes a new id and its redis-server replica
+    full-syncs (never a partial resync that would miss them); the datasets end equal."""
+    need("redis-server")
+    servers = []
+    tmp = tempfile.mkdtemp(prefix="strata-serve-")
+    port = free_port()
+
+    def master_server():
+        argv = [STRATA_BIN, "serve", "--bind", "127.0.0.1", "--port", str(port),
+                "--dir", tmp] + QUIET_MASTER
+        srv = Server("strata serve", argv, port)
+        servers.append(srv)
+        return srv
+
+    writer = None
+    try:
+        first = master_server()
+        m = redis.Redis(port=port)
+        for db in DBS:
+            populate(m, db, 500)
+        r_srv = start_redis(["--replicaof", "127.0.0.1", str(port)])
+        servers.append(r_srv)
+        r = redis.Redis(port=r_srv.port)
+        wait_for("the replica's link up", lambda: info(r)["master_link_status"] == "up")
+        old_id = info(m)["master_replid"]
+        writer = Writer(port, seed=9)
+        writer.start()
+        time.sleep(1.0)
+        first.proc.kill()
+        first.proc.wait(timeout=30)
+        writer.join(30)  # it ends on the lost connection
+        master_server()
+        m = redis.Redis(port=port)
+        assert info(m)["master_replid"] != old_id
+        wait_for("the replica at the master's offset", lambda: at(m, r))
+        assert stats(m) == (1, 0)
         for db in DBS:
             want, got = dataset(port, db), dataset(r_srv.port, db)
             assert set(got) == set(want), (db, sorted(set(got) ^ set(want))[:5])
