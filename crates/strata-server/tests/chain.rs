@@ -383,3 +383,40 @@ fn a_master_keeps_its_history_over_a_shutdown_and_an_idle_kill() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// Sentinel's reconfiguration of a returning master is a transaction: `MULTI; SLAVEOF
+/// host port; ...; EXEC`. EXEC holds a sequencer guard, so the switch of the log to the
+/// new master's stream waits for it (the link thread makes it); the node then asks to
+/// continue its own stream from its log's end.
+#[test]
+fn a_master_made_a_replica_inside_exec_asks_to_continue_its_own_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, addr, id, end) = master_with_a_replica(dir.path());
+    let new_master = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = new_master.local_addr().unwrap().port().to_string();
+    let mut c = Client::connect(addr);
+    assert_eq!(c.q(&["MULTI"]), V::ok());
+    assert_eq!(
+        c.q(&["SLAVEOF", "127.0.0.1", &port]),
+        V::Simple("QUEUED".into())
+    );
+    assert_eq!(c.q(&["PING"]), V::Simple("QUEUED".into()));
+    assert_eq!(
+        c.q(&["EXEC"]),
+        V::Array(vec![V::ok(), V::Simple("PONG".into())])
+    );
+    let mut m = Peer::new(new_master.accept().unwrap().0);
+    assert_eq!(m.master_handshake(), [id.clone(), (end + 1).to_string()]);
+    m.send(format!("+CONTINUE {id}\r\n").as_bytes());
+    wait_field(&mut c, "replication", "master_link_status", "up");
+    assert_eq!(
+        field(&mut c, "replication", "slave_repl_offset"),
+        end.to_string()
+    );
+    assert_eq!(
+        c.q(&["SET", "x", "1"]),
+        V::err("READONLY You can't write against a read only replica.")
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

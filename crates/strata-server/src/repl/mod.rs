@@ -258,7 +258,8 @@ impl Master {
         self.following.load(Ordering::Acquire)
     }
 
-    /// This server starts (or stops) following a master. Starting removes the history
+    /// This server starts (or stops) following a master. Starting (under the sequencer's
+    /// cut, by the link thread: `Replication::switch_to_following`) removes the history
     /// file: the data will move with the master's stream, not this log's appends.
     pub fn set_following(&self, dir: &std::path::Path, on: bool) {
         self.following.store(on, Ordering::Release);
@@ -272,16 +273,6 @@ impl Master {
             // A promoted server's stream selects its database again before its first write.
             self.reselect();
         }
-    }
-
-    /// A master becomes a replica: its commands stop appending, with no command between
-    /// its write and its append. Returns the log's end if it has one (its data's offset in
-    /// its own stream).
-    pub fn start_following(&self, dir: &std::path::Path) -> Option<u64> {
-        self.seq.cut(|| {
-            self.set_following(dir, true);
-            self.log().map(|l| l.end())
-        })
     }
 
     /// The link thread's append: `bytes` of the master's stream, applied (the log of a

@@ -67,6 +67,9 @@ pub fn run(shared: Arc<Shared>, epoch: u64) {
     // it: a partial resync continues the stream without a new SELECT. Restored at start
     // from the persisted position.
     let mut db = r.state.lock().db;
+    if !r.switch_to_following(&shared, epoch) {
+        return;
+    }
     loop {
         if !r.is_current(epoch) {
             break;

@@ -120,6 +120,11 @@ pub struct State {
     /// stream (REPLICAOF NO ONE, a start as a master); a later REPLICAOF resumes the stream
     /// only if nothing was written since (`Store::writes`).
     pub writes_mark: Option<u64>,
+    /// A master became a replica (`follow`) and its log still takes its own commands: the
+    /// link thread's first step switches it to the master's stream
+    /// ([`Replication::switch_to_following`]). `Some(true)`: the data then continues its
+    /// own stream up to the log's end.
+    pub pending_switch: Option<bool>,
 }
 
 /// Replication state shared by every connection (`Shared::replication`).
@@ -183,6 +188,7 @@ impl Default for Replication {
                 resumable: false,
                 db: 0,
                 writes_mark: None,
+                pending_switch: None,
             }),
             epoch: AtomicU64::new(0),
             replica: AtomicBool::new(false),
@@ -376,15 +382,6 @@ impl Replication {
     /// one stops). Returns false if it already follows it (Redis's "Already connected to
     /// specified master").
     pub fn follow(&self, shared: &Arc<Shared>, host: String, port: u16) -> bool {
-        // A master stops appending its commands first (no write between its commit and its
-        // append meanwhile): its log's end is then exactly its data's offset.
-        let own_end = if self.is_replica() {
-            None
-        } else {
-            shared
-                .master
-                .start_following(&shared.config.read().dir.clone())
-        };
         let epoch = {
             let mut st = self.state.lock();
             if self.is_replica() && !st.stopped && st.master.as_ref() == Some(&(host.clone(), port))
@@ -408,15 +405,18 @@ impl Replication {
                     st.replid = std::mem::replace(&mut st.replid2, "0".repeat(handshake::ID_LEN));
                     st.second_offset = -1;
                     st.resumable = true;
-                } else if let Some(end) = own_end {
+                    st.pending_switch = Some(false);
+                } else if shared.master.log().is_some() {
                     // A master with a log: every write since the log began is in it, so
                     // its data is its own stream up to the log's end (Redis's
-                    // `replicationCacheMasterUsingMyself`); the new master continues it if
-                    // it knows the id (it was this server's replica).
-                    st.offset = end;
+                    // `replicationCacheMasterUsingMyself`), the offset the link thread's
+                    // switch takes; the new master continues it if it knows the id (it
+                    // was this server's replica).
                     st.resumable = true;
+                    st.pending_switch = Some(true);
                 } else {
                     st.resumable &= clean;
+                    st.pending_switch = Some(false);
                 }
                 st.writes_mark = None;
             }
@@ -466,6 +466,34 @@ impl Replication {
         }
     }
 
+    /// The link thread's first step (`epoch` its own): a master that became a replica
+    /// stops appending its commands to its log, under the sequencer's cut (no command
+    /// between its write and its append), so the log's end is exactly its data's offset,
+    /// which the data then continues if `follow` said so. Not in `follow`, since REPLICAOF
+    /// may run inside EXEC, which holds a sequencer guard the cut waits for. False: the
+    /// epoch is over.
+    pub(crate) fn switch_to_following(&self, shared: &Shared, epoch: u64) -> bool {
+        let dir = shared.config.read().dir.clone();
+        shared.master.seq.cut(|| {
+            self.if_current(epoch, |st| {
+                let Some(own) = st.pending_switch.take() else {
+                    return;
+                };
+                shared.master.set_following(&dir, true);
+                if own {
+                    match shared.master.log() {
+                        Some(log) => {
+                            st.offset = log.end();
+                            st.read_offset = st.offset;
+                        }
+                        None => st.resumable = false,
+                    }
+                }
+            })
+            .is_some()
+        })
+    }
+
     /// REPLICAOF NO ONE: stops following; the data stays and takes writes. The replication
     /// id shifts (Redis's `shiftReplicationId`): the old one stays valid up to the offset.
     /// The log (a copy of the old master's stream) is kept and continues with this
@@ -491,6 +519,13 @@ impl Replication {
         st.master = None;
         st.link = LinkState::Connect;
         st.sync = None;
+        if st.pending_switch.take().is_some() {
+            // A master a moment ago, whose link thread never switched the log: its data is
+            // the log's stream up to its end.
+            if let Some(log) = shared.master.log() {
+                st.offset = log.end();
+            }
+        }
         if st.resumable {
             let pos = crate::position::Position {
                 kind: crate::position::Kind::Promoted,
