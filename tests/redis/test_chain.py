@@ -7,9 +7,9 @@ that keeps its history across restarts.
 - B promoted with REPLICAOF NO ONE: C (disconnected to learn the new id) and A (turned
   into B's replica, asking with its own id and offset) resume with a partial resync: B's
   `sync_partial_ok` grows by two, its `sync_full` does not; B's writes reach both.
-- A redis-server 7.0.15 replica of a Strata master that is stopped (SHUTDOWN, then
-  `kill -9`) and restarted over the same directory: the master keeps its replication id
-  and offset, the replica resumes with a partial resync; killed while writes come, it
+- A redis-server 7.0.15 (or Strata) replica of a Strata master that is stopped (SHUTDOWN,
+  then `kill -9`) and restarted over the same directory: the master keeps its replication
+  id and offset, the replica resumes with a partial resync; killed while writes come, it
   starts a new id and the replica full-syncs to an equal dataset.
 
     cargo build --release -p strata-cli
@@ -141,12 +141,14 @@ def test_a_replica_refuses_sync_until_its_link_is_up():
         srv.stop()
 
 
+@pytest.mark.parametrize("replica_kind", ["redis", "strata"])
 @pytest.mark.parametrize("how", ["shutdown", "kill"])
-def test_a_restarted_master_keeps_its_history(how):
+def test_a_restarted_master_keeps_its_history(how, replica_kind):
     """SHUTDOWN (or, once idle, `kill -9`) of a Strata master, then a restart over the same
-    directory and port: the same id and offset, and its redis-server replica resumes with
-    a partial resync."""
-    need("redis-server")
+    directory and port: the same id and offset, and its replica (redis-server or Strata)
+    resumes with a partial resync (`+CONTINUE`): the master counts one, and no full sync."""
+    if replica_kind == "redis":
+        need("redis-server")
     servers = []
     tmp = tempfile.mkdtemp(prefix="strata-serve-")
     port = free_port()
@@ -166,7 +168,8 @@ def test_a_restarted_master_keeps_its_history(how):
             populate(m, db, 800)
         writer = Writer(port, seed=3)
         writer.start()
-        r_srv = start_redis(["--replicaof", "127.0.0.1", str(port)])
+        start_replica = start_redis if replica_kind == "redis" else start_strata
+        r_srv = start_replica(["--replicaof", "127.0.0.1", str(port)])
         servers.append(r_srv)
         r = redis.Redis(port=r_srv.port)
         wait_for("the replica's link up", lambda: info(r)["master_link_status"] == "up")

@@ -5,8 +5,9 @@ and with redis-server 7.0.15 on either side; the error replies compared with
 redis-server's; a replica that never catches up (stopped with SIGSTOP) aborts the
 failover at its timeout and the held writes run.
 
-The demoted master may full-sync from the promoted one or resume partially (both are
-accepted: the promoted node's log starts at its promotion unless it keeps its history).
+Between Strata nodes nobody full-syncs: the promoted node keeps the old master's stream
+and id (`master_replid2`), so the demoted master and the other replicas, moved to it,
+resume with `+CONTINUE` (a redis-server on either side may differ and is not counted).
 
     cargo build --release -p strata-cli
     python3 -m pytest -q tests/redis/test_failover.py
@@ -83,6 +84,55 @@ def test_failover_hands_the_master_role_over(master_kind, replica_kind):
     finally:
         m.stop()
         r.stop()
+
+
+def sync_stats(c):
+    s = c.info("stats")
+    return s["sync_full"], s["sync_partial_ok"]
+
+
+def test_failover_leaves_every_replica_partially_resynced():
+    """A Strata master M with Strata replicas R1 and R2; FAILOVER TO R1. M continues R1's
+    stream (R1 kept M's history); R2 stays M's replica, as with Redis, and resumes from M
+    when M's id changes; moved to R1 by REPLICAOF it resumes there too. R1 counts two
+    partial resyncs and no full sync, and its writes reach both."""
+    m = start("strata", FAST)
+    r1 = start("strata", FAST + ["--replicaof", "127.0.0.1", str(m.port)])
+    r2 = start("strata", FAST + ["--replicaof", "127.0.0.1", str(m.port)])
+    mc, c1, c2 = conn(m), conn(r1), conn(r2)
+    try:
+        wait_for("both replicas online", lambda: follows(c1, m.port) and follows(c2, m.port))
+        wait_for("the master sees them", lambda: mc.info("replication")["connected_slaves"] == 2)
+        for i in range(300):
+            mc.set(f"k:{i}", i)
+        mc.hset("h", mapping={f"f{i}": i for i in range(50)})
+        assert mc.execute_command("WAIT", 2, 10000) == 2
+        old_id = mc.info("replication")["master_replid"]
+        assert sync_stats(c1) == (0, 0)
+        assert mc.execute_command("FAILOVER", "TO", "127.0.0.1", r1.port, "TIMEOUT", 10000) == "OK"
+        wait_for("R1 promoted", lambda: c1.info("replication")["role"] == "master")
+        wait_for("M following R1", lambda: follows(mc, r1.port))
+        wait_for(
+            "the failover over",
+            lambda: mc.info("replication")["master_failover_state"] == "no-failover",
+        )
+        wait_for("M's partial resync on R1", lambda: sync_stats(c1)[1] == 1)
+        new_id = c1.info("replication")["master_replid"]
+        assert new_id != old_id and c1.info("replication")["master_replid2"] == old_id
+        # R2 learnt the new id from M (disconnected, then `+CONTINUE`), then moves to R1.
+        wait_for("R2 on M's new id", lambda: follows(c2, m.port)
+                 and c2.info("replication")["master_replid"] == new_id)
+        assert c2.execute_command("REPLICAOF", "127.0.0.1", r1.port) == "OK"
+        wait_for("R2 following R1", lambda: follows(c2, r1.port))
+        assert sync_stats(c1) == (0, 2)
+        c1.set("after", "1")
+        assert c1.execute_command("WAIT", 2, 10000) == 2
+        for c in (mc, c2):
+            assert c.get("after") == "1" and c.get("k:299") == "299" and c.hlen("h") == 50
+        assert sync_stats(c1) == (0, 2)
+    finally:
+        for srv in (r2, r1, m):
+            srv.stop()
 
 
 def replies(c, *cmds):

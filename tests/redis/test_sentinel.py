@@ -16,8 +16,10 @@ REWRITE), watched by three `redis-sentinel` processes (quorum 2).
   during the load; after the failover every write that WAIT acknowledged is on the new
   master.
 
-A replica moved to the new master may full-sync or resume partially (both are accepted:
-the promoted node's log starts at its promotion unless it keeps its old history).
+The replica moved to the new master resumes with a partial resync: the promoted node
+kept the old master's stream and id (`master_replid2`), so the new master counts a
+partial resync and no full sync. The old master, killed with writes just before, starts
+a new history at its restart and may full-sync.
 
     cargo build --release -p strata-cli
     python3 -m pytest -q tests/redis/test_sentinel.py
@@ -208,6 +210,8 @@ def test_sentinel_fails_over_a_strata_group():
         wait_for("node 1 a master", lambda: n.info("replication")["role"] == "master")
         o = g.client(2)
         wait_for("node 2 to follow node 1", lambda: follows(o, new), timeout=90)
+        stats = n.info("stats")
+        assert (stats["sync_full"], stats["sync_partial_ok"]) == (0, 1), stats
 
         # The client finds the new master through Sentinel and writes again.
         for i in range(100):
