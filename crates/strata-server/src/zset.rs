@@ -16,7 +16,7 @@
 //! Layer: store and types (above configuration; no services, commands or execution).
 
 use crate::keys::{prefix_end, sub_key, sub_prefix, KIND_SCORE, KIND_SUBKEY};
-use crate::store::{Meta, Store, Writes};
+use crate::store::{Meta, Tx, Writes};
 use std::cmp::Ordering;
 use strata_engine::Result;
 
@@ -94,14 +94,14 @@ fn score_of_value(v: &[u8]) -> f64 {
 }
 
 /// Score of `member`, if it is in the set.
-pub fn score(store: &Store, z: Loc<'_>, member: &[u8]) -> Result<Option<f64>> {
+pub fn score(store: &Tx<'_>, z: Loc<'_>, member: &[u8]) -> Result<Option<f64>> {
     Ok(store
         .get_member(&z.member_record(member))?
         .map(|v| score_of_value(&v)))
 }
 
 /// Scores of `members`, in order, in one batched read.
-pub fn scores(store: &Store, z: Loc<'_>, members: &[&[u8]]) -> Result<Vec<Option<f64>>> {
+pub fn scores(store: &Tx<'_>, z: Loc<'_>, members: &[&[u8]]) -> Result<Vec<Option<f64>>> {
     let recs: Vec<Vec<u8>> = members.iter().map(|m| z.member_record(m)).collect();
     store
         .get_members(&recs)
@@ -142,7 +142,7 @@ pub fn remove(w: &mut Writes, z: Loc<'_>, member: &[u8], score: f64) {
 /// Walks the score index of `z` over store keys `[lo, hi)` (descending when `reverse`),
 /// calling `f(member, score)` until it returns false.
 fn walk(
-    store: &Store,
+    store: &Tx<'_>,
     lo: &[u8],
     hi: &[u8],
     plen: usize,
@@ -167,7 +167,7 @@ fn walk(
 /// Every member in order (descending when `reverse`), from the `skip`-th on, at most
 /// `limit` of them.
 pub fn by_rank(
-    store: &Store,
+    store: &Tx<'_>,
     z: Loc<'_>,
     reverse: bool,
     skip: u64,
@@ -192,7 +192,7 @@ pub fn by_rank(
 /// Ranks `start..=end` (0-based, already clamped to the set's `size`), in ascending rank
 /// order when `!reverse` (descending ranks otherwise); walks from the nearer end.
 pub fn rank_range(
-    store: &Store,
+    store: &Tx<'_>,
     z: Loc<'_>,
     size: u64,
     start: u64,
@@ -210,7 +210,7 @@ pub fn rank_range(
 
 /// The 0-based rank of `member` (score `score`) from the low end (`reverse`: from the high
 /// end). O(rank): counts the score records before it.
-pub fn rank(store: &Store, z: Loc<'_>, member: &[u8], score: f64, reverse: bool) -> Result<u64> {
+pub fn rank(store: &Tx<'_>, z: Loc<'_>, member: &[u8], score: f64, reverse: bool) -> Result<u64> {
     let p = z.score_prefix();
     let at = z.score_record(score, member);
     // Below it: the records before its own; above it: from the first key after it.
@@ -246,7 +246,7 @@ impl ScoreRange {
 /// The members with scores in `r`, in order (descending when `reverse`), after skipping
 /// `offset` of them, at most `limit`. A seek in the score index.
 pub fn by_score(
-    store: &Store,
+    store: &Tx<'_>,
     z: Loc<'_>,
     r: &ScoreRange,
     reverse: bool,
@@ -358,7 +358,7 @@ impl LexRange {
 }
 
 /// The first (`last`: last) score record of `z`.
-fn end_entry(store: &Store, z: Loc<'_>, last: bool) -> Result<Option<Entry>> {
+fn end_entry(store: &Tx<'_>, z: Loc<'_>, last: bool) -> Result<Option<Entry>> {
     let p = z.score_prefix();
     let mut e = None;
     walk(store, &p, &prefix_end(&p), p.len(), last, |m, s| {
@@ -374,7 +374,7 @@ fn end_entry(store: &Store, z: Loc<'_>, last: bool) -> Result<Option<Entry>> {
 /// `limit`. With equal scores (the case BYLEX is meant for) that is the lexicographic range,
 /// and the walk starts with a seek to the near bound.
 pub fn by_lex(
-    store: &Store,
+    store: &Tx<'_>,
     z: Loc<'_>,
     r: &LexRange,
     reverse: bool,
@@ -439,7 +439,7 @@ pub fn by_lex(
 
 /// The members of a set (`RType::Set`) as sorted-set entries of score 1 (ZUNION and its
 /// kin accept sets).
-pub fn set_members(store: &Store, z: Loc<'_>) -> Result<Vec<Entry>> {
+pub fn set_members(store: &Tx<'_>, z: Loc<'_>) -> Result<Vec<Entry>> {
     let p = sub_prefix(KIND_SUBKEY, z.db, z.key, z.version);
     let mut out = Vec::new();
     store.scan_prefix(&p, false, |k, _| {
@@ -450,7 +450,7 @@ pub fn set_members(store: &Store, z: Loc<'_>) -> Result<Vec<Entry>> {
 }
 
 /// Whether each of `members` is in set (`RType::Set`) `z`.
-pub fn set_contains(store: &Store, z: Loc<'_>, members: &[&[u8]]) -> Result<Vec<bool>> {
+pub fn set_contains(store: &Tx<'_>, z: Loc<'_>, members: &[&[u8]]) -> Result<Vec<bool>> {
     let recs: Vec<Vec<u8>> = members.iter().map(|m| z.member_record(m)).collect();
     store
         .get_members(&recs)
@@ -462,7 +462,7 @@ pub fn set_contains(store: &Store, z: Loc<'_>, members: &[&[u8]]) -> Result<Vec<
 /// Members after `after` (exclusive; `None`: from the first) in member order, at most
 /// `count`, for ZSCAN: walks the member records.
 pub fn members_from(
-    store: &Store,
+    store: &Tx<'_>,
     z: Loc<'_>,
     from: &[u8],
     count: usize,
@@ -684,6 +684,7 @@ pub fn parse_score_bound(s: &[u8]) -> Option<(f64, bool)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Store;
 
     #[test]
     fn score_encoding_orders_like_numbers() {
@@ -817,7 +818,8 @@ mod tests {
             },
         )
         .unwrap();
-        let s = Store::open(db, false).unwrap();
+        let store = Store::open(db, false).unwrap();
+        let s = store.front();
         let mut m = Meta::collection(RType::ZSet, s.next_version());
         let z = Loc {
             db: 0,
@@ -926,6 +928,7 @@ mod tests {
         s.apply(w).unwrap();
         assert_eq!(set_members(&s, set).unwrap(), vec![(b"x".to_vec(), 1.0)]);
         assert_eq!(set_contains(&s, set, &[b"x", b"y"]).unwrap(), [true, false]);
-        s.into_db().close().unwrap();
+        drop(s);
+        store.into_db().close().unwrap();
     }
 }

@@ -424,7 +424,7 @@ impl Bus {
     /// Redis empties the slots it lost while holding keys (after a failover or a manual
     /// reconfiguration), so that no stale key is served if it gets them back.
     fn delete_slot_keys(&self, slots: &[u16]) {
-        let store = &self.shared.store;
+        let store = self.shared.store.front();
         for &slot in slots {
             let mut keys = Vec::new();
             let _ = store.scan_from(0, slot, b"", |s, k, _| {

@@ -78,7 +78,7 @@ fn sadd(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let existed = old.is_some();
     let mut m = old.unwrap_or_else(|| members::create(ctx, RType::Set));
     let candidates = distinct(&items);
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let new: Vec<&[u8]> = if existed {
         let found = members::exist(store, db, &key, &m, &candidates)?;
         candidates
@@ -114,7 +114,7 @@ fn srem(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         return Ok(());
     };
     let candidates = distinct(&items);
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let found = members::exist(store, db, &key, &m, &candidates)?;
     let mut w = Writes::new();
     let mut removed = 0u64;
@@ -151,7 +151,7 @@ fn membership(ctx: &Ctx<'_>, key: &[u8], items: &[&[u8]]) -> Result<Vec<bool>, C
         return Ok(vec![false; items.len()]);
     };
     let db = ctx.conn.db;
-    Ok(members::exist(&ctx.shared.store, db, key, &m, items)?
+    Ok(members::exist(ctx.tx, db, key, &m, items)?
         .iter()
         .map(Option::is_some)
         .collect())
@@ -225,7 +225,7 @@ fn spop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         }
         return Ok(());
     };
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let Some(count) = count else {
         let got = members::sample_distinct(store, db, &key, &m, 1)?;
         let mut w = Writes::new();
@@ -314,7 +314,7 @@ fn srandmember(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         _ => return Err(CmdError::reply(ERR_SYNTAX)),
     };
     let m = lookup_typed(ctx, &key, RType::Set)?;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let Some(count) = count else {
         let got = match m {
             Some(m) => members::sample_distinct(store, db, &key, &m, 1)?,
@@ -361,7 +361,7 @@ fn smove(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let dst = args.next_bytes()?;
     let item = args.next_bytes()?;
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let src_m = store.get(db, &src)?;
     let dst_m = store.get(db, &dst)?;
     let Some(mut src_m) = src_m else {
@@ -448,7 +448,7 @@ fn intersect(
     limit: usize,
 ) -> Result<Vec<Vec<u8>>, CmdError> {
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let mut order: Vec<usize> = (0..sets.len()).collect();
     order.sort_by_key(|&i| sets[i].size);
     let (first, others) = (order[0], &order[1..]);
@@ -496,7 +496,7 @@ fn intersect(
 fn combine(ctx: &Ctx<'_>, keys: &[Bytes], op: Op) -> Result<Vec<Vec<u8>>, CmdError> {
     let sets = lookup_sets(ctx, keys)?;
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     match op {
         Op::Inter => {
             if sets.iter().any(Option::is_none) {
@@ -577,7 +577,7 @@ fn store_op(ctx: &mut Ctx<'_>, args: &mut Args, op: Op) -> CmdResult {
     let mut all_keys = keys.clone();
     all_keys.push(dst.clone());
     let v = combine(ctx, &keys, op)?;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let mut w = Writes::new();
     let event = if v.is_empty() {
         store

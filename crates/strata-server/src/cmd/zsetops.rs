@@ -92,7 +92,7 @@ fn setop(
     let n = numkeys as usize;
     let (keys, opts) = rest.split_at(n);
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let mut locked: Vec<Bytes> = keys.to_vec();
     locked.extend(dst.clone());
     let mut srcs = Vec::with_capacity(n);
@@ -173,9 +173,9 @@ fn load(ctx: &Ctx<'_>, s: &Src) -> Result<Vec<Entry>, CmdError> {
     };
     let z = loc(ctx.conn.db, &s.key, m);
     Ok(if m.rtype == RType::Set {
-        zset::set_members(&ctx.shared.store, z)?
+        zset::set_members(ctx.tx, z)?
     } else {
-        zset::by_rank(&ctx.shared.store, z, false, 0, u64::MAX)?
+        zset::by_rank(ctx.tx, z, false, 0, u64::MAX)?
     })
 }
 
@@ -186,12 +186,12 @@ fn find(ctx: &Ctx<'_>, s: &Src, members: &[&[u8]]) -> Result<Vec<Option<f64>>, C
     };
     let z = loc(ctx.conn.db, &s.key, m);
     Ok(if m.rtype == RType::Set {
-        zset::set_contains(&ctx.shared.store, z, members)?
+        zset::set_contains(ctx.tx, z, members)?
             .into_iter()
             .map(|b| b.then_some(1.0))
             .collect()
     } else {
-        zset::scores(&ctx.shared.store, z, members)?
+        zset::scores(ctx.tx, z, members)?
     })
 }
 
@@ -275,7 +275,7 @@ fn diff(ctx: &Ctx<'_>, srcs: &[Src]) -> Result<Vec<Entry>, CmdError> {
 pub(super) fn zrandmember(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     if args.is_done() {
         let Some(m) = lookup(ctx, &key, true)? else {
             ctx.reply.null();

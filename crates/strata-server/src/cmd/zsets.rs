@@ -14,7 +14,7 @@ use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::{cmd, zblocking, zsetops, Args, CmdError, CmdResult, Ctx, ERR_WRONGTYPE};
 use crate::notify::Class;
 use crate::protocol::reply::{Proto, ReplyBuf};
-use crate::store::{Meta, RType, Store, Writes};
+use crate::store::{Meta, RType, Tx, Writes};
 use crate::tuning::Limit;
 use crate::zset::{self, Entry, Lex, LexRange, Limits, Loc, ScoreRange};
 use bytes::Bytes;
@@ -77,10 +77,10 @@ pub(super) fn lookup(ctx: &Ctx<'_>, key: &[u8], read: bool) -> Result<Option<Met
     if read {
         return super::lookup_typed(ctx, key, RType::ZSet);
     }
-    lookup_in(&ctx.shared.store, ctx.conn.db, key, read)
+    lookup_in(ctx.tx, ctx.conn.db, key, read)
 }
 
-fn lookup_in(store: &Store, db: u8, key: &[u8], read: bool) -> Result<Option<Meta>, CmdError> {
+fn lookup_in(store: &Tx<'_>, db: u8, key: &[u8], read: bool) -> Result<Option<Meta>, CmdError> {
     let m = if read {
         store.lookup_read(db, key)?
     } else {
@@ -142,7 +142,7 @@ pub(super) fn store_result(
     event: &str,
 ) -> CmdResult {
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let mut w = Writes::new();
     let mut notified = None;
     if entries.is_empty() {
@@ -238,7 +238,7 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &mut Args, mut incr: bool) -> CmdResult
     }
     let db = ctx.conn.db;
     let lim = limits(ctx);
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let old = lookup(ctx, &key, false)?;
     let mut meta = match old {
         Some(m) => m,
@@ -331,7 +331,7 @@ fn zrem(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let members: Vec<Bytes> = args.rest().to_vec();
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let Some(mut meta) = lookup(ctx, &key, false)? else {
         ctx.reply.int(0);
         return Ok(());
@@ -370,7 +370,7 @@ fn zscore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let member = args.next_bytes()?;
     let db = ctx.conn.db;
     let s = match lookup(ctx, &key, true)? {
-        Some(m) => zset::score(&ctx.shared.store, loc(db, &key, &m), &member)?,
+        Some(m) => zset::score(ctx.tx, loc(db, &key, &m), &member)?,
         None => None,
     };
     match s {
@@ -386,7 +386,7 @@ fn zmscore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let db = ctx.conn.db;
     let ms: Vec<&[u8]> = members.iter().map(|m| &m[..]).collect();
     let scores = match lookup(ctx, &key, true)? {
-        Some(m) => zset::scores(&ctx.shared.store, loc(db, &key, &m), &ms)?,
+        Some(m) => zset::scores(ctx.tx, loc(db, &key, &m), &ms)?,
         None => vec![None; ms.len()],
     };
     ctx.reply.array(scores.len());
@@ -411,7 +411,7 @@ fn rank_generic(ctx: &mut Ctx<'_>, args: &mut Args, reverse: bool) -> CmdResult 
     let key = args.next_bytes()?;
     let member = args.next_bytes()?;
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let Some(m) = lookup(ctx, &key, true)? else {
         ctx.reply.null();
         return Ok(());
@@ -469,7 +469,7 @@ fn count_generic(ctx: &mut Ctx<'_>, args: &mut Args, lex: bool) -> CmdResult {
     let db = ctx.conn.db;
     let n = match lookup(ctx, &key, true)? {
         Some(m) => {
-            let (store, z) = (&ctx.shared.store, loc(db, &key, &m));
+            let (store, z) = (ctx.tx, loc(db, &key, &m));
             match (&by_score, &by_lex) {
                 (Some(r), _) => zset::by_score(store, z, r, false, 0, u64::MAX)?.len(),
                 (_, Some(r)) => zset::by_lex(store, z, r, false, 0, u64::MAX)?.len(),
@@ -524,7 +524,7 @@ pub(super) fn clamp_ranks(start: i64, end: i64, len: u64) -> Option<(u64, u64)> 
 /// The entries of `range` in sorted set `m` at `key`, skipping `offset` and taking at most
 /// `limit` (Redis: a negative offset yields nothing, a negative limit means no limit).
 fn range_entries(
-    store: &Store,
+    store: &Tx<'_>,
     z: Loc<'_>,
     m: &Meta,
     range: &Range,
@@ -607,7 +607,7 @@ fn zrange_generic(
         }
     };
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let mut keys = vec![key.clone()];
     keys.extend(dst.clone());
     let entries = match lookup(ctx, &key, true)? {
@@ -668,7 +668,7 @@ fn zremrange_generic(ctx: &mut Ctx<'_>, args: &mut Args, rtype: RangeType) -> Cm
         }
     };
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let Some(mut m) = lookup(ctx, &key, false)? else {
         ctx.reply.int(0);
         return Ok(());
@@ -714,7 +714,7 @@ fn zremrangebylex(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 /// stripe (or runs on its worker). The blocking pops (BZPOPMIN, BZPOPMAX, BZMPOP) call this
 /// once a key is ready.
 pub fn pop(
-    store: &Store,
+    store: &Tx<'_>,
     db: u8,
     key: &[u8],
     max: bool,
@@ -746,7 +746,7 @@ pub fn pop(
 
 /// The events of members removed from sorted set `key` (`event`), and of the key's deletion
 /// when `left` members remain.
-fn notify_removed(store: &Store, event: &str, db: u8, key: &[u8], left: u64) {
+fn notify_removed(store: &Tx<'_>, event: &str, db: u8, key: &[u8], left: u64) {
     store.notify.event(Class::ZSet, event, db, key);
     if left == 0 {
         store.notify.event(Class::Generic, "del", db, key);
@@ -780,7 +780,7 @@ fn zpop_generic(ctx: &mut Ctx<'_>, args: &mut Args, max: bool) -> CmdResult {
         lookup(ctx, &key, false)?;
         Vec::new()
     } else {
-        pop(&ctx.shared.store, db, &key, max, count.unwrap_or(1))?.unwrap_or_default()
+        pop(ctx.tx, db, &key, max, count.unwrap_or(1))?.unwrap_or_default()
     };
     if count.is_some() && resp3(ctx) {
         reply_entries(ctx, &popped, true);
@@ -832,7 +832,7 @@ pub(super) fn parse_mpop(all: &[Bytes]) -> Result<(&[Bytes], bool, u64), CmdErro
 /// Pops from the first of `keys` (locked) that exists: its key and members. `WRONGTYPE`
 /// for a key of another type met before it.
 pub(super) fn pop_first(
-    store: &Store,
+    store: &Tx<'_>,
     db: u8,
     keys: &[Bytes],
     max: bool,
@@ -870,7 +870,7 @@ fn zmpop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let all: Vec<Bytes> = args.rest().to_vec();
     let (keys, max, count) = parse_mpop(&all)?;
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     match pop_first(store, db, keys, max, count)? {
         Some((k, popped)) => {
             let effect = super::zblocking::zpop_effect(&k, max, popped.len(), true);
@@ -892,7 +892,7 @@ fn zscan(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let cursor = crate::cursor::parse(&args.next_bytes()?)
         .ok_or_else(|| CmdError::reply("ERR invalid cursor"))?;
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let Some(m) = lookup(ctx, &key, true)? else {
         ctx.reply.array(2);
         ctx.reply.bulk(b"0");

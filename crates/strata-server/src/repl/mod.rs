@@ -180,7 +180,7 @@ impl Master {
         }));
         // A command that saw the sequencer inactive holds its stripes until its write is
         // done: once every stripe was free, every write from now on is appended.
-        drop(shared.store.lock_every_stripe_for_command());
+        drop(shared.store.front().lock_every_stripe_for_command());
         if !*started {
             *started = true;
             let me = shared.me.clone();
