@@ -78,6 +78,7 @@ mod replica;
 mod save;
 mod scripting;
 mod server;
+mod set;
 mod slowlog;
 mod store;
 mod stream;

@@ -13,21 +13,6 @@ use crate::keys::{hash_slot, prefix_end};
 use crate::protocol::parse::parse_i64;
 use crate::store::{Meta, RType};
 
-/// [`crate::collection::lookup_write`] in the client's database.
-pub fn lookup_write(ctx: &Ctx<'_>, key: &[u8], t: RType) -> Result<Option<Meta>, CmdError> {
-    Ok(crate::collection::lookup_write(
-        ctx.tx,
-        ctx.conn.db,
-        key,
-        t,
-    )?)
-}
-
-/// [`crate::collection::create`] through the command's transaction.
-pub fn create(ctx: &Ctx<'_>, t: RType) -> Meta {
-    crate::collection::create(ctx.tx, t)
-}
-
 /// What a streamed reply of a whole collection holds.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Emit {
