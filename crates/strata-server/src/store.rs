@@ -31,6 +31,7 @@
 //! Layer: store and types (above configuration; no services, commands or execution).
 
 mod meta;
+mod scan;
 #[cfg(test)]
 pub(crate) mod tests;
 mod tx;
