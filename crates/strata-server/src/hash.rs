@@ -15,6 +15,7 @@
 
 use crate::collection::{self, Member, TypeError};
 use crate::store::{Meta, RType, Tx, Writes};
+use std::collections::HashMap;
 use strata_engine::Result;
 
 /// The listpack limits of `hash-max-listpack-entries` and `hash-max-listpack-value`.
@@ -136,8 +137,11 @@ impl<'t> Hash<'t> {
 
     /// Redis's `hashTypeTryConversion`: a listpack hash becomes a hashtable when a field or
     /// value it stores is longer than `max_value`.
-    fn convert_for(&mut self, limits: Limits, args: &[&[u8]]) {
-        if args.iter().any(|a| a.len() as u64 > limits.max_value) {
+    fn convert_for<B: AsRef<[u8]>>(&mut self, limits: Limits, args: &[B]) {
+        if args
+            .iter()
+            .any(|a| a.as_ref().len() as u64 > limits.max_value)
+        {
             collection::mark_hashtable(&mut self.meta);
         }
     }
@@ -149,19 +153,25 @@ impl<'t> Hash<'t> {
         }
     }
 
-    /// HSET: sets the pairs (the last value of a repeated field wins); returns the number
-    /// of fields created. Writes nothing for no pairs.
-    pub fn set(&mut self, pairs: &[(&[u8], &[u8])], limits: Limits) -> Result<u64> {
-        if pairs.is_empty() {
+    /// HSET: sets the fields and values of `flat` (field, value, field, value, ...; a
+    /// trailing odd one is ignored), the last value of a repeated field winning; returns
+    /// the number of fields created. Writes nothing for no pairs.
+    pub fn set<B: AsRef<[u8]>>(&mut self, flat: &[B], limits: Limits) -> Result<u64> {
+        let n = flat.len() / 2;
+        if n == 0 {
             return Ok(0);
         }
-        let all: Vec<&[u8]> = pairs.iter().flat_map(|(f, v)| [*f, *v]).collect();
-        self.convert_for(limits, &all);
-        // Distinct fields in first-appearance order, each with its last value.
-        let mut order: Vec<(&[u8], &[u8])> = Vec::with_capacity(pairs.len());
-        let mut index: std::collections::HashMap<&[u8], usize> =
-            std::collections::HashMap::with_capacity(pairs.len());
-        for &(f, v) in pairs {
+        self.convert_for(limits, flat);
+        // Distinct fields in first-appearance order, each with its last value (a lookup
+        // table only when there is more than one pair).
+        let mut order: Vec<(&[u8], &[u8])> = Vec::with_capacity(n);
+        let mut index: HashMap<&[u8], usize> = HashMap::new();
+        for p in flat.chunks_exact(2) {
+            let (f, v) = (p[0].as_ref(), p[1].as_ref());
+            if n == 1 {
+                order.push((f, v));
+                continue;
+            }
             match index.get(f) {
                 Some(&i) => order[i].1 = v,
                 None => {
@@ -170,18 +180,17 @@ impl<'t> Hash<'t> {
                 }
             }
         }
-        let created = if self.existed {
-            let fields: Vec<&[u8]> = order.iter().map(|(f, _)| *f).collect();
-            self.get_many(&fields)?
-                .iter()
-                .filter(|v| v.is_none())
-                .count()
-        } else {
-            order.len()
-        } as u64;
+        let recs: Vec<Vec<u8>> = order.iter().map(|(f, _)| self.record(f)).collect();
+        let mut created = order.len() as u64;
+        if self.existed {
+            created = 0;
+            for r in self.tx.get_members(&recs) {
+                created += u64::from(r?.is_none());
+            }
+        }
         let mut w = Writes::new();
-        for (f, v) in &order {
-            w.put_member(self.db, self.key, &self.record(f), v);
+        for ((_, v), rec) in order.iter().zip(&recs) {
+            w.put_member(self.db, self.key, rec, v);
         }
         self.meta.size += created;
         self.convert_for_size(limits);
@@ -209,11 +218,11 @@ impl<'t> Hash<'t> {
 
     /// HDEL: deletes the `fields` that exist (each counted once); returns how many. The
     /// hash is deleted with its last field.
-    pub fn del(&mut self, fields: &[&[u8]]) -> Result<u64> {
+    pub fn del<B: AsRef<[u8]>>(&mut self, fields: &[B]) -> Result<u64> {
         if !self.existed {
             return Ok(0);
         }
-        let mut distinct: Vec<&[u8]> = fields.to_vec();
+        let mut distinct: Vec<&[u8]> = fields.iter().map(AsRef::as_ref).collect();
         distinct.sort_unstable();
         distinct.dedup();
         let found = self.get_many(&distinct)?;

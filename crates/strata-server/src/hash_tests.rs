@@ -27,7 +27,7 @@ fn set_get_and_delete_down_to_nothing() {
     let mut h = Hash::open_or_create(&tx, 0, b"h").unwrap();
     assert_eq!((h.len(), h.get(b"a").unwrap()), (0, None));
     // A repeated field counts once and keeps its last value.
-    let pairs: [(&[u8], &[u8]); 3] = [(b"a", b"1"), (b"b", b"2"), (b"a", b"3")];
+    let pairs: [&[u8]; 6] = [b"a", b"1", b"b", b"2", b"a", b"3"];
     assert_eq!(h.set(&pairs, SMALL).unwrap(), 2);
     let h = Hash::open(&tx, 0, b"h").unwrap().expect("created");
     assert_eq!(h.len(), 2);
@@ -41,12 +41,12 @@ fn set_get_and_delete_down_to_nothing() {
     );
     // Setting existing fields creates none; HSETNX only sets an absent field.
     let mut h = Hash::open_write(&tx, 0, b"h").unwrap().unwrap();
-    assert_eq!(h.set(&[(b"b", b"22")], SMALL).unwrap(), 0);
+    assert_eq!(h.set(&[&b"b"[..], b"22"], SMALL).unwrap(), 0);
     assert!(!h.set_nx(b"a", b"x", SMALL).unwrap());
     assert!(h.set_nx(b"c", b"x", SMALL).unwrap());
     assert_eq!(h.len(), 3);
     // HDEL counts each existing field once; the last field takes the key with it.
-    assert_eq!(h.del(&[b"a", b"a", b"nope"]).unwrap(), 1);
+    assert_eq!(h.del(&[&b"a"[..], b"a", b"nope"]).unwrap(), 1);
     assert_eq!(Hash::open(&tx, 0, b"h").unwrap().unwrap().len(), 2);
     assert_eq!(h.del(&[b"b", b"c"]).unwrap(), 2);
     assert_eq!(h.len(), 0);
@@ -97,7 +97,7 @@ fn a_failed_modify_writes_nothing() {
     };
     assert_eq!(h.modify(b"n", SMALL, add(5)).unwrap(), b"5");
     assert_eq!(h.modify(b"n", SMALL, add(-7)).unwrap(), b"-2");
-    h.set(&[(b"s", b"abc")], SMALL).unwrap();
+    h.set(&[&b"s"[..], b"abc"], SMALL).unwrap();
     let before = tx.get(0, b"h").unwrap();
     assert!(h.modify(b"s", SMALL, add(1)).is_err());
     assert_eq!(tx.get(0, b"h").unwrap(), before);
@@ -122,8 +122,8 @@ fn listpack_becomes_hashtable_by_size_or_length_and_never_back() {
     let enc = |key: &[u8]| encoding(Hash::open(&tx, 0, key).unwrap().unwrap().meta());
     // By count: more than `max_entries` fields.
     let mut h = Hash::open_or_create(&tx, 0, b"n").unwrap();
-    h.set(&[(b"a", b"1"), (b"b", b"2"), (b"c", b"3")], SMALL)
-        .unwrap();
+    let three: [&[u8]; 6] = [b"a", b"1", b"b", b"2", b"c", b"3"];
+    h.set(&three, SMALL).unwrap();
     assert_eq!(enc(b"n"), Some("listpack"));
     h.set_nx(b"d", b"4", SMALL).unwrap();
     assert_eq!(enc(b"n"), Some("hashtable"));
@@ -132,9 +132,9 @@ fn listpack_becomes_hashtable_by_size_or_length_and_never_back() {
     assert_eq!(enc(b"n"), Some("hashtable"));
     // By length: a value (or a field) longer than `max_value`, through every writer.
     let mut v = Hash::open_or_create(&tx, 0, b"v").unwrap();
-    v.set(&[(b"f", b"12345678")], SMALL).unwrap();
+    v.set(&[&b"f"[..], b"12345678"], SMALL).unwrap();
     assert_eq!(enc(b"v"), Some("listpack"), "at the limit");
-    v.set(&[(b"f", b"123456789")], SMALL).unwrap();
+    v.set(&[&b"f"[..], b"123456789"], SMALL).unwrap();
     assert_eq!(enc(b"v"), Some("hashtable"));
     let mut k = Hash::open_or_create(&tx, 0, b"k").unwrap();
     k.set_nx(b"a-long-field", b"1", SMALL).unwrap();
@@ -154,7 +154,8 @@ fn an_exec_transaction_buffers_until_applied() {
     let locks = store.lock_for_exec(None);
     let ((), written) = front.run_exec(locks, |tx| {
         let mut h = Hash::open_or_create(tx, 0, b"h").unwrap();
-        h.set(&[(b"a", b"1"), (b"b", b"2")], SMALL).unwrap();
+        let two: [&[u8]; 4] = [b"a", b"1", b"b", b"2"];
+        h.set(&two, SMALL).unwrap();
         // The transaction reads its own writes; the front does not yet.
         let h = Hash::open(tx, 0, b"h").unwrap().unwrap();
         assert_eq!(h.get(b"b").unwrap(), Some(b"2".to_vec()));
@@ -178,7 +179,7 @@ fn a_worker_group_writes_once_at_its_end() {
             store.with_shard_txn(txn, |tx| {
                 assert!(tx.on_worker());
                 let mut h = Hash::open_or_create(tx, 0, b"h").unwrap();
-                h.set(&[(b"f", b"v")], SMALL).unwrap();
+                h.set(&[&b"f"[..], b"v"], SMALL).unwrap();
                 assert_eq!(
                     Hash::open(tx, 0, b"h").unwrap().unwrap().get(b"f").unwrap(),
                     Some(b"v".to_vec())
@@ -202,7 +203,7 @@ fn random_fields_come_from_the_hash() {
     let tx = store.front();
     let mut h = Hash::open_or_create(&tx, 0, b"h").unwrap();
     let names: Vec<Vec<u8>> = (0..300).map(|i| format!("f{i:03}").into_bytes()).collect();
-    let pairs: Vec<(&[u8], &[u8])> = names.iter().map(|n| (&n[..], &b"v"[..])).collect();
+    let pairs: Vec<&[u8]> = names.iter().flat_map(|n| [&n[..], b"v"]).collect();
     h.set(&pairs, SMALL).unwrap();
     let picked = h.sample_distinct(20).unwrap();
     let mut seen: Vec<&Vec<u8>> = picked.iter().map(|(f, _)| f).collect();

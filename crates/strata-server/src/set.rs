@@ -45,8 +45,8 @@ fn convert_after_add(m: &mut Meta, added: &[&[u8]], max_intset: u64) {
     }
 }
 
-fn distinct<'a>(items: &[&'a [u8]]) -> Vec<&'a [u8]> {
-    let mut v = items.to_vec();
+fn distinct<B: AsRef<[u8]>>(items: &[B]) -> Vec<&[u8]> {
+    let mut v: Vec<&[u8]> = items.iter().map(AsRef::as_ref).collect();
     v.sort_unstable();
     v.dedup();
     v
@@ -138,7 +138,7 @@ impl<'t> Set<'t> {
     }
 
     /// SADD: adds the members not in the set yet (each once); returns how many.
-    pub fn add(&mut self, members: &[&[u8]], max_intset: u64) -> Result<u64> {
+    pub fn add<B: AsRef<[u8]>>(&mut self, members: &[B], max_intset: u64) -> Result<u64> {
         let candidates = distinct(members);
         let new: Vec<&[u8]> = if self.existed {
             let found = self.contains(&candidates)?;
@@ -168,7 +168,7 @@ impl<'t> Set<'t> {
 
     /// SREM: removes the members in the set (each once); returns how many. The set is
     /// deleted with its last member.
-    pub fn remove(&mut self, members: &[&[u8]]) -> Result<u64> {
+    pub fn remove<B: AsRef<[u8]>>(&mut self, members: &[B]) -> Result<u64> {
         if !self.existed {
             return Ok(0);
         }

@@ -68,7 +68,7 @@ fn intset_becomes_hashtable_and_never_back() {
     add(&tx, b"i", &["5"], 4);
     assert_eq!(enc(b"i"), Some("hashtable"), "past the limit");
     let mut s = Set::open_write(&tx, 0, b"i").unwrap().unwrap();
-    s.remove(&[b"1", b"2", b"-3", b"4"]).unwrap();
+    s.remove(&[&b"1"[..], b"2", b"-3", b"4"]).unwrap();
     assert_eq!(enc(b"i"), Some("hashtable"), "never back");
     add(&tx, b"t", &["1", "x"], 512);
     assert_eq!(

@@ -43,9 +43,8 @@ fn limits(ctx: &Ctx<'_>) -> hash::Limits {
 /// HSET and HMSET: sets the pairs; returns the number of fields created.
 fn set_pairs(ctx: &mut Ctx<'_>, key: &[u8], rest: &[Bytes]) -> Result<i64, CmdError> {
     let db = ctx.conn.db;
-    let pairs: Vec<(&[u8], &[u8])> = rest.chunks(2).map(|p| (&p[0][..], &p[1][..])).collect();
     let mut h = Hash::open_or_create(ctx.tx, db, key)?;
-    let created = h.set(&pairs, limits(ctx))?;
+    let created = h.set(rest, limits(ctx))?;
     notify(ctx, Class::Hash, "hset", db, key);
     Ok(created as i64)
 }
@@ -155,8 +154,7 @@ fn hdel(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         ctx.reply.int(0);
         return Ok(());
     };
-    let fs: Vec<&[u8]> = fields.iter().map(|f| &f[..]).collect();
-    let deleted = h.del(&fs)?;
+    let deleted = h.del(&fields)?;
     if deleted > 0 {
         notify(ctx, Class::Hash, "hdel", db, &key);
         if h.len() == 0 {

@@ -44,16 +44,12 @@ fn max_intset(ctx: &Ctx<'_>) -> u64 {
     ctx.shared.limits.get(Limit::SetMaxIntsetEntries)
 }
 
-fn refs(items: &[Bytes]) -> Vec<&[u8]> {
-    items.iter().map(|b| &b[..]).collect()
-}
-
 fn sadd(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let items = args.rest().to_vec();
     let db = ctx.conn.db;
     let mut s = Set::open_or_create(ctx.tx, db, &key)?;
-    let added = s.add(&refs(&items), max_intset(ctx))?;
+    let added = s.add(&items, max_intset(ctx))?;
     if added > 0 {
         notify(ctx, Class::Set, "sadd", db, &key);
     }
@@ -68,7 +64,7 @@ fn srem(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         ctx.reply.int(0);
         return Ok(());
     };
-    let removed = s.remove(&refs(&items))?;
+    let removed = s.remove(&items)?;
     if removed > 0 {
         notify_removed(ctx, "srem", &key, s.len());
     }
