@@ -356,3 +356,52 @@ pub fn create(tx: &Tx<'_>, t: RType) -> Meta {
     m.value = new_extras();
     m
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_and_encodings() {
+        let mut m = Meta::collection(RType::Set, 1);
+        m.value = new_extras();
+        assert_eq!(encoding(&m), Some("intset"));
+        mark_hashtable(&mut m);
+        assert_eq!(encoding(&m), Some("hashtable"));
+        assert_eq!(m.value, vec![FLAG_HASHTABLE]);
+        let mut h = Meta::collection(RType::Hash, 1);
+        assert_eq!(encoding(&h), Some("listpack"), "no extras: compact");
+        mark_hashtable(&mut h);
+        assert_eq!(encoding(&h), Some("hashtable"));
+    }
+
+    #[test]
+    fn intset_members_and_order() {
+        assert!(is_int_member(b"-12"));
+        for bad in [
+            &b"01"[..],
+            b"+1",
+            b"-0",
+            b"1.0",
+            b" 1",
+            b"",
+            b"9223372036854775808",
+        ] {
+            assert!(!is_int_member(bad), "{bad:?}");
+        }
+        let mut v: Vec<Vec<u8>> = [&b"10"[..], b"9", b"-3", b"100"]
+            .iter()
+            .map(|s| s.to_vec())
+            .collect();
+        sort_intset(&mut v);
+        assert_eq!(
+            v,
+            vec![
+                b"-3".to_vec(),
+                b"9".to_vec(),
+                b"10".to_vec(),
+                b"100".to_vec()
+            ]
+        );
+    }
+}
