@@ -236,7 +236,7 @@ mod tests {
         w.meta(0, b"gone", Some(&gone));
         s.apply(w).unwrap();
         s.db().compact().unwrap();
-        // Read the engine directly: `Store::get` would delete the expired record itself.
+        // Read the engine directly: `Tx::get` would delete the expired record itself.
         assert_eq!(
             s.db().get(&crate::keys::meta_key(0, b"gone")).unwrap(),
             None

@@ -677,7 +677,7 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
 /// specs), a snapshot read (MGET) or a command without keys (FLUSHDB, KEYS, SCAN: as
 /// before, they exclude no writer). Every stripe when the specs cannot parse the arguments
 /// (a malformed count: the command replies its error). In an EXEC or a script, the stripes
-/// are the transaction's (`Store::lock_for_command`). Released when the handler returns:
+/// are the transaction's (`Tx::lock_for_command`). Released when the handler returns:
 /// on the connection's thread its write is done by then. The stripes are taken in
 /// ascending order, each command's at once, and workers never wait for one: no deadlock.
 fn run_locked(

@@ -6,7 +6,7 @@
 //!
 //! **A script runs atomically, as EXEC does** (`cmd/multi.rs`). On the connection's thread
 //! it takes the stripes of its declared keys (`KEYS`) exclusively
-//! (`Store::lock_for_exec`), then runs in a front transaction (`Store::run_exec_then`):
+//! (`Store::lock_for_exec`), then runs in a front transaction (`Tx::run_exec_then`):
 //! each `redis.call` goes through the normal dispatch, reads see the script's earlier
 //! writes, writes are buffered, and when the script ends they are applied as one write,
 //! atomic across shards. Nobody sees part of a script's effect, and after a crash either

@@ -88,7 +88,7 @@ fn lookup_in(store: &Tx<'_>, db: u8, key: &[u8], read: bool) -> Result<Option<Me
     };
     match m {
         Some(m) if m.rtype != RType::ZSet => Err(CmdError::reply(ERR_WRONGTYPE)),
-        // A write first rewrites a set thinned out by deletes (`Store::rewrite_if_sparse`).
+        // A write first rewrites a set thinned out by deletes (`Tx::rewrite_if_sparse`).
         Some(m) if !read => Ok(Some(store.rewrite_if_sparse(db, key, m)?)),
         m => Ok(m),
     }

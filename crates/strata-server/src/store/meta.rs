@@ -69,7 +69,7 @@ pub struct Meta {
 }
 
 /// A hash, set or sorted set is rewritten under a new version once it has this many deleted
-/// members more than twice its live ones ([`Store::rewrite_if_sparse`]).
+/// members more than twice its live ones ([`super::Tx::rewrite_if_sparse`]).
 pub(super) const REWRITE_SLACK: u64 = 64;
 
 impl Meta {
@@ -142,7 +142,7 @@ impl Meta {
     }
 }
 
-/// The writes of one command, applied atomically by [`Store::apply`]: metadata records (with
+/// The writes of one command, applied atomically by [`super::Tx::apply`]: metadata records (with
 /// the expiry index kept in step) and member records, each naming the Redis key it belongs
 /// to so that the store knows which keys the command modified (WATCH, blocked clients).
 #[derive(Default)]
