@@ -213,7 +213,7 @@ fn object_encoding(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         let enc = match m.rtype {
             // Redis 7.0's only list encoding.
             crate::store::RType::List => "quicklist",
-            crate::store::RType::ZSet => super::zsets::encoding(&m),
+            crate::store::RType::ZSet => crate::zset::encoding(&m),
             crate::store::RType::Stream => "stream",
             _ => super::members::encoding(&m).unwrap_or_else(|| string_encoding(&m.value)),
         };

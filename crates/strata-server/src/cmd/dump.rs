@@ -423,7 +423,7 @@ mod tests {
             let got = match m.rtype {
                 RType::String => None,
                 RType::List => Some("quicklist"),
-                RType::ZSet => Some(super::super::zsets::encoding(&m)),
+                RType::ZSet => Some(crate::zset::encoding(&m)),
                 _ => members::encoding(&m),
             };
             assert_eq!(got, enc, "{i}");
