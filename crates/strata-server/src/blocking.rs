@@ -10,7 +10,7 @@
 //! the command's check and its registration.
 //!
 //! **Serving.** Every write through the store notes the keys it wrote that someone waits on
-//! (`Store::note_ready`, next to the modified-key hook). When the writing command ends, still
+//! (`Tx::note_ready`, next to the modified-key hook, collected by the command's transaction). When the writing command ends, still
 //! inside its execution — on a worker, inside the shard transaction, with the stripes of the
 //! group's writers held; elsewhere, under the stripes of each key served —
 //! [`around_command`] offers each ready key to its waiters in FIFO order: a waiter's
@@ -36,10 +36,9 @@
 use crate::error::CmdError;
 use crate::protocol::reply::{Proto, ReplyBuf};
 use crate::server::Shared;
-use crate::store::{self, OwnedKeyGuard, Store};
+use crate::store::{OwnedKeyGuard, Store, Tx};
 use bytes::BytesMut;
 use parking_lot::Mutex;
-use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -70,14 +69,14 @@ pub struct Served {
 pub struct FollowUp {
     db: u8,
     keys: Vec<Vec<u8>>,
-    work: Box<dyn FnOnce(&Shared) -> BytesMut + Send>,
+    work: Box<dyn FnOnce(&Tx<'_>) -> BytesMut + Send>,
 }
 
 impl FollowUp {
     pub fn new(
         db: u8,
         keys: Vec<Vec<u8>>,
-        work: impl FnOnce(&Shared) -> BytesMut + Send + 'static,
+        work: impl FnOnce(&Tx<'_>) -> BytesMut + Send + 'static,
     ) -> FollowUp {
         FollowUp {
             db,
@@ -87,19 +86,19 @@ impl FollowUp {
     }
 
     /// Runs the work under its keys' stripes (on the woken connection's thread) and
-    /// returns the reply.
-    pub fn run(self, shared: &Shared) -> BytesMut {
+    /// returns the reply; `tx` is the connection's front transaction.
+    pub fn run(self, tx: &Tx<'_>) -> BytesMut {
         let db = self.db;
         let keys = self.keys.iter().map(|k| (db, &k[..]));
-        let _g = shared.store.lock_for_command(keys, false);
-        (self.work)(shared)
+        let _g = tx.lock_for_command(keys, false);
+        (self.work)(tx)
     }
 }
 
-/// "Try to serve me now": called with the store's current state (inside the writing
-/// command's execution), the database, the ready key, and whether the waiter's other keys
-/// (BLMOVE's destination) may be written in this transaction: their stripes are held.
-pub type ServeFn = Box<dyn FnMut(&Shared, u8, &[u8], bool) -> Result<Attempt, CmdError> + Send>;
+/// "Try to serve me now": called with the writing command's transaction (the serve's
+/// reads and writes join it), the database, the ready key, and whether the waiter's other
+/// keys (BLMOVE's destination) may be written in this transaction: their stripes are held.
+pub type ServeFn = Box<dyn FnMut(&Tx<'_>, u8, &[u8], bool) -> Result<Attempt, CmdError> + Send>;
 
 /// What a blocked connection receives.
 pub struct Woken {
@@ -159,23 +158,19 @@ struct Wake {
     guard: Option<OwnedKeyGuard>,
 }
 
-thread_local! {
-    /// Waiters served by commands on this thread whose write is not yet applied.
-    static WAKES: RefCell<Vec<Wake>> = const { RefCell::new(Vec::new()) };
-}
-
-/// The waiters served on this thread since the last call.
-pub fn take_wakes() -> Wakes {
-    Wakes(WAKES.with(|w| std::mem::take(&mut *w.borrow_mut())))
-}
-
-/// Served waiters whose replies wait for their write.
+/// Served waiters whose replies wait for their write (a command's, in `Ctx::wakes`).
 #[must_use]
+#[derive(Default)]
 pub struct Wakes(Vec<Wake>);
 
 impl Wakes {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// Adds `other`'s waiters after these.
+    pub fn append(&mut self, mut other: Wakes) {
+        self.0.append(&mut other.0);
     }
 
     /// Hands each waiter its reply (or, if the write failed, the failure).
@@ -194,25 +189,27 @@ impl Wakes {
     }
 }
 
-/// Runs a command (`f`), then serves the clients blocked on the keys it wrote, and, off the
-/// workers, hands them their replies (on a worker the caller does, after the group's write).
-pub fn around_command<R>(shared: &Shared, f: impl FnOnce() -> R) -> R {
-    store::begin_ready();
+/// Runs a command (`f`, through `tx`), then serves the clients blocked on the keys it
+/// wrote through the same transaction, and, off the workers, hands them their replies. On
+/// a worker it returns them, for the caller to hand over after the group's write.
+pub fn around_command<R>(shared: &Shared, tx: &Tx<'_>, f: impl FnOnce() -> R) -> (R, Wakes) {
+    tx.begin_ready();
     let r = f();
+    let mut wakes = Wakes::default();
     loop {
-        let ready = store::take_ready();
+        let ready = tx.take_ready();
         if ready.is_empty() {
             break;
         }
         for (db, key) in ready {
-            shared.blocked.serve_key(shared, db, &key);
+            shared.blocked.serve_key(tx, db, &key, &mut wakes);
         }
     }
-    store::end_ready();
-    if !store::on_worker() {
-        take_wakes().deliver(shared, Ok(()));
+    tx.end_ready();
+    if !tx.on_worker() {
+        std::mem::take(&mut wakes).deliver(shared, Ok(()));
     }
-    r
+    (r, wakes)
 }
 
 impl Registry {
@@ -302,7 +299,7 @@ impl Registry {
     /// logical one did not change), and they are marked ready, so that a client blocked on
     /// a key that now exists is served when SWAPDB ends (Redis's `scanDatabaseForReadyKeys`
     /// of both databases).
-    pub fn swap_dbs(&self, store: &Store, p: u8, q: u8) {
+    pub fn swap_dbs(&self, store: &Tx<'_>, p: u8, q: u8) {
         use std::sync::atomic::Ordering::Relaxed;
         let other = |db: u8| if db == p { q } else { p };
         let mut inner = self.inner.lock();
@@ -371,13 +368,13 @@ impl Registry {
 
     /// Offers ready key `key` to its waiters, first blocked first served, until one finds
     /// it empty.
-    fn serve_key(&self, shared: &Shared, db: u8, key: &[u8]) {
+    fn serve_key(&self, tx: &Tx<'_>, db: u8, key: &[u8], wakes: &mut Wakes) {
         let queue: Vec<Arc<Waiter>> = match self.inner.lock().queues.get(&(db, key.to_vec())) {
             Some(q) => q.iter().cloned().collect(),
             None => return,
         };
-        let store = &shared.store;
-        let on_worker = store::on_worker();
+        let store = tx;
+        let on_worker = tx.on_worker();
         for w in queue {
             // Off the workers, the stripes of what the serve writes come before the waiter's
             // state (see the lock order above); on a worker the ready key's are held for
@@ -386,7 +383,7 @@ impl Registry {
             let keys = std::iter::once(key)
                 .chain(w.extra.iter().map(|k| &k[..]))
                 .map(|k| (db, k));
-            let _g = store.lock_for_command(keys, false);
+            let _g = tx.lock_for_command(keys, false);
             let mut owned = None;
             let extra_here = !on_worker || w.extra.is_empty() || {
                 let shard = |k: &[u8]| store.db().shard_of(&crate::keys::meta_key(db, k));
@@ -397,7 +394,7 @@ impl Registry {
             };
             let mut st = w.state.lock();
             let Some(p) = st.as_mut() else { continue };
-            let (woken, guard) = match (p.serve)(shared, db, key, extra_here) {
+            let (woken, guard) = match (p.serve)(tx, db, key, extra_here) {
                 Ok(Attempt::Empty) => break,
                 Ok(Attempt::Skip) => continue,
                 Ok(Attempt::Served(s)) => (
@@ -425,13 +422,11 @@ impl Registry {
             let Some(p) = st.take() else { continue };
             drop(st);
             self.remove(store, &w);
-            WAKES.with(|q| {
-                q.borrow_mut().push(Wake {
-                    tx: p.tx,
-                    proto: w.proto,
-                    woken,
-                    guard,
-                })
+            wakes.0.push(Wake {
+                tx: p.tx,
+                proto: w.proto,
+                woken,
+                guard,
             });
         }
     }

@@ -34,7 +34,6 @@ use crate::exec::{self, Route};
 use crate::protocol::parse::{Limits, Parser};
 use crate::protocol::reply::{Proto, ReplyBuf};
 use crate::server::Shared;
-use crate::store::with_txn;
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -332,7 +331,8 @@ async fn wait_blocked<S: AsyncRead + Unpin>(
                 break match woken {
                     Ok(w) => match w.then {
                         Some(f) => Some(tokio::task::block_in_place(|| {
-                            crate::blocking::around_command(shared, || f.run(shared))
+                            let tx = shared.store.front();
+                            crate::blocking::around_command(shared, &tx, || f.run(&tx)).0
                         })),
                         None => Some(w.reply),
                     },
@@ -608,7 +608,8 @@ async fn run_buffered(
                 }
                 let before = reply.len();
                 let blocked = tokio::task::block_in_place(|| {
-                    let mut ctx = Ctx::new(shared, &mut *conn, &mut *reply);
+                    let tx = shared.store.front();
+                    let mut ctx = Ctx::new(shared, &tx, &mut *conn, &mut *reply);
                     dispatch_found(&mut ctx, argv, found);
                     ctx.blocked.take()
                 });
@@ -684,14 +685,16 @@ fn run_in_place(
     // are appended, each command's its own unit, in order; the stripes are released after.
     let seq = shared.master.seq.enter();
     let mut units = Vec::new();
+    let mut wakes = crate::blocking::Wakes::default();
     let ran = store.db().try_exec_here(shard, |txn| {
-        with_txn(txn, || {
+        store.with_shard_txn(txn, |tx| {
             for r in run.take().unwrap_or_default() {
                 if seq.is_some() {
                     conn.repl_pending = Some(Vec::new());
                 }
-                let mut ctx = Ctx::new(shared, &mut *conn, &mut *reply);
+                let mut ctx = Ctx::new(shared, tx, &mut *conn, &mut *reply);
                 dispatch_found(&mut ctx, r.argv, r.found);
+                wakes.append(std::mem::take(&mut ctx.wakes));
                 units.extend(conn.repl_pending.take());
             }
         })
@@ -704,7 +707,6 @@ fn run_in_place(
     drop(seq);
     drop(guard);
     // Blocked clients the run served get their replies now that its write is applied.
-    let wakes = crate::blocking::take_wakes();
     match &ran {
         Some((_, r)) => wakes.deliver(shared, r.as_ref().map(|_| ())),
         None => debug_assert!(wakes.is_empty()),
@@ -782,7 +784,8 @@ async fn queue_one(
         drain(queued, reply).await;
         let before = reply.len();
         tokio::task::block_in_place(|| {
-            let mut ctx = Ctx::new(shared, &mut *conn, &mut *reply);
+            let tx = shared.store.front();
+            let mut ctx = Ctx::new(shared, &tx, &mut *conn, &mut *reply);
             dispatch_found(&mut ctx, r.argv, r.found);
         });
         if dropped {

@@ -5,7 +5,7 @@
 //! **Readers** load one entry (an atomic byte) per request: the connection translates its
 //! selected database when it fixes a command's database (`conn.rs`, `cmd::run_locked`),
 //! services translate back at their edge (keyspace notifications, INFO keyspace). **The
-//! writer** ([`Store::swap_databases`](crate::store::Store::swap_databases)) holds every
+//! writer** ([`swap_databases`]) holds every
 //! stripe exclusively while it changes the map (design §13.19), so a command holding any
 //! stripe sees the map unchanged for its run; the mutex below only keeps two swaps from
 //! interleaving their two stores.
@@ -13,7 +13,7 @@
 //! Layer: store and types.
 
 use crate::keys::{MAX_DATABASES, SERVER_PREFIX};
-use crate::store::Store;
+use crate::store::{Store, Tx};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -205,7 +205,7 @@ impl DbMap {
 /// watchers and follow their logical database; `moved(old, new)` runs for each database
 /// still under the stripes (blocked clients). Returns the old physical databases.
 pub fn install_generation(
-    store: &Store,
+    store: &Tx<'_>,
     targets: &[u8],
     persist: impl FnOnce(&[u8]) -> Result<(), String>,
     mut moved: impl FnMut(u8, u8),
@@ -236,7 +236,7 @@ pub fn install_generation(
 /// stripes, with the two physical databases: the services above the store move their own
 /// per-database state there (blocked clients).
 pub fn swap_databases(
-    store: &Store,
+    store: &Tx<'_>,
     a: u8,
     b: u8,
     moved: impl FnOnce(u8, u8),

@@ -7,6 +7,9 @@
 use crate::protocol::reply::{Proto, ReplyBuf};
 use bytes::{Bytes, BytesMut};
 
+/// Redis's reply to a command on a key of another type.
+pub const ERR_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
 /// Why a command failed; written to the client as an error reply.
 #[derive(Debug)]
 pub enum CmdError {

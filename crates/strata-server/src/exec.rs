@@ -28,7 +28,7 @@ use crate::cmd::{dispatch_found, find_command, flag, ConnState, Ctx, Found, Spec
 use crate::keys::meta_key;
 use crate::protocol::reply::{Proto, ReplyBuf};
 use crate::server::Shared;
-use crate::store::{with_txn, OwnedKeyGuard};
+use crate::store::OwnedKeyGuard;
 use bytes::{Bytes, BytesMut};
 use std::sync::Arc;
 use strata::{ShardTxn, StrataEngine};
@@ -169,10 +169,10 @@ pub fn submit(
             conn.repl_pending = Some(Vec::new());
         }
         let mut reply = ReplyBuf::with_capacity(proto, 64);
-        let rerun_inline = with_txn(txn, || {
-            let mut ctx = Ctx::new(&run_shared, &mut conn, &mut reply);
+        let (rerun_inline, wakes) = run_shared.store.with_shard_txn(txn, |tx| {
+            let mut ctx = Ctx::new(&run_shared, tx, &mut conn, &mut reply);
             dispatch_found(&mut ctx, argv, found);
-            ctx.rerun_inline
+            (ctx.rerun_inline, std::mem::take(&mut ctx.wakes))
         });
         // A command that must run elsewhere replies nothing: the connection sees an empty
         // reply (a real one never is) and runs it again.
@@ -181,7 +181,6 @@ pub fn submit(
         }
         // Clients blocked on keys this command wrote, served by it: they get their replies
         // once the group's write is applied, as the command does.
-        let wakes = crate::blocking::take_wakes();
         // The group writes (and, under `appendfsync always`, syncs) if anything in it wrote.
         let synced = txn.has_writes() && run_shared.store.sync_writes();
         let unit = conn.repl_pending.take();

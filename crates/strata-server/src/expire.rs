@@ -6,7 +6,7 @@
 //! keys without one. [`ExpiryIndex`] is that dict's stand-in: per database, the user keys
 //! that have an expiry and the expiry itself, in memory. It is rebuilt when the store opens
 //! by one scan of the metadata records ([`crate::store::Store::open`]) and maintained by
-//! the store itself: every write through the store ([`crate::store::Store::put`], `delete`,
+//! the store itself: every write through the store ([`crate::store::Tx::put`], `delete`,
 //! `write_many`, lazy expiry, FLUSHDB) updates it after the write succeeded, so commands
 //! that set, change or clear a TTL keep it current without knowing about it.
 //!

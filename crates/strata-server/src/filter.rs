@@ -135,7 +135,7 @@ mod tests {
     }
 
     /// Writes a set of `n` members as `key` (a new incarnation) in batches.
-    fn write_set(s: &Store, key: &[u8], n: u32, tag: &str) -> Meta {
+    fn write_set(s: &crate::store::Tx<'_>, key: &[u8], n: u32, tag: &str) -> Meta {
         let mut m = Meta::collection(RType::Set, s.next_version());
         let mut i = 0;
         while i < n {
@@ -152,7 +152,7 @@ mod tests {
         m
     }
 
-    fn count_members(s: &Store, key: &[u8], version: u64) -> u64 {
+    fn count_members(s: &crate::store::Tx<'_>, key: &[u8], version: u64) -> u64 {
         let p = sub_prefix(KIND_SUBKEY, 0, key, version);
         let mut n = 0;
         s.scan_prefix(&p, false, |_, _| {
@@ -172,7 +172,8 @@ mod tests {
             routing: Some(strata::Routing::Slot),
             ..Default::default()
         });
-        let s = Store::open(Db::open(dir.path(), opts).unwrap(), false).unwrap();
+        let store = Store::open(Db::open(dir.path(), opts).unwrap(), false).unwrap();
+        let s = store.front();
         let key = b"big-set";
         let old = write_set(&s, key, n, "old");
         s.db().flush().unwrap();
@@ -199,7 +200,8 @@ mod tests {
         s.db().wait_idle().unwrap();
         assert_eq!(count_members(&s, key, new.version), u64::from(n2));
         assert_eq!(s.get(0, key).unwrap().unwrap().size, u64::from(n2));
-        s.into_db().close().unwrap();
+        drop(s);
+        store.into_db().close().unwrap();
     }
 
     #[test]
@@ -225,7 +227,8 @@ mod tests {
             routing: Some(strata::Routing::Slot),
             ..Default::default()
         });
-        let s = Store::open(Db::open(dir.path(), opts).unwrap(), false).unwrap();
+        let store = Store::open(Db::open(dir.path(), opts).unwrap(), false).unwrap();
+        let s = store.front();
         let mut gone = write_set(&s, b"gone", 100, "g");
         let live = write_set(&s, b"live", 100, "l");
         gone.expire_ms = crate::store::now_ms() - 1;
@@ -233,7 +236,7 @@ mod tests {
         w.meta(0, b"gone", Some(&gone));
         s.apply(w).unwrap();
         s.db().compact().unwrap();
-        // Read the engine directly: `Store::get` would delete the expired record itself.
+        // Read the engine directly: `Tx::get` would delete the expired record itself.
         assert_eq!(
             s.db().get(&crate::keys::meta_key(0, b"gone")).unwrap(),
             None
@@ -245,6 +248,7 @@ mod tests {
             .get(&crate::keys::meta_key(0, b"live"))
             .unwrap()
             .is_some());
-        s.into_db().close().unwrap();
+        drop(s);
+        store.into_db().close().unwrap();
     }
 }

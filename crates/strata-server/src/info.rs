@@ -82,7 +82,11 @@ fn human(n: u64) -> String {
 
 /// The INFO text for `wanted` sections (`all`, `everything`: all of them; none or
 /// `default`: all but commandstats, as Redis).
-pub fn render(shared: &Shared, wanted: &[String]) -> Result<String, CmdError> {
+pub fn render(
+    shared: &Shared,
+    tx: &crate::store::Tx<'_>,
+    wanted: &[String],
+) -> Result<String, CmdError> {
     let all = wanted
         .iter()
         .any(|w| matches!(w.as_str(), "all" | "everything"));
@@ -102,14 +106,18 @@ pub fn render(shared: &Shared, wanted: &[String]) -> Result<String, CmdError> {
             title = "CPU".to_string(); // as Redis spells it
         }
         let _ = write!(out, "# {title}\r\n");
-        for (k, v) in section(shared, sec)? {
+        for (k, v) in section(shared, tx, sec)? {
             let _ = write!(out, "{k}:{v}\r\n");
         }
     }
     Ok(out)
 }
 
-fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError> {
+fn section(
+    shared: &Shared,
+    tx: &crate::store::Tx<'_>,
+    sec: &str,
+) -> Result<Vec<(String, String)>, CmdError> {
     let cfg = shared.config.read().clone();
     let st = &shared.stats;
     let ks = &shared.store.stats;
@@ -302,15 +310,13 @@ fn section(shared: &Shared, sec: &str) -> Result<Vec<(String, String)>, CmdError
                 let (mut keys, mut expires, mut ttl_sum) = (0u64, 0u64, 0u128);
                 let now = crate::store::now_ms();
                 // Named by logical database, counted in its physical one (SWAPDB).
-                shared
-                    .store
-                    .scan_db(shared.store.dbs.physical(db as u8), |_, m| {
-                        keys += 1;
-                        if m.expire_ms != 0 {
-                            expires += 1;
-                            ttl_sum += u128::from(m.expire_ms.saturating_sub(now));
-                        }
-                    })?;
+                tx.scan_db(shared.store.dbs.physical(db as u8), |_, m| {
+                    keys += 1;
+                    if m.expire_ms != 0 {
+                        expires += 1;
+                        ttl_sum += u128::from(m.expire_ms.saturating_sub(now));
+                    }
+                })?;
                 if keys > 0 {
                     let avg = if expires > 0 {
                         ttl_sum / u128::from(expires)

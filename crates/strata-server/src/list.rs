@@ -9,7 +9,7 @@
 //! Layer: store and types (above configuration; no services, commands or execution).
 
 use crate::keys::sub_key;
-use crate::store::{Meta, RType, Store, Writes};
+use crate::store::{Meta, RType, Tx, Writes};
 use strata_engine::Result;
 
 /// Head and tail of a new list: the middle of the index space.
@@ -96,7 +96,7 @@ fn corrupt(key: &[u8]) -> strata_engine::Error {
 /// One list being read or changed by a command: its metadata and bounds. Changes go into a
 /// [`Writes`]; [`List::finish`] adds the metadata (or deletes the key once empty).
 pub struct List<'a> {
-    store: &'a Store,
+    store: &'a Tx<'a>,
     db: u8,
     key: &'a [u8],
     pub meta: Meta,
@@ -105,7 +105,7 @@ pub struct List<'a> {
 
 impl<'a> List<'a> {
     /// The list `meta` (already checked to be a list) of `key`.
-    pub fn open(store: &'a Store, db: u8, key: &'a [u8], meta: Meta) -> Result<List<'a>> {
+    pub fn open(store: &'a Tx<'a>, db: u8, key: &'a [u8], meta: Meta) -> Result<List<'a>> {
         debug_assert_eq!(meta.rtype, RType::List);
         let b = Bounds::decode(&meta.value).ok_or_else(|| corrupt(key))?;
         if b.len() != meta.size {
@@ -121,7 +121,7 @@ impl<'a> List<'a> {
     }
 
     /// A new, empty list (its metadata is written by [`List::finish`] once it has elements).
-    pub fn create(store: &'a Store, db: u8, key: &'a [u8]) -> List<'a> {
+    pub fn create(store: &'a Tx<'a>, db: u8, key: &'a [u8]) -> List<'a> {
         let b = Bounds {
             head: MID,
             tail: MID,
@@ -333,6 +333,7 @@ impl<'a> List<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Store;
 
     #[test]
     fn bounds_round_trip_and_positions() {
@@ -378,14 +379,14 @@ mod tests {
         crate::store::tests::open_store(dir, 2)
     }
 
-    fn load<'a>(s: &'a Store, key: &'a [u8]) -> Option<List<'a>> {
+    fn load<'a>(s: &'a Tx<'a>, key: &'a [u8]) -> Option<List<'a>> {
         s.get(0, key)
             .unwrap()
             .map(|m| List::open(s, 0, key, m).unwrap())
     }
 
     /// Applies one change to list `key` (created if absent) and returns its elements after.
-    fn change(s: &Store, key: &[u8], f: impl FnOnce(&mut List<'_>, &mut Writes)) -> Vec<Vec<u8>> {
+    fn change(s: &Tx<'_>, key: &[u8], f: impl FnOnce(&mut List<'_>, &mut Writes)) -> Vec<Vec<u8>> {
         let mut l = load(s, key).unwrap_or_else(|| List::create(s, 0, key));
         let mut w = Writes::new();
         f(&mut l, &mut w);
@@ -401,7 +402,8 @@ mod tests {
     #[test]
     fn ends_middle_and_emptying_against_a_vecdeque() {
         let dir = tempfile::tempdir().unwrap();
-        let s = open_store(dir.path());
+        let store = open_store(dir.path());
+        let s = store.front();
         let k = &b"l"[..];
         let got = change(&s, k, |l, w| l.push(w, End::Left, &["a", "b", "c"]));
         assert_eq!(strs(&got), ["c", "b", "a"]);
@@ -450,6 +452,7 @@ mod tests {
         // A new incarnation does not see the old records.
         let got = change(&s, k, |l, w| l.push(w, End::Right, &["n"]));
         assert_eq!(strs(&got), ["n"]);
-        s.into_db().close().unwrap();
+        drop(s);
+        store.into_db().close().unwrap();
     }
 }

@@ -245,6 +245,7 @@ mod tests {
         use crate::store::{Meta, RType, Writes};
         let dir = tempfile::tempdir().unwrap();
         let s = crate::store::tests::open_store(dir.path(), 4);
+        let s = s.front();
         let db = s.db();
         let string = |v: &[u8]| Meta {
             rtype: RType::String,

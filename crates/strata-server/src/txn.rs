@@ -1,8 +1,9 @@
 //! The front transaction of an EXEC: the writes of a MULTI's queued commands, buffered on
 //! the connection's thread until the last command ran, then applied as one `WriteBatch`
 //! (atomic across shards). The counterpart of the shard worker's `strata::ShardTxn` for
-//! commands that run through the front; `store.rs` installs either in the same thread-local,
-//! so the same `Store` methods serve a worker's group, an EXEC and a plain front command.
+//! commands that run through the front; a `store::Tx` (`store/tx.rs`) holds either, or
+//! neither for the front, so the same `Tx` methods serve a worker's group, an EXEC and a
+//! plain front command.
 //!
 //! Reads of the commands see the writes of the earlier ones: point reads look in the
 //! overlay first, range scans merge it over the database's records ([`merge_scan`]).

@@ -13,7 +13,7 @@ fn open_store(dir: &std::path::Path) -> Store {
 
 /// One key of each type in database 0 (and a hash in database 3), plus the garbage of a
 /// deleted set and of an overwritten hash.
-fn populate(s: &Store) {
+fn populate(s: &crate::store::Tx<'_>) {
     s.put(
         0,
         b"str",
@@ -89,9 +89,11 @@ fn meta_of(db: &Db, d: u8, key: &[u8]) -> Meta {
 /// A clean store's report, then the problems `corrupt` leaves (each must mention `want`).
 fn problems_after(corrupt: impl FnOnce(&Db)) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
-    let s = open_store(dir.path());
+    let store = open_store(dir.path());
+    let s = store.front();
     populate(&s);
-    let db = s.into_db();
+    drop(s);
+    let db = store.into_db();
     let clean = check_types(&db).unwrap();
     assert!(clean.is_ok(), "{clean:?}");
     corrupt(&db);
@@ -114,6 +116,7 @@ fn assert_reported(problems: &[String], want: &[&str]) {
 fn a_store_of_every_type_is_clean_and_counted() {
     let dir = tempfile::tempdir().unwrap();
     let s = open_store(dir.path());
+    let s = s.front();
     assert!(is_server_db(s.db()).unwrap());
     populate(&s);
     let r = check_types(s.db()).unwrap();
@@ -284,9 +287,11 @@ fn members_under_another_type_are_reported() {
 #[test]
 fn members_of_other_versions_are_garbage_not_problems() {
     let dir = tempfile::tempdir().unwrap();
-    let s = open_store(dir.path());
+    let store = open_store(dir.path());
+    let s = store.front();
     populate(&s);
-    let db = s.into_db();
+    drop(s);
+    let db = store.into_db();
     let before = check_types(&db).unwrap();
     let v = meta_of(&db, 0, b"z").version;
     // An older and a newer incarnation's records, and members of a key with no metadata.

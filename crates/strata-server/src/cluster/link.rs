@@ -547,7 +547,7 @@ impl Bus {
     /// PING carries covers every write acknowledged before the pause.
     fn pause_for_failover(&mut self, from: Option<LinkId>) {
         self.shared.pause.hold_writes(true);
-        drop(self.shared.store.lock_every_stripe_for_command());
+        drop(self.shared.store.front().lock_every_stripe_for_command());
         self.shared.master.seq.cut(|| ());
         let Some(l) = from else {
             return;
@@ -586,7 +586,7 @@ impl Bus {
     /// Redis empties the slots it lost while holding keys (after a failover or a manual
     /// reconfiguration), so that no stale key is served if it gets them back.
     fn delete_slot_keys(&self, slots: &[u16]) {
-        let store = &self.shared.store;
+        let store = self.shared.store.front();
         for &slot in slots {
             let mut keys = Vec::new();
             let _ = store.scan_from(0, slot, b"", |s, k, _| {

@@ -100,7 +100,7 @@ fn usage_of(ctx: &Ctx<'_>, key: &[u8], m: &Meta, samples: u64) -> Result<u64, Cm
         return Ok(base);
     }
     let (mut seen, mut bytes) = (0u64, 0u64);
-    super::members::for_each(&ctx.shared.store, ctx.conn.db, key, m, |k, v| {
+    super::members::for_each(ctx.tx, ctx.conn.db, key, m, |k, v| {
         seen += 1;
         bytes += (k.len() + v.len()) as u64;
         samples == 0 || seen < samples
@@ -127,7 +127,7 @@ fn memory_usage(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             return Err(CmdError::reply(ERR_SYNTAX));
         }
     }
-    let (db, store) = (ctx.conn.db, &ctx.shared.store);
+    let (db, store) = (ctx.conn.db, ctx.tx);
     match store.peek(db, &key)? {
         Some(m) => {
             let n = usage_of(ctx, &key, &m, samples)?;
@@ -186,7 +186,7 @@ pub fn string_encoding(v: &[u8]) -> &'static str {
 /// The key's metadata, or a null reply (Redis's `objectCommandLookupOrReply`).
 fn object_lookup(ctx: &mut Ctx<'_>, args: &mut Args) -> Result<Option<Meta>, CmdError> {
     let key = args.next_bytes()?;
-    let (db, store) = (ctx.conn.db, &ctx.shared.store);
+    let (db, store) = (ctx.conn.db, ctx.tx);
     let m = store.peek(db, &key)?;
     if m.is_none() {
         ctx.reply.null();
@@ -200,7 +200,7 @@ fn object_access(
     args: &mut Args,
 ) -> Result<Option<crate::access::Access>, CmdError> {
     let key = args.next_bytes()?;
-    let (db, store) = (ctx.conn.db, &ctx.shared.store);
+    let (db, store) = (ctx.conn.db, ctx.tx);
     if store.peek(db, &key)?.is_none() {
         ctx.reply.null();
         return Ok(None);
@@ -213,7 +213,7 @@ fn object_encoding(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         let enc = match m.rtype {
             // Redis 7.0's only list encoding.
             crate::store::RType::List => "quicklist",
-            crate::store::RType::ZSet => super::zsets::encoding(&m),
+            crate::store::RType::ZSet => crate::zset::encoding(&m),
             crate::store::RType::Stream => "stream",
             _ => super::members::encoding(&m).unwrap_or_else(|| string_encoding(&m.value)),
         };

@@ -47,7 +47,7 @@ pub(super) fn bitop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         ));
     }
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let mut keys = vec![dest.clone()];
     keys.extend(sources.iter().cloned());
     let mut values: Vec<Vec<u8>> = Vec::with_capacity(sources.len());
@@ -354,7 +354,6 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &mut Args, read_only: bool) -> CmdR
         .map(|f| f.offset + u64::from(f.bits) - 1)
         .max();
     let db = ctx.conn.db;
-    let shared = ctx.shared;
     let Some(highest) = highest else {
         let m = read_string(ctx, &key)?;
         let v = m.map(|m| m.value).unwrap_or_default();
@@ -369,14 +368,14 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &mut Args, read_only: bool) -> CmdR
             "ERR BITFIELD_RO only supports the GET subcommand",
         ));
     }
-    let old = match shared.store.get(db, &key)? {
+    let old = match ctx.tx.get(db, &key)? {
         Some(m) if m.rtype != RType::String => return Err(CmdError::reply(ERR_WRONGTYPE)),
         m => m,
     };
     let mut m = old.unwrap_or_else(|| Meta {
         rtype: RType::String,
         expire_ms: 0,
-        version: shared.store.next_version(),
+        version: ctx.tx.next_version(),
         size: 0,
         value: Vec::new(),
     });
@@ -401,7 +400,7 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &mut Args, read_only: bool) -> CmdR
         }
     }
     m.size = m.value.len() as u64;
-    shared.store.put(db, &key, &m)?;
+    ctx.tx.put(db, &key, &m)?;
     if changes > 0 {
         notify(ctx, Class::String, "setbit", db, &key);
     }

@@ -362,11 +362,7 @@ fn client_unblock(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         }
     };
     let id = parse_i64(&id).ok_or_else(|| CmdError::reply(super::args::ERR_NOT_INT))?;
-    let done = id > 0
-        && ctx
-            .shared
-            .blocked
-            .unblock(&ctx.shared.store, id as u64, error);
+    let done = id > 0 && ctx.shared.blocked.unblock(ctx.tx, id as u64, error);
     ctx.reply.int(i64::from(done));
     Ok(())
 }
@@ -431,9 +427,9 @@ fn reset(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
         drop(sub);
         ctx.reply.raw(&pending);
     }
-    ctx.shared.store.tracking.disable(&ctx.conn.info);
+    ctx.tx.tracking.disable(&ctx.conn.info);
     ctx.conn.selected = 0;
-    ctx.conn.db = ctx.shared.store.dbs.physical(0);
+    ctx.conn.db = ctx.tx.dbs.physical(0);
     ctx.conn.name = None;
     ctx.conn.reply_off = false;
     ctx.conn.skip_next = false;

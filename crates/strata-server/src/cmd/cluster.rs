@@ -125,7 +125,7 @@ pub fn redirect(ctx: &Ctx<'_>, spec: &'static table::Spec, argv: &[Bytes]) -> Op
         state_ok: Some(cluster.is_ok(full_coverage)),
     };
     let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let db = ctx.conn.db;
     let exists = |k: &[u8]| store.peek(db, k).ok().flatten().is_some();
     route::route(&cluster.read(), &req, &refs, exists)
@@ -262,7 +262,7 @@ fn delslotsrange(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 /// Whether the (one) database holds any key, expired or not (Redis's `dictSize != 0`).
 fn db_has_keys(ctx: &Ctx<'_>) -> Result<bool, CmdError> {
     let mut any = false;
-    ctx.shared.store.scan_from(ctx.conn.db, 0, b"", |_, _, _| {
+    ctx.tx.scan_from(ctx.conn.db, 0, b"", |_, _, _| {
         any = true;
         false
     })?;
@@ -296,32 +296,28 @@ fn keys_in_slot(ctx: &Ctx<'_>, slot: u16, max: usize) -> Result<Vec<Vec<u8>>, Cm
     if max == 0 {
         return Ok(out);
     }
-    ctx.shared
-        .store
-        .scan_from(ctx.conn.db, slot, b"", |s, k, m| {
-            if s != slot {
-                return false;
-            }
-            if m.is_some() {
-                out.push(k.to_vec());
-            }
-            out.len() < max
-        })?;
+    ctx.tx.scan_from(ctx.conn.db, slot, b"", |s, k, m| {
+        if s != slot {
+            return false;
+        }
+        if m.is_some() {
+            out.push(k.to_vec());
+        }
+        out.len() < max
+    })?;
     Ok(out)
 }
 
 /// Live keys of `slot` (counted by the same scan, without keeping them).
 pub fn count_keys_in_slot(ctx: &Ctx<'_>, slot: u16) -> Result<usize, CmdError> {
     let mut n = 0;
-    ctx.shared
-        .store
-        .scan_from(ctx.conn.db, slot, b"", |s, _, m| {
-            if s != slot {
-                return false;
-            }
-            n += usize::from(m.is_some());
-            true
-        })?;
+    ctx.tx.scan_from(ctx.conn.db, slot, b"", |s, _, m| {
+        if s != slot {
+            return false;
+        }
+        n += usize::from(m.is_some());
+        true
+    })?;
     Ok(n)
 }
 

@@ -178,7 +178,7 @@ fn select(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         return Err(CmdError::reply("ERR DB index is out of range"));
     }
     ctx.conn.selected = n as u8;
-    ctx.conn.db = ctx.shared.store.dbs.physical(n as u8);
+    ctx.conn.db = ctx.tx.dbs.physical(n as u8);
     if ctx.conn.master {
         // The replica's stream position records the database (`position.rs`).
         crate::position::select(n as u8);

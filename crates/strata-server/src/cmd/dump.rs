@@ -18,7 +18,7 @@ use crate::list::{End, List};
 use crate::notify::{keyspace_event as notify, Class};
 use crate::protocol::parse::parse_i64;
 use crate::rdb::{self, Value};
-use crate::store::{now_ms, Meta, RType, Store, Writes};
+use crate::store::{now_ms, Meta, RType, Tx, Writes};
 use crate::stream::Stream;
 use crate::tuning::Limit;
 use crate::zset;
@@ -41,7 +41,7 @@ const ERR_BUSYKEY: &str = "BUSYKEY Target key name already exists.";
 /// DUMP key: the payload, or a null reply for a missing key.
 fn dump(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
-    let (db, store) = (ctx.conn.db, &ctx.shared.store);
+    let (db, store) = (ctx.conn.db, ctx.tx);
     let Some(m) = store.lookup_read(db, &key)? else {
         ctx.reply.null();
         return Ok(());
@@ -52,7 +52,7 @@ fn dump(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 }
 
 /// The value of `key` (metadata `m`) in the codec's form.
-pub fn load(store: &Store, db: u8, key: &[u8], m: &Meta) -> Result<Value, CmdError> {
+pub fn load(store: &Tx<'_>, db: u8, key: &[u8], m: &Meta) -> Result<Value, CmdError> {
     Ok(match m.rtype {
         RType::String => Value::String(m.value.clone()),
         RType::List => Value::List(List::open(store, db, key, m.clone())?.all()?),
@@ -94,13 +94,13 @@ fn move_(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     if n < 0 || n as usize >= ctx.shared.config.read().databases {
         return Err(CmdError::reply("ERR DB index is out of range"));
     }
-    let (src_db, dst_db) = (ctx.conn.db, ctx.shared.store.dbs.physical(n as u8));
+    let (src_db, dst_db) = (ctx.conn.db, ctx.tx.dbs.physical(n as u8));
     if src_db == dst_db {
         return Err(CmdError::reply(
             "ERR source and destination objects are the same",
         ));
     }
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let Some(m) = store.get(src_db, &key)? else {
         ctx.reply.int(0);
         return Ok(());
@@ -175,7 +175,7 @@ fn restore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let ttl = args.next_bytes()?;
     let payload = args.next_bytes()?;
     let opts = parse_options(args)?;
-    let (db, store) = (ctx.conn.db, &ctx.shared.store);
+    let (db, store) = (ctx.conn.db, ctx.tx);
     let existing = store.get(db, &key)?;
     if existing.is_some() && !opts.replace {
         return Err(CmdError::reply(ERR_BUSYKEY));
@@ -247,7 +247,7 @@ impl Limits {
 /// Adds to `w` the records of `value` as a new incarnation of `key` (any records of an
 /// older one become unreachable), with its encoding flag set as Redis would encode it.
 pub fn put_value(
-    store: &Store,
+    store: &Tx<'_>,
     w: &mut Writes,
     db: u8,
     key: &[u8],
@@ -349,10 +349,7 @@ fn set_access(ctx: &Ctx<'_>, key: &[u8], opts: &Options, now_ms: u64) {
         _ => {}
     }
     let secs = u32::try_from(secs).unwrap_or(u32::MAX);
-    ctx.shared
-        .store
-        .access
-        .carry(ctx.conn.db, key, Some((secs, counter)));
+    ctx.tx.access.carry(ctx.conn.db, key, Some((secs, counter)));
 }
 
 #[cfg(test)]
@@ -368,7 +365,7 @@ mod tests {
     };
 
     /// Writes `v` as `key` and reads it back with its metadata.
-    fn put_and_load(store: &Store, key: &[u8], v: Value, expire_ms: u64) -> (Meta, Value) {
+    fn put_and_load(store: &Tx<'_>, key: &[u8], v: Value, expire_ms: u64) -> (Meta, Value) {
         let mut w = Writes::new();
         put_value(store, &mut w, 0, key, v, expire_ms, &LIMITS);
         store.apply(w).unwrap();
@@ -392,6 +389,7 @@ mod tests {
     fn values_round_trip_through_the_store_with_redis_s_encodings() {
         let dir = tempfile::tempdir().unwrap();
         let store = crate::store::tests::open_store(dir.path(), 2);
+        let store = store.front();
         let far = now_ms() + 1_000_000;
         let cases = [
             (Value::String(b("v")), None),
@@ -425,7 +423,7 @@ mod tests {
             let got = match m.rtype {
                 RType::String => None,
                 RType::List => Some("quicklist"),
-                RType::ZSet => Some(super::super::zsets::encoding(&m)),
+                RType::ZSet => Some(crate::zset::encoding(&m)),
                 _ => members::encoding(&m),
             };
             assert_eq!(got, enc, "{i}");

@@ -16,7 +16,6 @@ use super::{cmd, cmd_with, reply_help, Args, CmdError, CmdResult, Ctx, Entry};
 use crate::keys::SERVER_PREFIX;
 use crate::scripting::functions::{Functions, RestorePolicy, ENGINE};
 use crate::server::Shared;
-use crate::store::Store;
 use bytes::Bytes;
 
 pub static COMMANDS: &[Entry] = &[
@@ -42,7 +41,7 @@ pub fn record_key() -> Vec<u8> {
 
 /// The libraries stored in `store` (none in a new database); an error names what is wrong
 /// with a stored library.
-pub fn open(store: &Store) -> Result<Functions, String> {
+pub fn open(store: &crate::store::Store) -> Result<Functions, String> {
     let stored = store
         .db()
         .get(&record_key())

@@ -96,7 +96,7 @@ fn member_position(
     m: &Meta,
     member: &[u8],
 ) -> Result<Option<(f64, f64)>, CmdError> {
-    let s = zset::score(&ctx.shared.store, loc(ctx.conn.db, key, m), member)?;
+    let s = zset::score(ctx.tx, loc(ctx.conn.db, key, m), member)?;
     Ok(s.map(geo::position_of))
 }
 
@@ -150,7 +150,7 @@ fn geodist(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         ctx.reply.null();
         return Ok(());
     };
-    let scores = zset::scores(&ctx.shared.store, loc(db, &key, &m), &[&a, &b])?;
+    let scores = zset::scores(ctx.tx, loc(db, &key, &m), &[&a, &b])?;
     match (scores[0], scores[1]) {
         (Some(s1), Some(s2)) => {
             let (x1, y1) = geo::position_of(s1);
@@ -172,7 +172,7 @@ fn member_scores(
     let db = ctx.conn.db;
     let ms: Vec<&[u8]> = members.iter().map(|m| &m[..]).collect();
     Ok(match lookup(ctx, key, true)? {
-        Some(m) => zset::scores(&ctx.shared.store, loc(db, key, &m), &ms)?,
+        Some(m) => zset::scores(ctx.tx, loc(db, key, &m), &ms)?,
         None => vec![None; ms.len()],
     })
 }
@@ -374,8 +374,8 @@ fn search_generic(ctx: &mut Ctx<'_>, args: &mut Args, kind: Kind) -> CmdResult {
     let Some(m) = zobj else {
         match &o.store {
             Some(dst) => {
-                if ctx.shared.store.get(db, dst)?.is_some() {
-                    ctx.shared.store.delete(db, dst)?;
+                if ctx.tx.get(db, dst)?.is_some() {
+                    ctx.tx.delete(db, dst)?;
                 }
                 ctx.reply.int(0);
             }
@@ -560,7 +560,7 @@ fn find_points(
             max: max as f64,
             maxex: true,
         };
-        for (member, score) in zset::by_score(&ctx.shared.store, z, &range, false, 0, u64::MAX)? {
+        for (member, score) in zset::by_score(ctx.tx, z, &range, false, 0, u64::MAX)? {
             let (lon, lat) = geo::position_of(score);
             if let Some(dist) = s.within(lon, lat) {
                 out.push(Point {

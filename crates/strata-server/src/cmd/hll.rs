@@ -59,12 +59,12 @@ fn store(ctx: &Ctx<'_>, key: &[u8], old: Option<Meta>, h: Hll) -> CmdResult {
         None => Meta {
             rtype: RType::String,
             expire_ms: 0,
-            version: ctx.shared.store.next_version(),
+            version: ctx.tx.next_version(),
             size: value.len() as u64,
             value,
         },
     };
-    ctx.shared.store.put(ctx.conn.db, key, &m)?;
+    ctx.tx.put(ctx.conn.db, key, &m)?;
     Ok(())
 }
 
@@ -73,7 +73,7 @@ fn pfadd(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let elements = args.rest().to_vec();
     let max = sparse_max(ctx);
     let db = ctx.conn.db;
-    let old = ctx.shared.store.get(db, &key)?;
+    let old = ctx.tx.get(db, &key)?;
     let (mut h, before) = match &old {
         Some(m) => (hll_of(m)?, Some(m.value.clone())),
         None => (Hll::new(), None),
@@ -110,8 +110,7 @@ fn pfadd(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn pfcount(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let keys = args.rest().to_vec();
     let db = ctx.conn.db;
-    let shared = ctx.shared;
-    let store_ = &shared.store;
+    let store_ = ctx.tx;
     if keys.len() > 1 {
         // The union, in registers of a byte each; nothing is written.
         let mut max = Box::new([0u8; REGISTERS]);
@@ -153,13 +152,13 @@ fn pfmerge(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let mut max = Box::new([0u8; REGISTERS]);
     let mut dense = false;
     for k in &keys {
-        if let Some(m) = ctx.shared.store.lookup_read(db, k)? {
+        if let Some(m) = ctx.tx.lookup_read(db, k)? {
             let h = hll_of(&m)?;
             dense |= h.encoding() == Encoding::Dense;
             h.merge_into(&mut max).map_err(err)?;
         }
     }
-    let old = ctx.shared.store.get(db, &keys[0])?;
+    let old = ctx.tx.get(db, &keys[0])?;
     let mut h = match &old {
         Some(m) => hll_of(m)?,
         None => Hll::new(),
@@ -183,7 +182,7 @@ fn pfdebug(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let sub = args.next_bytes()?;
     let key = args.next_bytes()?;
     let db = ctx.conn.db;
-    let Some(m) = ctx.shared.store.get(db, &key)? else {
+    let Some(m) = ctx.tx.get(db, &key)? else {
         return Err(CmdError::reply("ERR The specified key does not exist"));
     };
     let mut h = hll_of(&m)?;

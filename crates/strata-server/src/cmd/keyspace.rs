@@ -42,7 +42,7 @@ fn del(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let mut keys: Vec<&[u8]> = given.iter().map(|k| &k[..]).collect();
     keys.sort_unstable();
     keys.dedup();
-    let (db, store) = (ctx.conn.db, &ctx.shared.store);
+    let (db, store) = (ctx.conn.db, ctx.tx);
     let mut ops = Vec::new();
     for k in keys {
         if store.get(db, k)?.is_some() {
@@ -69,7 +69,7 @@ fn exists(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 
 /// EXISTS and TOUCH: the number of keys that exist; TOUCH counts them as accessed.
 fn count_existing(ctx: &mut Ctx<'_>, args: &mut Args, touch: bool) -> CmdResult {
-    let (db, store) = (ctx.conn.db, &ctx.shared.store);
+    let (db, store) = (ctx.conn.db, ctx.tx);
     let mut n = 0;
     for k in args.rest() {
         let m = if touch {
@@ -87,7 +87,7 @@ fn count_existing(ctx: &mut Ctx<'_>, args: &mut Args, touch: bool) -> CmdResult 
 
 fn type_(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
-    let (db, store) = (ctx.conn.db, &ctx.shared.store);
+    let (db, store) = (ctx.conn.db, ctx.tx);
     let m = store.peek(db, &key)?;
     ctx.reply.simple(m.map_or("none", |m| m.rtype.name()));
     Ok(())
@@ -143,7 +143,7 @@ fn expire_generic(
     }
     when += basetime_ms;
 
-    let (db, store) = (ctx.conn.db, &ctx.shared.store);
+    let (db, store) = (ctx.conn.db, ctx.tx);
     let Some(mut m) = store.get(db, &key)? else {
         ctx.reply.int(0);
         return Ok(());
@@ -205,7 +205,7 @@ fn pexpireat(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 /// TTL in ms: -2 for a missing key, -1 for a key without expiry.
 fn ttl_ms(ctx: &mut Ctx<'_>, args: &mut Args) -> Result<(Option<Meta>, i64), CmdError> {
     let key = args.next_bytes()?;
-    let (db, store) = (ctx.conn.db, &ctx.shared.store);
+    let (db, store) = (ctx.conn.db, ctx.tx);
     let m = store.peek_read(db, &key)?;
     let t = match &m {
         None => -2,
@@ -233,7 +233,7 @@ fn pttl(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 
 fn persist(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
-    let (db, store) = (ctx.conn.db, &ctx.shared.store);
+    let (db, store) = (ctx.conn.db, ctx.tx);
     match store.get(db, &key)? {
         Some(mut m) if m.expire_ms != 0 => {
             m.expire_ms = 0;
@@ -252,7 +252,7 @@ fn keys(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let pattern = args.next_bytes()?;
     let all = &pattern[..] == b"*";
     let mut out: Vec<Vec<u8>> = Vec::new();
-    ctx.shared.store.scan_db(ctx.conn.db, |k, _| {
+    ctx.tx.scan_db(ctx.conn.db, |k, _| {
         if all || glob::matches(&pattern, k, false) {
             out.push(k.to_vec());
         }
@@ -268,7 +268,7 @@ fn keys(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 /// missing key, -1 without expiry, else the absolute expiry (seconds rounded to nearest).
 fn expiretime_generic(ctx: &mut Ctx<'_>, args: &mut Args, ms: bool) -> CmdResult {
     let key = args.next_bytes()?;
-    let (db, store) = (ctx.conn.db, &ctx.shared.store);
+    let (db, store) = (ctx.conn.db, ctx.tx);
     let out = match store.peek_read(db, &key)? {
         None => -2,
         Some(m) if m.expire_ms == 0 => -1,
@@ -296,7 +296,7 @@ fn touch(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 }
 
 fn randomkey(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
-    let k = ctx.shared.store.random_key(ctx.conn.db)?;
+    let k = ctx.tx.random_key(ctx.conn.db)?;
     ctx.reply.opt_bulk(k.as_deref());
     Ok(())
 }
@@ -316,7 +316,7 @@ fn renamenx(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn rename_generic(ctx: &mut Ctx<'_>, args: &mut Args, nx: bool) -> CmdResult {
     let src = args.next_bytes()?;
     let dst = args.next_bytes()?;
-    let (db, store) = (ctx.conn.db, &ctx.shared.store);
+    let (db, store) = (ctx.conn.db, ctx.tx);
     let Some(m) = store.get(db, &src)? else {
         return Err(CmdError::reply("ERR no such key"));
     };
@@ -373,7 +373,7 @@ fn copy(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             if n < 0 || n as usize >= ctx.shared.config.read().databases {
                 return Err(CmdError::reply("ERR DB index is out of range"));
             }
-            dst_db = ctx.shared.store.dbs.physical(n as u8);
+            dst_db = ctx.tx.dbs.physical(n as u8);
         } else {
             return Err(CmdError::reply(ERR_SYNTAX));
         }
@@ -383,7 +383,7 @@ fn copy(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             "ERR source and destination objects are the same",
         ));
     }
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let Some(mut m) = store.get(src_db, &src)? else {
         ctx.reply.int(0);
         return Ok(());
@@ -435,7 +435,7 @@ fn scan(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let mut prev: (u16, Vec<u8>) = (0, Vec::new());
     let mut next: Option<(u16, Vec<u8>)> = None;
     let mut out: Vec<Vec<u8>> = Vec::new();
-    ctx.shared.store.scan_from(db, slot, &bound, |s, k, m| {
+    ctx.tx.scan_from(db, slot, &bound, |s, k, m| {
         if examined >= count {
             next = Some(cursor::between((prev.0, &prev.1), (s, k)));
             return false;

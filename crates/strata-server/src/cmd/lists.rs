@@ -12,8 +12,7 @@ use crate::list::{range, End, List};
 use crate::notify::Class;
 use crate::protocol::parse::parse_i64;
 use crate::protocol::reply::{Proto, ReplyBuf};
-use crate::server::Shared;
-use crate::store::{Meta, RType, Store, Writes};
+use crate::store::{Meta, RType, Tx, Writes};
 use bytes::{Bytes, BytesMut};
 use std::time::Duration;
 
@@ -44,7 +43,11 @@ pub static COMMANDS: &[Entry] = &[
 
 /// The list at `key` for a write (no keyspace hit/miss counted, as Redis's
 /// `lookupKeyWrite`): `None` if absent, `WRONGTYPE` for another type.
-fn lookup_write<'a>(store: &'a Store, db: u8, key: &'a [u8]) -> Result<Option<List<'a>>, CmdError> {
+fn lookup_write<'a>(
+    store: &'a Tx<'a>,
+    db: u8,
+    key: &'a [u8],
+) -> Result<Option<List<'a>>, CmdError> {
     match store.get(db, key)? {
         None => Ok(None),
         Some(m) => open(store, db, key, m),
@@ -52,7 +55,7 @@ fn lookup_write<'a>(store: &'a Store, db: u8, key: &'a [u8]) -> Result<Option<Li
 }
 
 fn open<'a>(
-    store: &'a Store,
+    store: &'a Tx<'a>,
     db: u8,
     key: &'a [u8],
     m: Meta,
@@ -67,7 +70,7 @@ fn open<'a>(
 fn lookup_read<'a>(ctx: &Ctx<'a>, key: &'a [u8]) -> Result<Option<List<'a>>, CmdError> {
     match super::lookup_typed(ctx, key, RType::List)? {
         None => Ok(None),
-        Some(m) => open(&ctx.shared.store, ctx.conn.db, key, m),
+        Some(m) => open(ctx.tx, ctx.conn.db, key, m),
     }
 }
 
@@ -107,7 +110,7 @@ fn push_event(end: End) -> &'static str {
 
 /// The events of a pop from `key` (none if nothing was popped), and of the key's deletion
 /// when `left` elements remain.
-fn notify_pop(store: &Store, db: u8, key: &[u8], end: End, popped: usize, left: u64) {
+fn notify_pop(store: &Tx<'_>, db: u8, key: &[u8], end: End, popped: usize, left: u64) {
     if popped == 0 {
         return;
     }
@@ -120,7 +123,7 @@ fn notify_pop(store: &Store, db: u8, key: &[u8], end: End, popped: usize, left: 
 }
 
 /// `del` when a list command left `key` empty (and so deleted it).
-fn notify_left(store: &Store, db: u8, key: &[u8], left: u64) {
+fn notify_left(store: &Tx<'_>, db: u8, key: &[u8], left: u64) {
     if left == 0 {
         store.notify.event(Class::Generic, "del", db, key);
     }
@@ -131,7 +134,7 @@ fn notify_left(store: &Store, db: u8, key: &[u8], left: u64) {
 fn push_generic(ctx: &mut Ctx<'_>, args: &mut Args, end: End, only_existing: bool) -> CmdResult {
     let key = args.next_bytes()?;
     let elems = args.rest().to_vec();
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let (store, db) = (ctx.tx, ctx.conn.db);
     let mut l = match lookup_write(store, db, &key)? {
         Some(l) => l,
         None if only_existing => {
@@ -181,7 +184,7 @@ fn pop_generic(ctx: &mut Ctx<'_>, args: &mut Args, end: End, name: &str) -> CmdR
             "ERR value is out of range, must be positive",
         )?),
     };
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let (store, db) = (ctx.tx, ctx.conn.db);
     let Some(mut l) = lookup_write(store, db, &key)? else {
         match count {
             Some(_) => ctx.reply.null_array(),
@@ -348,7 +351,7 @@ fn lpos(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 
 fn lset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let (store, db) = (ctx.tx, ctx.conn.db);
     let Some(mut l) = lookup_write(store, db, &key)? else {
         return Err(CmdError::reply("ERR no such key"));
     };
@@ -374,7 +377,7 @@ fn linsert(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     };
     let pivot = args.next_bytes()?;
     let elem = args.next_bytes()?;
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let (store, db) = (ctx.tx, ctx.conn.db);
     let Some(mut l) = lookup_write(store, db, &key)? else {
         ctx.reply.int(0);
         return Ok(());
@@ -404,7 +407,7 @@ fn lrem(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let count = args.next_i64()?;
     let elem = args.next_bytes()?;
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let (store, db) = (ctx.tx, ctx.conn.db);
     let Some(mut l) = lookup_write(store, db, &key)? else {
         ctx.reply.int(0);
         return Ok(());
@@ -453,7 +456,7 @@ fn ltrim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let start = args.next_i64()?;
     let stop = args.next_i64()?;
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let (store, db) = (ctx.tx, ctx.conn.db);
     if let Some(mut l) = lookup_write(store, db, &key)? {
         let keep = range(start, stop, l.len());
         let mut left = l.len();
@@ -477,7 +480,7 @@ fn ltrim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 /// LMOVE's body on locked keys: `None` if `src` is absent (Redis checks `dst`'s type only
 /// when there is something to move).
 fn move_one(
-    store: &Store,
+    store: &Tx<'_>,
     db: u8,
     src: &[u8],
     dst: &[u8],
@@ -518,7 +521,7 @@ fn move_one(
 }
 
 fn lmove_generic(ctx: &mut Ctx<'_>, src: &[u8], dst: &[u8], from: End, to: End) -> CmdResult {
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let (store, db) = (ctx.tx, ctx.conn.db);
     let v = move_one(store, db, src, dst, from, to)?;
     ctx.reply.opt_bulk(v.as_deref());
     Ok(())
@@ -587,7 +590,7 @@ fn pop_effect(key: &[u8], end: End, popped: usize, counted: bool) -> crate::effe
 /// Pops up to `count` from the first non-empty list of `keys` (locked): its key and
 /// elements. `WRONGTYPE` for a key of another type met before it.
 fn mpop_first(
-    store: &Store,
+    store: &Tx<'_>,
     db: u8,
     keys: &[Bytes],
     end: End,
@@ -620,7 +623,7 @@ fn reply_key_elems(r: &mut ReplyBuf, key: &[u8], elems: &[Vec<u8>], nested: bool
 
 fn lmpop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let (keys, end, count) = parse_mpop(args)?;
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let (store, db) = (ctx.tx, ctx.conn.db);
     match mpop_first(store, db, &keys, end, count)? {
         Some((k, elems)) => {
             ctx.effects.rewrite(pop_effect(&k, end, elems.len(), true));
@@ -637,8 +640,7 @@ fn lmpop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 /// key and replies `[key, element]` (`nested`: `[key, [elements]]`).
 fn pop_serve(end: End, count: u64, nested: bool, proto: Proto) -> ServeFn {
     Box::new(
-        move |shared: &Shared, db: u8, key: &[u8], _extra_here: bool| {
-            let store = &shared.store;
+        move |store: &Tx<'_>, db: u8, key: &[u8], _extra_here: bool| {
             let mut l = match store.get(db, key)? {
                 None => return Ok(Attempt::Empty),
                 Some(m) if m.rtype != RType::List => return Ok(Attempt::Skip),
@@ -672,7 +674,7 @@ fn bpop_generic(
     nested: bool,
     timeout: Option<Duration>,
 ) -> CmdResult {
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let (store, db) = (ctx.tx, ctx.conn.db);
     if let Some((k, elems)) = mpop_first(store, db, &keys, end, count)? {
         ctx.effects
             .rewrite(pop_effect(&k, end, elems.len(), nested));
@@ -737,8 +739,7 @@ fn bulk_reply(proto: Proto, v: &[u8]) -> BytesMut {
 /// `rpoplpush`: the client is in BRPOPLPUSH, propagated as RPOPLPUSH (else as LMOVE with
 /// Redis's lower-case `left` / `right`).
 fn move_serve(dst: Bytes, from: End, to: End, rpoplpush: bool, proto: Proto) -> ServeFn {
-    Box::new(move |shared: &Shared, db: u8, src: &[u8], dst_here: bool| {
-        let store = &shared.store;
+    Box::new(move |store: &Tx<'_>, db: u8, src: &[u8], dst_here: bool| {
         match store.get(db, src)? {
             None => return Ok(Attempt::Empty),
             Some(m) if m.rtype != RType::List => return Ok(Attempt::Skip),
@@ -775,8 +776,7 @@ fn move_serve(dst: Bytes, from: End, to: End, rpoplpush: bool, proto: Proto) -> 
         notify_pop(store, db, src, from, 1, left);
         let (src, dst) = (src.to_vec(), dst.clone());
         let keys = vec![src.clone(), dst.to_vec()];
-        let then = FollowUp::new(db, keys, move |shared: &Shared| {
-            let store = &shared.store;
+        let then = FollowUp::new(db, keys, move |store: &Tx<'_>| {
             let mut r = ReplyBuf::with_capacity(proto, 64);
             let res = (|| -> Result<(), CmdError> {
                 let mut w = Writes::new();
@@ -826,7 +826,7 @@ fn blmove_generic(
     rpoplpush: bool,
     timeout: Option<Duration>,
 ) -> CmdResult {
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let (store, db) = (ctx.tx, ctx.conn.db);
     if let Some(v) = move_one(store, db, &src, &dst, from, to)? {
         let mut argv: crate::effects::Argv = args.argv().iter().map(|a| a.to_vec()).collect();
         argv.pop(); // the timeout

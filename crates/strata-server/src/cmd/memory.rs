@@ -39,7 +39,7 @@ fn stats(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     let mut used_dbs = Vec::new();
     for db in 0..dbs.min(256) {
         let mut n = 0i64;
-        ctx.shared.store.scan_db(db as u8, |_, _| n += 1)?;
+        ctx.tx.scan_db(db as u8, |_, _| n += 1)?;
         if n > 0 {
             used_dbs.push(db);
             keys += n;
@@ -138,7 +138,7 @@ fn doctor(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     let dbs = ctx.shared.config.read().databases;
     let mut empty = true;
     for db in 0..dbs.min(256) {
-        if ctx.shared.store.random_key(db as u8)?.is_some() {
+        if ctx.tx.random_key(db as u8)?.is_some() {
             empty = false;
             break;
         }

@@ -172,7 +172,7 @@ fn read_line(c: &mut Cached) -> Option<Vec<u8>> {
 
 pub fn migrate(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let req = parse(args)?;
-    let (db, store) = (ctx.conn.db, &ctx.shared.store);
+    let (db, store) = (ctx.conn.db, ctx.tx);
     // The keys here, with their payloads and TTLs (expired ones are left out).
     let now = now_ms();
     let mut found: Vec<(Bytes, u64, Vec<u8>)> = Vec::new();

@@ -230,6 +230,9 @@ impl Clone for ReplicaConn {
 /// What a command runs with.
 pub struct Ctx<'a> {
     pub shared: &'a Shared,
+    /// Where the command's reads and writes go (`store/tx.rs`): a worker's group, an EXEC's
+    /// buffered writes, or the front; chosen once by whoever runs the command.
+    pub tx: &'a crate::store::Tx<'a>,
     pub conn: &'a mut ConnState,
     pub reply: &'a mut ReplyBuf,
     /// Keys beyond those the command's key specs name whose stripes the dispatcher holds
@@ -245,19 +248,29 @@ pub struct Ctx<'a> {
     pub rerun_inline: bool,
     /// What this run propagates to replicas and the replication log (`effects.rs`).
     pub effects: crate::effects::Effects,
+    /// Blocked clients this run served on a worker, whose replies wait for the group's
+    /// write (`blocking.rs`); the runner hands them over after it.
+    pub wakes: crate::blocking::Wakes,
 }
 
 impl<'a> Ctx<'a> {
     /// The context of one command run: the per-run fields start empty.
-    pub fn new(shared: &'a Shared, conn: &'a mut ConnState, reply: &'a mut ReplyBuf) -> Ctx<'a> {
+    pub fn new(
+        shared: &'a Shared,
+        tx: &'a crate::store::Tx<'a>,
+        conn: &'a mut ConnState,
+        reply: &'a mut ReplyBuf,
+    ) -> Ctx<'a> {
         Ctx {
             shared,
+            tx,
             conn,
             reply,
             extra_keys: Vec::new(),
             blocked: None,
             rerun_inline: false,
             effects: Default::default(),
+            wakes: Default::default(),
         }
     }
 }
@@ -276,9 +289,7 @@ impl Ctx<'_> {
     }
 }
 
-pub use crate::error::{CmdError, CmdResult};
-
-pub const ERR_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+pub use crate::error::{CmdError, CmdResult, ERR_WRONGTYPE};
 
 /// The live metadata of `key` in the client's database if it is of type `t`; `None` if the
 /// key does not exist; `WRONGTYPE` if it holds another type. Counts a keyspace hit or miss.
@@ -287,7 +298,7 @@ pub fn lookup_typed(
     key: &[u8],
     t: crate::store::RType,
 ) -> Result<Option<crate::store::Meta>, CmdError> {
-    match ctx.shared.store.lookup_read(ctx.conn.db, key)? {
+    match ctx.tx.lookup_read(ctx.conn.db, key)? {
         Some(m) if m.rtype != t => Err(CmdError::reply(ERR_WRONGTYPE)),
         m => Ok(m),
     }
@@ -568,7 +579,7 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
         }
     }
     // Client-side caching (`cmd/tracking.rs`): one atomic load while no client tracks.
-    let tracking_state = &ctx.shared.store.tracking;
+    let tracking_state = &ctx.tx.tracking;
     let tracking = if tracking_state.active() {
         tracking::before_command(ctx, spec, &argv);
         Some(crate::tracking::Current::enter(tracking_state, ctx.conn.id))
@@ -589,12 +600,14 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
     let result = if nested {
         run_locked(ctx, spec, handler, &mut args, skip)
     } else {
-        let r = crate::blocking::around_command(shared, || {
+        let tx = ctx.tx;
+        let (r, wakes) = crate::blocking::around_command(shared, tx, || {
             let r = run_locked(ctx, spec, handler, &mut args, skip);
             let group = crate::effects::take_pending();
             shared.propagation.emit(crate::effects::wrap(group));
             r
         });
+        ctx.wakes.append(wakes);
         for served in crate::effects::take_pending() {
             shared.propagation.emit(vec![served]);
         }
@@ -664,7 +677,7 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
 /// specs), a snapshot read (MGET) or a command without keys (FLUSHDB, KEYS, SCAN: as
 /// before, they exclude no writer). Every stripe when the specs cannot parse the arguments
 /// (a malformed count: the command replies its error). In an EXEC or a script, the stripes
-/// are the transaction's (`Store::lock_for_command`). Released when the handler returns:
+/// are the transaction's (`Tx::lock_for_command`). Released when the handler returns:
 /// on the connection's thread its write is done by then. The stripes are taken in
 /// ascending order, each command's at once, and workers never wait for one: no deadlock.
 fn run_locked(
@@ -674,7 +687,8 @@ fn run_locked(
     args: &mut Args,
     skip: usize,
 ) -> CmdResult {
-    let direct = crate::store::on_worker()
+    let on_worker = ctx.tx.on_worker();
+    let direct = on_worker
         || spec.has_trait(table::traits::SCRIPT | table::traits::SNAPSHOT_READ)
         || !spec.has_keys();
     let top = !ctx.conn.in_exec && !ctx.conn.in_script;
@@ -686,8 +700,8 @@ fn run_locked(
         };
         // SWAPDB changes the database map only under every stripe: once a command holds its
         // stripes, the client's physical database stays what it is for the run (§13.19).
-        let db = ctx.shared.store.dbs.physical(ctx.conn.selected);
-        if top && !crate::store::on_worker() && db != ctx.conn.db {
+        let db = ctx.tx.dbs.physical(ctx.conn.selected);
+        if top && !on_worker && db != ctx.conn.db {
             ctx.conn.db = db;
             continue;
         }
@@ -700,7 +714,7 @@ fn run_locked(
         let may_write = spec.flags & (flag::WRITE | flag::MAY_REPLICATE) != 0
             || spec.has_trait(table::traits::SCRIPT)
             || spec.name == "exec";
-        let seq = if top && may_write && !crate::store::on_worker() && !ctx.conn.master {
+        let seq = if top && may_write && !on_worker && !ctx.conn.master {
             ctx.shared.master.seq.enter()
         } else {
             None
@@ -767,7 +781,7 @@ fn finish_effects(ctx: &mut Ctx<'_>, spec: &Spec, argv: &[Bytes], writes_before:
 /// Takes the stripes of the keys `argv` names for `spec` in the client's database (and in
 /// the other database COPY ... DB and MOVE reach), with the keys the command asked for.
 fn lock_keys<'s>(ctx: &Ctx<'s>, spec: &'static Spec, argv: &[Bytes]) -> crate::store::KeyGuard<'s> {
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let db = ctx.conn.db;
     let Some(keys) = table::keys(spec, argv) else {
         return store.lock_every_stripe_for_command();

@@ -104,7 +104,7 @@ pub fn queued_writes(ctx: &Ctx<'_>) -> bool {
 
 /// Forgets the client's watched keys and their modified flag.
 fn unwatch_all(ctx: &Ctx<'_>) {
-    ctx.shared.store.watches.unwatch_all(ctx.conn.id);
+    ctx.tx.watches.unwatch_all(ctx.conn.id);
     ctx.conn.info.watch_dirty.store(false, Ordering::SeqCst);
 }
 
@@ -143,7 +143,7 @@ fn watch(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     while !args.is_done() {
         keys.push(args.next_bytes()?);
     }
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let db = ctx.conn.db;
     // Under the keys' stripes: a write in flight finishes first, later ones see the watch.
     for k in &keys {
@@ -213,7 +213,7 @@ fn exec(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
         return Err(CmdError::reply(ERR_EXECABORT));
     }
     let shared = ctx.shared;
-    let store = &shared.store;
+    let store = ctx.tx;
     let watched = store.watches.keys_of(ctx.conn.id);
     let databases = shared.config.read().databases;
     // The map may change until the stripes are held (SWAPDB holds them all while it
@@ -256,10 +256,10 @@ fn exec(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     let effects = std::cell::RefCell::new(None);
     let ((), written) = store.run_exec_then(
         locks,
-        || {
+        |tx| {
             conn.multi = None;
             for argv in m.queued {
-                let mut c = Ctx::new(shared, &mut *conn, &mut inner);
+                let mut c = Ctx::new(shared, tx, &mut *conn, &mut inner);
                 dispatch(&mut c, argv);
             }
             *effects.borrow_mut() = conn.repl_pending.take();

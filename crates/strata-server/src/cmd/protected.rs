@@ -61,7 +61,7 @@ fn debug(_ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
 }
 
 fn bgrewriteaof(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
-    ctx.shared.store.sync_if_dirty()?;
+    ctx.tx.sync_if_dirty()?;
     ctx.reply
         .simple("Background append only file rewriting started");
     Ok(())

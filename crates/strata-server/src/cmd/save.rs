@@ -12,7 +12,7 @@ fn save(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
         let c = ctx.shared.config.read();
         (c.dir.clone(), c.dbfilename.clone())
     };
-    let db = ctx.shared.store.db();
+    let db = ctx.tx.db();
     ctx.shared
         .saves
         .save(db, &dir, &name)

@@ -6,7 +6,7 @@
 //!
 //! **A script runs atomically, as EXEC does** (`cmd/multi.rs`). On the connection's thread
 //! it takes the stripes of its declared keys (`KEYS`) exclusively
-//! (`Store::lock_for_exec`), then runs in a front transaction (`Store::run_exec_then`):
+//! (`Store::lock_for_exec`), then runs in a front transaction (`Tx::run_exec_then`):
 //! each `redis.call` goes through the normal dispatch, reads see the script's earlier
 //! writes, writes are buffered, and when the script ends they are applied as one write,
 //! atomic across shards. Nobody sees part of a script's effect, and after a crash either
@@ -158,6 +158,8 @@ pub(super) fn split_keys(n: i64, args: &mut Args) -> Result<(Vec<Bytes>, Vec<Byt
 /// checks them, then run as the script's own client.
 struct ScriptHost<'a> {
     shared: &'a Shared,
+    /// The transaction the script's calls run in.
+    tx: &'a crate::store::Tx<'a>,
     conn: &'a mut ConnState,
     read_only: bool,
     /// The declared keys when only their stripes are held; `None` when every stripe is.
@@ -211,7 +213,7 @@ impl Host for ScriptHost<'_> {
             self.running.wrote.store(true, Ordering::SeqCst);
         }
         let mut reply = ReplyBuf::with_capacity(proto, 64);
-        let mut c = Ctx::new(self.shared, &mut *self.conn, &mut reply);
+        let mut c = Ctx::new(self.shared, self.tx, &mut *self.conn, &mut reply);
         let was = std::mem::replace(&mut c.conn.in_script, true);
         dispatch_found(&mut c, argv, found);
         c.conn.in_script = was;
@@ -270,6 +272,7 @@ struct Invocation<'a> {
 /// key (then its reply means nothing).
 fn run_once(
     shared: &Shared,
+    tx: &crate::store::Tx<'_>,
     conn: &mut ConnState,
     inv: &Invocation<'_>,
     declared: Option<&HashSet<(u8, Bytes)>>,
@@ -285,6 +288,7 @@ fn run_once(
     };
     let mut host = ScriptHost {
         shared,
+        tx,
         conn,
         read_only: inv.read_only,
         declared,
@@ -370,25 +374,26 @@ pub(super) fn run(
         read_only,
     };
     if ctx.conn.in_exec {
-        let (reply, _) = run_once(shared, &mut conn, &inv, None, &running);
+        let (reply, _) = run_once(shared, ctx.tx, &mut conn, &inv, None, &running);
         // The script's writes join the transaction's effects (`repl/`).
         pass_effects(&mut conn, ctx.conn);
         ctx.reply.raw(&reply);
         return Ok(());
     }
-    let store = &shared.store;
+    let store = ctx.tx;
     let db = ctx.conn.db;
     let declared: HashSet<(u8, Bytes)> = keys.iter().map(|k| (db, k.clone())).collect();
     let marked = target.undeclared_keys();
     let mut every_stripe = marked.is_some_and(|m| m.load(Ordering::Relaxed));
-    if let Some(savepoint) = crate::store::shard_savepoint() {
+    if let Some(savepoint) = store.savepoint() {
         // On the worker of the shard that owns every declared key (`exec::route`), with
         // their stripes held: the script runs in the shard's transaction, its writes join
         // the group's one engine write, so it is atomic as on the connection's thread
         // without a second write or a hand-off.
-        let (reply, undeclared) = run_once(shared, &mut conn, &inv, Some(&declared), &running);
+        let (reply, undeclared) =
+            run_once(shared, store, &mut conn, &inv, Some(&declared), &running);
         if undeclared || running.aborted.load(Ordering::SeqCst) {
-            crate::store::rollback_shard_txn(savepoint);
+            store.rollback_to(savepoint);
         } else {
             // Appended by the group's completion with the command's unit (`exec.rs`).
             pass_effects(&mut conn, ctx.conn);
@@ -412,9 +417,9 @@ pub(super) fn run(
         let effects = std::cell::RefCell::new(None);
         let ((reply, rerun), written) = store.run_exec_then(
             locks,
-            || {
+            |tx| {
                 let held = (!every_stripe).then_some(&declared);
-                let r = run_once(shared, &mut run_conn, &inv, held, &running);
+                let r = run_once(shared, tx, &mut run_conn, &inv, held, &running);
                 // A run stopped by SHUTDOWN leaves nothing behind.
                 let apply = !r.1 && !running.aborted.load(Ordering::SeqCst);
                 if apply {

@@ -24,7 +24,7 @@ pub static COMMANDS: &[Entry] = &[
 
 fn dbsize(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     let mut n = 0i64;
-    ctx.shared.store.scan_db(ctx.conn.db, |_, _| n += 1)?;
+    ctx.tx.scan_db(ctx.conn.db, |_, _| n += 1)?;
     ctx.reply.int(n);
     Ok(())
 }
@@ -38,8 +38,8 @@ fn flush_mode(args: &mut Args) -> CmdResult {
 fn flushdb(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     flush_mode(args)?;
     // Tracking clients get one null instead of each key (`tracking.rs`).
-    ctx.shared.store.tracking.flushed();
-    crate::tracking::quietly(|| ctx.shared.store.flush_db(ctx.conn.db))?;
+    ctx.tx.tracking.flushed();
+    crate::tracking::quietly(|| ctx.tx.flush_db(ctx.conn.db))?;
     // Propagated as called even when the database was empty (Redis 7.0).
     ctx.effects.dirty();
     ctx.reply.ok();
@@ -49,8 +49,8 @@ fn flushdb(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn flushall(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     flush_mode(args)?;
     let dbs = ctx.shared.config.read().databases;
-    ctx.shared.store.tracking.flushed();
-    crate::tracking::quietly(|| (0..dbs).try_for_each(|db| ctx.shared.store.flush_db(db as u8)))?;
+    ctx.tx.tracking.flushed();
+    crate::tracking::quietly(|| (0..dbs).try_for_each(|db| ctx.tx.flush_db(db as u8)))?;
     ctx.effects.dirty();
     ctx.reply.ok();
     Ok(())
@@ -72,7 +72,7 @@ fn info_cmd(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         .iter()
         .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
         .collect();
-    let text = info::render(ctx.shared, &sections)?;
+    let text = info::render(ctx.shared, ctx.tx, &sections)?;
     ctx.reply.verbatim(text.as_bytes());
     Ok(())
 }
@@ -144,7 +144,7 @@ fn config_set(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn config_resetstat(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     // As Redis's configResetStatCommand: INFO's counters, not the slow log.
     ctx.shared.stats.reset();
-    ctx.shared.store.stats.reset();
+    ctx.tx.stats.reset();
     ctx.shared.cmdstats.reset();
     ctx.shared.latency.histograms.reset();
     ctx.reply.ok();

@@ -142,7 +142,7 @@ fn lookup(ctx: &Ctx<'_>, pattern: &[u8], elem: &[u8]) -> Result<Option<Vec<u8>>,
         Target::Key(k, f) => (k, f),
     };
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let Some(m) = store.lookup_read(db, &key)? else {
         return Ok(None);
     };
@@ -156,7 +156,7 @@ fn lookup(ctx: &Ctx<'_>, pattern: &[u8], elem: &[u8]) -> Result<Option<Vec<u8>>,
 /// The elements of the sorted key, in its own order (a set's as SMEMBERS gives it).
 fn elements(ctx: &Ctx<'_>, key: &[u8], m: &Meta) -> Result<Vec<Vec<u8>>, CmdError> {
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     Ok(match m.rtype {
         RType::List => List::open(store, db, key, m.clone())?.all()?,
         RType::Set => {
@@ -223,7 +223,7 @@ fn sort_generic(ctx: &mut Ctx<'_>, args: &mut Args, readonly: bool) -> CmdResult
     if let Some(s) = &r.store {
         held.insert(s.to_vec());
     }
-    let meta = match ctx.shared.store.lookup_read(db, &key)? {
+    let meta = match ctx.tx.lookup_read(db, &key)? {
         Some(m) if !matches!(m.rtype, RType::List | RType::Set | RType::ZSet) => {
             return Err(CmdError::reply(ERR_WRONGTYPE))
         }
@@ -406,7 +406,7 @@ fn run(
 /// Replaces `dst` (of any type) by a list of `elems`, or deletes it when there are none.
 fn store_list(ctx: &Ctx<'_>, dst: &[u8], elems: &[Vec<u8>]) -> CmdResult {
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let mut w = crate::store::Writes::new();
     if elems.is_empty() {
         if store.get(db, dst)?.is_some() {

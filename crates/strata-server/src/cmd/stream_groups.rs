@@ -11,7 +11,7 @@ use super::streams::{
 };
 use super::{reply_help, Args, CmdError, CmdResult, Ctx};
 use crate::protocol::reply::ReplyBuf;
-use crate::store::{now_ms, Store, Writes};
+use crate::store::{now_ms, Tx, Writes};
 use crate::stream::{Consumer, Group, PelEntry, Stream, StreamId};
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashSet};
@@ -57,7 +57,7 @@ fn xgroup_target(
     let Some(s) = s else {
         return Err(CmdError::reply("ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically."));
     };
-    let g = s.group(&ctx.shared.store, group)?;
+    let g = s.group(ctx.tx, group)?;
     if g.is_none() && need_group {
         return Err(quoted(&[
             b"NOGROUP No such consumer group '",
@@ -111,7 +111,7 @@ pub(super) fn create(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         return Err(subcommand_syntax(args));
     }
     let (key, name) = (&a[0], &a[1]);
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let (store, db) = (ctx.tx, ctx.conn.db);
     let (s, _) = xgroup_target(ctx, key, name, false, mkstream)?;
     let id = if &a[2][..] == b"$" {
         s.as_ref().map_or(StreamId::MIN, |s| s.info.last_id)
@@ -155,7 +155,7 @@ pub(super) fn setid(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     }
     let (_, read) = group_options(args, &a, false)?;
     let (key, name) = (&a[0], &a[1]);
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let (s, _) = xgroup_target(ctx, key, name, true, false)?;
     let Some(s) = s else {
         return Err(CmdError::reply(ERR_SYNTAX));
@@ -185,7 +185,7 @@ pub(super) fn destroy(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     if a.len() != 2 {
         return Err(subcommand_syntax(args));
     }
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let (s, g) = xgroup_target(ctx, &a[0], &a[1], false, false)?;
     let (Some(s), Some(_)) = (s, g) else {
         ctx.reply.int(0);
@@ -204,7 +204,7 @@ pub(super) fn createconsumer(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     if a.len() != 3 {
         return Err(subcommand_syntax(args));
     }
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let (s, _) = xgroup_target(ctx, &a[0], &a[1], true, false)?;
     let Some(s) = s else {
         return Err(CmdError::reply(ERR_SYNTAX));
@@ -226,7 +226,7 @@ pub(super) fn delconsumer(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     if a.len() != 3 {
         return Err(subcommand_syntax(args));
     }
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let (s, _) = xgroup_target(ctx, &a[0], &a[1], true, false)?;
     let Some(s) = s else {
         return Err(CmdError::reply(ERR_SYNTAX));
@@ -270,7 +270,7 @@ pub(super) fn help(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
 pub(super) fn xack(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let a = args.rest().to_vec();
     let (key, g) = (&a[0], &a[1]);
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let s = read_stream(ctx, key)?;
     let Some(s) = s.filter(|s| s.group(store, g).ok().flatten().is_some()) else {
         ctx.reply.int(0);
@@ -341,7 +341,7 @@ pub(super) fn xpending(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         let consumer = a.get(at + 3).cloned();
         range = Some((minidle, start, end, count, consumer));
     }
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let s = read_stream(ctx, key)?;
     let Some(s) = s.filter(|s| s.group(store, g).ok().flatten().is_some()) else {
         return Err(no_key_or_group(key, g));
@@ -398,7 +398,7 @@ fn idle(now: u64, e: &PelEntry) -> i64 {
 }
 
 /// XPENDING's summary: count, first and last ID, and the consumers with pending entries.
-fn pending_summary(store: &Store, s: &Stream, g: &[u8], r: &mut ReplyBuf) -> CmdResult {
+fn pending_summary(store: &Tx<'_>, s: &Stream, g: &[u8], r: &mut ReplyBuf) -> CmdResult {
     let mut n = 0i64;
     let (mut first, mut last) = (None, None);
     let mut per: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
@@ -434,7 +434,7 @@ fn pending_summary(store: &Store, s: &Stream, g: &[u8], r: &mut ReplyBuf) -> Cmd
 pub(super) fn xclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let a = args.rest().to_vec();
     let (key, g, c) = (&a[0], &a[1], &a[2]);
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let s = read_stream(ctx, key)?;
     let (Some(s), Some(mut group)) = (match s {
         Some(s) => {
@@ -619,7 +619,7 @@ pub(super) fn xautoclaim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         }
         j += 1;
     }
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let s = read_stream(ctx, key)?;
     let Some(s) = s.filter(|s| s.group(store, g).ok().flatten().is_some()) else {
         return Err(no_key_or_group(key, g));

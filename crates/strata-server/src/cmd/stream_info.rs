@@ -11,7 +11,7 @@
 use super::streams::{int_arg, reply_entry, reply_id, write_stream};
 use super::{cstr, reply_help, Args, CmdError, CmdResult, Ctx};
 use crate::protocol::reply::ReplyBuf;
-use crate::store::{now_ms, Store};
+use crate::store::{now_ms, Tx};
 use crate::stream::{Stream, StreamId};
 
 fn subcommand_syntax(args: &Args) -> CmdError {
@@ -33,7 +33,7 @@ fn existing(ctx: &Ctx<'_>, key: &[u8]) -> Result<Stream, CmdError> {
 }
 
 /// How many nodes of Redis's layout the stream has (entries that start one).
-fn node_count(store: &Store, s: &Stream) -> Result<u64, CmdError> {
+fn node_count(store: &Tx<'_>, s: &Stream) -> Result<u64, CmdError> {
     let prefix = s.record(crate::stream::TAG_ENTRY, &[]);
     let mut n = 0;
     let mut bad = false;
@@ -69,7 +69,7 @@ pub(super) fn stream(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         }
         full = Some(count as usize);
     }
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let s = existing(ctx, key)?;
     let keys = node_count(store, &s)?;
     let r = &mut *ctx.reply;
@@ -136,7 +136,7 @@ fn group_progress(r: &mut ReplyBuf, s: &Stream, g: &crate::stream::Group) {
 
 /// One group of XINFO STREAM FULL.
 fn full_group(
-    store: &Store,
+    store: &Tx<'_>,
     s: &Stream,
     name: &[u8],
     g: &crate::stream::Group,
@@ -190,7 +190,7 @@ fn full_group(
 
 pub(super) fn groups(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let s = existing(ctx, &key)?;
     let groups = s.groups(store)?;
     let r = &mut *ctx.reply;
@@ -211,7 +211,7 @@ pub(super) fn groups(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 pub(super) fn consumers(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let group = args.next_bytes()?;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let s = existing(ctx, &key)?;
     if s.group(store, &group)?.is_none() {
         return Err(CmdError::reply_bytes(

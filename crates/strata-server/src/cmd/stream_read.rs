@@ -13,8 +13,7 @@ use super::streams::{int_arg, read_stream, reply_entry, reply_id, strict_id_arg,
 use super::{Args, CmdError, CmdResult, Ctx};
 use crate::blocking::{Attempt, ServeFn, Served};
 use crate::protocol::reply::{Proto, ReplyBuf};
-use crate::server::Shared;
-use crate::store::{now_ms, RType, Store, Writes};
+use crate::store::{now_ms, RType, Tx, Writes};
 use crate::stream::{Consumer, PelEntry, Stream, StreamId};
 use bytes::Bytes;
 use std::time::Duration;
@@ -124,7 +123,7 @@ pub(super) fn xreadgroup(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 }
 
 fn read_generic(ctx: &mut Ctx<'_>, r: ReadArgs) -> CmdResult {
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let (store, db) = (ctx.tx, ctx.conn.db);
     // The IDs, checked with the keys and groups in Redis's order.
     let mut froms = Vec::with_capacity(r.keys.len());
     for (key, idarg) in r.keys.iter().zip(&r.ids) {
@@ -263,7 +262,7 @@ fn header(r: &mut ReplyBuf, key: &[u8]) {
 
 /// Whether the stream holds entries after the group's last delivered ID (Redis compares
 /// the last live entry's ID).
-fn has_new(store: &Store, s: &Stream, group: &[u8]) -> Result<bool, CmdError> {
+fn has_new(store: &Tx<'_>, s: &Stream, group: &[u8]) -> Result<bool, CmdError> {
     let Some(g) = s.group(store, group)? else {
         return Ok(false);
     };
@@ -274,7 +273,7 @@ fn has_new(store: &Store, s: &Stream, group: &[u8]) -> Result<bool, CmdError> {
 /// Creates consumer `c` of group `g` if needed and notes it was seen now: whether it was
 /// created (Redis 7.0 then emits `xgroup-createconsumer`, once the write is applied here).
 fn touch_consumer(
-    store: &Store,
+    store: &Tx<'_>,
     s: &Stream,
     w: &mut Writes,
     g: &[u8],
@@ -343,7 +342,7 @@ fn createconsumer_effect(key: &[u8], g: &[u8], c: &[u8]) -> crate::effects::Argv
 }
 
 /// The keyspace event of a consumer a read or claim created (class `t`).
-pub(super) fn consumer_created(store: &Store, db: u8, key: &[u8]) {
+pub(super) fn consumer_created(store: &Tx<'_>, db: u8, key: &[u8]) {
     store.notify.event(
         crate::notify::Class::Stream,
         "xgroup-createconsumer",
@@ -354,7 +353,7 @@ pub(super) fn consumer_created(store: &Store, db: u8, key: &[u8]) {
 
 /// The entries after `gt` (up to `count`, 0: all), as an array.
 fn reply_range(
-    store: &Store,
+    store: &Tx<'_>,
     s: &Stream,
     gt: StreamId,
     count: usize,
@@ -379,7 +378,7 @@ fn reply_range(
 /// history read propagates nothing, as Redis 7.0).
 #[allow(clippy::too_many_arguments)]
 fn serve_group(
-    store: &Store,
+    store: &Tx<'_>,
     s: &mut Stream,
     w: &mut Writes,
     (key, g, c): (&[u8], &[u8], &[u8]),
@@ -472,8 +471,7 @@ fn waiter(
     noack: bool,
 ) -> ServeFn {
     Box::new(
-        move |shared: &Shared, db: u8, key: &[u8], _extra_here: bool| {
-            let store = &shared.store;
+        move |store: &Tx<'_>, db: u8, key: &[u8], _extra_here: bool| {
             let Some(from) = waits.iter().find(|(k, _)| &k[..] == key).map(|(_, f)| *f) else {
                 return Ok(Attempt::Skip);
             };

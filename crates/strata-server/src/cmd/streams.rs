@@ -77,7 +77,7 @@ pub(super) fn read_stream(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Stream>, C
 
 /// The stream at `key` for a write.
 pub(super) fn write_stream(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Stream>, CmdError> {
-    match ctx.shared.store.get(ctx.conn.db, key)? {
+    match ctx.tx.get(ctx.conn.db, key)? {
         None => Ok(None),
         Some(m) if m.rtype != RType::Stream => Err(CmdError::reply(ERR_WRONGTYPE)),
         Some(m) => Stream::from_meta(ctx.conn.db, key, m)
@@ -243,7 +243,7 @@ fn xadd(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             "ERR The ID specified in XADD must be greater than 0-0",
         ));
     }
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let (store, db) = (ctx.tx, ctx.conn.db);
     let mut s = match write_stream(ctx, key)? {
         Some(s) => s,
         None if t.no_mkstream => {
@@ -352,13 +352,7 @@ fn range_generic(ctx: &mut Ctx<'_>, args: &mut Args, rev: bool) -> CmdResult {
         ctx.reply.null_array();
         return Ok(());
     }
-    let entries = s.collect(
-        &ctx.shared.store,
-        start,
-        end,
-        rev,
-        count.unwrap_or(0) as usize,
-    )?;
+    let entries = s.collect(ctx.tx, start, end, rev, count.unwrap_or(0) as usize)?;
     ctx.reply.array(entries.len());
     for (id, f) in &entries {
         reply_entry(ctx.reply, *id, f);
@@ -393,7 +387,7 @@ fn xlen(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn xdel(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let raw = args.rest().to_vec();
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let (store, db) = (ctx.tx, ctx.conn.db);
     let Some(mut s) = write_stream(ctx, &key)? else {
         ctx.reply.int(0);
         return Ok(());
@@ -419,7 +413,7 @@ fn xtrim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let a = args.rest().to_vec();
     let key = &a[0];
     let (t, _) = parse_trim(ctx, &a, 1, false)?;
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let (store, db) = (ctx.tx, ctx.conn.db);
     let Some(mut s) = write_stream(ctx, key)? else {
         ctx.reply.int(0);
         return Ok(());
@@ -465,7 +459,7 @@ fn xsetid(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         }
         i += 2;
     }
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let (store, db) = (ctx.tx, ctx.conn.db);
     let Some(mut s) = write_stream(ctx, key)? else {
         return Err(CmdError::reply("ERR no such key"));
     };

@@ -43,7 +43,7 @@ const ERR_TOO_BIG: &str = "ERR string exceeds maximum allowed size (proto-max-bu
 
 /// The live string at `key`: `WRONGTYPE` for other types.
 pub(super) fn read_string(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Meta>, CmdError> {
-    match ctx.shared.store.lookup_read(ctx.conn.db, key)? {
+    match ctx.tx.lookup_read(ctx.conn.db, key)? {
         Some(m) if m.rtype != RType::String => Err(CmdError::reply(ERR_WRONGTYPE)),
         m => Ok(m),
     }
@@ -53,7 +53,7 @@ fn new_string(ctx: &Ctx<'_>, value: Vec<u8>, expire_ms: u64) -> Meta {
     Meta {
         rtype: RType::String,
         expire_ms,
-        version: ctx.shared.store.next_version(),
+        version: ctx.tx.next_version(),
         size: value.len() as u64,
         value,
     }
@@ -188,7 +188,7 @@ fn set_generic(
     o: &SetOpts,
 ) -> CmdResult {
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     // A plain SET (no NX, XX, GET or KEEPTTL) is a blind write: reading the old record would
     // cost a lookup, on SSD possibly a random read, for nothing (Redis's lookup is in RAM).
     let needs_old = o.get || o.nx || o.xx || matches!(o.ttl, Ttl::Keep);
@@ -215,7 +215,7 @@ fn set_generic(
         return Ok(());
     }
     propagate_set(ctx, argv, key, &value, o);
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let expire_ms = match o.ttl {
         Ttl::Clear => 0,
         Ttl::Keep => old.as_ref().map_or(0, |m| m.expire_ms),
@@ -258,7 +258,7 @@ fn setnx(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let value = args.next_bytes()?;
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     if store.get(db, &key)?.is_some() {
         ctx.reply.int(0);
     } else {
@@ -312,7 +312,7 @@ fn getdel(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let db = ctx.conn.db;
     let m = read_string(ctx, &key)?;
     if m.is_some() {
-        ctx.shared.store.delete(db, &key)?;
+        ctx.tx.delete(db, &key)?;
         notify(ctx, Class::Generic, "del", db, &key);
         let unlink = ctx.lazyfree("lazyfree-lazy-user-del");
         ctx.effects.rewrite(crate::effects::deletion(&key, unlink));
@@ -323,7 +323,7 @@ fn getdel(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 
 fn mget(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let keys: Vec<&[u8]> = args.rest().iter().map(|k| &k[..]).collect();
-    let metas = ctx.shared.store.multi_get(ctx.conn.db, &keys)?;
+    let metas = ctx.tx.multi_get(ctx.conn.db, &keys)?;
     ctx.reply.array(metas.len());
     for m in metas {
         match m {
@@ -365,10 +365,10 @@ fn mset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     // Blind writes: an existing key's access is counted as Redis's `setKey` does.
     let now = now_ms();
     for k in &keys {
-        ctx.shared.store.access.touch_tracked(ctx.conn.db, k, now);
+        ctx.tx.access.touch_tracked(ctx.conn.db, k, now);
     }
     let ops: Vec<(&[u8], Option<&Meta>)> = pairs.iter().map(|(k, m)| (*k, Some(m))).collect();
-    ctx.shared.store.write_many(ctx.conn.db, &ops)?;
+    ctx.tx.write_many(ctx.conn.db, &ops)?;
     // One event per pair given, a repeated key included, as Redis.
     for kv in rest.chunks(2) {
         notify(ctx, Class::String, "set", ctx.conn.db, &kv[0]);
@@ -386,7 +386,7 @@ pub(super) fn modify(
     f: impl FnOnce(&Ctx<'_>, Option<&Meta>) -> Result<Option<Vec<u8>>, CmdError>,
 ) -> Result<Option<Meta>, CmdError> {
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let old = read_string(ctx, key)?;
     let Some(value) = f(ctx, old.as_ref())? else {
         return Ok(old);
@@ -586,7 +586,7 @@ fn getex(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         }
     }
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let Some(mut m) = read_string(ctx, &key)? else {
         ctx.reply.null();
         return Ok(());
@@ -643,7 +643,7 @@ fn msetnx(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let pairs = string_pairs(ctx, rest);
     let keys: Vec<&[u8]> = pairs.iter().map(|(k, _)| *k).collect();
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     for k in &keys {
         if store.get(db, k)?.is_some() {
             ctx.reply.int(0);
@@ -741,7 +741,7 @@ fn lcs(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let kb = args.next_bytes()?;
     let db = ctx.conn.db;
     let (a, b) = {
-        let store = &ctx.shared.store;
+        let store = ctx.tx;
         let a = store.lookup_read(db, &ka)?;
         let b = store.lookup_read(db, &kb)?;
         if [&a, &b]

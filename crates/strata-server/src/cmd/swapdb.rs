@@ -29,9 +29,9 @@ fn swapdb(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         return Err(CmdError::reply("ERR DB index is out of range"));
     }
     if a != b {
-        let shared = ctx.shared;
-        crate::dbmap::swap_databases(&shared.store, a as u8, b as u8, |p, q| {
-            shared.blocked.swap_dbs(&shared.store, p, q)
+        let (shared, tx) = (ctx.shared, ctx.tx);
+        crate::dbmap::swap_databases(tx, a as u8, b as u8, |p, q| {
+            shared.blocked.swap_dbs(tx, p, q)
         })
         .map_err(|e| CmdError::reply(format!("ERR {e}")))?;
         // This client's own database may have moved (the rest of an EXEC or script runs in

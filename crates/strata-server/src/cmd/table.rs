@@ -36,7 +36,7 @@ pub mod traits {
     /// Runs a script, which may reach keys it did not declare (outside cluster mode).
     pub const SCRIPT: u32 = 1 << 3;
     /// Writes its keys without reading them, whatever its arguments (MSET): the dispatcher
-    /// takes their stripes shared (`Store::lock_for_command`). Redis's `OW` key flag does
+    /// takes their stripes shared (`Tx::lock_for_command`). Redis's `OW` key flag does
     /// not say as much: MSETNX's and SET NX's keys are `OW`, yet they read whether the key
     /// exists, and two of them must exclude each other.
     pub const BLIND_WRITE: u32 = 1 << 4;

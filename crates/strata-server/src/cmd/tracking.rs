@@ -54,7 +54,7 @@ fn client_tracking(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             return Err(CmdError::reply(ERR_SYNTAX));
         }
     }
-    let tracking = &ctx.shared.store.tracking;
+    let tracking = &ctx.tx.tracking;
     let info = ctx.conn.info.clone();
     if mode.eq_ignore_ascii_case(b"off") {
         tracking.disable(&info);
@@ -177,7 +177,7 @@ fn client_trackinginfo(ctx: &mut Ctx<'_>, _args: &mut Args) -> CmdResult {
     if flags & BROKEN_REDIR != 0 {
         names.push("broken_redirect");
     }
-    let prefixes = ctx.shared.store.tracking.prefixes_of(info.id);
+    let prefixes = ctx.tx.tracking.prefixes_of(info.id);
     let r = &mut *ctx.reply;
     r.map(3);
     r.bulk(b"flags");
@@ -216,8 +216,7 @@ pub fn before_command(ctx: &Ctx<'_>, spec: &super::Spec, argv: &[bytes::Bytes]) 
     if keys.is_empty() {
         return;
     }
-    ctx.shared
-        .store
+    ctx.tx
         .tracking
         .remember(ctx.conn.id, keys.iter().map(|k| &argv[k.pos][..]));
 }

@@ -15,8 +15,7 @@ use super::zsets::{parse_mpop, pop, pop_first, reply_popped};
 use super::{Args, CmdError, CmdResult, Ctx};
 use crate::blocking::{parse_timeout, Attempt, ServeFn, Served};
 use crate::protocol::reply::{Proto, ReplyBuf};
-use crate::server::Shared;
-use crate::store::RType;
+use crate::store::{RType, Tx};
 use bytes::Bytes;
 use std::time::Duration;
 
@@ -39,8 +38,7 @@ pub(super) fn zpop_effect(
 /// The serve function of a client blocked in BZPOPMIN, BZPOPMAX (`!nested`) or BZMPOP.
 fn pop_serve(max: bool, count: u64, nested: bool, proto: Proto) -> ServeFn {
     Box::new(
-        move |shared: &Shared, db: u8, key: &[u8], _extra_here: bool| {
-            let store = &shared.store;
+        move |store: &Tx<'_>, db: u8, key: &[u8], _extra_here: bool| {
             match store.get(db, key)? {
                 None => return Ok(Attempt::Empty),
                 Some(m) if m.rtype != RType::ZSet => return Ok(Attempt::Skip),
@@ -73,7 +71,7 @@ fn bzpop_generic(
     nested: bool,
     timeout: Option<Duration>,
 ) -> CmdResult {
-    let (store, db) = (&ctx.shared.store, ctx.conn.db);
+    let (store, db) = (ctx.tx, ctx.conn.db);
     if let Some((k, popped)) = pop_first(store, db, keys, max, count)? {
         ctx.effects
             .rewrite(zpop_effect(&k, max, popped.len(), nested));

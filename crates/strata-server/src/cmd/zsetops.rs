@@ -10,11 +10,11 @@
 //! Layer: commands (above services; below execution).
 
 use super::args::ERR_SYNTAX;
-use super::zsets::{loc, lookup, reply_entries, store_result};
+use super::zsets::{loc, reply_entries, store_result};
 use super::{Args, CmdError, CmdResult, Ctx, ERR_WRONGTYPE};
 use crate::protocol::reply::Proto;
 use crate::store::{Meta, RType};
-use crate::zset::{self, Aggregate, Entry};
+use crate::zset::{self, Aggregate, Entry, ZSet};
 use bytes::Bytes;
 use std::collections::HashMap;
 
@@ -92,7 +92,7 @@ fn setop(
     let n = numkeys as usize;
     let (keys, opts) = rest.split_at(n);
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     let mut locked: Vec<Bytes> = keys.to_vec();
     locked.extend(dst.clone());
     let mut srcs = Vec::with_capacity(n);
@@ -173,9 +173,9 @@ fn load(ctx: &Ctx<'_>, s: &Src) -> Result<Vec<Entry>, CmdError> {
     };
     let z = loc(ctx.conn.db, &s.key, m);
     Ok(if m.rtype == RType::Set {
-        zset::set_members(&ctx.shared.store, z)?
+        zset::set_members(ctx.tx, z)?
     } else {
-        zset::by_rank(&ctx.shared.store, z, false, 0, u64::MAX)?
+        zset::by_rank(ctx.tx, z, false, 0, u64::MAX)?
     })
 }
 
@@ -186,12 +186,12 @@ fn find(ctx: &Ctx<'_>, s: &Src, members: &[&[u8]]) -> Result<Vec<Option<f64>>, C
     };
     let z = loc(ctx.conn.db, &s.key, m);
     Ok(if m.rtype == RType::Set {
-        zset::set_contains(&ctx.shared.store, z, members)?
+        zset::set_contains(ctx.tx, z, members)?
             .into_iter()
             .map(|b| b.then_some(1.0))
             .collect()
     } else {
-        zset::scores(&ctx.shared.store, z, members)?
+        zset::scores(ctx.tx, z, members)?
     })
 }
 
@@ -274,15 +274,14 @@ fn diff(ctx: &Ctx<'_>, srcs: &[Src]) -> Result<Vec<Entry>, CmdError> {
 
 pub(super) fn zrandmember(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
-    let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let (tx, db) = (ctx.tx, ctx.conn.db);
     if args.is_done() {
-        let Some(m) = lookup(ctx, &key, true)? else {
+        let Some(z) = ZSet::open(tx, db, &key)? else {
             ctx.reply.null();
             return Ok(());
         };
-        let r = crate::random::next_u64() % m.size;
-        let e = zset::by_rank(store, loc(db, &key, &m), false, r, 1)?;
+        let r = crate::random::next_u64() % z.len();
+        let e = z.by_rank(false, r, 1)?;
         ctx.reply.bulk(e.first().map_or(&[][..], |(m, _)| &m[..]));
         return Ok(());
     }
@@ -304,7 +303,7 @@ pub(super) fn zrandmember(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             return Err(CmdError::reply("ERR value is out of range"));
         }
     }
-    let Some(m) = lookup(ctx, &key, true)? else {
+    let Some(z) = ZSet::open(tx, db, &key)? else {
         ctx.reply.array(0);
         return Ok(());
     };
@@ -312,7 +311,7 @@ pub(super) fn zrandmember(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         ctx.reply.array(0);
         return Ok(());
     }
-    let all = zset::by_rank(store, loc(db, &key, &m), false, 0, u64::MAX)?;
+    let all = z.all()?;
     let rng = crate::random::next_u64;
     // Picks, as indexes into `all`: with repeats for a negative count (written as they are
     // drawn: the count is the client's, up to 2^63), distinct ones otherwise.

@@ -1,24 +1,26 @@
-//! Sorted-set commands (Redis's t_zset.c) over the records of `zset.rs`: ZADD, ZINCRBY,
+//! Sorted-set commands (Redis's t_zset.c) over the typed handle of `zset.rs`: ZADD, ZINCRBY,
 //! ZREM, ZCARD, ZCOUNT, ZLEXCOUNT, ZSCORE, ZMSCORE, ZRANK, ZREVRANK, the ZRANGE family
 //! (ZRANGE, ZREVRANGE, ZRANGEBYSCORE, ZREVRANGEBYSCORE, ZRANGEBYLEX, ZREVRANGEBYLEX,
 //! ZRANGESTORE), ZPOPMIN, ZPOPMAX, ZMPOP, ZREMRANGEBYRANK/SCORE/LEX, ZSCAN. The multi-key
 //! set operations and ZRANDMEMBER are in `zsetops.rs`, the blocking pops (BZPOPMIN,
 //! BZPOPMAX, BZMPOP) in `zblocking.rs`.
 //!
-//! Every command reads and writes through the `Store` under its keys' stripes (on a worker
-//! they are held for it), with all its writes in one `Writes`.
+//! The sorted set itself is the typed handle of `zset.rs` over the command's transaction
+//! (under its keys' stripes; on a worker they are held for it): this module parses the
+//! arguments, replies and sends the keyspace events.
 //!
 //! Layer: commands (above services; below execution).
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
-use super::{cmd, zblocking, zsetops, Args, CmdError, CmdResult, Ctx, ERR_WRONGTYPE};
+use super::{cmd, zblocking, zsetops, Args, CmdError, CmdResult, Ctx};
+use crate::collection;
 use crate::notify::Class;
 use crate::protocol::reply::{Proto, ReplyBuf};
-use crate::store::{Meta, RType, Store, Writes};
-use crate::tuning::Limit;
-use crate::zset::{self, Entry, Lex, LexRange, Limits, Loc, ScoreRange};
+use crate::store::{Meta, RType, Tx};
+use crate::zset::{
+    self, AddFlags, Entry, Lex, LexRange, Limits, Loc, Range, Replaced, ScoreRange, ZSet,
+};
 use bytes::Bytes;
-use std::collections::HashMap;
 
 pub static COMMANDS: &[super::Entry] = &[
     cmd("zadd", zadd),
@@ -64,34 +66,20 @@ const ERR_RANGE_LEX: &str = "ERR min or max not valid string range item";
 
 /// The listpack limits in force (`zset-max-listpack-entries` / `-value`).
 pub(super) fn limits(ctx: &Ctx<'_>) -> Limits {
-    let l = &ctx.shared.limits;
-    Limits {
-        entries: l.get(Limit::ZsetMaxListpackEntries),
-        value: l.get(Limit::ZsetMaxListpackValue) as usize,
-    }
+    Limits::of(&ctx.shared.limits)
 }
 
-/// The sorted set at `key` (`read`: counting a keyspace hit or miss, as Redis's
-/// `lookupKeyRead`); `WRONGTYPE` for other types.
+/// The metadata of the sorted set at `key` (`read`: counting a keyspace hit or miss, as
+/// Redis's `lookupKeyRead`; else first rewritten if thinned out by deletes); `WRONGTYPE`
+/// for other types. For the commands that read records through [`loc`] (ZUNION and its
+/// kin, GEO); the others open a [`ZSet`].
 pub(super) fn lookup(ctx: &Ctx<'_>, key: &[u8], read: bool) -> Result<Option<Meta>, CmdError> {
-    if read {
-        return super::lookup_typed(ctx, key, RType::ZSet);
-    }
-    lookup_in(&ctx.shared.store, ctx.conn.db, key, read)
-}
-
-fn lookup_in(store: &Store, db: u8, key: &[u8], read: bool) -> Result<Option<Meta>, CmdError> {
-    let m = if read {
-        store.lookup_read(db, key)?
+    let (tx, db) = (ctx.tx, ctx.conn.db);
+    Ok(if read {
+        collection::lookup_read(tx, db, key, RType::ZSet)?
     } else {
-        store.get(db, key)?
-    };
-    match m {
-        Some(m) if m.rtype != RType::ZSet => Err(CmdError::reply(ERR_WRONGTYPE)),
-        // A write first rewrites a set thinned out by deletes (`Store::rewrite_if_sparse`).
-        Some(m) if !read => Ok(Some(store.rewrite_if_sparse(db, key, m)?)),
-        m => Ok(m),
-    }
+        collection::lookup_write(tx, db, key, RType::ZSet)?
+    })
 }
 
 pub(super) fn loc<'a>(db: u8, key: &'a [u8], m: &Meta) -> Loc<'a> {
@@ -100,11 +88,6 @@ pub(super) fn loc<'a>(db: u8, key: &'a [u8], m: &Meta) -> Loc<'a> {
         key,
         version: m.version,
     }
-}
-
-/// Adds the metadata write of `m` to `w`: deleted once it has no members.
-pub(super) fn write_meta(w: &mut Writes, db: u8, key: &[u8], m: &Meta) {
-    w.meta(db, key, (m.size > 0).then_some(m));
 }
 
 fn resp3(ctx: &Ctx<'_>) -> bool {
@@ -142,45 +125,14 @@ pub(super) fn store_result(
     event: &str,
 ) -> CmdResult {
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
-    let mut w = Writes::new();
-    let mut notified = None;
-    if entries.is_empty() {
-        if store.get(db, dst)?.is_some() {
-            w.meta(db, dst, None);
-            notified = Some((Class::Generic, "del"));
-        }
-    } else {
-        notified = Some((Class::ZSet, event));
-        let lim = limits(ctx);
-        let mut m = Meta::collection(RType::ZSet, store.next_version());
-        let listpack = entries.len() as u64 <= lim.entries
-            && entries.iter().all(|(e, _)| e.len() <= lim.value);
-        if !listpack {
-            zset::set_skiplist(&mut m);
-        }
-        let z = loc(db, dst, &m);
-        for (e, s) in entries {
-            zset::put(&mut w, z, e, None, normalize(*s, listpack));
-        }
-        m.size = entries.len() as u64;
-        w.meta(db, dst, Some(&m));
-    }
-    store.apply(w)?;
-    if let Some((class, event)) = notified {
-        store.notify.event(class, event, db, dst);
+    let tx = ctx.tx;
+    match zset::replace(tx, db, dst, entries, limits(ctx))? {
+        Replaced::Written => tx.notify.event(Class::ZSet, event, db, dst),
+        Replaced::Deleted => tx.notify.event(Class::Generic, "del", db, dst),
+        Replaced::Nothing => {}
     }
     ctx.reply.int(entries.len() as i64);
     Ok(())
-}
-
-/// A listpack keeps scores as text that turns -0 into 0; a skiplist keeps -0.
-fn normalize(s: f64, listpack: bool) -> f64 {
-    if listpack && s == 0.0 {
-        0.0
-    } else {
-        s
-    }
 }
 
 // ---- ZADD, ZINCRBY ---------------------------------------------------------------------
@@ -236,91 +188,39 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &mut Args, mut incr: bool) -> CmdResult
         let s = zset::parse_double(&p[0]).ok_or_else(|| CmdError::reply(ERR_NOT_FLOAT_SCORE))?;
         pairs.push((s, p[1].clone()));
     }
+    let flags = AddFlags {
+        nx,
+        xx,
+        gt,
+        lt,
+        incr,
+    };
     let db = ctx.conn.db;
     let lim = limits(ctx);
-    let store = &ctx.shared.store;
-    let old = lookup(ctx, &key, false)?;
-    let mut meta = match old {
-        Some(m) => m,
-        None if xx => {
-            if incr {
-                ctx.reply.null();
-            } else {
-                ctx.reply.int(0);
-            }
-            return Ok(());
-        }
-        None => Meta::collection(RType::ZSet, store.next_version()),
+    let tx = ctx.tx;
+    let done = match ZSet::open_write(tx, db, &key)? {
+        Some(mut z) => z.add(&pairs, flags, lim)?,
+        // XX adds nothing: no new key either.
+        None if xx => zset::Added::default(),
+        None => ZSet::open_or_create(tx, db, &key)?.add(&pairs, flags, lim)?,
     };
-    let z = loc(db, &key, &meta);
-    let members: Vec<&[u8]> = pairs.iter().map(|(_, m)| &m[..]).collect();
-    let found = zset::scores(store, z, &members)?;
-    // Current scores, as this command changes them (a member may appear twice).
-    let mut cur: HashMap<&[u8], Option<f64>> = HashMap::new();
-    for (m, s) in members.iter().zip(found) {
-        cur.entry(m).or_insert(s);
-    }
-    let mut w = Writes::new();
-    let (mut added, mut updated, mut processed) = (0i64, 0i64, 0);
-    let mut last = 0.0;
-    for (score, member) in &pairs {
-        let member = &member[..];
-        match cur[member] {
-            Some(c) => {
-                if nx {
-                    continue;
-                }
-                let mut s = *score;
-                if incr {
-                    s += c;
-                    if s.is_nan() {
-                        return Err(CmdError::reply("ERR resulting score is not a number (NaN)"));
-                    }
-                }
-                if (lt && s >= c) || (gt && s <= c) {
-                    continue;
-                }
-                processed += 1;
-                // The reply shows the score computed; a listpack stores -0 as 0.
-                last = s;
-                let s = normalize(s, !zset::is_skiplist(&meta));
-                if s != c {
-                    zset::put(&mut w, z, member, Some(c), s);
-                    cur.insert(member, Some(s));
-                    updated += 1;
-                }
-            }
-            None if !xx => {
-                if !zset::is_skiplist(&meta)
-                    && (meta.size + 1 > lim.entries || member.len() > lim.value)
-                {
-                    zset::set_skiplist(&mut meta);
-                }
-                last = *score;
-                let s = normalize(*score, !zset::is_skiplist(&meta));
-                zset::put(&mut w, z, member, None, s);
-                cur.insert(member, Some(s));
-                meta.size += 1;
-                added += 1;
-                processed += 1;
-            }
-            None => {}
-        }
-    }
-    if !w.is_empty() {
-        w.meta(db, &key, Some(&meta));
-        store.apply(w)?;
+    if done.changed() {
         let event = if incr { "zincr" } else { "zadd" };
-        store.notify.event(Class::ZSet, event, db, &key);
+        tx.notify.event(Class::ZSet, event, db, &key);
     }
     if incr {
-        if processed > 0 {
-            ctx.reply.double(last);
+        if done.processed > 0 {
+            ctx.reply.double(done.score);
         } else {
             ctx.reply.null();
         }
     } else {
-        ctx.reply.int(if ch { added + updated } else { added });
+        let n = if ch {
+            done.added + done.updated
+        } else {
+            done.added
+        };
+        ctx.reply.int(n as i64);
     }
     Ok(())
 }
@@ -329,38 +229,25 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &mut Args, mut incr: bool) -> CmdResult
 
 fn zrem(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
-    let members: Vec<Bytes> = args.rest().to_vec();
-    let db = ctx.conn.db;
-    let store = &ctx.shared.store;
-    let Some(mut meta) = lookup(ctx, &key, false)? else {
-        ctx.reply.int(0);
-        return Ok(());
-    };
-    let z = loc(db, &key, &meta);
-    let ms: Vec<&[u8]> = members.iter().map(|m| &m[..]).collect();
-    let scores = zset::scores(store, z, &ms)?;
-    let mut w = Writes::new();
-    let mut gone = std::collections::HashSet::new();
-    for (m, s) in ms.iter().zip(scores) {
-        if let Some(s) = s {
-            if gone.insert(*m) {
-                zset::remove(&mut w, z, m, s);
+    let members = args.rest();
+    let (tx, db) = (ctx.tx, ctx.conn.db);
+    let removed = match ZSet::open_write(tx, db, &key)? {
+        Some(mut z) => {
+            let n = z.remove(members)?;
+            if n > 0 {
+                notify_removed(tx, "zrem", db, &key, z.len());
             }
+            n
         }
-    }
-    meta.size -= gone.len() as u64;
-    if !gone.is_empty() {
-        write_meta(&mut w, db, &key, &meta);
-        store.apply(w)?;
-        notify_removed(store, "zrem", db, &key, meta.size);
-    }
-    ctx.reply.int(gone.len() as i64);
+        None => 0,
+    };
+    ctx.reply.int(removed as i64);
     Ok(())
 }
 
 fn zcard(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
-    let n = lookup(ctx, &key, true)?.map_or(0, |m| m.size);
+    let n = ZSet::open(ctx.tx, ctx.conn.db, &key)?.map_or(0, |z| z.len());
     ctx.reply.int(n as i64);
     Ok(())
 }
@@ -368,9 +255,8 @@ fn zcard(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn zscore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let member = args.next_bytes()?;
-    let db = ctx.conn.db;
-    let s = match lookup(ctx, &key, true)? {
-        Some(m) => zset::score(&ctx.shared.store, loc(db, &key, &m), &member)?,
+    let s = match ZSet::open(ctx.tx, ctx.conn.db, &key)? {
+        Some(z) => z.score(&member)?,
         None => None,
     };
     match s {
@@ -382,11 +268,9 @@ fn zscore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 
 fn zmscore(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
-    let members: Vec<Bytes> = args.rest().to_vec();
-    let db = ctx.conn.db;
-    let ms: Vec<&[u8]> = members.iter().map(|m| &m[..]).collect();
-    let scores = match lookup(ctx, &key, true)? {
-        Some(m) => zset::scores(&ctx.shared.store, loc(db, &key, &m), &ms)?,
+    let ms: Vec<&[u8]> = args.rest().iter().map(|m| &m[..]).collect();
+    let scores = match ZSet::open(ctx.tx, ctx.conn.db, &key)? {
+        Some(z) => z.scores(&ms)?,
         None => vec![None; ms.len()],
     };
     ctx.reply.array(scores.len());
@@ -410,18 +294,12 @@ fn zrevrank(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn rank_generic(ctx: &mut Ctx<'_>, args: &mut Args, reverse: bool) -> CmdResult {
     let key = args.next_bytes()?;
     let member = args.next_bytes()?;
-    let db = ctx.conn.db;
-    let store = &ctx.shared.store;
-    let Some(m) = lookup(ctx, &key, true)? else {
-        ctx.reply.null();
-        return Ok(());
+    let rank = match ZSet::open(ctx.tx, ctx.conn.db, &key)? {
+        Some(z) => z.rank(&member, reverse)?,
+        None => None,
     };
-    let z = loc(db, &key, &m);
-    match zset::score(store, z, &member)? {
-        Some(s) => {
-            let r = zset::rank(store, z, &member, s, reverse)?;
-            ctx.reply.int(r as i64);
-        }
+    match rank {
+        Some(r) => ctx.reply.int(r as i64),
         None => ctx.reply.null(),
     }
     Ok(())
@@ -461,21 +339,13 @@ fn zlexcount(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn count_generic(ctx: &mut Ctx<'_>, args: &mut Args, lex: bool) -> CmdResult {
     let key = args.next_bytes()?;
     let (min, max) = (args.next_bytes()?, args.next_bytes()?);
-    let (by_score, by_lex) = if lex {
-        (None, Some(parse_lex_range(&min, &max)?))
+    let range = if lex {
+        Range::Lex(parse_lex_range(&min, &max)?)
     } else {
-        (Some(parse_score_range(&min, &max)?), None)
+        Range::Score(parse_score_range(&min, &max)?)
     };
-    let db = ctx.conn.db;
-    let n = match lookup(ctx, &key, true)? {
-        Some(m) => {
-            let (store, z) = (&ctx.shared.store, loc(db, &key, &m));
-            match (&by_score, &by_lex) {
-                (Some(r), _) => zset::by_score(store, z, r, false, 0, u64::MAX)?.len(),
-                (_, Some(r)) => zset::by_lex(store, z, r, false, 0, u64::MAX)?.len(),
-                (None, None) => 0,
-            }
-        }
+    let n = match ZSet::open(ctx.tx, ctx.conn.db, &key)? {
+        Some(z) => z.range(&range, false, 0, -1)?.len(),
         None => 0,
     };
     ctx.reply.int(n as i64);
@@ -497,51 +367,6 @@ enum Direction {
     Auto,
     Forward,
     Reverse,
-}
-
-/// The parsed range of a ZRANGE-family command.
-enum Range {
-    Rank(i64, i64),
-    Score(ScoreRange),
-    Lex(LexRange),
-}
-
-/// Ranks `start..=end` (Redis's negative-from-the-end indexes) clamped to a set of `len`
-/// members, `None` when empty.
-pub(super) fn clamp_ranks(start: i64, end: i64, len: u64) -> Option<(u64, u64)> {
-    let len = len as i64;
-    let mut start = if start < 0 { len + start } else { start };
-    let end = if end < 0 { len + end } else { end };
-    if start < 0 {
-        start = 0;
-    }
-    if start > end || start >= len {
-        return None;
-    }
-    Some((start as u64, end.min(len - 1) as u64))
-}
-
-/// The entries of `range` in sorted set `m` at `key`, skipping `offset` and taking at most
-/// `limit` (Redis: a negative offset yields nothing, a negative limit means no limit).
-fn range_entries(
-    store: &Store,
-    z: Loc<'_>,
-    m: &Meta,
-    range: &Range,
-    reverse: bool,
-    offset: i64,
-    limit: i64,
-) -> Result<Vec<Entry>, CmdError> {
-    let limit = if limit < 0 { u64::MAX } else { limit as u64 };
-    Ok(match range {
-        Range::Rank(start, end) => match clamp_ranks(*start, *end, m.size) {
-            Some((s, e)) => zset::rank_range(store, z, m.size, s, e, reverse)?,
-            None => Vec::new(),
-        },
-        _ if offset < 0 || (offset > 0 && offset as u64 >= m.size) => Vec::new(),
-        Range::Score(r) => zset::by_score(store, z, r, reverse, offset as u64, limit)?,
-        Range::Lex(r) => zset::by_lex(store, z, r, reverse, offset as u64, limit)?,
-    })
 }
 
 /// Redis's `zrangeGenericCommand`: arguments from `key` on (`dst` for ZRANGESTORE).
@@ -606,12 +431,8 @@ fn zrange_generic(
             Range::Rank(n(&min)?, n(&max)?)
         }
     };
-    let db = ctx.conn.db;
-    let store = &ctx.shared.store;
-    let mut keys = vec![key.clone()];
-    keys.extend(dst.clone());
-    let entries = match lookup(ctx, &key, true)? {
-        Some(m) => range_entries(store, loc(db, &key, &m), &m, &range, reverse, offset, limit)?,
+    let entries = match ZSet::open(ctx.tx, ctx.conn.db, &key)? {
+        Some(z) => z.range(&range, reverse, offset, limit)?,
         None => Vec::new(),
     };
     match dst {
@@ -667,30 +488,21 @@ fn zremrange_generic(ctx: &mut Ctx<'_>, args: &mut Args, rtype: RangeType) -> Cm
             Range::Rank(n(&min)?, n(&max)?)
         }
     };
-    let db = ctx.conn.db;
-    let store = &ctx.shared.store;
-    let Some(mut m) = lookup(ctx, &key, false)? else {
+    let (tx, db) = (ctx.tx, ctx.conn.db);
+    let Some(mut z) = ZSet::open_write(tx, db, &key)? else {
         ctx.reply.int(0);
         return Ok(());
     };
-    let z = loc(db, &key, &m);
-    let gone = range_entries(store, z, &m, &range, false, 0, -1)?;
-    if !gone.is_empty() {
-        let mut w = Writes::new();
-        for (e, s) in &gone {
-            zset::remove(&mut w, z, e, *s);
-        }
-        m.size -= gone.len() as u64;
-        write_meta(&mut w, db, &key, &m);
-        store.apply(w)?;
+    let gone = z.remove_range(&range)?;
+    if gone > 0 {
         let event = match rtype {
             RangeType::Score => "zremrangebyscore",
             RangeType::Lex => "zremrangebylex",
             _ => "zremrangebyrank",
         };
-        notify_removed(store, event, db, &key, m.size);
+        notify_removed(tx, event, db, &key, z.len());
     }
-    ctx.reply.int(gone.len() as i64);
+    ctx.reply.int(gone as i64);
     Ok(())
 }
 
@@ -714,39 +526,26 @@ fn zremrangebylex(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 /// stripe (or runs on its worker). The blocking pops (BZPOPMIN, BZPOPMAX, BZMPOP) call this
 /// once a key is ready.
 pub fn pop(
-    store: &Store,
+    store: &Tx<'_>,
     db: u8,
     key: &[u8],
     max: bool,
     count: u64,
 ) -> Result<Option<Vec<Entry>>, CmdError> {
-    let Some(mut m) = lookup_in(store, db, key, false)? else {
+    let Some(mut z) = ZSet::open_write(store, db, key)? else {
         return Ok(None);
     };
-    let z = loc(db, key, &m);
-    let out = zset::by_rank(store, z, max, 0, count)?;
+    let out = z.pop(max, count)?;
     if !out.is_empty() {
-        let mut w = Writes::new();
-        for (e, s) in &out {
-            zset::remove(&mut w, z, e, *s);
-        }
-        m.size -= out.len() as u64;
-        write_meta(&mut w, db, key, &m);
-        store.apply(w)?;
-        notify_removed(
-            store,
-            if max { "zpopmax" } else { "zpopmin" },
-            db,
-            key,
-            m.size,
-        );
+        let event = if max { "zpopmax" } else { "zpopmin" };
+        notify_removed(store, event, db, key, z.len());
     }
     Ok(Some(out))
 }
 
 /// The events of members removed from sorted set `key` (`event`), and of the key's deletion
 /// when `left` members remain.
-fn notify_removed(store: &Store, event: &str, db: u8, key: &[u8], left: u64) {
+fn notify_removed(store: &Tx<'_>, event: &str, db: u8, key: &[u8], left: u64) {
     store.notify.event(Class::ZSet, event, db, key);
     if left == 0 {
         store.notify.event(Class::Generic, "del", db, key);
@@ -777,10 +576,11 @@ fn zpop_generic(ctx: &mut Ctx<'_>, args: &mut Args, max: bool) -> CmdResult {
     };
     let db = ctx.conn.db;
     let popped = if count == Some(0) {
-        lookup(ctx, &key, false)?;
+        // Still WRONGTYPE for another type.
+        ZSet::open_write(ctx.tx, db, &key)?;
         Vec::new()
     } else {
-        pop(&ctx.shared.store, db, &key, max, count.unwrap_or(1))?.unwrap_or_default()
+        pop(ctx.tx, db, &key, max, count.unwrap_or(1))?.unwrap_or_default()
     };
     if count.is_some() && resp3(ctx) {
         reply_entries(ctx, &popped, true);
@@ -832,7 +632,7 @@ pub(super) fn parse_mpop(all: &[Bytes]) -> Result<(&[Bytes], bool, u64), CmdErro
 /// Pops from the first of `keys` (locked) that exists: its key and members. `WRONGTYPE`
 /// for a key of another type met before it.
 pub(super) fn pop_first(
-    store: &Store,
+    store: &Tx<'_>,
     db: u8,
     keys: &[Bytes],
     max: bool,
@@ -870,7 +670,7 @@ fn zmpop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let all: Vec<Bytes> = args.rest().to_vec();
     let (keys, max, count) = parse_mpop(&all)?;
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
+    let store = ctx.tx;
     match pop_first(store, db, keys, max, count)? {
         Some((k, popped)) => {
             let effect = super::zblocking::zpop_effect(&k, max, popped.len(), true);
@@ -892,20 +692,18 @@ fn zscan(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let cursor = crate::cursor::parse(&args.next_bytes()?)
         .ok_or_else(|| CmdError::reply("ERR invalid cursor"))?;
     let db = ctx.conn.db;
-    let store = &ctx.shared.store;
-    let Some(m) = lookup(ctx, &key, true)? else {
+    let Some(z) = ZSet::open(ctx.tx, db, &key)? else {
         ctx.reply.array(2);
         ctx.reply.bulk(b"0");
         ctx.reply.array(0);
         return Ok(());
     };
     let (count, pattern) = super::members::scan_options(args)?;
-    let z = loc(db, &key, &m);
-    let (entries, next) = if zset::is_skiplist(&m) {
+    let (entries, next) = if zset::is_skiplist(z.meta()) {
         // Table entries are named by the set's incarnation, as HSCAN's and SSCAN's.
-        let owner = super::members::scan_owner(db, &key, &m);
+        let owner = super::members::scan_owner(db, &key, z.meta());
         let (_, bound) = ctx.shared.scan_bounds.resolve_for(&owner, cursor);
-        let (entries, next) = zset::members_from(store, z, &bound, count)?;
+        let (entries, next) = z.members_from(&bound, count)?;
         let next = match (entries.last(), next) {
             (Some((last, _)), Some(n)) => {
                 let (_, b) = crate::cursor::between((0, last), (0, &n));
@@ -916,7 +714,7 @@ fn zscan(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         };
         (entries, next)
     } else {
-        (zset::by_rank(store, z, false, 0, u64::MAX)?, 0)
+        (z.all()?, 0)
     };
     let out: Vec<&Entry> = entries
         .iter()
@@ -935,30 +733,4 @@ fn zscan(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             .bulk(crate::protocol::reply::format_double(*s).as_bytes());
     }
     Ok(())
-}
-
-/// OBJECT ENCODING of a sorted set.
-pub fn encoding(m: &Meta) -> &'static str {
-    if zset::is_skiplist(m) {
-        "skiplist"
-    } else {
-        "listpack"
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ranks_clamp_as_redis() {
-        assert_eq!(clamp_ranks(0, -1, 3), Some((0, 2)));
-        assert_eq!(clamp_ranks(-100, 100, 3), Some((0, 2)));
-        assert_eq!(clamp_ranks(2, 1, 3), None);
-        assert_eq!(clamp_ranks(3, 5, 3), None);
-        assert_eq!(clamp_ranks(-1, -1, 3), Some((2, 2)));
-        assert_eq!(clamp_ranks(0, -4, 3), None);
-        assert_eq!(clamp_ranks(i64::MIN, i64::MAX, 3), Some((0, 2)));
-        assert_eq!(clamp_ranks(0, 0, 0), None);
-    }
 }

@@ -492,7 +492,12 @@ fn a_list_with_a_hole_names_the_key() {
     run(&mut t, &["SELECT", "4"]);
     run(&mut t, &["RPUSH", "l", "a", "b", "c"]);
     let shared = t.shared();
-    let m = shared.store.get(4, b"l").expect("get").expect("the list");
+    let m = shared
+        .store
+        .front()
+        .get(4, b"l")
+        .expect("get")
+        .expect("the list");
     let head = crate::list::Bounds::decode(&m.value).expect("bounds").head;
     let middle = sub_key(4, b"l", m.version, &(head + 1).to_be_bytes());
     shared.store.db().delete(&middle).expect("delete");

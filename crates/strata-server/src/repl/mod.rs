@@ -242,7 +242,7 @@ impl Master {
         }));
         // A command that saw the sequencer inactive holds its stripes until its write is
         // done: once every stripe was free, every write from now on is appended.
-        drop(shared.store.lock_every_stripe_for_command());
+        drop(shared.store.front().lock_every_stripe_for_command());
         let me = shared.me.clone();
         let spawned = std::thread::Builder::new()
             .name("strata-repl-log".into())

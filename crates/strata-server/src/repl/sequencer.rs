@@ -4,7 +4,7 @@
 //! **Rule.** A command's effects are appended to the replication log after its write
 //! committed and before it releases its exclusion: on the connection's thread before its
 //! stripes are released (`cmd::run_locked`, an EXEC's or a script's front transaction in
-//! `Store::run_exec_then`); on a worker in the completion of its group, which runs in
+//! `Tx::run_exec_then`); on a worker in the completion of its group, which runs in
 //! group order after the group's engine write and before the worker starts the next group
 //! (`exec.rs`, `conn.rs` `run_in_place`). Two commands that touch a key are ordered by the
 //! key's exclusion, so the log orders them as their commits did.

@@ -28,7 +28,7 @@ pub fn clean_unmapped(shared: &Arc<Shared>) {
 }
 
 fn clean(shared: &Shared) {
-    let store = &shared.store;
+    let store = &shared.store.front();
     let stop = shared.shutdown_receiver();
     let databases = shared.config.read().databases;
     for p in 0..MAX_DATABASES as u8 {

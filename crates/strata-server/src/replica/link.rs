@@ -427,7 +427,8 @@ fn full_sync(
         .claim_spare(&shared.store.dbs, databases)
         .map_err(End::Failed)?;
     let mut reply = ReplyBuf::with_capacity(Proto::Resp2, 64);
-    let mut ctx = Ctx::new(shared, conn, &mut reply);
+    let tx = shared.store.front();
+    let mut ctx = Ctx::new(shared, &tx, conn, &mut reply);
     r.loading.store(true, std::sync::atomic::Ordering::Release);
     let loaded = super::load::load(&mut ctx, &spool.0, &claim.dbs, &mut tick);
     r.loading.store(false, std::sync::atomic::Ordering::Release);
@@ -487,8 +488,9 @@ fn switch(shared: &Shared, targets: &[u8], functions: &[u8], pos: &Position) -> 
             .functions
             .restore(functions, RestorePolicy::Flush, &save)
     };
-    crate::dbmap::install_generation(store, targets, persist, |old, new| {
-        shared.blocked.swap_dbs(store, old, new)
+    let tx = store.front();
+    crate::dbmap::install_generation(&tx, targets, persist, |old, new| {
+        shared.blocked.swap_dbs(&tx, old, new)
     })?;
     eprintln!("strata-server: replication: the master's dataset is in place");
     Ok(())
@@ -846,7 +848,8 @@ fn apply(shared: &Shared, conn: &mut ConnState, argv: Vec<Bytes>) -> Result<(), 
         .collect::<Vec<_>>()
         .join(" ");
     let mut reply = ReplyBuf::with_capacity(Proto::Resp2, 64);
-    let mut ctx = Ctx::new(shared, conn, &mut reply);
+    let tx = shared.store.front();
+    let mut ctx = Ctx::new(shared, &tx, conn, &mut reply);
     dispatch(&mut ctx, argv);
     let out = reply.take();
     if out.first() == Some(&b'-') || super::reply::exec_error(&out) {

@@ -82,8 +82,7 @@ pub fn load(
     targets: &[u8],
     tick: &mut dyn FnMut() -> bool,
 ) -> Result<(Counts, Vec<u8>), String> {
-    let shared = ctx.shared;
-    let store = &shared.store;
+    let store = ctx.tx;
     let fail = |e: strata_engine::Error| format!("writing the loaded data: {e}");
     // Left over by a load that stopped (the cleaner skips databases being loaded).
     for &t in targets {

@@ -3,7 +3,7 @@
 //! `docs/format/redis-keys.md`, "Streams".
 
 use super::{corrupt, Stream, StreamId, TAG_CONSUMER, TAG_CONSUMER_PEL, TAG_GROUP, TAG_PEL};
-use crate::store::{Store, Writes};
+use crate::store::{Tx, Writes};
 use strata_engine::Result;
 
 /// A consumer group (Redis's `streamCG` without its PEL and consumers, which are records of
@@ -113,7 +113,7 @@ impl Stream {
     #[allow(clippy::too_many_arguments)] // a range scan's bounds, direction and two closures
     fn scan_decoded<T>(
         &self,
-        store: &Store,
+        store: &Tx<'_>,
         prefix: &[u8],
         lo_suffix: &[u8],
         hi_suffix: Option<&[u8]>,
@@ -147,7 +147,7 @@ impl Stream {
     }
 
     /// The groups, by name.
-    pub fn groups(&self, store: &Store) -> Result<Vec<(Vec<u8>, Group)>> {
+    pub fn groups(&self, store: &Tx<'_>) -> Result<Vec<(Vec<u8>, Group)>> {
         let mut out = Vec::new();
         let prefix = self.record(TAG_GROUP, &[]);
         self.scan_decoded(store, &prefix, b"", None, false, Group::decode, |k, g| {
@@ -157,7 +157,7 @@ impl Stream {
         Ok(out)
     }
 
-    pub fn group(&self, store: &Store, name: &[u8]) -> Result<Option<Group>> {
+    pub fn group(&self, store: &Tx<'_>, name: &[u8]) -> Result<Option<Group>> {
         let k = self.group_key(name);
         match store.get_member(&k)? {
             None => Ok(None),
@@ -170,7 +170,7 @@ impl Stream {
     }
 
     /// Deletes group `name` with its consumers and pending entries.
-    pub fn delete_group(&self, store: &Store, w: &mut Writes, name: &[u8]) -> Result<()> {
+    pub fn delete_group(&self, store: &Tx<'_>, w: &mut Writes, name: &[u8]) -> Result<()> {
         w.delete_member(self.db, &self.key, &self.group_key(name));
         for tag in [TAG_CONSUMER, TAG_PEL, TAG_CONSUMER_PEL] {
             let prefix = self.record(tag, &[&lp(name), name]);
@@ -183,7 +183,7 @@ impl Stream {
     }
 
     /// The consumers of `group`, by name.
-    pub fn consumers(&self, store: &Store, group: &[u8]) -> Result<Vec<(Vec<u8>, Consumer)>> {
+    pub fn consumers(&self, store: &Tx<'_>, group: &[u8]) -> Result<Vec<(Vec<u8>, Consumer)>> {
         let mut out = Vec::new();
         let prefix = self.record(TAG_CONSUMER, &[&lp(group), group]);
         self.scan_decoded(
@@ -201,7 +201,7 @@ impl Stream {
         Ok(out)
     }
 
-    pub fn consumer(&self, store: &Store, group: &[u8], name: &[u8]) -> Result<Option<Consumer>> {
+    pub fn consumer(&self, store: &Tx<'_>, group: &[u8], name: &[u8]) -> Result<Option<Consumer>> {
         let k = self.consumer_key(group, name);
         match store.get_member(&k)? {
             None => Ok(None),
@@ -221,7 +221,7 @@ impl Stream {
     /// Deletes consumer `name` of `group` and its pending entries: how many it had.
     pub fn delete_consumer(
         &self,
-        store: &Store,
+        store: &Tx<'_>,
         w: &mut Writes,
         group: &[u8],
         name: &[u8],
@@ -235,7 +235,7 @@ impl Stream {
     }
 
     /// Pending entry `id` of `group`.
-    pub fn pel_get(&self, store: &Store, group: &[u8], id: StreamId) -> Result<Option<PelEntry>> {
+    pub fn pel_get(&self, store: &Tx<'_>, group: &[u8], id: StreamId) -> Result<Option<PelEntry>> {
         let k = self.pel_key(group, id);
         match store.get_member(&k)? {
             None => Ok(None),
@@ -281,7 +281,7 @@ impl Stream {
     /// (descending when `reverse`) until `f` returns false.
     pub fn pel_range(
         &self,
-        store: &Store,
+        store: &Tx<'_>,
         group: &[u8],
         start: StreamId,
         end: StreamId,
@@ -309,7 +309,7 @@ impl Stream {
     /// Up to `count` (0: all) IDs pending for `consumer` of `group`, from `start` to `end`.
     pub fn consumer_pending(
         &self,
-        store: &Store,
+        store: &Tx<'_>,
         group: &[u8],
         consumer: &[u8],
         start: StreamId,
@@ -344,7 +344,7 @@ impl Stream {
     /// How many entries are pending for `consumer` of `group`.
     pub fn consumer_pending_count(
         &self,
-        store: &Store,
+        store: &Tx<'_>,
         group: &[u8],
         consumer: &[u8],
     ) -> Result<u64> {
@@ -354,7 +354,7 @@ impl Stream {
     }
 
     /// How many entries are pending in `group`.
-    pub fn pending_count(&self, store: &Store, group: &[u8]) -> Result<u64> {
+    pub fn pending_count(&self, store: &Tx<'_>, group: &[u8]) -> Result<u64> {
         let mut n = 0;
         self.pel_range(store, group, StreamId::MIN, StreamId::MAX, false, |_, _| {
             n += 1;

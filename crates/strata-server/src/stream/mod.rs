@@ -27,7 +27,7 @@ pub use group::{Consumer, Group, PelEntry};
 pub use id::{parse_id, StreamId};
 
 use crate::keys::{sub_prefix, KIND_SUBKEY};
-use crate::store::{Meta, RType, Store, Writes};
+use crate::store::{Meta, RType, Tx, Writes};
 use std::collections::HashSet;
 use strata_engine::Result;
 
@@ -283,7 +283,7 @@ impl Stream {
     /// returns false.
     pub fn range(
         &self,
-        store: &Store,
+        store: &Tx<'_>,
         start: StreamId,
         end: StreamId,
         rev: bool,
@@ -303,7 +303,7 @@ impl Stream {
     /// Up to `count` entries (0: all) from `start` to `end`.
     pub fn collect(
         &self,
-        store: &Store,
+        store: &Tx<'_>,
         start: StreamId,
         end: StreamId,
         rev: bool,
@@ -318,7 +318,7 @@ impl Stream {
     }
 
     /// The entry `id`, if it exists.
-    pub fn get_entry(&self, store: &Store, id: StreamId) -> Result<Option<(bool, Fields)>> {
+    pub fn get_entry(&self, store: &Tx<'_>, id: StreamId) -> Result<Option<(bool, Fields)>> {
         let k = self.entry_key(id);
         match store.get_member(&k)? {
             None => Ok(None),
@@ -330,7 +330,7 @@ impl Stream {
     /// layout hold up to `node_max` entries.
     pub fn add(
         &mut self,
-        store: &Store,
+        store: &Tx<'_>,
         w: &mut Writes,
         id: StreamId,
         fields: &[(impl AsRef<[u8]>, impl AsRef<[u8]>)],
@@ -357,7 +357,7 @@ impl Stream {
     }
 
     /// The last node stops being the last: its first entry keeps its count from now on.
-    fn seal_tail(&self, store: &Store, w: &mut Writes) -> Result<()> {
+    fn seal_tail(&self, store: &Tx<'_>, w: &mut Writes) -> Result<()> {
         let mut start: Option<(StreamId, Fields)> = None;
         self.scan_entries(store, StreamId::MAX, true, |id, head, f| {
             if head.is_some() {
@@ -377,7 +377,7 @@ impl Stream {
     /// with each one's node head, until `f` returns false.
     fn scan_entries(
         &self,
-        store: &Store,
+        store: &Tx<'_>,
         from: StreamId,
         reverse: bool,
         mut f: impl FnMut(StreamId, Option<u64>, Fields) -> bool,
@@ -407,7 +407,7 @@ impl Stream {
     /// trimming) the largest deleted ID: the number deleted.
     pub fn delete(
         &mut self,
-        store: &Store,
+        store: &Tx<'_>,
         w: &mut Writes,
         ids: &[StreamId],
         tombstones: bool,
@@ -446,7 +446,7 @@ impl Stream {
     /// now, with the count its first entry kept.
     fn move_node_start(
         &mut self,
-        store: &Store,
+        store: &Tx<'_>,
         w: &mut Writes,
         id: StreamId,
         count: u64,
@@ -483,7 +483,7 @@ impl Stream {
     /// The entry count of the last node before `id` that keeps a surviving entry (0: none).
     fn previous_node_count(
         &self,
-        store: &Store,
+        store: &Tx<'_>,
         id: StreamId,
         doomed: &HashSet<StreamId>,
     ) -> Result<u64> {
@@ -507,7 +507,7 @@ impl Stream {
 
     /// Sets the first ID after the first entry was deleted (with the rest of `doomed`,
     /// still visible to reads).
-    fn refresh_first(&mut self, store: &Store, doomed: &HashSet<StreamId>) -> Result<()> {
+    fn refresh_first(&mut self, store: &Tx<'_>, doomed: &HashSet<StreamId>) -> Result<()> {
         let mut first = None;
         self.range(store, self.info.first_id, StreamId::MAX, false, |id, _| {
             if doomed.contains(&id) {
@@ -522,7 +522,7 @@ impl Stream {
 
     /// The IDs of the entries from the head while `f` wants more (it sees each ID and
     /// whether it starts a node).
-    fn scan_head(&self, store: &Store, mut f: impl FnMut(StreamId, bool) -> bool) -> Result<()> {
+    fn scan_head(&self, store: &Tx<'_>, mut f: impl FnMut(StreamId, bool) -> bool) -> Result<()> {
         let lo = self.entry_key(StreamId::MIN);
         let hi = crate::keys::prefix_end(&self.record(TAG_ENTRY, &[]));
         scan_entry_records(store, &lo, &hi, false, decode_entry, |id, (start, _)| {
@@ -535,7 +535,7 @@ impl Stream {
     /// The number of entries deleted.
     pub fn trim(
         &mut self,
-        store: &Store,
+        store: &Tx<'_>,
         w: &mut Writes,
         rule: Trim,
         approx: bool,
@@ -604,7 +604,7 @@ pub enum Trim {
 /// with `dec`, while `f` wants more; a record whose ID or value does not decode ends the
 /// scan as corruption.
 fn scan_entry_records<T>(
-    store: &Store,
+    store: &Tx<'_>,
     lo: &[u8],
     hi: &[u8],
     reverse: bool,

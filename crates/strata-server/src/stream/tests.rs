@@ -12,7 +12,7 @@ fn open() -> (tempfile::TempDir, Store) {
 }
 
 /// A stream of `n` entries with IDs 1-0, 2-0, ... in nodes of `node_max`.
-fn filled(store: &Store, n: u64, node_max: u64) -> Stream {
+fn filled(store: &Tx<'_>, n: u64, node_max: u64) -> Stream {
     let mut s = Stream::create(0, b"s", store.next_version());
     for i in 1..=n {
         let mut w = Writes::new();
@@ -30,7 +30,7 @@ fn filled(store: &Store, n: u64, node_max: u64) -> Stream {
     s
 }
 
-fn ids(store: &Store, s: &Stream) -> Vec<u64> {
+fn ids(store: &Tx<'_>, s: &Stream) -> Vec<u64> {
     s.collect(store, StreamId::MIN, StreamId::MAX, false, 0)
         .unwrap()
         .into_iter()
@@ -39,12 +39,12 @@ fn ids(store: &Store, s: &Stream) -> Vec<u64> {
 }
 
 /// Reloads the stream's metadata as the store holds it.
-fn reload(store: &Store) -> Stream {
+fn reload(store: &Tx<'_>) -> Stream {
     let m = store.get(0, b"s").unwrap().unwrap();
     Stream::from_meta(0, b"s", m).unwrap()
 }
 
-fn check(store: &Store) {
+fn check(store: &Tx<'_>) {
     let r = crate::check::check_types(store.db()).unwrap();
     assert!(r.is_ok(), "{:?}", r.problems);
 }
@@ -75,6 +75,7 @@ fn info_and_entries_round_trip_and_reject_garbage() {
 #[test]
 fn ranges_read_in_id_order_both_ways() {
     let (_d, store) = open();
+    let store = store.front();
     let s = filled(&store, 10, 100);
     assert_eq!(ids(&store, &s), (1..=10).collect::<Vec<_>>());
     let rev = s
@@ -92,6 +93,7 @@ fn ranges_read_in_id_order_both_ways() {
 #[test]
 fn deletes_keep_first_id_tombstones_and_nodes() {
     let (_d, store) = open();
+    let store = store.front();
     let mut s = filled(&store, 7, 3); // nodes [1 2 3] [4 5 6] [7]
     let mut w = Writes::new();
     assert_eq!(
@@ -149,6 +151,7 @@ fn deletes_keep_first_id_tombstones_and_nodes() {
 #[test]
 fn exact_trimming_removes_the_oldest() {
     let (_d, store) = open();
+    let store = store.front();
     let mut s = filled(&store, 10, 4);
     let mut w = Writes::new();
     assert_eq!(
@@ -179,6 +182,7 @@ fn exact_trimming_removes_the_oldest() {
 #[test]
 fn approximate_trimming_removes_whole_nodes_within_the_limit() {
     let (_d, store) = open();
+    let store = store.front();
     // Nodes of 4: [1..4] [5..8] [9..12] [13..14].
     let mut s = filled(&store, 14, 4);
     let mut w = Writes::new();
@@ -239,6 +243,7 @@ fn lag_follows_redis_estimates() {
 #[test]
 fn pending_entries_move_between_consumers() {
     let (_d, store) = open();
+    let store = store.front();
     let s = filled(&store, 3, 100);
     let mut w = Writes::new();
     s.put_group(
@@ -303,6 +308,7 @@ fn pending_entries_move_between_consumers() {
 #[test]
 fn check_finds_a_stream_whose_length_disagrees() {
     let (_d, store) = open();
+    let store = store.front();
     let mut s = filled(&store, 3, 100);
     s.meta.size = 4;
     let mut w = Writes::new();

@@ -6,13 +6,13 @@
 
 use super::{Consumer, Group, PelEntry, Stream, StreamId, StreamInfo};
 use crate::rdb::stream::{ConsumerValue, GroupValue, Node, PendingValue, StreamValue};
-use crate::store::{Store, Writes};
+use crate::store::{Tx, Writes};
 use strata_engine::Result;
 
 impl Stream {
     /// The whole stream: entries in their nodes, own fields, groups with their pending
     /// entries and consumers.
-    pub fn to_value(&self, store: &Store) -> Result<StreamValue> {
+    pub fn to_value(&self, store: &Tx<'_>) -> Result<StreamValue> {
         let mut nodes: Vec<Node> = Vec::new();
         self.scan_entries(store, StreamId::MIN, false, |id, head, fields| {
             if head.is_some() || nodes.is_empty() {
