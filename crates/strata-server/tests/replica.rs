@@ -608,7 +608,9 @@ fn a_full_sync_swaps_the_dataset_in_whole_and_a_crash_in_the_load_leaves_the_old
     drop(m);
     let mut m = Peer::accept(&master);
     m.handshake();
-    let third = big_rdb("third", NEW, true);
+    // Large enough that the load is still running when the kill comes (a load of 60,000
+    // keys can finish within the 150 ms below since a load writes per-shard batches).
+    let third = big_rdb("third", 8 * NEW, true);
     m.send(format!("+FULLRESYNC {REPLID} 40\r\n${}\r\n", third.len()).as_bytes());
     m.send(&third);
     let deadline = Instant::now() + Duration::from_secs(30);
