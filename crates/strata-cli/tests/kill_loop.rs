@@ -237,9 +237,8 @@ fn kill_loop_unsynced_mapped_head() {
     assert!(fig.acked > 0, "stress acknowledged nothing: {fig:?}");
 }
 
-/// Values of 5,000 bytes: the mapped head writes pieces of 4 KiB or more with `pwrite`
-/// between the stores of the small ones (`io/mapped.rs`); neither path may lose an
-/// acknowledged write.
+/// Values of 5,000 bytes through the mapped head: each store crosses page boundaries and
+/// chunks fill sooner; no acknowledged write may be lost.
 #[test]
 fn kill_loop_unsynced_mapped_head_large_values() {
     let extra = [UNSYNCED, &["--value-size", "5000"]].concat();

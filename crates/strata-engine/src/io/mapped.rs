@@ -13,13 +13,6 @@
 //! with a zero-filled tail after the last append, which readers of the value log take as a
 //! clean end (`vlog/reader.rs`); [`WritableFile::trim`] (a seal, a clean close) cuts the
 //! file back to the bytes appended.
-//!
-//! A piece of an append of [`WRITE_FROM_BYTES`] or more (a large separated value) is written
-//! with `pwrite` into the reserved chunk instead: storing it faults in at least one new page
-//! per 4 KiB, which measured slower than the system call it saves (1 KiB values 1.07x faster
-//! through the mapping, 4 KiB values 0.86x, `docs/benchmarks.md`). Both reach the same pages
-//! of the page cache (a shared mapping and `pwrite` are coherent on Linux), so the file's
-//! bytes, the crash guarantee and the zero-filled reserve are the same either way.
 
 use super::WritableFile;
 use crate::error::{Error, Result};
@@ -30,9 +23,6 @@ use std::path::{Path, PathBuf};
 
 /// Bytes reserved and mapped at a time (a multiple of every page size Linux uses for files).
 pub const CHUNK_BYTES: u64 = 4 << 20;
-
-/// Pieces of an append at least this long go to the file with `pwrite` (see above).
-pub const WRITE_FROM_BYTES: usize = 4096;
 
 pub(super) struct MappedAppendFile {
     file: File,
@@ -121,25 +111,12 @@ impl MappedAppendFile {
         }
         Ok(())
     }
-
-    /// One piece of an append: a large one inside the reserve with `pwrite`, else stored.
-    fn put(&mut self, data: &[u8]) -> Result<()> {
-        if data.len() >= WRITE_FROM_BYTES && self.size + data.len() as u64 <= self.reserved {
-            use std::os::unix::fs::FileExt;
-            if let Err(e) = self.file.write_all_at(data, self.size) {
-                return Err(self.fail("write", e));
-            }
-            self.size += data.len() as u64;
-            return Ok(());
-        }
-        self.store(data)
-    }
 }
 
 impl WritableFile for MappedAppendFile {
     fn append(&mut self, data: &[u8]) -> Result<()> {
         self.check_failed()?;
-        self.put(data)
+        self.store(data)
     }
 
     fn flush(&mut self) -> Result<()> {
@@ -149,7 +126,7 @@ impl WritableFile for MappedAppendFile {
     fn append_vectored_now(&mut self, parts: &[IoSlice<'_>]) -> Result<()> {
         self.check_failed()?;
         for p in parts {
-            self.put(p)?;
+            self.store(p)?;
         }
         Ok(())
     }
@@ -257,39 +234,6 @@ mod tests {
         drop(f);
         let seen = std::fs::read(&path).unwrap();
         assert_eq!(&seen[..want.len() + 4], &[&want[..], b"more"].concat()[..]);
-    }
-
-    #[test]
-    fn large_pieces_written_and_small_ones_stored_interleave_into_one_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("head");
-        let Some(mut f) = MappedAppendFile::create(&path).unwrap() else {
-            return;
-        };
-        let mut want = Vec::new();
-        let mut i = 0u64;
-        // Past the first chunk's end, so that both paths meet a chunk boundary.
-        while (want.len() as u64) < CHUNK_BYTES + 3 * WRITE_FROM_BYTES as u64 {
-            let small: Vec<u8> = (0..(i % 40) as usize)
-                .map(|j| (i + j as u64) as u8)
-                .collect();
-            let large: Vec<u8> = (0..WRITE_FROM_BYTES + (i as usize * 37) % 3000)
-                .map(|j| (j as u64 * 13 + i) as u8)
-                .collect();
-            f.append_vectored_now(&[IoSlice::new(&small), IoSlice::new(&large)])
-                .unwrap();
-            want.extend_from_slice(&small);
-            want.extend_from_slice(&large);
-            i += 1;
-        }
-        assert_eq!(f.size(), want.len() as u64);
-        // Read through another descriptor before any sync: the page cache holds both kinds.
-        let seen = std::fs::read(&path).unwrap();
-        assert_eq!(&seen[..want.len()], &want[..]);
-        assert!(seen[want.len()..].iter().all(|&b| b == 0));
-        f.sync().unwrap();
-        f.trim().unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), want);
     }
 
     #[test]

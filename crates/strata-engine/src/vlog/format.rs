@@ -337,44 +337,6 @@ pub fn decode_entry(data: &[u8]) -> std::result::Result<Entry<'_>, &'static str>
     })
 }
 
-/// Where the value starts in a separated entry of `key_len`-byte key that begins `data`:
-/// the length of its head and key, read from `data` only to know where to cut. `None` when
-/// the head does not parse as such an entry (the caller then checks the whole entry the
-/// usual way, which names what is wrong). Nothing here is trusted: [`verify_entry_parts`]
-/// checks the copies.
-pub fn entry_front_len(data: &[u8], key_len: usize) -> Option<usize> {
-    if data.len() < 5 || EntryKind::from_u8(data[4]) != Some(EntryKind::Separated) {
-        return None;
-    }
-    let mut rest = &data[5..];
-    if varint::get_u32(&mut rest)? as usize != key_len {
-        return None;
-    }
-    varint::get_u32(&mut rest)?;
-    let front = (data.len() - rest.len()).checked_add(key_len)?;
-    (front <= data.len()).then_some(front)
-}
-
-/// Whether `front` (an entry's head and key) followed by `value` is exactly one separated
-/// entry of `key` with a good checksum: [`verify_pointed_entry`] for an entry copied in two
-/// pieces, so that a read from a mapping copies the value once, straight into the buffer it
-/// returns, and the checksum covers the bytes returned. False for anything else; the caller
-/// then reports the problem through [`verify_pointed_entry`].
-pub fn verify_entry_parts(front: &[u8], value: &[u8], key: &[u8]) -> bool {
-    if front.len() < 5 || EntryKind::from_u8(front[4]) != Some(EntryKind::Separated) {
-        return false;
-    }
-    let mut rest = &front[5..];
-    let (Some(key_len), Some(value_len)) = (varint::get_u32(&mut rest), varint::get_u32(&mut rest))
-    else {
-        return false;
-    };
-    if key_len as usize != key.len() || value_len as usize != value.len() || rest != key {
-        return false;
-    }
-    unmask_crc(u32_at(front, 0)) == crc32c::crc32c_append(crc32c::crc32c(&front[4..]), value)
-}
-
 /// Checks an entry read through `ptr` for `key` and returns the value's range within it.
 /// Any mismatch is [`Error::Corruption`] naming `path` and the entry's offset.
 pub fn verify_pointed_entry(
@@ -416,44 +378,6 @@ pub fn verify_pointed_entry(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_entry_verified_in_two_pieces_agrees_with_the_whole_entry_check() {
-        let key = b"user:42";
-        let value: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
-        let mut whole = Vec::new();
-        encode_entry(&mut whole, EntryKind::Separated, key, &value);
-        let ptr = ValuePointer {
-            file: 1,
-            offset: 0,
-            len: whole.len() as u32,
-        };
-        let path = Path::new("v");
-        let n = entry_front_len(&whole, key.len()).unwrap();
-        assert_eq!(&whole[n..], &value[..]);
-        assert!(verify_entry_parts(&whole[..n], &whole[n..], key));
-        // Another key of the same length, or of another length: refused.
-        assert!(!verify_entry_parts(&whole[..n], &whole[n..], b"user:43"));
-        assert_eq!(entry_front_len(&whole, key.len() + 1), None);
-        // Every single flipped byte is refused by both checks (the pieces cut where the
-        // intact head says; a head damaged so that it no longer parses is left to the
-        // whole-entry check, which must refuse it too).
-        for i in 0..whole.len() {
-            let mut bad = whole.clone();
-            bad[i] ^= 0x20;
-            assert!(
-                verify_pointed_entry(&bad, &ptr, key, path).is_err(),
-                "byte {i}"
-            );
-            if let Some(n) = entry_front_len(&bad, key.len()) {
-                assert!(!verify_entry_parts(&bad[..n], &bad[n..], key), "byte {i}");
-            }
-        }
-        // Inline and delete entries are not separated values.
-        let mut inline = Vec::new();
-        encode_entry(&mut inline, EntryKind::Inline, key, &value);
-        assert_eq!(entry_front_len(&inline, key.len()), None);
-    }
 
     #[test]
     fn a_head_then_the_key_and_value_is_the_whole_entry() {

@@ -361,20 +361,7 @@ fn touch_mapped<'a>(entries: impl Iterator<Item = &'a [u8]>) {
 /// copy comes first: a shared mapping shows the page cache, which may change between two
 /// looks (a page dropped and read again from the device), so the bytes returned must be the
 /// bytes checked, never a second read of the mapping.
-/// [`extract`] for bytes in a mapping: the head and key are copied to a small buffer and
-/// the value straight into the vector returned, and the checksum is computed over those
-/// copies, so the bytes returned are the bytes verified (a page of the mapping may change
-/// under the reader; a private copy cannot) and the value is copied once, not copied and
-/// then moved to the front (a profile of 4 KiB tier reads had `memmove` at 36%). Anything
-/// that does not verify this way goes through [`extract`], which says what is wrong.
 fn extract_from(data: &[u8], ptr: &ValuePointer, key: &[u8], path: &Path) -> Result<Vec<u8>> {
-    if let Some(n) = format::entry_front_len(data, key.len()) {
-        let front: smallvec::SmallVec<[u8; 64]> = smallvec::SmallVec::from_slice(&data[..n]);
-        let value = data[n..].to_vec();
-        if format::verify_entry_parts(&front, &value, key) {
-            return Ok(value);
-        }
-    }
     extract(data.to_vec(), ptr, key, path)
 }
 
