@@ -251,7 +251,8 @@ KINDS = ("strata", "redis-aof", "redis-mem")
 
 def server_argv(kind, port, dir_, strata=STRATA, extra=()):
     if kind == "strata":
-        argv = [strata, "serve", "--bind", "127.0.0.1", "--port", str(port), "--dir", dir_,
+        # Absolute: servers run with their own directory as the working directory.
+        argv = [os.path.abspath(strata), "serve", "--bind", "127.0.0.1", "--port", str(port), "--dir", dir_,
                 "--appendfsync", "everysec"]
     elif kind in ("redis-aof", "redis-mem"):
         argv = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--dir", dir_,

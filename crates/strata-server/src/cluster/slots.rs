@@ -265,36 +265,58 @@ impl State {
     /// majority of the masters serving slots is reachable. Computed on demand, without
     /// Redis's delays (its 2 s after start and the rejoin delay after a minority).
     pub fn is_ok(&self, require_full_coverage: bool) -> bool {
+        let (owners, uncovered) = self.slot_owners();
         if require_full_coverage {
-            for o in &self.owner {
-                match o.and_then(|id| self.nodes.get(&id)) {
-                    None => return false,
-                    Some(n) if n.has(node_flag::FAIL) => return false,
-                    Some(_) => {}
+            let failing = |id: &NodeId| self.nodes.get(id).is_none_or(|n| n.has(node_flag::FAIL));
+            if uncovered || owners.iter().any(failing) {
+                return false;
+            }
+        }
+        let serving = self.masters_among(&owners);
+        let reachable = serving
+            .clone()
+            .filter(|n| !n.has(node_flag::FAIL | node_flag::PFAIL))
+            .count();
+        reachable > serving.count() / 2
+    }
+
+    /// The distinct owners of slots, and whether some slot has none. One walk of the
+    /// slot table, comparing each slot's owner with the previous one's: slots come in long
+    /// runs of one owner, and this runs on every change of the cluster's state (a
+    /// resharding's SETSLOTs among them), so it must not sort 16,384 ids.
+    fn slot_owners(&self) -> (Vec<NodeId>, bool) {
+        let mut owners: Vec<NodeId> = Vec::new();
+        let mut uncovered = false;
+        let mut last: Option<&NodeId> = None;
+        for o in &self.owner {
+            match o {
+                None => uncovered = true,
+                Some(id) if last == Some(id) => {}
+                Some(id) => {
+                    last = Some(id);
+                    if !owners.contains(id) {
+                        owners.push(*id);
+                    }
                 }
             }
         }
-        let size = self.size();
-        let reachable = self
-            .masters_with_slots()
-            .filter(|n| !n.has(node_flag::FAIL | node_flag::PFAIL))
-            .count();
-        reachable > size / 2
+        (owners, uncovered)
     }
 
-    /// Masters serving at least one slot.
-    fn masters_with_slots(&self) -> impl Iterator<Item = &Node> {
-        let mut owners: Vec<NodeId> = self.owner.iter().flatten().copied().collect();
-        owners.sort_unstable();
-        owners.dedup();
+    /// The masters among `owners`.
+    fn masters_among<'a>(
+        &'a self,
+        owners: &'a [NodeId],
+    ) -> impl Iterator<Item = &'a Node> + Clone + 'a {
         self.nodes
             .values()
-            .filter(move |n| n.has(node_flag::MASTER) && owners.binary_search(&n.id).is_ok())
+            .filter(move |n| n.has(node_flag::MASTER) && owners.contains(&n.id))
     }
 
     /// `cluster_size`: masters serving at least one slot.
     pub fn size(&self) -> usize {
-        self.masters_with_slots().count()
+        let (owners, _) = self.slot_owners();
+        self.masters_among(&owners).count()
     }
 
     /// The greatest config epoch of any node, or the current epoch if greater.

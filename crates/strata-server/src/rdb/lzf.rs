@@ -96,13 +96,16 @@ pub fn decompress(input: &[u8], out_len: usize) -> Result<Vec<u8>, LzfError> {
 /// Compresses `input`; `None` if the result would not be shorter than `max_len` bytes
 /// (Redis stores a string compressed only when that saves space).
 pub fn compress(input: &[u8], max_len: usize) -> Option<Vec<u8>> {
-    const HASH_BITS: u32 = 14;
+    // The table has about one entry per input byte, at most 2^14: a zeroed table of
+    // 2^14 entries for every short value made a MIGRATE of 128-byte values spend most of
+    // its CPU in the page faults of that allocation.
+    let hash_bits = (usize::BITS - input.len().leading_zeros()).clamp(4, 14);
     let hash = |p: &[u8]| -> usize {
         let v = u32::from(p[0]) << 16 | u32::from(p[1]) << 8 | u32::from(p[2]);
-        (v.wrapping_mul(2_654_435_761) >> (32 - HASH_BITS)) as usize
+        (v.wrapping_mul(2_654_435_761) >> (32 - hash_bits)) as usize
     };
     // Position + 1 of the last occurrence of each hashed three-byte prefix (0: none).
-    let mut table = vec![0usize; 1 << HASH_BITS];
+    let mut table = vec![0usize; 1 << hash_bits];
     let mut out = Vec::with_capacity(max_len.min(input.len()));
     let mut lit_start = 0;
     let mut ip = 0;
