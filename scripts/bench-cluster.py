@@ -345,16 +345,7 @@ def main():
             ap.error(f"bad direction {d!r}: SOURCE-TARGET of strata and redis")
     if not 0 < a.slots <= SLOTS // 2:
         ap.error("--slots must be within 1..8192")
-    if not os.path.exists(a.strata):
-        sys.exit(f"{a.strata} missing: cargo build --release -p strata-cli")
-    for tool in ("redis-server", "redis-cli", "redis-benchmark"):
-        if shutil.which(tool) is None:
-            sys.exit(f"{tool} missing: apt-get install -y redis-server redis-tools")
-    env = bl.env_header(a, a.strata)
-    bl.print_header(env)
-    if a.smoke:
-        print("# --smoke: tiny sizes; the figures only show that the script works")
-    work = bl.scratch_dir("bench-cluster-", a.scratch)
+    env, work = bl.begin_run(a, "bench-cluster-")
     out = {"env": env, "scaling": {}, "reshard": {}}
 
     if "scaling" in a.parts:

@@ -361,16 +361,7 @@ def main():
     for k in a.kinds + a.sync_kinds:
         if k not in PAIRS:
             ap.error(f"unknown side {k!r}: strata or redis")
-    if not os.path.exists(a.strata):
-        sys.exit(f"{a.strata} missing: cargo build --release -p strata-cli")
-    for tool in ("redis-server", "redis-cli", "redis-benchmark"):
-        if shutil.which(tool) is None:
-            sys.exit(f"{tool} missing: apt-get install -y redis-server redis-tools")
-    env = bl.env_header(a, a.strata)
-    bl.print_header(env)
-    if a.smoke:
-        print("# --smoke: tiny sizes; the figures only show that the script works")
-    work = bl.scratch_dir("bench-repl-", a.scratch)
+    env, work = bl.begin_run(a, "bench-repl-")
     out = {"env": env, "throughput": {}, "sync": {}}
 
     if "throughput" in a.parts:

@@ -498,6 +498,22 @@ def print_header(env, out=sys.stdout):
         print("# niced: figures of this run are not comparable with a quiet run", file=out)
 
 
+
+def begin_run(args, prefix, tools=("redis-server", "redis-cli", "redis-benchmark")):
+    """The start every benchmark shares: the binary and the tools are there, the
+    environment header is printed (and returned), and a scratch directory made; returns
+    (env, work)."""
+    if not os.path.exists(args.strata):
+        sys.exit(f"{args.strata} missing: cargo build --release -p strata-cli")
+    for tool in tools:
+        if shutil.which(tool) is None:
+            sys.exit(f"{tool} missing: apt-get install -y redis-server redis-tools")
+    env = env_header(args, args.strata)
+    print_header(env)
+    if getattr(args, "smoke", False):
+        print("# --smoke: tiny sizes; the figures only show that the script works")
+    return env, scratch_dir(prefix, args.scratch)
+
 def median_spread(xs):
     """(median, min, max) of a non-empty list."""
     return statistics.median(xs), min(xs), max(xs)
