@@ -149,15 +149,16 @@ pub struct Options {
     /// so far: faster for 1 KiB values, slower for 4 KiB ones (a page fault per put costs
     /// more than the `write` it saves); `docs/benchmarks.md`.
     pub vlog_head_mmap: bool,
-    /// Unsynced writers to the value log share appends (group commit): a writer that finds
-    /// another group being written queues, and the next leader appends every queued
+    /// Unsynced writers of separated values share value-log appends (group commit): a
+    /// writer whose batch can hold a separated value (at least `sep_threshold_bytes`) and
+    /// finds another group being written queues, and the next leader appends every queued
     /// writer's batch as one frame with one call, so concurrent writers pay one `writev`
     /// (or one pass of stores into the mapped head) per group instead of one each. An
     /// acknowledged write is still in the OS before its writer returns (the leader answers
     /// its group after the append), so `kill -9` loses none. A lone writer leads at once and
-    /// pays no hand-off. Default: true (`docs/benchmarks.md`, "Separated writes at device
-    /// speed"). Synced writers are grouped either way; the WAL (separation off) never
-    /// groups unsynced writers.
+    /// pays no hand-off; smaller batches append alone as before. Default: true
+    /// (`docs/benchmarks.md`, "Separated writes at device speed"). Synced writers are
+    /// grouped either way; the WAL (separation off) never groups unsynced writers.
     pub vlog_group_unsynced: bool,
     /// A sealed value-log file whose garbage is at least this fraction of its size is
     /// collected by GC. Default: 0.5 (space amplification of the value log stays below

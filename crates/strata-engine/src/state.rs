@@ -176,15 +176,21 @@ impl CommitLog for DbLog {
         }
     }
 
-    /// The value log groups unsynced writers unless told not to: without a user-space
-    /// buffer each of its appends is a `writev` (or a pass of stores into the mapped head),
-    /// which one call per group amortizes. The WAL's appends stay per writer, as measured
-    /// when the pipeline stopped handing unsynced writers to a leader (`docs/benchmarks.md`,
-    /// "The commit pipeline: unsynced writers without hand-off").
-    fn groups_unsynced(&self) -> bool {
+    /// The value log groups the unsynced writers of batches that can hold a separated value
+    /// (at least the threshold's bytes; unless `vlog_group_unsynced` is off): without a
+    /// user-space buffer each append is a `writev` (or a pass of page faults into the mapped
+    /// head) whose cost a group shares. Smaller batches, and the WAL's, append alone, the
+    /// path measured fastest for small records when the pipeline stopped handing unsynced
+    /// writers to a leader (`docs/benchmarks.md`, "The commit pipeline: unsynced writers
+    /// without hand-off").
+    fn groups_unsynced(&self, batch: &WriteBatch) -> bool {
         match self {
             DbLog::Wal(_) => false,
-            DbLog::Vlog { group_unsynced, .. } => *group_unsynced,
+            DbLog::Vlog {
+                threshold,
+                group_unsynced,
+                ..
+            } => *group_unsynced && batch.size_bytes() >= *threshold,
         }
     }
 

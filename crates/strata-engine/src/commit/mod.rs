@@ -18,9 +18,10 @@
 //! 3. **Publish** in sequence order (`publish.rs`): a writer waits only for the batches
 //!    reserved before its own, and returns once its batch is visible.
 //!
-//! Who runs the steps depends on the log ([`CommitLog::groups_unsynced`]). Over the WAL an
-//! unsynced writer does all three itself: no hand-off, no leader. Synced writers, and over
-//! the value log every writer, go through the **writer queue**: a writer that finds no group
+//! Who runs the steps depends on the log ([`CommitLog::groups_unsynced`]). Over the WAL, and
+//! over the value log for a batch too small to hold a separated value, an unsynced writer
+//! does all three itself: no hand-off, no leader. Synced writers, and over the value log
+//! unsynced writers of separated values, go through the **writer queue**: a writer that finds no group
 //! running leads at once (a lone writer pays no hand-off); one that finds a group running
 //! queues, and the next leader takes the queued writers with its own settings (sync,
 //! `disable_wal`; up to a size bound) into one record of the group's batches, appended with
@@ -77,13 +78,13 @@ pub(crate) trait CommitLog: Send + Sync {
     fn append(&self, batches: &[WriteBatch], disable_wal: bool) -> Result<Appended>;
     /// Makes every record appended before the call durable.
     fn sync(&self) -> Result<()>;
-    /// Whether unsynced writers share appends through the writer queue rather than each
-    /// appending its own record. It pays where an append costs a system call per record
-    /// whatever its size and the record's bytes are a small part of it (a `writev` of a
-    /// group of separated values against one per value); it costs a hand-off (a wake-up of
-    /// each member) where appends are copies into a user-space buffer (the WAL), which is
-    /// why a log says which it is.
-    fn groups_unsynced(&self) -> bool;
+    /// Whether the unsynced writer of `batch` shares an append through the writer queue
+    /// rather than appending its own record. Sharing saves every member but the leader its
+    /// append (a system call, and the kernel's work on the partly written page it leaves)
+    /// and costs each a hand-off (a wake-up), so it pays for large records and was measured
+    /// to lose for small ones (the WAL's; `docs/benchmarks.md`, "The commit pipeline:
+    /// unsynced writers without hand-off"): the log decides per batch.
+    fn groups_unsynced(&self, batch: &WriteBatch) -> bool;
 }
 
 /// What the pipeline needs from the engine around it.
@@ -200,7 +201,7 @@ impl<L: CommitLog> CommitPipeline<L> {
         if !sync && batch.is_none() {
             return Ok(());
         }
-        if sync || self.log.groups_unsynced() {
+        if sync || batch.as_ref().is_some_and(|b| self.log.groups_unsynced(b)) {
             return self.commit_grouped(env, batch, sync, disable_wal);
         }
         let Some(batch) = batch else {

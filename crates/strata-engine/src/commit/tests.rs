@@ -91,7 +91,7 @@ impl CommitLog for FakeLog {
         Ok(Appended::default())
     }
 
-    fn groups_unsynced(&self) -> bool {
+    fn groups_unsynced(&self, _: &WriteBatch) -> bool {
         self.grouped
     }
 
