@@ -6,7 +6,7 @@
 //!
 //! The same with unsynced acknowledged writes (`stress --unsynced`, no value-log buffer): a
 //! write acknowledged once it reached the OS must survive the kill too, through the mapped
-//! value-log head and through `write` calls.
+//! value-log head and through `write` calls, and from writers grouped behind a leader.
 //!
 //! Default (prints its figures):
 //!     cargo test -p strata-cli --test kill_loop -- --nocapture
@@ -85,14 +85,13 @@ fn run_and_kill(
     let mut child = strata()
         .args(["stress", "--db"])
         .arg(dir)
-        .args([
-            "--seed",
-            &seed.to_string(),
-            "--threads",
-            "2",
-            "--keys",
-            "500",
-        ])
+        .args(["--seed", &seed.to_string(), "--keys", "500"])
+        // Two writers unless `extra` names the count.
+        .args(if extra.contains(&"--threads") {
+            &[][..]
+        } else {
+            &["--threads", "2"][..]
+        })
         .args(OPTS)
         .args(extra)
         .stdout(Stdio::piped())
@@ -243,6 +242,16 @@ fn kill_loop_unsynced_mapped_head() {
 fn kill_loop_unsynced_mapped_head_large_values() {
     let extra = [UNSYNCED, &["--value-size", "5000"]].concat();
     let fig = kill_loop(6, 5, &extra);
+    assert!(fig.acked > 0, "stress acknowledged nothing: {fig:?}");
+}
+
+/// Unsynced writers grouped behind a leader (`vlog_group_unsynced`, the default), with
+/// more writers than cores so that groups form: a member is acknowledged by its leader once
+/// the group's one append returned, and a kill -9 must lose none of them.
+#[test]
+fn kill_loop_unsynced_grouped_writers() {
+    let extra = [UNSYNCED, &["--threads", "6", "--value-size", "4096"]].concat();
+    let fig = kill_loop(6, 6, &extra);
     assert!(fig.acked > 0, "stress acknowledged nothing: {fig:?}");
 }
 

@@ -129,6 +129,7 @@ impl Db {
             DbLog::Vlog {
                 vlog: vlog.clone(),
                 threshold: opts.log_threshold(),
+                group_unsynced: opts.vlog_group_unsynced,
             }
         } else {
             DbLog::Wal(Mutex::new(wal))

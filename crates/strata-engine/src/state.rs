@@ -110,45 +110,87 @@ pub(crate) enum DbLog {
     /// The WAL writer; `None` once closed.
     Wal(Mutex<Option<LogWriter>>),
     /// The value log's head writer (shared with readers of still-buffered values).
-    Vlog { vlog: Arc<Vlog>, threshold: usize },
+    /// `group_unsynced`: `Options::vlog_group_unsynced`.
+    Vlog {
+        vlog: Arc<Vlog>,
+        threshold: usize,
+        group_unsynced: bool,
+    },
 }
 
 impl CommitLog for DbLog {
-    fn append(&self, batch: &WriteBatch, disable_wal: bool) -> Result<Appended> {
+    fn append(&self, batches: &[WriteBatch], disable_wal: bool) -> Result<Appended> {
         match self {
             DbLog::Wal(wal) => {
                 if disable_wal {
                     return Ok(Appended::default());
                 }
+                // One record: a group's batches are merged (the WAL writer copies the record
+                // into its buffer anyway).
+                let merged;
+                let record = match batches {
+                    [one] => one,
+                    [first, rest @ ..] => {
+                        let mut all = first.clone();
+                        rest.iter().for_each(|b| all.append(b));
+                        merged = all;
+                        &merged
+                    }
+                    [] => return Ok(Appended::default()),
+                };
                 let mut wal = wal.lock();
                 let w = wal.as_mut().ok_or(Error::Closed)?;
-                w.add_record(batch.data())?;
+                w.add_record(record.data())?;
                 w.flush()?;
                 Ok(Appended {
                     pointers: Vec::new(),
-                    wal_bytes: batch.size_bytes() as u64,
+                    wal_bytes: record.size_bytes() as u64,
                     vlog_bytes: 0,
                 })
             }
-            DbLog::Vlog { vlog, threshold } => {
-                // With `disable_wal` only a batch with separated values is written, as a
+            DbLog::Vlog {
+                vlog, threshold, ..
+            } => {
+                let Some(first) = batches.first() else {
+                    return Ok(Appended::default());
+                };
+                // With `disable_wal` only a group with separated values is written, as a
                 // frame recovery does not replay.
                 if disable_wal
-                    && !batch
+                    && !batches
                         .iter()
+                        .flat_map(WriteBatch::iter)
                         .any(|r| r.is_ok_and(|r| r.value.is_some_and(|v| v.len() >= *threshold)))
                 {
                     return Ok(Appended::default());
                 }
                 let mut head = vlog.head.lock();
                 let w = head.as_mut().ok_or(Error::Closed)?;
-                let a = w.append_group(batch, batch.seq(), *threshold, !disable_wal)?;
+                let a = w.append_group(batches, first.seq(), *threshold, !disable_wal)?;
                 Ok(Appended {
                     pointers: a.pointers,
                     wal_bytes: 0,
                     vlog_bytes: a.bytes,
                 })
             }
+        }
+    }
+
+    /// The value log groups the unsynced writers of batches that can hold a separated value
+    /// (at least the threshold's bytes; unless `vlog_group_unsynced` is off): without a
+    /// user-space buffer each append is a `writev` (or a pass of page faults into the mapped
+    /// head) whose cost a group shares. Smaller batches, and the WAL's, append alone, the
+    /// path measured fastest for small records when the pipeline stopped handing unsynced
+    /// writers to a leader (`docs/benchmarks.md`, "The commit pipeline: unsynced writers
+    /// without hand-off").
+    fn groups_unsynced(&self, batch: &WriteBatch) -> bool {
+        match self {
+            DbLog::Wal(_) => false,
+            DbLog::Vlog {
+                threshold,
+                group_unsynced,
+                ..
+            } => *group_unsynced && batch.size_bytes() >= *threshold,
         }
     }
 

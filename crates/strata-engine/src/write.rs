@@ -110,7 +110,12 @@ impl CommitEnv for DbInner {
         self.make_room_for_write(false, false)
     }
 
-    fn apply(&self, batch: &WriteBatch, appended: &Appended, disable_wal: bool) -> Result<()> {
+    fn apply(
+        &self,
+        batch: &WriteBatch,
+        pointers: &[Option<ValuePointer>],
+        disable_wal: bool,
+    ) -> Result<()> {
         let sv = self.super_version.load();
         let mem = &sv.mem;
         if disable_wal {
@@ -123,7 +128,7 @@ impl CommitEnv for DbInner {
             let r = r.map_err(|e| Error::InvalidArgument(format!("malformed batch: {e}")))?;
             let value = r.value.unwrap_or_default();
             user_bytes += (r.key.len() + value.len()) as u64;
-            match appended.pointers.get(i).copied().flatten() {
+            match pointers.get(i).copied().flatten() {
                 Some(p) => {
                     mem.add(seq, ValueKind::Pointer, r.key, &p.to_vec());
                     // One batch is one frame, in one file.
@@ -138,12 +143,12 @@ impl CommitEnv for DbInner {
         }
         Counters::add(&self.counters.user_bytes, user_bytes);
         Counters::add(&self.counters.vlog_values, separated);
-        Counters::add(&self.counters.wal_bytes, appended.wal_bytes);
-        Counters::add(&self.counters.vlog_bytes, appended.vlog_bytes);
         Ok(())
     }
 
-    fn committed(&self, writers: usize, synced: bool) {
+    fn committed(&self, writers: usize, synced: bool, appended: &Appended) {
+        Counters::add(&self.counters.wal_bytes, appended.wal_bytes);
+        Counters::add(&self.counters.vlog_bytes, appended.vlog_bytes);
         Counters::add(&self.counters.writes, writers as u64);
         Counters::add(&self.counters.write_groups, 1);
         if synced {

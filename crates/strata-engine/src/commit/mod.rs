@@ -5,23 +5,31 @@
 //!
 //! [`CommitPipeline`] owns the state of committing: the commit log (the WAL or the value log,
 //! chosen once at open: [`CommitLog`]), the allocation of sequence numbers, the published
-//! (visible) sequence number and the queue of synced writers. It reaches the rest of the
-//! engine only through [`CommitEnv`] (the memtable, making room, the sticky error), so its
-//! tests run it over a fake log and a fake memtable without a disk.
+//! (visible) sequence number and the queue of writers waiting for a group leader. It reaches
+//! the rest of the engine only through [`CommitEnv`] (the memtable, making room, the sticky
+//! error), so its tests run it over a fake log and a fake memtable without a disk.
 //!
-//! Protocol, for one batch:
+//! Protocol, for one record:
 //! 1. **Reserve and append** under the reservation lock (short: a copy into the log's buffer
-//!    and its hand-off to the OS): take the next sequence numbers, append the batch's one
-//!    record, push its publication slot. Records therefore enter the log in sequence order.
+//!    and its hand-off to the OS): take the next sequence numbers, append the record, push
+//!    its publication slot. Records therefore enter the log in sequence order.
 //! 2. **Apply** to the memtable without any lock of ours, concurrently with other writers
 //!    (the memtable is a lock-free skiplist).
 //! 3. **Publish** in sequence order (`publish.rs`): a writer waits only for the batches
 //!    reserved before its own, and returns once its batch is visible.
 //!
-//! An unsynced writer does all three itself: no hand-off, no leader. Synced writers queue
-//! behind a leader, which merges their batches into one record, runs the three steps for it
-//! with one sync between append and apply, then answers exactly its group and hands the
-//! lead to the next queued synced writer (each waiter has its own condition variable).
+//! Who runs the steps depends on the log ([`CommitLog::groups_unsynced`]). Over the WAL, and
+//! over the value log for a batch too small to hold a separated value, an unsynced writer
+//! does all three itself: no hand-off, no leader. Synced writers, and over the value log
+//! unsynced writers of separated values, go through the **writer queue**: a writer that finds no group
+//! running leads at once (a lone writer pays no hand-off); one that finds a group running
+//! queues, and the next leader takes the queued writers with its own settings (sync,
+//! `disable_wal`; up to a size bound) into one record of the group's batches, appended with
+//! one call (and synced, for a synced group).
+//! The leader hands the lead to the next queued writer as soon as its record is appended (and
+//! synced), so the next group's append overlaps this group's apply; it then applies and
+//! publishes the group and answers exactly its members (each waiter has its own condition
+//! variable).
 //!
 //! Rare paths run in an **exclusive turn** ([`CommitPipeline::exclusive`]): new reservations
 //! wait at the gate, the turn waits until every reserved batch is published, then runs its
@@ -34,19 +42,24 @@ use crate::key::SeqNo;
 use crate::vlog::ValuePointer;
 use parking_lot::{Condvar, Mutex};
 use publish::{Publisher, Slot};
+use smallvec::SmallVec;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 mod publish;
 
-/// Largest record a synced group's leader assembles.
+/// Largest record a group's leader assembles.
 const MAX_GROUP_BYTES: usize = 1 << 20;
+
+/// The batches of one group, in the order their records enter the log (one inline: a lone
+/// writer allocates no list).
+type Batches = SmallVec<[WriteBatch; 1]>;
 
 /// What appending one record to the commit log produced.
 #[derive(Default)]
 pub(crate) struct Appended {
-    /// Per batch record, in order: where its value went if the log separated it (value log
-    /// only; empty otherwise).
+    /// Per batch record, over the record's batches in order: where its value went if the log
+    /// separated it (value log only; empty otherwise).
     pub pointers: Vec<Option<ValuePointer>>,
     /// Bytes written to the WAL, for statistics.
     pub wal_bytes: u64,
@@ -58,12 +71,20 @@ pub(crate) struct Appended {
 /// log in an unknown state and is made sticky by the pipeline; `InvalidArgument` means the
 /// record was refused before anything reached the log.
 pub(crate) trait CommitLog: Send + Sync {
-    /// Appends `batch` (its sequence numbers set) as one record and hands it to the operating
-    /// system. With `disable_wal`, only what the log must hold anyway is written. Called
-    /// under the reservation lock, so records enter the log in sequence order.
-    fn append(&self, batch: &WriteBatch, disable_wal: bool) -> Result<Appended>;
+    /// Appends `batches` (not empty; sequence numbers set and consecutive, in order) as one
+    /// record and hands it to the operating system. With `disable_wal`, only what the log
+    /// must hold anyway is written. Called under the reservation lock, so records enter the
+    /// log in sequence order.
+    fn append(&self, batches: &[WriteBatch], disable_wal: bool) -> Result<Appended>;
     /// Makes every record appended before the call durable.
     fn sync(&self) -> Result<()>;
+    /// Whether the unsynced writer of `batch` shares an append through the writer queue
+    /// rather than appending its own record. Sharing saves every member but the leader its
+    /// append (a system call, and the kernel's work on the partly written page it leaves)
+    /// and costs each a hand-off (a wake-up), so it pays for large records and was measured
+    /// to lose for small ones (the WAL's; `docs/benchmarks.md`, "The commit pipeline:
+    /// unsynced writers without hand-off"): the log decides per batch.
+    fn groups_unsynced(&self, batch: &WriteBatch) -> bool;
 }
 
 /// What the pipeline needs from the engine around it.
@@ -79,11 +100,18 @@ pub(crate) trait CommitEnv {
     /// Makes room for a write: stalls, memtable switch, log rotation. Called in an exclusive
     /// turn: no other commit in flight.
     fn make_room(&self) -> Result<()>;
-    /// Inserts `batch` (sequence numbers set) into the memtable. Called concurrently by many
+    /// Inserts `batch` (sequence numbers set) into the memtable; `pointers` are its records'
+    /// places in the value log (empty: every record inline). Called concurrently by many
     /// writers, never with an exclusive turn running.
-    fn apply(&self, batch: &WriteBatch, appended: &Appended, disable_wal: bool) -> Result<()>;
-    /// Statistics: a group of `writers` was committed; `synced` if the log was synced for it.
-    fn committed(&self, writers: usize, synced: bool);
+    fn apply(
+        &self,
+        batch: &WriteBatch,
+        pointers: &[Option<ValuePointer>],
+        disable_wal: bool,
+    ) -> Result<()>;
+    /// Statistics: a group of `writers` was committed as one record that wrote `appended`;
+    /// `synced` if the log was synced for it.
+    fn committed(&self, writers: usize, synced: bool, appended: &Appended);
 }
 
 /// The reservation state, behind the reservation lock.
@@ -98,10 +126,11 @@ struct Reserve {
     log_failed: Option<Error>,
 }
 
-/// A synced writer waiting in the queue.
-struct SyncWaiter {
+/// A writer waiting in the queue.
+struct Waiter {
     batch: Mutex<Option<WriteBatch>>,
     size: usize,
+    sync: bool,
     disable_wal: bool,
     state: Mutex<WaitState>,
     cv: Condvar,
@@ -115,10 +144,11 @@ enum WaitState {
 }
 
 #[derive(Default)]
-struct SyncQueue {
-    /// Synced writers not yet taken into a group, in arrival order.
-    waiters: VecDeque<Arc<SyncWaiter>>,
-    /// A leader is running a group (the next leader is named when it ends).
+struct WriterQueue {
+    /// Writers not yet taken into a group, in arrival order.
+    waiters: VecDeque<Arc<Waiter>>,
+    /// A leader holds the lead (from taking its group until its record is appended and
+    /// synced, when it names the next leader). With no leader the queue is empty.
     leading: bool,
 }
 
@@ -129,7 +159,7 @@ pub(crate) struct CommitPipeline<L> {
     /// Reservations waiting for an exclusive turn to end.
     gate: Condvar,
     publisher: Publisher,
-    sync_queue: Mutex<SyncQueue>,
+    queue: Mutex<WriterQueue>,
 }
 
 impl<L: CommitLog> CommitPipeline<L> {
@@ -144,7 +174,7 @@ impl<L: CommitLog> CommitPipeline<L> {
             }),
             gate: Condvar::new(),
             publisher: Publisher::new(last_seq),
-            sync_queue: Mutex::new(SyncQueue::default()),
+            queue: Mutex::new(WriterQueue::default()),
         }
     }
 
@@ -167,18 +197,23 @@ impl<L: CommitLog> CommitPipeline<L> {
         disable_wal: bool,
     ) -> Result<()> {
         env.check_error()?;
-        if sync {
-            return self.commit_synced(env, batch, disable_wal);
+        let batch = batch.filter(|b| !b.is_empty());
+        if !sync && batch.is_none() {
+            return Ok(());
         }
-        let Some(mut batch) = batch.filter(|b| !b.is_empty()) else {
+        if sync || batch.as_ref().is_some_and(|b| self.log.groups_unsynced(b)) {
+            return self.commit_grouped(env, batch, sync, disable_wal);
+        }
+        let Some(batch) = batch else {
             return Ok(());
         };
         self.make_room_if_needed(env)?;
-        let (appended, slot) = self.reserve(env, &mut batch, disable_wal, false)?;
-        let r = env.apply(&batch, &appended, disable_wal);
+        let mut batches: Batches = smallvec::smallvec![batch];
+        let (appended, slot) = self.reserve(env, &mut batches, disable_wal, false)?;
+        let r = env.apply(&batches[0], &appended.pointers, disable_wal);
         self.publisher.publish(&slot);
         if r.is_ok() {
-            env.committed(1, false);
+            env.committed(1, false, &appended);
         }
         r
     }
@@ -203,12 +238,13 @@ impl<L: CommitLog> CommitPipeline<L> {
         let _open = OpenGate(self);
         self.publisher.wait_drained();
         f().and_then(|(t, batch)| {
-            if let Some(mut b) = batch.filter(|b| !b.is_empty()) {
-                let (appended, slot) = self.reserve(env, &mut b, false, true)?;
-                let r = env.apply(&b, &appended, false);
+            if let Some(b) = batch.filter(|b| !b.is_empty()) {
+                let mut batches: Batches = smallvec::smallvec![b];
+                let (appended, slot) = self.reserve(env, &mut batches, false, true)?;
+                let r = env.apply(&batches[0], &appended.pointers, false);
                 self.publisher.publish(&slot);
                 r?;
-                env.committed(1, false);
+                env.committed(1, false, &appended);
             }
             Ok(t)
         })
@@ -222,14 +258,15 @@ impl<L: CommitLog> CommitPipeline<L> {
         Ok(())
     }
 
-    /// Step 1: under the reservation lock, gives `batch` the next sequence numbers, appends
-    /// its record to the log and pushes its publication slot. `holder`: called by the
-    /// exclusive turn itself, which passes the gate. A failed append takes no sequence
-    /// number, and (unless the log refused the batch untouched) is sticky.
+    /// Step 1: under the reservation lock, gives `batches` the next sequence numbers (in
+    /// order, consecutive), appends them to the log as one record and pushes its publication
+    /// slot. `holder`: called by the exclusive turn itself, which passes the gate. A failed
+    /// append takes no sequence number, and (unless the log refused the record untouched) is
+    /// sticky.
     fn reserve(
         &self,
         env: &impl CommitEnv,
-        batch: &mut WriteBatch,
+        batches: &mut [WriteBatch],
         disable_wal: bool,
         holder: bool,
     ) -> Result<(Appended, Arc<Slot>)> {
@@ -240,11 +277,14 @@ impl<L: CommitLog> CommitPipeline<L> {
         if let Some(e) = &r.log_failed {
             return Err(Error::Poisoned(e.to_string()));
         }
-        let first_seq = r.last_seq + 1;
-        batch.set_seq(first_seq);
-        let appended = match self.log.append(batch, disable_wal) {
+        let mut next = r.last_seq + 1;
+        for b in batches.iter_mut() {
+            b.set_seq(next);
+            next += u64::from(b.count());
+        }
+        let appended = match self.log.append(batches, disable_wal) {
             Ok(a) => a,
-            // Nothing reached the log: the batch is refused, the log stays usable.
+            // Nothing reached the log: the record is refused, the log stays usable.
             Err(e @ Error::InvalidArgument(_)) => return Err(e),
             Err(e) => {
                 r.log_failed = Some(e.clone());
@@ -252,29 +292,45 @@ impl<L: CommitLog> CommitPipeline<L> {
                 return Err(e);
             }
         };
-        r.last_seq = first_seq + u64::from(batch.count()) - 1;
+        r.last_seq = next - 1;
         let slot = self.publisher.push(r.last_seq);
         Ok((appended, slot))
     }
 
-    /// A synced write: joins the queue, and either is answered by a leader or leads.
-    fn commit_synced(
+    /// A write through the writer queue: leads at once if no group is running, else queues
+    /// and is either answered by a leader or named the next leader.
+    fn commit_grouped(
         &self,
         env: &impl CommitEnv,
         batch: Option<WriteBatch>,
+        sync: bool,
         disable_wal: bool,
     ) -> Result<()> {
-        let me = Arc::new(SyncWaiter {
+        {
+            let mut q = self.queue.lock();
+            if !q.leading {
+                // Nobody leads, so nobody is queued: a group of this writer alone, with no
+                // waiter to allocate and nobody to wake.
+                debug_assert!(q.waiters.is_empty());
+                q.leading = true;
+                drop(q);
+                let batches: Batches = batch.into_iter().collect();
+                return self.run_group(env, batches, 1, sync, disable_wal);
+            }
+        }
+        let me = Arc::new(Waiter {
             size: batch.as_ref().map_or(0, |b| b.size_bytes()),
             batch: Mutex::new(batch),
+            sync,
             disable_wal,
             state: Mutex::new(WaitState::Waiting),
             cv: Condvar::new(),
         });
         {
-            let mut q = self.sync_queue.lock();
+            let mut q = self.queue.lock();
             q.waiters.push_back(me.clone());
             if !q.leading {
+                // The leader handed off between our two looks at the queue.
                 q.leading = true;
                 *me.state.lock() = WaitState::Lead;
             }
@@ -289,9 +345,9 @@ impl<L: CommitLog> CommitPipeline<L> {
                 }
             }
         }
-        // Leader: take the group (itself first), run it outside the queue's lock.
+        // Leader: take the group (itself first).
         let group = {
-            let mut q = self.sync_queue.lock();
+            let mut q = self.queue.lock();
             let first = q.waiters.pop_front().expect("the leader is queued");
             debug_assert!(Arc::ptr_eq(&first, &me));
             let max = if me.size <= 128 << 10 {
@@ -303,7 +359,8 @@ impl<L: CommitLog> CommitPipeline<L> {
             let mut size = me.size;
             let mut group = vec![first];
             while let Some(w) = q.waiters.front() {
-                if w.disable_wal != disable_wal || size + w.size > max {
+                // Same settings only: a failed sync fails exactly the synced writers.
+                if w.sync != sync || w.disable_wal != disable_wal || size + w.size > max {
                     break;
                 }
                 size += w.size;
@@ -311,18 +368,10 @@ impl<L: CommitLog> CommitPipeline<L> {
             }
             group
         };
-        let r = self.run_synced_group(env, &group);
-        // Hand the lead to the next queued writer, then answer the group: one wake-up each.
-        {
-            let mut q = self.sync_queue.lock();
-            match q.waiters.front() {
-                Some(next) => {
-                    *next.state.lock() = WaitState::Lead;
-                    next.cv.notify_one();
-                }
-                None => q.leading = false,
-            }
-        }
+        // The batches are moved out of the waiters, not copied: the log writes each from
+        // where it is.
+        let batches: Batches = group.iter().filter_map(|w| w.batch.lock().take()).collect();
+        let r = self.run_group(env, batches, group.len(), sync, disable_wal);
         for w in &group[1..] {
             *w.state.lock() = WaitState::Done(r.clone());
             w.cv.notify_one();
@@ -330,37 +379,73 @@ impl<L: CommitLog> CommitPipeline<L> {
         r
     }
 
-    /// The leader's work: one record for the group, one sync, apply, publish.
-    fn run_synced_group(&self, env: &impl CommitEnv, group: &[Arc<SyncWaiter>]) -> Result<()> {
-        env.check_error()?;
-        self.make_room_if_needed(env)?;
-        let disable_wal = group[0].disable_wal;
-        let mut batch: Option<WriteBatch> = None;
-        for w in group {
-            if let Some(b) = w.batch.lock().take() {
-                match batch.as_mut() {
-                    Some(all) => all.append(&b),
-                    None => batch = Some(b),
-                }
+    /// Names the next leader (the front of the queue, woken alone), or records that nobody
+    /// leads.
+    fn hand_off_lead(&self) {
+        let mut q = self.queue.lock();
+        match q.waiters.front() {
+            Some(next) => {
+                *next.state.lock() = WaitState::Lead;
+                next.cv.notify_one();
             }
+            None => q.leading = false,
         }
-        let Some(mut batch) = batch.filter(|b| !b.is_empty()) else {
-            // Only a sync: it covers every record appended so far, so every write
-            // acknowledged before this call.
-            self.sync_log(env)?;
-            env.committed(group.len(), true);
-            return Ok(());
+    }
+
+    /// The leader's work: one record for the group's `batches` (of `writers` writers), one
+    /// sync if `sync`, then, with the lead handed on, apply and publish. The caller answers
+    /// the other writers of the group.
+    fn run_group(
+        &self,
+        env: &impl CommitEnv,
+        mut batches: Batches,
+        writers: usize,
+        sync: bool,
+        disable_wal: bool,
+    ) -> Result<()> {
+        // Holds the lead until the record is appended and synced (or the group failed before
+        // that), so records and syncs keep the queue's order.
+        type Logged = Option<(Appended, Arc<Slot>, Result<()>)>;
+        let logged = (|| -> Result<Logged> {
+            env.check_error()?;
+            self.make_room_if_needed(env)?;
+            batches.retain(|b| !b.is_empty());
+            if batches.is_empty() {
+                // Only a sync: it covers every record appended so far, so every write
+                // acknowledged before this call.
+                if sync {
+                    self.sync_log(env)?;
+                }
+                return Ok(None);
+            }
+            let (appended, slot) = self.reserve(env, &mut batches, disable_wal, false)?;
+            // Nothing is visible before it is durable: the sync comes before the apply. A
+            // failed sync still publishes the (unapplied) slot, so that batches reserved after
+            // it are not held forever; the error is sticky, and the group's writers get it.
+            let synced = if sync { self.sync_log(env) } else { Ok(()) };
+            Ok(Some((appended, slot, synced)))
+        })();
+        self.hand_off_lead();
+        let (appended, slot, synced) = match logged? {
+            Some(l) => l,
+            None => {
+                env.committed(writers, sync, &Appended::default());
+                return Ok(());
+            }
         };
-        let (appended, slot) = self.reserve(env, &mut batch, disable_wal, false)?;
-        // Nothing is visible before it is durable: the sync comes before the apply. A failed
-        // sync still publishes the (unapplied) slot, so that batches reserved after it are
-        // not held forever; the error is sticky, and the group's writers get it.
-        let r = self
-            .sync_log(env)
-            .and_then(|()| env.apply(&batch, &appended, disable_wal));
+        let r = synced.and_then(|()| {
+            let mut at = 0;
+            for b in &batches {
+                let n = b.count() as usize;
+                let pointers = appended.pointers.get(at..at + n).unwrap_or(&[]);
+                env.apply(b, pointers, disable_wal)?;
+                at += n;
+            }
+            Ok(())
+        });
         self.publisher.publish(&slot);
         if r.is_ok() {
-            env.committed(group.len(), true);
+            env.committed(writers, sync, &appended);
         }
         r
     }

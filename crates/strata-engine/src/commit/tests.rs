@@ -1,11 +1,13 @@
 //! The commit pipeline over a fake log and a fake memtable: ordering and visibility under
 //! many threads, failures of the log's append and sync, and durability of synced writes
-//! among unsynced ones.
+//! among unsynced ones; each with unsynced writers appending alone (the WAL's way) and
+//! grouped behind a leader (the value log's).
 
 use super::{Appended, CommitEnv, CommitLog, CommitPipeline};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::key::SeqNo;
+use crate::vlog::ValuePointer;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -28,8 +30,21 @@ struct FakeLog {
     /// Fail the append (or sync) whose 1-based count is this (0: never).
     fail_append: AtomicUsize,
     fail_sync: AtomicUsize,
-    /// Keys of the batch whose append failed.
+    /// Keys of the record whose append failed.
     failed: Mutex<Vec<Vec<u8>>>,
+    /// Unsynced writers share appends ([`CommitLog::groups_unsynced`]).
+    grouped: bool,
+    /// Each append sleeps this long (a slow system call), so writers pile up behind it.
+    append_micros: u64,
+}
+
+impl FakeLog {
+    fn grouped(grouped: bool) -> FakeLog {
+        FakeLog {
+            grouped,
+            ..FakeLog::default()
+        }
+    }
 }
 
 fn injected() -> Error {
@@ -41,10 +56,22 @@ fn keys_of(batch: &WriteBatch) -> Vec<Vec<u8>> {
 }
 
 impl CommitLog for FakeLog {
-    fn append(&self, batch: &WriteBatch, disable_wal: bool) -> Result<Appended> {
+    fn append(&self, batches: &[WriteBatch], disable_wal: bool) -> Result<Appended> {
+        assert!(!batches.is_empty(), "a record holds at least one batch");
+        for w in batches.windows(2) {
+            assert_eq!(
+                w[0].seq() + u64::from(w[0].count()),
+                w[1].seq(),
+                "a record's batches have consecutive sequence numbers"
+            );
+        }
+        if self.append_micros > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(self.append_micros));
+        }
+        let keys: Vec<Vec<u8>> = batches.iter().flat_map(keys_of).collect();
         let n = self.appends.fetch_add(1, Ordering::SeqCst) + 1;
         if n == self.fail_append.load(Ordering::SeqCst) {
-            *self.failed.lock() = keys_of(batch);
+            *self.failed.lock() = keys;
             return Err(injected());
         }
         if !disable_wal {
@@ -52,16 +79,20 @@ impl CommitLog for FakeLog {
             if let Some(last) = r.last() {
                 assert_eq!(
                     last.first_seq + last.keys.len() as u64,
-                    batch.seq(),
+                    batches[0].seq(),
                     "the log holds records in sequence order, without gaps"
                 );
             }
             r.push(Record {
-                first_seq: batch.seq(),
-                keys: keys_of(batch),
+                first_seq: batches[0].seq(),
+                keys,
             });
         }
         Ok(Appended::default())
+    }
+
+    fn groups_unsynced(&self, _: &WriteBatch) -> bool {
+        self.grouped
     }
 
     fn sync(&self) -> Result<()> {
@@ -129,7 +160,7 @@ impl CommitEnv for FakeEnv {
         Ok(())
     }
 
-    fn apply(&self, batch: &WriteBatch, _: &Appended, _: bool) -> Result<()> {
+    fn apply(&self, batch: &WriteBatch, _: &[Option<ValuePointer>], _: bool) -> Result<()> {
         let last = batch.seq() + u64::from(batch.count()) - 1;
         let mut m = self.applied.lock();
         for (i, k) in keys_of(batch).into_iter().enumerate() {
@@ -138,7 +169,7 @@ impl CommitEnv for FakeEnv {
         Ok(())
     }
 
-    fn committed(&self, _: usize, _: bool) {}
+    fn committed(&self, _: usize, _: bool, _: &Appended) {}
 }
 
 fn batch_of(keys: &[Vec<u8>]) -> WriteBatch {
@@ -259,27 +290,60 @@ fn check_all_committed(pipe: &CommitPipeline<FakeLog>, env: &FakeEnv, n: usize) 
 
 #[test]
 fn unsynced_writers_publish_in_order_without_gaps() {
-    let (pipe, env) = (
-        CommitPipeline::new(FakeLog::default(), 0),
-        FakeEnv::default(),
-    );
-    let out = run_writers(&pipe, &env, 8, 400, SyncMix::Never);
-    assert!(out.iter().all(|(_, _, r)| r.is_ok()));
-    let n = out.iter().map(|(k, _, _)| k.len()).sum();
-    check_all_committed(&pipe, &env, n);
+    for grouped in [false, true] {
+        let (pipe, env) = (
+            CommitPipeline::new(FakeLog::grouped(grouped), 0),
+            FakeEnv::default(),
+        );
+        let out = run_writers(&pipe, &env, 8, 400, SyncMix::Never);
+        assert!(out.iter().all(|(_, _, r)| r.is_ok()));
+        let n = out.iter().map(|(k, _, _)| k.len()).sum();
+        check_all_committed(&pipe, &env, n);
+    }
+}
+
+/// Unsynced writers that find an append running share the next one: fewer records than
+/// writes, each record's batches consecutive (checked by the log), every write applied and
+/// visible once acknowledged (checked by `run_writers`). Appending alone, every write is a
+/// record of its own.
+#[test]
+fn grouped_unsynced_writers_share_appends() {
+    for grouped in [false, true] {
+        let log = FakeLog {
+            append_micros: 300,
+            ..FakeLog::grouped(grouped)
+        };
+        let (pipe, env) = (CommitPipeline::new(log, 0), FakeEnv::default());
+        let out = run_writers(&pipe, &env, 6, 60, SyncMix::Never);
+        assert!(out.iter().all(|(_, _, r)| r.is_ok()));
+        let n = out.iter().map(|(k, _, _)| k.len()).sum();
+        check_all_committed(&pipe, &env, n);
+        let records = pipe.log().records.lock().len();
+        if grouped {
+            assert!(
+                records < out.len() / 2,
+                "{records} records for {} writes: writers did not share appends",
+                out.len()
+            );
+        } else {
+            assert_eq!(records, out.len(), "one record per unsynced write");
+        }
+    }
 }
 
 #[test]
 fn mixed_synced_and_unsynced_writers_lose_no_synced_write() {
-    let (pipe, env) = (
-        CommitPipeline::new(FakeLog::default(), 0),
-        FakeEnv::default(),
-    );
-    let out = run_writers(&pipe, &env, 8, 300, SyncMix::Some);
-    assert!(out.iter().all(|(_, _, r)| r.is_ok()));
-    let n = out.iter().map(|(k, _, _)| k.len()).sum();
-    check_all_committed(&pipe, &env, n);
-    assert!(pipe.log().syncs.load(Ordering::SeqCst) > 0);
+    for grouped in [false, true] {
+        let (pipe, env) = (
+            CommitPipeline::new(FakeLog::grouped(grouped), 0),
+            FakeEnv::default(),
+        );
+        let out = run_writers(&pipe, &env, 8, 300, SyncMix::Some);
+        assert!(out.iter().all(|(_, _, r)| r.is_ok()));
+        let n = out.iter().map(|(k, _, _)| k.len()).sum();
+        check_all_committed(&pipe, &env, n);
+        assert!(pipe.log().syncs.load(Ordering::SeqCst) > 0);
+    }
 }
 
 #[test]
@@ -299,8 +363,8 @@ fn synced_writers_share_syncs() {
 /// group whose record failed to append, or one record of synced writers whose sync failed),
 /// every later write gets the sticky error, every acknowledged write is applied and visible,
 /// and nothing refused is applied.
-fn check_failure(fail_append: usize, fail_sync: usize, mix: SyncMix) {
-    let log = FakeLog::default();
+fn check_failure(fail_append: usize, fail_sync: usize, mix: SyncMix, grouped: bool) {
+    let log = FakeLog::grouped(grouped);
     log.fail_append.store(fail_append, Ordering::SeqCst);
     log.fail_sync.store(fail_sync, Ordering::SeqCst);
     let (pipe, env) = (CommitPipeline::new(log, 0), FakeEnv::default());
@@ -355,20 +419,30 @@ fn check_failure(fail_append: usize, fail_sync: usize, mix: SyncMix) {
 
 #[test]
 fn a_failed_append_fails_its_group_and_is_sticky() {
-    check_failure(200, 0, SyncMix::Some);
-    check_failure(137, 0, SyncMix::Never);
+    for grouped in [false, true] {
+        check_failure(200, 0, SyncMix::Some, grouped);
+        check_failure(137, 0, SyncMix::Never, grouped);
+    }
 }
 
 #[test]
 fn a_failed_sync_fails_its_group_and_is_sticky() {
-    check_failure(0, 40, SyncMix::Some);
-    check_failure(0, 25, SyncMix::Always);
+    for grouped in [false, true] {
+        check_failure(0, 40, SyncMix::Some, grouped);
+        check_failure(0, 25, SyncMix::Always, grouped);
+    }
 }
 
 #[test]
 fn exclusive_turns_see_no_write_in_flight() {
+    for grouped in [false, true] {
+        exclusive_turns_see_no_write_in_flight_with(grouped);
+    }
+}
+
+fn exclusive_turns_see_no_write_in_flight_with(grouped: bool) {
     let (pipe, env) = (
-        CommitPipeline::new(FakeLog::default(), 0),
+        CommitPipeline::new(FakeLog::grouped(grouped), 0),
         FakeEnv::default(),
     );
     let stop = AtomicBool::new(false);

@@ -91,15 +91,15 @@ impl VlogWriter {
         self.buf_start + self.buf.len() as u64
     }
 
-    /// Appends the records of `batch` (sequence numbers from `first_seq`) as one frame.
-    /// Puts of `threshold` bytes or more become separated entries.
+    /// Appends the records of `batches` (a commit group's, in order; sequence numbers from
+    /// `first_seq`) as one frame. Puts of `threshold` bytes or more become separated entries.
     ///
     /// Without a buffer (`buffer_bytes` 0) the frame goes to the file at once, its separated
-    /// values straight from `batch` (one `writev`): only the heads, keys and small entries
-    /// are assembled here, so a large value is copied once, into the page cache.
+    /// values straight from the batches (one `writev`): only the heads, keys and small
+    /// entries are assembled here, so a large value is copied once, into the page cache.
     pub fn append_group(
         &mut self,
-        batch: &WriteBatch,
+        batches: &[WriteBatch],
         first_seq: u64,
         threshold: usize,
         replay: bool,
@@ -109,13 +109,14 @@ impl VlogWriter {
         let frame_at = self.buf.len();
         let file_frame_at = self.position();
         self.buf.extend_from_slice(&[0u8; FRAME_HEADER_LEN]);
-        let mut pointers = Vec::with_capacity(batch.count() as usize);
+        let records: usize = batches.iter().map(|b| b.count() as usize).sum();
+        let mut pointers = Vec::with_capacity(records);
         // Direct: the values left out of `buf`, each with the length of `buf` it follows.
         let mut values: SmallVec<[(usize, &[u8]); 4]> = SmallVec::new();
         let mut values_len = 0usize;
         let mut separated_bytes = 0u64;
         let mut count = 0u32;
-        for r in batch.iter() {
+        for r in batches.iter().flat_map(WriteBatch::iter) {
             let r = match r {
                 Ok(r) => r,
                 Err(e) => {
