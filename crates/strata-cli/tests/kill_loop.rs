@@ -245,12 +245,17 @@ fn kill_loop_unsynced_mapped_head_large_values() {
     assert!(fig.acked > 0, "stress acknowledged nothing: {fig:?}");
 }
 
-/// Unsynced writers grouped behind a leader (`vlog_group_unsynced`, the default), with
+/// Unsynced writers grouped behind a leader (`vlog_group_unsynced`, turned on here), with
 /// more writers than cores so that groups form: a member is acknowledged by its leader once
 /// the group's one append returned, and a kill -9 must lose none of them.
 #[test]
 fn kill_loop_unsynced_grouped_writers() {
-    let extra = [UNSYNCED, &["--threads", "6", "--value-size", "4096"]].concat();
+    let extra = [
+        UNSYNCED,
+        &["--threads", "6", "--value-size", "4096"],
+        &["--opt", "vlog_group_unsynced=true"],
+    ]
+    .concat();
     let fig = kill_loop(6, 6, &extra);
     assert!(fig.acked > 0, "stress acknowledged nothing: {fig:?}");
 }
