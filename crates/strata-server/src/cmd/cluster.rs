@@ -668,8 +668,11 @@ fn meet(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 }
 
 /// CLUSTER RESET [HARD|SOFT] (Redis's `clusterReset`): refused on a master holding keys;
-/// forgets every other node and this node's slots; HARD also takes a new node id and sets
-/// the epochs to 0.
+/// otherwise this node forgets every other node and its slots and is a master (HARD: under
+/// a new id, with epochs 0). A replica also stops replicating and empties its data, as
+/// Redis's `replicationUnsetMaster` and `emptyData`: the state is changed (and saved)
+/// first, so the bus's cron no longer sees a replica to restart, then the replication
+/// link is stopped (waiting for the write it is applying), then the data is deleted.
 fn reset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     cluster(ctx)?;
     let hard = match args.next_keyword().as_deref() {
@@ -679,10 +682,13 @@ fn reset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     };
     args.finish()?;
     let has_keys = db_has_keys(ctx)?;
-    update(ctx, |st| {
+    let (was_replica, was_paused) = update(ctx, |st| {
         if st.me().has(node_flag::MASTER) && has_keys {
             return Err("CLUSTER RESET can't be called with master nodes containing keys".into());
         }
+        let was_replica = st.me().has(node_flag::SLAVE);
+        // A master holding its writers for a replica's manual failover lets them go.
+        let was_paused = st.manual.replica.is_some();
         let me = st.me().clone();
         let mut fresh = State::new(if hard { random_id() } else { me.id });
         let n = fresh.me_mut();
@@ -696,8 +702,22 @@ fn reset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             fresh.last_vote_epoch = st.last_vote_epoch;
         }
         *st = fresh;
-        Ok(())
+        Ok((was_replica, was_paused))
     })?;
+    if was_paused {
+        ctx.shared.pause.hold_writes(false);
+    }
+    if was_replica {
+        if let Some(shared) = ctx.shared.me.upgrade() {
+            super::replication::become_master(&shared);
+        }
+        // Redis's emptyData: not propagated (this node is a master of nothing yet).
+        let dbs = ctx.shared.config.read().databases;
+        ctx.tx.tracking.flushed();
+        crate::tracking::quietly(|| {
+            (0..dbs).try_for_each(|db| ctx.tx.flush_db(ctx.tx.dbs.physical(db as u8)))
+        })?;
+    }
     ctx.reply.ok();
     Ok(())
 }
