@@ -182,6 +182,9 @@ impl Bus {
             node_timeout_ms: get("cluster-node-timeout").parse().unwrap_or(15000),
             announce_ip: get("cluster-announce-ip"),
             full_coverage: get("cluster-require-full-coverage") != "no",
+            migration_barrier: get("cluster-migration-barrier").parse().unwrap_or(1),
+            allow_replica_migration: get("cluster-allow-replica-migration") != "no",
+            no_failover: get("cluster-replica-no-failover") == "yes",
             // A replica's offset is what it applied of its master's stream (Redis's
             // `replicationGetSlaveOffset`); a master's, its stream's end.
             repl_offset: if self.shared.replication.is_replica() {

@@ -522,11 +522,7 @@ fn replicate(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         }
         let m = &st.nodes[&id];
         let target = (m.ip.clone(), m.port);
-        let n = st.me_mut();
-        n.flags = (n.flags & !(node_flag::MASTER | node_flag::MIGRATE_TO)) | node_flag::SLAVE;
-        n.master = Some(id);
-        st.migrating.clear();
-        st.importing.clear();
+        st.become_replica_of(id);
         Ok(target)
     })?;
     follow(ctx, host, port)?;
@@ -585,6 +581,9 @@ fn failover(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
                 announce_ip: String::new(),
                 full_coverage: true,
                 repl_offset: 0,
+                migration_barrier: 1,
+                allow_replica_migration: true,
+                no_failover: false,
             };
             update(ctx, |st| {
                 crate::cluster::failover::takeover(st, &env);
@@ -795,12 +794,7 @@ fn setslot(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
                 // A master that gave away its last slot becomes a replica of the node that
                 // took it (Redis 7.0 with cluster-allow-replica-migration).
                 if owner == Some(me) && id != me && st.slot_count(&me) == 0 && replica_migration {
-                    let n = st.me_mut();
-                    n.flags =
-                        (n.flags & !(node_flag::MASTER | node_flag::MIGRATE_TO)) | node_flag::SLAVE;
-                    n.master = Some(id);
-                    st.migrating.clear();
-                    st.importing.clear();
+                    st.become_replica_of(id);
                     let m = &st.nodes[&id];
                     eprintln!(
                         "strata-server: cluster: Configuration change detected. Reconfiguring \
