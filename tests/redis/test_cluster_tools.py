@@ -60,33 +60,57 @@ def test_reshard_during_a_logged_write_load(strata_nodes):
     assert total == len(writer.model)
 
 
-def test_add_node_rebalance_del_node_info_and_fix(strata_nodes):
-    create(strata_nodes)
-    rc = cluster_client(strata_nodes[0])
+def fill_b_keys(servers, n=1000):
+    rc = cluster_client(servers[0])
     try:
-        for i in range(1000):
+        for i in range(n):
             rc.set(f"b:{i}", str(i))
     finally:
         rc.close()
-    new_master, new_replica = strata_node(), strata_node()
-    extra = [new_master, new_replica]
+
+
+def check_b_keys(server, n=1000):
+    rc = cluster_client(server)
     try:
-        # add-node as a master.
+        assert [rc.get(f"b:{i}") for i in range(n)] == [str(i) for i in range(n)]
+    finally:
+        rc.close()
+
+
+def add_master_and_replica(strata_nodes):
+    """Two new Strata nodes joined with `add-node`: a master, then a replica of it
+    (`--cluster-slave --cluster-master-id`), known as such everywhere."""
+    new_master, new_replica = strata_node(), strata_node()
+    try:
         code, out = cli("--cluster", "add-node", addr(new_master), addr(strata_nodes[0]))
         assert code == 0 and "[OK] New node added correctly." in out, out
         m_id = node_id(new_master)
         for s in strata_nodes + [new_master]:
             wait_until(f"node {s.port} knows four nodes", lambda s=s: sees_all(s, 4))
-        # add-node as a replica of the new master.
         code, out = cli("--cluster", "add-node", addr(new_replica), addr(strata_nodes[0]),
                         "--cluster-slave", "--cluster-master-id", m_id)
         assert code == 0 and "[OK] New node added correctly." in out, out
         r_id = node_id(new_replica)
-        everyone = strata_nodes + extra
+        everyone = strata_nodes + [new_master, new_replica]
         wait_until("the replica is known everywhere as the new master's", lambda: all(
             any(n[0] == r_id and "slave" in n[2] and n[3] == m_id for n in nodes_of(s.port))
             for s in everyone))
-        # rebalance onto the empty master.
+        return new_master, m_id, new_replica, r_id
+    except BaseException:
+        stop_all([new_master, new_replica])
+        raise
+
+
+def test_add_node_then_rebalance_onto_the_empty_master_and_info(strata_nodes):
+    """`add-node` as a master and as its replica, `rebalance --cluster-use-empty-masters`
+    gives the new master its share with the keys, `info` counts the keys of four masters,
+    and the replica holds its master's keys."""
+    create(strata_nodes)
+    fill_b_keys(strata_nodes)
+    new_master, m_id, new_replica, r_id = add_master_and_replica(strata_nodes)
+    extra = [new_master, new_replica]
+    try:
+        everyone = strata_nodes + extra
         code, out = cli("--cluster", "rebalance", addr(strata_nodes[0]),
                         "--cluster-use-empty-masters", timeout=120)
         assert code == 0, out[-3000:]
@@ -96,17 +120,38 @@ def test_add_node_rebalance_del_node_info_and_fix(strata_nodes):
         assert code == 0, out
         assert "[OK] 1000 keys in 4 masters." in out, out
         assert out.count(" slots | ") == 4 and "1 slaves." in out, out
-        # The replica holds its master's keys.
         wait_until("the replica has its master's keys", lambda: int(
             text_of(call(new_replica.port, "DBSIZE"))) == int(
             text_of(call(new_master.port, "DBSIZE"))) > 0)
-        # rebalance off the new master (weight 0): it is left empty.
+        check_b_keys(strata_nodes[1])
+    finally:
+        stop_all(extra)
+
+
+def test_rebalance_off_a_master_then_del_node(strata_nodes):
+    """A master given 100 slots (`reshard` from all the others alike) is emptied by
+    `rebalance` with a weight of 0; `del-node` removes its replica, then it; forgotten
+    nodes are not learned back from gossip, and every key is still served. (The slots come
+    from every master so that the rebalance moves slots off the new master only: a move
+    between two other masters after the new one gave its last slot away and became a
+    replica would have `redis-cli` send SETSLOT to a replica, which Redis refuses too.)"""
+    create(strata_nodes)
+    fill_b_keys(strata_nodes)
+    new_master, m_id, new_replica, r_id = add_master_and_replica(strata_nodes)
+    extra = [new_master, new_replica]
+    try:
+        everyone = strata_nodes + extra
+        code, out = cli("--cluster", "reshard", addr(strata_nodes[0]), "--cluster-from",
+                        "all", "--cluster-to", m_id, "--cluster-slots", "100",
+                        "--cluster-yes", timeout=120)
+        assert code == 0, out[-3000:]
+        wait_check_clean(everyone)
+        assert slots_of(strata_nodes[0].port, m_id) == 100
         code, out = cli("--cluster", "rebalance", addr(strata_nodes[0]),
                         "--cluster-weight", f"{m_id}=0", timeout=120)
         assert code == 0, out[-3000:]
         wait_check_clean(everyone)
         assert slots_of(strata_nodes[0].port, m_id) == 0
-        # del-node of the replica, then of the emptied master.
         for gone, gone_id in [(new_replica, r_id), (new_master, m_id)]:
             code, out = cli("--cluster", "del-node", addr(strata_nodes[0]), gone_id)
             assert code == 0, out
@@ -119,38 +164,37 @@ def test_add_node_rebalance_del_node_info_and_fix(strata_nodes):
         for s in strata_nodes:
             assert len(nodes_of(s.port)) == 3, nodes_of(s.port)
         check_clean(strata_nodes)
-        rc = cluster_client(strata_nodes[1])
-        try:
-            assert [rc.get(f"b:{i}") for i in range(1000)] == [str(i) for i in range(1000)]
-        finally:
-            rc.close()
-
-        # fix: a slot left MIGRATING on its owner and IMPORTING on another, as an interrupted
-        # reshard leaves it, with a key in it.
-        a, b = strata_nodes[0], strata_nodes[1]
-        a_id, b_id = node_id(a), node_id(b)
-        slot = next(int(r.split("-")[0]) for n in nodes_of(a.port) if n[0] == a_id
-                    for r in n[8:])
-        key = next(f"fix:{i}" for i in range(100000)
-                   if call(a.port, "CLUSTER", "KEYSLOT", f"fix:{i}") == slot)
-        assert call(a.port, "SET", key, "moved-by-fix") == ("+", "OK")
-        assert call(b.port, "CLUSTER", "SETSLOT", str(slot), "IMPORTING", a_id) == ("+", "OK")
-        assert call(a.port, "CLUSTER", "SETSLOT", str(slot), "MIGRATING", b_id) == ("+", "OK")
-        code, out = cli("--cluster", "check", addr(a))
-        assert f"has slots in migrating state {slot}" in out, out
-        assert f"has slots in importing state {slot}" in out, out
-        assert f"[WARNING] The following slots are open: {slot}" in out, out
-        code, out = cli("--cluster", "fix", addr(a), timeout=120)
-        assert code == 0, out
-        assert ">>> Fixing open slot" in out, out
-        wait_check_clean(strata_nodes)
-        rc = cluster_client(strata_nodes[2])
-        try:
-            assert rc.get(key) == "moved-by-fix"
-        finally:
-            rc.close()
+        check_b_keys(strata_nodes[1])
     finally:
         stop_all(extra)
+
+
+def test_fix_of_a_slot_left_open(strata_nodes):
+    """`fix` of a slot left MIGRATING on its owner and IMPORTING on another, as an
+    interrupted reshard leaves it, with a key in it: the key is served afterwards."""
+    create(strata_nodes)
+    a, b = strata_nodes[0], strata_nodes[1]
+    a_id, b_id = node_id(a), node_id(b)
+    slot = next(int(r.split("-")[0]) for n in nodes_of(a.port) if n[0] == a_id
+                for r in n[8:])
+    key = next(f"fix:{i}" for i in range(100000)
+               if call(a.port, "CLUSTER", "KEYSLOT", f"fix:{i}") == slot)
+    assert call(a.port, "SET", key, "moved-by-fix") == ("+", "OK")
+    assert call(b.port, "CLUSTER", "SETSLOT", str(slot), "IMPORTING", a_id) == ("+", "OK")
+    assert call(a.port, "CLUSTER", "SETSLOT", str(slot), "MIGRATING", b_id) == ("+", "OK")
+    code, out = cli("--cluster", "check", addr(a))
+    assert f"has slots in migrating state {slot}" in out, out
+    assert f"has slots in importing state {slot}" in out, out
+    assert f"[WARNING] The following slots are open: {slot}" in out, out
+    code, out = cli("--cluster", "fix", addr(a), timeout=120)
+    assert code == 0, out
+    assert ">>> Fixing open slot" in out, out
+    wait_check_clean(strata_nodes)
+    rc = cluster_client(strata_nodes[2])
+    try:
+        assert rc.get(key) == "moved-by-fix"
+    finally:
+        rc.close()
 
 
 def snapshot(rc, keys):

@@ -491,8 +491,11 @@ async fn run_buffered(
             },
         };
         // CLIENT PAUSE: the request waits (its earlier replies written first); the one just
-        // released runs.
-        if !std::mem::take(&mut released) && shared.pause.holds(&found, conn) {
+        // released runs unless FAILOVER's hold came since. The writes this step admits are
+        // counted until the step ends, by when they hold their stripes or are done, so a
+        // hold that comes meanwhile waits for them (`pause.rs`).
+        let mut gate = shared.pause.gate(conn.id);
+        if !gate.admit(&found, conn, std::mem::take(&mut released)) {
             drain(queued, reply).await;
             return Step::Paused(Box::new((argv, found, route)));
         }
@@ -556,7 +559,7 @@ async fn run_buffered(
                                         keys,
                                         reads,
                                     },
-                                ) if s == shard && !shared.pause.holds(&found, conn) => {
+                                ) if s == shard && gate.admit(&found, conn, false) => {
                                     run.push(Routed {
                                         argv: a,
                                         found,

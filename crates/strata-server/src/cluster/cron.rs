@@ -3,7 +3,8 @@
 //! within the node timeout are dropped, nodes without a link get one, a random node is
 //! pinged every second and any node not pinged for half the node timeout at once, a link
 //! silent for half the timeout while a ping waits is reopened, and a node that has not
-//! answered a ping within the node timeout is flagged PFAIL. A pure function of the state
+//! answered a ping within the node timeout is flagged PFAIL; on a replica, the manual
+//! failover, election and replica migration steps follow. A pure function of the state
 //! and the clock, returning [`Action`]s as `packet.rs` does.
 //!
 //! Layer: cluster (a building block below commands).
@@ -18,6 +19,18 @@ pub const STEPS_PER_SECOND: u64 = 10;
 /// One cron step; `iteration` counts steps from 0.
 pub fn cron(st: &mut State, env: &Env, iteration: u64) -> Outcome {
     let mut out = Outcome::default();
+    // Redis's `clusterUpdateMyselfFlags`: NOFAILOVER follows `cluster-replica-no-failover`
+    // (peers learn it from this node's headers; elections skip such a replica).
+    let no_failover = if env.no_failover {
+        node_flag::NOFAILOVER
+    } else {
+        0
+    };
+    let me = st.me_mut();
+    if me.flags & node_flag::NOFAILOVER != no_failover {
+        me.flags = (me.flags & !node_flag::NOFAILOVER) | no_failover;
+        out.save = true;
+    }
     let now = env.now_ms;
     let timeout = env.node_timeout_ms;
     let handshake_timeout = timeout.max(1000);
@@ -102,6 +115,7 @@ pub fn cron(st: &mut State, env: &Env, iteration: u64) -> Outcome {
     let election = super::failover::replica_step(st, env);
     out.save |= election.save;
     out.actions.extend(election.actions);
+    super::replica_migration::step(st, env, &mut out);
     out
 }
 

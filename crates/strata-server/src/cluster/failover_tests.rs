@@ -272,3 +272,21 @@ fn manual_failover_pauses_the_master_until_the_replica_caught_up() {
     assert!(out.actions.contains(&Action::ResumeWrites));
     assert_eq!(c.manual, Default::default());
 }
+
+#[test]
+fn a_replica_with_no_failover_set_is_flagged_and_starts_no_election() {
+    let mut r = cluster(R);
+    r.nodes.get_mut(&C).unwrap().flags |= node_flag::FAIL;
+    let mut e = env(1_000);
+    e.no_failover = true;
+    let out = super::cron::cron(&mut r, &e, 1);
+    assert!(r.me().has(node_flag::NOFAILOVER) && out.save);
+    assert!(r.describe(r.me()).contains("myself,slave,nofailover"));
+    assert_eq!(r.election.auth_time_ms, 0, "no election scheduled");
+    // Turned off: the flag goes and the election is scheduled.
+    e.no_failover = false;
+    e.now_ms = 2_000;
+    let out = super::cron::cron(&mut r, &e, 2);
+    assert!(!r.me().has(node_flag::NOFAILOVER) && out.save);
+    assert_ne!(r.election.auth_time_ms, 0);
+}

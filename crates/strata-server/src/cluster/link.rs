@@ -14,8 +14,9 @@
 //! published on this node reach the bus task through `Cluster::publish`'s bounded queue;
 //! the task republishes its list of links (`Cluster::links`, CLUSTER LINKS) whenever a
 //! link opens, closes or learns its node. A manual failover's pause is taken here
-//! (`Pause::hold_writes`, every stripe once, the sequencer's cut) before the PING that
-//! carries the offset: the task blocks for the writes in flight, a few milliseconds.
+//! (`Pause::hold_writes_and_drain`, every stripe once, the sequencer's cut) before the PING
+//! that carries the offset: the task blocks (`block_in_place`) for the writes in flight,
+//! a few milliseconds.
 //!
 //! Layer: cluster (beside the server; reaches the store only to empty lost slots).
 
@@ -181,6 +182,9 @@ impl Bus {
             node_timeout_ms: get("cluster-node-timeout").parse().unwrap_or(15000),
             announce_ip: get("cluster-announce-ip"),
             full_coverage: get("cluster-require-full-coverage") != "no",
+            migration_barrier: get("cluster-migration-barrier").parse().unwrap_or(1),
+            allow_replica_migration: get("cluster-allow-replica-migration") != "no",
+            no_failover: get("cluster-replica-no-failover") == "yes",
             // A replica's offset is what it applied of its master's stream (Redis's
             // `replicationGetSlaveOffset`); a master's, its stream's end.
             repl_offset: if self.shared.replication.is_replica() {
@@ -542,13 +546,37 @@ impl Bus {
     }
 
     /// A replica's MFSTART (Redis's `pauseClients` then `clusterSendPing`): writers are
-    /// held; a write already past the pause holds its stripes until it is done (queued to
-    /// a worker included), and the sequencer's cut waits for its append, so the offset the
-    /// PING carries covers every write acknowledged before the pause.
+    /// held; a write that passed the pause check before the hold is waited for until it
+    /// holds its stripes (`Pause::hold_writes_and_drain`), a write that holds its stripes
+    /// keeps them until it is done (queued to a worker included), and the sequencer's cut
+    /// waits for its append, so the offset the PING carries covers every write that was
+    /// or will be acknowledged before the failover ends. The waits block this task's
+    /// thread, handed over so that the connections it waits for keep running. If the
+    /// writes in flight do not drain within the manual failover's time, it is given up
+    /// here: no PAUSED offset is sent, the writers go on, the replica's attempt times out.
     fn pause_for_failover(&mut self, from: Option<LinkId>) {
-        self.shared.pause.hold_writes(true);
-        drop(self.shared.store.front().lock_every_stripe_for_command());
-        self.shared.master.seq.cut(|| ());
+        let shared = self.shared.clone();
+        let limit = Duration::from_millis(super::failover::MANUAL_FAILOVER_MS);
+        let drained = tokio::task::block_in_place(|| {
+            if !shared.pause.hold_writes_and_drain(limit) {
+                return false;
+            }
+            drop(shared.store.front().lock_every_stripe_for_command());
+            shared.master.seq.cut(|| ());
+            true
+        });
+        if !drained {
+            eprintln!(
+                "strata-server: cluster: manual failover given up: writes in flight did not \
+                 finish in time"
+            );
+            shared.pause.hold_writes(false);
+            self.cluster().bus_update(|st| {
+                st.manual = Default::default();
+                ((), false)
+            });
+            return;
+        }
         let Some(l) = from else {
             return;
         };

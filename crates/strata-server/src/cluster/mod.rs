@@ -1,8 +1,9 @@
 //! Redis Cluster mode (`cluster-enabled yes`; `docs/design.md` §13.26, §13.31): the
 //! cluster state (`slots.rs`), its file (`nodes_conf.rs`), the routing check (`route.rs`),
 //! and the cluster bus: its wire format (`bus/`), the state transitions of received
-//! messages (`packet.rs`), of the cron (`cron.rs`) and of elections (`failover.rs`), the
-//! messages sent (`outgoing.rs`) and the links (`link.rs`).
+//! messages (`packet.rs`), of the cron (`cron.rs`), of elections (`failover.rs`) and of
+//! replica migration (`replica_migration.rs`), the messages sent (`outgoing.rs`) and the
+//! links (`link.rs`).
 //!
 //! **Concurrency.** The state lives in one `RwLock`: the dispatcher's routing check and
 //! the read-only CLUSTER subcommands take it shared; a change ([`Cluster::update`]) takes
@@ -18,12 +19,17 @@ pub mod cron;
 pub mod failover;
 #[cfg(test)]
 mod failover_tests;
+#[cfg(test)]
+mod fuzz_tests;
 pub mod link;
 pub mod nodes_conf;
 pub mod outgoing;
 pub mod packet;
 #[cfg(test)]
 mod packet_tests;
+pub mod replica_migration;
+#[cfg(test)]
+mod replica_migration_tests;
 pub mod route;
 pub mod slots;
 #[cfg(test)]

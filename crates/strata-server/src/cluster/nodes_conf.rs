@@ -6,7 +6,7 @@
 //!
 //! Layer: cluster (a building block below commands).
 
-use super::slots::{node_flag, parse_id, Node, NodeId, State};
+use super::slots::{node_flag, Node, NodeId, State};
 use crate::keys::SLOTS;
 use std::path::Path;
 use std::sync::Arc;
@@ -105,7 +105,8 @@ pub fn parse(text: &str) -> Result<Option<State>, ParseError> {
         if argv.len() < 8 {
             return Err(err("fewer than eight fields"));
         }
-        let id = node_id(argv[0]).ok_or_else(|| err("the node id is not 40 hex characters"))?;
+        let id = node_id(argv[0])
+            .ok_or_else(|| err("the node id is not 40 characters of a-z and 0-9"))?;
         if nodes.iter().any(|n| n.id == id) {
             return Err(err("a node listed twice"));
         }
@@ -174,6 +175,12 @@ pub fn parse(text: &str) -> Result<Option<State>, ParseError> {
     for id in named {
         state.nodes.entry(id).or_insert_with(|| Node::new(id, 0));
     }
+    // Each replica line attaches the replica to its master (Redis's `clusterNodeAddSlave`
+    // while loading), which marks the master a replica-migration target.
+    let masters: Vec<NodeId> = state.nodes.values().filter_map(|n| n.master).collect();
+    for m in masters {
+        state.add_replica(&m);
+    }
     state.owner = owner;
     state.migrating = migrating.into_iter().collect();
     state.importing = importing.into_iter().collect();
@@ -182,8 +189,12 @@ pub fn parse(text: &str) -> Result<Option<State>, ParseError> {
     Ok(Some(state))
 }
 
+/// A node id as Redis's `verifyClusterNodeId` checks it (40 characters of `a-z0-9`), the
+/// rule the bus applies to the names it learns: every name in the table can be read back.
 fn node_id(s: &str) -> Option<NodeId> {
-    parse_id(s.as_bytes()).filter(|id| id.iter().all(u8::is_ascii_hexdigit))
+    crate::cluster::bus::NodeName::parse(s.as_bytes())
+        .ok()
+        .map(|n| n.0)
 }
 
 fn slot_num(s: &str) -> Option<u16> {
@@ -224,6 +235,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_replica_line_makes_its_master_a_migration_target() {
+        let (a, b, c) = ("a".repeat(40), "b".repeat(40), "c".repeat(40));
+        let text = format!(
+            "{a} 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-100\n\
+             {b} 127.0.0.1:7001@17001 slave {a} 0 0 1 disconnected\n\
+             {c} 127.0.0.1:7002@17002 master - 0 0 2 disconnected 101-200\n\
+             vars currentEpoch 2 lastVoteEpoch 0\n"
+        );
+        let st = parse(&text).unwrap().unwrap();
+        let flag = |id: &str| st.lookup(id.as_bytes()).unwrap().has(node_flag::MIGRATE_TO);
+        assert!(flag(&a), "a master with a replica");
+        assert!(
+            !flag(&b) && !flag(&c),
+            "a replica, a master that never had one"
+        );
+        // Not a printed flag: the file does not change.
+        assert_eq!(render(&st), text);
+    }
+
+    #[test]
     fn render_parse_round_trip() {
         let a = [b'a'; 40];
         let b = [b'b'; 40];
@@ -260,7 +291,10 @@ mod tests {
         assert!(parse("\n\n").unwrap().is_none());
         let e = parse("abc :1@2 myself,master - 0 0 0 connected\n").unwrap_err();
         assert_eq!(e.line, 1);
-        assert!(e.to_string().contains("not 40 hex"), "{e}");
+        assert!(
+            e.to_string().contains("not 40 characters of a-z and 0-9"),
+            "{e}"
+        );
         let id = "c".repeat(40);
         let e = parse(&format!("vars currentEpoch 0\n{id} :1@2 myself,master -\n")).unwrap_err();
         assert_eq!((e.line, e.reason.as_str()), (2, "fewer than eight fields"));

@@ -21,6 +21,12 @@ pub struct Env {
     pub full_coverage: bool,
     /// This node's replication offset (the header's `offset`).
     pub repl_offset: u64,
+    /// `cluster-migration-barrier`.
+    pub migration_barrier: u64,
+    /// `cluster-allow-replica-migration`.
+    pub allow_replica_migration: bool,
+    /// `cluster-replica-no-failover`: this node, as a replica, never fails its master over.
+    pub no_failover: bool,
 }
 
 /// The slots `id` owns, as the header's bitmap.

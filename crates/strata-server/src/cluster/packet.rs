@@ -73,6 +73,11 @@ pub struct Outcome {
 pub fn process(st: &mut State, env: &Env, link: &LinkCtx, msg: &Msg) -> Outcome {
     let mut out = Outcome::default();
     let h = &msg.header;
+    // A sender whose name no node can have (Redis's `verifyClusterNodeId` rule) is not
+    // listened to: its name would enter the table, and nodes.conf, on a handshake.
+    if super::bus::NodeName::parse(&h.sender.0).is_err() {
+        return out;
+    }
     let sender_id = h.sender.0;
     let sender = st.nodes.contains_key(&sender_id).then_some(sender_id);
     let mut sender_config_epoch = 0;
@@ -175,13 +180,27 @@ pub fn process(st: &mut State, env: &Env, link: &LinkCtx, msg: &Msg) -> Outcome 
 }
 
 /// The address of a message's sender: the one it announces, or the link's peer address
-/// (Redis's `nodeIp2String`).
+/// (Redis's `nodeIp2String`; an announced address that is not one is ignored).
 fn sender_ip(h: &Header, link: &LinkCtx) -> String {
-    if h.myip.is_empty() {
-        link.peer_ip.clone()
-    } else {
-        String::from_utf8_lossy(h.myip.text()).into_owned()
-    }
+    address_text(h.myip.text()).unwrap_or_else(|| link.peer_ip.clone())
+}
+
+/// An address a peer sent (a header's `myip`, a gossip section's `ip`) as text, if it can
+/// be one: an IP address or a host name, so that CLUSTER NODES and nodes.conf, whose lines
+/// it enters, keep their form. Redis copies the bytes as sent.
+fn address_text(b: &[u8]) -> Option<String> {
+    let ok = |c: &u8| c.is_ascii_alphanumeric() || b".:-_%".contains(c);
+    (!b.is_empty() && b.iter().all(ok)).then(|| String::from_utf8_lossy(b).into_owned())
+}
+
+/// A hostname a peer's extension carries, if it keeps CLUSTER NODES' and nodes.conf's form
+/// (letters, digits, `-`, `.`, `_`; the characters Redis accepts for
+/// `cluster-announce-hostname`); another is taken as no hostname.
+fn hostname_text(b: &[u8]) -> Option<String> {
+    let ok = |c: &u8| c.is_ascii_alphanumeric() || b".-_".contains(c);
+    b.iter()
+        .all(ok)
+        .then(|| String::from_utf8_lossy(b).into_owned())
 }
 
 /// Redis's `nodeUpdateAddressIfNeeded`: the node's address from a message it sent on
@@ -336,7 +355,7 @@ fn view(
         let mut hostname = String::new();
         for e in &p.exts {
             if let Ok(ExtView::Hostname(name)) = e.view() {
-                hostname = String::from_utf8_lossy(name).into_owned();
+                hostname = hostname_text(name).unwrap_or_default();
             }
         }
         let n = st.nodes.get_mut(&s).expect("known");
@@ -370,6 +389,7 @@ fn role(st: &mut State, s: &NodeId, h: &Header, out: &mut Outcome) {
     let master = h.slaveof.0;
     if st.nodes.contains_key(&master) && st.nodes[s].master != Some(master) {
         st.nodes.get_mut(s).expect("known").master = Some(master);
+        st.add_replica(&master);
         out.save = true;
     }
 }
@@ -421,11 +441,7 @@ pub fn update_slots(
     // The master this node serves (itself or its master) lost its last slot to the
     // sender: this node follows the sender (a failed-over master rejoins as a replica).
     if curmaster.is_some_and(|cm| migrated > 0 && st.slot_count(&cm) == 0) {
-        let n = st.me_mut();
-        n.flags = (n.flags & !(node_flag::MASTER | node_flag::MIGRATE_TO)) | node_flag::SLAVE;
-        n.master = Some(*sender);
-        st.migrating.clear();
-        st.importing.clear();
+        st.become_replica_of(*sender);
         out.actions.push(Action::Follow(*sender));
         // Redis's clusterSetMaster ends a manual failover: the paused writers, now on a
         // replica, are redirected to the new master.
@@ -462,14 +478,16 @@ fn gossip(
     for g in sections {
         let id = g.nodename.0;
         let forgotten = st.forgotten.get(&id).is_some_and(|t| *t > env.now_ms);
+        let ip = address_text(g.ip.text());
         if let std::collections::btree_map::Entry::Vacant(slot) = st.nodes.entry(id) {
             if sender.is_some()
                 && !forgotten
                 && g.flags & node_flag::NOADDR == 0
                 && super::bus::NodeName::parse(&id).is_ok()
+                && ip.is_some()
             {
                 let mut n = Node::new(id, g.flags & !(node_flag::MYSELF | node_flag::MEET));
-                n.ip = String::from_utf8_lossy(g.ip.text()).into_owned();
+                n.ip = ip.unwrap_or_default();
                 n.port = g.port;
                 n.cport = g.cport;
                 n.bus.pport = g.pport;
@@ -501,7 +519,9 @@ fn gossip(
                 n.pong_received_ms = pong;
             }
         }
-        let ip = String::from_utf8_lossy(g.ip.text()).into_owned();
+        let Some(ip) = ip else {
+            continue;
+        };
         if n.has(failing)
             && g.flags & (node_flag::NOADDR | failing) == 0
             && (!n.ip.eq_ignore_ascii_case(&ip) || n.port != g.port || n.cport != g.cport)

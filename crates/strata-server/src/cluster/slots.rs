@@ -68,6 +68,9 @@ pub struct NodeBus {
     pub link_ctime_ms: u64,
     /// When this node last voted for one of its replicas (it is a master).
     pub voted_time_ms: u64,
+    /// Since when it has been an orphaned master, as replica migration last saw it (0:
+    /// not orphaned; `replica_migration.rs`).
+    pub orphaned_ms: u64,
 }
 
 impl Node {
@@ -335,6 +338,25 @@ impl State {
             .values()
             .filter(|n| n.master.as_ref() == Some(id))
             .collect()
+    }
+
+    /// Redis's `clusterNodeAddSlave` on the flags: `master` has had a replica, which makes
+    /// it a target of replica migration should it lose its replicas (MIGRATE_TO).
+    pub fn add_replica(&mut self, master: &NodeId) {
+        if let Some(m) = self.nodes.get_mut(master) {
+            m.flags |= node_flag::MIGRATE_TO;
+        }
+    }
+
+    /// Redis's `clusterSetMaster` on the state: this node becomes a replica of `master`
+    /// (its open slots closed; no longer a migration target itself).
+    pub fn become_replica_of(&mut self, master: NodeId) {
+        let n = self.me_mut();
+        n.flags = (n.flags & !(node_flag::MASTER | node_flag::MIGRATE_TO)) | node_flag::SLAVE;
+        n.master = Some(master);
+        self.migrating.clear();
+        self.importing.clear();
+        self.add_replica(&master);
     }
 
     /// Redis's `clusterDelNode` of a node other than this one: its slots become

@@ -10,7 +10,8 @@ pub const A: NodeId = [b'a'; 40];
 pub const B: NodeId = [b'b'; 40];
 pub const C: NodeId = [b'c'; 40];
 
-/// The clock at `now_ms`, a node timeout of 1 s, full coverage required.
+/// The clock at `now_ms`, a node timeout of 1 s, full coverage required, replica
+/// migration on with Redis's default barrier of 1.
 pub fn env(now_ms: u64) -> Env {
     Env {
         now_ms,
@@ -18,6 +19,9 @@ pub fn env(now_ms: u64) -> Env {
         announce_ip: String::new(),
         full_coverage: true,
         repl_offset: 0,
+        migration_barrier: 1,
+        allow_replica_migration: true,
+        no_failover: false,
     }
 }
 

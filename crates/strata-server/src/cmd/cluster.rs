@@ -522,11 +522,7 @@ fn replicate(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
         }
         let m = &st.nodes[&id];
         let target = (m.ip.clone(), m.port);
-        let n = st.me_mut();
-        n.flags = (n.flags & !(node_flag::MASTER | node_flag::MIGRATE_TO)) | node_flag::SLAVE;
-        n.master = Some(id);
-        st.migrating.clear();
-        st.importing.clear();
+        st.become_replica_of(id);
         Ok(target)
     })?;
     follow(ctx, host, port)?;
@@ -585,6 +581,9 @@ fn failover(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
                 announce_ip: String::new(),
                 full_coverage: true,
                 repl_offset: 0,
+                migration_barrier: 1,
+                allow_replica_migration: true,
+                no_failover: false,
             };
             update(ctx, |st| {
                 crate::cluster::failover::takeover(st, &env);
@@ -668,8 +667,11 @@ fn meet(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 }
 
 /// CLUSTER RESET [HARD|SOFT] (Redis's `clusterReset`): refused on a master holding keys;
-/// forgets every other node and this node's slots; HARD also takes a new node id and sets
-/// the epochs to 0.
+/// otherwise this node forgets every other node and its slots and is a master (HARD: under
+/// a new id, with epochs 0). A replica also stops replicating and empties its data, as
+/// Redis's `replicationUnsetMaster` and `emptyData`: the state is changed (and saved)
+/// first, so the bus's cron no longer sees a replica to restart, then the replication
+/// link is stopped (waiting for the write it is applying), then the data is deleted.
 fn reset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     cluster(ctx)?;
     let hard = match args.next_keyword().as_deref() {
@@ -679,10 +681,13 @@ fn reset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     };
     args.finish()?;
     let has_keys = db_has_keys(ctx)?;
-    update(ctx, |st| {
+    let (was_replica, was_paused) = update(ctx, |st| {
         if st.me().has(node_flag::MASTER) && has_keys {
             return Err("CLUSTER RESET can't be called with master nodes containing keys".into());
         }
+        let was_replica = st.me().has(node_flag::SLAVE);
+        // A master holding its writers for a replica's manual failover lets them go.
+        let was_paused = st.manual.replica.is_some();
         let me = st.me().clone();
         let mut fresh = State::new(if hard { random_id() } else { me.id });
         let n = fresh.me_mut();
@@ -696,8 +701,22 @@ fn reset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             fresh.last_vote_epoch = st.last_vote_epoch;
         }
         *st = fresh;
-        Ok(())
+        Ok((was_replica, was_paused))
     })?;
+    if was_paused {
+        ctx.shared.pause.hold_writes(false);
+    }
+    if was_replica {
+        if let Some(shared) = ctx.shared.me.upgrade() {
+            super::replication::become_master(&shared);
+        }
+        // Redis's emptyData: not propagated (this node is a master of nothing yet).
+        let dbs = ctx.shared.config.read().databases;
+        ctx.tx.tracking.flushed();
+        crate::tracking::quietly(|| {
+            (0..dbs).try_for_each(|db| ctx.tx.flush_db(ctx.tx.dbs.physical(db as u8)))
+        })?;
+    }
     ctx.reply.ok();
     Ok(())
 }
@@ -775,12 +794,7 @@ fn setslot(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
                 // A master that gave away its last slot becomes a replica of the node that
                 // took it (Redis 7.0 with cluster-allow-replica-migration).
                 if owner == Some(me) && id != me && st.slot_count(&me) == 0 && replica_migration {
-                    let n = st.me_mut();
-                    n.flags =
-                        (n.flags & !(node_flag::MASTER | node_flag::MIGRATE_TO)) | node_flag::SLAVE;
-                    n.master = Some(id);
-                    st.migrating.clear();
-                    st.importing.clear();
+                    st.become_replica_of(id);
                     let m = &st.nodes[&id];
                     eprintln!(
                         "strata-server: cluster: Configuration change detected. Reconfiguring \

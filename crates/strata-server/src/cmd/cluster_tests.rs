@@ -472,3 +472,53 @@ fn a_master_that_gives_away_its_last_slot_becomes_a_replica_of_the_taker() {
     assert!(nodes_conf(&t).contains(&format!("myself,slave {other} ")));
     t.check("CLUSTER SETSLOT 5 NODE abc => -ERR Please use SETSLOT only with masters.");
 }
+
+#[test]
+fn reset_of_a_replica_stops_replicating_and_empties_its_data() {
+    let mut t = cluster();
+    t.check(
+        r#"
+            CLUSTER ADDSLOTS 5 => +OK
+            CLUSTER MEET 127.0.0.1 7999 => +OK
+        "#,
+    );
+    let nodes = text(&t.cmd(&["CLUSTER", "NODES"]));
+    let other = nodes
+        .lines()
+        .find(|l| l.contains("handshake"))
+        .and_then(|l| l.split(' ').next())
+        .unwrap()
+        .to_string();
+    // Giving its last slot away makes it a replica of the taker, replicating from it.
+    assert_eq!(
+        t.cmd(&["CLUSTER", "SETSLOT", "5", "NODE", &other])
+            .to_string(),
+        "+OK"
+    );
+    assert!(t.shared().replication.is_replica());
+    // A key as its master's stream would have written it.
+    let store = &t.shared().store;
+    let meta = crate::store::Meta {
+        rtype: crate::store::RType::String,
+        expire_ms: 0,
+        version: 1,
+        size: 1,
+        value: b"v".to_vec(),
+    };
+    store
+        .front()
+        .put(store.dbs.physical(0), b"replicated", &meta)
+        .unwrap();
+    t.check("DBSIZE => :1");
+    // A replica may be reset holding keys: it stops replicating, is a master of nothing,
+    // and its data is gone.
+    t.check("CLUSTER RESET => +OK");
+    assert!(!t.shared().replication.is_replica());
+    t.check("DBSIZE => :0");
+    let role = t.q("ROLE");
+    assert!(role.starts_with("[\"master\""), "{role}");
+    let nodes = text(&t.cmd(&["CLUSTER", "NODES"]));
+    assert_eq!(nodes.lines().count(), 1, "{nodes}");
+    assert!(nodes.contains("myself,master - "), "{nodes}");
+    assert!(nodes_conf(&t).contains("myself,master - "));
+}
