@@ -5,7 +5,8 @@
 //! - `db.rs`: the public API ([`Db`]) and `open`; `checkpoint.rs`, `check.rs` (offline
 //!   verification) and `stats_report.rs` ([`Stats`]) beside it.
 //! - `write.rs` (the write path's engine side: applying to the memtable, making room,
-//!   exclusive writes), `get.rs` and `multi_get.rs` (point reads), `jobs/` (background work:
+//!   exclusive writes), `ingest.rs` (sorted runs written as tables and installed in one
+//!   edit, outside the write path), `get.rs` and `multi_get.rs` (point reads), `jobs/` (background work:
 //!   flush, compaction install, obsolete-file deletion, value-log GC), `recovery.rs` (open's
 //!   replay of the logs).
 //! - `state.rs`: the shared state all of the above work on (`DbInner`, `DbState`,
@@ -56,6 +57,7 @@ pub(crate) mod error;
 #[doc(hidden)]
 pub mod filename;
 mod get;
+mod ingest;
 pub mod io;
 pub(crate) mod iter;
 mod jobs;
@@ -80,5 +82,6 @@ mod write;
 pub use batch::WriteBatch;
 pub use db::{CheckReport, Db, DbIterator, GcReport, RecoveryInfo, Stats};
 pub use error::{Error, Result};
+pub use ingest::{Ingest, IngestSummary};
 pub use log::LogRecovery;
 pub use options::{Compression, Options, ReadOptions, Snapshot, WriteOptions};

@@ -250,6 +250,27 @@ impl<L: CommitLog> CommitPipeline<L> {
         })
     }
 
+    /// Takes the next sequence number for entries that reach the tree without the log (an
+    /// ingestion's tables, `ingest.rs`) and publishes it at once, in an exclusive turn: every
+    /// write committed before it has a smaller number, every write after it a larger one.
+    /// Nothing is appended; the number is persisted by the MANIFEST edit that installs the
+    /// entries (a crash before it leaves no entry carrying the number, so reusing it is
+    /// harmless).
+    pub fn reserve_seq(&self, env: &impl CommitEnv) -> Result<SeqNo> {
+        self.exclusive(env, || {
+            let (seq, slot) = {
+                let mut r = self.reserve.lock();
+                if let Some(e) = &r.log_failed {
+                    return Err(Error::Poisoned(e.to_string()));
+                }
+                r.last_seq += 1;
+                (r.last_seq, self.publisher.push(r.last_seq))
+            };
+            self.publisher.publish(&slot);
+            Ok((seq, None))
+        })
+    }
+
     /// Runs the environment's room-making in an exclusive turn when it asks for it.
     fn make_room_if_needed(&self, env: &impl CommitEnv) -> Result<()> {
         if env.before_write() {

@@ -472,3 +472,33 @@ fn exclusive_turns_see_no_write_in_flight_with(grouped: bool) {
         check_all_committed(&pipe, &env, n + turns);
     });
 }
+
+#[test]
+fn a_reserved_sequence_number_is_published_at_once_and_never_logged() {
+    let (pipe, env) = (
+        CommitPipeline::new(FakeLog::default(), 0),
+        FakeEnv::default(),
+    );
+    pipe.commit(
+        &env,
+        Some(batch_of(&[b"a".to_vec(), b"b".to_vec()])),
+        false,
+        false,
+    )
+    .unwrap();
+    let appends = pipe.log().appends.load(Ordering::SeqCst);
+    let seq = pipe.reserve_seq(&env).unwrap();
+    // The next number after every committed write, visible at once, nothing appended.
+    assert_eq!(seq, 3);
+    assert_eq!(pipe.visible_seq(), 3);
+    assert_eq!(pipe.log().appends.load(Ordering::SeqCst), appends);
+    assert_eq!(env.applied.lock().len(), 2);
+    // The next write comes after it (not logged here: the fake log asserts no gaps).
+    pipe.commit(&env, Some(batch_of(&[b"c".to_vec()])), false, true)
+        .unwrap();
+    assert_eq!(env.applied.lock().keys().next_back().copied(), Some(4));
+    assert_eq!(pipe.visible_seq(), 4);
+    // A sticky error refuses the reservation as it refuses writes.
+    env.set_error(&injected());
+    assert!(pipe.reserve_seq(&env).is_err());
+}

@@ -49,7 +49,7 @@ impl DbInner {
         }
     }
 
-    fn allocate_output(&self) -> u64 {
+    pub(crate) fn allocate_output(&self) -> u64 {
         let mut st = self.state.lock();
         let n = st.versions.new_file_number();
         st.pending_outputs.insert(n);

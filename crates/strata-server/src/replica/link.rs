@@ -406,21 +406,6 @@ fn full_sync(
         }
         r.is_current(epoch)
     };
-    let counts = match super::load::check(&spool.0, databases, &mut tick) {
-        Ok(c) => c,
-        Err(_) if !r.is_current(epoch) => return Err(End::Superseded),
-        Err(e) => return Err(End::Failed(format!("the master's RDB does not load: {e}"))),
-    };
-    eprintln!(
-        "strata-server: replication: loading {} keys and {} libraries from the master",
-        counts.keys, counts.functions
-    );
-    // The stream continues in the database the master's stream had selected at the cut
-    // (`repl-stream-db`, as Redis's replica takes it); 0 if the file does not say.
-    pos.db = counts
-        .stream_db
-        .filter(|&d| usize::from(d) < databases)
-        .unwrap_or(0);
     // A new generation of the keyspace, in physical databases nothing reads; clients read
     // the old dataset until the switch.
     let claim = r
@@ -430,9 +415,31 @@ fn full_sync(
     let tx = shared.store.front();
     let mut ctx = Ctx::new(shared, &tx, conn, &mut reply);
     r.loading.store(true, std::sync::atomic::Ordering::Release);
+    let started = Instant::now();
     let loaded = super::load::load(&mut ctx, &spool.0, &claim.dbs, &mut tick);
     r.loading.store(false, std::sync::atomic::Ordering::Release);
-    let switched = loaded.and_then(|(_, functions)| {
+    let loaded = match loaded {
+        Ok((counts, functions)) => {
+            eprintln!(
+                "strata-server: replication: loaded {} keys ({} records) and {} libraries \
+                 from the master in {:.2} s",
+                counts.keys,
+                counts.records,
+                counts.functions,
+                started.elapsed().as_secs_f64()
+            );
+            // The stream continues in the database the master's stream had selected at
+            // the cut (`repl-stream-db`, as Redis's replica takes it); 0 if the file does
+            // not say.
+            pos.db = counts
+                .stream_db
+                .filter(|&d| usize::from(d) < databases)
+                .unwrap_or(0);
+            Ok(functions)
+        }
+        Err(e) => Err(e.to_string()),
+    };
+    let switched = loaded.and_then(|functions| {
         let _applying = r.applying.lock();
         if !r.is_current(epoch) {
             return Err(super::load::STOPPED.to_string());

@@ -1,9 +1,28 @@
-//! A full sync's RDB, from the spooled file into the store, in two passes over the file:
-//! [`check`] reads it whole and writes nothing (so a corrupt or unsupported file costs
-//! nothing), then [`load`] writes the file's keys in batches into a new generation of the
-//! keyspace: physical databases that no logical database maps to (`dbmap.rs`). Clients read
-//! the old dataset meanwhile; the link then switches every logical database to the new
-//! generation in one write (`link.rs`, design §13.25).
+//! A full sync's RDB, from the spooled file into a new generation of the keyspace:
+//! physical databases that no logical database maps to (`dbmap.rs`), which nothing reads or
+//! writes until the link switches every logical database to them in one write (`link.rs`,
+//! design §13.25). Clients read the old dataset meanwhile.
+//!
+//! One pass over the file, and no write through the engines' write path: since the
+//! generation is private until the switch, its records are written as tables and added to
+//! each shard's tree in one edit (the engine's ingestion, `strata_engine::Ingest`). The
+//! link's thread decodes the file and encodes each key's records (`cmd::dump::put_value`,
+//! as RESTORE does) into one buffer per shard (the shard the front routes each record to);
+//! a full buffer goes, as a run, to a writer thread that sorts it and writes it as tables,
+//! so decoding and table writing share the two halves of the work. When the whole file has
+//! been read and its checksum verified, each shard installs its runs. A file that ends
+//! short, fails its checksum, names a database this server lacks or holds a value the codec
+//! refuses stops the load before anything is installed: its tables are removed and the old
+//! dataset stays. The installed tables are durable before the switch's synced write; a
+//! crash between the two leaves them in databases nothing maps to, which the cleaner
+//! empties (`garbage.rs`).
+//! Bypassing the write path also bypasses the shards' hot tiers (`strata::hot`), which is
+//! safe: they hold only values read, the deletes that empty the targets first go through
+//! them, and nothing reads the targets until the switch.
+//!
+//! Memory: each shard's buffer is written once it holds [`LOAD_BUFFER_BYTES`] divided
+//! among the shards (at least [`MIN_RUN_BYTES`]), its index entries counted; at most one
+//! more run waits for the writer and one is being written.
 
 use crate::cmd::dump::{put_value, Limits};
 use crate::cmd::Ctx;
@@ -12,155 +31,456 @@ use crate::store::Writes;
 use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
+use std::sync::mpsc;
 
 /// Items read between two calls of the caller's `tick`.
 const TICK_ITEMS: u64 = 1024;
-/// Why a check or load ended early: `tick` said stop.
+/// Why a load ended early: `tick` said stop.
 pub const STOPPED: &str = "replication was reconfigured during the load";
-/// Keys written per store batch (of one shard).
-const BATCH_KEYS: usize = 256;
-/// Bytes of values per store batch, roughly (a batch ends at whichever comes first).
-const BATCH_BYTES: usize = 4 << 20;
+/// Bytes of records (keys, values and their index entries) buffered over all shards before
+/// a shard's buffer is written as a run. Larger buffers make fewer, larger runs (fewer
+/// levels of the shard's tree take one, less compaction after the load) at the cost of
+/// memory during the load: this much being filled, plus a run waiting and a run being
+/// written.
+const LOAD_BUFFER_BYTES: usize = 256 << 20;
+/// The reader's error when the writer thread has stopped (the writer's own is reported).
+const WRITER_STOPPED: &str = "the table writer stopped";
+/// The least a run holds (many shards would otherwise make tiny runs).
+const MIN_RUN_BYTES: usize = 8 << 20;
 
 /// What a file held.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Counts {
     pub keys: u64,
     pub functions: u64,
+    /// Records written (a string is one, a collection one plus one per member).
+    pub records: u64,
     /// The aux field `repl-stream-db`: the database the master's stream has selected.
     pub stream_db: Option<u8>,
 }
 
-fn open(path: &Path) -> Result<FileReader<BufReader<File>>, String> {
-    let f = File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
-    FileReader::open(BufReader::with_capacity(1 << 16, f)).map_err(|e| e.to_string())
+/// Why a load failed: the file (the master's RDB is unusable here) or the writing.
+#[derive(Debug, PartialEq, Eq)]
+pub enum LoadError {
+    /// A file that cannot be read, is damaged or holds what this server cannot load.
+    File(String),
+    /// Writing the loaded data failed.
+    Write(String),
+    /// `tick` said stop.
+    Stopped,
 }
 
-/// Reads the whole file, writing nothing: every value decodes, every database number is
-/// below `databases`, the trailer is right. `tick` is called every [`TICK_ITEMS`] items
-/// (the link's keepalive); false stops the check.
-pub fn check(
-    path: &Path,
-    databases: usize,
-    tick: &mut dyn FnMut() -> bool,
-) -> Result<Counts, String> {
-    let mut r = open(path)?;
-    let mut n = Counts::default();
-    let mut items = 0u64;
-    while let Some(item) = r.next_item().map_err(|e| e.to_string())? {
-        items += 1;
-        if items.is_multiple_of(TICK_ITEMS) && !tick() {
-            return Err(STOPPED.into());
-        }
-        match item {
-            Item::SelectDb(db) if db >= databases as u64 => {
-                return Err(format!(
-                    "the RDB selects database {db}; this server has {databases} (databases)"
-                ));
-            }
-            Item::Key(_) => n.keys += 1,
-            Item::Aux(k, v) if k.as_slice() == b"repl-stream-db" => {
-                n.stream_db = std::str::from_utf8(&v).ok().and_then(|d| d.parse().ok());
-            }
-            Item::Function(_) => n.functions += 1,
-            _ => {}
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoadError::File(e) => write!(f, "the master's RDB does not load: {e}"),
+            LoadError::Write(e) => write!(f, "writing the loaded data: {e}"),
+            LoadError::Stopped => f.write_str(STOPPED),
         }
     }
-    Ok(n)
 }
 
-/// Loads the file (checked by [`check`] first) into `targets`, physical databases that no
-/// logical database maps to (`dbmap::spare`), one per logical database: clients keep
-/// reading the old dataset meanwhile. `ctx` is the master link's client; `tick` is called
-/// before each batch (the link's keepalive) and says whether the link is still wanted. The
-/// file's function libraries are compiled into a registry of their own and returned as its
-/// payload. Stopped or failed, the targets hold garbage that nothing reads (`garbage.rs`
-/// cleans it); the old dataset is as it was.
+fn open(path: &Path) -> Result<FileReader<BufReader<File>>, LoadError> {
+    let f = File::open(path)
+        .map_err(|e| LoadError::File(format!("opening {}: {e}", path.display())))?;
+    FileReader::open(BufReader::with_capacity(1 << 16, f))
+        .map_err(|e| LoadError::File(e.to_string()))
+}
+
+/// Loads the file into `targets`, physical databases that no logical database maps to
+/// (`dbmap::spare`), one per logical database; a database number in the file at or above
+/// `targets.len()` fails the load. `ctx` is the master link's client; `tick` is called every
+/// [`TICK_ITEMS`] items (the link's keepalive) and says whether the link is still wanted.
+/// The file's function libraries are compiled into a registry of their own and returned as
+/// its payload. Failed or stopped, nothing was installed (the targets hold at most the
+/// leftovers the cleaner removes); the old dataset is as it was.
 pub fn load(
     ctx: &mut Ctx<'_>,
     path: &Path,
     targets: &[u8],
     tick: &mut dyn FnMut() -> bool,
-) -> Result<(Counts, Vec<u8>), String> {
+) -> Result<(Counts, Vec<u8>), LoadError> {
     let store = ctx.tx;
-    let fail = |e: strata_engine::Error| format!("writing the loaded data: {e}");
-    // Left over by a load that stopped (the cleaner skips databases being loaded).
+    let write_err = |e: strata_engine::Error| LoadError::Write(e.to_string());
+    // Left over by a load that stopped (the cleaner skips databases being loaded); their
+    // deletes are older than anything ingested, so the runs shadow them.
     for &t in targets {
-        store.flush_db(t).map_err(fail)?;
+        store.flush_db(t).map_err(write_err)?;
     }
-    let functions = crate::scripting::functions::Functions::open(None)?;
-    let limits = Limits::of(ctx);
     let mut r = open(path)?;
+    let db = store.db();
+    let shards = db.shard_count();
+    let run_bytes = (LOAD_BUFFER_BYTES / shards).max(MIN_RUN_BYTES);
+    // Capacity 1: one run waits while the writer writes another (the memory bound).
+    let (send, receive) = mpsc::sync_channel::<(usize, Run)>(1);
+    std::thread::scope(|s| {
+        let writer = std::thread::Builder::new()
+            .name("strata-rdb-load".into())
+            .spawn_scoped(s, move || write_runs(db, receive))
+            .map_err(|e| LoadError::Write(format!("starting the table writer: {e}")))?;
+        let read = read_file(ctx, &mut r, targets, run_bytes, &send, tick);
+        drop(send);
+        let written = writer.join().unwrap_or(Err(strata_engine::Error::Closed));
+        // The reader's error, unless the reader stopped because the writer had failed.
+        let (counts, functions) = match (read, written) {
+            (Err(LoadError::Write(m)), Err(e)) if m == WRITER_STOPPED => return Err(write_err(e)),
+            (Err(e), _) => return Err(e),
+            (Ok(_), Err(e)) => return Err(write_err(e)),
+            (Ok(r), Ok(ingests)) => {
+                // Installing may wait for a flush and for running compactions: on a thread
+                // of its own, while this one keeps the link alive. An install is not
+                // stopped halfway; a stop is seen by the link before its switch.
+                let install = std::thread::Builder::new()
+                    .name("strata-rdb-install".into())
+                    .spawn_scoped(s, move || {
+                        ingests.into_iter().try_for_each(|i| i.finish().map(drop))
+                    })
+                    .map_err(|e| LoadError::Write(format!("starting the install: {e}")))?;
+                while !install.is_finished() {
+                    tick();
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                install
+                    .join()
+                    .unwrap_or(Err(strata_engine::Error::Closed))
+                    .map_err(write_err)?;
+                r
+            }
+        };
+        Ok((counts, functions))
+    })
+}
+
+/// The reader's side: decodes every item, encodes each key's records into its shard's
+/// buffer, sends full buffers to the writer. Returns what the file held and the function
+/// libraries' payload once the file has been read to its verified end.
+fn read_file(
+    ctx: &mut Ctx<'_>,
+    r: &mut FileReader<BufReader<File>>,
+    targets: &[u8],
+    run_bytes: usize,
+    send: &mpsc::SyncSender<(usize, Run)>,
+    tick: &mut dyn FnMut() -> bool,
+) -> Result<(Counts, Vec<u8>), LoadError> {
+    let store = ctx.tx;
+    let functions = crate::scripting::functions::Functions::open(None).map_err(LoadError::Write)?;
+    let limits = Limits::of(ctx);
+    let db = store.db();
+    let mut bufs: Vec<Run> = (0..db.shard_count()).map(|_| Run::default()).collect();
+    // The writer stopped (its error is reported by the caller).
+    let gone = || LoadError::Write(WRITER_STOPPED.into());
     let mut n = Counts::default();
-    // One open batch per shard. A batch of one shard is an ordinary unsynced write; a batch
-    // spanning shards would be a cross-shard write, which gets a global sequence number and
-    // an fsync of every shard it touches (design §12): with 256 keys spread over all shards,
-    // that fsync per batch was most of a full sync's time (34k keys/s against redis-server's
-    // own load of 1M keys/s). Atomicity across batches is not needed here: nothing reads
-    // the targets until the switch, whose write is synced on every shard (it stores the
-    // position in each), so every batch before it is durable with it.
-    let shards = store.db().shard_count();
-    let mut open_batches: Vec<(Writes, usize, usize)> =
-        (0..shards).map(|_| (Writes::new(), 0, 0)).collect();
-    while let Some(item) = r.next_item().map_err(|e| e.to_string())? {
+    let mut items = 0u64;
+    while let Some(item) = r.next_item().map_err(|e| LoadError::File(e.to_string()))? {
+        items += 1;
+        if items.is_multiple_of(TICK_ITEMS) && !tick() {
+            return Err(LoadError::Stopped);
+        }
         match item {
+            Item::SelectDb(d) if d >= targets.len() as u64 => {
+                return Err(LoadError::File(format!(
+                    "the RDB selects database {d}; this server has {} (databases)",
+                    targets.len()
+                )));
+            }
             Item::Key(e) => {
-                // The file names logical databases ([`check`] bounded them).
-                let db = usize::try_from(e.db)
+                // The file names logical databases (bounded above).
+                let target = usize::try_from(e.db)
                     .ok()
                     .and_then(|l| targets.get(l).copied())
-                    .ok_or_else(|| format!("database {}", e.db))?;
-                // A key's records (metadata and members) all live in its metadata's shard.
-                let shard = store.db().shard_of(&crate::keys::meta_key(db, &e.key));
-                let (w, in_batch, bytes) = &mut open_batches[shard];
-                *bytes += e.key.len() + value_bytes(&e.value);
-                put_value(
-                    store,
-                    w,
-                    db,
-                    &e.key,
-                    e.value,
-                    e.expire_ms.unwrap_or(0),
-                    &limits,
-                );
+                    .ok_or_else(|| LoadError::File(format!("database {}", e.db)))?;
+                let mut w = Writes::new();
+                let expire_ms = e.expire_ms.unwrap_or(0);
+                put_value(store, &mut w, target, &e.key, e.value, expire_ms, &limits);
+                let records = store.take_loaded(w);
                 n.keys += 1;
-                *in_batch += 1;
-                if *in_batch >= BATCH_KEYS || *bytes >= BATCH_BYTES {
-                    if !tick() {
-                        return Err(STOPPED.into());
+                for (k, v) in records.ops() {
+                    // A new incarnation in an empty database only puts.
+                    let v = v.ok_or_else(|| {
+                        LoadError::Write(format!("a loaded key wrote a delete of {k:?}"))
+                    })?;
+                    // Each record to the shard the front routes it to (with the server's
+                    // slot routing, all of a key's records share one).
+                    bufs[db.shard_of(k)].push(k, v);
+                    n.records += 1;
+                }
+                for (shard, buf) in bufs.iter_mut().enumerate() {
+                    if buf.memory() >= run_bytes {
+                        send.send((shard, std::mem::take(buf)))
+                            .map_err(|_| gone())?;
                     }
-                    store.apply(std::mem::take(w)).map_err(fail)?;
-                    (*in_batch, *bytes) = (0, 0);
                 }
             }
+            Item::Aux(k, v) if k.as_slice() == b"repl-stream-db" => {
+                n.stream_db = std::str::from_utf8(&v).ok().and_then(|d| d.parse().ok());
+            }
             Item::Function(code) => {
-                functions.load(code.into(), true, &|_| Ok(()))?;
+                functions
+                    .load(code.into(), true, &|_| Ok(()))
+                    .map_err(LoadError::File)?;
                 n.functions += 1;
             }
             _ => {}
         }
     }
-    for (w, in_batch, _) in open_batches {
-        if in_batch > 0 {
-            store.apply(w).map_err(fail)?;
+    for (shard, buf) in bufs.into_iter().enumerate() {
+        if !buf.index.is_empty() {
+            send.send((shard, buf)).map_err(|_| gone())?;
         }
     }
     Ok((n, functions.payload()))
 }
 
-/// A value's size, roughly (for batching).
-fn value_bytes(v: &crate::rdb::Value) -> usize {
+/// The writer's side: one ingestion per shard, each run written as it arrives. Returns the
+/// ingestions, to be installed once the reader has read the whole file.
+fn write_runs(
+    db: &strata::Db,
+    runs: mpsc::Receiver<(usize, Run)>,
+) -> strata_engine::Result<Vec<strata_engine::Ingest<'_>>> {
+    let mut ingests: Vec<_> = (0..db.shard_count())
+        .map(|i| db.engine(i).db().ingest())
+        .collect();
+    for (shard, run) in runs {
+        run.write(&mut ingests[shard])?;
+    }
+    Ok(ingests)
+}
+
+/// One shard's records waiting to be written as a run: keys and values back to back in
+/// `bytes`, found through `index`.
+#[derive(Default)]
+struct Run {
+    bytes: Vec<u8>,
+    index: Vec<Rec>,
+}
+
+/// One record of a [`Run`].
+#[derive(Clone, Copy)]
+struct Rec {
+    /// The key's first 16 bytes, big-endian, zero-padded: most comparisons end here,
+    /// without a visit to the key's bytes (a metadata record's are its database, slot, kind
+    /// and the Redis key's first 12 bytes).
+    prefix: u128,
+    start: usize,
+    key_len: u32,
+    value_len: u32,
+}
+
+impl Run {
+    fn push(&mut self, key: &[u8], value: &[u8]) {
+        let mut p = [0u8; 16];
+        let n = key.len().min(16);
+        p[..n].copy_from_slice(&key[..n]);
+        self.index.push(Rec {
+            prefix: u128::from_be_bytes(p),
+            start: self.bytes.len(),
+            // Keys and values read from an RDB are far below 4 GiB (Redis's 512 MB limit).
+            key_len: key.len() as u32,
+            value_len: value.len() as u32,
+        });
+        self.bytes.extend_from_slice(key);
+        self.bytes.extend_from_slice(value);
+    }
+
+    /// Bytes the run holds: its records and their index entries.
+    fn memory(&self) -> usize {
+        self.bytes.len() + self.index.len() * std::mem::size_of::<Rec>()
+    }
+
+    fn key(&self, r: &Rec) -> &[u8] {
+        &self.bytes[r.start..r.start + r.key_len as usize]
+    }
+
+    fn value(&self, r: &Rec) -> &[u8] {
+        let at = r.start + r.key_len as usize;
+        &self.bytes[at..at + r.value_len as usize]
+    }
+
+    /// The records in key order; of a key pushed twice only the later (as two writes
+    /// would leave it).
+    fn sorted(&mut self) -> Vec<Rec> {
+        let mut index = std::mem::take(&mut self.index);
+        // Equal keys: the later record (larger start) first, so `dedup_by` keeps it.
+        index.sort_unstable_by(|a, b| {
+            a.prefix
+                .cmp(&b.prefix)
+                .then_with(|| self.key(a).cmp(self.key(b)))
+                .then_with(|| b.start.cmp(&a.start))
+        });
+        index.dedup_by(|later, kept| self.key(later) == self.key(kept));
+        index
+    }
+
+    /// Writes the records, sorted, as runs of `ing`, one per database (a record key's first
+    /// byte): each run's key range then lies inside one database of the new generation.
+    fn write(mut self, ing: &mut strata_engine::Ingest<'_>) -> strata_engine::Result<()> {
+        let index = self.sorted();
+        for db in index.chunk_by(|a, b| self.key(a).first() == self.key(b).first()) {
+            ing.add_run(db.iter().map(|r| (self.key(r), self.value(r))))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::reply::{Proto, ReplyBuf};
     use crate::rdb::Value;
-    match v {
-        Value::String(s) => s.len(),
-        Value::List(l) | Value::Set(l) => l.iter().map(|e| e.len() + 8).sum(),
-        Value::ZSet(z) => z.iter().map(|(m, _)| m.len() + 16).sum(),
-        Value::Hash(h) => h.iter().map(|(f, v)| f.len() + v.len() + 8).sum(),
-        Value::Stream(s) => s
-            .nodes
-            .iter()
-            .flat_map(|n| &n.entries)
-            .map(|(_, f)| 16 + f.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>())
-            .sum(),
+    use crate::test_server::{Reply, TestServer};
+
+    /// An expiry far in the future (2100-01-01).
+    const FAR_MS: u64 = 4_102_444_800_000;
+
+    fn run(t: &mut TestServer, args: &[&str]) {
+        if let Reply::Error(e) = t.cmd(args) {
+            panic!("{args:?}: {e}");
+        }
+    }
+
+    /// An RDB file (Strata's dataset writer) of every type in databases 0 and 2, with an
+    /// expiry and collections in both of Redis's encodings.
+    fn rdb_file(dir: &Path) -> std::path::PathBuf {
+        let mut a = TestServer::in_memory();
+        run(&mut a, &["SET", "s", "v"]);
+        run(&mut a, &["SET", "ttl", "x", "PXAT", &FAR_MS.to_string()]);
+        run(&mut a, &["RPUSH", "l", "a", "b", "a"]);
+        run(&mut a, &["HSET", "h", "f1", "v1", "f2", "v2"]);
+        let fields: Vec<String> = (0..300).map(|i| format!("field-{i}")).collect();
+        let mut args = vec!["HSET", "big"];
+        for f in &fields {
+            args.extend([f.as_str(), f.as_str()]);
+        }
+        run(&mut a, &args);
+        run(&mut a, &["SADD", "set", "x", "y", "1"]);
+        run(&mut a, &["ZADD", "z", "1", "a", "2.5", "b"]);
+        run(&mut a, &["SELECT", "2"]);
+        run(&mut a, &["SET", "s", "in two"]);
+        let shared = a.shared();
+        let snap = shared.store.db().snapshot().unwrap();
+        let mut out = Vec::new();
+        crate::rdb::dataset::write_dataset(&snap, shared, &mut out).unwrap();
+        let path = dir.join("full-sync.rdb");
+        std::fs::write(&path, out).unwrap();
+        path
+    }
+
+    fn load_into(t: &TestServer, path: &Path, targets: &[u8]) -> Result<Counts, LoadError> {
+        let shared = t.shared();
+        let info = shared.register_client(String::new(), String::new(), -1, false);
+        let mut conn = shared.new_conn(info);
+        let tx = shared.store.front();
+        let mut reply = ReplyBuf::with_capacity(Proto::Resp2, 64);
+        let mut ctx = Ctx::new(shared, &tx, &mut conn, &mut reply);
+        load(&mut ctx, path, targets, &mut || true).map(|(c, _)| c)
+    }
+
+    fn sorted(mut v: Value) -> Value {
+        match &mut v {
+            Value::Set(s) => s.sort(),
+            Value::Hash(h) => h.sort(),
+            Value::ZSet(z) => z.sort_by(|a, b| a.0.cmp(&b.0)),
+            _ => {}
+        }
+        v
+    }
+
+    #[test]
+    fn a_file_loads_into_the_target_databases_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = rdb_file(dir.path());
+        let mut b = TestServer::in_memory();
+        run(&mut b, &["SET", "mine", "kept"]);
+        let targets: Vec<u8> = (16..32).collect();
+        let n = load_into(&b, &path, &targets).unwrap();
+        assert_eq!((n.keys, n.functions), (8, 0));
+        // Every key of the file, in its logical database's target, equal to the file's.
+        let tx = b.shared().store.front();
+        let mut r = open(&path).unwrap();
+        let mut seen = 0;
+        while let Some(item) = r.next_item().unwrap() {
+            let Item::Key(e) = item else { continue };
+            let t = targets[e.db as usize];
+            let m = tx.get(t, &e.key).unwrap().expect("loaded");
+            assert_eq!(m.expire_ms, e.expire_ms.unwrap_or(0), "{:?}", e.key);
+            let got = crate::cmd::dump::load(&tx, t, &e.key, &m).unwrap();
+            assert_eq!(sorted(got), sorted(e.value), "{:?}", e.key);
+            seen += 1;
+        }
+        assert_eq!(seen, 8);
+        // Nothing outside the targets: the served database is as it was.
+        assert_eq!(b.cmd(&["DBSIZE"]), Reply::Int(1));
+        assert_eq!(b.cmd(&["GET", "s"]), Reply::NilBulk);
+        // Still there after a reopen (the tables are in the shards' versions).
+        let b = b.reopen();
+        let tx = b.shared().store.front();
+        assert!(tx.get(16, b"big").unwrap().is_some());
+        assert!(tx.get(18, b"s").unwrap().is_some());
+    }
+
+    #[test]
+    fn a_damaged_file_installs_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = rdb_file(dir.path());
+        let data = std::fs::read(&path).unwrap();
+        // Cut short, and a flipped bit in the checksummed body.
+        let cut = dir.path().join("cut.rdb");
+        std::fs::write(&cut, &data[..data.len() - 3]).unwrap();
+        let mut flipped = data.clone();
+        let mid = flipped.len() / 2;
+        flipped[mid] ^= 0x10;
+        let bad = dir.path().join("flipped.rdb");
+        std::fs::write(&bad, &flipped).unwrap();
+        let b = TestServer::in_memory();
+        let targets: Vec<u8> = (16..32).collect();
+        for p in [&cut, &bad] {
+            let e = load_into(&b, p, &targets).unwrap_err();
+            assert!(matches!(e, LoadError::File(_)), "{e}");
+            let tx = b.shared().store.front();
+            for &t in &targets {
+                let (lo, hi) = crate::keys::db_range(t);
+                let mut any = false;
+                tx.scan_range(&lo, &hi, false, |_, _| {
+                    any = true;
+                    false
+                })
+                .unwrap();
+                assert!(!any, "database {t} holds records after a failed load");
+            }
+        }
+        // A database the server lacks.
+        let e = load_into(&b, &path, &targets[..2]).unwrap_err();
+        assert!(e.to_string().contains("database 2"), "{e}");
+    }
+
+    #[test]
+    fn a_run_sorts_keeps_the_last_of_equal_keys_and_splits_by_database() {
+        let mut r = Run::default();
+        // Keys that tie on their 16-byte prefix, one shorter than it, two databases.
+        for (k, v) in [
+            (&b"\x02zzzzzzzzzzzzzzzz-b"[..], &b"1"[..]),
+            (b"\x01aaaaaaaaaaaaaaaa-b", b"2"),
+            (b"\x01aaaaaaaaaaaaaaaa-a", b"3"),
+            (b"\x01a", b"4"),
+            (b"\x01aaaaaaaaaaaaaaaa-b", b"5"),
+            (b"\x01", b"6"),
+        ] {
+            r.push(k, v);
+        }
+        let index = r.sorted();
+        let got: Vec<(&[u8], &[u8])> = index.iter().map(|x| (r.key(x), r.value(x))).collect();
+        let want: Vec<(&[u8], &[u8])> = vec![
+            (b"\x01", b"6"),
+            (b"\x01a", b"4"),
+            (b"\x01aaaaaaaaaaaaaaaa-a", b"3"),
+            (b"\x01aaaaaaaaaaaaaaaa-b", b"5"),
+            (b"\x02zzzzzzzzzzzzzzzz-b", b"1"),
+        ];
+        assert_eq!(got, want);
+        let dbs: Vec<usize> = index
+            .chunk_by(|a, b| r.key(a).first() == r.key(b).first())
+            .map(|c| c.len())
+            .collect();
+        assert_eq!(dbs, [4, 1]);
     }
 }

@@ -312,6 +312,18 @@ impl<'s> Tx<'s> {
         self.raw_multi_get(records)
     }
 
+    /// The records of `w`, for a bulk load that writes them itself, outside the write path
+    /// (a full sync's new generation, `replica/load.rs`): nothing is written here, and it is
+    /// not counted as the running command's change. The expiry index, the access table,
+    /// WATCH, tracking and blocked clients are told of its keys as [`Tx::apply`] tells them;
+    /// keyspace notifications are not sent (the keys are not visible yet).
+    pub fn take_loaded(&self, w: Writes) -> WriteBatch {
+        for (db, key, m) in &w.metas {
+            self.note_write(*db, key, m.as_ref());
+        }
+        w.batch
+    }
+
     /// Applies one command's writes atomically, then updates the expiry index and notes
     /// the keys it modified.
     pub fn apply(&self, mut w: Writes) -> Result<()> {
