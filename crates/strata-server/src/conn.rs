@@ -126,10 +126,15 @@ async fn write_some<S: AsyncWrite + Unpin>(
         } else {
             *soft_since = None;
         }
-        let r = tokio::select! {
-            r = sock.write(&out[*off..]) => r,
-            _ = tokio::time::sleep(LIMIT_CHECK) => return WriteEnd::Blocked,
-            _ = info.kill.notified() => return WriteEnd::Close,
+        // A socket with room takes the replies at once: try that before arming the
+        // limit's timer and the kill notification, which cost more than the write.
+        let r = match write_now(sock, &out[*off..]).await {
+            Some(r) => r,
+            None => tokio::select! {
+                r = sock.write(&out[*off..]) => r,
+                _ = tokio::time::sleep(LIMIT_CHECK) => return WriteEnd::Blocked,
+                _ = info.kill.notified() => return WriteEnd::Close,
+            },
         };
         match r {
             Ok(0) | Err(_) => return WriteEnd::Close,
@@ -138,6 +143,21 @@ async fn write_some<S: AsyncWrite + Unpin>(
     }
     info.omem.store(0, Ordering::Relaxed);
     WriteEnd::Done
+}
+
+/// One write of `out` if the socket takes it without waiting; `None` if it would wait (the
+/// socket's readiness is then registered, as by any poll; nothing was written).
+async fn write_now<S: AsyncWrite + Unpin>(
+    sock: &mut S,
+    out: &[u8],
+) -> Option<std::io::Result<usize>> {
+    std::future::poll_fn(
+        |cx| match std::pin::Pin::new(&mut *sock).poll_write(cx, out) {
+            std::task::Poll::Ready(r) => std::task::Poll::Ready(Some(r)),
+            std::task::Poll::Pending => std::task::Poll::Ready(None),
+        },
+    )
+    .await
 }
 
 /// Whether a blocked client's pipeline may add to its pending output: only under a limit
@@ -454,6 +474,10 @@ async fn run_buffered(
     // the one a pause held, which runs now.
     let mut carried: Option<Held> = held.take();
     let mut released = carried.is_some();
+    // The parser's limits, read once per buffer (not per request: the configuration's lock
+    // is shared by every connection) and again after each command run on this thread, the
+    // only ones that change them (AUTH, HELLO, CONFIG SET).
+    let mut lim = limits(shared, conn);
     loop {
         if queued.len() >= MAX_QUEUED {
             drain(queued, reply).await;
@@ -472,7 +496,7 @@ async fn run_buffered(
                 (a, found, r)
             }
             Some(x) => x,
-            None => match parser.next(buf, limits(shared, conn)) {
+            None => match parser.next(buf, lim) {
                 Ok(Some(a)) => {
                     conn.db = shared.store.dbs.physical(conn.selected);
                     let (found, r) = exec::route(shared, conn, &a);
@@ -546,7 +570,7 @@ async fn run_buffered(
                     let mut run = vec![first];
                     let mut protocol_error = None;
                     while run.len() < MAX_RUN {
-                        match parser.next(buf, limits(shared, conn)) {
+                        match parser.next(buf, lim) {
                             Ok(Some(a)) => match exec::route(shared, conn, &a) {
                                 (
                                     found,
@@ -621,6 +645,7 @@ async fn run_buffered(
                     reply.truncate(before);
                 }
                 conn.info.obl.store(reply.len(), Ordering::Relaxed);
+                lim = limits(shared, conn);
                 if conn.close_after_reply {
                     return Step::Close;
                 }
