@@ -69,6 +69,12 @@ impl ReplyBuf {
         self.out.len()
     }
 
+    /// Takes what was written after the first `at` bytes, leaving those (to rewrite some
+    /// replies of a pipeline whose write failed).
+    pub fn split_off(&mut self, at: usize) -> BytesMut {
+        self.out.split_off(at)
+    }
+
     /// Drops what was written after the first `len` bytes (CLIENT REPLY OFF / SKIP).
     pub fn truncate(&mut self, len: usize) {
         self.out.truncate(len);
