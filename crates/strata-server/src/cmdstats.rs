@@ -36,7 +36,11 @@ impl CommandStats {
     /// A command `name` (`container|sub` for subcommands) ran for `usec` microseconds.
     pub fn call(&self, name: &str, usec: u64, failed: bool) {
         let mut m = self.commands.lock();
-        let e = m.entry(name.to_string()).or_default();
+        // Looked up by `&str` first: only a command's first call allocates its name.
+        let e = match m.get_mut(name) {
+            Some(e) => e,
+            None => m.entry(name.to_string()).or_default(),
+        };
         e.calls += 1;
         e.usec += usec;
         e.failed += u64::from(failed);

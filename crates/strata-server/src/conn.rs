@@ -35,6 +35,7 @@ use crate::protocol::parse::{Limits, Parser};
 use crate::protocol::reply::{Proto, ReplyBuf};
 use crate::server::Shared;
 use bytes::{Bytes, BytesMut};
+use smallvec::SmallVec;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -126,10 +127,15 @@ async fn write_some<S: AsyncWrite + Unpin>(
         } else {
             *soft_since = None;
         }
-        let r = tokio::select! {
-            r = sock.write(&out[*off..]) => r,
-            _ = tokio::time::sleep(LIMIT_CHECK) => return WriteEnd::Blocked,
-            _ = info.kill.notified() => return WriteEnd::Close,
+        // A socket with room takes the replies at once: try that before arming the
+        // limit's timer and the kill notification, which cost more than the write.
+        let r = match write_now(sock, &out[*off..]).await {
+            Some(r) => r,
+            None => tokio::select! {
+                r = sock.write(&out[*off..]) => r,
+                _ = tokio::time::sleep(LIMIT_CHECK) => return WriteEnd::Blocked,
+                _ = info.kill.notified() => return WriteEnd::Close,
+            },
         };
         match r {
             Ok(0) | Err(_) => return WriteEnd::Close,
@@ -138,6 +144,21 @@ async fn write_some<S: AsyncWrite + Unpin>(
     }
     info.omem.store(0, Ordering::Relaxed);
     WriteEnd::Done
+}
+
+/// One write of `out` if the socket takes it without waiting; `None` if it would wait (the
+/// socket's readiness is then registered, as by any poll; nothing was written).
+async fn write_now<S: AsyncWrite + Unpin>(
+    sock: &mut S,
+    out: &[u8],
+) -> Option<std::io::Result<usize>> {
+    std::future::poll_fn(
+        |cx| match std::pin::Pin::new(&mut *sock).poll_write(cx, out) {
+            std::task::Poll::Ready(r) => std::task::Poll::Ready(Some(r)),
+            std::task::Poll::Pending => std::task::Poll::Ready(None),
+        },
+    )
+    .await
 }
 
 /// Whether a blocked client's pipeline may add to its pending output: only under a limit
@@ -437,10 +458,10 @@ async fn drain(queued: &mut Queued, reply: &mut ReplyBuf) {
     }
 }
 
-/// Runs every complete request in `buf`: a run of consecutive commands of one shard runs in
-/// place on an idle shard (one engine write for the whole run), other shard commands are
-/// queued to their worker (`exec.rs`), and the rest run here once the queued ones have
-/// answered.
+/// Runs every complete request in `buf`: a run of consecutive single-shard commands runs in
+/// place while their shards are idle (one engine write per shard for the whole run,
+/// [`run_in_place`]), other shard commands are queued to their worker (`exec.rs`), and the
+/// rest run here once the queued ones have answered.
 async fn run_buffered(
     shared: &Arc<Shared>,
     conn: &mut ConnState,
@@ -454,6 +475,10 @@ async fn run_buffered(
     // the one a pause held, which runs now.
     let mut carried: Option<Held> = held.take();
     let mut released = carried.is_some();
+    // The parser's limits, read once per buffer (not per request: the configuration's lock
+    // is shared by every connection) and again after each command run on this thread, the
+    // only ones that change them (AUTH, HELLO, CONFIG SET).
+    let mut lim = limits(shared, conn);
     loop {
         if queued.len() >= MAX_QUEUED {
             drain(queued, reply).await;
@@ -472,7 +497,7 @@ async fn run_buffered(
                 (a, found, r)
             }
             Some(x) => x,
-            None => match parser.next(buf, limits(shared, conn)) {
+            None => match parser.next(buf, lim) {
                 Ok(Some(a)) => {
                     conn.db = shared.store.dbs.physical(conn.selected);
                     let (found, r) = exec::route(shared, conn, &a);
@@ -544,12 +569,13 @@ async fn run_buffered(
                 };
                 if queued.is_empty() && !shared.store.sync_writes() && !dropped {
                     // Nothing of this connection is in flight: gather the run of pipelined
-                    // commands of the same shard behind this one, and run it right here if
-                    // the shard is idle (no hand-off, no channel, one engine write).
+                    // single-shard commands behind this one, of any shard, and run it right
+                    // here while their shards are idle (no hand-off, no channel, one engine
+                    // write per shard for the whole run).
                     let mut run = vec![first];
                     let mut protocol_error = None;
                     while run.len() < MAX_RUN {
-                        match parser.next(buf, limits(shared, conn)) {
+                        match parser.next(buf, lim) {
                             Ok(Some(a)) => match exec::route(shared, conn, &a) {
                                 (
                                     found,
@@ -559,16 +585,15 @@ async fn run_buffered(
                                         keys,
                                         reads,
                                     },
-                                ) if s == shard && gate.admit(&found, conn, false) => {
-                                    run.push(Routed {
+                                ) if !is_script(&found) && gate.admit(&found, conn, false) => run
+                                    .push(Routed {
                                         argv: a,
                                         found,
-                                        shard,
+                                        shard: s,
                                         write,
                                         keys,
                                         reads,
-                                    })
-                                }
+                                    }),
                                 (found, other) => {
                                     carried = Some((a, found, other));
                                     break;
@@ -581,9 +606,9 @@ async fn run_buffered(
                             }
                         }
                     }
-                    let run = run_in_place(shared, conn, reply, shard, run);
+                    let run = run_in_place(shared, conn, reply, run);
                     if let Some(e) = protocol_error {
-                        // Run what the shard did not take (queued), then the error.
+                        // Run what the shards did not take (queued), then the error.
                         for r in run {
                             queue_one(shared, conn, reply, queued, r, false).await;
                         }
@@ -595,7 +620,8 @@ async fn run_buffered(
                         conn.info.obl.store(reply.len(), Ordering::Relaxed);
                         continue;
                     }
-                    // The shard was busy: queue them, in order.
+                    // A shard was busy (or a stripe held) from this command on: queue the
+                    // rest, in order.
                     for r in run {
                         queue_one(shared, conn, reply, queued, r, false).await;
                     }
@@ -624,6 +650,7 @@ async fn run_buffered(
                     reply.truncate(before);
                 }
                 conn.info.obl.store(reply.len(), Ordering::Relaxed);
+                lim = limits(shared, conn);
                 if conn.close_after_reply {
                     return Step::Close;
                 }
@@ -657,75 +684,143 @@ fn limits(shared: &Shared, conn: &ConnState) -> Limits {
     }
 }
 
-/// Runs `run` (commands of `shard`, `true` for those that write) on this thread if the
-/// shard is idle and their keys' stripes are free, replying into `reply`; their writes are
-/// one engine write, and if it fails every reply of the run becomes the failure. Returns the
-/// commands it did not run (all of them, or none).
+/// A command [`run_in_place`] ran: its shard, where its reply starts, its replication unit
+/// and the blocked clients it served.
+type Ran = (
+    usize,
+    usize,
+    Option<Vec<(u8, crate::repl::Argv)>>,
+    crate::blocking::Wakes,
+);
+
+/// How long a run waits for its first shard to become idle before handing its commands to
+/// the worker. A shard is busy for as long as another connection's run or one worker group
+/// holds it (tens of microseconds); waiting costs this thread nothing but the wait, while a
+/// hand-off costs two thread switches per command and, once anything is queued, makes
+/// every other connection queue too (in place never overtakes queued writes).
+const SHARD_PATIENCE: Duration = Duration::from_millis(2);
+
+/// Runs `run` (single-shard commands, of one shard or several) on this thread, in order,
+/// replying into `reply`, as one or more runs ([`run_once`]): a run that stopped at a busy
+/// shard is committed, and the rest start a new run, which waits for that shard. Returns
+/// the commands it did not run (a tail: their stripes were held, or a shard stayed busy),
+/// which the caller queues to the workers, in order.
 fn run_in_place(
     shared: &Shared,
     conn: &mut ConnState,
     reply: &mut ReplyBuf,
-    shard: usize,
     run: Vec<Routed>,
 ) -> Vec<Routed> {
-    let store = &shared.store;
-    let keys: Vec<&[u8]> = run
-        .iter()
-        .filter(|r| r.write)
-        .flat_map(|r| exec::key_args(&r.argv, &r.keys))
-        .collect();
-    let Some(guard) = store.try_lock_owned(conn.db, &keys) else {
-        return run;
-    };
-    if store.dbs.physical(conn.selected) != conn.db {
-        return run; // SWAPDB ran since the routing: `queue_one` runs them on this thread
+    let mut run = run;
+    loop {
+        let before = run.len();
+        let (left, busy) = run_once(shared, conn, reply, run);
+        // Stop when everything ran, or nothing did (give the rest to the workers).
+        if left.is_empty() || !busy || left.len() == before {
+            return left;
+        }
+        run = left;
     }
-    drop(keys);
-    let before = reply.len();
-    let count = run.len();
-    let mut run = Some(run);
-    // The sequencer (`repl/sequencer.rs`): from before the run's write until its effects
+}
+
+/// One run: takes the first command's shard (waiting for it, [`SHARD_PATIENCE`]), then runs
+/// the commands in order while their shards can be taken without waiting and their keys'
+/// stripes are free. Each command gets its shard's transaction as its `Ctx::tx`; each
+/// shard's writes reach its engine as one write when the run ends (`strata::HeldShards`),
+/// before any reply is sent, replication unit appended or blocked client woken; if a
+/// shard's write fails, the replies of that shard's commands become the failure. Returns
+/// the commands it did not run (a tail) and whether it stopped at a busy shard (the rest
+/// may run in a new run) rather than at held stripes or a SWAPDB (the rest are queued).
+fn run_once(
+    shared: &Shared,
+    conn: &mut ConnState,
+    reply: &mut ReplyBuf,
+    run: Vec<Routed>,
+) -> (Vec<Routed>, bool) {
+    let store = &shared.store;
+    let db = store.db();
+    let mut held = db.hold_shards();
+    let Some(first) = run.first() else {
+        return (run, false);
+    };
+    if held.txn_waiting(first.shard, SHARD_PATIENCE).is_none() {
+        return (run, false);
+    }
+    // Inline for a short run (one command at P1): a run allocates nothing of its own.
+    let mut guards: SmallVec<[_; 4]> = SmallVec::new();
+    let mut ran: SmallVec<[Ran; 4]> = SmallVec::new();
+    // The sequencer (`repl/sequencer.rs`): from before the run's writes until its effects
     // are appended, each command's its own unit, in order; the stripes are released after.
     let seq = shared.master.seq.enter();
-    let mut units = Vec::new();
-    let mut wakes = crate::blocking::Wakes::default();
-    let ran = store.db().try_exec_here(shard, |txn| {
-        store.with_shard_txn(txn, |tx| {
-            for r in run.take().unwrap_or_default() {
-                if seq.is_some() {
-                    conn.repl_pending = Some(Vec::new());
+    let mut run = run.into_iter();
+    let mut left = Vec::new();
+    let mut busy = false;
+    for r in run.by_ref() {
+        let Some(txn) = held.txn(r.shard) else {
+            left.push(r);
+            busy = true;
+            break;
+        };
+        if r.write {
+            let taken = store.try_lock_owned(conn.db, &exec::key_args(&r.argv, &r.keys));
+            match taken {
+                Some(g) => guards.push(g),
+                None => {
+                    left.push(r);
+                    break;
                 }
-                let mut ctx = Ctx::new(shared, tx, &mut *conn, &mut *reply);
-                dispatch_found(&mut ctx, r.argv, r.found);
-                wakes.append(std::mem::take(&mut ctx.wakes));
-                units.extend(conn.repl_pending.take());
             }
-        })
-    });
-    if let Some((_, Ok(()))) = &ran {
-        for unit in &units {
+        }
+        if store.dbs.physical(conn.selected) != conn.db {
+            // SWAPDB ran since the routing: `queue_one` runs it on this thread.
+            left.push(r);
+            break;
+        }
+        let start = reply.len();
+        if seq.is_some() {
+            conn.repl_pending = Some(Vec::new());
+        }
+        let wakes = store.with_shard_txn(txn, |tx| {
+            let mut ctx = Ctx::new(shared, tx, &mut *conn, &mut *reply);
+            dispatch_found(&mut ctx, r.argv, r.found);
+            std::mem::take(&mut ctx.wakes)
+        });
+        let unit = conn.repl_pending.take();
+        ran.push((r.shard, start, unit, wakes));
+    }
+    left.extend(run);
+    let written = held.commit();
+    let outcome = |shard: usize| {
+        written
+            .iter()
+            .find(|(s, _)| *s == shard)
+            .map_or(Ok(()), |(_, r)| r.as_ref().map(|_| ()))
+    };
+    for (shard, _, unit, _) in &ran {
+        if let (Some(unit), Ok(())) = (unit, outcome(*shard)) {
             shared.master.append_unit(unit, unit.len() > 1);
         }
     }
     drop(seq);
-    drop(guard);
-    // Blocked clients the run served get their replies now that its write is applied.
-    match &ran {
-        Some((_, r)) => wakes.deliver(shared, r.as_ref().map(|_| ())),
-        None => debug_assert!(wakes.is_empty()),
-    }
-    match ran {
-        Some(((), Ok(()))) => Vec::new(),
-        Some(((), Err(e))) => {
-            reply.truncate(before);
-            let failed = exec::failed_reply(shared, reply.proto, &e);
-            for _ in 0..count {
-                reply.raw(&failed);
+    drop(guards);
+    // The replies of a shard whose write failed become the failure, in place.
+    if written.iter().any(|(_, r)| r.is_err()) {
+        let first = ran.first().map_or(reply.len(), |c| c.1);
+        let tail = reply.split_off(first);
+        let mut ends: Vec<usize> = ran.iter().skip(1).map(|c| c.1 - first).collect();
+        ends.push(tail.len());
+        for ((shard, start, _, _), end) in ran.iter().zip(ends) {
+            match outcome(*shard) {
+                Ok(()) => reply.raw(&tail[start - first..end]),
+                Err(e) => reply.raw(&exec::failed_reply(shared, reply.proto, e)),
             }
-            Vec::new()
         }
-        None => run.unwrap_or_default(),
     }
+    // Blocked clients the run served get their replies now that its writes are applied.
+    for (shard, _, _, wakes) in ran {
+        wakes.deliver(shared, outcome(shard));
+    }
+    (left, busy)
 }
 
 /// Whether `found` runs a script (EVAL and its kin).
@@ -802,3 +897,7 @@ async fn queue_one(
     );
     queued.push_back((rx, dropped));
 }
+
+#[cfg(test)]
+#[path = "conn_tests.rs"]
+mod tests;

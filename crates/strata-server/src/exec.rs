@@ -25,7 +25,7 @@
 
 use crate::cmd::table::{self, key_flag, traits, Keys};
 use crate::cmd::{dispatch_found, find_command, flag, ConnState, Ctx, Found, Spec};
-use crate::keys::meta_key;
+use crate::keys::{meta_key, meta_key_head};
 use crate::protocol::reply::{Proto, ReplyBuf};
 use crate::server::Shared;
 use crate::store::OwnedKeyGuard;
@@ -90,10 +90,11 @@ fn route_spec(shared: &Shared, conn: &ConnState, spec: &'static Spec, argv: &[By
     };
     let db = shared.store.db();
     let mut shard = None;
-    let mut reads = Vec::with_capacity(keys.len());
+    let mut reads = Vec::new();
     for k in &keys {
-        let mk = meta_key(conn.db, &argv[k.pos]);
-        let s = db.shard_of(&mk);
+        // The shard is found from the record key's head (database, slot), built on the
+        // stack: a key that is not fetched ahead costs no allocation.
+        let s = db.shard_of(&meta_key_head(conn.db, &argv[k.pos]));
         match shard {
             None => shard = Some(s),
             Some(first) if first != s => return Route::Inline,
@@ -102,7 +103,7 @@ fn route_spec(shared: &Shared, conn: &ConnState, spec: &'static Spec, argv: &[By
         // A key the command overwrites without reading it is not fetched ahead (a read it
         // does need, for an option such as SET's NX, is made then).
         if k.flags & key_flag::OW == 0 {
-            reads.push(mk);
+            reads.push(meta_key(conn.db, &argv[k.pos]));
         }
     }
     // A read-only command may still write its keys (PFCOUNT caches the count it computed):
@@ -122,8 +123,8 @@ fn route_spec(shared: &Shared, conn: &ConnState, spec: &'static Spec, argv: &[By
     }
 }
 
-/// The arguments at `keys`' positions.
-pub fn key_args<'a>(argv: &'a [Bytes], keys: &Keys) -> Vec<&'a [u8]> {
+/// The arguments at `keys`' positions (inline for up to four keys: no allocation).
+pub fn key_args<'a>(argv: &'a [Bytes], keys: &Keys) -> smallvec::SmallVec<[&'a [u8]; 4]> {
     keys.iter().map(|k| &argv[k.pos][..]).collect()
 }
 

@@ -75,6 +75,8 @@ impl DbExpires {
 /// The keys with a TTL of every database (see the module comment).
 pub struct ExpiryIndex {
     dbs: Vec<Mutex<DbExpires>>,
+    /// Each database's number of indexed keys, as its map last left it.
+    indexed: Vec<AtomicUsize>,
     /// Database the next cycle starts at (a cycle that ran out of time resumes there).
     next_db: AtomicUsize,
 }
@@ -85,6 +87,7 @@ impl Default for ExpiryIndex {
             dbs: (0..MAX_DATABASES)
                 .map(|_| Mutex::new(DbExpires::default()))
                 .collect(),
+            indexed: (0..MAX_DATABASES).map(|_| AtomicUsize::new(0)).collect(),
             next_db: AtomicUsize::new(0),
         }
     }
@@ -93,16 +96,24 @@ impl Default for ExpiryIndex {
 impl ExpiryIndex {
     /// Records that `key` of `db` expires at `expire_ms` (0: has no expiry any more).
     pub fn set(&self, db: u8, key: &[u8], expire_ms: u64) {
-        let mut d = self.dbs[db as usize].lock();
         if expire_ms == 0 {
-            d.remove(key);
-        } else {
-            d.set(key, expire_ms);
+            return self.remove(db, key);
         }
+        let mut d = self.dbs[db as usize].lock();
+        d.set(key, expire_ms);
+        self.indexed[db as usize].store(d.entries.len(), Ordering::Release);
     }
 
     pub fn remove(&self, db: u8, key: &[u8]) {
-        self.dbs[db as usize].lock().remove(key);
+        // A database without keys with a TTL (every write of a key without one, in a
+        // keyspace without expiries) takes no lock: writers of one key are ordered by its
+        // stripe or its shard, so an entry of `key` is seen here if it was indexed.
+        if self.indexed[db as usize].load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut d = self.dbs[db as usize].lock();
+        d.remove(key);
+        self.indexed[db as usize].store(d.entries.len(), Ordering::Release);
     }
 
     /// Number of indexed keys of `db`.

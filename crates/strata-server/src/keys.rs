@@ -55,6 +55,13 @@ pub fn hash_slot(key: &[u8]) -> u16 {
     crc16(tagged.unwrap_or(key)) & (SLOTS - 1)
 }
 
+/// The first bytes of [`meta_key`] (database, slot, kind): enough to route the record to
+/// its shard without building the whole key.
+pub fn meta_key_head(db: u8, key: &[u8]) -> [u8; 4] {
+    let [hi, lo] = hash_slot(key).to_be_bytes();
+    [db, hi, lo, KIND_META]
+}
+
 /// The store key of the metadata record of Redis key `key` in database `db`.
 pub fn meta_key(db: u8, key: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(4 + key.len());
@@ -162,6 +169,22 @@ mod tests {
         assert_eq!(hash_slot(b"foo{{bar}}zap"), hash_slot(b"{bar"));
         assert_eq!(hash_slot(b"foo{bar}{zap}"), hash_slot(b"bar"));
         assert_eq!(hash_slot(b"{unclosed"), crc16(b"{unclosed") & 16383);
+    }
+
+    #[test]
+    fn meta_key_head_is_the_head_of_the_meta_key() {
+        for (db, key) in [
+            (0u8, &b"foo"[..]),
+            (3, b"{user1000}.x"),
+            (15, b""),
+            (1, b"bar"),
+        ] {
+            assert_eq!(
+                meta_key_head(db, key)[..],
+                meta_key(db, key)[..4],
+                "{key:?}"
+            );
+        }
     }
 
     #[test]

@@ -66,23 +66,26 @@ impl Histograms {
             return;
         }
         let ns = micros.saturating_mul(1000).clamp(MIN_NS, MAX_NS);
-        let shard = LOCAL.with(|l| {
+        LOCAL.with(|l| {
             let mut l = l.borrow_mut();
-            if let Some((_, s)) = l.iter().find(|(id, _)| *id == self.id) {
-                return s.clone();
+            let at = match l.iter().position(|(id, _)| *id == self.id) {
+                Some(at) => at,
+                None => {
+                    let s: Shard = Arc::default();
+                    self.shards.lock().push(s.clone());
+                    l.push((self.id, s));
+                    l.len() - 1
+                }
+            };
+            // Recorded through the thread's own reference: no reference count touched.
+            let mut m = l[at].1.lock();
+            if let Some(h) = m.get_mut(name) {
+                let _ = h.record(ns);
+            } else if let Some(mut h) = new_histogram() {
+                let _ = h.record(ns);
+                m.insert(name, h);
             }
-            let s: Shard = Arc::default();
-            self.shards.lock().push(s.clone());
-            l.push((self.id, s.clone()));
-            s
         });
-        let mut m = shard.lock();
-        if let Some(h) = m.get_mut(name) {
-            let _ = h.record(ns);
-        } else if let Some(mut h) = new_histogram() {
-            let _ = h.record(ns);
-            m.insert(name, h);
-        }
     }
 
     /// Every command's histogram, merged over the threads, in name order.

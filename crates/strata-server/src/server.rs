@@ -178,6 +178,7 @@ impl Shared {
             self.store.db().set_hot_bytes(c.hot_memory_bytes);
         }
         self.slowlog.trim(c.slowlog_max_len);
+        self.slowlog.set_threshold(c.slowlog_log_slower_than);
         self.acl.log.trim(c.acllog_max_len as usize);
         if c.requirepass != self.config.read().requirepass {
             self.acl.set_default_password(c.requirepass.as_deref());
@@ -516,6 +517,8 @@ pub(crate) fn open_shared(
             .map(String::as_str),
     );
     latency.set_tracking(config.tuning.get("latency-tracking").map(String::as_str));
+    let slowlog = SlowLog::default();
+    slowlog.set_threshold(config.slowlog_log_slower_than);
     let unix_path = config.unixsocket.clone();
     let master = crate::repl::Master::default();
     master.min_replicas.set(&config.tuning);
@@ -543,7 +546,7 @@ pub(crate) fn open_shared(
         unix_path,
         clients: Registry::default(),
         blocked: Default::default(),
-        slowlog: SlowLog::default(),
+        slowlog,
         latency,
         limits,
         scan_bounds: Default::default(),

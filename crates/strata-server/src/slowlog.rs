@@ -7,6 +7,7 @@
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 /// Arguments kept per entry (Redis's `SLOWLOG_ENTRY_MAX_ARGC`).
 pub const MAX_ARGC: usize = 32;
@@ -31,9 +32,20 @@ struct Inner {
     next_id: u64,
 }
 
-#[derive(Default)]
 pub struct SlowLog {
     inner: Mutex<Inner>,
+    /// `slowlog-log-slower-than` (negative: off), kept here so that the dispatcher reads
+    /// it on every command without the configuration's lock.
+    threshold_us: AtomicI64,
+}
+
+impl Default for SlowLog {
+    fn default() -> Self {
+        SlowLog {
+            inner: Mutex::default(),
+            threshold_us: AtomicI64::new(crate::config::Config::default().slowlog_log_slower_than),
+        }
+    }
 }
 
 /// The arguments as an entry keeps them: at most 32, the last replaced by
@@ -57,6 +69,18 @@ pub fn trim_argv(argv: &[Bytes]) -> Vec<Bytes> {
 }
 
 impl SlowLog {
+    /// `slowlog-log-slower-than` in microseconds, as configured (set at start and by
+    /// CONFIG SET).
+    pub fn set_threshold(&self, micros: i64) {
+        self.threshold_us.store(micros, Ordering::Relaxed);
+    }
+
+    /// Whether a command that ran `micros` microseconds is logged.
+    pub fn logs(&self, micros: u64) -> bool {
+        let t = self.threshold_us.load(Ordering::Relaxed);
+        t >= 0 && micros >= t as u64
+    }
+
     /// Logs a command (arguments untrimmed) and keeps at most `max_len` entries.
     pub fn push(&self, argv: &[Bytes], micros: u64, addr: String, name: Bytes, max_len: u64) {
         let time = std::time::SystemTime::now()

@@ -48,12 +48,13 @@ use meta::corrupt;
 #[cfg(test)]
 use meta::{META_HEADER_BYTES, REWRITE_SLACK};
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
+use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use strata::{Db, EngineIter, IterOptions, WriteBatch, WriteOptions};
 use strata_engine::Result;
-use xxhash_rust::xxh3::xxh3_64;
+use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 const STRIPES: usize = 1024;
 
@@ -170,18 +171,22 @@ pub struct Store {
 /// How many expired keys [`Store::notify_expired`] remembers.
 const EXPIRED_REMEMBERED: usize = 256;
 
+/// Stripe indexes, ascending. Inline up to a few keys (a command's stripes are taken on
+/// every request: no allocation for the common one to four keys).
+type Stripes = SmallVec<[usize; 4]>;
+
 /// Stripe locks held for the duration of one command: exclusively, or shared by a blind
 /// write ([`Tx::lock_for_command`]).
 #[derive(Default)]
 pub struct KeyGuard<'a> {
-    _guards: Vec<RwLockWriteGuard<'a, ()>>,
-    _shared: Vec<parking_lot::RwLockReadGuard<'a, ()>>,
+    _guards: SmallVec<[RwLockWriteGuard<'a, ()>; 4]>,
+    _shared: SmallVec<[parking_lot::RwLockReadGuard<'a, ()>; 4]>,
 }
 
 /// Stripe locks held shared for a command queued to a worker, released when it is dropped
 /// there (after its group's write).
 pub struct OwnedKeyGuard {
-    _guards: Vec<parking_lot::ArcRwLockReadGuard<parking_lot::RawRwLock, ()>>,
+    _guards: SmallVec<[parking_lot::ArcRwLockReadGuard<parking_lot::RawRwLock, ()>; 4]>,
 }
 
 /// The stripes an EXEC holds while its queued commands run: those of the keys they name (and
@@ -210,18 +215,19 @@ impl ExecLocks {
 
 /// The stripe of `key` in database `db`.
 fn stripe_of(db: u8, key: &[u8]) -> usize {
-    (xxh3_64(&meta_key(db, key)) % STRIPES as u64) as usize
+    // Hashed in place (the database as the seed): no record key is built for a lock.
+    (xxh3_64_with_seed(key, u64::from(db)) % STRIPES as u64) as usize
 }
 
 /// The stripes of `keys` in database `db`, ascending, without repeats.
-fn stripes_of<K: AsRef<[u8]>>(db: u8, keys: &[K]) -> Vec<usize> {
+fn stripes_of<K: AsRef<[u8]>>(db: u8, keys: &[K]) -> Stripes {
     stripes(keys.iter().map(|k| (db, k.as_ref())))
 }
 
 /// The stripes of `(database, key)`s, ascending (the order locks are taken in), without
 /// repeats.
-fn stripes<'a>(keys: impl Iterator<Item = (u8, &'a [u8])>) -> Vec<usize> {
-    let mut idx: Vec<usize> = keys.map(|(db, k)| stripe_of(db, k)).collect();
+fn stripes<'a>(keys: impl Iterator<Item = (u8, &'a [u8])>) -> Stripes {
+    let mut idx: Stripes = keys.map(|(db, k)| stripe_of(db, k)).collect();
     idx.sort_unstable();
     idx.dedup();
     idx
@@ -433,7 +439,10 @@ impl Store {
     }
 
     fn wo(&self) -> WriteOptions {
-        self.dirty.store(true, Ordering::Relaxed);
+        // Stored only when it changes: every write would otherwise claim the line for itself.
+        if !self.dirty.load(Ordering::Relaxed) {
+            self.dirty.store(true, Ordering::Relaxed);
+        }
         self.writes.fetch_add(1, Ordering::Relaxed);
         WriteOptions {
             sync: self.sync_writes.load(Ordering::Relaxed),
@@ -463,7 +472,7 @@ impl Store {
     fn lock_every_stripe(&self) -> KeyGuard<'_> {
         KeyGuard {
             _guards: self.stripes.iter().map(|s| s.write()).collect(),
-            _shared: Vec::new(),
+            _shared: SmallVec::new(),
         }
     }
 
@@ -473,7 +482,7 @@ impl Store {
     /// its own earlier commands, which may be what it waits for, then calls
     /// [`Store::lock_owned_blocking`].
     pub fn try_lock_owned<K: AsRef<[u8]>>(&self, db: u8, keys: &[K]) -> Option<OwnedKeyGuard> {
-        let mut guards = Vec::new();
+        let mut guards = SmallVec::new();
         for i in stripes_of(db, keys) {
             guards.push(self.stripes[i].try_read_arc()?);
         }
@@ -518,7 +527,7 @@ impl Store {
     /// Waits for held ones, in ascending order as every other taker.
     pub fn lock_for_exec(&self, keys: Option<&[(u8, &[u8])]>) -> ExecLocks {
         let idx: Vec<usize> = match keys {
-            Some(k) => stripes(k.iter().copied()),
+            Some(k) => stripes(k.iter().copied()).into_vec(),
             None => (0..STRIPES).collect(),
         };
         let guards = idx.iter().map(|&i| self.stripes[i].write_arc()).collect();

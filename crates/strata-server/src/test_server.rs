@@ -177,10 +177,21 @@ impl TestServer {
     /// Stops every connection and closes the database, as the server thread does at
     /// shutdown.
     fn close(&mut self) {
+        if let Some(r) = self.shut_down() {
+            r.expect("close the in-memory database");
+        }
+    }
+
+    /// Closes the server and returns what closing its database said: for a test whose
+    /// database failed on purpose (the close reports the failure).
+    pub fn close_reporting(mut self) -> strata::Result<()> {
+        self.shut_down().unwrap_or(Ok(()))
+    }
+
+    /// [`TestServer::close`], returning the database's close (`None`: closed already).
+    fn shut_down(&mut self) -> Option<strata::Result<()>> {
         self.main = None;
-        let Some(shared) = self.shared.take() else {
-            return;
-        };
+        let shared = self.shared.take()?;
         shared.request_shutdown();
         // As the server's shutdown: a replication link (CLUSTER REPLICATE, or a master that
         // gave away its last slot) stops and lets go of the state.
@@ -194,13 +205,7 @@ impl TestServer {
         let mut shared = shared;
         loop {
             match Arc::try_unwrap(shared) {
-                Ok(s) => {
-                    s.store
-                        .into_db()
-                        .close()
-                        .expect("close the in-memory database");
-                    return;
-                }
+                Ok(s) => return Some(s.store.into_db().close()),
                 Err(s) if Instant::now() < deadline => {
                     shared = s;
                     std::thread::sleep(Duration::from_millis(1));

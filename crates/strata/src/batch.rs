@@ -13,6 +13,14 @@ impl Op {
             Op::Put(k, _) | Op::Delete(k) => k,
         }
     }
+
+    /// The value a put writes; `None` for a delete.
+    pub(crate) fn value(&self) -> Option<&[u8]> {
+        match self {
+            Op::Put(_, v) => Some(v),
+            Op::Delete(_) => None,
+        }
+    }
 }
 
 /// A group of puts and deletes applied atomically by [`crate::ShardedDb::write`]: after a
@@ -41,6 +49,14 @@ impl WriteBatch {
         self.ops.iter().map(|op| match op {
             Op::Put(k, v) => (&k[..], Some(&v[..])),
             Op::Delete(k) => (&k[..], None),
+        })
+    }
+
+    /// [`WriteBatch::ops`], taking the batch: its keys and values are moved out.
+    pub fn into_ops(self) -> impl Iterator<Item = (Vec<u8>, Option<Vec<u8>>)> {
+        self.ops.into_iter().map(|op| match op {
+            Op::Put(k, v) => (k, Some(v)),
+            Op::Delete(k) => (k, None),
         })
     }
 

@@ -5,6 +5,7 @@ use crate::batch::{Op, WriteBatch};
 use crate::coord::{Coord, Cross, Part};
 use crate::engine::{Engine, EngineBatch, EngineIter, PartsInDoubt};
 use crate::exec::{Exec, ShardTxn};
+use crate::held::HeldShards;
 use crate::iter::{collect, DbIter};
 use crate::meta::{shard_dir, ShardMeta};
 use crate::options::{default_shards, IterOptions, Options, ScanMode, WriteOptions};
@@ -662,6 +663,25 @@ impl<E: Engine> ShardedDb<E> {
         shard: usize,
         f: impl FnOnce(&mut ShardTxn<E>) -> R,
     ) -> Option<(R, Result<()>)> {
+        let mut held = self.hold_shards();
+        let out = f(held.txn(shard)?);
+        let r = held.commit().pop().map_or(Ok(()), |(_, r)| r);
+        Some((out, r))
+    }
+
+    /// Shards held on the calling thread for several direct executions at once (a pipeline of
+    /// commands of several shards: see [`HeldShards`]). Holds none yet.
+    pub fn hold_shards(&self) -> HeldShards<'_, E> {
+        HeldShards::new(self)
+    }
+
+    /// Takes shard `shard`'s latch exclusively if the shard is idle (no write queued or being
+    /// applied, its worker not handling a request), the database healthy and this not a
+    /// worker thread, with a transaction over it; `None` without waiting otherwise.
+    pub(crate) fn try_latch(
+        &self,
+        shard: usize,
+    ) -> Option<(parking_lot::RwLockWriteGuard<'_, ()>, ShardTxn<E>)> {
         if shard >= self.shards.len() || in_worker() || self.coord.health.check().is_err() {
             return None;
         }
@@ -669,22 +689,64 @@ impl<E: Engine> ShardedDb<E> {
         if self.shards[shard].pending_writes.load(Ordering::Acquire) != 0 {
             return None;
         }
-        let mut txn = ShardTxn::new(shard, self.engines[shard].clone());
-        let out = f(&mut txn);
-        let r = if txn.has_writes() {
-            let (batch, sync) = txn.into_batch(Vec::new());
-            let _epoch = self.coord.epoch.read();
-            // As a worker's failed write: later writes are refused, reads go on (§11.2).
-            self.engines[shard].write(batch, sync).map_err(|e| {
-                let e = Error::Poisoned(format!("shard {shard} failed: {e}"));
-                self.coord.health.fail_writes(e.clone());
-                e
-            })
-        } else {
-            Ok(())
-        };
-        drop(held);
-        Some((out, r))
+        Some((held, ShardTxn::new(shard, self.engines[shard].clone())))
+    }
+
+    /// [`ShardedDb::try_latch`], waiting up to `patience` for the shard to become idle (its
+    /// latch free and nothing queued to its worker), for a caller that holds no latch
+    /// (`held.rs`): the latch is waited for with a deadline, and while writes are queued the
+    /// caller yields to the worker applying them. `None` once `patience` has passed, or
+    /// when the database failed or this is a worker thread.
+    pub(crate) fn wait_latch(
+        &self,
+        shard: usize,
+        patience: std::time::Duration,
+    ) -> Option<(parking_lot::RwLockWriteGuard<'_, ()>, ShardTxn<E>)> {
+        if let Some(taken) = self.try_latch(shard) {
+            return Some(taken);
+        }
+        if shard >= self.shards.len() || in_worker() {
+            return None;
+        }
+        let deadline = std::time::Instant::now() + patience;
+        let s = &self.shards[shard];
+        loop {
+            self.coord.health.check().ok()?;
+            if s.pending_writes.load(Ordering::Acquire) == 0 {
+                let held = s.shard_lock.try_write_until(deadline)?;
+                if s.pending_writes.load(Ordering::Acquire) == 0 {
+                    return Some((held, ShardTxn::new(shard, self.engines[shard].clone())));
+                }
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            // Writes are queued to the worker: let it apply them.
+            std::thread::yield_now();
+        }
+    }
+
+    /// The write epoch, held in read mode around the engine writes of held shards (a
+    /// snapshot waits for them: it sees all of them or none).
+    pub(crate) fn write_epoch(&self) -> parking_lot::RwLockReadGuard<'_, ()> {
+        self.coord.epoch.read()
+    }
+
+    /// Applies a held shard's transaction with one engine write (its latch held, the write
+    /// epoch held by the caller). Refused once the database's writes failed; a failure fails
+    /// them, as a worker's failed write does (later writes are refused, reads go on, §11.2).
+    pub(crate) fn apply_held(&self, txn: ShardTxn<E>) -> Result<()> {
+        if !txn.has_writes() {
+            return Ok(());
+        }
+        self.coord.health.check()?;
+        let shard = txn.shard();
+        let (batch, sync) = txn.into_batch(Vec::new());
+        self.engines[shard].write(batch, sync).map_err(|e| {
+            let e = Error::Poisoned(format!("shard {shard} failed: {e}"));
+            self.coord.health.fail_writes(e.clone());
+            e
+        })
     }
 
     /// [`ShardedDb::exec`] for a closure that will read `reads`: the worker fetches the

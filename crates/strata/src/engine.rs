@@ -13,6 +13,12 @@ use strata_engine::{ReadOptions, Result, WriteOptions};
 /// A batch of writes in the engine's own representation, applied atomically by
 /// [`Engine::write`].
 pub trait EngineBatch: Default + Send {
+    /// An empty batch with room for about `bytes` of records (a hint: the default ignores
+    /// it).
+    fn with_capacity(bytes: usize) -> Self {
+        let _ = bytes;
+        Self::default()
+    }
     fn put(&mut self, key: &[u8], value: &[u8]);
     fn delete(&mut self, key: &[u8]);
     /// Records in the batch.
@@ -222,6 +228,9 @@ impl StrataEngine {
 }
 
 impl EngineBatch for strata_engine::WriteBatch {
+    fn with_capacity(bytes: usize) -> Self {
+        strata_engine::WriteBatch::with_capacity(bytes)
+    }
     fn put(&mut self, key: &[u8], value: &[u8]) {
         strata_engine::WriteBatch::put(self, key, value)
     }

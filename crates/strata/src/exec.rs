@@ -21,12 +21,19 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use strata_engine::Result;
 
+/// Writes a group keeps before it indexes them by key: up to this many, a lookup compares
+/// the keys of the group's writes, newest first, which costs less than hashing the key for
+/// a map (a pipeline's or a worker group's handful of commands per shard).
+const SCAN_WRITES: usize = 16;
+
 /// The shard as a closure run by [`crate::ShardedDb::exec`] sees it.
 pub struct ShardTxn<E: Engine> {
     shard: usize,
     engine: Arc<E>,
-    /// The latest buffered write of each key this group wrote (`None`: deleted).
-    overlay: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Where the latest buffered write of each key this group wrote is in `ops` (the value
+    /// is kept once, in `ops`); built only once the group has more than [`SCAN_WRITES`]
+    /// writes, empty before (a lookup then scans `ops`).
+    overlay: HashMap<Vec<u8>, usize>,
     /// Values read for the group before its closures ran (their declared reads, fetched with
     /// one engine `multi_get`); below the overlay.
     prefetched: HashMap<Vec<u8>, Option<Vec<u8>>>,
@@ -55,14 +62,27 @@ impl<E: Engine> ShardTxn<E> {
     /// The value of `key`: this group's latest write of it, else the engine's.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         match self.known(key) {
-            Some(v) => Ok(v.clone()),
+            Some(v) => Ok(v.map(<[u8]>::to_vec)),
             None => self.engine.get(None, key),
         }
     }
 
-    /// What the group already knows of `key`: its own write, else a prefetched value.
-    fn known(&self, key: &[u8]) -> Option<&Option<Vec<u8>>> {
-        self.overlay.get(key).or_else(|| self.prefetched.get(key))
+    /// What the group already knows of `key`: its own write, else a prefetched value
+    /// (`Some(None)`: known absent).
+    fn known(&self, key: &[u8]) -> Option<Option<&[u8]>> {
+        match self.latest(key) {
+            Some(at) => Some(self.ops[at].value()),
+            None => self.prefetched.get(key).map(Option::as_deref),
+        }
+    }
+
+    /// Where the group's latest write of `key` is in `ops`.
+    fn latest(&self, key: &[u8]) -> Option<usize> {
+        if self.ops.len() <= SCAN_WRITES {
+            self.ops.iter().rposition(|op| op.key() == key)
+        } else {
+            self.overlay.get(key).copied()
+        }
     }
 
     /// Reads `keys` with one engine `multi_get` (io_uring on Strata's engine when they are
@@ -93,7 +113,7 @@ impl<E: Engine> ShardTxn<E> {
         let mut from_engine = self.engine.multi_get(None, &missing).into_iter();
         keys.iter()
             .map(|k| match self.known(k.as_ref()) {
-                Some(v) => Ok(v.clone()),
+                Some(v) => Ok(v.map(<[u8]>::to_vec)),
                 None => from_engine.next().unwrap_or_else(|| {
                     Err(strata_engine::Error::Poisoned(
                         "engine multi_get returned fewer results than keys".to_string(),
@@ -114,11 +134,16 @@ impl<E: Engine> ShardTxn<E> {
         reverse: bool,
         mut f: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
+        // Each key the group wrote in the range, once, with its latest write.
         let mut mine: Vec<(&[u8], Option<&[u8]>)> = self
-            .overlay
+            .ops
             .iter()
-            .filter(|(k, _)| &k[..] >= lower && &k[..] < upper)
-            .map(|(k, v)| (&k[..], v.as_deref()))
+            .enumerate()
+            .filter(|(at, op)| {
+                let k = op.key();
+                k >= lower && k < upper && self.latest(k) == Some(*at)
+            })
+            .map(|(_, op)| (op.key(), op.value()))
             .collect();
         mine.sort_unstable_by(|a, b| a.0.cmp(b.0));
         if reverse {
@@ -174,19 +199,50 @@ impl<E: Engine> ShardTxn<E> {
 
     /// Buffers a put; it reaches the engine with the group's write batch.
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
-        check_user_key(key)?;
-        check_value(value)?;
-        self.overlay.insert(key.to_vec(), Some(value.to_vec()));
-        self.ops.push(Op::Put(key.to_vec(), value.to_vec()));
+        self.put_owned(key.to_vec(), value.to_vec())
+    }
+
+    /// [`ShardTxn::put`] of a key and value the caller built for it (kept, not copied).
+    pub fn put_owned(&mut self, key: Vec<u8>, value: Vec<u8>) -> Result<()> {
+        check_user_key(&key)?;
+        check_value(&value)?;
+        self.note(&key);
+        self.ops.push(Op::Put(key, value));
         Ok(())
     }
 
     /// Buffers a delete.
     pub fn delete(&mut self, key: &[u8]) -> Result<()> {
         check_user_key(key)?;
-        self.overlay.insert(key.to_vec(), None);
+        self.note(key);
         self.ops.push(Op::Delete(key.to_vec()));
         Ok(())
+    }
+
+    /// Points `key`'s overlay entry at the write about to be pushed (a key written again
+    /// costs no new entry).
+    fn note(&mut self, key: &[u8]) {
+        let at = self.ops.len();
+        if at < SCAN_WRITES {
+            return; // still found by scanning
+        }
+        if at == SCAN_WRITES {
+            self.index();
+        }
+        match self.overlay.get_mut(key) {
+            Some(i) => *i = at,
+            None => {
+                self.overlay.insert(key.to_vec(), at);
+            }
+        }
+    }
+
+    /// Builds the overlay from the group's writes (a group past [`SCAN_WRITES`] writes).
+    fn index(&mut self) {
+        self.overlay.clear();
+        for (at, op) in self.ops.iter().enumerate() {
+            self.overlay.insert(op.key().to_vec(), at);
+        }
     }
 
     /// A point in this group's writes that [`ShardTxn::rollback_to`] can return to.
@@ -203,12 +259,8 @@ impl<E: Engine> ShardTxn<E> {
         }
         self.ops.truncate(savepoint);
         self.overlay.clear();
-        for op in &self.ops {
-            let v = match op {
-                Op::Put(_, v) => Some(v.clone()),
-                Op::Delete(_) => None,
-            };
-            self.overlay.insert(op.key().to_vec(), v);
+        if self.ops.len() > SCAN_WRITES {
+            self.index();
         }
     }
 
@@ -231,7 +283,14 @@ impl<E: Engine> ShardTxn<E> {
     }
 
     pub(crate) fn into_batch(self, extra_deletes: Vec<Vec<u8>>) -> (E::Batch, bool) {
-        let mut b = E::Batch::default();
+        // Sized once: a record takes its key and value and a few bytes of lengths.
+        let bytes = self
+            .ops
+            .iter()
+            .map(|op| op.key().len() + op.value().map_or(0, <[u8]>::len) + 11)
+            .sum::<usize>()
+            + extra_deletes.iter().map(|k| k.len() + 6).sum::<usize>();
+        let mut b = E::Batch::with_capacity(bytes);
         for op in &self.ops {
             match op {
                 Op::Put(k, v) => b.put(k, v),

@@ -549,13 +549,18 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
     // Inside EXEC, CLIENT LIST shows EXEC's name and arguments, as Redis.
     let nested = ctx.conn.in_exec;
     if !nested {
-        info.published.lock().cmd = full_name.to_string();
+        let mut p = info.published.lock();
+        // The name is copied only when it changes (a pipeline of one command: never).
+        if p.cmd != full_name {
+            p.cmd.clear();
+            p.cmd.push_str(full_name);
+        }
+        drop(p);
         info.argv_mem
             .store(argv.iter().map(|a| a.len()).sum(), Ordering::Relaxed);
     }
-    // Kept for the slow log; cheap (reference-counted arguments).
-    let logged = (full_name != "auth" && full_name != "hello" && !spec.has(flag::SKIP_SLOWLOG))
-        .then(|| argv.clone());
+    // The slow log copies the arguments only for a command it logs (`args` keeps them).
+    let loggable = full_name != "auth" && full_name != "hello" && !spec.has(flag::SKIP_SLOWLOG);
     // Redis's processCommand: a RESP2 subscriber may only (un)subscribe, ping, quit, reset.
     if ctx.conn.sub.is_some()
         && ctx.reply.proto == crate::protocol::reply::Proto::Resp2
@@ -655,17 +660,12 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
         let now_s = crate::store::now_ms() / 1000;
         ctx.shared.latency.add(event, now_s, micros / 1000);
     }
-    if let Some(argv) = logged {
-        let (threshold, max_len) = {
-            let c = ctx.shared.config.read();
-            (c.slowlog_log_slower_than, c.slowlog_max_len)
-        };
-        if threshold >= 0 && micros >= threshold as u64 {
-            let name = ctx.conn.name.clone().unwrap_or_default();
-            ctx.shared
-                .slowlog
-                .push(&argv, micros, info.addr.clone(), name, max_len);
-        }
+    if loggable && ctx.shared.slowlog.logs(micros) {
+        let max_len = ctx.shared.config.read().slowlog_max_len;
+        let name = ctx.conn.name.clone().unwrap_or_default();
+        ctx.shared
+            .slowlog
+            .push(args.argv(), micros, info.addr.clone(), name, max_len);
     }
     Outcome::Ran(full_name, micros)
 }

@@ -354,6 +354,16 @@ impl Table {
     /// The top-level command named `name` (any case).
     pub fn get(&self, name: &[u8]) -> Option<&'static Spec> {
         if name.iter().any(u8::is_ascii_uppercase) {
+            // Clients send names in capitals (redis-benchmark, most client libraries):
+            // lowered on the stack, every command name being short.
+            let mut buf = [0u8; 32];
+            if let Some(lower) = buf.get_mut(..name.len()) {
+                lower.copy_from_slice(name);
+                lower.make_ascii_lowercase();
+                return std::str::from_utf8(lower)
+                    .ok()
+                    .and_then(|n| self.by_name.get(n).copied());
+            }
             let lower = name.to_ascii_lowercase();
             return std::str::from_utf8(&lower)
                 .ok()

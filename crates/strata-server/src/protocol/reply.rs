@@ -69,6 +69,12 @@ impl ReplyBuf {
         self.out.len()
     }
 
+    /// Takes what was written after the first `at` bytes, leaving those (to rewrite some
+    /// replies of a pipeline whose write failed).
+    pub fn split_off(&mut self, at: usize) -> BytesMut {
+        self.out.split_off(at)
+    }
+
     /// Drops what was written after the first `len` bytes (CLIENT REPLY OFF / SKIP).
     pub fn truncate(&mut self, len: usize) {
         self.out.truncate(len);
@@ -85,7 +91,8 @@ impl ReplyBuf {
     }
 
     fn len_line(&mut self, prefix: u8, n: usize) {
-        self.line(prefix, n.to_string().as_bytes());
+        // Formatted on the stack: a reply's lengths and integers cost no allocation.
+        self.line(prefix, itoa::Buffer::new().format(n).as_bytes());
     }
 
     /// `+OK`.
@@ -95,8 +102,12 @@ impl ReplyBuf {
 
     /// A status reply (`+text`). Newlines would break the protocol; Redis replaces them.
     pub fn simple(&mut self, s: &str) {
-        let clean = s.replace(['\r', '\n'], " ");
-        self.line(b'+', clean.as_bytes());
+        if s.bytes().any(|b| b == b'\r' || b == b'\n') {
+            let clean = s.replace(['\r', '\n'], " ");
+            self.line(b'+', clean.as_bytes());
+        } else {
+            self.line(b'+', s.as_bytes());
+        }
     }
 
     /// An error reply; `msg` starts with its code (`ERR ...`, `WRONGTYPE ...`).
@@ -136,7 +147,7 @@ impl ReplyBuf {
     }
 
     pub fn int(&mut self, n: i64) {
-        self.line(b':', n.to_string().as_bytes());
+        self.line(b':', itoa::Buffer::new().format(n).as_bytes());
     }
 
     pub fn bulk(&mut self, b: &[u8]) {

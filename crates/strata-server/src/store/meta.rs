@@ -125,6 +125,15 @@ impl Meta {
         })
     }
 
+    /// [`Meta::decode`] of a record read into a vector of its own: the value keeps its
+    /// bytes (moved down over the header, no copy into a new allocation).
+    pub fn decode_owned(mut b: Vec<u8>) -> Option<Meta> {
+        let mut m = Meta::decode(b.get(..META_HEADER_BYTES)?)?;
+        b.drain(..META_HEADER_BYTES);
+        m.value = b;
+        Some(m)
+    }
+
     pub fn expired_at(&self, now_ms: u64) -> bool {
         self.expire_ms != 0 && self.expire_ms <= now_ms
     }

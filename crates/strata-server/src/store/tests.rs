@@ -15,8 +15,10 @@ fn meta_round_trip() {
     let e = m.encode();
     assert_eq!(e.len(), META_HEADER_BYTES + 3);
     assert_eq!(e[0], 0);
-    assert_eq!(Meta::decode(&e), Some(m));
+    assert_eq!(Meta::decode(&e), Some(m.clone()));
+    assert_eq!(Meta::decode_owned(e.clone()), Some(m));
     assert_eq!(Meta::decode(&e[..10]), None);
+    assert_eq!(Meta::decode_owned(e[..10].to_vec()), None);
     let mut bad = e.clone();
     bad[0] = 0x7f;
     assert_eq!(Meta::decode(&bad), None);

@@ -233,10 +233,13 @@ impl<'s> Tx<'s> {
                 if wo.sync {
                     t.sync();
                 }
-                b.ops().try_for_each(|(k, v)| match v {
-                    Some(v) => t.put(k, v),
-                    None => t.delete(k),
-                })
+                // Moved into the group's transaction: the batch is not needed after.
+                std::mem::take(&mut b)
+                    .into_ops()
+                    .try_for_each(|(k, v)| match v {
+                        Some(v) => t.put_owned(k, v),
+                        None => t.delete(&k),
+                    })
             }
             Route::Exec(t, _) => {
                 if wo.sync {
@@ -417,16 +420,32 @@ impl<'s> Tx<'s> {
         Ok(())
     }
 
-    fn raw_put(&self, k: &[u8], v: &[u8]) -> Result<()> {
-        let mut b = WriteBatch::new();
-        b.put(k, v);
-        self.raw_write(b)
-    }
-
-    fn raw_delete(&self, k: &[u8]) -> Result<()> {
-        let mut b = WriteBatch::new();
-        b.delete(k);
-        self.raw_write(b)
+    /// Writes one record (`None`: deletes it), counted as [`Tx::raw_write`] counts. On a
+    /// worker the record goes straight into the group's transaction, moved, not copied:
+    /// every single-record write of a command on a shard (SET's, DEL's).
+    fn raw_write_one(&self, k: Vec<u8>, v: Option<Vec<u8>>) -> Result<()> {
+        if !self.on_worker() {
+            let mut b = WriteBatch::new();
+            match &v {
+                Some(v) => b.put(&k, v),
+                None => b.delete(&k),
+            };
+            return self.raw_write(b);
+        }
+        crate::effects::note_write();
+        let wo = self.wo();
+        match &mut *self.route.borrow_mut() {
+            Route::Shard(t) => {
+                if wo.sync {
+                    t.sync();
+                }
+                match v {
+                    Some(v) => t.put_owned(k, v),
+                    None => t.delete(&k),
+                }
+            }
+            _ => unreachable!("a worker's transaction stays one while the command runs"),
+        }
     }
 
     /// Takes the stripes of the keys a command names (`(database, key)`s) for the command's
@@ -486,7 +505,7 @@ impl<'s> Tx<'s> {
         let Some(raw) = self.raw_get(&mk)? else {
             return Ok(None);
         };
-        let meta = Meta::decode(&raw).ok_or_else(|| corrupt(key))?;
+        let meta = Meta::decode_owned(raw).ok_or_else(|| corrupt(key))?;
         let now = now_ms();
         if meta.expired_at(now) {
             if self.keeps_expired() {
@@ -569,7 +588,7 @@ impl<'s> Tx<'s> {
 
     pub fn put(&self, db: u8, key: &[u8], meta: &Meta) -> Result<()> {
         let new = self.absent_if_notified(&[(db, key)])?;
-        self.raw_put(&meta_key(db, key), &meta.encode())?;
+        self.raw_write_one(meta_key(db, key), Some(meta.encode()))?;
         self.note_write(db, key, Some(meta));
         self.notify_new(&new);
         Ok(())
@@ -598,7 +617,7 @@ impl<'s> Tx<'s> {
     }
 
     pub fn delete(&self, db: u8, key: &[u8]) -> Result<()> {
-        self.raw_delete(&meta_key(db, key))?;
+        self.raw_write_one(meta_key(db, key), None)?;
         self.note_write(db, key, None);
         Ok(())
     }
