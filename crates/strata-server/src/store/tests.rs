@@ -45,6 +45,33 @@ pub(crate) fn mem_store(shards: usize) -> Store {
     Store::open(Db::open("/strata-test", opts).unwrap(), false).unwrap()
 }
 
+/// Runs `f` as an EXEC's queued commands run (every stripe held, writes buffered in the
+/// EXEC's transaction), then applies its writes: the type modules' tests of the EXEC route.
+pub(crate) fn in_exec<R>(store: &Store, f: impl FnOnce(&Tx<'_>) -> R) -> R {
+    let locks = store.lock_for_exec(None);
+    let (r, written) = store.front().run_exec(locks, f);
+    written.unwrap();
+    r
+}
+
+/// Runs `f` as a command on the worker of the shard of `key` (database 0) runs, in the
+/// group's transaction (the shard idle, so in place), then applies the group's write: the
+/// type modules' tests of the worker route.
+pub(crate) fn on_worker<R>(store: &Store, key: &[u8], f: impl FnOnce(&Tx<'_>) -> R) -> R {
+    let shard = store.db().shard_of(&crate::keys::meta_key(0, key));
+    let (r, written) = store
+        .db()
+        .try_exec_here(shard, |txn| {
+            store.with_shard_txn(txn, |tx| {
+                assert!(tx.on_worker());
+                f(tx)
+            })
+        })
+        .expect("the shard is idle");
+    written.unwrap();
+    r
+}
+
 #[test]
 fn sparse_collections_are_rewritten_with_their_live_members() {
     use crate::keys::{sub_key, sub_prefix, KIND_SUBKEY};
