@@ -72,6 +72,20 @@ pub(crate) fn on_worker<R>(store: &Store, key: &[u8], f: impl FnOnce(&Tx<'_>) ->
     r
 }
 
+/// Writes string `value` at `key` of database 0 as its bare record (version 1, no expiry)
+/// and returns the record: a key of another type for the collections' WRONGTYPE tests.
+pub(crate) fn put_string(tx: &Tx<'_>, key: &[u8], value: &[u8]) -> Meta {
+    let m = Meta {
+        rtype: RType::String,
+        expire_ms: 0,
+        version: 1,
+        size: value.len() as u64,
+        value: value.to_vec(),
+    };
+    tx.put(0, key, &m).unwrap();
+    m
+}
+
 #[test]
 fn sparse_collections_are_rewritten_with_their_live_members() {
     use crate::keys::{sub_key, sub_prefix, KIND_SUBKEY};
