@@ -8,6 +8,7 @@
 
 use crate::keys::{meta_key, prefix_end, sub_key, sub_prefix, KIND_SUBKEY};
 use crate::protocol::parse::parse_i64;
+pub use crate::store::TypeError;
 use crate::store::{Meta, RType, Tx};
 use std::collections::BTreeMap;
 use strata_engine::Result;
@@ -297,29 +298,6 @@ pub fn scan_owner(db: u8, key: &[u8], m: &Meta) -> Vec<u8> {
     owner
 }
 
-/// Why a typed handle could not open a key: it holds another type (Redis's WRONGTYPE), or
-/// the store failed.
-#[derive(Debug)]
-pub enum TypeError {
-    WrongType,
-    Store(strata_engine::Error),
-}
-
-impl From<strata_engine::Error> for TypeError {
-    fn from(e: strata_engine::Error) -> Self {
-        TypeError::Store(e)
-    }
-}
-
-impl From<TypeError> for crate::error::CmdError {
-    fn from(e: TypeError) -> Self {
-        match e {
-            TypeError::WrongType => crate::error::CmdError::reply(crate::error::ERR_WRONGTYPE),
-            TypeError::Store(e) => crate::error::CmdError::Store(e),
-        }
-    }
-}
-
 /// The live metadata of `key` for a read: `None` if absent, `WrongType` if it is not of
 /// type `t`; counts a keyspace hit or miss (Redis's `lookupKeyRead`).
 pub fn lookup_read(
@@ -328,10 +306,7 @@ pub fn lookup_read(
     key: &[u8],
     t: RType,
 ) -> std::result::Result<Option<Meta>, TypeError> {
-    match tx.lookup_read(db, key)? {
-        Some(m) if m.rtype != t => Err(TypeError::WrongType),
-        m => Ok(m),
-    }
+    tx.lookup_read_typed(db, key, t)
 }
 
 /// The live metadata of collection `key` for a write: `None` if absent, `WrongType` if
@@ -343,8 +318,7 @@ pub fn lookup_write(
     key: &[u8],
     t: RType,
 ) -> std::result::Result<Option<Meta>, TypeError> {
-    match tx.get(db, key)? {
-        Some(m) if m.rtype != t => Err(TypeError::WrongType),
+    match tx.get_typed(db, key, t)? {
         Some(m) => Ok(Some(tx.rewrite_if_sparse(db, key, m)?)),
         None => Ok(None),
     }

@@ -18,9 +18,8 @@
 //!
 //! Layer: store and types (above configuration; no services, commands or execution).
 
-use crate::collection::{self, TypeError};
 use crate::keys::sub_key;
-use crate::store::{Meta, RType, Tx, Writes};
+use crate::store::{Meta, RType, Tx, TypeError, Writes};
 use strata_engine::Result;
 
 /// Head and tail of a new list: the middle of the index space.
@@ -122,7 +121,7 @@ impl<'a> List<'a> {
         db: u8,
         key: &'a [u8],
     ) -> std::result::Result<Option<List<'a>>, TypeError> {
-        match collection::lookup_read(tx, db, key, RType::List)? {
+        match tx.lookup_read_typed(db, key, RType::List)? {
             Some(m) => Ok(Some(List::from_meta(tx, db, key, m)?)),
             None => Ok(None),
         }
@@ -135,8 +134,7 @@ impl<'a> List<'a> {
         db: u8,
         key: &'a [u8],
     ) -> std::result::Result<Option<List<'a>>, TypeError> {
-        match tx.get(db, key)? {
-            Some(m) if m.rtype != RType::List => Err(TypeError::WrongType),
+        match tx.get_typed(db, key, RType::List)? {
             Some(m) => Ok(Some(List::from_meta(tx, db, key, m)?)),
             None => Ok(None),
         }

@@ -15,10 +15,10 @@
 //!
 //! Layer: store and types.
 
-use crate::collection::TypeError;
 use crate::error::{CmdError, ERR_NOT_FLOAT, ERR_NOT_INT, ERR_WRONGTYPE};
 use crate::long_double::{self, Parsed};
 use crate::protocol::parse::parse_i64;
+use crate::store::TypeError;
 use crate::store::{now_ms, Meta, RType, Tx};
 use std::collections::HashMap;
 use strata_engine::Result;
@@ -84,13 +84,7 @@ pub fn check_len(len: u64, max_len: u64) -> std::result::Result<(), StringError>
 
 /// The metadata record of a new string (a fresh incarnation); `expire_ms` 0: no expiry.
 pub fn new_meta(tx: &Tx<'_>, value: Vec<u8>, expire_ms: u64) -> Meta {
-    Meta {
-        rtype: RType::String,
-        expire_ms,
-        version: tx.next_version(),
-        size: value.len() as u64,
-        value,
-    }
+    Meta::string(tx.next_version(), value, expire_ms)
 }
 
 /// Bit `bit` of `v` (bit 0 is the most significant bit of the first byte); bits past the
@@ -150,7 +144,7 @@ impl<'t> Str<'t> {
     /// miss, as every string command reading its key here does): absent or a string,
     /// `WrongType` if the key holds another type.
     pub fn open(tx: &'t Tx<'t>, db: u8, key: &'t [u8]) -> std::result::Result<Str<'t>, TypeError> {
-        let meta = crate::collection::lookup_read(tx, db, key, RType::String)?;
+        let meta = tx.lookup_read_typed(db, key, RType::String)?;
         Ok(Str { tx, db, key, meta })
     }
 
@@ -161,10 +155,8 @@ impl<'t> Str<'t> {
         db: u8,
         key: &'t [u8],
     ) -> std::result::Result<Str<'t>, TypeError> {
-        match tx.get(db, key)? {
-            Some(m) if m.rtype != RType::String => Err(TypeError::WrongType),
-            meta => Ok(Str { tx, db, key, meta }),
-        }
+        let meta = tx.get_typed(db, key, RType::String)?;
+        Ok(Str { tx, db, key, meta })
     }
 
     /// The value; `None` if the key is absent.
@@ -389,7 +381,7 @@ pub fn set(
 ) -> std::result::Result<SetOutcome, TypeError> {
     let needs_old = o.get || o.nx || o.xx || matches!(o.ttl, Ttl::Keep);
     let old = if o.get {
-        let old = crate::collection::lookup_read(tx, db, key, RType::String)?;
+        let old = tx.lookup_read_typed(db, key, RType::String)?;
         if old.is_some() {
             // Redis looks the key up twice, to read it and to overwrite it.
             tx.access.touch(db, key, now_ms());

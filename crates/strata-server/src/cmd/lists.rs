@@ -8,12 +8,12 @@
 use super::args::ERR_SYNTAX;
 use super::{cmd, Args, CmdError, CmdResult, Ctx, Entry};
 use crate::blocking::{parse_timeout, Attempt, FollowUp, ServeFn, Served};
-use crate::collection::TypeError;
 use crate::list::{self, End, List, PosOptions};
 use crate::notify::Class;
 use crate::protocol::parse::parse_i64;
 use crate::protocol::reply::{Proto, ReplyBuf};
 use crate::store::Tx;
+use crate::store::TypeError;
 use bytes::{Bytes, BytesMut};
 use std::time::Duration;
 

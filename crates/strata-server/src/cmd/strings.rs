@@ -8,10 +8,10 @@
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::table::traits::{BLIND_WRITE, SNAPSHOT_READ};
 use super::{cmd, cmd_with, Args, CmdError, CmdResult, Ctx, Entry};
-use crate::collection::TypeError;
 use crate::notify::{keyspace_event as notify, Class};
 use crate::protocol::parse::parse_i64;
 use crate::store::now_ms;
+use crate::store::TypeError;
 use crate::string::{self, ExpiryChange, SetOptions, Str, Ttl};
 use bytes::Bytes;
 

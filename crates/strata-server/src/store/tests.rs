@@ -3,25 +3,6 @@
 
 use super::*;
 
-#[test]
-fn meta_round_trip() {
-    let m = Meta {
-        rtype: RType::String,
-        expire_ms: 1_700_000_000_000,
-        version: 42,
-        size: 3,
-        value: b"abc".to_vec(),
-    };
-    let e = m.encode();
-    assert_eq!(e.len(), META_HEADER_BYTES + 3);
-    assert_eq!(e[0], 0);
-    assert_eq!(Meta::decode(&e), Some(m));
-    assert_eq!(Meta::decode(&e[..10]), None);
-    let mut bad = e.clone();
-    bad[0] = 0x7f;
-    assert_eq!(Meta::decode(&bad), None);
-}
-
 /// A store over a new slot-routed database of `shards` shards in `dir` (or the one there):
 /// the unit tests' store, here and in the other modules.
 pub(crate) fn open_store(dir: &std::path::Path, shards: usize) -> Store {
