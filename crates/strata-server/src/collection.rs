@@ -8,6 +8,7 @@
 
 use crate::keys::{meta_key, prefix_end, sub_key, sub_prefix, KIND_SUBKEY};
 use crate::protocol::parse::parse_i64;
+pub use crate::store::TypeError;
 use crate::store::{Meta, RType, Tx};
 use std::collections::BTreeMap;
 use strata_engine::Result;
@@ -297,44 +298,18 @@ pub fn scan_owner(db: u8, key: &[u8], m: &Meta) -> Vec<u8> {
     owner
 }
 
-/// Why a typed handle could not open a key: it holds another type (Redis's WRONGTYPE), or
-/// the store failed.
-#[derive(Debug)]
-pub enum TypeError {
-    WrongType,
-    Store(strata_engine::Error),
-}
-
-impl From<strata_engine::Error> for TypeError {
-    fn from(e: strata_engine::Error) -> Self {
-        TypeError::Store(e)
-    }
-}
-
-impl From<TypeError> for crate::error::CmdError {
-    fn from(e: TypeError) -> Self {
-        match e {
-            TypeError::WrongType => crate::error::CmdError::reply(crate::error::ERR_WRONGTYPE),
-            TypeError::Store(e) => crate::error::CmdError::Store(e),
-        }
-    }
-}
-
-/// The live metadata of hash or set `key` for a read: `None` if absent, `WrongType` if it
-/// is not of type `t`; counts a keyspace hit or miss (Redis's `lookupKeyRead`).
+/// The live metadata of `key` for a read: `None` if absent, `WrongType` if it is not of
+/// type `t`; counts a keyspace hit or miss (Redis's `lookupKeyRead`).
 pub fn lookup_read(
     tx: &Tx<'_>,
     db: u8,
     key: &[u8],
     t: RType,
 ) -> std::result::Result<Option<Meta>, TypeError> {
-    match tx.lookup_read(db, key)? {
-        Some(m) if m.rtype != t => Err(TypeError::WrongType),
-        m => Ok(m),
-    }
+    tx.lookup_read_typed(db, key, t)
 }
 
-/// The live metadata of hash or set `key` for a write: `None` if absent, `WrongType` if
+/// The live metadata of collection `key` for a write: `None` if absent, `WrongType` if
 /// it is not of type `t` (Redis's `lookupKeyWrite` + `checkType`: no keyspace hit or
 /// miss). A collection thinned out by deletes is first rewritten ([`Tx::rewrite_if_sparse`]).
 pub fn lookup_write(
@@ -343,10 +318,80 @@ pub fn lookup_write(
     key: &[u8],
     t: RType,
 ) -> std::result::Result<Option<Meta>, TypeError> {
-    match tx.get(db, key)? {
-        Some(m) if m.rtype != t => Err(TypeError::WrongType),
+    match tx.get_typed(db, key, t)? {
         Some(m) => Ok(Some(tx.rewrite_if_sparse(db, key, m)?)),
         None => Ok(None),
+    }
+}
+
+/// What a typed handle of a hash, set or sorted set holds: the key of database `db` read
+/// and written through transaction `tx`, its metadata record, and whether the key exists
+/// (false for a new collection until its first member is written).
+pub struct Handle<'t> {
+    pub tx: &'t Tx<'t>,
+    pub db: u8,
+    pub key: &'t [u8],
+    pub meta: Meta,
+    pub existed: bool,
+}
+
+/// A collection type's typed handle (`Hash`, `Set`, `ZSet`): how one is opened, written
+/// once here for the three (`Hash::open(tx, db, key)?` with this trait in scope).
+pub trait Collection<'t>: Sized {
+    /// The type the handle opens; another one is `TypeError::WrongType`.
+    const TYPE: RType;
+
+    /// The handle over `h`.
+    fn from_handle(h: Handle<'t>) -> Self;
+
+    /// The metadata of a new, empty collection of the type.
+    fn fresh_meta(tx: &Tx<'_>) -> Meta {
+        create(tx, Self::TYPE)
+    }
+
+    /// The collection at `key` for a read (counting a keyspace hit or miss, [`lookup_read`]):
+    /// `None` if absent, `WrongType` if the key holds another type.
+    fn open(tx: &'t Tx<'t>, db: u8, key: &'t [u8]) -> std::result::Result<Option<Self>, TypeError> {
+        let m = lookup_read(tx, db, key, Self::TYPE)?;
+        Ok(m.map(|meta| Self::from_handle(Handle::new(tx, db, key, meta, true))))
+    }
+
+    /// The collection at `key` for a write (no hit or miss; thinned out by deletes, first
+    /// rewritten: [`lookup_write`]): `None` if absent, `WrongType` if the key holds another
+    /// type.
+    fn open_write(
+        tx: &'t Tx<'t>,
+        db: u8,
+        key: &'t [u8],
+    ) -> std::result::Result<Option<Self>, TypeError> {
+        let m = lookup_write(tx, db, key, Self::TYPE)?;
+        Ok(m.map(|meta| Self::from_handle(Handle::new(tx, db, key, meta, true))))
+    }
+
+    /// [`Collection::open_write`], or a new, empty collection if the key is absent (it
+    /// exists once a member is written).
+    fn open_or_create(
+        tx: &'t Tx<'t>,
+        db: u8,
+        key: &'t [u8],
+    ) -> std::result::Result<Self, TypeError> {
+        let meta = match lookup_write(tx, db, key, Self::TYPE)? {
+            Some(m) => return Ok(Self::from_handle(Handle::new(tx, db, key, m, true))),
+            None => Self::fresh_meta(tx),
+        };
+        Ok(Self::from_handle(Handle::new(tx, db, key, meta, false)))
+    }
+}
+
+impl<'t> Handle<'t> {
+    fn new(tx: &'t Tx<'t>, db: u8, key: &'t [u8], meta: Meta, existed: bool) -> Handle<'t> {
+        Handle {
+            tx,
+            db,
+            key,
+            meta,
+            existed,
+        }
     }
 }
 

@@ -10,6 +10,12 @@ use bytes::{Bytes, BytesMut};
 /// Redis's reply to a command on a key of another type.
 pub const ERR_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
+/// Redis's reply to an argument or a stored value that is not a 64-bit integer.
+pub const ERR_NOT_INT: &str = "ERR value is not an integer or out of range";
+
+/// Redis's reply to an argument or a stored value that is not a float.
+pub const ERR_NOT_FLOAT: &str = "ERR value is not a valid float";
+
 /// Why a command failed; written to the client as an error reply.
 #[derive(Debug)]
 pub enum CmdError {

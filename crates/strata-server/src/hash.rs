@@ -13,8 +13,8 @@
 //!
 //! Layer: store and types.
 
-use crate::collection::{self, Member, TypeError};
-use crate::store::{Meta, RType, Tx, Writes};
+use crate::collection::{self, Collection, Handle, Member};
+use crate::store::{Meta, RType, Writes};
 use std::collections::HashMap;
 use strata_engine::Result;
 
@@ -40,99 +40,51 @@ impl Limits {
 /// ([`Hash::open`], [`Hash::open_write`]) or a new, empty one that exists once a field is
 /// set ([`Hash::open_or_create`]).
 pub struct Hash<'t> {
-    tx: &'t Tx<'t>,
-    db: u8,
-    key: &'t [u8],
-    meta: Meta,
-    existed: bool,
+    h: Handle<'t>,
+}
+
+impl<'t> Collection<'t> for Hash<'t> {
+    const TYPE: RType = RType::Hash;
+
+    fn from_handle(h: Handle<'t>) -> Self {
+        Hash { h }
+    }
 }
 
 impl<'t> Hash<'t> {
-    /// The hash at `key` for a read (counting a keyspace hit or miss): `None` if absent,
-    /// `WrongType` if the key holds another type.
-    pub fn open(
-        tx: &'t Tx<'t>,
-        db: u8,
-        key: &'t [u8],
-    ) -> std::result::Result<Option<Hash<'t>>, TypeError> {
-        let m = collection::lookup_read(tx, db, key, RType::Hash)?;
-        Ok(m.map(|meta| Hash {
-            tx,
-            db,
-            key,
-            meta,
-            existed: true,
-        }))
-    }
-
-    /// The hash at `key` for a write (no hit or miss; thinned out by deletes, first
-    /// rewritten): `None` if absent, `WrongType` if the key holds another type.
-    pub fn open_write(
-        tx: &'t Tx<'t>,
-        db: u8,
-        key: &'t [u8],
-    ) -> std::result::Result<Option<Hash<'t>>, TypeError> {
-        let m = collection::lookup_write(tx, db, key, RType::Hash)?;
-        Ok(m.map(|meta| Hash {
-            tx,
-            db,
-            key,
-            meta,
-            existed: true,
-        }))
-    }
-
-    /// [`Hash::open_write`], or a new empty hash if the key is absent.
-    pub fn open_or_create(
-        tx: &'t Tx<'t>,
-        db: u8,
-        key: &'t [u8],
-    ) -> std::result::Result<Hash<'t>, TypeError> {
-        Ok(match Hash::open_write(tx, db, key)? {
-            Some(h) => h,
-            None => Hash {
-                tx,
-                db,
-                key,
-                meta: collection::create(tx, RType::Hash),
-                existed: false,
-            },
-        })
-    }
-
     /// The number of fields.
     pub fn len(&self) -> u64 {
-        self.meta.size
+        self.h.meta.size
     }
 
     /// The hash's metadata record.
     pub fn meta(&self) -> &Meta {
-        &self.meta
+        &self.h.meta
     }
 
     fn record(&self, field: &[u8]) -> Vec<u8> {
-        collection::record(self.db, self.key, &self.meta, field)
+        collection::record(self.h.db, self.h.key, &self.h.meta, field)
     }
 
     /// The value of `field`.
     pub fn get(&self, field: &[u8]) -> Result<Option<Vec<u8>>> {
-        if !self.existed {
+        if !self.h.existed {
             return Ok(None);
         }
-        self.tx.get_member(&self.record(field))
+        self.h.tx.get_member(&self.record(field))
     }
 
     /// The values of `fields`, in order (one batched read).
     pub fn get_many(&self, fields: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
-        if !self.existed {
+        if !self.h.existed {
             return Ok(vec![None; fields.len()]);
         }
-        collection::exist(self.tx, self.db, self.key, &self.meta, fields)
+        collection::exist(self.h.tx, self.h.db, self.h.key, &self.h.meta, fields)
     }
 
     /// Every field with its value, in field byte order.
     pub fn all(&self) -> Result<Vec<Member>> {
-        collection::load(self.tx, self.db, self.key, &self.meta)
+        collection::load(self.h.tx, self.h.db, self.h.key, &self.h.meta)
     }
 
     /// Redis's `hashTypeTryConversion`: a listpack hash becomes a hashtable when a field or
@@ -142,14 +94,14 @@ impl<'t> Hash<'t> {
             .iter()
             .any(|a| a.as_ref().len() as u64 > limits.max_value)
         {
-            collection::mark_hashtable(&mut self.meta);
+            collection::mark_hashtable(&mut self.h.meta);
         }
     }
 
     /// After fields were added: more than `max_entries` fields make it a hashtable.
     fn convert_for_size(&mut self, limits: Limits) {
-        if self.meta.size > limits.max_entries {
-            collection::mark_hashtable(&mut self.meta);
+        if self.h.meta.size > limits.max_entries {
+            collection::mark_hashtable(&mut self.h.meta);
         }
     }
 
@@ -182,21 +134,21 @@ impl<'t> Hash<'t> {
         }
         let recs: Vec<Vec<u8>> = order.iter().map(|(f, _)| self.record(f)).collect();
         let mut created = order.len() as u64;
-        if self.existed {
+        if self.h.existed {
             created = 0;
-            for r in self.tx.get_members(&recs) {
+            for r in self.h.tx.get_members(&recs) {
                 created += u64::from(r?.is_none());
             }
         }
         let mut w = Writes::new();
         for ((_, v), rec) in order.iter().zip(&recs) {
-            w.put_member(self.db, self.key, rec, v);
+            w.put_member(self.h.db, self.h.key, rec, v);
         }
-        self.meta.size += created;
+        self.h.meta.size += created;
         self.convert_for_size(limits);
-        w.meta(self.db, self.key, Some(&self.meta));
-        self.tx.apply(w)?;
-        self.existed = true;
+        w.meta(self.h.db, self.h.key, Some(&self.h.meta));
+        self.h.tx.apply(w)?;
+        self.h.existed = true;
         Ok(created)
     }
 
@@ -206,20 +158,20 @@ impl<'t> Hash<'t> {
             return Ok(false);
         }
         let mut w = Writes::new();
-        w.put_member(self.db, self.key, &self.record(field), value);
-        self.meta.size += 1;
+        w.put_member(self.h.db, self.h.key, &self.record(field), value);
+        self.h.meta.size += 1;
         self.convert_for(limits, &[field, value]);
         self.convert_for_size(limits);
-        w.meta(self.db, self.key, Some(&self.meta));
-        self.tx.apply(w)?;
-        self.existed = true;
+        w.meta(self.h.db, self.h.key, Some(&self.h.meta));
+        self.h.tx.apply(w)?;
+        self.h.existed = true;
         Ok(true)
     }
 
     /// HDEL: deletes the `fields` that exist (each counted once); returns how many. The
     /// hash is deleted with its last field.
     pub fn del<B: AsRef<[u8]>>(&mut self, fields: &[B]) -> Result<u64> {
-        if !self.existed {
+        if !self.h.existed {
             return Ok(0);
         }
         let mut distinct: Vec<&[u8]> = fields.iter().map(AsRef::as_ref).collect();
@@ -230,15 +182,15 @@ impl<'t> Hash<'t> {
         let mut deleted = 0u64;
         for (f, v) in distinct.iter().zip(&found) {
             if v.is_some() {
-                w.delete_member(self.db, self.key, &self.record(f));
+                w.delete_member(self.h.db, self.h.key, &self.record(f));
                 deleted += 1;
             }
         }
         if deleted > 0 {
-            self.meta.size = self.meta.size.saturating_sub(deleted);
-            collection::put_meta(&mut w, self.db, self.key, &self.meta);
-            self.tx.apply(w)?;
-            self.existed = self.meta.size > 0;
+            self.h.meta.size = self.h.meta.size.saturating_sub(deleted);
+            collection::put_meta(&mut w, self.h.db, self.h.key, &self.h.meta);
+            self.h.tx.apply(w)?;
+            self.h.existed = self.h.meta.size > 0;
         }
         Ok(deleted)
     }
@@ -252,37 +204,37 @@ impl<'t> Hash<'t> {
         f: impl FnOnce(Option<&[u8]>) -> std::result::Result<Vec<u8>, E>,
     ) -> std::result::Result<Vec<u8>, E> {
         let rec = self.record(field);
-        let cur = if self.existed {
-            self.tx.get_member(&rec)?
+        let cur = if self.h.existed {
+            self.h.tx.get_member(&rec)?
         } else {
             None
         };
         let new = f(cur.as_deref())?;
         let mut w = Writes::new();
-        w.put_member(self.db, self.key, &rec, &new);
-        let was = self.meta.clone();
+        w.put_member(self.h.db, self.h.key, &rec, &new);
+        let was = self.h.meta.clone();
         if cur.is_none() {
-            self.meta.size += 1;
+            self.h.meta.size += 1;
         }
         self.convert_for(limits, &[field, &new]);
         self.convert_for_size(limits);
-        if self.meta != was || !self.existed {
-            w.meta(self.db, self.key, Some(&self.meta));
+        if self.h.meta != was || !self.h.existed {
+            w.meta(self.h.db, self.h.key, Some(&self.h.meta));
         }
-        self.tx.apply(w)?;
-        self.existed = true;
+        self.h.tx.apply(w)?;
+        self.h.existed = true;
         Ok(new)
     }
 
     /// `count` distinct random fields (`count < len()`), in random order (HRANDFIELD).
     pub fn sample_distinct(&self, count: usize) -> Result<Vec<Member>> {
-        collection::sample_distinct(self.tx, self.db, self.key, &self.meta, count)
+        collection::sample_distinct(self.h.tx, self.h.db, self.h.key, &self.h.meta, count)
     }
 
     /// `count` random fields with repetition, each passed to `f` (HRANDFIELD with a
     /// negative count).
     pub fn sample_repeating(&self, count: u64, f: impl FnMut(&[u8], &[u8])) -> Result<()> {
-        collection::sample_repeating(self.tx, self.db, self.key, &self.meta, count, f)
+        collection::sample_repeating(self.h.tx, self.h.db, self.h.key, &self.h.meta, count, f)
     }
 }
 

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::collection::{encoding, TypeError};
-use crate::store::tests::mem_store;
+use crate::store::tests::{in_exec, mem_store, on_worker, put_string};
 
 const SMALL: Limits = Limits {
     max_entries: 3,
@@ -59,14 +59,7 @@ fn set_get_and_delete_down_to_nothing() {
 fn another_type_is_wrongtype_and_is_left_alone() {
     let store = mem_store(2);
     let tx = store.front();
-    let s = Meta {
-        rtype: RType::String,
-        expire_ms: 0,
-        version: 1,
-        size: 1,
-        value: b"v".to_vec(),
-    };
-    tx.put(0, b"s", &s).unwrap();
+    let s = put_string(&tx, b"s", b"v");
     assert!(matches!(
         Hash::open(&tx, 0, b"s"),
         Err(TypeError::WrongType)
@@ -150,9 +143,7 @@ fn listpack_becomes_hashtable_by_size_or_length_and_never_back() {
 #[test]
 fn an_exec_transaction_buffers_until_applied() {
     let store = mem_store(2);
-    let front = store.front();
-    let locks = store.lock_for_exec(None);
-    let ((), written) = front.run_exec(locks, |tx| {
+    in_exec(&store, |tx| {
         let mut h = Hash::open_or_create(tx, 0, b"h").unwrap();
         let two: [&[u8]; 4] = [b"a", b"1", b"b", b"2"];
         h.set(&two, SMALL).unwrap();
@@ -161,7 +152,7 @@ fn an_exec_transaction_buffers_until_applied() {
         assert_eq!(h.get(b"b").unwrap(), Some(b"2".to_vec()));
         assert!(Hash::open(&store.front(), 0, b"h").unwrap().is_none());
     });
-    written.unwrap();
+    let front = store.front();
     let h = Hash::open(&front, 0, b"h").unwrap().unwrap();
     assert_eq!(
         fields(&h),
@@ -172,26 +163,18 @@ fn an_exec_transaction_buffers_until_applied() {
 #[test]
 fn a_worker_group_writes_once_at_its_end() {
     let store = mem_store(2);
-    let shard = store.db().shard_of(&crate::keys::meta_key(0, b"h"));
-    let ((), written) = store
-        .db()
-        .try_exec_here(shard, |txn| {
-            store.with_shard_txn(txn, |tx| {
-                assert!(tx.on_worker());
-                let mut h = Hash::open_or_create(tx, 0, b"h").unwrap();
-                h.set(&[&b"f"[..], b"v"], SMALL).unwrap();
-                assert_eq!(
-                    Hash::open(tx, 0, b"h").unwrap().unwrap().get(b"f").unwrap(),
-                    Some(b"v".to_vec())
-                );
-                assert_eq!(
-                    store.db().get(&crate::keys::meta_key(0, b"h")).unwrap(),
-                    None
-                );
-            })
-        })
-        .expect("the shard is idle");
-    written.unwrap();
+    on_worker(&store, b"h", |tx| {
+        let mut h = Hash::open_or_create(tx, 0, b"h").unwrap();
+        h.set(&[&b"f"[..], b"v"], SMALL).unwrap();
+        assert_eq!(
+            Hash::open(tx, 0, b"h").unwrap().unwrap().get(b"f").unwrap(),
+            Some(b"v".to_vec())
+        );
+        assert_eq!(
+            store.db().get(&crate::keys::meta_key(0, b"h")).unwrap(),
+            None
+        );
+    });
     let tx = store.front();
     let h = Hash::open(&tx, 0, b"h").unwrap().unwrap();
     assert_eq!(h.get(b"f").unwrap(), Some(b"v".to_vec()));

@@ -8,6 +8,8 @@
 //! [`Histograms`] they belong to the first time a thread records, and a read merges them.
 //! A thread-local list finds this thread's map per [`Histograms`] (a process may run
 //! several servers, as the tests do).
+//!
+//! Layer: services (above store and types; below commands).
 
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;

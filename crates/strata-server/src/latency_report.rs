@@ -1,5 +1,7 @@
 //! LATENCY GRAPH and LATENCY DOCTOR's texts (Redis 7.0's latency.c and sparkline.c), as
 //! pure functions of the latency monitor's samples (`latency.rs`) and the time now.
+//!
+//! Layer: services (pure functions over the latency monitor's samples).
 
 use crate::latency::Series;
 use std::fmt::Write;

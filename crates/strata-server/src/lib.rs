@@ -13,11 +13,13 @@
 //! - `clients.rs` (the registry CLIENT LIST/KILL read), `slowlog.rs`, and the configuration:
 //!   `config.rs` (directives), `tuning.rs` (Redis's tuning directives, stored only),
 //!   `config_rewrite.rs` (CONFIG REWRITE);
-//! - `store.rs`: the types layer (metadata records over `strata::Db`, lazy expiry, the
-//!   interim stripe locks), over the key encoding of `keys.rs`
-//!   (`docs/format/redis-keys.md`); `list.rs`: lists on it; `expire.rs`: the index of
-//!   keys with a TTL and the active expiry cycle; `cursor.rs`: SCAN cursors as positions in
-//!   the key order; `txn.rs`: an EXEC's buffered writes; `watch.rs`: the keys clients WATCH.
+//! - `store.rs`: the keyspace (metadata records over `strata::Db`, lazy expiry, the
+//!   stripe locks, the command's transaction), over the key encoding of `keys.rs`
+//!   (`docs/format/redis-keys.md`); the types on it, each a typed handle over the
+//!   command's transaction: `string.rs`, `list.rs`, `hash.rs`, `set.rs`, `zset.rs`;
+//!   `expire.rs`: the index of keys with a TTL and the active expiry cycle; `cursor.rs`:
+//!   SCAN cursors as positions in the key order; `txn.rs`: an EXEC's buffered writes;
+//!   `watch.rs`: the keys clients WATCH.
 //! - `check.rs`: `strata check` on a server's database: the Redis types' records agree.
 //!
 //! ```no_run
@@ -82,6 +84,7 @@ mod set;
 mod slowlog;
 mod store;
 mod stream;
+mod string;
 #[cfg(test)]
 mod test_server;
 mod tracking;

@@ -1,15 +1,25 @@
-//! Lists on the ordered store, in Kvrocks' layout (`docs/format/redis-keys.md`, Lists): the
-//! metadata record's value holds the head and tail indexes, and element `i` (0-based from
-//! the head) is the member record `sub_key(db, key, version, (head + i) as 8 bytes BE)`.
-//! Indexes start at 2^63 so that both ends can grow; pushing or popping at either end, and
-//! reading or replacing one element, is one metadata read and one member read or write.
-//! Commands in the middle (LINSERT, LREM) rewrite the elements they shift, as Redis's are
-//! O(n). No protocol in here: the commands are in `cmd/lists.rs`.
+//! The list type (Redis's t_list.c, as Kvrocks' `types/redis_list.cc`): a typed handle over
+//! the command's transaction, with no protocol in it. Kvrocks' layout
+//! (`docs/format/redis-keys.md`, Lists): the metadata record's value holds the head and tail
+//! indexes, and element `i` (0-based from the head) is the member record
+//! `sub_key(db, key, version, (head + i) as 8 bytes BE)`. Indexes start at 2^63 so that
+//! both ends can grow; pushing or popping at either end, and reading or replacing one
+//! element, is one metadata read and one member read or write. Commands in the middle
+//! (LINSERT, LREM) rewrite the elements they shift, as Redis's are O(n).
+//!
+//! A handle is opened for a read ([`List::open`]: a keyspace hit or miss, WRONGTYPE as
+//! `TypeError::WrongType`), a write ([`List::open_write`]) or as a new list
+//! ([`List::open_or_create`]); its command methods ([`List::push`], [`List::pop`],
+//! [`List::set`], [`List::insert`], [`List::remove`], [`List::trim`]) apply their writes
+//! through the transaction at once, and delete the key with its last element. A command
+//! that writes several keys in one atomic write (LMOVE, RESTORE, SORT STORE) adds the same
+//! changes to its own [`Writes`] with the `stage_*` methods and [`List::finish`]. Lists
+//! have no encoding limits to apply: Redis 7.0 reports every list as a quicklist.
 //!
 //! Layer: store and types (above configuration; no services, commands or execution).
 
 use crate::keys::sub_key;
-use crate::store::{Meta, RType, Tx, Writes};
+use crate::store::{Meta, RType, Tx, TypeError, Writes};
 use strata_engine::Result;
 
 /// Head and tail of a new list: the middle of the index space.
@@ -93,8 +103,8 @@ fn corrupt(key: &[u8]) -> strata_engine::Error {
     }
 }
 
-/// One list being read or changed by a command: its metadata and bounds. Changes go into a
-/// [`Writes`]; [`List::finish`] adds the metadata (or deletes the key once empty).
+/// One list of database `db`, read and written through one transaction: its metadata and
+/// bounds.
 pub struct List<'a> {
     store: &'a Tx<'a>,
     db: u8,
@@ -104,8 +114,44 @@ pub struct List<'a> {
 }
 
 impl<'a> List<'a> {
+    /// The list at `key` for a read (counting a keyspace hit or miss): `None` if absent,
+    /// `WrongType` if the key holds another type.
+    pub fn open(
+        tx: &'a Tx<'a>,
+        db: u8,
+        key: &'a [u8],
+    ) -> std::result::Result<Option<List<'a>>, TypeError> {
+        match tx.lookup_read_typed(db, key, RType::List)? {
+            Some(m) => Ok(Some(List::from_meta(tx, db, key, m)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The list at `key` for a write (no hit or miss, as Redis's `lookupKeyWrite`): `None`
+    /// if absent, `WrongType` if the key holds another type.
+    pub fn open_write(
+        tx: &'a Tx<'a>,
+        db: u8,
+        key: &'a [u8],
+    ) -> std::result::Result<Option<List<'a>>, TypeError> {
+        match tx.get_typed(db, key, RType::List)? {
+            Some(m) => Ok(Some(List::from_meta(tx, db, key, m)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// [`List::open_write`], or a new empty list if the key is absent (it exists once an
+    /// element is pushed).
+    pub fn open_or_create(
+        tx: &'a Tx<'a>,
+        db: u8,
+        key: &'a [u8],
+    ) -> std::result::Result<List<'a>, TypeError> {
+        Ok(List::open_write(tx, db, key)?.unwrap_or_else(|| List::create(tx, db, key)))
+    }
+
     /// The list `meta` (already checked to be a list) of `key`.
-    pub fn open(store: &'a Tx<'a>, db: u8, key: &'a [u8], meta: Meta) -> Result<List<'a>> {
+    pub fn from_meta(store: &'a Tx<'a>, db: u8, key: &'a [u8], meta: Meta) -> Result<List<'a>> {
         debug_assert_eq!(meta.rtype, RType::List);
         let b = Bounds::decode(&meta.value).ok_or_else(|| corrupt(key))?;
         if b.len() != meta.size {
@@ -120,7 +166,8 @@ impl<'a> List<'a> {
         })
     }
 
-    /// A new, empty list (its metadata is written by [`List::finish`] once it has elements).
+    /// A new, empty list, a new incarnation of `key` whatever it holds now (its metadata is
+    /// written by [`List::finish`] once it has elements).
     pub fn create(store: &'a Tx<'a>, db: u8, key: &'a [u8]) -> List<'a> {
         let b = Bounds {
             head: MID,
@@ -197,8 +244,8 @@ impl<'a> List<'a> {
         Ok(out)
     }
 
-    /// Pushes `elems` one by one at `end` (LPUSH a b c leaves c first).
-    pub fn push<E: AsRef<[u8]>>(&mut self, w: &mut Writes, end: End, elems: &[E]) {
+    /// Adds to `w` the push of `elems` one by one at `end` (LPUSH a b c leaves c first).
+    pub fn stage_push<E: AsRef<[u8]>>(&mut self, w: &mut Writes, end: End, elems: &[E]) {
         for e in elems {
             let abs = match end {
                 End::Left => {
@@ -214,8 +261,9 @@ impl<'a> List<'a> {
         }
     }
 
-    /// Pops up to `count` elements from `end`, in pop order.
-    pub fn pop(&mut self, w: &mut Writes, end: End, count: u64) -> Result<Vec<Vec<u8>>> {
+    /// Adds to `w` the pop of up to `count` elements from `end`; the elements, in pop
+    /// order.
+    pub fn stage_pop(&mut self, w: &mut Writes, end: End, count: u64) -> Result<Vec<Vec<u8>>> {
         let n = count.min(self.len());
         if n == 0 {
             return Ok(Vec::new());
@@ -250,13 +298,14 @@ impl<'a> List<'a> {
         Ok(out)
     }
 
-    /// Replaces the element at position `pos`.
-    pub fn set(&mut self, w: &mut Writes, pos: u64, elem: &[u8]) {
+    /// Adds to `w` the replacement of the element at position `pos`.
+    pub fn stage_set(&mut self, w: &mut Writes, pos: u64, elem: &[u8]) {
         w.put_member(self.db, self.key, &self.rec(self.b.head + pos), elem);
     }
 
-    /// Keeps positions `keep` (inclusive; `None`: nothing) and drops the rest (LTRIM).
-    pub fn trim(&mut self, w: &mut Writes, keep: Option<(u64, u64)>) {
+    /// Adds to `w` keeping positions `keep` (inclusive; `None`: nothing) and dropping the
+    /// rest (LTRIM).
+    pub fn stage_trim(&mut self, w: &mut Writes, keep: Option<(u64, u64)>) {
         let Some((from, to)) = keep else {
             self.b.head = self.b.tail;
             return;
@@ -269,8 +318,9 @@ impl<'a> List<'a> {
         self.b.tail = head + to + 1;
     }
 
-    /// Inserts `elem` at position `pos` (0..=len), shifting the shorter side by one.
-    pub fn insert(&mut self, w: &mut Writes, pos: u64, elem: &[u8]) -> Result<()> {
+    /// Adds to `w` inserting `elem` at position `pos` (0..=len), shifting the shorter side
+    /// by one.
+    pub fn stage_insert(&mut self, w: &mut Writes, pos: u64, elem: &[u8]) -> Result<()> {
         let len = self.len();
         if pos <= len - pos {
             // Move positions 0..pos one index towards the head.
@@ -303,9 +353,9 @@ impl<'a> List<'a> {
         Ok(())
     }
 
-    /// Replaces the whole list by `elems` (LREM's result), rewriting only the positions
-    /// from the first one that changes and deleting the records past the new tail.
-    pub fn rewrite(&mut self, w: &mut Writes, old: &[Vec<u8>], elems: &[Vec<u8>]) {
+    /// Adds to `w` replacing the whole list by `elems` (LREM's result), rewriting only the
+    /// positions from the first one that changes and deleting the records past the new tail.
+    pub fn stage_rewrite(&mut self, w: &mut Writes, old: &[Vec<u8>], elems: &[Vec<u8>]) {
         let first = old.iter().zip(elems).take_while(|(a, b)| a == b).count();
         for (i, e) in elems.iter().enumerate().skip(first) {
             w.put_member(self.db, self.key, &self.rec(self.b.head + i as u64), e);
@@ -320,6 +370,10 @@ impl<'a> List<'a> {
 
     /// Adds the metadata to `w`: the new bounds, or the key's deletion once empty.
     pub fn finish(mut self, w: &mut Writes) {
+        self.stage_meta(w);
+    }
+
+    fn stage_meta(&mut self, w: &mut Writes) {
         if self.len() == 0 {
             w.meta(self.db, self.key, None);
         } else {
@@ -328,131 +382,264 @@ impl<'a> List<'a> {
             w.meta(self.db, self.key, Some(&self.meta));
         }
     }
+
+    /// Applies `w` with the list's metadata.
+    fn commit(&mut self, mut w: Writes) -> Result<()> {
+        self.stage_meta(&mut w);
+        self.store.apply(w)
+    }
+
+    // ---- the commands' operations: each applies its writes at once ----------------------
+
+    /// LPUSH, RPUSH: pushes `elems` one by one at `end`; the new length.
+    pub fn push<E: AsRef<[u8]>>(&mut self, end: End, elems: &[E]) -> Result<u64> {
+        let mut w = Writes::new();
+        self.stage_push(&mut w, end, elems);
+        self.commit(w)?;
+        Ok(self.len())
+    }
+
+    /// LPOP, RPOP: pops up to `count` elements from `end`, in pop order; the key goes with
+    /// its last element. The metadata is written even when nothing is popped (a count of 0).
+    pub fn pop(&mut self, end: End, count: u64) -> Result<Vec<Vec<u8>>> {
+        let mut w = Writes::new();
+        let popped = self.stage_pop(&mut w, end, count)?;
+        self.commit(w)?;
+        Ok(popped)
+    }
+
+    /// LRANGE: the elements of `start..=stop` (Redis's indexes; negative from the tail).
+    pub fn range(&self, start: i64, stop: i64) -> Result<Vec<Vec<u8>>> {
+        let Some((from, to)) = range(start, stop, self.len()) else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::with_capacity((to - from + 1) as usize);
+        self.scan(from, to, false, |_, v| {
+            out.push(v.to_vec());
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// LINDEX: the element at Redis index `idx` (negative: from the tail), if inside.
+    pub fn index(&self, idx: i64) -> Result<Option<Vec<u8>>> {
+        match self.b.position(idx) {
+            Some(p) => self.get(p).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// LSET: replaces the element at Redis index `idx`; false (nothing written) when the
+    /// index is outside the list.
+    pub fn set(&mut self, idx: i64, elem: &[u8]) -> Result<bool> {
+        let Some(p) = self.b.position(idx) else {
+            return Ok(false);
+        };
+        let mut w = Writes::new();
+        self.stage_set(&mut w, p, elem);
+        self.store.apply(w)?;
+        Ok(true)
+    }
+
+    /// LINSERT: inserts `elem` before (after, when `after`) the first element equal to
+    /// `pivot`; the new length, or `None` (nothing written) when there is no such element.
+    pub fn insert(&mut self, after: bool, pivot: &[u8], elem: &[u8]) -> Result<Option<u64>> {
+        let mut at = None;
+        if self.len() > 0 {
+            self.scan(0, self.len() - 1, false, |p, v| {
+                if v == pivot {
+                    at = Some(p);
+                }
+                at.is_none()
+            })?;
+        }
+        let Some(p) = at else {
+            return Ok(None);
+        };
+        let mut w = Writes::new();
+        self.stage_insert(&mut w, if after { p + 1 } else { p }, elem)?;
+        self.commit(w)?;
+        Ok(Some(self.len()))
+    }
+
+    /// LREM: removes the first `count` elements equal to `elem` (from the tail when
+    /// `count` is negative; 0: all of them); how many. The key goes with its last element.
+    pub fn remove(&mut self, count: i64, elem: &[u8]) -> Result<u64> {
+        let old = self.all()?;
+        let limit = if count == 0 {
+            u64::MAX
+        } else {
+            count.unsigned_abs()
+        };
+        let mut drop = vec![false; old.len()];
+        let mut removed = 0u64;
+        let order: Box<dyn Iterator<Item = usize>> = if count < 0 {
+            Box::new((0..old.len()).rev())
+        } else {
+            Box::new(0..old.len())
+        };
+        for i in order {
+            if removed == limit {
+                break;
+            }
+            if old[i] == elem {
+                drop[i] = true;
+                removed += 1;
+            }
+        }
+        if removed > 0 {
+            let keep: Vec<Vec<u8>> = old
+                .iter()
+                .zip(&drop)
+                .filter(|(_, d)| !**d)
+                .map(|(e, _)| e.clone())
+                .collect();
+            let mut w = Writes::new();
+            self.stage_rewrite(&mut w, &old, &keep);
+            self.commit(w)?;
+        }
+        Ok(removed)
+    }
+
+    /// LTRIM: keeps `start..=stop` (Redis's indexes) and drops the rest; the length left.
+    /// A trim that keeps everything writes nothing; the key goes with its last element.
+    pub fn trim(&mut self, start: i64, stop: i64) -> Result<u64> {
+        let keep = range(start, stop, self.len());
+        if self.len() > 0 && keep == Some((0, self.len() - 1)) {
+            return Ok(self.len());
+        }
+        let mut w = Writes::new();
+        self.stage_trim(&mut w, keep);
+        self.commit(w)?;
+        Ok(self.len())
+    }
+
+    /// LPOS: the positions of the elements equal to `elem`, by [`PosOptions`].
+    pub fn positions(&self, elem: &[u8], o: PosOptions) -> Result<Vec<u64>> {
+        let len = self.len();
+        let mut found = Vec::new();
+        if len == 0 {
+            return Ok(found);
+        }
+        let reverse = o.rank < 0;
+        // As Redis's `rank = -rank`: LONG_MIN stays negative (and matches from the first).
+        let rank = if reverse {
+            o.rank.wrapping_neg()
+        } else {
+            o.rank
+        };
+        let (mut matches, mut index) = (0i64, 0i64);
+        self.scan(0, len - 1, reverse, |p, v| {
+            if o.maxlen != 0 && index >= o.maxlen {
+                return false;
+            }
+            index += 1;
+            if v != elem {
+                return true;
+            }
+            matches += 1;
+            if matches < rank {
+                return true;
+            }
+            found.push(p);
+            match o.count {
+                None => false,
+                Some(c) => !(c != 0 && matches.wrapping_sub(rank).wrapping_add(1) >= c),
+            }
+        })?;
+        Ok(found)
+    }
+}
+
+/// LPOS's options, checked by the command: which match to start from (`rank`: 1 the first,
+/// negative from the tail, never 0), how many to return (`count`: `None` one, `Some(0)`
+/// all), and how many elements to compare at most (`maxlen`, 0: all).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PosOptions {
+    pub rank: i64,
+    pub count: Option<i64>,
+    pub maxlen: i64,
+}
+
+/// What [`move_one`] moved: the element, and how many elements the source has left (0: it
+/// was deleted).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Moved {
+    pub elem: Vec<u8>,
+    pub src_left: u64,
+}
+
+/// LMOVE: pops an element from `from` of list `src` and pushes it at `to` of list `dst`,
+/// one atomic write (`dst` created if absent; `src` deleted with its last element). `None`
+/// if `src` is absent (Redis checks `dst`'s type only when there is something to move).
+pub fn move_one(
+    tx: &Tx<'_>,
+    db: u8,
+    src: &[u8],
+    dst: &[u8],
+    from: End,
+    to: End,
+) -> std::result::Result<Option<Moved>, TypeError> {
+    let Some(mut sl) = List::open_write(tx, db, src)? else {
+        return Ok(None);
+    };
+    let mut w = Writes::new();
+    let dl = if src == dst {
+        // Redis looks the destination up too: a second access.
+        tx.access.touch(db, dst, crate::store::now_ms());
+        None
+    } else {
+        Some(List::open_or_create(tx, db, dst)?)
+    };
+    let elem = sl.stage_pop(&mut w, from, 1)?.remove(0);
+    let src_left = match dl {
+        None => {
+            sl.stage_push(&mut w, to, &[&elem]);
+            sl.finish(&mut w);
+            1
+        }
+        Some(mut dl) => {
+            let left = sl.len();
+            sl.finish(&mut w);
+            dl.stage_push(&mut w, to, &[&elem]);
+            dl.finish(&mut w);
+            left
+        }
+    };
+    tx.apply(w)?;
+    Ok(Some(Moved { elem, src_left }))
+}
+
+/// What [`pop_first`] popped: which of the keys, its elements, and how many it has left.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoppedFrom {
+    pub index: usize,
+    pub elems: Vec<Vec<u8>>,
+    pub left: u64,
+}
+
+/// LMPOP, BLPOP and kin: pops up to `count` elements from `end` of the first of `keys`
+/// that holds a list. `WrongType` for a key of another type met before it.
+pub fn pop_first<K: AsRef<[u8]>>(
+    tx: &Tx<'_>,
+    db: u8,
+    keys: &[K],
+    end: End,
+    count: u64,
+) -> std::result::Result<Option<PoppedFrom>, TypeError> {
+    for (index, k) in keys.iter().enumerate() {
+        if let Some(mut l) = List::open_write(tx, db, k.as_ref())? {
+            let elems = l.pop(end, count)?;
+            return Ok(Some(PoppedFrom {
+                index,
+                elems,
+                left: l.len(),
+            }));
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::Store;
-
-    #[test]
-    fn bounds_round_trip_and_positions() {
-        let b = Bounds {
-            head: MID - 2,
-            tail: MID + 3,
-        };
-        assert_eq!(Bounds::decode(&b.encode()), Some(b));
-        assert_eq!(Bounds::decode(&b.encode()[..15]), None);
-        let mut bad = b.encode();
-        bad[0] = 0xff; // head above tail
-        assert_eq!(Bounds::decode(&bad), None);
-        assert_eq!(b.len(), 5);
-        assert_eq!(b.position(0), Some(0));
-        assert_eq!(b.position(4), Some(4));
-        assert_eq!(b.position(5), None);
-        assert_eq!(b.position(-1), Some(4));
-        assert_eq!(b.position(-5), Some(0));
-        assert_eq!(b.position(-6), None);
-        assert_eq!(b.position(i64::MIN), None);
-        assert_eq!(b.position(i64::MAX), None);
-        let e = Bounds {
-            head: MID,
-            tail: MID,
-        };
-        assert_eq!((e.len(), e.position(0), e.position(-1)), (0, None, None));
-    }
-
-    #[test]
-    fn ranges_as_redis_normalises_them() {
-        assert_eq!(range(0, -1, 5), Some((0, 4)));
-        assert_eq!(range(-100, 100, 5), Some((0, 4)));
-        assert_eq!(range(2, 1, 5), None);
-        assert_eq!(range(5, 10, 5), None);
-        assert_eq!(range(-1, -1, 5), Some((4, 4)));
-        assert_eq!(range(-6, -6, 5), None, "stop before the head");
-        assert_eq!(range(0, 0, 0), None);
-        assert_eq!(range(i64::MIN, i64::MAX, 3), Some((0, 2)));
-        assert_eq!(range(i64::MAX, i64::MIN, 3), None);
-    }
-
-    fn open_store(dir: &std::path::Path) -> Store {
-        crate::store::tests::open_store(dir, 2)
-    }
-
-    fn load<'a>(s: &'a Tx<'a>, key: &'a [u8]) -> Option<List<'a>> {
-        s.get(0, key)
-            .unwrap()
-            .map(|m| List::open(s, 0, key, m).unwrap())
-    }
-
-    /// Applies one change to list `key` (created if absent) and returns its elements after.
-    fn change(s: &Tx<'_>, key: &[u8], f: impl FnOnce(&mut List<'_>, &mut Writes)) -> Vec<Vec<u8>> {
-        let mut l = load(s, key).unwrap_or_else(|| List::create(s, 0, key));
-        let mut w = Writes::new();
-        f(&mut l, &mut w);
-        l.finish(&mut w);
-        s.apply(w).unwrap();
-        load(s, key).map(|l| l.all().unwrap()).unwrap_or_default()
-    }
-
-    fn strs(v: &[Vec<u8>]) -> Vec<&str> {
-        v.iter().map(|e| std::str::from_utf8(e).unwrap()).collect()
-    }
-
-    #[test]
-    fn ends_middle_and_emptying_against_a_vecdeque() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = open_store(dir.path());
-        let s = store.front();
-        let k = &b"l"[..];
-        let got = change(&s, k, |l, w| l.push(w, End::Left, &["a", "b", "c"]));
-        assert_eq!(strs(&got), ["c", "b", "a"]);
-        let got = change(&s, k, |l, w| l.push(w, End::Right, &["x", "y"]));
-        assert_eq!(strs(&got), ["c", "b", "a", "x", "y"]);
-        let l = load(&s, k).unwrap();
-        assert_eq!((l.b.head, l.b.tail), (MID - 3, MID + 2));
-        let got = change(&s, k, |l, w| {
-            assert_eq!(strs(&l.pop(w, End::Right, 2).unwrap()), ["y", "x"]);
-        });
-        assert_eq!(strs(&got), ["c", "b", "a"]);
-        // Inserting near the head shifts the head side; near the tail, the tail side.
-        let got = change(&s, k, |l, w| l.insert(w, 1, b"h").unwrap());
-        assert_eq!(strs(&got), ["c", "h", "b", "a"]);
-        let got = change(&s, k, |l, w| l.insert(w, 3, b"t").unwrap());
-        assert_eq!(strs(&got), ["c", "h", "b", "t", "a"]);
-        let got = change(&s, k, |l, w| l.insert(w, 5, b"z").unwrap());
-        assert_eq!(strs(&got), ["c", "h", "b", "t", "a", "z"]);
-        let got = change(&s, k, |l, w| l.insert(w, 0, b"0").unwrap());
-        assert_eq!(strs(&got), ["0", "c", "h", "b", "t", "a", "z"]);
-        let got = change(&s, k, |l, w| l.set(w, 6, b"Z"));
-        assert_eq!(strs(&got), ["0", "c", "h", "b", "t", "a", "Z"]);
-        let got = change(&s, k, |l, w| l.trim(w, range(1, -2, 7)));
-        assert_eq!(strs(&got), ["c", "h", "b", "t", "a"]);
-        let got = change(&s, k, |l, w| {
-            let old = l.all().unwrap();
-            let keep: Vec<Vec<u8>> = old.iter().filter(|e| *e != b"h").cloned().collect();
-            l.rewrite(w, &old, &keep);
-        });
-        assert_eq!(strs(&got), ["c", "b", "t", "a"]);
-        let mut seen = Vec::new();
-        load(&s, k)
-            .unwrap()
-            .scan(1, 2, true, |p, v| {
-                seen.push((p, v.to_vec()));
-                true
-            })
-            .unwrap();
-        assert_eq!(seen, vec![(2, b"t".to_vec()), (1, b"b".to_vec())]);
-        // Popping more than there is empties the list, and the key goes.
-        let got = change(&s, k, |l, w| {
-            assert_eq!(l.pop(w, End::Left, 100).unwrap().len(), 4);
-        });
-        assert!(got.is_empty());
-        assert_eq!(s.get(0, k).unwrap(), None);
-        // A new incarnation does not see the old records.
-        let got = change(&s, k, |l, w| l.push(w, End::Right, &["n"]));
-        assert_eq!(strs(&got), ["n"]);
-        drop(s);
-        store.into_db().close().unwrap();
-    }
-}
+#[path = "list_tests.rs"]
+mod tests;

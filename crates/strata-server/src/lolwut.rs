@@ -3,6 +3,8 @@
 //! rendered as Braille characters (2x4 pixels each); version 6 draws a city skyline in
 //! four grey levels as ANSI-coloured spaces. The random parts differ from Redis's; sizes,
 //! limits, characters and the closing lines are Redis's.
+//!
+//! Layer: protocol and errors (a building block with no server state).
 
 /// A canvas of pixels (0: off, or a colour) (Redis's `lwCanvas`).
 struct Canvas {

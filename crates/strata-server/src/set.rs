@@ -12,18 +12,14 @@
 //!
 //! Layer: store and types.
 
-use crate::collection::{self, Member, TypeError};
+use crate::collection::{self, Collection, Handle, Member, TypeError};
 use crate::store::{Meta, RType, Tx, Writes};
 use std::collections::BTreeSet;
 use strata_engine::Result;
 
 /// A set of database `db`, read and written through one transaction.
 pub struct Set<'t> {
-    tx: &'t Tx<'t>,
-    db: u8,
-    key: &'t [u8],
-    meta: Meta,
-    existed: bool,
+    h: Handle<'t>,
 }
 
 /// The metadata of a set built from scratch with `members` (Redis's `setTypeCreate` then
@@ -52,72 +48,36 @@ fn distinct<B: AsRef<[u8]>>(items: &[B]) -> Vec<&[u8]> {
     v
 }
 
+impl<'t> Collection<'t> for Set<'t> {
+    const TYPE: RType = RType::Set;
+
+    fn from_handle(h: Handle<'t>) -> Self {
+        Set { h }
+    }
+}
+
 impl<'t> Set<'t> {
-    fn with(tx: &'t Tx<'t>, db: u8, key: &'t [u8], meta: Meta, existed: bool) -> Set<'t> {
-        Set {
-            tx,
-            db,
-            key,
-            meta,
-            existed,
-        }
-    }
-
-    /// The set at `key` for a read (counting a keyspace hit or miss): `None` if absent,
-    /// `WrongType` if the key holds another type.
-    pub fn open(
-        tx: &'t Tx<'t>,
-        db: u8,
-        key: &'t [u8],
-    ) -> std::result::Result<Option<Set<'t>>, TypeError> {
-        let m = collection::lookup_read(tx, db, key, RType::Set)?;
-        Ok(m.map(|m| Set::with(tx, db, key, m, true)))
-    }
-
-    /// The set at `key` for a write (no hit or miss; thinned out by deletes, first
-    /// rewritten): `None` if absent, `WrongType` if the key holds another type.
-    pub fn open_write(
-        tx: &'t Tx<'t>,
-        db: u8,
-        key: &'t [u8],
-    ) -> std::result::Result<Option<Set<'t>>, TypeError> {
-        let m = collection::lookup_write(tx, db, key, RType::Set)?;
-        Ok(m.map(|m| Set::with(tx, db, key, m, true)))
-    }
-
-    /// [`Set::open_write`], or a new empty set if the key is absent.
-    pub fn open_or_create(
-        tx: &'t Tx<'t>,
-        db: u8,
-        key: &'t [u8],
-    ) -> std::result::Result<Set<'t>, TypeError> {
-        Ok(match Set::open_write(tx, db, key)? {
-            Some(s) => s,
-            None => Set::with(tx, db, key, collection::create(tx, RType::Set), false),
-        })
-    }
-
     /// The number of members.
     pub fn len(&self) -> u64 {
-        self.meta.size
+        self.h.meta.size
     }
 
     /// The set's metadata record.
     pub fn meta(&self) -> &Meta {
-        &self.meta
+        &self.h.meta
     }
 
     fn record(&self, member: &[u8]) -> Vec<u8> {
-        collection::record(self.db, self.key, &self.meta, member)
+        collection::record(self.h.db, self.h.key, &self.h.meta, member)
     }
 
     /// Whether each of `members` is in the set (one batched read).
     pub fn contains(&self, members: &[&[u8]]) -> Result<Vec<bool>> {
-        if !self.existed {
+        if !self.h.existed {
             return Ok(vec![false; members.len()]);
         }
         Ok(
-            collection::exist(self.tx, self.db, self.key, &self.meta, members)?
+            collection::exist(self.h.tx, self.h.db, self.h.key, &self.h.meta, members)?
                 .iter()
                 .map(Option::is_some)
                 .collect(),
@@ -126,21 +86,23 @@ impl<'t> Set<'t> {
 
     /// Calls `f(member)` for every member, in member byte order, until it returns false.
     pub fn for_each(&self, mut f: impl FnMut(&[u8]) -> bool) -> Result<()> {
-        collection::for_each(self.tx, self.db, self.key, &self.meta, |x, _| f(x))
+        collection::for_each(self.h.tx, self.h.db, self.h.key, &self.h.meta, |x, _| f(x))
     }
 
     /// Every member, in member byte order.
     pub fn members(&self) -> Result<Vec<Vec<u8>>> {
-        Ok(collection::load(self.tx, self.db, self.key, &self.meta)?
-            .into_iter()
-            .map(|(x, _)| x)
-            .collect())
+        Ok(
+            collection::load(self.h.tx, self.h.db, self.h.key, &self.h.meta)?
+                .into_iter()
+                .map(|(x, _)| x)
+                .collect(),
+        )
     }
 
     /// SADD: adds the members not in the set yet (each once); returns how many.
     pub fn add<B: AsRef<[u8]>>(&mut self, members: &[B], max_intset: u64) -> Result<u64> {
         let candidates = distinct(members);
-        let new: Vec<&[u8]> = if self.existed {
+        let new: Vec<&[u8]> = if self.h.existed {
             let found = self.contains(&candidates)?;
             candidates
                 .into_iter()
@@ -156,20 +118,20 @@ impl<'t> Set<'t> {
         }
         let mut w = Writes::new();
         for x in &new {
-            w.put_member(self.db, self.key, &self.record(x), b"");
+            w.put_member(self.h.db, self.h.key, &self.record(x), b"");
         }
-        self.meta.size += new.len() as u64;
-        convert_after_add(&mut self.meta, &new, max_intset);
-        w.meta(self.db, self.key, Some(&self.meta));
-        self.tx.apply(w)?;
-        self.existed = true;
+        self.h.meta.size += new.len() as u64;
+        convert_after_add(&mut self.h.meta, &new, max_intset);
+        w.meta(self.h.db, self.h.key, Some(&self.h.meta));
+        self.h.tx.apply(w)?;
+        self.h.existed = true;
         Ok(new.len() as u64)
     }
 
     /// SREM: removes the members in the set (each once); returns how many. The set is
     /// deleted with its last member.
     pub fn remove<B: AsRef<[u8]>>(&mut self, members: &[B]) -> Result<u64> {
-        if !self.existed {
+        if !self.h.existed {
             return Ok(0);
         }
         let candidates = distinct(members);
@@ -196,18 +158,18 @@ impl<'t> Set<'t> {
         }
         let mut w = Writes::new();
         for x in members {
-            w.delete_member(self.db, self.key, &self.record(x));
+            w.delete_member(self.h.db, self.h.key, &self.record(x));
         }
-        self.meta.size = self.meta.size.saturating_sub(members.len() as u64);
-        collection::put_meta(&mut w, self.db, self.key, &self.meta);
-        self.tx.apply(w)?;
-        self.existed = self.meta.size > 0;
+        self.h.meta.size = self.h.meta.size.saturating_sub(members.len() as u64);
+        collection::put_meta(&mut w, self.h.db, self.h.key, &self.h.meta);
+        self.h.tx.apply(w)?;
+        self.h.existed = self.h.meta.size > 0;
         Ok(())
     }
 
     /// SPOP without a count: a random member, removed (`None` for an empty set).
     pub fn pop_one(&mut self) -> Result<Option<Vec<u8>>> {
-        if !self.existed {
+        if !self.h.existed {
             return Ok(None);
         }
         let got = self.sample_distinct(1)?;
@@ -220,15 +182,15 @@ impl<'t> Set<'t> {
 
     /// SPOP with a count of at least the set's size: every member, and the key deleted.
     pub fn pop_all(&mut self) -> Result<Vec<Vec<u8>>> {
-        if !self.existed {
+        if !self.h.existed {
             return Ok(Vec::new());
         }
         let all = self.members()?;
         let mut w = Writes::new();
-        w.meta(self.db, self.key, None);
-        self.tx.apply(w)?;
-        self.meta.size = 0;
-        self.existed = false;
+        w.meta(self.h.db, self.h.key, None);
+        self.h.tx.apply(w)?;
+        self.h.meta.size = 0;
+        self.h.existed = false;
         Ok(all)
     }
 
@@ -236,17 +198,17 @@ impl<'t> Set<'t> {
     /// order drawn. When fewer than four fifths would remain ([`SPOP_MOVE_STRATEGY_MUL`]),
     /// Redis rebuilds the set from the members it keeps, which decides its encoding again.
     pub fn pop_some(&mut self, count: u64, max_intset: u64) -> Result<Vec<Vec<u8>>> {
-        debug_assert!(count < self.meta.size);
-        let popped: Vec<Vec<u8>> = if count * SPOP_MOVE_STRATEGY_MUL > self.meta.size {
+        debug_assert!(count < self.h.meta.size);
+        let popped: Vec<Vec<u8>> = if count * SPOP_MOVE_STRATEGY_MUL > self.h.meta.size {
             let all = self.members()?;
-            let keep = self.sample_distinct((self.meta.size - count) as usize)?;
+            let keep = self.sample_distinct((self.h.meta.size - count) as usize)?;
             let kept: BTreeSet<&[u8]> = keep.iter().map(|(x, _)| &x[..]).collect();
             let rebuilt: Vec<Vec<u8>> = keep.iter().map(|(x, _)| x.clone()).collect();
-            let fresh = fresh_meta(self.tx, &rebuilt, max_intset);
+            let fresh = fresh_meta(self.h.tx, &rebuilt, max_intset);
             // The encoding is decided again; the count of deleted members carries on.
-            let dead = self.meta.dead_members();
-            self.meta.value = fresh.value;
-            self.meta.set_dead_members(dead);
+            let dead = self.h.meta.dead_members();
+            self.h.meta.value = fresh.value;
+            self.h.meta.set_dead_members(dead);
             all.into_iter().filter(|x| !kept.contains(&x[..])).collect()
         } else {
             self.sample_distinct(count as usize)?
@@ -260,12 +222,19 @@ impl<'t> Set<'t> {
 
     /// `count` distinct random members (`count < len()`), in random order.
     pub fn sample_distinct(&self, count: usize) -> Result<Vec<Member>> {
-        collection::sample_distinct(self.tx, self.db, self.key, &self.meta, count)
+        collection::sample_distinct(self.h.tx, self.h.db, self.h.key, &self.h.meta, count)
     }
 
     /// `count` random members with repetition, each passed to `f`.
     pub fn sample_repeating(&self, count: u64, mut f: impl FnMut(&[u8])) -> Result<()> {
-        collection::sample_repeating(self.tx, self.db, self.key, &self.meta, count, |x, _| f(x))
+        collection::sample_repeating(
+            self.h.tx,
+            self.h.db,
+            self.h.key,
+            &self.h.meta,
+            count,
+            |x, _| f(x),
+        )
     }
 }
 

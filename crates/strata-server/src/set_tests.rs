@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::collection::encoding;
-use crate::store::tests::mem_store;
+use crate::store::tests::{in_exec, mem_store};
 
 fn strs(v: &[Vec<u8>]) -> Vec<String> {
     let mut out: Vec<String> = v
@@ -183,14 +183,12 @@ fn inter_union_diff() {
 #[test]
 fn an_exec_transaction_sees_its_own_adds() {
     let store = mem_store(2);
-    let front = store.front();
-    let locks = store.lock_for_exec(None);
-    let ((), written) = front.run_exec(locks, |tx| {
+    in_exec(&store, |tx| {
         add(tx, b"s", &["a"], 512);
         add(tx, b"s", &["a", "b"], 512);
         assert_eq!(Set::open(tx, 0, b"s").unwrap().unwrap().len(), 2);
         assert!(Set::open(&store.front(), 0, b"s").unwrap().is_none());
     });
-    written.unwrap();
+    let front = store.front();
     assert_eq!(Set::open(&front, 0, b"s").unwrap().unwrap().len(), 2);
 }

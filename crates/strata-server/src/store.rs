@@ -36,7 +36,7 @@ mod scan;
 pub(crate) mod tests;
 mod tx;
 
-pub use meta::{Meta, RType, Writes};
+pub use meta::{Meta, RType, TypeError, Writes};
 pub use tx::Tx;
 
 use crate::access::AccessTable;
@@ -46,7 +46,7 @@ use crate::notify::Class;
 use crate::watch::Watches;
 use meta::corrupt;
 #[cfg(test)]
-use meta::{META_HEADER_BYTES, REWRITE_SLACK};
+use meta::REWRITE_SLACK;
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

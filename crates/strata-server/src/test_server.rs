@@ -27,6 +27,8 @@
 //! read the reply ([`TestConn::recv`]) or check that none came ([`TestConn::silent`]).
 //!
 //! Family tests live beside their family as `cmd/<family>_tests.rs`.
+//!
+//! Layer: connection and server (a test harness over the whole server).
 
 use crate::config::Config;
 use crate::server::Shared;

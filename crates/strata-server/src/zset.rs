@@ -27,7 +27,7 @@ pub use index::{
     Lex, LexRange, Loc, ScoreRange,
 };
 
-use crate::collection::{self, TypeError};
+use crate::collection::{self, Collection, Handle};
 use crate::store::{Meta, RType, Tx, Writes};
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
@@ -177,101 +177,69 @@ pub fn clamp_ranks(start: i64, end: i64, len: u64) -> Option<(u64, u64)> {
 /// one ([`ZSet::open`], [`ZSet::open_write`]) or a new, empty one that exists once a member
 /// is added ([`ZSet::open_or_create`]).
 pub struct ZSet<'t> {
-    tx: &'t Tx<'t>,
-    db: u8,
-    key: &'t [u8],
-    meta: Meta,
-    existed: bool,
+    h: Handle<'t>,
+}
+
+impl<'t> Collection<'t> for ZSet<'t> {
+    const TYPE: RType = RType::ZSet;
+
+    fn from_handle(h: Handle<'t>) -> Self {
+        ZSet { h }
+    }
+
+    /// A sorted set's metadata has no flags byte until it becomes a skiplist.
+    fn fresh_meta(tx: &Tx<'_>) -> Meta {
+        Meta::collection(RType::ZSet, tx.next_version())
+    }
 }
 
 impl<'t> ZSet<'t> {
-    fn with(tx: &'t Tx<'t>, db: u8, key: &'t [u8], meta: Meta, existed: bool) -> ZSet<'t> {
-        ZSet {
-            tx,
-            db,
-            key,
-            meta,
-            existed,
-        }
-    }
-
-    /// The sorted set at `key` for a read (counting a keyspace hit or miss): `None` if
-    /// absent, `WrongType` if the key holds another type.
-    pub fn open(
-        tx: &'t Tx<'t>,
-        db: u8,
-        key: &'t [u8],
-    ) -> std::result::Result<Option<ZSet<'t>>, TypeError> {
-        let m = collection::lookup_read(tx, db, key, RType::ZSet)?;
-        Ok(m.map(|m| ZSet::with(tx, db, key, m, true)))
-    }
-
-    /// The sorted set at `key` for a write (no hit or miss; thinned out by deletes, first
-    /// rewritten): `None` if absent, `WrongType` if the key holds another type.
-    pub fn open_write(
-        tx: &'t Tx<'t>,
-        db: u8,
-        key: &'t [u8],
-    ) -> std::result::Result<Option<ZSet<'t>>, TypeError> {
-        let m = collection::lookup_write(tx, db, key, RType::ZSet)?;
-        Ok(m.map(|m| ZSet::with(tx, db, key, m, true)))
-    }
-
-    /// [`ZSet::open_write`], or a new empty sorted set if the key is absent.
-    pub fn open_or_create(
-        tx: &'t Tx<'t>,
-        db: u8,
-        key: &'t [u8],
-    ) -> std::result::Result<ZSet<'t>, TypeError> {
-        Ok(match ZSet::open_write(tx, db, key)? {
-            Some(z) => z,
-            None => {
-                let m = Meta::collection(RType::ZSet, tx.next_version());
-                ZSet::with(tx, db, key, m, false)
-            }
-        })
-    }
-
     /// The number of members.
     pub fn len(&self) -> u64 {
-        self.meta.size
+        self.h.meta.size
     }
 
     /// The sorted set's metadata record.
     pub fn meta(&self) -> &Meta {
-        &self.meta
+        &self.h.meta
     }
 
     /// Where the records of this incarnation live.
     pub fn loc(&self) -> Loc<'t> {
         Loc {
-            db: self.db,
-            key: self.key,
-            version: self.meta.version,
+            db: self.h.db,
+            key: self.h.key,
+            version: self.h.meta.version,
         }
     }
 
     /// The score of `member`, if it is in the set.
     pub fn score(&self, member: &[u8]) -> Result<Option<f64>> {
-        if !self.existed {
+        if !self.h.existed {
             return Ok(None);
         }
-        index::score(self.tx, self.loc(), member)
+        index::score(self.h.tx, self.loc(), member)
     }
 
     /// The scores of `members`, in order (one batched read).
     pub fn scores(&self, members: &[&[u8]]) -> Result<Vec<Option<f64>>> {
-        if !self.existed {
+        if !self.h.existed {
             return Ok(vec![None; members.len()]);
         }
-        index::scores(self.tx, self.loc(), members)
+        index::scores(self.h.tx, self.loc(), members)
     }
 
     /// The 0-based rank of `member` from the lowest score (`reverse`: from the highest), if
     /// it is in the set.
     pub fn rank(&self, member: &[u8], reverse: bool) -> Result<Option<u64>> {
         match self.score(member)? {
-            Some(s) => Ok(Some(index::rank(self.tx, self.loc(), member, s, reverse)?)),
+            Some(s) => Ok(Some(index::rank(
+                self.h.tx,
+                self.loc(),
+                member,
+                s,
+                reverse,
+            )?)),
             None => Ok(None),
         }
     }
@@ -284,10 +252,10 @@ impl<'t> ZSet<'t> {
     /// The members in order (descending when `reverse`) from the `skip`-th on, at most
     /// `limit` of them.
     pub fn by_rank(&self, reverse: bool, skip: u64, limit: u64) -> Result<Vec<Entry>> {
-        if !self.existed {
+        if !self.h.existed {
             return Ok(Vec::new());
         }
-        index::by_rank(self.tx, self.loc(), reverse, skip, limit)
+        index::by_rank(self.h.tx, self.loc(), reverse, skip, limit)
     }
 
     /// The members of `range`, in order (descending when `reverse`), skipping `offset` and
@@ -300,10 +268,10 @@ impl<'t> ZSet<'t> {
         offset: i64,
         limit: i64,
     ) -> Result<Vec<Entry>> {
-        if !self.existed {
+        if !self.h.existed {
             return Ok(Vec::new());
         }
-        let (tx, z, size) = (self.tx, self.loc(), self.meta.size);
+        let (tx, z, size) = (self.h.tx, self.loc(), self.h.meta.size);
         let limit = u64::try_from(limit).unwrap_or(u64::MAX);
         Ok(match range {
             Range::Rank(start, end) => match clamp_ranks(*start, *end, size) {
@@ -319,10 +287,10 @@ impl<'t> ZSet<'t> {
     /// Members from `from` on (inclusive; empty: from the first) in member byte order, at
     /// most `count`, and the member after them (ZSCAN's pages).
     pub fn members_from(&self, from: &[u8], count: usize) -> Result<(Vec<Entry>, Option<Vec<u8>>)> {
-        if !self.existed {
+        if !self.h.existed {
             return Ok((Vec::new(), None));
         }
-        index::members_from(self.tx, self.loc(), from, count)
+        index::members_from(self.h.tx, self.loc(), from, count)
     }
 
     /// ZADD (and ZINCRBY, ZADD with INCR): adds or updates the members of `pairs` (score,
@@ -342,7 +310,7 @@ impl<'t> ZSet<'t> {
             cur.entry(m).or_insert(s);
         }
         let z = self.loc();
-        let mut meta = self.meta.clone();
+        let mut meta = self.h.meta.clone();
         let mut w = Writes::new();
         let mut out = Added::default();
         for (score, member) in pairs {
@@ -390,10 +358,10 @@ impl<'t> ZSet<'t> {
             }
         }
         if !w.is_empty() {
-            w.meta(self.db, self.key, Some(&meta));
-            self.tx.apply(w)?;
-            self.meta = meta;
-            self.existed = true;
+            w.meta(self.h.db, self.h.key, Some(&meta));
+            self.h.tx.apply(w)?;
+            self.h.meta = meta;
+            self.h.existed = true;
         }
         Ok(out)
     }
@@ -409,10 +377,10 @@ impl<'t> ZSet<'t> {
         for (m, s) in gone {
             index::remove(&mut w, z, m, *s);
         }
-        self.meta.size = self.meta.size.saturating_sub(gone.len() as u64);
-        collection::put_meta(&mut w, self.db, self.key, &self.meta);
-        self.tx.apply(w)?;
-        self.existed = self.meta.size > 0;
+        self.h.meta.size = self.h.meta.size.saturating_sub(gone.len() as u64);
+        collection::put_meta(&mut w, self.h.db, self.h.key, &self.h.meta);
+        self.h.tx.apply(w)?;
+        self.h.existed = self.h.meta.size > 0;
         Ok(())
     }
 

@@ -62,8 +62,8 @@ fn populate(s: &crate::store::Tx<'_>) {
 
     let mut l = List::create(s, 0, b"l");
     let mut w = Writes::new();
-    l.push(&mut w, End::Right, &["a", "b", "c"]);
-    l.push(&mut w, End::Left, &["z"]);
+    l.stage_push(&mut w, End::Right, &["a", "b", "c"]);
+    l.stage_push(&mut w, End::Left, &["z"]);
     l.finish(&mut w);
     s.apply(w).unwrap();
 

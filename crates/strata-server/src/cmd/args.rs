@@ -8,8 +8,7 @@ use super::CmdError;
 use crate::protocol::parse::parse_i64;
 use bytes::Bytes;
 
-pub const ERR_NOT_INT: &str = "ERR value is not an integer or out of range";
-pub const ERR_NOT_FLOAT: &str = "ERR value is not a valid float";
+pub use crate::error::{ERR_NOT_FLOAT, ERR_NOT_INT};
 pub const ERR_SYNTAX: &str = "ERR syntax error";
 pub const ERR_NOT_I32: &str =
     "ERR value is out of range, value must between -2147483648 and 2147483647";

@@ -15,11 +15,10 @@
 
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::bits::ERR_OFFSET;
-use super::strings::read_string;
-use super::{Args, CmdError, CmdResult, Ctx, ERR_WRONGTYPE};
+use super::{Args, CmdError, CmdResult, Ctx};
 use crate::notify::{keyspace_event as notify, Class};
 use crate::protocol::parse::parse_i64;
-use crate::store::{Meta, RType};
+use crate::string::{self, Str};
 use bytes::Bytes;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -52,11 +51,8 @@ pub(super) fn bitop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     keys.extend(sources.iter().cloned());
     let mut values: Vec<Vec<u8>> = Vec::with_capacity(sources.len());
     for k in &sources {
-        match store.lookup_read(db, k)? {
-            Some(m) if m.rtype != RType::String => return Err(CmdError::reply(ERR_WRONGTYPE)),
-            Some(m) => values.push(m.value),
-            None => values.push(Vec::new()),
-        }
+        let v = Str::open(store, db, k)?;
+        values.push(v.value().unwrap_or_default().to_vec());
     }
     let len = values.iter().map(Vec::len).max().unwrap_or(0);
     if len == 0 {
@@ -78,14 +74,7 @@ pub(super) fn bitop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
                 }
             })
             .collect();
-        let m = Meta {
-            rtype: RType::String,
-            expire_ms: 0,
-            version: store.next_version(),
-            size: result.len() as u64,
-            value: result,
-        };
-        store.put(db, &dest, &m)?;
+        store.put(db, &dest, &string::new_meta(store, result, 0))?;
         notify(ctx, Class::String, "set", db, &dest);
     }
     ctx.reply.int(len as i64);
@@ -355,11 +344,11 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &mut Args, read_only: bool) -> CmdR
         .max();
     let db = ctx.conn.db;
     let Some(highest) = highest else {
-        let m = read_string(ctx, &key)?;
-        let v = m.map(|m| m.value).unwrap_or_default();
+        let s = Str::open(ctx.tx, db, &key)?;
+        let v = s.value().unwrap_or_default();
         ctx.reply.array(fields.len());
         for f in &fields {
-            ctx.reply.int(read_field(&v, f));
+            ctx.reply.int(read_field(v, f));
         }
         return Ok(());
     };
@@ -368,20 +357,11 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &mut Args, read_only: bool) -> CmdR
             "ERR BITFIELD_RO only supports the GET subcommand",
         ));
     }
-    let old = match ctx.tx.get(db, &key)? {
-        Some(m) if m.rtype != RType::String => return Err(CmdError::reply(ERR_WRONGTYPE)),
-        m => m,
-    };
-    let mut m = old.unwrap_or_else(|| Meta {
-        rtype: RType::String,
-        expire_ms: 0,
-        version: ctx.tx.next_version(),
-        size: 0,
-        value: Vec::new(),
-    });
+    let mut s = Str::open_write(ctx.tx, db, &key)?;
+    let mut v = s.value().unwrap_or_default().to_vec();
     let need = (highest >> 3) as usize + 1;
-    if m.value.len() < need {
-        m.value.resize(need, 0);
+    if v.len() < need {
+        v.resize(need, 0);
     }
     ctx.reply.array(fields.len());
     // Writes that took effect (an OVERFLOW FAIL that fails does not): Redis notifies
@@ -389,8 +369,8 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &mut Args, read_only: bool) -> CmdR
     let mut changes = 0;
     for f in &fields {
         match f.op {
-            FieldOp::Get => ctx.reply.int(read_field(&m.value, f)),
-            _ => match write_field(&mut m.value, f) {
+            FieldOp::Get => ctx.reply.int(read_field(&v, f)),
+            _ => match write_field(&mut v, f) {
                 Some(n) => {
                     changes += 1;
                     ctx.reply.int(n)
@@ -399,8 +379,7 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &mut Args, read_only: bool) -> CmdR
             },
         }
     }
-    m.size = m.value.len() as u64;
-    ctx.tx.put(db, &key, &m)?;
+    s.write(v)?;
     if changes > 0 {
         notify(ctx, Class::String, "setbit", db, &key);
     }

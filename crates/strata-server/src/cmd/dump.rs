@@ -55,7 +55,7 @@ fn dump(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 pub fn load(store: &Tx<'_>, db: u8, key: &[u8], m: &Meta) -> Result<Value, CmdError> {
     Ok(match m.rtype {
         RType::String => Value::String(m.value.clone()),
-        RType::List => Value::List(List::open(store, db, key, m.clone())?.all()?),
+        RType::List => Value::List(List::from_meta(store, db, key, m.clone())?.all()?),
         RType::Hash => Value::Hash(members::load(store, db, key, m)?),
         RType::Set => Value::Set(
             members::load(store, db, key, m)?
@@ -267,7 +267,7 @@ pub fn put_value(
         Value::List(items) => {
             let mut l = List::create(store, db, key);
             l.meta.expire_ms = expire_ms;
-            l.push(w, End::Right, &items);
+            l.stage_push(w, End::Right, &items);
             l.finish(w);
             return;
         }

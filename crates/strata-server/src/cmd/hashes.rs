@@ -8,6 +8,7 @@
 use super::args::{ERR_NOT_FLOAT, ERR_SYNTAX};
 use super::members::{self, Emit};
 use super::{cmd, Args, CmdError, CmdResult, Ctx, Entry};
+use crate::collection::Collection;
 use crate::hash::{self, Hash};
 use crate::long_double::{self, Parsed};
 use crate::notify::{keyspace_event as notify, Class};

@@ -1,18 +1,19 @@
-//! List commands (Redis's t_list.c), over the list layout of `list.rs`, and the blocking
-//! pops (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP) over the registry of `blocking.rs`.
-//! Every command reads and writes its keys under their stripes (on a worker: held for it)
-//! and makes all its writes in one `Writes`.
+//! List commands (Redis's t_list.c): their arguments, replies, keyspace events and effects,
+//! over the list type of `list.rs`; and the blocking pops (BLPOP, BRPOP, BLMOVE,
+//! BRPOPLPUSH, BLMPOP) over the registry of `blocking.rs`. Every command reads and writes
+//! its keys under their stripes (on a worker: held for it).
 //!
 //! Layer: commands (above services; below execution).
 
 use super::args::ERR_SYNTAX;
-use super::{cmd, Args, CmdError, CmdResult, Ctx, Entry, ERR_WRONGTYPE};
+use super::{cmd, Args, CmdError, CmdResult, Ctx, Entry};
 use crate::blocking::{parse_timeout, Attempt, FollowUp, ServeFn, Served};
-use crate::list::{range, End, List};
+use crate::list::{self, End, List, PosOptions};
 use crate::notify::Class;
 use crate::protocol::parse::parse_i64;
 use crate::protocol::reply::{Proto, ReplyBuf};
-use crate::store::{Meta, RType, Tx, Writes};
+use crate::store::Tx;
+use crate::store::TypeError;
 use bytes::{Bytes, BytesMut};
 use std::time::Duration;
 
@@ -40,39 +41,6 @@ pub static COMMANDS: &[Entry] = &[
     cmd("brpoplpush", brpoplpush),
     cmd("blmpop", blmpop),
 ];
-
-/// The list at `key` for a write (no keyspace hit/miss counted, as Redis's
-/// `lookupKeyWrite`): `None` if absent, `WRONGTYPE` for another type.
-fn lookup_write<'a>(
-    store: &'a Tx<'a>,
-    db: u8,
-    key: &'a [u8],
-) -> Result<Option<List<'a>>, CmdError> {
-    match store.get(db, key)? {
-        None => Ok(None),
-        Some(m) => open(store, db, key, m),
-    }
-}
-
-fn open<'a>(
-    store: &'a Tx<'a>,
-    db: u8,
-    key: &'a [u8],
-    m: Meta,
-) -> Result<Option<List<'a>>, CmdError> {
-    if m.rtype != RType::List {
-        return Err(CmdError::reply(ERR_WRONGTYPE));
-    }
-    Ok(Some(List::open(store, db, key, m)?))
-}
-
-/// The list at `key` for a read (counts a keyspace hit or miss).
-fn lookup_read<'a>(ctx: &Ctx<'a>, key: &'a [u8]) -> Result<Option<List<'a>>, CmdError> {
-    match super::lookup_typed(ctx, key, RType::List)? {
-        None => Ok(None),
-        Some(m) => open(ctx.tx, ctx.conn.db, key, m),
-    }
-}
 
 fn parse_end(a: &[u8]) -> Result<End, CmdError> {
     if a.eq_ignore_ascii_case(b"left") {
@@ -134,21 +102,17 @@ fn notify_left(store: &Tx<'_>, db: u8, key: &[u8], left: u64) {
 fn push_generic(ctx: &mut Ctx<'_>, args: &mut Args, end: End, only_existing: bool) -> CmdResult {
     let key = args.next_bytes()?;
     let elems = args.rest().to_vec();
-    let (store, db) = (ctx.tx, ctx.conn.db);
-    let mut l = match lookup_write(store, db, &key)? {
+    let (tx, db) = (ctx.tx, ctx.conn.db);
+    let mut l = match List::open_write(tx, db, &key)? {
         Some(l) => l,
         None if only_existing => {
             ctx.reply.int(0);
             return Ok(());
         }
-        None => List::create(store, db, &key),
+        None => List::create(tx, db, &key),
     };
-    let mut w = Writes::new();
-    l.push(&mut w, end, &elems);
-    let len = l.len();
-    l.finish(&mut w);
-    store.apply(w)?;
-    store.notify.event(Class::List, push_event(end), db, &key);
+    let len = l.push(end, &elems)?;
+    tx.notify.event(Class::List, push_event(end), db, &key);
     ctx.reply.int(len as i64);
     Ok(())
 }
@@ -184,20 +148,16 @@ fn pop_generic(ctx: &mut Ctx<'_>, args: &mut Args, end: End, name: &str) -> CmdR
             "ERR value is out of range, must be positive",
         )?),
     };
-    let (store, db) = (ctx.tx, ctx.conn.db);
-    let Some(mut l) = lookup_write(store, db, &key)? else {
+    let (tx, db) = (ctx.tx, ctx.conn.db);
+    let Some(mut l) = List::open_write(tx, db, &key)? else {
         match count {
             Some(_) => ctx.reply.null_array(),
             None => ctx.reply.null(),
         }
         return Ok(());
     };
-    let mut w = Writes::new();
-    let popped = l.pop(&mut w, end, count.unwrap_or(1) as u64)?;
-    let left = l.len();
-    l.finish(&mut w);
-    store.apply(w)?;
-    notify_pop(store, db, &key, end, popped.len(), left);
+    let popped = l.pop(end, count.unwrap_or(1) as u64)?;
+    notify_pop(tx, db, &key, end, popped.len(), l.len());
     match count {
         None => ctx.reply.bulk(&popped[0]),
         Some(_) => bulks(ctx.reply, &popped),
@@ -224,7 +184,7 @@ fn rpop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 
 fn llen(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
-    let l = lookup_read(ctx, &key)?;
+    let l = List::open(ctx.tx, ctx.conn.db, &key)?;
     let n = l.map_or(0, |l| l.len());
     ctx.reply.int(n as i64);
     Ok(())
@@ -234,37 +194,23 @@ fn lrange(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let start = args.next_i64()?;
     let stop = args.next_i64()?;
-    let Some(l) = lookup_read(ctx, &key)? else {
-        ctx.reply.array(0);
-        return Ok(());
+    let out = match List::open(ctx.tx, ctx.conn.db, &key)? {
+        Some(l) => l.range(start, stop)?,
+        None => Vec::new(),
     };
-    let Some((from, to)) = range(start, stop, l.len()) else {
-        ctx.reply.array(0);
-        return Ok(());
-    };
-    let mut out: Vec<Vec<u8>> = Vec::with_capacity((to - from + 1) as usize);
-    l.scan(from, to, false, |_, v| {
-        out.push(v.to_vec());
-        true
-    })?;
     bulks(ctx.reply, &out);
     Ok(())
 }
 
 fn lindex(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
-    let Some(l) = lookup_read(ctx, &key)? else {
+    let Some(l) = List::open(ctx.tx, ctx.conn.db, &key)? else {
         ctx.reply.null();
         return Ok(());
     };
     let idx = args.next_i64()?;
-    match l.b.position(idx) {
-        Some(p) => {
-            let v = l.get(p)?;
-            ctx.reply.bulk(&v);
-        }
-        None => ctx.reply.null(),
-    }
+    let v = l.index(idx)?;
+    ctx.reply.opt_bulk(v.as_deref());
     Ok(())
 }
 
@@ -297,50 +243,30 @@ fn lpos(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
             _ => return Err(CmdError::reply(ERR_SYNTAX)),
         }
     }
-    let reverse = rank < 0;
-    if reverse {
-        // As Redis's `rank = -rank`: LONG_MIN stays negative (and matches from the first).
-        rank = rank.wrapping_neg();
-    }
-    let Some(l) = lookup_read(ctx, &key)? else {
+    let Some(l) = List::open(ctx.tx, ctx.conn.db, &key)? else {
         match count {
             Some(_) => ctx.reply.array(0),
             None => ctx.reply.null(),
         }
         return Ok(());
     };
-    let len = l.len();
-    let mut found = Vec::new();
-    let (mut matches, mut index) = (0i64, 0i64);
-    if len > 0 {
-        l.scan(0, len - 1, reverse, |p, v| {
-            if maxlen != 0 && index >= maxlen {
-                return false;
-            }
-            index += 1;
-            if v != &elem[..] {
-                return true;
-            }
-            matches += 1;
-            if matches < rank {
-                return true;
-            }
-            found.push(p as i64);
-            match count {
-                None => false,
-                Some(c) => !(c != 0 && matches.wrapping_sub(rank).wrapping_add(1) >= c),
-            }
-        })?;
-    }
+    let found = l.positions(
+        &elem,
+        PosOptions {
+            rank,
+            count,
+            maxlen,
+        },
+    )?;
     match count {
         Some(_) => {
             ctx.reply.array(found.len());
             for p in found {
-                ctx.reply.int(p);
+                ctx.reply.int(p as i64);
             }
         }
         None => match found.first() {
-            Some(&p) => ctx.reply.int(p),
+            Some(&p) => ctx.reply.int(p as i64),
             None => ctx.reply.null(),
         },
     }
@@ -351,19 +277,16 @@ fn lpos(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 
 fn lset(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
-    let (store, db) = (ctx.tx, ctx.conn.db);
-    let Some(mut l) = lookup_write(store, db, &key)? else {
+    let (tx, db) = (ctx.tx, ctx.conn.db);
+    let Some(mut l) = List::open_write(tx, db, &key)? else {
         return Err(CmdError::reply("ERR no such key"));
     };
     let idx = args.next_i64()?;
     let elem = args.next_bytes()?;
-    let Some(p) = l.b.position(idx) else {
+    if !l.set(idx, &elem)? {
         return Err(CmdError::reply("ERR index out of range"));
-    };
-    let mut w = Writes::new();
-    l.set(&mut w, p, &elem);
-    store.apply(w)?;
-    store.notify.event(Class::List, "lset", db, &key);
+    }
+    tx.notify.event(Class::List, "lset", db, &key);
     ctx.reply.ok();
     Ok(())
 }
@@ -377,28 +300,16 @@ fn linsert(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     };
     let pivot = args.next_bytes()?;
     let elem = args.next_bytes()?;
-    let (store, db) = (ctx.tx, ctx.conn.db);
-    let Some(mut l) = lookup_write(store, db, &key)? else {
+    let (tx, db) = (ctx.tx, ctx.conn.db);
+    let Some(mut l) = List::open_write(tx, db, &key)? else {
         ctx.reply.int(0);
         return Ok(());
     };
-    let mut at = None;
-    l.scan(0, l.len() - 1, false, |p, v| {
-        if v == &pivot[..] {
-            at = Some(p);
-        }
-        at.is_none()
-    })?;
-    let Some(p) = at else {
+    let Some(len) = l.insert(after, &pivot, &elem)? else {
         ctx.reply.int(-1);
         return Ok(());
     };
-    let mut w = Writes::new();
-    l.insert(&mut w, if after { p + 1 } else { p }, &elem)?;
-    let len = l.len();
-    l.finish(&mut w);
-    store.apply(w)?;
-    store.notify.event(Class::List, "linsert", db, &key);
+    tx.notify.event(Class::List, "linsert", db, &key);
     ctx.reply.int(len as i64);
     Ok(())
 }
@@ -407,46 +318,15 @@ fn lrem(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let count = args.next_i64()?;
     let elem = args.next_bytes()?;
-    let (store, db) = (ctx.tx, ctx.conn.db);
-    let Some(mut l) = lookup_write(store, db, &key)? else {
+    let (tx, db) = (ctx.tx, ctx.conn.db);
+    let Some(mut l) = List::open_write(tx, db, &key)? else {
         ctx.reply.int(0);
         return Ok(());
     };
-    let old = l.all()?;
-    let limit = if count == 0 {
-        u64::MAX
-    } else {
-        count.unsigned_abs()
-    };
-    let mut drop = vec![false; old.len()];
-    let mut removed = 0u64;
-    let order: Box<dyn Iterator<Item = usize>> = if count < 0 {
-        Box::new((0..old.len()).rev())
-    } else {
-        Box::new(0..old.len())
-    };
-    for i in order {
-        if removed == limit {
-            break;
-        }
-        if old[i] == elem[..] {
-            drop[i] = true;
-            removed += 1;
-        }
-    }
+    let removed = l.remove(count, &elem)?;
     if removed > 0 {
-        let keep: Vec<Vec<u8>> = old
-            .iter()
-            .zip(&drop)
-            .filter(|(_, d)| !**d)
-            .map(|(e, _)| e.clone())
-            .collect();
-        let mut w = Writes::new();
-        l.rewrite(&mut w, &old, &keep);
-        l.finish(&mut w);
-        store.apply(w)?;
-        store.notify.event(Class::List, "lrem", db, &key);
-        notify_left(store, db, &key, keep.len() as u64);
+        tx.notify.event(Class::List, "lrem", db, &key);
+        notify_left(tx, db, &key, l.len());
     }
     ctx.reply.int(removed as i64);
     Ok(())
@@ -456,20 +336,12 @@ fn ltrim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
     let key = args.next_bytes()?;
     let start = args.next_i64()?;
     let stop = args.next_i64()?;
-    let (store, db) = (ctx.tx, ctx.conn.db);
-    if let Some(mut l) = lookup_write(store, db, &key)? {
-        let keep = range(start, stop, l.len());
-        let mut left = l.len();
-        if keep != Some((0, l.len() - 1)) {
-            let mut w = Writes::new();
-            l.trim(&mut w, keep);
-            left = l.len();
-            l.finish(&mut w);
-            store.apply(w)?;
-        }
+    let (tx, db) = (ctx.tx, ctx.conn.db);
+    if let Some(mut l) = List::open_write(tx, db, &key)? {
+        let left = l.trim(start, stop)?;
         // Redis notifies every LTRIM of an existing list, one that trimmed nothing too.
-        store.notify.event(Class::List, "ltrim", db, &key);
-        notify_left(store, db, &key, left);
+        tx.notify.event(Class::List, "ltrim", db, &key);
+        notify_left(tx, db, &key, left);
     }
     ctx.reply.ok();
     Ok(())
@@ -477,47 +349,23 @@ fn ltrim(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 
 // ---- moves -----------------------------------------------------------------------------
 
-/// LMOVE's body on locked keys: `None` if `src` is absent (Redis checks `dst`'s type only
-/// when there is something to move).
+/// LMOVE's body on locked keys, with its events: the element moved, `None` if `src` is
+/// absent.
 fn move_one(
-    store: &Tx<'_>,
+    tx: &Tx<'_>,
     db: u8,
     src: &[u8],
     dst: &[u8],
     from: End,
     to: End,
 ) -> Result<Option<Vec<u8>>, CmdError> {
-    let Some(mut sl) = lookup_write(store, db, src)? else {
+    let Some(m) = list::move_one(tx, db, src, dst, from, to)? else {
         return Ok(None);
     };
-    let mut w = Writes::new();
-    let dl = if src == dst {
-        // Redis looks the destination up too: a second access.
-        store.access.touch(db, dst, crate::store::now_ms());
-        None
-    } else {
-        Some(lookup_write(store, db, dst)?.unwrap_or_else(|| List::create(store, db, dst)))
-    };
-    let v = sl.pop(&mut w, from, 1)?.remove(0);
-    let left = match dl {
-        None => {
-            sl.push(&mut w, to, &[&v]);
-            sl.finish(&mut w);
-            1
-        }
-        Some(mut dl) => {
-            let left = sl.len();
-            sl.finish(&mut w);
-            dl.push(&mut w, to, &[&v]);
-            dl.finish(&mut w);
-            left
-        }
-    };
-    store.apply(w)?;
     // Redis's order: the push to the destination, then the pop from the source.
-    store.notify.event(Class::List, push_event(to), db, dst);
-    notify_pop(store, db, src, from, 1, left);
-    Ok(Some(v))
+    tx.notify.event(Class::List, push_event(to), db, dst);
+    notify_pop(tx, db, src, from, 1, m.src_left);
+    Ok(Some(m.elem))
 }
 
 fn lmove_generic(ctx: &mut Ctx<'_>, src: &[u8], dst: &[u8], from: End, to: End) -> CmdResult {
@@ -587,27 +435,21 @@ fn pop_effect(key: &[u8], end: End, popped: usize, counted: bool) -> crate::effe
     argv
 }
 
-/// Pops up to `count` from the first non-empty list of `keys` (locked): its key and
-/// elements. `WRONGTYPE` for a key of another type met before it.
+/// Pops up to `count` from the first non-empty list of `keys` (locked), with its events:
+/// its key and elements. `WRONGTYPE` for a key of another type met before it.
 fn mpop_first(
-    store: &Tx<'_>,
+    tx: &Tx<'_>,
     db: u8,
     keys: &[Bytes],
     end: End,
     count: u64,
 ) -> Result<Option<Popped>, CmdError> {
-    for k in keys {
-        if let Some(mut l) = lookup_write(store, db, k)? {
-            let mut w = Writes::new();
-            let popped = l.pop(&mut w, end, count)?;
-            let left = l.len();
-            l.finish(&mut w);
-            store.apply(w)?;
-            notify_pop(store, db, k, end, popped.len(), left);
-            return Ok(Some((k.clone(), popped)));
-        }
-    }
-    Ok(None)
+    let Some(p) = list::pop_first(tx, db, keys, end, count)? else {
+        return Ok(None);
+    };
+    let key = keys[p.index].clone();
+    notify_pop(tx, db, &key, end, p.elems.len(), p.left);
+    Ok(Some((key, p.elems)))
 }
 
 /// `[key, [elements]]` (LMPOP, BLMPOP) or `[key, element]` (BLPOP, BRPOP).
@@ -641,17 +483,14 @@ fn lmpop(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
 fn pop_serve(end: End, count: u64, nested: bool, proto: Proto) -> ServeFn {
     Box::new(
         move |store: &Tx<'_>, db: u8, key: &[u8], _extra_here: bool| {
-            let mut l = match store.get(db, key)? {
-                None => return Ok(Attempt::Empty),
-                Some(m) if m.rtype != RType::List => return Ok(Attempt::Skip),
-                Some(m) => List::open(store, db, key, m)?,
+            let mut l = match List::open_write(store, db, key) {
+                Ok(None) => return Ok(Attempt::Empty),
+                Err(TypeError::WrongType) => return Ok(Attempt::Skip),
+                Err(e) => return Err(e.into()),
+                Ok(Some(l)) => l,
             };
-            let mut w = Writes::new();
-            let popped = l.pop(&mut w, end, count)?;
-            let left = l.len();
-            l.finish(&mut w);
-            store.apply(w)?;
-            notify_pop(store, db, key, end, popped.len(), left);
+            let popped = l.pop(end, count)?;
+            notify_pop(store, db, key, end, popped.len(), l.len());
             let ldb = store.dbs.logical(db);
             let effect = pop_effect(key, end, popped.len(), nested);
             crate::effects::push_pending([(ldb, effect)]);
@@ -740,11 +579,12 @@ fn bulk_reply(proto: Proto, v: &[u8]) -> BytesMut {
 /// Redis's lower-case `left` / `right`).
 fn move_serve(dst: Bytes, from: End, to: End, rpoplpush: bool, proto: Proto) -> ServeFn {
     Box::new(move |store: &Tx<'_>, db: u8, src: &[u8], dst_here: bool| {
-        match store.get(db, src)? {
-            None => return Ok(Attempt::Empty),
-            Some(m) if m.rtype != RType::List => return Ok(Attempt::Skip),
-            Some(_) => {}
-        }
+        let mut l = match List::open_write(store, db, src) {
+            Ok(None) => return Ok(Attempt::Empty),
+            Err(TypeError::WrongType) => return Ok(Attempt::Skip),
+            Err(e) => return Err(e.into()),
+            Ok(Some(l)) => l,
+        };
         let end_name = |e: End| -> &'static [u8] {
             match e {
                 End::Left => b"left",
@@ -767,36 +607,23 @@ fn move_serve(dst: Bytes, from: End, to: End, rpoplpush: bool, proto: Proto) -> 
         }
         // Hand-off: pop now (the element is this client's at once), push from the woken
         // connection.
-        let mut l = lookup_write(store, db, src)?.ok_or_else(|| CmdError::reply(ERR_WRONGTYPE))?;
-        let mut w = Writes::new();
-        let v = l.pop(&mut w, from, 1)?.remove(0);
-        let left = l.len();
-        l.finish(&mut w);
-        store.apply(w)?;
-        notify_pop(store, db, src, from, 1, left);
+        let v = l.pop(from, 1)?.remove(0);
+        notify_pop(store, db, src, from, 1, l.len());
         let (src, dst) = (src.to_vec(), dst.clone());
         let keys = vec![src.clone(), dst.to_vec()];
         let then = FollowUp::new(db, keys, move |store: &Tx<'_>| {
             let mut r = ReplyBuf::with_capacity(proto, 64);
             let res = (|| -> Result<(), CmdError> {
-                let mut w = Writes::new();
-                match lookup_write(store, db, &dst) {
+                match List::open_or_create(store, db, &dst) {
                     Err(e) => {
                         // As Redis when the destination has the wrong type: the element goes
                         // back where it came from and the client gets the error.
-                        let mut sl = lookup_write(store, db, &src)?
-                            .unwrap_or_else(|| List::create(store, db, &src));
-                        sl.push(&mut w, from, &[&v]);
-                        sl.finish(&mut w);
-                        store.apply(w)?;
+                        List::open_or_create(store, db, &src)?.push(from, &[&v])?;
                         store.notify.event(Class::List, push_event(from), db, &src);
-                        Err(e)
+                        Err(e.into())
                     }
-                    Ok(dl) => {
-                        let mut dl = dl.unwrap_or_else(|| List::create(store, db, &dst));
-                        dl.push(&mut w, to, &[&v]);
-                        dl.finish(&mut w);
-                        store.apply(w)?;
+                    Ok(mut dl) => {
+                        dl.push(to, &[&v])?;
                         store.notify.event(Class::List, push_event(to), db, &dst);
                         Ok(())
                     }

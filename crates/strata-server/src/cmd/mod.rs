@@ -298,10 +298,7 @@ pub fn lookup_typed(
     key: &[u8],
     t: crate::store::RType,
 ) -> Result<Option<crate::store::Meta>, CmdError> {
-    match ctx.tx.lookup_read(ctx.conn.db, key)? {
-        Some(m) if m.rtype != t => Err(CmdError::reply(ERR_WRONGTYPE)),
-        m => Ok(m),
-    }
+    Ok(ctx.tx.lookup_read_typed(ctx.conn.db, key, t)?)
 }
 
 /// The command table: Redis's metadata joined with the families' handlers (`table.rs`).

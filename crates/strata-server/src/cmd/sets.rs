@@ -12,6 +12,7 @@
 use super::args::ERR_SYNTAX;
 use super::members::{self, Emit};
 use super::{cmd, Args, CmdError, CmdResult, Ctx, Entry};
+use crate::collection::Collection;
 use crate::notify::{keyspace_event as notify, Class};
 use crate::protocol::parse::parse_i64;
 use crate::set::{self, Moved, Set};

@@ -158,7 +158,7 @@ fn elements(ctx: &Ctx<'_>, key: &[u8], m: &Meta) -> Result<Vec<Vec<u8>>, CmdErro
     let db = ctx.conn.db;
     let store = ctx.tx;
     Ok(match m.rtype {
-        RType::List => List::open(store, db, key, m.clone())?.all()?,
+        RType::List => List::from_meta(store, db, key, m.clone())?.all()?,
         RType::Set => {
             let mut v: Vec<Vec<u8>> = members::load(store, db, key, m)?
                 .into_iter()
@@ -414,7 +414,7 @@ fn store_list(ctx: &Ctx<'_>, dst: &[u8], elems: &[Vec<u8>]) -> CmdResult {
         }
     } else {
         let mut l = List::create(store, db, dst);
-        l.push(&mut w, End::Right, elems);
+        l.stage_push(&mut w, End::Right, elems);
         l.finish(&mut w);
     }
     if !w.is_empty() {

@@ -12,6 +12,7 @@
 use super::args::ERR_SYNTAX;
 use super::zsets::{loc, reply_entries, store_result};
 use super::{Args, CmdError, CmdResult, Ctx, ERR_WRONGTYPE};
+use crate::collection::Collection;
 use crate::protocol::reply::Proto;
 use crate::store::{Meta, RType};
 use crate::zset::{self, Aggregate, Entry, ZSet};

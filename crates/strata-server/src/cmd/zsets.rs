@@ -14,6 +14,7 @@
 use super::args::{ERR_NOT_INT, ERR_SYNTAX};
 use super::{cmd, zblocking, zsetops, Args, CmdError, CmdResult, Ctx};
 use crate::collection;
+use crate::collection::Collection;
 use crate::notify::Class;
 use crate::protocol::reply::{Proto, ReplyBuf};
 use crate::store::{Meta, RType, Tx};

@@ -21,6 +21,9 @@
 //! the command it precedes are one append. The log is created when the first replica asks
 //! for a full sync and kept afterwards; a background thread (`upkeep`) flushes it every
 //! [`FLUSH_EVERY`] and PINGs the replicas every `repl-ping-replica-period`.
+//!
+//! Layer: services (above store and types; below commands). One edge points up:
+//! `failover.rs` switches the node's role through `cmd/replication.rs`.
 
 pub mod failover;
 pub mod history;

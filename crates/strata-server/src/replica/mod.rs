@@ -19,6 +19,9 @@
 //! the epoch under the lock, and the store is written only while the epoch is checked before
 //! each batch). The dispatcher reads three atomics on every command (`replica`, `loading`,
 //! `link_up`) and the state lock never.
+//!
+//! Layer: connection and server (the link to the master is a client of the dispatcher, as
+//! a connection is).
 
 mod garbage;
 pub mod handshake;

@@ -1,4 +1,5 @@
-//! A key's metadata record (its type, expiry, incarnation and size; a string's value) and
+//! A key's metadata record (its type, expiry, incarnation and size; a string's value), the
+//! type check every typed handle opens a key with ([`Meta::of_type`], [`TypeError`]), and
 //! the writes of one command ([`Writes`]). Record layout: `docs/format/redis-keys.md`.
 //!
 //! Layer: store and types.
@@ -134,8 +135,35 @@ impl Meta {
         Some(m)
     }
 
+    /// Whether the key is expired at Unix milliseconds `now_ms` (due at its millisecond).
     pub fn expired_at(&self, now_ms: u64) -> bool {
         self.expire_ms != 0 && self.expire_ms <= now_ms
+    }
+
+    /// The absolute expiry in Unix milliseconds, if the key has one.
+    pub fn expiry(&self) -> Option<u64> {
+        (self.expire_ms != 0).then_some(self.expire_ms)
+    }
+
+    /// This record if it is of type `t`; `WrongType` otherwise (Redis's `checkType`).
+    pub fn of_type(self, t: RType) -> Result<Meta, TypeError> {
+        if self.rtype == t {
+            Ok(self)
+        } else {
+            Err(TypeError::WrongType)
+        }
+    }
+
+    /// The record of string `value`, incarnation `version`, expiring at `expire_ms` (0:
+    /// never).
+    pub fn string(version: u64, value: Vec<u8>, expire_ms: u64) -> Meta {
+        Meta {
+            rtype: RType::String,
+            expire_ms,
+            version,
+            size: value.len() as u64,
+            value,
+        }
     }
 
     /// The metadata of a new, empty collection of type `rtype` with incarnation `version`
@@ -147,6 +175,29 @@ impl Meta {
             version,
             size: 0,
             value: Vec::new(),
+        }
+    }
+}
+
+/// Why a typed handle could not open a key: it holds another type (Redis's WRONGTYPE), or
+/// the store failed.
+#[derive(Debug)]
+pub enum TypeError {
+    WrongType,
+    Store(strata_engine::Error),
+}
+
+impl From<strata_engine::Error> for TypeError {
+    fn from(e: strata_engine::Error) -> Self {
+        TypeError::Store(e)
+    }
+}
+
+impl From<TypeError> for crate::error::CmdError {
+    fn from(e: TypeError) -> Self {
+        match e {
+            TypeError::WrongType => crate::error::CmdError::reply(crate::error::ERR_WRONGTYPE),
+            TypeError::Store(e) => crate::error::CmdError::Store(e),
         }
     }
 }
@@ -208,7 +259,6 @@ impl Writes {
         }
     }
 
-    #[allow(dead_code)] // for the collection families
     pub fn is_empty(&self) -> bool {
         self.batch.is_empty()
     }
@@ -225,3 +275,7 @@ pub(super) fn corrupt(key: &[u8]) -> strata_engine::Error {
         ),
     }
 }
+
+#[cfg(test)]
+#[path = "meta_tests.rs"]
+mod tests;

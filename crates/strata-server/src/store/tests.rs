@@ -3,27 +3,6 @@
 
 use super::*;
 
-#[test]
-fn meta_round_trip() {
-    let m = Meta {
-        rtype: RType::String,
-        expire_ms: 1_700_000_000_000,
-        version: 42,
-        size: 3,
-        value: b"abc".to_vec(),
-    };
-    let e = m.encode();
-    assert_eq!(e.len(), META_HEADER_BYTES + 3);
-    assert_eq!(e[0], 0);
-    assert_eq!(Meta::decode(&e), Some(m.clone()));
-    assert_eq!(Meta::decode_owned(e.clone()), Some(m));
-    assert_eq!(Meta::decode(&e[..10]), None);
-    assert_eq!(Meta::decode_owned(e[..10].to_vec()), None);
-    let mut bad = e.clone();
-    bad[0] = 0x7f;
-    assert_eq!(Meta::decode(&bad), None);
-}
-
 /// A store over a new slot-routed database of `shards` shards in `dir` (or the one there):
 /// the unit tests' store, here and in the other modules.
 pub(crate) fn open_store(dir: &std::path::Path, shards: usize) -> Store {
@@ -45,6 +24,47 @@ pub(crate) fn mem_store(shards: usize) -> Store {
     };
     opts.engine.fs = Arc::new(strata_engine::io::MemFs::new());
     Store::open(Db::open("/strata-test", opts).unwrap(), false).unwrap()
+}
+
+/// Runs `f` as an EXEC's queued commands run (every stripe held, writes buffered in the
+/// EXEC's transaction), then applies its writes: the type modules' tests of the EXEC route.
+pub(crate) fn in_exec<R>(store: &Store, f: impl FnOnce(&Tx<'_>) -> R) -> R {
+    let locks = store.lock_for_exec(None);
+    let (r, written) = store.front().run_exec(locks, f);
+    written.unwrap();
+    r
+}
+
+/// Runs `f` as a command on the worker of the shard of `key` (database 0) runs, in the
+/// group's transaction (the shard idle, so in place), then applies the group's write: the
+/// type modules' tests of the worker route.
+pub(crate) fn on_worker<R>(store: &Store, key: &[u8], f: impl FnOnce(&Tx<'_>) -> R) -> R {
+    let shard = store.db().shard_of(&crate::keys::meta_key(0, key));
+    let (r, written) = store
+        .db()
+        .try_exec_here(shard, |txn| {
+            store.with_shard_txn(txn, |tx| {
+                assert!(tx.on_worker());
+                f(tx)
+            })
+        })
+        .expect("the shard is idle");
+    written.unwrap();
+    r
+}
+
+/// Writes string `value` at `key` of database 0 as its bare record (version 1, no expiry)
+/// and returns the record: a key of another type for the collections' WRONGTYPE tests.
+pub(crate) fn put_string(tx: &Tx<'_>, key: &[u8], value: &[u8]) -> Meta {
+    let m = Meta {
+        rtype: RType::String,
+        expire_ms: 0,
+        version: 1,
+        size: value.len() as u64,
+        value: value.to_vec(),
+    };
+    tx.put(0, key, &m).unwrap();
+    m
 }
 
 #[test]

@@ -16,7 +16,7 @@
 //! Layer: store and types.
 
 use super::meta::{corrupt, REWRITE_SLACK};
-use super::{now_ms, stripes, DbKey, ExecLocks, KeyGuard, Meta, Store, Writes};
+use super::{now_ms, stripes, DbKey, ExecLocks, KeyGuard, Meta, RType, Store, TypeError, Writes};
 use crate::keys::meta_key;
 use crate::notify::Class;
 use crate::txn::{merge_scan, FrontTxn};
@@ -557,6 +557,28 @@ impl<'s> Tx<'s> {
         };
         c.fetch_add(1, Ordering::Relaxed);
         Ok(m)
+    }
+
+    /// [`Tx::lookup_read`] of a key that must hold type `t` (a typed handle's read):
+    /// `WrongType` if it holds another.
+    pub fn lookup_read_typed(
+        &self,
+        db: u8,
+        key: &[u8],
+        t: RType,
+    ) -> std::result::Result<Option<Meta>, TypeError> {
+        self.lookup_read(db, key)?.map(|m| m.of_type(t)).transpose()
+    }
+
+    /// [`Tx::get`] of a key that must hold type `t` (a typed handle's write: no keyspace
+    /// hit or miss, as Redis's `lookupKeyWrite`): `WrongType` if it holds another.
+    pub fn get_typed(
+        &self,
+        db: u8,
+        key: &[u8],
+        t: RType,
+    ) -> std::result::Result<Option<Meta>, TypeError> {
+        self.get(db, key)?.map(|m| m.of_type(t)).transpose()
     }
 
     /// Metadata of many keys in one batched read (MGET). Expired keys read as absent (and

@@ -4,7 +4,8 @@
 //! and an EXEC's transaction.
 
 use super::*;
-use crate::store::tests::mem_store;
+use crate::collection::TypeError;
+use crate::store::tests::{in_exec, mem_store, put_string};
 
 const SMALL: Limits = Limits {
     entries: 3,
@@ -209,14 +210,7 @@ fn ranks_clamp_as_redis() {
 fn another_type_is_wrongtype_and_is_left_alone() {
     let store = mem_store(2);
     let tx = store.front();
-    let s = Meta {
-        rtype: RType::String,
-        expire_ms: 0,
-        version: 1,
-        size: 1,
-        value: b"v".to_vec(),
-    };
-    tx.put(0, b"s", &s).unwrap();
+    let s = put_string(&tx, b"s", b"v");
     assert!(matches!(
         ZSet::open(&tx, 0, b"s"),
         Err(TypeError::WrongType)
@@ -232,14 +226,7 @@ fn another_type_is_wrongtype_and_is_left_alone() {
 fn replace_writes_a_new_incarnation_or_deletes() {
     let store = mem_store(2);
     let tx = store.front();
-    let s = Meta {
-        rtype: RType::String,
-        expire_ms: 0,
-        version: 1,
-        size: 1,
-        value: b"v".to_vec(),
-    };
-    tx.put(0, b"d", &s).unwrap();
+    put_string(&tx, b"d", b"v");
     // Over a key of another type; small enough for a listpack, which turns -0 into 0.
     let entries: Vec<Entry> = vec![(b"a".to_vec(), -0.0), (b"b".to_vec(), 1.0)];
     assert_eq!(
@@ -274,9 +261,7 @@ fn replace_writes_a_new_incarnation_or_deletes() {
 #[test]
 fn an_exec_transaction_buffers_until_applied() {
     let store = mem_store(2);
-    let front = store.front();
-    let locks = store.lock_for_exec(None);
-    let ((), written) = front.run_exec(locks, |tx| {
+    in_exec(&store, |tx| {
         let mut z = ZSet::open_or_create(tx, 0, b"z").unwrap();
         add(&mut z, &[(1.0, "a"), (2.0, "b")], PLAIN);
         assert_eq!(names(&z.pop(false, 1).unwrap()), ["a"]);
@@ -285,7 +270,7 @@ fn an_exec_transaction_buffers_until_applied() {
         assert_eq!(names(&z.all().unwrap()), ["b"]);
         assert!(ZSet::open(&store.front(), 0, b"z").unwrap().is_none());
     });
-    written.unwrap();
+    let front = store.front();
     let z = ZSet::open(&front, 0, b"z").unwrap().unwrap();
     assert_eq!((z.len(), z.score(b"b").unwrap()), (1, Some(2.0)));
 }
