@@ -693,16 +693,9 @@ type Ran = (
     crate::blocking::Wakes,
 );
 
-/// How long a run waits for its first shard to become idle before handing its commands to
-/// the worker. A shard is busy for as long as another connection's run or one worker group
-/// holds it (tens of microseconds); waiting costs this thread nothing but the wait, while a
-/// hand-off costs two thread switches per command and, once anything is queued, makes
-/// every other connection queue too (in place never overtakes queued writes).
-const SHARD_PATIENCE: Duration = Duration::from_millis(2);
-
 /// Runs `run` (single-shard commands, of one shard or several) on this thread, in order,
 /// replying into `reply`, as one or more runs ([`run_once`]): a run that stopped at a busy
-/// shard is committed, and the rest start a new run, which waits for that shard. Returns
+/// shard is committed, and the rest start a new run, which tries that shard again. Returns
 /// the commands it did not run (a tail: their stripes were held, or a shard stayed busy),
 /// which the caller queues to the workers, in order.
 fn run_in_place(
@@ -723,7 +716,7 @@ fn run_in_place(
     }
 }
 
-/// One run: takes the first command's shard (waiting for it, [`SHARD_PATIENCE`]), then runs
+/// One run: takes the first command's shard if it is idle, then runs
 /// the commands in order while their shards can be taken without waiting and their keys'
 /// stripes are free. Each command gets its shard's transaction as its `Ctx::tx`; each
 /// shard's writes reach its engine as one write when the run ends (`strata::HeldShards`),
@@ -743,7 +736,11 @@ fn run_once(
     let Some(first) = run.first() else {
         return (run, false);
     };
-    if held.txn_waiting(first.shard, SHARD_PATIENCE).is_none() {
+    // Not waited for when busy: on a quiet machine, waiting up to 2 ms for it (to spare
+    // the hand-off to the worker) made P16 SETs 0.35-0.40x of redis-server against
+    // 0.58-0.66x without, since the two connection threads then took turns
+    // (`docs/benchmarks.md`).
+    if held.txn(first.shard).is_none() {
         return (run, false);
     }
     // Inline for a short run (one command at P1): a run allocates nothing of its own.

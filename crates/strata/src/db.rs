@@ -692,40 +692,6 @@ impl<E: Engine> ShardedDb<E> {
         Some((held, ShardTxn::new(shard, self.engines[shard].clone())))
     }
 
-    /// [`ShardedDb::try_latch`], waiting up to `patience` for the shard to become idle (its
-    /// latch free and nothing queued to its worker), for a caller that holds no latch
-    /// (`held.rs`): the latch is waited for with a deadline, and while writes are queued the
-    /// caller yields to the worker applying them. `None` once `patience` has passed, or
-    /// when the database failed or this is a worker thread.
-    pub(crate) fn wait_latch(
-        &self,
-        shard: usize,
-        patience: std::time::Duration,
-    ) -> Option<(parking_lot::RwLockWriteGuard<'_, ()>, ShardTxn<E>)> {
-        if let Some(taken) = self.try_latch(shard) {
-            return Some(taken);
-        }
-        if shard >= self.shards.len() || in_worker() {
-            return None;
-        }
-        let deadline = std::time::Instant::now() + patience;
-        let s = &self.shards[shard];
-        loop {
-            self.coord.health.check().ok()?;
-            if s.pending_writes.load(Ordering::Acquire) == 0 {
-                let held = s.shard_lock.try_write_until(deadline)?;
-                if s.pending_writes.load(Ordering::Acquire) == 0 {
-                    return Some((held, ShardTxn::new(shard, self.engines[shard].clone())));
-                }
-            }
-            if std::time::Instant::now() >= deadline {
-                return None;
-            }
-            // Writes are queued to the worker: let it apply them.
-            std::thread::yield_now();
-        }
-    }
-
     /// The write epoch, held in read mode around the engine writes of held shards (a
     /// snapshot waits for them: it sees all of them or none).
     pub(crate) fn write_epoch(&self) -> parking_lot::RwLockReadGuard<'_, ()> {

@@ -17,15 +17,13 @@
 //! without a commit, the buffered writes are discarded (a panic in a run writes nothing).
 //!
 //! Taking latches only by trying means a holder never waits for anything while it holds
-//! one, so holding several cannot deadlock; the one wait allowed is for the first shard,
-//! while nothing is held ([`HeldShards::txn_waiting`]). See `docs/design.md` §11.4.
+//! one, so holding several cannot deadlock. See `docs/design.md` §11.4.
 
 use crate::db::ShardedDb;
 use crate::engine::Engine;
 use crate::exec::ShardTxn;
 use parking_lot::RwLockWriteGuard;
 use smallvec::SmallVec;
-use std::time::Duration;
 use strata_engine::Result;
 
 /// What [`HeldShards::commit`] returns: each held shard and the outcome of its write, in
@@ -60,21 +58,6 @@ impl<'a, E: Engine> HeldShards<'a, E> {
             }
         };
         Some(&mut self.held[at].1)
-    }
-
-    /// [`HeldShards::txn`], waiting up to `patience` for a busy shard to become idle (its
-    /// latch free and nothing queued to its worker) when this holds no shard yet: a waiter
-    /// then holds nothing another thread could wait for, so waiting cannot deadlock, and a
-    /// caller that would otherwise hand its commands to the worker (two thread switches
-    /// each) runs them itself a moment later. `None` once `patience` has passed, or as
-    /// [`HeldShards::txn`].
-    pub fn txn_waiting(&mut self, shard: usize, patience: Duration) -> Option<&mut ShardTxn<E>> {
-        if !self.held.is_empty() {
-            return self.txn(shard);
-        }
-        let taken = self.db.wait_latch(shard, patience)?;
-        self.held.push(taken);
-        Some(&mut self.held[0].1)
     }
 
     /// Applies each held shard's writes with one engine write and releases every shard;
