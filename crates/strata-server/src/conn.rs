@@ -786,18 +786,23 @@ fn run_once(
         ran.push((r.shard, start, unit, wakes));
     }
     left.extend(run);
-    let written = held.commit();
-    let outcome = |shard: usize| {
+    fn outcome_in(written: &strata::Committed, shard: usize) -> Result<(), &strata::Error> {
         written
             .iter()
             .find(|(s, _)| *s == shard)
             .map_or(Ok(()), |(_, r)| r.as_ref().map(|_| ()))
-    };
-    for (shard, _, unit, _) in &ran {
-        if let (Some(unit), Ok(())) = (unit, outcome(*shard)) {
-            shared.master.append_unit(unit, unit.len() > 1);
-        }
     }
+    // The effects are appended while the shards are still held: released first, another
+    // connection's run or a worker group could write one of these keys and append its
+    // effects ahead of these, and a replica would apply the two in the other order.
+    let written = held.commit_then(|written| {
+        for (shard, _, unit, _) in &ran {
+            if let (Some(unit), Ok(())) = (unit, outcome_in(written, *shard)) {
+                shared.master.append_unit(unit, unit.len() > 1);
+            }
+        }
+    });
+    let outcome = |shard: usize| outcome_in(&written, shard);
     drop(seq);
     drop(guards);
     // The replies of a shard whose write failed become the failure, in place.

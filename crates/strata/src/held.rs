@@ -65,6 +65,14 @@ impl<'a, E: Engine> HeldShards<'a, E> {
     /// with nothing to write is `Ok`). Once one write fails, the database refuses the
     /// later ones (the error of each).
     pub fn commit(self) -> Committed {
+        self.commit_then(|_| ())
+    }
+
+    /// [`HeldShards::commit`], running `before_release` on the outcomes while every shard
+    /// is still held: what it does (a replication log's append of the run's effects) is
+    /// ordered with the shards' writes, as a worker does its completions before it takes
+    /// the next group. Released after, a later writer of the same key could append first.
+    pub fn commit_then(self, before_release: impl FnOnce(&Committed)) -> Committed {
         let HeldShards { db, held } = self;
         let mut latches: SmallVec<[RwLockWriteGuard<'a, ()>; 2]> = SmallVec::new();
         let mut out = Committed::new();
@@ -78,6 +86,7 @@ impl<'a, E: Engine> HeldShards<'a, E> {
                 latches.push(latch);
             }
         }
+        before_release(&out);
         drop(latches);
         out
     }
