@@ -52,15 +52,7 @@ mod tests {
 
     #[test]
     fn equals_the_byte_wise_definition_at_every_length_and_split() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let data: Vec<u8> = (0..300)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+        let data = crate::rdb::tests::noise(0x9e37_79b9_7f4a_7c15, 300);
         for len in 0..data.len() {
             let d = &data[..len];
             assert_eq!(crc64(d), reference(0, d), "length {len}");

@@ -173,15 +173,7 @@ mod tests {
         round_trip(&[7u8; 10_000]);
         round_trip(&b"abcdefghij".repeat(100));
         // Pseudo-random bytes (no matches) and text with distant repeats.
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let noise: Vec<u8> = (0..5000)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+        let noise = crate::rdb::tests::noise(0x2545_f491_4f6c_dd1d, 5000);
         round_trip(&noise);
         let mut text = noise[..3000].to_vec();
         text.extend_from_slice(&noise[..3000]);

@@ -40,7 +40,7 @@ pub(crate) mod fixtures;
 #[cfg(test)]
 mod stream_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use dataset::{DatasetError, DatasetStats, DbCount};
 pub use read::Reader;

@@ -22,7 +22,23 @@ fn parse_hex(s: &str) -> Value {
     parse_payload(&hex(s)).unwrap_or_else(|e| panic!("{s}: {e}"))
 }
 
-fn sorted(mut v: Value) -> Value {
+/// `n` pseudo-random bytes (xorshift from `seed`): data without repeats, for the codecs'
+/// tests.
+pub(crate) fn noise(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// `v` with its members in order (a set's, hash's or sorted set's order is the encoding's),
+/// for comparing decoded values; the replica's load tests use it too.
+pub(crate) fn sorted(mut v: Value) -> Value {
     match &mut v {
         Value::Set(s) => s.sort(),
         Value::Hash(h) => h.sort(),

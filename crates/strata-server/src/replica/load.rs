@@ -326,7 +326,6 @@ impl Run {
 mod tests {
     use super::*;
     use crate::protocol::reply::{Proto, ReplyBuf};
-    use crate::rdb::Value;
     use crate::test_server::{Reply, TestServer};
 
     /// An expiry far in the future (2100-01-01).
@@ -375,15 +374,7 @@ mod tests {
         load(&mut ctx, path, targets, &mut || true).map(|(c, _)| c)
     }
 
-    fn sorted(mut v: Value) -> Value {
-        match &mut v {
-            Value::Set(s) => s.sort(),
-            Value::Hash(h) => h.sort(),
-            Value::ZSet(z) => z.sort_by(|a, b| a.0.cmp(&b.0)),
-            _ => {}
-        }
-        v
-    }
+    use crate::rdb::tests::sorted;
 
     #[test]
     fn a_file_loads_into_the_target_databases_only() {
