@@ -109,8 +109,8 @@ def test_reshard_of_crowded_slots_under_a_write_load(strata_nodes):
     assert len(writer.model) == 2000
     wait_check_clean(strata_nodes)
     for s in range(4):
-        assert call(strata_nodes[0].port, "CLUSTER", "COUNTKEYSINSLOT", s) == 0
-        assert call(strata_nodes[1].port, "CLUSTER", "COUNTKEYSINSLOT", s) == 500
+        assert call(strata_nodes[0].port, "CLUSTER", "COUNTKEYSINSLOT", str(s)) == 0
+        assert call(strata_nodes[1].port, "CLUSTER", "COUNTKEYSINSLOT", str(s)) == 500
     check_model(strata_nodes[0], writer)
     total = sum(int(text_of(call(s.port, "DBSIZE"))) for s in strata_nodes)
     assert total == len(writer.model)
