@@ -306,5 +306,8 @@ fn migrate_keys_are_found_by_its_parse() {
         keys(&["MIGRATE", "h", "1", "k", "0", "5000", "KEYS", "a"]),
         None
     );
-    assert_eq!(keys(&["MIGRATE", "h", "1", "k", "0", "5000", "BOGUS"]), None);
+    assert_eq!(
+        keys(&["MIGRATE", "h", "1", "k", "0", "5000", "BOGUS"]),
+        None
+    );
 }
