@@ -165,17 +165,18 @@ KINDS = ["str", "cnt", "list", "hash", "set", "zset"]
 
 class Writer(threading.Thread):
     """Writes of six kinds (SET, INCR, RPUSH, HSET, SADD, ZADD) round-robin over `nkeys`
-    keys spread over all slots, each recorded in `model` once acknowledged. A write that
-    raised is recorded in `errors` and its key in `unsure` (it may or may not have
-    happened)."""
+    keys spread over all slots (or, given `tags`, over the slots of those hash tags), each
+    recorded in `model` once acknowledged. A write that raised is recorded in `errors` and
+    its key in `unsure` (it may or may not have happened)."""
 
-    def __init__(self, port, nkeys):
+    def __init__(self, port, nkeys, tags=None):
         super().__init__(daemon=True)
         from redis.cluster import RedisCluster
 
         self.rc = RedisCluster(host="127.0.0.1", port=port, decode_responses=True,
                                socket_timeout=10)
         self.nkeys = nkeys
+        self.tags = tags
         self.stopping = threading.Event()
         self.model = {}
         self.errors = []
@@ -187,6 +188,8 @@ class Writer(threading.Thread):
         n = i // self.nkeys
         kind = KINDS[k % len(KINDS)]
         key = f"{kind}:{k}"
+        if self.tags:
+            key = f"{kind}:{{{self.tags[k % len(self.tags)]}}}{k}"
         if key in self.unsure:
             return
         rc, m = self.rc, self.model

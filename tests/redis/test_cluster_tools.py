@@ -77,6 +77,45 @@ def check_b_keys(server, n=1000):
         rc.close()
 
 
+def test_reshard_of_crowded_slots_under_a_write_load(strata_nodes):
+    """Four slots holding 500 keys each move 7 keys per MIGRATE while a `RedisCluster`
+    client writes those very keys (following ASK to the target for the moved ones): each
+    GETKEYSINSLOT of a migrating slot resumes past the keys already moved rather than
+    rescanning them, and still finds every key. Afterwards every acknowledged write is
+    there exactly once, and the slots are empty on the source."""
+    from redis.crc import key_slot
+
+    create(strata_nodes)
+    src, dst = node_id(strata_nodes[0]), node_id(strata_nodes[1])
+    tags, i = {}, 0
+    while len(tags) < 4:  # the source's first four slots, the ones reshard moves first
+        t = f"c{i}"
+        if key_slot(t.encode()) < 4:
+            tags.setdefault(key_slot(t.encode()), t)
+        i += 1
+    writer = Writer(strata_nodes[2].port, nkeys=2000, tags=[tags[s] for s in range(4)])
+    writer.start()
+    try:
+        wait_until("the writer wrote every key", lambda: writer.ops > 4000, timeout=60)
+        ops_before = writer.ops
+        code, out = cli("--cluster", "reshard", addr(strata_nodes[0]), "--cluster-from", src,
+                        "--cluster-to", dst, "--cluster-slots", "4", "--cluster-pipeline",
+                        "7", "--cluster-yes", timeout=120)
+        assert code == 0, out[-3000:]
+        assert writer.ops > ops_before, "the writer wrote during the reshard"
+    finally:
+        writer.stop()
+    assert not writer.errors, writer.errors[:5]
+    assert len(writer.model) == 2000
+    wait_check_clean(strata_nodes)
+    for s in range(4):
+        assert call(strata_nodes[0].port, "CLUSTER", "COUNTKEYSINSLOT", str(s)) == 0
+        assert call(strata_nodes[1].port, "CLUSTER", "COUNTKEYSINSLOT", str(s)) == 500
+    check_model(strata_nodes[0], writer)
+    total = sum(int(text_of(call(s.port, "DBSIZE"))) for s in strata_nodes)
+    assert total == len(writer.model)
+
+
 def add_master_and_replica(strata_nodes):
     """Two new Strata nodes joined with `add-node`: a master, then a replica of it
     (`--cluster-slave --cluster-master-id`), known as such everywhere."""

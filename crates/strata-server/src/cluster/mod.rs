@@ -31,6 +31,7 @@ pub mod replica_migration;
 #[cfg(test)]
 mod replica_migration_tests;
 pub mod route;
+pub mod scan_hint;
 pub mod slots;
 #[cfg(test)]
 mod test_fixtures;
@@ -95,6 +96,8 @@ pub struct Cluster {
     /// The bus's links with the node at their other end (CLUSTER LINKS), as the bus task
     /// last published them.
     pub links: parking_lot::Mutex<Vec<LinkView>>,
+    /// Where GETKEYSINSLOT starts scanning a migrating slot (`scan_hint.rs`).
+    pub scan_hints: scan_hint::ScanHints,
 }
 
 /// One bus link as CLUSTER LINKS shows it.
@@ -177,6 +180,7 @@ impl Cluster {
             ok: AtomicU8::new(0),
             published: std::sync::OnceLock::new(),
             links: parking_lot::Mutex::new(Vec::new()),
+            scan_hints: scan_hint::ScanHints::default(),
         };
         cluster.refresh_ok(&cluster.state.read());
         cluster.announce(&Announce::from_config(c, port));

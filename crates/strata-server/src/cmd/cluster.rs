@@ -290,14 +290,46 @@ fn flushslots(ctx: &mut Ctx<'_>, _: &mut Args) -> CmdResult {
 }
 
 /// The live keys of `slot`, up to `max`, by a range scan of the slot's metadata records
-/// (a slot is a contiguous key range of one shard: `docs/format/redis-keys.md`).
+/// (a slot is a contiguous key range of one shard: `docs/format/redis-keys.md`). A slot
+/// this node is migrating is scanned from its hint (`cluster/scan_hint.rs`): the keys
+/// MIGRATE already moved are not stepped over again; if that finds fewer than `max` keys,
+/// the keys below the hint are scanned too, so the count is always Redis's.
 fn keys_in_slot(ctx: &Ctx<'_>, slot: u16, max: usize) -> Result<Vec<Vec<u8>>, CmdError> {
-    let mut out = Vec::new();
     if max == 0 {
-        return Ok(out);
+        return Ok(Vec::new());
     }
-    ctx.tx.scan_from(ctx.conn.db, slot, b"", |s, k, m| {
-        if s != slot {
+    let db = ctx.conn.db;
+    let Some(c) = ctx.shared.cluster.as_ref() else {
+        return scan_slot(ctx, slot, b"", None, max);
+    };
+    let migrating = c.read().migrating.contains_key(&slot);
+    if !migrating {
+        c.scan_hints.forget(db, slot);
+        return scan_slot(ctx, slot, b"", None, max);
+    }
+    let hint = c.scan_hints.start(db, slot);
+    let mut out = scan_slot(ctx, slot, &hint, None, max)?;
+    if out.len() < max && !hint.is_empty() {
+        let mut below = scan_slot(ctx, slot, b"", Some(&hint), max - out.len())?;
+        below.append(&mut out);
+        out = below;
+    }
+    c.scan_hints
+        .record(db, slot, out.first().map(|k| k.as_slice()));
+    Ok(out)
+}
+
+/// Up to `max` live keys of `slot` from `from` on, below `below` if given, in key order.
+fn scan_slot(
+    ctx: &Ctx<'_>,
+    slot: u16,
+    from: &[u8],
+    below: Option<&[u8]>,
+    max: usize,
+) -> Result<Vec<Vec<u8>>, CmdError> {
+    let mut out = Vec::new();
+    ctx.tx.scan_from(ctx.conn.db, slot, from, |s, k, m| {
+        if s != slot || below.is_some_and(|b| k >= b) {
             return false;
         }
         if m.is_some() {

@@ -200,6 +200,44 @@ fn countkeysinslot_and_getkeysinslot_scan_the_slot() {
     );
 }
 
+/// A migrating slot's scan starts at the first live key the last one found (the keys MIGRATE
+/// moved are not stepped over again), and still counts as Redis does when a key appears
+/// below that start (a script's undeclared key is not redirected).
+#[test]
+fn getkeysinslot_of_a_migrating_slot_resumes_and_counts_exactly() {
+    let mut t = cluster();
+    assert_eq!(t.q("CLUSTER ADDSLOTSRANGE 0 16383"), "+OK");
+    assert_eq!(t.q("CLUSTER MEET 127.0.0.1 7999"), "+OK");
+    let nodes = text(&t.cmd(&["CLUSTER", "NODES"]));
+    let other = nodes
+        .lines()
+        .find(|l| l.contains("handshake"))
+        .and_then(|l| l.split(' ').next())
+        .unwrap()
+        .to_string();
+    for i in 1..=9 {
+        assert_eq!(
+            t.cmd(&["SET", &format!("{{t}}{i}"), "v"]).to_string(),
+            "+OK"
+        );
+    }
+    let r = t.cmd(&["CLUSTER", "SETSLOT", "15891", "MIGRATING", &other]);
+    assert_eq!(r.to_string(), "+OK");
+    t.check(
+        r#"
+            CLUSTER GETKEYSINSLOT 15891 3 => ["{t}1", "{t}2", "{t}3"]
+            DEL {t}1 {t}2 {t}3 => :3
+            CLUSTER GETKEYSINSLOT 15891 3 => ["{t}4", "{t}5", "{t}6"]
+            EVAL "return redis.call('SET', '{t}0', 'v')" 0 => +OK
+            CLUSTER GETKEYSINSLOT 15891 100 => ["{t}0", "{t}4", "{t}5", "{t}6", "{t}7", "{t}8", "{t}9"]
+            CLUSTER GETKEYSINSLOT 15891 2 => ["{t}0", "{t}4"]
+            DEL {t}0 {t}4 {t}5 {t}6 {t}7 {t}8 {t}9 => :7
+            CLUSTER GETKEYSINSLOT 15891 10 => []
+            CLUSTER COUNTKEYSINSLOT 15891 => :0
+        "#,
+    );
+}
+
 #[test]
 fn moved_ask_tryagain_crossslot_and_clusterdown() {
     let mut t = cluster();

@@ -53,6 +53,8 @@ struct Request {
     /// AUTH's `[user] password`.
     auth: Option<(Option<Bytes>, Bytes)>,
     keys: Vec<Bytes>,
+    /// Where `keys` start in the request (3, or after KEYS).
+    first_key: usize,
 }
 
 fn parse(args: &mut Args) -> Result<Request, CmdError> {
@@ -63,6 +65,7 @@ fn parse(args: &mut Args) -> Result<Request, CmdError> {
     let timeout_arg = args.next_bytes()?;
     let (mut copy, mut replace, mut auth) = (false, false, None);
     let mut keys = vec![key.clone()];
+    let mut first_key = 3;
     while let Some(kw) = args.next_keyword() {
         match kw.as_str() {
             "COPY" => copy = true,
@@ -79,6 +82,7 @@ fn parse(args: &mut Args) -> Result<Request, CmdError> {
                          the empty string",
                     ));
                 }
+                first_key = args.argv().len() - args.remaining();
                 keys = args.rest().to_vec();
             }
             _ => return Err(CmdError::reply(ERR_SYNTAX)),
@@ -97,7 +101,16 @@ fn parse(args: &mut Args) -> Result<Request, CmdError> {
         replace,
         auth,
         keys,
+        first_key,
     })
+}
+
+/// The positions of the keys MIGRATE `argv` moves, found by the parse it runs (Redis's
+/// `migrateGetKeys`, exact for this parser): its stripes, its cluster routing and its ACL
+/// key checks take these. `None` for a request the parse refuses (it touches no key).
+pub fn key_positions(argv: &[Bytes]) -> Option<std::ops::Range<usize>> {
+    let req = parse(&mut Args::new(argv.to_vec(), 1)).ok()?;
+    Some(req.first_key..req.first_key + req.keys.len())
 }
 
 /// A command in RESP.

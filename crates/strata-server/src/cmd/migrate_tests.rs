@@ -273,3 +273,41 @@ fn migrate_propagates_the_deletion_of_the_keys_it_moved() {
     assert!(matches!(r, Reply::Error(_)), "{r}");
     assert_eq!(effects.take(), vec!["DEL a c".to_string()]);
 }
+
+/// MIGRATE's keys are found by its own parse (its stripes are taken for them alone, not
+/// for every key of the store): the key, or what follows KEYS, past an AUTH password or a
+/// host that reads "keys".
+#[test]
+fn migrate_keys_are_found_by_its_parse() {
+    let mut t = TestServer::in_memory();
+    t.check(
+        r#"
+            COMMAND GETKEYS MIGRATE h 1 k 0 5000 => ["k"]
+            COMMAND GETKEYS MIGRATE h 1 "" 0 5000 COPY REPLACE KEYS a b => ["a", "b"]
+            COMMAND GETKEYS MIGRATE h 1 "" 0 5000 AUTH keys KEYS a b => ["a", "b"]
+            COMMAND GETKEYS MIGRATE h 1 "" 0 5000 AUTH2 keys keys KEYS c => ["c"]
+            COMMAND GETKEYS MIGRATE KEYS 1 "" 0 5000 KEYS a => ["a"]
+        "#,
+    );
+    let keys = |argv: &[&str]| {
+        let argv: Vec<bytes::Bytes> = argv
+            .iter()
+            .map(|a| bytes::Bytes::copy_from_slice(a.as_bytes()))
+            .collect();
+        super::migrate::key_positions(&argv)
+    };
+    assert_eq!(keys(&["MIGRATE", "h", "1", "k", "0", "5000"]), Some(3..4));
+    assert_eq!(
+        keys(&["MIGRATE", "h", "1", "", "0", "5000", "KEYS", "a", "b"]),
+        Some(7..9)
+    );
+    // Refused by the parse: no key is touched.
+    assert_eq!(
+        keys(&["MIGRATE", "h", "1", "k", "0", "5000", "KEYS", "a"]),
+        None
+    );
+    assert_eq!(
+        keys(&["MIGRATE", "h", "1", "k", "0", "5000", "BOGUS"]),
+        None
+    );
+}

@@ -565,6 +565,7 @@ fn native_keys(name: &str) -> Option<NativeKeys> {
         "sort_ro" => sort_ro_keys,
         "set" => set_keys,
         "bitfield" => bitfield_keys,
+        "migrate" => migrate_keys,
         _ => return None,
     })
 }
@@ -638,6 +639,14 @@ fn set_keys(argv: &[Bytes]) -> Option<Keys> {
         OW | UPDATE
     };
     Some([key(1, flags)].into_iter().collect())
+}
+
+/// MIGRATE: the key, or the keys after KEYS (its key specs mark the second form
+/// incomplete), by MIGRATE's own parse, so that the stripes taken are the keys it moves.
+fn migrate_keys(argv: &[Bytes]) -> Option<Keys> {
+    use key_flag::*;
+    let at = super::migrate::key_positions(argv)?;
+    Some(at.map(|pos| key(pos, RW | ACCESS | DELETE)).collect())
 }
 
 /// BITFIELD only reads its key when every operation is a GET.
