@@ -100,14 +100,14 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     let (from, pin) = match h.start {
         Start::Continue { from, pin } => (from, pin),
         Start::Full { psync } => {
-            // The snapshot stream ends with a frame of its own: no wait for an ACK.
-            diskless = uses_diskless(shared, &h.conf) && !uses_snapshot(shared, &h.conf);
-            let r = full_sync(shared, sock, info, link, &log, &h.conf, psync).await?;
+            let (off, pin, marked) =
+                full_sync(shared, sock, info, link, &log, &h.conf, psync).await?;
             if h.conf.rdb_only {
-                log.unpin(r.1);
+                log.unpin(pin);
                 return Ok(());
             }
-            r
+            diskless = marked;
+            (off, pin)
         }
     };
     // The ack offset stays what the replica last said (0 until its first ACK), as Redis.
@@ -293,8 +293,10 @@ fn uses_snapshot(shared: &Shared, conf: &ReplConf) -> bool {
         && shared.config.read().get("repl-strata-snapshot").as_deref() != Some("no")
 }
 
-/// Sends `+FULLRESYNC` and the RDB (or the snapshot stream); returns the cut's offset and its pin (which the feed
-/// takes over).
+/// Sends `+FULLRESYNC` and the RDB (or the snapshot stream); returns the cut's offset, its
+/// pin (which the feed takes over) and whether the payload was an `$EOF:`-marked one (the
+/// feed then waits for the replica's first ACK; the snapshot stream's END frame ends it
+/// exactly, as `$<len>` does).
 async fn full_sync<S: AsyncRead + AsyncWrite + Unpin>(
     shared: &Arc<Shared>,
     sock: &mut S,
@@ -303,7 +305,7 @@ async fn full_sync<S: AsyncRead + AsyncWrite + Unpin>(
     log: &Arc<ReplLog>,
     conf: &ReplConf,
     psync: bool,
-) -> Result<(u64, u64), String> {
+) -> Result<(u64, u64, bool), String> {
     shared.master.sync_full.fetch_add(1, Ordering::Relaxed);
     let snapshot = uses_snapshot(shared, conf);
     let diskless = uses_diskless(shared, conf) && !snapshot;
@@ -390,7 +392,7 @@ async fn full_sync<S: AsyncRead + AsyncWrite + Unpin>(
         let _ = std::fs::remove_file(&path);
     }
     match r {
-        Ok(()) => Ok((off, pin)),
+        Ok(()) => Ok((off, pin, diskless)),
         Err(e) => {
             log.unpin(pin);
             Err(e)
