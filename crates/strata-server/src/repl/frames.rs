@@ -231,9 +231,12 @@ pub fn read_frame<R: Read>(r: &mut R) -> Result<Option<Frame>, StreamError> {
     Ok(Some(Frame { tag, body }))
 }
 
+/// A record of a RECORDS frame: its key and value, borrowed from the frame's body.
+pub type Record<'a> = (&'a [u8], &'a [u8]);
+
 /// The records of a RECORDS frame: its shard and `(key, value)` pairs; a body whose
 /// records do not fill it exactly is [`StreamError::Invalid`].
-pub fn records(body: &[u8]) -> Result<(u32, Vec<(&[u8], &[u8])>), StreamError> {
+pub fn records(body: &[u8]) -> Result<(u32, Vec<Record<'_>>), StreamError> {
     let u32_at = |at: usize| -> Result<u32, StreamError> {
         body.get(at..at + 4)
             .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
