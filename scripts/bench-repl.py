@@ -15,8 +15,10 @@ medians and spreads:
               time from the load's end until the replica applied the master's last offset.
   sync        full sync of --sync-keys keys (`key:%012d`) of --sync-value-size random bytes,
               from REPLICAOF until the replica says master_link_status:up and has applied
-              the master's offset, as MB/s of user data (keys + values): Strata -> Strata,
-              and redis-server -> redis-server as the peer; beside fio's sequential read of
+              the master's offset, as MB/s of user data (keys + values): Strata -> Strata
+              (side `strata`: the snapshot stream between two Strata nodes; side
+              `strata-rdb`: the same pair with the replica's `repl-strata-snapshot no`, an
+              RDB), and redis-server -> redis-server as the peer; beside fio's sequential read of
               the same filesystem (1 MiB blocks, direct I/O, queue depth 16) in the same run.
               Each master's dataset is loaded once through the server (`redis-cli --pipe`)
               into a directory reused by every round (a stopped master restarted on it);
@@ -53,7 +55,11 @@ NAMES = {"strata": "Strata -> Strata",
          "redis": "redis-server -> redis-server (AOF everysec)"}
 # The full sync's redis-server master keeps its dataset in dump.rdb (loaded at start, not an
 # AOF replayed); its replica is configured as the peer.
-SYNC_PAIRS = {"strata": ("strata", "strata"), "redis": ("redis-mem", "redis-aof")}
+SYNC_PAIRS = {"strata": ("strata", "strata"), "strata-rdb": ("strata", "strata"),
+              "redis": ("redis-mem", "redis-aof")}
+# Replica arguments of a sync side: `strata-rdb` turns the snapshot stream off.
+SYNC_REPLICA_EXTRA = {"strata-rdb": ["--repl-strata-snapshot", "no"]}
+NAMES["strata-rdb"] = "Strata -> Strata by RDB (repl-strata-snapshot no)"
 
 
 def log(msg):
@@ -240,7 +246,8 @@ def sync_run(side, mdir, a, work):
         if n != a.sync_keys:
             raise BenchError(f"{master.name} restarted with {n} keys, not {a.sync_keys}")
         os.mkdir(rdir)
-        replica = bl.start_server(rkind, rdir, strata=a.strata)
+        replica = bl.start_server(rkind, rdir, strata=a.strata,
+                                  extra=SYNC_REPLICA_EXTRA.get(side, []))
         took = attach(master, replica, a.sync_timeout)
         n = bl.call(replica.port, "DBSIZE")
         if n != a.sync_keys:
@@ -329,7 +336,8 @@ def main():
     ap.add_argument("--parts", default="throughput,sync", help="throughput, sync or both")
     ap.add_argument("--rounds", type=int, default=None, help="default 3 (1 with --smoke)")
     ap.add_argument("--kinds", default="strata,redis", help="sides of the throughput part")
-    ap.add_argument("--sync-kinds", default="strata,redis", help="sides of the sync part")
+    ap.add_argument("--sync-kinds", default="strata,redis",
+                    help="sides of the sync part: strata, strata-rdb, redis")
     ap.add_argument("--n", type=int, default=5_000_000, help="SETs per throughput run")
     ap.add_argument("--sync-keys", type=int, default=10_000_000)
     ap.add_argument("--sync-value-size", type=int, default=512)
@@ -358,9 +366,12 @@ def main():
     a.parts = a.parts.split(",")
     a.kinds = [k for k in a.kinds.split(",") if k]
     a.sync_kinds = [k for k in a.sync_kinds.split(",") if k]
-    for k in a.kinds + a.sync_kinds:
+    for k in a.kinds:
         if k not in PAIRS:
             ap.error(f"unknown side {k!r}: strata or redis")
+    for k in a.sync_kinds:
+        if k not in SYNC_PAIRS:
+            ap.error(f"unknown sync side {k!r}: strata, strata-rdb or redis")
     env, work = bl.begin_run(a, "bench-repl-")
     out = {"env": env, "throughput": {}, "sync": {}}
 
@@ -382,6 +393,11 @@ def main():
     if "sync" in a.parts:
         masters, user = {}, None
         for side in a.sync_kinds:
+            # Sides with the same master kind share its dataset (a master only reads it).
+            same = [s for s in masters if SYNC_PAIRS[s][0] == SYNC_PAIRS[side][0]]
+            if same:
+                masters[side] = masters[same[0]]
+                continue
             masters[side], u = build_sync_master(side, a, work)
             if user is not None and u != user:
                 raise BenchError("the two sides loaded different datasets")

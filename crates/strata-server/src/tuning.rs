@@ -11,7 +11,7 @@
 //! `latency-tracking` and `latency-tracking-info-percentiles` (`latency_histogram.rs`),
 //! and the replica's directives (`masterauth`, `masteruser`, `replica-read-only`,
 //! `replica-serve-stale-data`, `repl-timeout`, `replica-priority`, `replica-announce-*`:
-//! `replica/`).
+//! `replica/`), and one of Strata's own, `repl-strata-snapshot` (`repl/ship.rs`).
 //!
 //! Layer: configuration (above protocol and errors).
 
@@ -282,6 +282,10 @@ pub static TUNING: &[Tuning] = &[
         "10",
         Range(1, i64::MAX),
     ),
+    // Strata's own, not Redis's: whether a full sync between two Strata nodes ships the
+    // snapshot's records (`repl/ship.rs`) rather than an RDB. Read by both sides: a replica
+    // announces `capa strata-snapshot` only with `yes`, a master honours it only with `yes`.
+    t("repl-strata-snapshot", "yes", Bool),
     t("repl-timeout", "60", Range(1, i64::MAX)),
     a("replica-announce-ip", "slave-announce-ip", "", Str),
     a(

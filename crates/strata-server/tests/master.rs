@@ -386,3 +386,119 @@ fn a_waiting_client_does_not_hold_off_a_full_sync() {
     );
     assert_eq!(waiter.join().unwrap(), V::Int(0));
 }
+
+/// A snapshot stream (`docs/format/snapshot-stream.md`), read by this test's own reading of
+/// the spec: every frame's CRC-32C checked, the frames in order, END's counts equal to what
+/// came; returns the metadata records' `(logical db, key)`, sorted.
+fn read_snapshot_stream(r: &mut Replica) -> Vec<(u8, String)> {
+    let mut keys = Vec::new();
+    let (mut frames, mut records, mut bytes) = (0u64, 0u64, 0u64);
+    let mut first = true;
+    loop {
+        let head = r.exact(9);
+        let tag = head[0];
+        let len = u32::from_le_bytes(head[1..5].try_into().unwrap()) as usize;
+        let crc = u32::from_le_bytes(head[5..9].try_into().unwrap());
+        let body = r.exact(len);
+        assert_eq!(
+            crc32c::crc32c_append(crc32c::crc32c(&head[..5]), &body),
+            crc,
+            "frame {tag}"
+        );
+        assert_eq!(first, tag == 1, "START first and once");
+        first = false;
+        match tag {
+            1 => assert_eq!(body[0], 1, "format version"),
+            2 => {}
+            3 => {
+                let n = u32::from_le_bytes(body[4..8].try_into().unwrap());
+                let mut at = 8;
+                for _ in 0..n {
+                    let k = u32::from_le_bytes(body[at..at + 4].try_into().unwrap()) as usize;
+                    let v = u32::from_le_bytes(body[at + 4..at + 8].try_into().unwrap()) as usize;
+                    let key = &body[at + 8..at + 8 + k];
+                    if key[3] == 0 {
+                        keys.push((key[0], String::from_utf8(key[4..].to_vec()).unwrap()));
+                    }
+                    at += 8 + k + v;
+                    records += 1;
+                    bytes += (k + v) as u64;
+                }
+                assert_eq!(at, body.len());
+                frames += 1;
+            }
+            4 => {
+                let w = |i: usize| u64::from_le_bytes(body[i * 8..i * 8 + 8].try_into().unwrap());
+                assert_eq!((w(0), w(1), w(2)), (frames, records, bytes));
+                break;
+            }
+            t => panic!("tag {t}"),
+        }
+    }
+    keys.sort();
+    keys
+}
+
+#[test]
+fn a_strata_replica_gets_the_snapshot_stream_then_the_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &["--repl-ping-replica-period", "1000"]);
+    let mut c = Client::connect(server.local_addr());
+    assert_eq!(c.q(&["SET", "a", "1"]), V::ok());
+    assert_eq!(c.q(&["HSET", "h", "f", "v", "g", "w"]), V::Int(2));
+    assert_eq!(c.q(&["SELECT", "3"]), V::ok());
+    assert_eq!(c.q(&["SET", "b", "2"]), V::ok());
+    // Logical 3 is physical 7 now: the stream names logical databases.
+    assert_eq!(c.q(&["SWAPDB", "3", "7"]), V::ok());
+    assert_eq!(c.q(&["SELECT", "0"]), V::ok());
+
+    let mut r = Replica::connect(server.local_addr());
+    r.send(&["REPLCONF", "listening-port", "7778"]);
+    assert_eq!(r.line(), "+OK");
+    r.send(&[
+        "REPLCONF",
+        "capa",
+        "eof",
+        "capa",
+        "psync2",
+        "capa",
+        "strata-snapshot",
+    ]);
+    assert_eq!(r.line(), "+OK");
+    r.send(&["PSYNC", "?", "-1"]);
+    let l = r.line();
+    let off: u64 = l.split(' ').nth(2).unwrap().parse().unwrap();
+    assert!(l.starts_with("+FULLRESYNC "), "{l}");
+    assert_eq!(r.line(), "$STRATA-SNAPSHOT");
+    let keys = read_snapshot_stream(&mut r);
+    assert_eq!(
+        keys,
+        vec![(0, "a".into()), (0, "h".into()), (7, "b".into())]
+    );
+    // The command stream follows the END frame at once (no ACK awaited).
+    assert_eq!(c.q(&["SET", "c", "3"]), V::ok());
+    let mut want = resp(&["SELECT", "0"]);
+    want.extend(resp(&["SET", "c", "3"]));
+    assert_eq!(r.exact(want.len()), want);
+    r.send(&["REPLCONF", "ACK", &(off + want.len() as u64).to_string()]);
+
+    // With `repl-strata-snapshot no` the same announcement gets an RDB.
+    assert_eq!(c.q(&["DEL", "h"]), V::Int(1)); // this test's RDB reader takes strings
+    assert_eq!(
+        c.q(&["CONFIG", "SET", "repl-strata-snapshot", "no"]),
+        V::ok()
+    );
+    let mut r2 = Replica::connect(server.local_addr());
+    r2.send(&[
+        "REPLCONF",
+        "capa",
+        "eof",
+        "capa",
+        "psync2",
+        "capa",
+        "strata-snapshot",
+    ]);
+    assert_eq!(r2.line(), "+OK");
+    let (_, _, keys) = r2.full_sync();
+    assert!(keys.contains(&(7, "b".into(), "2".into())), "{keys:?}");
+}

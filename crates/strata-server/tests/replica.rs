@@ -93,9 +93,19 @@ impl Peer {
         let port = self.request();
         assert_eq!(port[..2], ["REPLCONF", "listening-port"]);
         self.send(b"+OK\r\n");
+        // A Strata replica also announces the snapshot stream; this scripted master, like
+        // redis-server, ignores it and sends an RDB.
         assert_eq!(
             self.request(),
-            ["REPLCONF", "capa", "eof", "capa", "psync2"]
+            [
+                "REPLCONF",
+                "capa",
+                "eof",
+                "capa",
+                "psync2",
+                "capa",
+                "strata-snapshot"
+            ]
         );
         self.send(b"+OK\r\n");
         let psync = self.request();

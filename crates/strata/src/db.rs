@@ -1092,6 +1092,28 @@ impl<'db, E: Engine> Snapshot<'db, E> {
         Ok(DbIter::new(its))
     }
 
+    /// An ordered iterator over shard `shard`'s part of this view only (no merge with the
+    /// other shards): for readers that take the view one shard at a time, such as a full
+    /// sync shipping each shard's records as a run of its own.
+    pub fn shard_iter(&self, shard: usize, opts: &IterOptions) -> Result<E::Iter> {
+        let (Some(e), Some(snap)) = (self.db.engines.get(shard), self.snaps.get(shard)) else {
+            return Err(strata_engine::Error::InvalidArgument(format!(
+                "shard {shard} of {}",
+                self.snaps.len()
+            )));
+        };
+        e.iter(
+            Some(snap),
+            opts.lower_bound.as_deref(),
+            opts.upper_bound.as_deref(),
+        )
+    }
+
+    /// Number of shards this view spans.
+    pub fn shard_count(&self) -> usize {
+        self.snaps.len()
+    }
+
     fn into_iter_opt(self, opts: &IterOptions) -> Result<DbIter<'db, E::Iter>> {
         self.iter_opt(opts)
     }

@@ -26,12 +26,14 @@
 //! `failover.rs` switches the node's role through `cmd/replication.rs`.
 
 pub mod failover;
+pub mod frames;
 pub mod history;
 pub mod log;
 pub mod psync;
 pub mod quorum;
 pub mod sequencer;
 pub mod serve;
+pub mod ship;
 
 use crate::server::Shared;
 use log::ReplLog;

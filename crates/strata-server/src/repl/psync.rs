@@ -60,6 +60,9 @@ pub struct ReplConf {
     /// `capa eof`: the replica takes a diskless transfer.
     pub capa_eof: bool,
     pub capa_psync2: bool,
+    /// `capa strata-snapshot`: a Strata replica that takes the snapshot stream
+    /// (`repl/ship.rs`) instead of an RDB; Redis never sends it.
+    pub capa_snapshot: bool,
     /// `rdb-only 1`: the replica wants the RDB and no stream (redis-cli --rdb).
     pub rdb_only: bool,
 }
@@ -129,6 +132,7 @@ impl ReplConf {
                 ReplConfOpt::IpAddress(a) => self.ip_address = Some(a.clone()),
                 ReplConfOpt::Capa(c) if c == "eof" => self.capa_eof = true,
                 ReplConfOpt::Capa(c) if c == "psync2" => self.capa_psync2 = true,
+                ReplConfOpt::Capa(c) if c == super::frames::CAPA => self.capa_snapshot = true,
                 ReplConfOpt::RdbOnly(b) => self.rdb_only = *b,
                 _ => {}
             }
@@ -207,6 +211,8 @@ mod tests {
             b"eof",
             b"capa",
             b"psync2",
+            b"capa",
+            b"strata-snapshot",
             b"ip-address",
             b"10.0.0.1",
         ])
@@ -220,6 +226,7 @@ mod tests {
                 ip_address: Some("10.0.0.1".into()),
                 capa_eof: true,
                 capa_psync2: true,
+                capa_snapshot: true,
                 rdb_only: false,
             }
         );

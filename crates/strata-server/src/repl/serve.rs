@@ -6,8 +6,10 @@
 //! database) and writes the snapshot as an RDB file (`rdb::dataset::write_dataset`): to
 //! `dir/repl-sync.<client id>.rdb`, sent as `$<len>` + the file once complete, or, with
 //! `repl-diskless-sync yes` and a replica that announced `capa eof`, straight to the socket
-//! framed by `$EOF:<40-byte mark>` ... mark. Newlines keep the link alive meanwhile (and
-//! during `repl-diskless-sync-delay`).
+//! framed by `$EOF:<40-byte mark>` ... mark. A Strata replica that announced `capa
+//! strata-snapshot` gets the snapshot's own records instead, as a framed stream after
+//! `$STRATA-SNAPSHOT` (`repl/ship.rs`; unless `repl-strata-snapshot no`). Newlines keep
+//! the link alive meanwhile (and during `repl-diskless-sync-delay`).
 //!
 //! **Feed.** The replica's position is a pin in the log: the feeder reads from the log
 //! (memory tail or segment files) and writes to the socket, so a slow replica only lags and
@@ -98,13 +100,14 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     let (from, pin) = match h.start {
         Start::Continue { from, pin } => (from, pin),
         Start::Full { psync } => {
-            diskless = uses_diskless(shared, &h.conf);
-            let r = full_sync(shared, sock, info, link, &log, &h.conf, psync).await?;
+            let (off, pin, marked) =
+                full_sync(shared, sock, info, link, &log, &h.conf, psync).await?;
             if h.conf.rdb_only {
-                log.unpin(r.1);
+                log.unpin(pin);
                 return Ok(());
             }
-            r
+            diskless = marked;
+            (off, pin)
         }
     };
     // The ack offset stays what the replica last said (0 until its first ACK), as Redis.
@@ -129,6 +132,8 @@ async fn send<S: AsyncWrite + Unpin>(sock: &mut S, bytes: &[u8]) -> Result<(), S
 enum Target {
     File(std::path::PathBuf),
     Pipe(tokio::sync::mpsc::Sender<Vec<u8>>),
+    /// The snapshot stream (`repl/ship.rs`), through the same channel as `Pipe`.
+    Snapshot(tokio::sync::mpsc::Sender<Vec<u8>>),
 }
 
 /// An `io::Write` into the diskless transfer's channel, in chunks.
@@ -236,6 +241,24 @@ fn write_snapshot(
                 .and_then(|_| w.flush().map_err(|e| e.to_string()))
                 .map(|_| 0)
         }
+        Target::Snapshot(tx) => {
+            let w = PipeWriter {
+                tx,
+                buf: Vec::with_capacity(READ_CHUNK),
+            };
+            let databases = shared.config.read().databases;
+            let started = Instant::now();
+            super::ship::write_stream(&snap, databases, aux.repl_stream_db as u8, w).map(|t| {
+                eprintln!(
+                    "strata-server: replication: sent the snapshot stream ({} records, {} \
+                     bytes of keys and values) in {:.2} s",
+                    t.records,
+                    t.bytes,
+                    started.elapsed().as_secs_f64()
+                );
+                t.bytes
+            })
+        }
     };
     let _ = done_tx.send(r);
 }
@@ -261,8 +284,19 @@ fn uses_diskless(shared: &Shared, conf: &ReplConf) -> bool {
     conf.capa_eof && shared.config.read().get("repl-diskless-sync").as_deref() == Some("yes")
 }
 
-/// Sends `+FULLRESYNC` and the RDB; returns the cut's offset and its pin (which the feed
-/// takes over).
+/// Whether a full sync to this replica sends the snapshot stream rather than an RDB: a
+/// Strata replica that announced `capa strata-snapshot`, wanting the stream after it (not
+/// `rdb-only`), and `repl-strata-snapshot` is not `no`.
+fn uses_snapshot(shared: &Shared, conf: &ReplConf) -> bool {
+    conf.capa_snapshot
+        && !conf.rdb_only
+        && shared.config.read().get("repl-strata-snapshot").as_deref() != Some("no")
+}
+
+/// Sends `+FULLRESYNC` and the RDB (or the snapshot stream); returns the cut's offset, its
+/// pin (which the feed takes over) and whether the payload was an `$EOF:`-marked one (the
+/// feed then waits for the replica's first ACK; the snapshot stream's END frame ends it
+/// exactly, as `$<len>` does).
 async fn full_sync<S: AsyncRead + AsyncWrite + Unpin>(
     shared: &Arc<Shared>,
     sock: &mut S,
@@ -271,9 +305,10 @@ async fn full_sync<S: AsyncRead + AsyncWrite + Unpin>(
     log: &Arc<ReplLog>,
     conf: &ReplConf,
     psync: bool,
-) -> Result<(u64, u64), String> {
+) -> Result<(u64, u64, bool), String> {
     shared.master.sync_full.fetch_add(1, Ordering::Relaxed);
-    let diskless = uses_diskless(shared, conf);
+    let snapshot = uses_snapshot(shared, conf);
+    let diskless = uses_diskless(shared, conf) && !snapshot;
     let delay = shared
         .config
         .read()
@@ -295,7 +330,9 @@ async fn full_sync<S: AsyncRead + AsyncWrite + Unpin>(
         .read()
         .dir
         .join(format!("repl-sync.{}.rdb", info.id));
-    let target = if diskless {
+    let target = if snapshot {
+        Target::Snapshot(pipe_tx)
+    } else if diskless {
         Target::Pipe(pipe_tx)
     } else {
         drop(pipe_tx);
@@ -311,7 +348,18 @@ async fn full_sync<S: AsyncRead + AsyncWrite + Unpin>(
         send(sock, format!("+FULLRESYNC {replid} {off}\r\n").as_bytes()).await?;
     }
     let r = async {
-        if diskless {
+        if snapshot {
+            *link.state.lock() = "send_bulk";
+            let mut header = crate::repl::frames::HEADER_LINE.to_vec();
+            header.extend_from_slice(b"\r\n");
+            send(sock, &header).await?;
+            while let Some(chunk) = pipe_rx.recv().await {
+                send(sock, &chunk).await?;
+            }
+            done_rx
+                .await
+                .map_err(|_| "the sync thread ended".to_string())??;
+        } else if diskless {
             *link.state.lock() = "send_bulk";
             let mark: String = super::super::replica::new_replid();
             send(sock, format!("$EOF:{mark}\r\n").as_bytes()).await?;
@@ -340,11 +388,11 @@ async fn full_sync<S: AsyncRead + AsyncWrite + Unpin>(
         Ok::<(), String>(())
     }
     .await;
-    if !diskless {
+    if !diskless && !snapshot {
         let _ = std::fs::remove_file(&path);
     }
     match r {
-        Ok(()) => Ok((off, pin)),
+        Ok(()) => Ok((off, pin, diskless)),
         Err(e) => {
             log.unpin(pin);
             Err(e)

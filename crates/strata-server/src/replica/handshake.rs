@@ -77,11 +77,17 @@ pub enum Payload {
     Sized(u64),
     /// `$EOF:<mark>`: bytes follow until the 40-byte mark (a diskless transfer).
     Marked([u8; ID_LEN]),
+    /// `$STRATA-SNAPSHOT`: a Strata master's snapshot stream follows, ending with a frame
+    /// of its own (`repl/frames.rs`); sent only to a replica that announced it.
+    Snapshot,
 }
 
 /// The line that announces the payload (`$<len>` or `$EOF:<40 bytes>`, no CRLF); a bare
 /// newline before it is the master's keepalive and is skipped by the caller.
 pub fn parse_payload_header(line: &[u8]) -> Result<Payload, HandshakeError> {
+    if line == crate::repl::frames::HEADER_LINE {
+        return Ok(Payload::Snapshot);
+    }
     if let Some(mark) = line.strip_prefix(b"$EOF:") {
         let mark: [u8; ID_LEN] = mark.try_into().map_err(|_| HandshakeError(quoted(line)))?;
         return Ok(Payload::Marked(mark));
@@ -197,8 +203,14 @@ mod tests {
         let mut line = b"$EOF:".to_vec();
         line.extend_from_slice(&mark);
         assert_eq!(parse_payload_header(&line), Ok(Payload::Marked(mark)));
+        assert_eq!(
+            parse_payload_header(b"$STRATA-SNAPSHOT"),
+            Ok(Payload::Snapshot)
+        );
         for bad in [
             &b"$EOF:short"[..],
+            b"$STRATA-SNAPSHOTS",
+            b"$strata-snapshot",
             b"$-1",
             b"$",
             b"$12x",

@@ -5,7 +5,8 @@
 //! A session: connect; PING; AUTH (`masteruser`, `masterauth`); REPLCONF listening-port
 //! (and ip-address), REPLCONF capa eof capa psync2; PSYNC with the replication id and
 //! offset the data follows (after a link drop in this process: a partial resync) or `? -1`;
-//! on `+FULLRESYNC` the payload (`$<len>` or `$EOF:<mark>`) is spooled to a file in `dir`
+//! on `+FULLRESYNC` the payload (`$<len>` or `$EOF:<mark>`, or from a Strata master the
+//! snapshot stream after `$STRATA-SNAPSHOT`, `ship.rs`) is spooled to a file in `dir`
 //! (so that the master's timeout never waits on the load), checked, loaded beside the served
 //! dataset and switched in with one write (design §13.25); then the
 //! command stream is applied through the dispatcher as the master's client, with
@@ -268,7 +269,14 @@ fn session_inner(shared: &Arc<Shared>, conn: &mut ConnState, epoch: u64) -> Resu
     if let Some(ip) = &announce_ip {
         link.ask(&[b"REPLCONF", b"ip-address", ip.as_bytes()], timeout)?;
     }
-    link.ask(&[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"], timeout)?;
+    // `capa strata-snapshot`: a Strata master may send its snapshot's records instead of
+    // an RDB (`ship.rs`); Redis ignores a capability it does not know.
+    let snapshot = shared.config.read().get("repl-strata-snapshot").as_deref() != Some("no");
+    let mut capa: Vec<&[u8]> = vec![b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"];
+    if snapshot {
+        capa.extend([&b"capa"[..], crate::repl::frames::CAPA.as_bytes()]);
+    }
+    link.ask(&capa, timeout)?;
     // A partial resync if this process applied a stream before (its data is that stream's
     // up to the offset); a full one otherwise.
     let Some(cached) = r.if_current(epoch, |st| {
@@ -300,7 +308,7 @@ fn session_inner(shared: &Arc<Shared>, conn: &mut ConnState, epoch: u64) -> Resu
                 offset,
                 db: 0,
             };
-            full_sync(shared, conn, epoch, &mut link, timeout, pos)?;
+            full_sync(shared, conn, epoch, &mut link, timeout, pos, snapshot)?;
             offset
         }
         PsyncReply::Continue { replid } => {
@@ -372,14 +380,21 @@ fn full_sync(
     link: &mut Link,
     timeout: Duration,
     mut pos: Position,
+    asked_snapshot: bool,
 ) -> Result<(), End> {
     let r = &shared.replication;
     let header = link.line(timeout, true)?;
     let payload = parse_payload_header(&header).map_err(|e| End::Failed(e.to_string()))?;
     let total = match payload {
         Payload::Sized(n) => Some(n),
-        Payload::Marked(_) => None,
+        Payload::Marked(_) | Payload::Snapshot => None,
     };
+    let snapshot = payload == Payload::Snapshot;
+    if snapshot && !asked_snapshot {
+        return Err(End::Failed(
+            "the master sent a snapshot stream this replica did not announce".into(),
+        ));
+    }
     let started = r.if_current(epoch, |st| {
         st.link = LinkState::Sync;
         st.sync = Some(SyncProgress {
@@ -392,8 +407,13 @@ fn full_sync(
         return Err(End::Superseded);
     }
     let dir = shared.config.read().dir.clone();
-    let spool = Spool(dir.join(format!("replica-sync.{}.rdb", std::process::id())));
-    receive(shared, epoch, link, payload, &spool.0, timeout)?;
+    let ext = if snapshot { "snapshot" } else { "rdb" };
+    let spool = Spool(dir.join(format!("replica-sync.{}.{ext}", std::process::id())));
+    if snapshot {
+        receive_snapshot(shared, epoch, link, &spool.0, timeout)?;
+    } else {
+        receive(shared, epoch, link, payload, &spool.0, timeout)?;
+    }
     let databases = shared.config.read().databases;
     // While the file is read, a newline to the master every second (Redis's
     // `replicationSendNewlineToMaster`): the master counts it as the replica's ACK time.
@@ -416,7 +436,11 @@ fn full_sync(
     let mut ctx = Ctx::new(shared, &tx, conn, &mut reply);
     r.loading.store(true, std::sync::atomic::Ordering::Release);
     let started = Instant::now();
-    let loaded = super::load::load(&mut ctx, &spool.0, &claim.dbs, &mut tick);
+    let loaded = if snapshot {
+        super::ship::load(&mut ctx, &spool.0, &claim.dbs, &mut tick)
+    } else {
+        super::load::load(&mut ctx, &spool.0, &claim.dbs, &mut tick)
+    };
     r.loading.store(false, std::sync::atomic::Ordering::Release);
     let loaded = match loaded {
         Ok((counts, functions)) => {
@@ -472,7 +496,8 @@ fn full_sync(
         }
         Err(_) if !r.is_current(epoch) => Err(End::Superseded),
         Err(e) => Err(End::Failed(format!(
-            "loading the master's RDB failed (the old dataset stays): {e}"
+            "loading the master's {} failed (the old dataset stays): {e}",
+            if snapshot { "snapshot stream" } else { "RDB" }
         ))),
     }
 }
@@ -529,6 +554,7 @@ fn receive(
     let (mut left, mut mark) = match payload {
         Payload::Sized(n) => (Some(n), None),
         Payload::Marked(m) => (None, Some(EofMark::new(m))),
+        Payload::Snapshot => unreachable!("received by receive_snapshot"),
     };
     let mut buf = vec![0u8; 1 << 16];
     let mut out = Vec::with_capacity(1 << 16);
@@ -595,6 +621,82 @@ fn receive(
     let f = file.into_inner().map_err(|e| End::Failed(e.to_string()))?;
     f.sync_all()?;
     Ok(())
+}
+
+/// Receives a snapshot stream (`ship.rs`) into `path`, every frame checked on arrival.
+fn receive_snapshot(
+    shared: &Arc<Shared>,
+    epoch: u64,
+    link: &mut Link,
+    path: &std::path::Path,
+    timeout: Duration,
+) -> Result<(), End> {
+    let r = &shared.replication;
+    let mut sock = Patient {
+        link,
+        r,
+        epoch,
+        timeout,
+        last_io: Instant::now(),
+        superseded: false,
+    };
+    let mut last_report = Instant::now();
+    let mut gone = false;
+    let received = super::ship::receive(&mut sock, path, &mut |read| {
+        if last_report.elapsed() > POLL {
+            last_report = Instant::now();
+            gone |= r
+                .if_current(epoch, |st| {
+                    if let Some(s) = &mut st.sync {
+                        s.read = read;
+                        s.last_io = Instant::now();
+                    }
+                })
+                .is_none();
+        }
+    });
+    if sock.superseded || gone {
+        return Err(End::Superseded);
+    }
+    received.map_err(|e| End::Failed(e.to_string()))
+}
+
+/// The master's socket as a `Read` for the snapshot stream's receiver: a read that times
+/// out (the socket's [`POLL`]) is retried while the link is wanted and the master has not
+/// been silent for `timeout`.
+struct Patient<'a> {
+    link: &'a mut Link,
+    r: &'a super::Replication,
+    epoch: u64,
+    timeout: Duration,
+    last_io: Instant,
+    /// REPLICAOF moved on during a read.
+    superseded: bool,
+}
+
+impl Read for Patient<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            match self.link.r.read(buf) {
+                Err(e) if is_timeout(&e) => {
+                    if !self.r.is_current(self.epoch) {
+                        self.superseded = true;
+                        return Err(std::io::Error::other("replication was reconfigured"));
+                    }
+                    if self.last_io.elapsed() > self.timeout {
+                        return Err(std::io::Error::new(
+                            ErrorKind::TimedOut,
+                            "timeout receiving the snapshot stream from the master",
+                        ));
+                    }
+                }
+                r => {
+                    self.last_io = Instant::now();
+                    return r;
+                }
+            }
+        }
+    }
 }
 
 /// Applies the command stream from `offset` until the link fails or REPLICAOF moves on.

@@ -34,7 +34,7 @@ use std::path::Path;
 use std::sync::mpsc;
 
 /// Items read between two calls of the caller's `tick`.
-const TICK_ITEMS: u64 = 1024;
+pub(super) const TICK_ITEMS: u64 = 1024;
 /// Why a load ended early: `tick` said stop.
 pub const STOPPED: &str = "replication was reconfigured during the load";
 /// Bytes of records (keys, values and their index entries) buffered over all shards before
@@ -42,11 +42,11 @@ pub const STOPPED: &str = "replication was reconfigured during the load";
 /// levels of the shard's tree take one, less compaction after the load) at the cost of
 /// memory during the load: this much being filled, plus a run waiting and a run being
 /// written.
-const LOAD_BUFFER_BYTES: usize = 256 << 20;
+pub(super) const LOAD_BUFFER_BYTES: usize = 256 << 20;
 /// The reader's error when the writer thread has stopped (the writer's own is reported).
-const WRITER_STOPPED: &str = "the table writer stopped";
+pub(super) const WRITER_STOPPED: &str = "the table writer stopped";
 /// The least a run holds (many shards would otherwise make tiny runs).
-const MIN_RUN_BYTES: usize = 8 << 20;
+pub(super) const MIN_RUN_BYTES: usize = 8 << 20;
 
 /// What a file held.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -101,16 +101,41 @@ pub fn load(
     tick: &mut dyn FnMut() -> bool,
 ) -> Result<(Counts, Vec<u8>), LoadError> {
     let store = ctx.tx;
-    let write_err = |e: strata_engine::Error| LoadError::Write(e.to_string());
-    // Left over by a load that stopped (the cleaner skips databases being loaded); their
-    // deletes are older than anything ingested, so the runs shadow them.
-    for &t in targets {
-        store.flush_db(t).map_err(write_err)?;
-    }
-    let mut r = open(path)?;
     let db = store.db();
-    let shards = db.shard_count();
-    let run_bytes = (LOAD_BUFFER_BYTES / shards).max(MIN_RUN_BYTES);
+    clear_targets(store, targets)?;
+    let mut r = open(path)?;
+    let run_bytes = run_bytes(db);
+    ingest_runs(db, tick, |send, tick| {
+        read_file(ctx, &mut r, targets, run_bytes, send, tick)
+    })
+}
+
+/// Empties the targets of what a load that stopped left (the cleaner skips databases being
+/// loaded); their deletes are older than anything ingested, so the runs shadow them.
+pub(super) fn clear_targets(store: &crate::store::Tx<'_>, targets: &[u8]) -> Result<(), LoadError> {
+    for &t in targets {
+        store
+            .flush_db(t)
+            .map_err(|e| LoadError::Write(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// Bytes one shard's buffer holds before it is written as a run.
+pub(super) fn run_bytes(db: &strata::Db) -> usize {
+    (LOAD_BUFFER_BYTES / db.shard_count()).max(MIN_RUN_BYTES)
+}
+
+/// The two halves of a load: `read` (on this thread) sends each full shard buffer to a
+/// writer thread that writes it as a run of that shard's ingestion; once `read` has
+/// succeeded, every shard's ingestion is installed while `tick` keeps the link alive.
+/// Whatever fails, nothing is installed.
+pub(super) fn ingest_runs<T>(
+    db: &strata::Db,
+    tick: &mut dyn FnMut() -> bool,
+    read: impl FnOnce(&mpsc::SyncSender<(usize, Run)>, &mut dyn FnMut() -> bool) -> Result<T, LoadError>,
+) -> Result<T, LoadError> {
+    let write_err = |e: strata_engine::Error| LoadError::Write(e.to_string());
     // Capacity 1: one run waits while the writer writes another (the memory bound).
     let (send, receive) = mpsc::sync_channel::<(usize, Run)>(1);
     std::thread::scope(|s| {
@@ -118,11 +143,11 @@ pub fn load(
             .name("strata-rdb-load".into())
             .spawn_scoped(s, move || write_runs(db, receive))
             .map_err(|e| LoadError::Write(format!("starting the table writer: {e}")))?;
-        let read = read_file(ctx, &mut r, targets, run_bytes, &send, tick);
+        let read = read(&send, tick);
         drop(send);
         let written = writer.join().unwrap_or(Err(strata_engine::Error::Closed));
         // The reader's error, unless the reader stopped because the writer had failed.
-        let (counts, functions) = match (read, written) {
+        let out = match (read, written) {
             (Err(LoadError::Write(m)), Err(e)) if m == WRITER_STOPPED => return Err(write_err(e)),
             (Err(e), _) => return Err(e),
             (Ok(_), Err(e)) => return Err(write_err(e)),
@@ -147,7 +172,7 @@ pub fn load(
                 r
             }
         };
-        Ok((counts, functions))
+        Ok(out)
     })
 }
 
@@ -249,7 +274,7 @@ fn write_runs(
 /// One shard's records waiting to be written as a run: keys and values back to back in
 /// `bytes`, found through `index`.
 #[derive(Default)]
-struct Run {
+pub(super) struct Run {
     bytes: Vec<u8>,
     index: Vec<Rec>,
 }
@@ -267,7 +292,7 @@ struct Rec {
 }
 
 impl Run {
-    fn push(&mut self, key: &[u8], value: &[u8]) {
+    pub(super) fn push(&mut self, key: &[u8], value: &[u8]) {
         let mut p = [0u8; 16];
         let n = key.len().min(16);
         p[..n].copy_from_slice(&key[..n]);
@@ -282,8 +307,12 @@ impl Run {
         self.bytes.extend_from_slice(value);
     }
 
+    pub(super) fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
     /// Bytes the run holds: its records and their index entries.
-    fn memory(&self) -> usize {
+    pub(super) fn memory(&self) -> usize {
         self.bytes.len() + self.index.len() * std::mem::size_of::<Rec>()
     }
 
@@ -300,6 +329,10 @@ impl Run {
     /// would leave it).
     fn sorted(&mut self) -> Vec<Rec> {
         let mut index = std::mem::take(&mut self.index);
+        // A snapshot stream's runs come sorted (`replica/ship.rs`): one pass says so.
+        if index.is_sorted_by(|a, b| (a.prefix, self.key(a)) < (b.prefix, self.key(b))) {
+            return index;
+        }
         // Equal keys: the later record (larger start) first, so `dedup_by` keeps it.
         index.sort_unstable_by(|a, b| {
             a.prefix

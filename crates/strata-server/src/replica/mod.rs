@@ -28,6 +28,7 @@ pub mod handshake;
 mod link;
 mod load;
 mod reply;
+mod ship;
 pub mod stream;
 
 use crate::server::Shared;

@@ -315,6 +315,13 @@ impl<'s> Tx<'s> {
         self.raw_multi_get(records)
     }
 
+    /// Tells the expiry index and the access table of a key loaded by a full sync from its
+    /// metadata record alone (the snapshot stream's records are written as they come,
+    /// `replica/ship.rs`), as [`Tx::take_loaded`] does for a key decoded from an RDB.
+    pub fn note_loaded(&self, db: u8, key: &[u8], meta: &Meta) {
+        self.note_write(db, key, Some(meta));
+    }
+
     /// The records of `w`, for a bulk load that writes them itself, outside the write path
     /// (a full sync's new generation, `replica/load.rs`): nothing is written here, and it is
     /// not counted as the running command's change. The expiry index, the access table,
