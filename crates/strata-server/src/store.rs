@@ -36,7 +36,7 @@ mod scan;
 pub(crate) mod tests;
 mod tx;
 
-pub use meta::{Meta, MetaHeader, RType, TypeError, Writes};
+pub use meta::{Meta, RType, TypeError, Writes};
 pub use tx::Tx;
 
 use crate::access::AccessTable;
