@@ -124,20 +124,25 @@ impl CommitEnv for DbInner {
         let mut user_bytes = 0u64;
         let mut separated = 0u64;
         let mut refs = (0u64, 0u64);
+        // The batch's entries go in together (their skiplist searches overlap), when
+        // `inserts` drops: at the end of the loop, or at a malformed record, after those
+        // before it, as one by one.
+        let mut inserts = mem.inserts();
         for (seq, (i, r)) in (batch.seq()..).zip(batch.iter().enumerate()) {
             let r = r.map_err(|e| Error::InvalidArgument(format!("malformed batch: {e}")))?;
             let value = r.value.unwrap_or_default();
             user_bytes += (r.key.len() + value.len()) as u64;
             match pointers.get(i).copied().flatten() {
                 Some(p) => {
-                    mem.add(seq, ValueKind::Pointer, r.key, &p.to_vec());
+                    inserts.add(seq, ValueKind::Pointer, r.key, &p.to_vec());
                     // One batch is one frame, in one file.
                     refs = (p.file, refs.1 + u64::from(p.len));
                     separated += 1;
                 }
-                None => mem.add(seq, r.kind, r.key, value),
+                None => inserts.add(seq, r.kind, r.key, value),
             }
         }
+        drop(inserts);
         if refs.1 > 0 {
             mem.add_vlog_refs(refs.0, refs.1);
         }

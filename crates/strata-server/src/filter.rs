@@ -62,8 +62,8 @@ impl RedisFilter {
             }
         }
         let live = match cx.get(&mk) {
-            Ok(Some(raw)) => match Meta::decode(&raw) {
-                Some(m) => m.version == version && !m.expired_at(now_ms()),
+            Ok(Some(raw)) => match Meta::peek(&raw) {
+                Some(m) => m.version == version && (m.expire_ms == 0 || !m.expired_at(now_ms())),
                 // A record that does not decode is corruption: keep everything it may own.
                 None => true,
             },
@@ -88,8 +88,10 @@ impl CompactionFilter for RedisFilter {
             };
         }
         if user_key_of_meta(key).is_some() {
-            return match value.get().ok().and_then(Meta::decode) {
-                Some(m) if m.expired_at(now_ms()) => Decision::Remove,
+            // The header only, and the clock only for a key with an expiry: this runs for
+            // every metadata record a compaction passes.
+            return match value.get().ok().and_then(Meta::peek) {
+                Some(m) if m.expire_ms != 0 && m.expired_at(now_ms()) => Decision::Remove,
                 _ => Decision::Keep,
             };
         }

@@ -2,10 +2,10 @@
 //! memtable's only `unsafe` code, in this one module, with a `// SAFETY:` comment on every
 //! block.
 //!
-//! A key made by [`MemKey::in_arena`] points into its arena and must not outlive it. The
-//! memtable keeps that: the skiplist holding the keys is declared before the arena in
-//! `MemTable`, so it is dropped first, and readers reach keys only through the memtable
-//! (entries borrow the skiplist; iterators hold the memtable's `Arc`). A search key made by
+//! A key made by [`MemKey::write_entry`] points into its arena and must not outlive it. The
+//! memtable keeps that: the skiplist's nodes, which hold the keys, live in the same arena,
+//! and readers reach keys only through the memtable (nodes borrow the skiplist; iterators
+//! hold the memtable's `Arc`). A search key made by
 //! [`MemKey::scoped`] points at its caller's buffer and cannot leave the closure it is
 //! handed to.
 #![allow(unsafe_code)]
@@ -50,14 +50,36 @@ impl MemKey {
     /// The entry of `user_key` with internal-key trailer `trailer` (sequence and kind) and
     /// `value`, its bytes written into `arena` in one pass (no internal key built first). It
     /// must not outlive `arena` (the module comment).
+    #[cfg(test)]
     pub(super) fn in_arena(arena: &Arena, user_key: &[u8], trailer: u64, value: &[u8]) -> MemKey {
+        let data = arena.alloc_aligned(MemKey::entry_len(user_key, value));
+        // SAFETY: `alloc_aligned` handed the entry's bytes at `data` to this call alone.
+        unsafe { MemKey::write_entry(data, user_key, trailer, value) }
+    }
+
+    /// Bytes of the entry of `user_key` and `value`: the internal key, then the value.
+    pub(super) fn entry_len(user_key: &[u8], value: &[u8]) -> usize {
+        user_key.len() + key::TRAILER_LEN + value.len()
+    }
+
+    /// Writes the entry `user_key`/`trailer`/`value` at `data` in one pass (no internal key
+    /// built first) and returns its key.
+    ///
+    /// # Safety
+    /// `data` must point at [`MemKey::entry_len`] bytes that this call alone writes and that
+    /// outlive every reference to the returned key (the module comment).
+    pub(super) unsafe fn write_entry(
+        data: NonNull<u8>,
+        user_key: &[u8],
+        trailer: u64,
+        value: &[u8],
+    ) -> MemKey {
         let trailer = trailer.to_le_bytes();
         let parts = [user_key, &trailer[..], value];
-        let len = parts.iter().map(|p| p.len()).sum();
-        let data = arena.alloc(len);
+        let len = MemKey::entry_len(user_key, value);
         let mut at = 0;
         for part in parts {
-            // SAFETY: `alloc` handed the `len` bytes at `data` to this call alone, and the
+            // SAFETY: the caller gave `len` bytes at `data` to this call alone, and the
             // parts fill them exactly, in order; each source is a distinct live slice.
             unsafe {
                 std::ptr::copy_nonoverlapping(part.as_ptr(), data.as_ptr().add(at), part.len())
@@ -69,6 +91,16 @@ impl MemKey {
             key_len: (user_key.len() + key::TRAILER_LEN) as u32,
             len: len as u32,
             data,
+        }
+    }
+
+    /// A key with no bytes, for the skiplist's head, which is never compared.
+    pub(super) fn empty() -> MemKey {
+        MemKey {
+            prefix: [0; 2],
+            key_len: 0,
+            len: 0,
+            data: NonNull::dangling(),
         }
     }
 
@@ -206,8 +238,11 @@ impl Arena {
         }
     }
 
-    /// `n` bytes for the caller alone, valid until the arena drops.
-    fn alloc(&self, n: usize) -> NonNull<u8> {
+    /// `n` bytes for the caller alone, aligned to 8 (every allocation is rounded up to a
+    /// multiple of 8, so that a skiplist node can start any of them), valid until the arena
+    /// drops.
+    pub(super) fn alloc_aligned(&self, n: usize) -> NonNull<u8> {
+        let n = n.next_multiple_of(8);
         if n > self.chunk_bytes / 4 {
             // A large entry gets a chunk of its own rather than waste the current one's rest.
             let c = Chunk::new(n);

@@ -1,4 +1,4 @@
-//! The memtable: a concurrent skiplist (crossbeam-skiplist) of internal keys.
+//! The memtable: a concurrent skiplist of internal keys (`skiplist.rs`).
 //!
 //! Writers insert concurrently, each its own batch (the commit pipeline publishes them in
 //! sequence order afterwards, `commit/`); readers look up concurrently without locks and
@@ -7,18 +7,21 @@
 //! §4.4, §6.1). Entries' bytes live in the memtable's arena (`entry.rs`).
 
 mod entry;
+mod skiplist;
 
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
-use crossbeam_skiplist::SkipMap;
 use entry::{Arena, MemKey};
+use skiplist::{Node, SkipList};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
-/// Bytes of an entry's skiplist node with its average tower (crossbeam-skiplist: the
-/// [`MemKey`], the reference count and height, and two level pointers on average) as the
-/// allocator rounds it.
+/// Bytes an entry was counted for beside its key and value when its skiplist node was a
+/// `malloc` allocation of its own (crossbeam-skiplist's: the [`MemKey`], a reference count
+/// and height, two level pointers on average, as the allocator rounds it). Kept as the
+/// count: `write_buffer_bytes` was tuned against it. The arena's node is smaller (the key
+/// and 1.33 level pointers on average).
 const NODE_BYTES: usize = 80;
 
 /// The heap bytes an allocation of `n` bytes really takes: the allocator's 8-byte header,
@@ -92,8 +95,8 @@ pub enum MemLookup {
 
 /// One memtable and the WAL file that holds its writes.
 pub struct MemTable {
-    /// Declared before `arena`, so dropped before it: its keys point into the arena.
-    map: SkipMap<MemKey, ()>,
+    /// Declared before `arena`, so dropped before it: its nodes live in the arena.
+    map: SkipList,
     arena: Arena,
     bloom: MemBloom,
     approx_bytes: AtomicUsize,
@@ -121,9 +124,10 @@ impl MemTable {
         vlog_start: Option<(u64, u64)>,
         buffer_bytes: usize,
     ) -> Self {
+        let arena = Arena::for_buffer(buffer_bytes);
         MemTable {
-            map: SkipMap::new(),
-            arena: Arena::for_buffer(buffer_bytes),
+            map: SkipList::new(&arena),
+            arena,
             bloom: MemBloom::for_buffer(buffer_bytes),
             approx_bytes: AtomicUsize::new(0),
             wal_number,
@@ -167,6 +171,23 @@ impl MemTable {
 
     /// Inserts one entry. Sequence numbers are unique, so keys never collide.
     pub fn add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
+        self.count(user_key, value);
+        let trailer = key::pack_trailer(seq, kind);
+        self.map.insert(&self.arena, user_key, trailer, value);
+    }
+
+    /// Inserts a batch's entries, searched for side by side (`SkipList::insert_nodes`):
+    /// [`MemInserts::add`] each, and they are in the memtable when the `MemInserts` drops.
+    pub fn inserts(&self) -> MemInserts<'_> {
+        MemInserts {
+            mem: self,
+            nodes: Vec::new(),
+        }
+    }
+
+    /// The Bloom filter and size counter's share of an insert, done before the entry is
+    /// linked (a reader that can see the entry sees its filter bits).
+    fn count(&self, user_key: &[u8], value: &[u8]) {
         self.bloom.add(user_key);
         // Counted as if each entry were its own allocation (what `write_buffer_bytes` was
         // tuned against); the arena holds the same bytes without the headers and rounding.
@@ -174,9 +195,6 @@ impl MemTable {
             NODE_BYTES + heap_bytes(user_key.len() + key::TRAILER_LEN + value.len()),
             AtomicOrdering::Relaxed,
         );
-        let trailer = key::pack_trailer(seq, kind);
-        self.map
-            .insert(MemKey::in_arena(&self.arena, user_key, trailer, value), ());
     }
 
     /// Approximate memory used.
@@ -185,7 +203,7 @@ impl MemTable {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.map.len() == 0
     }
 
     pub fn len(&self) -> usize {
@@ -198,7 +216,7 @@ impl MemTable {
             return MemLookup::Absent;
         }
         let found = MemKey::scoped(&key::seek_key_inline(user_key, seq), |seek| {
-            self.map.lower_bound(Bound::Included(seek))
+            self.map.seek(seek, true)
         });
         match found {
             Some(e) => match key::parse_internal_key(e.key().ikey()) {
@@ -223,6 +241,33 @@ impl MemTable {
             valid: false,
             chunk: 1,
         }
+    }
+}
+
+/// Entries on their way into a memtable ([`MemTable::inserts`]): each is copied into the
+/// arena as it is added and linked when this drops, all together.
+pub struct MemInserts<'m> {
+    mem: &'m MemTable,
+    nodes: Vec<(&'m Node, usize)>,
+}
+
+impl MemInserts<'_> {
+    /// Adds one entry (as [`MemTable::add`], linked later).
+    pub fn add(&mut self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
+        self.mem.count(user_key, value);
+        let trailer = key::pack_trailer(seq, kind);
+        self.nodes.push(SkipList::new_node(
+            &self.mem.arena,
+            user_key,
+            trailer,
+            value,
+        ));
+    }
+}
+
+impl Drop for MemInserts<'_> {
+    fn drop(&mut self) {
+        self.mem.map.insert_nodes(&self.nodes);
     }
 }
 
@@ -257,7 +302,7 @@ impl MemTableIter {
         self.valid = false;
     }
 
-    fn push(&mut self, e: &crossbeam_skiplist::map::Entry<'_, MemKey, ()>) {
+    fn push(&mut self, e: &Node) {
         let start = self.arena.len();
         let entry = e.key();
         self.arena.extend_from_slice(entry.bytes());
@@ -269,19 +314,32 @@ impl MemTableIter {
     fn load_forward(&mut self, from: Bound<&MemKey>) {
         self.clear();
         let mem = self.mem.clone();
-        for e in mem.map.range((from, Bound::Unbounded)).take(self.chunk) {
-            self.push(&e);
+        let mut node = match from {
+            Bound::Unbounded => mem.map.first(),
+            Bound::Included(k) => mem.map.seek(k, true),
+            Bound::Excluded(k) => mem.map.seek(k, false),
+        };
+        for _ in 0..self.chunk {
+            let Some(e) = node else { break };
+            self.push(e);
+            node = mem.map.next_of(e);
         }
         self.chunk = (self.chunk * 2).min(CHUNK);
         self.valid = !self.entries.is_empty();
     }
 
-    /// Loads the chunk of entries preceding `to` (kept ascending); positions at its last.
-    fn load_backward(&mut self, to: Bound<&MemKey>) {
+    /// Loads the chunk of entries preceding `before` (`None`: the last ones), kept
+    /// ascending; positions at its last.
+    fn load_backward(&mut self, before: Option<&MemKey>) {
         self.clear();
         let mem = self.mem.clone();
-        for e in mem.map.range((Bound::Unbounded, to)).rev().take(self.chunk) {
-            self.push(&e);
+        // The list links forward only: each step back is a search for the entry before
+        // (LevelDB's `Prev`); backward scans are rare.
+        let mut node = mem.map.seek_before(before);
+        for _ in 0..self.chunk {
+            let Some(e) = node else { break };
+            self.push(e);
+            node = mem.map.seek_before(Some(e.key()));
         }
         self.chunk = (self.chunk * 2).min(CHUNK);
         self.entries.reverse();
@@ -297,7 +355,7 @@ impl MemTableIter {
             if forward {
                 self.load_forward(Bound::Excluded(k))
             } else {
-                self.load_backward(Bound::Excluded(k))
+                self.load_backward(Some(k))
             }
         });
     }
@@ -313,7 +371,7 @@ impl InternalIterator for MemTableIter {
     }
     fn seek_to_last(&mut self) {
         self.chunk = 1;
-        self.load_backward(Bound::Unbounded);
+        self.load_backward(None);
     }
     fn seek(&mut self, target: &[u8]) {
         self.chunk = 1;

@@ -73,6 +73,21 @@ pub struct Meta {
 /// members more than twice its live ones ([`super::Tx::rewrite_if_sparse`]).
 pub(super) const REWRITE_SLACK: u64 = 64;
 
+/// The fixed header of a metadata record ([`Meta::peek`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetaHeader {
+    pub rtype: RType,
+    pub expire_ms: u64,
+    pub version: u64,
+}
+
+impl MetaHeader {
+    /// Whether the key is expired at Unix milliseconds `now_ms` (as [`Meta::expired_at`]).
+    pub fn expired_at(&self, now_ms: u64) -> bool {
+        self.expire_ms != 0 && self.expire_ms <= now_ms
+    }
+}
+
 impl Meta {
     /// Whether this type keeps a deleted-member count in its extras (the member-keyed
     /// collections; a list's deletes are at its ends, which its indexes skip).
@@ -123,6 +138,21 @@ impl Meta {
             version: u(9),
             size: u(17),
             value: b[META_HEADER_BYTES..].to_vec(),
+        })
+    }
+
+    /// The header of an encoded record: its type, expiry (Unix ms, 0: none) and
+    /// incarnation, without copying its value out (the compaction filter asks this of every
+    /// metadata record it passes).
+    pub fn peek(b: &[u8]) -> Option<MetaHeader> {
+        if b.len() < META_HEADER_BYTES {
+            return None;
+        }
+        let u = |i: usize| u64::from_be_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+        Some(MetaHeader {
+            rtype: RType::from_byte(b[0])?,
+            expire_ms: u(1),
+            version: u(9),
         })
     }
 

@@ -138,3 +138,28 @@ fn writes_remember_the_keys_they_touch() {
         .collect();
     assert_eq!(metas, [(0, &b"h"[..], Some(&m)), (0, b"gone", None)]);
 }
+
+#[test]
+fn the_header_peek_reads_what_decode_reads_and_refuses_what_it_refuses() {
+    for rtype in ALL {
+        let m = Meta {
+            rtype,
+            expire_ms: 1_700_000_000_123,
+            version: 7,
+            size: 2,
+            value: b"xy".to_vec(),
+        };
+        let e = m.encode();
+        let h = Meta::peek(&e).expect("a valid record");
+        assert_eq!(
+            (h.rtype, h.expire_ms, h.version),
+            (m.rtype, m.expire_ms, m.version)
+        );
+        assert!(h.expired_at(1_700_000_000_123) && !h.expired_at(1_700_000_000_122));
+        assert_eq!(Meta::peek(&e[..META_HEADER_BYTES - 1]), None, "cut header");
+    }
+    let mut bad = Meta::string(1, b"v".to_vec(), 0).encode();
+    bad[0] = 0xee;
+    assert_eq!(Meta::peek(&bad), None, "unknown type");
+    assert_eq!(Meta::decode(&bad).map(|m| m.rtype), None);
+}
