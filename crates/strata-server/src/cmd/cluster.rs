@@ -584,6 +584,9 @@ fn failover(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
                 migration_barrier: 1,
                 allow_replica_migration: true,
                 no_failover: false,
+                validity_factor: 10,
+                repl_ping_period_ms: 10_000,
+                data_age_ms: 0,
             };
             update(ctx, |st| {
                 crate::cluster::failover::takeover(st, &env);
