@@ -97,6 +97,11 @@ def ports_of(servers):
     return {text_of(call(s.port, "CLUSTER", "MYID")): s.port for s in servers}
 
 
+def slots_of(s, node):
+    """The slot fields of `node`'s line in CLUSTER NODES of server `s`."""
+    return next(n for n in nodes_of(s.port) if n[0] == node)[8:]
+
+
 def is_master_with_slots(port, node):
     line = next((n for n in nodes_of(port) if n[0] == node), None)
     return line is not None and "master" in line[2] and len(line) > 8
@@ -271,6 +276,38 @@ def slot_set(ranges):
     return out
 
 
+class StaleProbe(threading.Thread):
+    """SET of `key` on the node at `port` again and again until it redirects (MOVED: it
+    knows the slot's new owner), recording every reply. A master whose slots were taken
+    while it was cut off or down must not acknowledge such a write: its data is replaced
+    by the new master's when it becomes a replica, and the write would be lost."""
+
+    def __init__(self, port, key):
+        super().__init__(daemon=True)
+        self.port = port
+        self.key = key
+        self.replies = []
+        self.stopping = threading.Event()
+
+    def run(self):
+        c = Client(self.port, timeout=5)
+        try:
+            while not self.stopping.is_set():
+                r = c.call("SET", self.key, "stale")
+                self.replies.append(r)
+                if "MOVED" in repr(r):
+                    return
+                time.sleep(0.01)
+        finally:
+            c.close()
+
+    def finish(self):
+        wait_until("the stale master redirects", lambda: not self.is_alive(), timeout=30)
+        oks = [r for r in self.replies if r == ("+", "OK")]
+        assert not oks, f"{len(oks)} writes acknowledged by a stale master: {self.replies[:5]}"
+        return self.replies
+
+
 def check_acked(port, writer):
     """Every write WAIT acknowledged reads back, through a cluster client (redirects
     followed). A key written again later without an acknowledgement may hold that newer
@@ -319,6 +356,12 @@ def test_killed_master_is_replaced_in_time_and_rejoins_as_replica(six):
         check_acked(new.port, writer)
         restarted = restart(old)
         six[six.index(old)] = restarted
+        # Restarted on a configuration that makes it the slots' master, it refuses writes
+        # until it learns that its replica took them.
+        probe = StaleProbe(restarted.port, keys_of_slots(new.port, slots_of(new, new_id), 1,
+                                                         "stale")[0])
+        probe.start()
+        probe.finish()
         wait_rejoined(six, old_id, new_id)
         assert call(restarted.port, "ROLE")[0] == b"slave"
         wait_check_clean(six)
@@ -540,8 +583,14 @@ def test_cut_off_master_stops_writes_is_replaced_and_rejoins_as_replica():
             ok = writer.watched_ok
             wait_until("the new master takes the writer's writes",
                        lambda: writer.watched_ok > ok + 20)
+            # From its refusal on, and when the cut heals, the old master acknowledges no
+            # write until it knows its replica took its slots.
+            probe = StaleProbe(old.port, key)
+            probe.start()
+            time.sleep(0.5)
             with partition.lock:
                 partition.cut.clear()
+            probe.finish()
             wait_rejoined(servers, old_id, new_id)
             assert call(old.port, "ROLE")[0] == b"slave"
         finally:

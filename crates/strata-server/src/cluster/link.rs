@@ -372,6 +372,7 @@ impl Bus {
 
     fn cron(&mut self) {
         let env = self.env();
+        self.cluster().set_node_timeout(env.node_timeout_ms);
         let it = self.iteration;
         self.iteration += 1;
         let out = self.cluster().bus_update(|st| {
