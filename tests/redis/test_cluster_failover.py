@@ -371,7 +371,8 @@ def test_killed_master_is_replaced_in_time_and_rejoins_as_replica(six):
 
 
 def test_stopped_master_is_replaced_in_time_and_rejoins_as_replica(six):
-    """SIGSTOP of a master: its replica is promoted within the limit and serves the
+    """SIGSTOP of a master (first refusing a script's undeclared key of another master's
+    slot): its replica is promoted within the limit and serves the
     slots with the master's data; on SIGCONT the old master sees a newer config epoch for
     its slots and becomes the new master's replica, with the write made after the
     failover."""
@@ -379,6 +380,12 @@ def test_stopped_master_is_replaced_in_time_and_rejoins_as_replica(six):
     survivors = [s for s in six if s is not old]
     slots = next(n for n in nodes_of(old.port) if n[0] == old_id)[8:]
     key = keys_of_slots(old.port, slots, 1, "stop")[0]
+    # A script reaching a key it did not declare, of a slot another master serves, is
+    # refused on this one (Redis's `scriptVerifyClusterState`).
+    other = next(n for n in nodes_of(old.port) if "master" in n[2] and n[0] != old_id)
+    foreign = keys_of_slots(old.port, other[8:], 1, "foreign")[0]
+    r = call(old.port, "EVAL", "return redis.call('set', ARGV[1], 'x')", "0", foreign)
+    assert "Script attempted to access a non local key in a cluster node" in repr(r), r
     assert call(old.port, "SET", key, "before") == ("+", "OK")
     assert call(old.port, "WAIT", "1", "5000") == 1
     os.kill(old.proc.pid, signal.SIGSTOP)
