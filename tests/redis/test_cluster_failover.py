@@ -303,6 +303,11 @@ class StaleProbe(threading.Thread):
 
     def finish(self):
         wait_until("the stale master redirects", lambda: not self.is_alive(), timeout=30)
+        kinds = {}
+        for r in self.replies:
+            k = repr(r).split()[0]
+            kinds[k] = kinds.get(k, 0) + 1
+        print(f"replies of the stale master: {kinds}")
         oks = [r for r in self.replies if r == ("+", "OK")]
         assert not oks, f"{len(oks)} writes acknowledged by a stale master: {self.replies[:5]}"
         return self.replies
@@ -432,16 +437,20 @@ BUS_SENDER = slice(40, 80)
 
 
 class Partition:
-    """The set of node ids cut off; the proxies consult it for each chunk."""
+    """The node ids cut off (`cut`: bus and client ports; `cut_clients`: client port only,
+    which holds its replication links and redirected clients but not its bus); the proxies
+    consult it for each chunk."""
 
     def __init__(self):
         self.cut = set()
+        self.cut_clients = set()
         self.closing = threading.Event()
         self.lock = threading.Lock()
 
-    def blocked(self, *ends):
+    def blocked(self, bus, *ends):
         with self.lock:
-            return any(e is not None and e in self.cut for e in ends)
+            cut = self.cut if bus else self.cut | self.cut_clients
+            return any(e is not None and e in cut for e in ends)
 
 
 class Proxy(threading.Thread):
@@ -488,7 +497,7 @@ class Proxy(threading.Thread):
         """Whether this connection is cut now (or its opener is not known yet)."""
         if not state["known"]:
             return True
-        return self.partition.blocked(self.node_id, state["opener"])
+        return self.partition.blocked(self.bus, self.node_id, state["opener"])
 
     def pump(self, src, dst, state, from_opener):
         head = b""
@@ -526,7 +535,7 @@ class Proxy(threading.Thread):
                 pass
 
 
-def start_proxied_strata(partition):
+def start_proxied_strata(partition, extra=()):
     """A Strata node whose bus and client ports are announced as its proxies' ports."""
     port = free_cluster_port()
     bus = Proxy(partition, port + 10000, bus=True)
@@ -535,7 +544,7 @@ def start_proxied_strata(partition):
     client.start()
     tmp = tempfile.mkdtemp(prefix="strata-serve-")
     extra = ["--cluster-announce-bus-port", str(bus.port),
-             "--cluster-announce-port", str(client.port)]
+             "--cluster-announce-port", str(client.port), *extra]
     s = Server("strata serve", strata_argv(port, tmp, extra), port, tmpdir=tmp)
     bus.node_id = client.node_id = text_of(call(port, "CLUSTER", "MYID"))
     return s
@@ -604,6 +613,52 @@ def test_cut_off_master_stops_writes_is_replaced_and_rejoins_as_replica():
             writer.stop()
         check_acked(new.port, writer)
         wait_check_clean(servers)
+    finally:
+        partition.closing.set()
+        stop_all(servers)
+
+
+def test_replica_with_stale_data_is_not_elected():
+    """`cluster-replica-validity-factor 1` with a 1 s replication ping: a replica whose
+    link to its master has been silent longer than the node timeout times 1 plus 1 s
+    (beyond the node timeout the master takes to fail) does not run when the master
+    dies, and the slots stay down; with the factor set to 0 it runs and is elected."""
+    need_strata()
+    partition = Partition()
+    servers = []
+    try:
+        for _ in range(6):
+            servers.append(start_proxied_strata(partition, [
+                "--cluster-replica-validity-factor", "1", "--repl-ping-replica-period", "1"]))
+        make_cluster(servers)
+        (old, old_id), (new, new_id) = victim_and_replica(servers)
+        survivors = [s for s in servers if s is not old]
+        # The replication link held (the bus is not): the replica hears nothing more.
+        with partition.lock:
+            partition.cut_clients.add(old_id)
+        allowed_s = NODE_TIMEOUT_MS / 1000 * 2 + 1
+        time.sleep(allowed_s + 1)
+        old.proc.kill()
+        killed = time.time()
+        old.proc.wait()
+        wait_until("the survivors flag the master failing", lambda: all(
+            any(n[0] == old_id and "fail" in n[2].split(",") for n in nodes_of(s.port))
+            for s in survivors), timeout=PROMOTION_LIMIT_S + 30)
+        # Twice the promotion limit: an eligible replica would have been elected.
+        deadline = killed + 2 * PROMOTION_LIMIT_S
+        while time.time() < deadline:
+            assert not is_master_with_slots(survivors[0].port, new_id), "a stale replica won"
+            time.sleep(0.2)
+        assert info_of(survivors[0].port)["cluster_state"] == "fail"
+        assert call(new.port, "CONFIG", "SET", "cluster-replica-validity-factor", "0") == (
+            "+", "OK")
+        changed = time.time()
+        took = wait_promoted([s for s in survivors if s is not new], new_id, changed)
+        print(f"promoted {took:.2f} s after the factor was set to 0")
+        # The master is FAIL already: the election's delay and a vote remain.
+        assert took <= PROMOTION_LIMIT_S, f"promoted after {took:.2f} s"
+        wait_until("the cluster is ok again", lambda: all(
+            info_of(s.port)["cluster_state"] == "ok" for s in survivors))
     finally:
         partition.closing.set()
         stop_all(servers)
