@@ -91,7 +91,8 @@ pub struct Cluster {
     /// one atomic load where computing it walks the owners of all 16384 slots.
     ok: AtomicU8,
     /// What delays `ok` after a minority or a restart (`health.rs`); locked by
-    /// `refresh_ok` only, which runs under the state's write lock or at open.
+    /// `refresh_ok` (under the state's lock) and by the bus's cron to set the node timeout
+    /// (without it), never the other way round, so the two locks cannot deadlock.
     health: parking_lot::Mutex<health::Health>,
     /// Messages published here that the bus is to carry to the other nodes (set when the
     /// bus starts; bounded: see [`Cluster::publish`]).
