@@ -308,6 +308,21 @@ pub fn render() -> String {
             continue;
         }
         let what = match t.alias {
+            // Read by the bus at every cron step (`cluster/link.rs`, `Env`).
+            _ if matches!(
+                t.name,
+                "cluster-node-timeout"
+                    | "cluster-migration-barrier"
+                    | "cluster-allow-replica-migration"
+                    | "cluster-replica-no-failover"
+                    | "cluster-replica-validity-factor"
+            ) =>
+            {
+                format!(
+                    "acts in cluster mode (`cluster/`: failure detection, elections, replica \
+                     migration); CONFIG SET changes it at run time{alias}"
+                )
+            }
             Some(a) => format!("accepted and read back, no effect here (alias `{a}`)"),
             // Stored with the tuning directives, but it acts (`notify.rs`).
             None if t.name == "notify-keyspace-events" => {

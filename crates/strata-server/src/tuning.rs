@@ -175,7 +175,7 @@ pub static TUNING: &[Tuning] = &[
     t("auto-aof-rewrite-percentage", "100", Int),
     a("busy-reply-threshold", "lua-time-limit", "5000", Int),
     // Cluster mode (`cluster/`): read by the routing check and the bus, but for
-    // `cluster-replica-validity-factor` and `cluster-link-sendbuf-limit`, not built yet.
+    // `cluster-link-sendbuf-limit`, not built yet.
     t("cluster-allow-pubsubshard-when-down", "yes", Bool),
     t("cluster-allow-reads-when-down", "no", Bool),
     t("cluster-allow-replica-migration", "yes", Bool),

@@ -6,7 +6,9 @@
 //! timeouts per failed master, and only if no slot the replica claims belongs to a newer
 //! config; `lastVoteEpoch` is saved (fsynced) before the vote leaves. With votes from a
 //! majority of the masters serving slots, the replica takes its master's slots with the
-//! election's epoch, stops replicating and tells everyone with a PONG.
+//! election's epoch, stops replicating and tells everyone with a PONG. A replica whose
+//! replication link has been down or silent for too long (`cluster-replica-validity-factor`)
+//! does not run, unless the failover is manual.
 //!
 //! Manual failover (CLUSTER FAILOVER without an option; Redis's `clusterSendMFStart`,
 //! `clusterHandleManualFailover`, `manualFailoverCheckTimeout`): the replica sends MFSTART
@@ -59,6 +61,9 @@ pub fn replica_step(st: &mut State, env: &Env) -> Outcome {
     if !(failed || forced) || me.has(node_flag::NOFAILOVER) || st.slot_count(&master) == 0 {
         return out;
     }
+    if !forced && !data_recent(env) {
+        return out;
+    }
     let auth_timeout = (env.node_timeout_ms * 2).max(2000);
     let retry = auth_timeout * 2;
     let e = &st.election;
@@ -104,6 +109,26 @@ pub fn replica_step(st: &mut State, env: &Env) -> Outcome {
         replace_master(st, env, master, &mut out);
     }
     out
+}
+
+/// Whether this replica's data is recent enough for it to run for election (Redis 7.0's
+/// `cluster-replica-validity-factor` check): its link to the master may have been silent
+/// or down for the node timeout (the time the master took to be flagged FAIL) plus
+/// `repl-ping-replica-period` plus the node timeout times the factor, no longer. A factor
+/// of 0 makes every replica eligible. Manual and forced failovers skip the check.
+pub fn data_recent(env: &Env) -> bool {
+    if env.validity_factor == 0 {
+        return true;
+    }
+    let mut age = env.data_age_ms;
+    if age > env.node_timeout_ms {
+        age -= env.node_timeout_ms;
+    }
+    let allowed = env
+        .node_timeout_ms
+        .saturating_mul(env.validity_factor)
+        .saturating_add(env.repl_ping_period_ms);
+    age <= allowed
 }
 
 /// CLUSTER FAILOVER FORCE: an election now, whatever the master's state; the vote request

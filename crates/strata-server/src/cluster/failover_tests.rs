@@ -290,3 +290,52 @@ fn a_replica_with_no_failover_set_is_flagged_and_starts_no_election() {
     assert!(!r.me().has(node_flag::NOFAILOVER) && out.save);
     assert_ne!(r.election.auth_time_ms, 0);
 }
+
+/// `cluster-replica-validity-factor`: a replica whose link to its failed master has been
+/// down longer than the node timeout times the factor plus the ping period (beyond the
+/// node timeout the master took to fail) does not run; factor 0 lets it; a forced
+/// failover skips the check.
+#[test]
+fn a_replica_with_stale_data_does_not_run_for_election() {
+    use super::failover::{data_recent, force};
+    // Node timeout 1 s, factor 10, ping period 10 s: 1 + 10 + 10 = 21 s of link down.
+    let at = |age_ms: u64| {
+        let mut e = env(1_000);
+        e.data_age_ms = age_ms;
+        e
+    };
+    assert!(data_recent(&at(0)));
+    assert!(data_recent(&at(21_000)), "the limit itself is still recent");
+    assert!(!data_recent(&at(21_001)));
+    assert!(!data_recent(&at(u64::MAX)), "a link that never came up");
+    let mut zero = at(u64::MAX);
+    zero.validity_factor = 0;
+    assert!(data_recent(&zero), "factor 0: always eligible");
+    let mut one = at(12_001);
+    one.validity_factor = 1;
+    assert!(!data_recent(&one), "1 + 1 * 1 + 10 s allowed");
+    one.data_age_ms = 12_000;
+    assert!(data_recent(&one));
+
+    let mut r = cluster(R);
+    r.nodes.get_mut(&C).unwrap().flags |= node_flag::FAIL;
+    let stale = at(30_000);
+    assert!(replica_step(&mut r, &stale).actions.is_empty());
+    assert_eq!(r.election.auth_time_ms, 0, "no election scheduled");
+    let mut fresh = stale.clone();
+    fresh.data_age_ms = 2_000;
+    replica_step(&mut r, &fresh);
+    assert_ne!(
+        r.election.auth_time_ms, 0,
+        "recent data: an election is scheduled"
+    );
+    // Forced: the request leaves at once, however stale the data.
+    let mut r = cluster(R);
+    force(&mut r, 1_000);
+    let out = replica_step(&mut r, &stale);
+    assert!(
+        matches!(&out.actions[..], [Action::Broadcast(m)] if matches!(m.body, Body::FailoverAuthRequest)),
+        "{:?}",
+        out.actions
+    );
+}

@@ -185,6 +185,16 @@ impl Bus {
             migration_barrier: get("cluster-migration-barrier").parse().unwrap_or(1),
             allow_replica_migration: get("cluster-allow-replica-migration") != "no",
             no_failover: get("cluster-replica-no-failover") == "yes",
+            validity_factor: get("cluster-replica-validity-factor").parse().unwrap_or(10),
+            repl_ping_period_ms: get("repl-ping-replica-period")
+                .parse::<u64>()
+                .unwrap_or(10)
+                .saturating_mul(1000),
+            data_age_ms: self
+                .shared
+                .replication
+                .data_age()
+                .map_or(u64::MAX, |d| d.as_millis().try_into().unwrap_or(u64::MAX)),
             // A replica's offset is what it applied of its master's stream (Redis's
             // `replicationGetSlaveOffset`); a master's, its stream's end.
             repl_offset: if self.shared.replication.is_replica() {
@@ -362,6 +372,7 @@ impl Bus {
 
     fn cron(&mut self) {
         let env = self.env();
+        self.cluster().set_node_timeout(env.node_timeout_ms);
         let it = self.iteration;
         self.iteration += 1;
         let out = self.cluster().bus_update(|st| {

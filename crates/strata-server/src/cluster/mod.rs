@@ -21,6 +21,7 @@ pub mod failover;
 mod failover_tests;
 #[cfg(test)]
 mod fuzz_tests;
+pub mod health;
 pub mod link;
 pub mod nodes_conf;
 pub mod outgoing;
@@ -90,6 +91,10 @@ pub struct Cluster {
     /// recomputes its state after changes rather than per command: routing reads it with
     /// one atomic load where computing it walks the owners of all 16384 slots.
     ok: AtomicU8,
+    /// What delays `ok` after a minority or a restart (`health.rs`); locked by
+    /// `refresh_ok` (under the state's lock) and by the bus's cron to set the node timeout
+    /// (without it), never the other way round, so the two locks cannot deadlock.
+    health: parking_lot::Mutex<health::Health>,
     /// Messages published here that the bus is to carry to the other nodes (set when the
     /// bus starts; bounded: see [`Cluster::publish`]).
     published: std::sync::OnceLock<tokio::sync::mpsc::Sender<Published>>,
@@ -171,6 +176,15 @@ impl Cluster {
             .map_err(|_| format!("{}: the cluster config file is not text", path.display()))?;
         let loaded = nodes_conf::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         let state = loaded.unwrap_or_else(|| State::new(slots::random_id()));
+        let restarted_master = {
+            let me = state.me();
+            me.has(slots::node_flag::MASTER) && state.slot_count(&state.myself) > 0
+        };
+        let node_timeout_ms = c
+            .tuning
+            .get("cluster-node-timeout")
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(15000);
         let cluster = Cluster {
             state: RwLock::new(state),
             fs,
@@ -178,6 +192,11 @@ impl Cluster {
             _lock: lock,
             stats: BusStats::default(),
             ok: AtomicU8::new(0),
+            health: parking_lot::Mutex::new(health::Health::new(
+                link::now_ms(),
+                restarted_master,
+                node_timeout_ms,
+            )),
             published: std::sync::OnceLock::new(),
             links: parking_lot::Mutex::new(Vec::new()),
             scan_hints: scan_hint::ScanHints::default(),
@@ -233,8 +252,19 @@ impl Cluster {
         self.ok.load(Ordering::Acquire) & bit != 0
     }
 
+    /// Takes `cluster-node-timeout` as the bus reads it (the rejoin delay follows it).
+    pub fn set_node_timeout(&self, ms: u64) {
+        self.health.lock().set_node_timeout(ms);
+    }
+
     fn refresh_ok(&self, st: &State) {
-        let bits = u8::from(st.is_ok(true)) | u8::from(st.is_ok(false)) << 1;
+        let (full, partial, minority) = st.evaluate();
+        let master = st.me().has(slots::node_flag::MASTER);
+        let [full, partial] =
+            self.health
+                .lock()
+                .step(link::now_ms(), [full, partial], minority, master);
+        let bits = u8::from(full) | u8::from(partial) << 1;
         self.ok.store(bits, Ordering::Release);
     }
 

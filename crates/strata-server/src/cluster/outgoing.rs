@@ -27,6 +27,14 @@ pub struct Env {
     pub allow_replica_migration: bool,
     /// `cluster-replica-no-failover`: this node, as a replica, never fails its master over.
     pub no_failover: bool,
+    /// `cluster-replica-validity-factor` (0: a replica may always be elected).
+    pub validity_factor: u64,
+    /// `repl-ping-replica-period`, in milliseconds.
+    pub repl_ping_period_ms: u64,
+    /// On a replica, how long ago its replication link last heard from the master (the
+    /// link up), or since when it has been down (Redis's `data_age`); `u64::MAX` if it
+    /// never came up.
+    pub data_age_ms: u64,
 }
 
 /// The slots `id` owns, as the header's bitmap.

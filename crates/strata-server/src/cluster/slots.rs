@@ -266,21 +266,35 @@ impl State {
     /// Redis's `clusterUpdateState` without the bus: `ok` when every slot is served (or
     /// `cluster-require-full-coverage` is off) and no served slot's owner is failing, and a
     /// majority of the masters serving slots is reachable. Computed on demand, without
-    /// Redis's delays (its 2 s after start and the rejoin delay after a minority).
+    /// Redis's delays (`health.rs` adds them to the state a node reports).
     pub fn is_ok(&self, require_full_coverage: bool) -> bool {
-        let (owners, uncovered) = self.slot_owners();
+        let (full, partial, _) = self.evaluate();
         if require_full_coverage {
-            let failing = |id: &NodeId| self.nodes.get(id).is_none_or(|n| n.has(node_flag::FAIL));
-            if uncovered || owners.iter().any(failing) {
-                return false;
-            }
+            full
+        } else {
+            partial
         }
+    }
+
+    /// [`State::is_ok`] with and without full coverage, and whether only a minority of the
+    /// masters serving slots is reachable (some serving): one walk of the slot table for the
+    /// three.
+    pub fn evaluate(&self) -> (bool, bool, bool) {
+        let (owners, uncovered) = self.slot_owners();
+        let failing = |id: &NodeId| self.nodes.get(id).is_none_or(|n| n.has(node_flag::FAIL));
+        let covered = !uncovered && !owners.iter().any(failing);
         let serving = self.masters_among(&owners);
         let reachable = serving
             .clone()
             .filter(|n| !n.has(node_flag::FAIL | node_flag::PFAIL))
             .count();
-        reachable > serving.count() / 2
+        let size = serving.count();
+        let majority = reachable > size / 2;
+        // Redis also counts a node among the minority while no master serves a slot (a new
+        // cluster), and so holds a new cluster's masters `fail` for the rejoin delay after
+        // their first ADDSLOTS. A node that served no slot has no configuration to be stale
+        // about: Strata does not count it (`health.rs`).
+        (majority && covered, majority, size > 0 && !majority)
     }
 
     /// The distinct owners of slots, and whether some slot has none. One walk of the

@@ -22,6 +22,9 @@ pub fn env(now_ms: u64) -> Env {
         migration_barrier: 1,
         allow_replica_migration: true,
         no_failover: false,
+        validity_factor: 10,
+        repl_ping_period_ms: 10_000,
+        data_age_ms: 0,
     }
 }
 

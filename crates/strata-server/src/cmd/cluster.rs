@@ -107,14 +107,7 @@ pub fn redirect(ctx: &Ctx<'_>, spec: &'static table::Spec, argv: &[Bytes]) -> Op
     } else {
         add(spec, argv);
     }
-    let (full_coverage, reads_when_down) = {
-        let c = ctx.shared.config.read();
-        let yes = |n: &str| c.tuning.get(n).is_some_and(|v| v == "yes");
-        (
-            yes("cluster-require-full-coverage"),
-            yes("cluster-allow-reads-when-down"),
-        )
-    };
+    let (full_coverage, reads_when_down) = down_settings(ctx.shared);
     let req = Request {
         write,
         asking: ctx.conn.asking || asking_cmd,
@@ -131,6 +124,74 @@ pub fn redirect(ctx: &Ctx<'_>, spec: &'static table::Spec, argv: &[Bytes]) -> Op
     route::route(&cluster.read(), &req, &refs, exists)
         .err()
         .map(|r| r.message())
+}
+
+/// `cluster-require-full-coverage` and `cluster-allow-reads-when-down`.
+fn down_settings(shared: &crate::server::Shared) -> (bool, bool) {
+    let c = shared.config.read();
+    let yes = |n: &str| c.tuning.get(n).is_some_and(|v| v == "yes");
+    (
+        yes("cluster-require-full-coverage"),
+        yes("cluster-allow-reads-when-down"),
+    )
+}
+
+/// A command a script calls, in cluster mode (Redis 7.0's `scriptVerifyClusterState`):
+/// refused if this node would not serve it to the script's client (a key of a slot served
+/// elsewhere or moving, keys of two slots, the cluster down), and, unless the script has
+/// the `allow-cross-slot-keys` flag, if its keys' slot is not the script's: the slot of
+/// its declared keys, or else of the first call that named keys. `slot` carries the
+/// script's slot from call to call. Not for the replication link's scripts.
+pub fn script_access(
+    shared: &crate::server::Shared,
+    conn: &super::ConnState,
+    tx: &crate::store::Tx<'_>,
+    spec: &'static table::Spec,
+    argv: &[Bytes],
+    slot: &mut Option<u16>,
+    cross_slot_ok: bool,
+) -> Result<(), String> {
+    let Some(cluster) = shared.cluster.as_ref() else {
+        return Ok(());
+    };
+    if conn.master {
+        return Ok(());
+    }
+    let keys: Vec<&[u8]> = match table::keys(spec, argv) {
+        Some(found) => found.iter().map(|k| &argv[k.pos][..]).collect(),
+        None => Vec::new(),
+    };
+    let (full_coverage, reads_when_down) = down_settings(shared);
+    let req = Request {
+        write: spec.has(super::flag::WRITE),
+        asking: conn.asking,
+        readonly: conn.readonly,
+        migrate: spec.name == "migrate",
+        full_coverage,
+        reads_when_down,
+        state_ok: Some(cluster.is_ok(full_coverage)),
+    };
+    let db = conn.db;
+    let exists = |k: &[u8]| tx.peek(db, k).ok().flatten().is_some();
+    let here = route::route(&cluster.read(), &req, &keys, exists).map_err(|r| match r {
+        route::Redirect::DownReadOnly => "ERR Script attempted to execute a write command \
+                                          while the cluster is down and readonly"
+            .to_string(),
+        route::Redirect::Down => {
+            "ERR Script attempted to execute a command while the cluster is down".to_string()
+        }
+        _ => "ERR Script attempted to access a non local key in a cluster node".to_string(),
+    })?;
+    match (here, *slot) {
+        (Some(s), None) if !cross_slot_ok => *slot = Some(s),
+        (Some(s), Some(mine)) if !cross_slot_ok && s != mine => {
+            return Err(
+                "ERR Script attempted to access keys that do not hash to the same slot".into(),
+            );
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 fn asking(ctx: &mut Ctx<'_>, _: &mut Args) -> CmdResult {
@@ -616,6 +677,9 @@ fn failover(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
                 migration_barrier: 1,
                 allow_replica_migration: true,
                 no_failover: false,
+                validity_factor: 10,
+                repl_ping_period_ms: 10_000,
+                data_age_ms: 0,
             };
             update(ctx, |st| {
                 crate::cluster::failover::takeover(st, &env);

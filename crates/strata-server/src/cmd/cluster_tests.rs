@@ -560,3 +560,114 @@ fn reset_of_a_replica_stops_replicating_and_empties_its_data() {
     assert!(nodes.contains("myself,master - "), "{nodes}");
     assert!(nodes_conf(&t).contains("myself,master - "));
 }
+
+/// Keys a script reaches without declaring them (Redis 7.0's `scriptVerifyClusterState`):
+/// a key of a slot served elsewhere is refused; a script with a shebang (and every
+/// function) stays in one slot unless it has `allow-cross-slot-keys`; a call while the
+/// cluster is down is refused, a write too when reads are allowed.
+#[test]
+fn scripts_reach_only_keys_this_node_serves_in_one_slot() {
+    let mut t = cluster();
+    assert_eq!(t.q("CLUSTER ADDSLOTSRANGE 0 16383"), "+OK");
+    assert_eq!(t.q("CLUSTER MEET 127.0.0.1 7999"), "+OK");
+    let nodes = text(&t.cmd(&["CLUSTER", "NODES"]));
+    let other = nodes
+        .lines()
+        .find(|l| l.contains("handshake"))
+        .and_then(|l| l.split(' ').next())
+        .unwrap()
+        .to_string();
+    // "b" is in slot 3300, given to the other node; "a" (15495) and "c" (7365) are here.
+    assert_eq!(
+        t.cmd(&["CLUSTER", "SETSLOT", "3300", "NODE", &other])
+            .to_string(),
+        "+OK"
+    );
+    let err = |t: &mut TestServer, args: &[&str]| t.cmd(args).to_string();
+    let non_local = "-ERR Script attempted to access a non local key in a cluster node script:";
+    let got = err(&mut t, &["EVAL", "return redis.call('get', 'b')", "0"]);
+    assert!(got.starts_with(non_local), "{got}");
+    let got = err(
+        &mut t,
+        &[
+            "EVAL",
+            "return redis.call('set', KEYS[1], 'x') and redis.call('get', 'b')",
+            "1",
+            "a",
+        ],
+    );
+    assert!(got.starts_with(non_local), "{got}");
+    // One call naming keys of two slots is not local either.
+    let got = err(
+        &mut t,
+        &["EVAL", "return redis.call('mset', 'a', 1, 'c', 2)", "0"],
+    );
+    assert!(got.starts_with(non_local), "{got}");
+    let cross = "-ERR Script attempted to access keys that do not hash to the same slot script:";
+    let two = "redis.call('set', 'a', '1'); return redis.call('set', 'c', '1')";
+    let got = err(&mut t, &["EVAL", &format!("#!lua\n{two}"), "0"]);
+    assert!(got.starts_with(cross), "{got}");
+    let got = err(
+        &mut t,
+        &["EVAL", "#!lua\nreturn redis.call('get', 'c')", "1", "a"],
+    );
+    assert!(
+        got.starts_with(cross),
+        "the declared key's slot is the script's: {got}"
+    );
+    assert_eq!(
+        err(&mut t, &["EVAL", two, "0"]),
+        "+OK",
+        "no shebang: allowed"
+    );
+    assert_eq!(
+        err(
+            &mut t,
+            &[
+                "EVAL",
+                &format!("#!lua flags=allow-cross-slot-keys\n{two}"),
+                "0"
+            ]
+        ),
+        "+OK"
+    );
+    assert_eq!(
+        err(&mut t, &["EVAL", "#!lua flags=no-cluster\nreturn 1", "0"]),
+        "-ERR Can not run script on cluster, 'no-cluster' flag is set."
+    );
+    assert_eq!(
+        err(
+            &mut t,
+            &["EVAL", "#!lua\nreturn redis.call('get', '{a}x')", "1", "a"]
+        ),
+        "(nil)",
+        "same slot as the declared key"
+    );
+    // The cluster down: refused; with reads allowed when down, writes only.
+    assert_eq!(t.q("CLUSTER DELSLOTS 0"), "+OK");
+    let got = err(&mut t, &["EVAL", "return redis.call('get', 'a')", "0"]);
+    assert!(
+        got.starts_with(
+            "-ERR Script attempted to execute a command while the cluster is down script:"
+        ),
+        "{got}"
+    );
+    assert_eq!(
+        err(&mut t, &["EVAL", "return redis.call('ping')", "0"]),
+        "+PONG",
+        "no keys: served"
+    );
+    assert_eq!(t.q("CONFIG SET cluster-allow-reads-when-down yes"), "+OK");
+    assert_eq!(
+        err(&mut t, &["EVAL", "return redis.call('get', 'c')", "0"]),
+        "\"1\""
+    );
+    let got = err(&mut t, &["EVAL", "return redis.call('set', 'c', '2')", "0"]);
+    assert!(
+        got.starts_with(
+            "-ERR Script attempted to execute a write command while the cluster is down and \
+             readonly script:"
+        ),
+        "{got}"
+    );
+}

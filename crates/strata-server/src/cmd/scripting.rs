@@ -167,6 +167,11 @@ struct ScriptHost<'a> {
     /// A call touched a key outside `declared`: the run is dropped and made again.
     undeclared: bool,
     running: &'a Running,
+    /// Cluster mode: the slot the script's keys are in (its declared keys', or the first
+    /// call's that named keys), and whether it may reach others (`allow-cross-slot-keys`,
+    /// or an EVAL script without a shebang).
+    slot: Option<u16>,
+    cross_slot_ok: bool,
 }
 
 impl Host for ScriptHost<'_> {
@@ -189,6 +194,15 @@ impl Host for ScriptHost<'_> {
         if spec.flags & WRITE != 0 && self.read_only {
             return Err("ERR Write commands are not allowed from read-only scripts.".to_string());
         }
+        super::cluster::script_access(
+            self.shared,
+            self.conn,
+            self.tx,
+            spec,
+            &argv,
+            &mut self.slot,
+            self.cross_slot_ok,
+        )?;
         if let Some(declared) = self.declared {
             let db = self.conn.db;
             let touches_keyspace = spec.flags & (WRITE | READONLY) != 0;
@@ -294,6 +308,12 @@ fn run_once(
         declared,
         undeclared: false,
         running,
+        slot: inv.keys.first().map(|k| crate::keys::hash_slot(k)),
+        // Redis allows it to EVAL scripts without a shebang (its compatibility mode).
+        cross_slot_ok: match inv.target {
+            Target::Script(s) => !s.flags.shebang || s.flags.allow_cross_slot_keys,
+            Target::Function { .. } => inv.target.flags().allow_cross_slot_keys,
+        },
     };
     let out = match inv.target {
         Target::Script(script) => vm.run(
@@ -340,6 +360,13 @@ pub(super) fn run(
     let shared = ctx.shared;
     let proto = ctx.reply.proto;
     let flags = target.flags();
+    // Redis's scriptPrepareForRun: `no-cluster` (a flag only a shebang or a function sets)
+    // refuses the run in cluster mode.
+    if flags.no_cluster && shared.cluster.is_some() {
+        return Err(CmdError::reply(
+            "ERR Can not run script on cluster, 'no-cluster' flag is set.",
+        ));
+    }
     // Redis's scriptPrepareForRun: a script with flags that may write is refused by the
     // `_RO` commands before it runs.
     if read_only && flags.shebang && !flags.no_writes {

@@ -222,6 +222,19 @@ impl Replication {
         self.replica.load(Ordering::Acquire)
     }
 
+    /// How long ago the link last heard from the master while it is up, or how long it
+    /// has been down (Redis's `data_age` in `clusterHandleSlaveFailover`, which a replica
+    /// weighs before it runs for election); `None` if it never came up.
+    pub fn data_age(&self) -> Option<std::time::Duration> {
+        let st = self.state.lock();
+        let since = if st.link == LinkState::Connected {
+            st.last_io
+        } else {
+            st.down_since
+        };
+        since.map(|t| t.elapsed())
+    }
+
     /// Claims physical database `p` (`None`: busy already).
     pub fn claim(&self, p: u8) -> Option<Claim<'_>> {
         let mut busy = self.busy.lock();
