@@ -38,8 +38,10 @@ use bytes::Bytes;
 use smallvec::SmallVec;
 use std::collections::VecDeque;
 
-/// Most requests in one run.
-pub const MAX_RUN: usize = 1024;
+/// Most requests in one run. A run holds its shards until it ends, and a client's read of
+/// one of them waits meanwhile: a few hundred SETs are a millisecond or less, and an engine
+/// write per few hundred requests is already a small part of their cost.
+pub const MAX_RUN: usize = 256;
 /// Most stream bytes in one run (a run's writes are buffered in its shards' transactions
 /// until it ends).
 pub const MAX_RUN_BYTES: u64 = 4 << 20;
@@ -191,6 +193,10 @@ pub fn apply_run(
             .map_or(Ok(()), |(_, r)| r.as_ref().map(|_| ()))
     };
     if let Some(e) = committed.iter().find_map(|(_, r)| r.as_ref().err()) {
+        // The database refuses writes from now on (a failed write is sticky); the offset
+        // stays before the run, and its bytes go to no replica of this server.
+        ran.applied = 0;
+        ran.bytes = 0;
         ran.failed = Some(format!("writing the master's stream failed here: {e}"));
     }
     for (shard, w) in wakes {
@@ -216,4 +222,130 @@ pub fn failure(head: &[Bytes], out: &[u8]) -> Option<String> {
         "the master's command '{shown}' failed here: {}",
         text.trim_end()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::meta_key_head;
+    use crate::test_server::TestServer;
+    use std::sync::Arc;
+
+    const REPLID: &str = "0123456789abcdef0123456789abcdef01234567";
+
+    fn argv(v: &[&str]) -> Vec<Bytes> {
+        v.iter().map(|s| Bytes::from(s.to_string())).collect()
+    }
+
+    /// A key of each of the harness's two shards.
+    fn key_in(shared: &Shared, shard: usize) -> String {
+        let db = shared.store.db();
+        (0..1000)
+            .map(|i| format!("key{i}"))
+            .find(|k| db.shard_of(&meta_key_head(0, k.as_bytes())) == shard)
+            .expect("a key of the shard")
+    }
+
+    fn master_conn(shared: &Arc<Shared>) -> ConnState {
+        let info = shared.register_client("master".into(), String::new(), -1, false);
+        let mut conn = shared.new_conn(info);
+        conn.master = true;
+        conn.authenticated = true;
+        conn
+    }
+
+    #[test]
+    fn only_single_shard_requests_join_a_run() {
+        let t = TestServer::in_memory();
+        let shared = t.shared().clone();
+        let mut conn = master_conn(&shared);
+        let (a, b) = (key_in(&shared, 0), key_in(&shared, 1));
+        let takes = |conn: &ConnState, v: &[&str]| Item::route(&shared, conn, argv(v), 1).is_ok();
+        assert!(takes(&conn, &["SET", &a, "1"]));
+        assert!(takes(&conn, &["RPUSH", &b, "x", "y"]));
+        assert!(takes(&conn, &["MSET", &a, "1", &a, "2"]));
+        assert!(!takes(&conn, &["MSET", &a, "1", &b, "2"]));
+        for other in [
+            &["MULTI"][..],
+            &["EXEC"],
+            &["SELECT", "1"],
+            &["FLUSHALL"],
+            &["PING"],
+            &["EVAL", "return 1", "1", "k"],
+        ] {
+            assert!(!takes(&conn, other), "{other:?}");
+        }
+        // Inside MULTI nothing does: the master's client queues it.
+        let mut reply = ReplyBuf::with_capacity(Proto::Resp2, 64);
+        let tx = shared.store.front();
+        let mut ctx = Ctx::new(&shared, &tx, &mut conn, &mut reply);
+        crate::cmd::dispatch(&mut ctx, argv(&["MULTI"]));
+        assert!(!takes(&conn, &["SET", &a, "1"]));
+    }
+
+    /// One run over both shards: every request before the failing one applied, the failing
+    /// one rolled back, the rest left queued; each shard written carries the position after
+    /// the last applied request, with `parts` 2.
+    #[test]
+    fn a_run_stops_at_a_failing_request_with_the_position_before_it() {
+        let mut t = TestServer::in_memory();
+        let shared = t.shared().clone();
+        let mut conn = master_conn(&shared);
+        let (a, b) = (key_in(&shared, 0), key_in(&shared, 1));
+        let reqs: Vec<(Vec<&str>, u64)> = vec![
+            (vec!["SET", &a, "1"], 10),
+            (vec!["RPUSH", &b, "x"], 20),
+            (vec!["INCR", &a], 30),
+            (vec!["LPUSH", &a, "oops"], 40),
+            (vec!["SET", &b, "never"], 50),
+        ];
+        let mut queue: VecDeque<Item> = reqs
+            .iter()
+            .map(|(v, n)| {
+                Item::route(&shared, &conn, argv(v), *n)
+                    .ok()
+                    .expect("routed")
+            })
+            .collect();
+        let ran = apply_run(&shared, &mut conn, &mut queue, REPLID, 1000);
+        assert_eq!((ran.applied, ran.bytes), (3, 60));
+        let reason = ran.failed.expect("the LPUSH fails");
+        assert!(
+            reason.contains(&format!("LPUSH {a} oops")) && reason.contains("WRONGTYPE"),
+            "{reason}"
+        );
+        assert_eq!(queue.len(), 1);
+        assert_eq!(t.q(&format!("GET {a}")), "\"2\"");
+        assert_eq!(t.q(&format!("LRANGE {b} 0 -1")), "[\"x\"]");
+        let db = shared.store.db();
+        let want = Position {
+            kind: Kind::Following,
+            replid: REPLID.into(),
+            offset: 1060,
+            db: 0,
+        };
+        for s in 0..2 {
+            let v = db
+                .get(&crate::position::record_key(s, 2))
+                .unwrap()
+                .expect("a record in each shard written");
+            assert_eq!(Position::decode(&v), Ok((want.clone(), 2)), "shard {s}");
+        }
+        assert_eq!(crate::position::resume(db), Ok(Some(want)));
+        // A run of requests that write nothing stores no position.
+        let mut queue: VecDeque<Item> = [vec!["GET", a.as_str()], vec!["DEL", "missing"]]
+            .iter()
+            .map(|v| {
+                Item::route(&shared, &conn, argv(v), 5)
+                    .ok()
+                    .expect("routed")
+            })
+            .collect();
+        let ran = apply_run(&shared, &mut conn, &mut queue, REPLID, 2000);
+        assert_eq!((ran.applied, ran.bytes, ran.failed), (2, 10, None));
+        assert_eq!(
+            crate::position::resume(db).unwrap().map(|p| p.offset),
+            Some(1060)
+        );
+    }
 }
