@@ -301,11 +301,7 @@ mod tests {
         ];
         let mut queue: VecDeque<Item> = reqs
             .iter()
-            .map(|(v, n)| {
-                Item::route(&shared, &conn, argv(v), *n)
-                    .ok()
-                    .expect("routed")
-            })
+            .map(|(v, n)| Item::route(&shared, &conn, argv(v), *n).expect("routed"))
             .collect();
         let ran = apply_run(&shared, &mut conn, &mut queue, REPLID, 1000);
         assert_eq!((ran.applied, ran.bytes), (3, 60));
@@ -335,11 +331,7 @@ mod tests {
         // A run of requests that write nothing stores no position.
         let mut queue: VecDeque<Item> = [vec!["GET", a.as_str()], vec!["DEL", "missing"]]
             .iter()
-            .map(|v| {
-                Item::route(&shared, &conn, argv(v), 5)
-                    .ok()
-                    .expect("routed")
-            })
+            .map(|v| Item::route(&shared, &conn, argv(v), 5).expect("routed"))
             .collect();
         let ran = apply_run(&shared, &mut conn, &mut queue, REPLID, 2000);
         assert_eq!((ran.applied, ran.bytes, ran.failed), (2, 10, None));
