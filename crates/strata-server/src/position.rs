@@ -10,9 +10,14 @@
 //! make a single-shard write a cross-shard one for nothing.
 //!
 //! **The resume position is the record with the largest offset** ([`resume`]). Application
-//! is sequential (each request commits before the next one starts), so the record with the
-//! largest offset was written by the last request that wrote anything, and every request
-//! before it committed. A request after it wrote nothing (PING, REPLCONF, SELECT, a DEL of a
+//! is sequential (each request, or each batch of requests, commits before the next one
+//! starts), so the record with the largest offset was written by the last request that wrote
+//! anything, and every request before it committed. A batch of requests applied as one run
+//! (`replica/batch.rs`) writes one engine batch per shard it wrote, one shard after another,
+//! each with a record holding the offset after the batch and the number of shards the run
+//! wrote (`parts`): a crash between two of those writes leaves fewer records at the largest
+//! offset than their `parts` says, and [`resume`] then refuses to resume (the data is no
+//! prefix of the stream: the next sync is a full one). A request after it wrote nothing (PING, REPLCONF, SELECT, a DEL of a
 //! missing key, a request cut by the crash before its one batch): a restarted replica asks
 //! the master for the stream from the offset after the last write, so the master sends such
 //! requests again. PING and REPLCONF are not run; SELECT sets the same database again; any
@@ -37,12 +42,17 @@ use crate::keys::{SERVER_PREFIX, SLOTS};
 use std::cell::RefCell;
 use strata::{Db, WriteBatch};
 
-/// Format byte of the record. On-disk: do not renumber.
-const FORMAT: u8 = 1;
+/// Format byte of the record this server writes (2: with `parts`; 1, read only: without).
+/// On-disk: do not renumber.
+const FORMAT: u8 = 2;
+/// The first format, still read: a record written by one atomic batch (`parts` 1).
+const FORMAT_1: u8 = 1;
 /// Length of a replication id.
 pub const ID_LEN: usize = 40;
-/// Record value length: format, kind, id, offset, database.
-const VALUE_LEN: usize = 1 + 1 + ID_LEN + 8 + 1;
+/// Record value length in format 1: format, kind, id, offset, database.
+const VALUE_LEN_1: usize = 1 + 1 + ID_LEN + 8 + 1;
+/// Record value length: format 1's fields, then `parts` (2, BE).
+const VALUE_LEN: usize = VALUE_LEN_1 + 2;
 
 /// What the record says the data is. On-disk: do not renumber.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +77,9 @@ pub struct Position {
 }
 
 impl Position {
-    pub fn encode(&self) -> Vec<u8> {
+    /// The record's value; `parts`: how many shards' records the same write set (each one
+    /// applied atomically with its shard's effects; see the module comment).
+    pub fn encode(&self, parts: u16) -> Vec<u8> {
         let mut v = Vec::with_capacity(VALUE_LEN);
         v.push(FORMAT);
         v.push(self.kind as u8);
@@ -76,21 +88,25 @@ impl Position {
         v.extend_from_slice(&id);
         v.extend_from_slice(&self.offset.to_be_bytes());
         v.push(self.db);
+        v.extend_from_slice(&parts.to_be_bytes());
         v
     }
 
-    /// The position a record holds; an error says what is wrong with it.
-    pub fn decode(b: &[u8]) -> Result<Position, String> {
-        if b.len() != VALUE_LEN {
+    /// The position a record holds and its `parts`; an error says what is wrong with it.
+    pub fn decode(b: &[u8]) -> Result<(Position, u16), String> {
+        let want = match b.first() {
+            Some(&FORMAT) | None => VALUE_LEN,
+            Some(&FORMAT_1) => VALUE_LEN_1,
+            Some(f) => {
+                return Err(format!(
+                    "replication position record in format {f}; this server reads {FORMAT_1} and {FORMAT}"
+                ))
+            }
+        };
+        if b.len() != want {
             return Err(format!(
-                "replication position record of {} bytes, not {VALUE_LEN}",
+                "replication position record of {} bytes, not {want}",
                 b.len()
-            ));
-        }
-        if b[0] != FORMAT {
-            return Err(format!(
-                "replication position record in format {}; this server reads {FORMAT}",
-                b[0]
             ));
         }
         let kind = match b[1] {
@@ -104,12 +120,17 @@ impl Position {
         }
         let mut off = [0u8; 8];
         off.copy_from_slice(&b[2 + ID_LEN..10 + ID_LEN]);
-        Ok(Position {
+        let parts = match b.get(VALUE_LEN_1..VALUE_LEN) {
+            Some(p) => u16::from_be_bytes([p[0], p[1]]),
+            None => 1,
+        };
+        let pos = Position {
             kind,
             replid: String::from_utf8_lossy(id).into_owned(),
             offset: u64::from_be_bytes(off),
             db: b[10 + ID_LEN],
-        })
+        };
+        Ok((pos, parts))
     }
 }
 
@@ -164,7 +185,8 @@ pub fn stamp(db: &Db, batch: &mut WriteBatch) -> bool {
             *t = true;
         }
     }
-    let value = pos.encode();
+    let parts = touched.iter().filter(|t| **t).count();
+    let value = pos.encode(parts.min(u16::MAX as usize) as u16);
     for (s, _) in touched.iter().enumerate().filter(|(_, t)| **t) {
         batch.put(&record_key(s, shards), &value);
     }
@@ -174,28 +196,60 @@ pub fn stamp(db: &Db, batch: &mut WriteBatch) -> bool {
 /// Adds `pos` to `batch` in every shard (a full sync's swap, a promotion).
 pub fn put_all(db: &Db, batch: &mut WriteBatch, pos: &Position) {
     let shards = db.shard_count();
-    let value = pos.encode();
+    let value = pos.encode(shards.min(u16::MAX as usize) as u16);
     for s in 0..shards {
         batch.put(&record_key(s, shards), &value);
     }
 }
 
-/// The stored position with the largest offset (`None`: this data never followed a master).
-/// An unreadable record is an error naming it.
+/// The record of shard `shard` for a run that wrote `parts` shards, each with its own
+/// engine write (`replica/batch.rs`): key and value.
+pub fn part_record(db: &Db, shard: usize, pos: &Position, parts: usize) -> (Vec<u8>, Vec<u8>) {
+    let shards = db.shard_count();
+    debug_assert_eq!(db.shard_of(&record_key(shard, shards)), shard);
+    (
+        record_key(shard, shards),
+        pos.encode(parts.min(u16::MAX as usize) as u16),
+    )
+}
+
+/// The stored position with the largest offset (`None`: this data never followed a master,
+/// or the last write of a batch run was cut by a crash: fewer records hold the largest
+/// offset than its `parts` says, and the data is no prefix of the stream). An unreadable
+/// record is an error naming it.
 pub fn resume(db: &Db) -> Result<Option<Position>, String> {
     let shards = db.shard_count();
-    let mut best: Option<Position> = None;
+    let mut records = Vec::new();
     for s in 0..shards {
         let got = db
             .get(&record_key(s, shards))
             .map_err(|e| format!("reading the replication position: {e}"))?;
         let Some(v) = got else { continue };
-        let p = Position::decode(&v).map_err(|e| format!("shard {s}: {e}"))?;
-        if best.as_ref().is_none_or(|b| p.offset > b.offset) {
-            best = Some(p);
-        }
+        records.push(Position::decode(&v).map_err(|e| format!("shard {s}: {e}"))?);
     }
-    Ok(best)
+    Ok(latest_whole(records))
+}
+
+/// [`resume`]'s rule over the records found: the largest offset, if every part of the write
+/// that set it is there.
+fn latest_whole(records: Vec<(Position, u16)>) -> Option<Position> {
+    let top = records.iter().map(|(p, _)| p.offset).max()?;
+    let at_top: Vec<&(Position, u16)> = records.iter().filter(|(p, _)| p.offset == top).collect();
+    let need = at_top
+        .iter()
+        .map(|(_, n)| usize::from(*n))
+        .max()
+        .unwrap_or(1);
+    if at_top.len() < need {
+        eprintln!(
+            "strata-server: replication: the last batch of the master's stream was cut by a \
+             crash ({} of its {need} shards hold offset {top}): the data is no prefix of the \
+             stream, and the next sync with a master is a full one",
+            at_top.len()
+        );
+        return None;
+    }
+    at_top.first().map(|(p, _)| p.clone())
 }
 
 #[cfg(test)]
@@ -214,21 +268,44 @@ mod tests {
     #[test]
     fn round_trip_and_bad_records() {
         let p = pos(u64::MAX - 1);
-        assert_eq!(Position::decode(&p.encode()), Ok(p.clone()));
+        assert_eq!(Position::decode(&p.encode(3)), Ok((p.clone(), 3)));
         let mut promoted = p.clone();
         promoted.kind = Kind::Promoted;
-        assert_eq!(Position::decode(&promoted.encode()), Ok(promoted));
-        let good = p.encode();
+        assert_eq!(Position::decode(&promoted.encode(1)), Ok((promoted, 1)));
+        let good = p.encode(1);
         assert!(Position::decode(&good[..good.len() - 1]).is_err());
+        assert!(Position::decode(&[]).is_err());
+        // Format 1 (no `parts`) is still read, as one part.
+        let mut old = good[..VALUE_LEN_1].to_vec();
+        old[0] = FORMAT_1;
+        assert_eq!(Position::decode(&old), Ok((p.clone(), 1)));
+        assert!(Position::decode(&good[..VALUE_LEN_1]).is_err());
         let mut bad = good.clone();
-        bad[0] = 2;
-        assert!(Position::decode(&bad).unwrap_err().contains("format 2"));
+        bad[0] = 3;
+        assert!(Position::decode(&bad).unwrap_err().contains("format 3"));
         let mut bad = good.clone();
         bad[1] = 9;
         assert!(Position::decode(&bad).is_err());
         let mut bad = good;
         bad[5] = b'\n';
         assert!(Position::decode(&bad).is_err());
+    }
+
+    /// A batch run's parts: the largest offset counts only if all its shards hold it.
+    #[test]
+    fn a_run_cut_between_its_shard_writes_is_not_resumed() {
+        let at = |o: u64, n: u16| (pos(o), n);
+        assert_eq!(latest_whole(vec![]), None);
+        assert_eq!(latest_whole(vec![at(5, 1), at(9, 1)]), Some(pos(9)));
+        assert_eq!(
+            latest_whole(vec![at(9, 2), at(9, 2), at(4, 1)]),
+            Some(pos(9))
+        );
+        // Two of three shards written before the crash.
+        assert_eq!(latest_whole(vec![at(9, 3), at(9, 3), at(4, 1)]), None);
+        assert_eq!(latest_whole(vec![at(9, 2), at(4, 2)]), None);
+        // A flush's batches share the offset before it: the widest one counts.
+        assert_eq!(latest_whole(vec![at(7, 2), at(7, 1)]), Some(pos(7)));
     }
 
     #[test]

@@ -236,6 +236,82 @@ fn full_sync_then_stream_with_offsets_and_acks() {
     server.shutdown().unwrap();
 }
 
+/// The stream applied in runs of single-shard requests (`replica/batch.rs`): a request cut
+/// at the end of what the master sent waits for its rest, a MULTI sent in two parts applies
+/// whole at its EXEC (the offset stays at the MULTI meanwhile), and a request that fails in
+/// the middle of a run stops replication with the requests before it applied and none after
+/// it, the offset at the failing request.
+#[test]
+fn a_batched_stream_splits_at_buffer_ends_and_multi_and_stops_at_a_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    let master = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mport = master.local_addr().unwrap().port().to_string();
+    let mut c = Client::connect(server.local_addr());
+    assert_eq!(c.q(&["REPLICAOF", "127.0.0.1", &mport]), V::ok());
+    let mut m = Peer::accept(&master);
+    assert_eq!(m.handshake(), ["PSYNC", "?", "-1"]);
+    let file = rdb(true);
+    m.send(format!("+FULLRESYNC {REPLID} 100\r\n${}\r\n", file.len()).as_bytes());
+    m.send(&file);
+    m.wait_ack(100);
+    wait_field(&mut c, "master_link_status", "up");
+    // Part one: 300 SETs over both shards, a MULTI with one request, and half of the next.
+    let mut one = Vec::new();
+    for i in 0..300 {
+        one.extend_from_slice(&resp(&["SET", &format!("k{i}"), &i.to_string()]));
+    }
+    let before_multi = 100 + one.len() as u64;
+    one.extend_from_slice(&resp(&["MULTI"]));
+    one.extend_from_slice(&resp(&["SET", "m", "1"]));
+    let incr = resp(&["INCR", "m"]);
+    let (head, tail) = incr.split_at(incr.len() / 2);
+    one.extend_from_slice(head);
+    m.send(&one);
+    wait_field(&mut c, "slave_repl_offset", &before_multi.to_string());
+    assert_eq!(c.q(&["GET", "k0"]), V::bulk("0"));
+    assert_eq!(c.q(&["GET", "k299"]), V::bulk("299"));
+    assert_eq!(c.q(&["DBSIZE"]), V::Int(301));
+    assert_eq!(c.q(&["GET", "m"]), V::NilBulk);
+    // Part two: the rest of the cut request, EXEC, a SET and GETACK.
+    let mut two = tail.to_vec();
+    two.extend_from_slice(&resp(&["EXEC"]));
+    two.extend_from_slice(&resp(&["SET", "after", "x"]));
+    two.extend_from_slice(&resp(&["REPLCONF", "GETACK", "*"]));
+    m.send(&two);
+    let acked = 100 + (one.len() + two.len()) as u64;
+    m.wait_ack(acked);
+    assert_eq!(c.q(&["GET", "m"]), V::bulk("2"));
+    assert_eq!(c.q(&["GET", "after"]), V::bulk("x"));
+    // Part three, in one write: two SETs, a request that fails here, two more SETs.
+    let mut three = Vec::new();
+    three.extend_from_slice(&resp(&["SET", "f1", "1"]));
+    three.extend_from_slice(&resp(&["SET", "f2", "2"]));
+    let failing_at = acked + three.len() as u64;
+    three.extend_from_slice(&resp(&["LPUSH", "k7", "oops"]));
+    three.extend_from_slice(&resp(&["SET", "f3", "3"]));
+    three.extend_from_slice(&resp(&["SET", "k8", "changed"]));
+    m.send(&three);
+    wait_field(&mut c, "master_link_status", "down");
+    let reason = info_field(&mut c, "master_link_down_reason").expect("a reason");
+    assert!(
+        reason.contains("LPUSH k7 oops") && reason.contains("WRONGTYPE"),
+        "{reason}"
+    );
+    assert_eq!(
+        info_field(&mut c, "slave_repl_offset"),
+        Some(failing_at.to_string())
+    );
+    assert_eq!(c.q(&["GET", "f1"]), V::bulk("1"));
+    assert_eq!(c.q(&["GET", "f2"]), V::bulk("2"));
+    assert_eq!(c.q(&["GET", "k7"]), V::bulk("7"));
+    assert_eq!(c.q(&["GET", "f3"]), V::NilBulk);
+    assert_eq!(c.q(&["GET", "k8"]), V::bulk("8"));
+    drop(m);
+    drop(c);
+    server.shutdown().unwrap();
+}
+
 #[test]
 fn a_corrupt_rdb_leaves_the_data_and_the_link_retries() {
     let dir = tempfile::tempdir().unwrap();

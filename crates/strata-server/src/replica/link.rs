@@ -17,6 +17,7 @@
 //! the stream that fails to apply stops replication: the link goes down with the reason in
 //! INFO and the log, and is not retried until the next REPLICAOF.
 
+use super::batch;
 use super::handshake::{parse_payload_header, parse_psync_reply, EofMark, Payload, PsyncReply};
 use super::stream::StreamReader;
 use super::{LinkState, SyncProgress};
@@ -26,6 +27,7 @@ use crate::protocol::reply::{Proto, ReplyBuf};
 use crate::scripting::functions::RestorePolicy;
 use crate::server::Shared;
 use bytes::{Bytes, BytesMut};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -785,13 +787,44 @@ fn stream_loop(
             }
             Err(e) => return Err(e.into()),
         }
-        while let Some((argv, n)) = stream
-            .next(&mut buf, max_bulk)
-            .map_err(|e| End::Stopped(format!("the master's stream: {}", e.0)))?
-        {
+        // Single-shard requests wait in `run` and are applied together (`batch.rs`) when a
+        // request that is not one comes, when the run is full, or when the buffer holds no
+        // complete request more; the others are applied alone, in order, after them.
+        let mut run = Run {
+            queue: VecDeque::new(),
+            bytes: 0,
+        };
+        loop {
+            let (argv, n) = match stream.next(&mut buf, max_bulk) {
+                Ok(Some(got)) => got,
+                Ok(None) => {
+                    run.apply(shared, conn, epoch, &replid, &mut offset, &mut raw)?;
+                    break;
+                }
+                Err(e) => {
+                    run.apply(shared, conn, epoch, &replid, &mut offset, &mut raw)?;
+                    return Err(End::Stopped(format!("the master's stream: {}", e.0)));
+                }
+            };
             if !r.is_current(epoch) {
                 return Ok(End::Superseded);
             }
+            let argv = if control(&argv) == Control::Apply {
+                match batch::Item::route(shared, conn, argv, n) {
+                    Ok(item) => {
+                        run.bytes += n;
+                        run.queue.push_back(item);
+                        if run.queue.len() >= batch::MAX_RUN || run.bytes >= batch::MAX_RUN_BYTES {
+                            run.apply(shared, conn, epoch, &replid, &mut offset, &mut raw)?;
+                        }
+                        continue;
+                    }
+                    Err(argv) => argv,
+                }
+            } else {
+                argv
+            };
+            run.apply(shared, conn, epoch, &replid, &mut offset, &mut raw)?;
             match control(&argv) {
                 Control::Ack => {
                     offset += n;
@@ -859,6 +892,60 @@ fn stream_loop(
         if alive.is_none() {
             return Ok(End::Superseded);
         }
+    }
+}
+
+/// Single-shard requests of the stream read and not yet applied (`batch.rs`). Never inside
+/// MULTI: a request the master's client would queue routes to no shard.
+struct Run {
+    queue: VecDeque<batch::Item>,
+    bytes: u64,
+}
+
+impl Run {
+    /// Applies every queued request, in runs, each run's data, log and offset moving
+    /// together under `applying`; a request no run takes (its shard stays busy) is applied
+    /// alone. A request that fails stops replication, with nothing after it applied.
+    fn apply(
+        &mut self,
+        shared: &Shared,
+        conn: &mut ConnState,
+        epoch: u64,
+        replid: &str,
+        offset: &mut u64,
+        raw: &mut Raw,
+    ) -> Result<(), End> {
+        let r = &shared.replication;
+        while !self.queue.is_empty() {
+            let _applying = r.applying.lock();
+            if !r.is_current(epoch) {
+                return Err(End::Superseded);
+            }
+            let ran = batch::apply_run(shared, conn, &mut self.queue, replid, *offset);
+            let mut failed = ran.failed;
+            *offset += ran.bytes;
+            if ran.applied == 0 && failed.is_none() {
+                if let Some(item) = self.queue.pop_front() {
+                    let n = item.bytes;
+                    match apply_at(shared, conn, item.into_argv(), replid, *offset, *offset + n) {
+                        Ok(()) => *offset += n,
+                        Err(End::Stopped(reason)) => failed = Some(reason),
+                        Err(end) => return Err(end),
+                    }
+                }
+            }
+            r.if_current(epoch, |st| {
+                raw.log_to(shared, *offset);
+                st.offset = *offset;
+                st.db = conn.selected;
+            });
+            if let Some(reason) = failed {
+                self.queue.clear();
+                return Err(End::Stopped(reason));
+            }
+        }
+        self.bytes = 0;
+        Ok(())
     }
 }
 
@@ -950,25 +1037,16 @@ fn apply_at(
 /// Runs one request of the stream as the master's client; an error reply stops
 /// replication.
 fn apply(shared: &Shared, conn: &mut ConnState, argv: Vec<Bytes>) -> Result<(), End> {
-    let shown = argv
-        .iter()
-        .take(4)
-        .map(|a| String::from_utf8_lossy(&a[..a.len().min(64)]).into_owned())
-        .collect::<Vec<_>>()
-        .join(" ");
+    let head: Vec<Bytes> = argv.iter().take(4).cloned().collect();
     let mut reply = ReplyBuf::with_capacity(Proto::Resp2, 64);
     let tx = shared.store.front();
     let mut ctx = Ctx::new(shared, &tx, conn, &mut reply);
     dispatch(&mut ctx, argv);
     let out = reply.take();
-    if out.first() == Some(&b'-') || super::reply::exec_error(&out) {
-        let text = String::from_utf8_lossy(&out[..out.len().min(256)]);
-        return Err(End::Stopped(format!(
-            "the master's command '{shown}' failed here: {}",
-            text.trim_end()
-        )));
+    match batch::failure(&head, &out) {
+        Some(reason) => Err(End::Stopped(reason)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@
 //! Layer: connection and server (the link to the master is a client of the dispatcher, as
 //! a connection is).
 
+mod batch;
 mod garbage;
 pub mod handshake;
 mod link;
