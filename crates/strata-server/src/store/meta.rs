@@ -128,15 +128,12 @@ impl Meta {
 
     /// `None` for bytes that are not a metadata record of a known type.
     pub fn decode(b: &[u8]) -> Option<Meta> {
-        if b.len() < META_HEADER_BYTES {
-            return None;
-        }
-        let u = |i: usize| u64::from_be_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+        let h = Meta::peek(b)?;
         Some(Meta {
-            rtype: RType::from_byte(b[0])?,
-            expire_ms: u(1),
-            version: u(9),
-            size: u(17),
+            rtype: h.rtype,
+            expire_ms: h.expire_ms,
+            version: h.version,
+            size: u64::from_be_bytes(b[17..25].try_into().ok()?),
             value: b[META_HEADER_BYTES..].to_vec(),
         })
     }
