@@ -122,6 +122,17 @@ def wait_promoted(survivors, replica_id, since):
         time.sleep(0.05)
 
 
+def wait_taken_over(survivors, new, new_id, since, what):
+    """Waits until `new` (id `new_id`) is a master serving slots for the survivors, asserts
+    it took at most PROMOTION_LIMIT_S from `since` (`what`: the fault, for the log), then
+    waits until every survivor reports the cluster ok again."""
+    took = wait_promoted([s for s in survivors if s is not new], new_id, since)
+    print(f"promoted {took:.2f} s after {what}")
+    assert took <= PROMOTION_LIMIT_S, f"promoted after {took:.2f} s"
+    wait_until("the cluster is ok again", lambda: all(
+        info_of(s.port)["cluster_state"] == "ok" for s in survivors))
+
+
 def wait_rejoined(servers, old_id, new_id):
     """Every node sees the old master as a replica of the new one."""
     def rejoined(s):
@@ -351,11 +362,7 @@ def test_killed_master_is_replaced_in_time_and_rejoins_as_replica(six):
         old.proc.kill()
         killed = time.time()
         old.proc.wait()
-        took = wait_promoted([s for s in survivors if s is not new], new_id, killed)
-        print(f"promoted {took:.2f} s after SIGKILL")
-        assert took <= PROMOTION_LIMIT_S, f"promoted after {took:.2f} s"
-        wait_until("the cluster is ok again", lambda: all(
-            info_of(s.port)["cluster_state"] == "ok" for s in survivors))
+        wait_taken_over(survivors, new, new_id, killed, "SIGKILL")
         ok = writer.watched_ok
         wait_until("the new master takes the writer's writes",
                    lambda: writer.watched_ok > ok + 20)
@@ -400,11 +407,7 @@ def test_stopped_master_is_replaced_in_time_and_rejoins_as_replica(six):
     os.kill(old.proc.pid, signal.SIGSTOP)
     stopped = time.time()
     try:
-        took = wait_promoted([s for s in survivors if s is not new], new_id, stopped)
-        print(f"promoted {took:.2f} s after SIGSTOP")
-        assert took <= PROMOTION_LIMIT_S, f"promoted after {took:.2f} s"
-        wait_until("the cluster is ok again", lambda: all(
-            info_of(s.port)["cluster_state"] == "ok" for s in survivors))
+        wait_taken_over(survivors, new, new_id, stopped, "SIGSTOP")
         rc = cluster_client(survivors[0])
         try:
             assert rc.get(key) == "before"
@@ -595,11 +598,7 @@ def test_cut_off_master_stops_writes_is_replaced_and_rejoins_as_replica():
             refused_after = time.time() - cut
             print(f"the minority master refused writes {refused_after:.2f} s after the cut")
             assert refused_after <= PROMOTION_LIMIT_S, f"refused after {refused_after:.2f} s"
-            took = wait_promoted([s for s in survivors if s is not new], new_id, cut)
-            print(f"promoted {took:.2f} s after the cut")
-            assert took <= PROMOTION_LIMIT_S, f"promoted after {took:.2f} s"
-            wait_until("the majority's cluster is ok again", lambda: all(
-                info_of(s.port)["cluster_state"] == "ok" for s in survivors))
+            wait_taken_over(survivors, new, new_id, cut, "the cut")
             ok = writer.watched_ok
             wait_until("the new master takes the writer's writes",
                        lambda: writer.watched_ok > ok + 20)
@@ -657,12 +656,8 @@ def test_replica_with_stale_data_is_not_elected():
         assert call(new.port, "CONFIG", "SET", "cluster-replica-validity-factor", "0") == (
             "+", "OK")
         changed = time.time()
-        took = wait_promoted([s for s in survivors if s is not new], new_id, changed)
-        print(f"promoted {took:.2f} s after the factor was set to 0")
         # The master is FAIL already: the election's delay and a vote remain.
-        assert took <= PROMOTION_LIMIT_S, f"promoted after {took:.2f} s"
-        wait_until("the cluster is ok again", lambda: all(
-            info_of(s.port)["cluster_state"] == "ok" for s in survivors))
+        wait_taken_over(survivors, new, new_id, changed, "the factor was set to 0")
     finally:
         partition.closing.set()
         stop_all(servers)
