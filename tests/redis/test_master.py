@@ -46,6 +46,21 @@ def compare(master_port, replica_port):
             assert m[k] == r[k], (db, k, m[k], r[k])
 
 
+def synced_under_load(m, r, writer, master_port, replica_port):
+    """Waits for replica `r`'s link to `m` to come up while `writer` writes, lets the
+    stream carry writes made after the sync, stops the writer, and checks that the replica
+    caught up to the same data through one full sync."""
+    wait_for("the link up", lambda: r.info("replication").get("master_link_status") == "up")
+    time.sleep(0.5)  # writes after the sync, through the stream
+    writer.stop_flag.set()
+    writer.join(10)
+    assert writer.error is None, writer.error
+    assert writer.count > 0
+    wait_for("the offsets to meet", lambda: caught_up(m, r))
+    compare(master_port, replica_port)
+    assert m.info("stats")["sync_full"] == 1
+
+
 def follow_and_resync(replica_kind, diskless):
     mode = "yes" if diskless else "no"
     master = start_strata(["--repl-diskless-sync", mode, "--repl-diskless-sync-delay", "0"])
@@ -64,15 +79,7 @@ def follow_and_resync(replica_kind, diskless):
         else:
             replica = start_strata(replicaof)
         r = redis.Redis(port=replica.port)
-        wait_for("the link up", lambda: r.info("replication").get("master_link_status") == "up")
-        time.sleep(0.5)  # writes after the sync, through the stream
-        writer.stop_flag.set()
-        writer.join(10)
-        assert writer.error is None, writer.error
-        assert writer.count > 0
-        wait_for("the offsets to meet", lambda: caught_up(m, r))
-        compare(master.port, replica.port)
-        assert m.info("stats")["sync_full"] == 1
+        synced_under_load(m, r, writer, master.port, replica.port)
         assert m.info("replication")["connected_slaves"] == 1
 
         # The link drops; the replica resumes from the log.

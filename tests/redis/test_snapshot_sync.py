@@ -25,7 +25,7 @@ import pytest
 redis = pytest.importorskip("redis")
 
 from servers import start_redis, start_strata  # noqa: E402
-from test_master import caught_up, compare  # noqa: E402
+from test_master import caught_up, compare, synced_under_load  # noqa: E402
 from test_replica import DBS, Writer, populate, wait_for  # noqa: E402
 
 
@@ -50,15 +50,7 @@ def follow(master_args, replica_args):
         time.sleep(0.3)
         replica = start_strata(["--replicaof", "127.0.0.1", str(master.port)] + replica_args)
         r = redis.Redis(port=replica.port)
-        wait_for("the link up", lambda: r.info("replication").get("master_link_status") == "up")
-        time.sleep(0.5)  # writes after the sync, through the stream
-        writer.stop_flag.set()
-        writer.join(10)
-        assert writer.error is None, writer.error
-        assert writer.count > 0
-        wait_for("the offsets to meet", lambda: caught_up(m, r))
-        compare(master.port, replica.port)
-        assert m.info("stats")["sync_full"] == 1
+        synced_under_load(m, r, writer, master.port, replica.port)
         return log_of(master), log_of(replica)
     finally:
         if writer is not None:
