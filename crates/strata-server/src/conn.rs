@@ -749,6 +749,13 @@ fn run_once(
     // The sequencer (`repl/sequencer.rs`): from before the run's writes until its effects
     // are appended, each command's its own unit, in order; the stripes are released after.
     let seq = shared.master.seq.enter();
+    if run.len() > 1 {
+        store.access.warm(
+            conn.db,
+            run.iter()
+                .flat_map(|r| r.keys.iter().map(|k| &r.argv[k.pos][..])),
+        );
+    }
     let mut run = run.into_iter();
     let mut left = Vec::new();
     let mut busy = false;

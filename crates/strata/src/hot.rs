@@ -258,6 +258,17 @@ impl HotTier {
         let place = self.started.fetch_add(1, Ordering::SeqCst);
         let after_all = self.finished.load(Ordering::SeqCst) == place;
         let mut cached: Vec<(u64, Option<Record>)> = Vec::new();
+        // Nothing cached (a write-only load, a tier not yet read): no lookup can find a
+        // record, and each would cost a cache miss under this lock (5.6% of a pipelined
+        // SET's CPU). Entries come in only under `promote`, held here, so it stays empty
+        // for as long as the lookups would have taken.
+        if self.cache.is_empty() {
+            return WriteTicket {
+                place,
+                after_all,
+                cached,
+            };
+        }
         for (k, v) in records {
             let hash = key_hash(k);
             // Whatever record holds this hash is updated: if it is another key's,
