@@ -13,7 +13,8 @@ max_open_files, background_threads, compaction_readahead_bytes, paranoid_checks,
 io_backend (auto|io_uring|threads|sync: how multi_get overlaps its reads), \
 direct_io (true: read tables with O_DIRECT, bypassing the page cache), \
 sep_threshold_bytes (a number or inf), vlog_file_bytes, vlog_buffer_bytes, \
-vlog_head_mmap (true: append to the value log through a shared mapping), vlog_group_unsynced \
+vlog_head_mmap (true: append to the value log through a shared mapping), wal_mmap (true: \
+append to the write-ahead log through a shared mapping), vlog_group_unsynced \
 (true: concurrent unsynced writers of separated values share one value-log append), gc_garbage_ratio, \
 gc_bytes_per_sec, gc_interval_ms, vlog_prefetch, vlog_prefetch_background (true: scans read \
 the next batch of values on a thread pool), l0_tier_dir (a directory for the byte-addressable \

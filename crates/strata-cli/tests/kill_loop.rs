@@ -80,6 +80,7 @@ fn run_and_kill(
     dir: &Path,
     seed: u64,
     delay: Duration,
+    common: &[&str],
     extra: &[&str],
 ) -> Vec<(String, String, String)> {
     let mut child = strata()
@@ -93,6 +94,7 @@ fn run_and_kill(
             &["--threads", "2"][..]
         })
         .args(OPTS)
+        .args(common)
         .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -132,11 +134,12 @@ fn run_and_kill(
 }
 
 /// Runs `strata COMMAND --db DIR` with the stress options; fails the test unless it exits 0.
-fn run_ok(command: &str, dir: &Path, ctx: &str) -> std::process::Output {
+fn run_ok(command: &str, dir: &Path, common: &[&str], ctx: &str) -> std::process::Output {
     let o = strata()
         .args([command, "--db"])
         .arg(dir)
         .args(OPTS)
+        .args(common)
         .output()
         .unwrap();
     assert!(
@@ -150,9 +153,9 @@ fn run_ok(command: &str, dir: &Path, ctx: &str) -> std::process::Output {
 }
 
 /// `check`, then a full scan; returns the scanned key/value pairs.
-fn check_and_scan(dir: &Path, ctx: &str) -> HashMap<String, String> {
-    run_ok("check", dir, ctx);
-    let o = run_ok("scan", dir, ctx);
+fn check_and_scan(dir: &Path, common: &[&str], ctx: &str) -> HashMap<String, String> {
+    run_ok("check", dir, common, ctx);
+    let o = run_ok("scan", dir, common, ctx);
     String::from_utf8(o.stdout)
         .expect("stress writes text")
         .lines()
@@ -168,6 +171,12 @@ fn check_and_scan(dir: &Path, ctx: &str) -> HashMap<String, String> {
 /// `kills` runs of `stress` (with `extra` arguments), each killed, each followed by the
 /// checks.
 fn kill_loop(kills: usize, seed: u64, extra: &[&str]) -> Figures {
+    kill_loop_with(kills, seed, &[], extra)
+}
+
+/// [`kill_loop`] with `common` options given to every command on the database (`stress`,
+/// `check`, `scan`) after the stress defaults.
+fn kill_loop_with(kills: usize, seed: u64, common: &[&str], extra: &[&str]) -> Figures {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
     let mut fig = Figures::default();
@@ -177,13 +186,13 @@ fn kill_loop(kills: usize, seed: u64, extra: &[&str]) -> Figures {
     for kill in 0..kills {
         let delay = Duration::from_millis(50 + next(&mut rng) % 700);
         let run_seed = seed * 100_000 + kill as u64 + 1;
-        for (k, ver, h) in run_and_kill(&dir, run_seed, delay, extra) {
+        for (k, ver, h) in run_and_kill(&dir, run_seed, delay, common, extra) {
             fig.acked += 1;
             acked.insert(k, (ver, h));
         }
         fig.kills += 1;
         let ctx = format!("kill {kill} (run seed {run_seed}, after {delay:?})");
-        let got = check_and_scan(&dir, &ctx);
+        let got = check_and_scan(&dir, common, &ctx);
         for (k, v) in &got {
             if parse_value(k, v).is_none() {
                 fig.corrupt += 1;
@@ -267,6 +276,31 @@ fn kill_loop_unsynced_written_head() {
     assert!(fig.acked > 0, "stress acknowledged nothing: {fig:?}");
 }
 
+/// Without separation the write-ahead log is the commit log: unsynced writes acknowledged
+/// once stored into its mapping (`wal_mmap`, the default) or written with `write`, and a
+/// kill -9 must lose none of them.
+const NO_SEPARATION: &[&str] = &["--opt", "sep_threshold_bytes=inf"];
+
+#[test]
+fn kill_loop_unsynced_mapped_wal() {
+    let fig = kill_loop_with(10, 7, NO_SEPARATION, UNSYNCED);
+    assert!(fig.acked > 0, "stress acknowledged nothing: {fig:?}");
+}
+
+#[test]
+fn kill_loop_unsynced_written_wal() {
+    let extra = [UNSYNCED, &["--opt", "wal_mmap=false"]].concat();
+    let fig = kill_loop_with(5, 8, NO_SEPARATION, &extra);
+    assert!(fig.acked > 0, "stress acknowledged nothing: {fig:?}");
+}
+
+/// Synced writes through the mapped WAL: every acknowledged write was fdatasynced.
+#[test]
+fn kill_loop_synced_mapped_wal() {
+    let fig = kill_loop_with(5, 9, NO_SEPARATION, &[]);
+    assert!(fig.acked > 0, "stress acknowledged nothing: {fig:?}");
+}
+
 #[test]
 #[ignore]
 fn kill_loop_long() {
@@ -276,4 +310,5 @@ fn kill_loop_long() {
         .unwrap_or(500);
     kill_loop(kills, 2, &[]);
     kill_loop(kills, 5, UNSYNCED);
+    kill_loop_with(kills, 6, NO_SEPARATION, UNSYNCED);
 }

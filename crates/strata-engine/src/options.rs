@@ -149,6 +149,18 @@ pub struct Options {
     /// so far: faster for 1 KiB values, slower for 4 KiB ones (a page fault per put costs
     /// more than the `write` it saves); `docs/benchmarks.md`.
     pub vlog_head_mmap: bool,
+    /// Append to the write-ahead log by storing into a shared writable mapping of it
+    /// instead of a `write` call per commit group (the mapped file of `vlog_head_mmap`).
+    /// Default: true (where the file system can reserve space with `fallocate`). The same
+    /// guarantees: a store into a shared mapping is in the page cache at once, so an
+    /// acknowledged unsynced write survives a crash of the process as with `write`;
+    /// `WriteOptions::sync` and the WAL's syncs make it durable through the same
+    /// `fdatasync`. The log is reserved 4 MiB at a time; after a crash it ends in a
+    /// zero-filled reserve, which the log reader takes as the clean end (`docs/format/wal.md`);
+    /// a seal (memtable switch, clean close) cuts it off. A commit group then costs a copy
+    /// and, once per 4 KiB page, a page fault, where it cost a `writev`: measured in
+    /// `docs/benchmarks.md` ("The write-ahead log through a mapping").
+    pub wal_mmap: bool,
     /// Unsynced writers of separated values share value-log appends (group commit): a
     /// writer whose batch can hold a separated value (at least `sep_threshold_bytes`) and
     /// finds another group being written queues, and the next leader appends every queued
@@ -272,6 +284,7 @@ impl Default for Options {
             vlog_file_bytes: 64 << 20,
             vlog_buffer_bytes: 0,
             vlog_head_mmap: true,
+            wal_mmap: true,
             vlog_group_unsynced: false,
             gc_garbage_ratio: 0.5,
             gc_bytes_per_sec: 256 << 20,
@@ -476,6 +489,7 @@ impl Options {
             "vlog_file_bytes" => self.vlog_file_bytes = num(name, value)?,
             "vlog_buffer_bytes" => self.vlog_buffer_bytes = num(name, value)?,
             "vlog_head_mmap" => self.vlog_head_mmap = boolean(name, value)?,
+            "wal_mmap" => self.wal_mmap = boolean(name, value)?,
             "vlog_group_unsynced" => self.vlog_group_unsynced = boolean(name, value)?,
             "gc_garbage_ratio" => self.gc_garbage_ratio = num(name, value)?,
             "gc_bytes_per_sec" => self.gc_bytes_per_sec = num(name, value)?,

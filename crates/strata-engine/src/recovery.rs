@@ -199,7 +199,11 @@ pub(crate) fn recover(
         r.edit.vlog_head = Some((number, format::FILE_HEADER_LEN as u64));
         (None, Some(w))
     } else {
-        let wal = LogWriter::new(fs.create(&filename::wal(dir, number))?)?;
+        let wal = LogWriter::new(crate::io::create_append_file(
+            &**fs,
+            &filename::wal(dir, number),
+            opts.wal_mmap,
+        )?)?;
         if versions.vlog.head.is_some() {
             // Everything in the value log is in tables now; a later open with separation on
             // starts its log at a higher number.

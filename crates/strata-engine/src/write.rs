@@ -341,7 +341,11 @@ impl DbInner {
                 if let Some(old) = wal.as_mut() {
                     old.seal()?;
                 }
-                let new = LogWriter::new(self.fs.create(&path)?)?;
+                let new = LogWriter::new(crate::io::create_append_file(
+                    &*self.fs,
+                    &path,
+                    self.opts.wal_mmap,
+                )?)?;
                 self.fs.sync_dir(&self.dir)?;
                 *wal = Some(new);
                 Ok(())

@@ -109,6 +109,18 @@ pub struct ReadRequest<'a> {
 /// An advisory lock on a file, released on drop.
 pub trait FileLock: Send + Sync {}
 
+/// Creates `path` for appending: through a shared mapping when `mapped` and the file system
+/// can ([`Fs::create_mapped`]), else with `write` calls ([`Fs::create`]). The value log's
+/// head (`Options::vlog_head_mmap`) and the WAL (`Options::wal_mmap`) are created so.
+pub fn create_append_file(fs: &dyn Fs, path: &Path, mapped: bool) -> Result<Box<dyn WritableFile>> {
+    if mapped {
+        if let Some(f) = fs.create_mapped(path)? {
+            return Ok(f);
+        }
+    }
+    fs.create(path)
+}
+
 /// The file system as the engine sees it.
 pub trait Fs: Send + Sync + 'static {
     /// Creates (or truncates) `path` for appending.

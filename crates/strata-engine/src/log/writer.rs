@@ -159,6 +159,10 @@ impl LogWriter {
         }
         self.add_record(&[])?;
         self.flush()?;
+        // A mapped log (`Options::wal_mmap`) gives back its zero-filled reserve; the sync
+        // below makes the length durable with the seal.
+        let r = self.file.trim();
+        self.note(r)?;
         self.sync()?;
         self.sealed_at = Some(self.file.size());
         Ok(())

@@ -22,12 +22,7 @@ use std::sync::Arc;
 /// Creates a new head value-log file at `path`: appended to through a shared mapping when
 /// `mapped` (`Options::vlog_head_mmap`) and the file system can, else with `write` calls.
 pub fn create_head_file(fs: &dyn Fs, path: &Path, mapped: bool) -> Result<Box<dyn WritableFile>> {
-    if mapped {
-        if let Some(f) = fs.create_mapped(path)? {
-            return Ok(f);
-        }
-    }
-    fs.create(path)
+    crate::io::create_append_file(fs, path, mapped)
 }
 
 pub struct VlogWriter {
