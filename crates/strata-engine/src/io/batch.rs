@@ -75,6 +75,19 @@ pub fn uring_status() -> std::result::Result<(), String> {
     }
 }
 
+/// `(waits, reads in flight summed over them)` of every io_uring ring of the process: the
+/// mean queue depth the batched reads kept (`(0, 0)` without io_uring).
+pub fn uring_wait_stats() -> (u64, u64) {
+    #[cfg(target_os = "linux")]
+    {
+        super::uring::wait_stats()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        (0, 0)
+    }
+}
+
 /// A one-line description of the backend `choice` gives in this process, for stats.
 pub fn backend_status(choice: IoBackend) -> String {
     match (choice, choice.resolve()) {
@@ -137,6 +150,9 @@ pub struct StreamStats {
     pub sync_batches: u64,
 }
 
+/// Reads taken from a stream and not yet run, with their tags.
+type Wave = Vec<(usize, StreamRead)>;
+
 /// Runs every read `src` gives, on the backend `choice` resolves to, with at most
 /// `max_in_flight` at once, until it has none left. On io_uring a read is submitted as soon
 /// as an earlier one completes, so the device queue does not drain between what the
@@ -150,7 +166,7 @@ pub fn read_stream(
 ) -> StreamStats {
     let mut stats = StreamStats::default();
     let mut use_uring = choice.resolve() == IoBackend::Uring;
-    let mut wave: Vec<(usize, StreamRead)> = Vec::new();
+    let mut wave: Wave = Vec::new();
     loop {
         while wave.len() < max_in_flight.max(1) {
             match src.next_read() {
@@ -212,9 +228,9 @@ pub fn read_stream(
 #[cfg(target_os = "linux")]
 fn stream_uring(
     src: &mut dyn ReadStream,
-    first: Vec<(usize, StreamRead)>,
+    first: Wave,
     max_in_flight: usize,
-) -> std::result::Result<(u64, Vec<(usize, StreamRead)>), Vec<(usize, StreamRead)>> {
+) -> std::result::Result<(u64, Wave), Wave> {
     use super::uring::{self, ReadSource, UringRead};
     use std::collections::VecDeque;
 
@@ -227,7 +243,7 @@ fn stream_uring(
         taken: Vec<Option<(usize, StreamRead)>>,
         free: Vec<usize>,
         /// A read with no descriptor stops the stream here; it and later ones go elsewhere.
-        stopped: Vec<(usize, StreamRead)>,
+        stopped: Wave,
         reads: u64,
     }
 
@@ -307,9 +323,9 @@ fn stream_uring(
 #[cfg(not(target_os = "linux"))]
 fn stream_uring(
     _src: &mut dyn ReadStream,
-    first: Vec<(usize, StreamRead)>,
+    first: Wave,
     _max_in_flight: usize,
-) -> std::result::Result<(u64, Vec<(usize, StreamRead)>), Vec<(usize, StreamRead)>> {
+) -> std::result::Result<(u64, Wave), Wave> {
     Err(first)
 }
 

@@ -33,8 +33,8 @@ mod real;
 mod uring;
 
 pub use batch::{
-    backend_status, read_batch, read_stream, uring_status, IoBackend, ReadStream, StreamRead,
-    StreamStats,
+    backend_status, read_batch, read_stream, uring_status, uring_wait_stats, IoBackend, ReadStream,
+    StreamRead, StreamStats,
 };
 pub use fault::{FaultFs, FaultKind, FaultOp, FaultRule};
 pub use mem::{CrashMode, MemFs, UnsyncedWrites};

@@ -17,6 +17,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// Submission-queue entries of a thread's ring: the most reads in flight at once. Batches
@@ -29,6 +30,19 @@ pub const FIXED_BUFFERS: usize = RING_ENTRIES as usize;
 /// Bytes of one registered buffer: a 4 KiB block with its trailer spans at most three
 /// aligned pages; larger reads use heap buffers. 64 x 16 KiB = 1 MiB pinned per ring.
 pub const FIXED_BUFFER_BYTES: usize = 16 << 10;
+
+/// Waits for completions by every ring of the process, and the reads in flight summed over
+/// those waits: their ratio is the mean device queue a wait left behind (`Db::stats`).
+static WAITS: AtomicU64 = AtomicU64::new(0);
+static WAITED_IN_FLIGHT: AtomicU64 = AtomicU64::new(0);
+
+/// `(waits, reads in flight summed over them)` of every ring of the process.
+pub(crate) fn wait_stats() -> (u64, u64) {
+    (
+        WAITS.load(Ordering::Relaxed),
+        WAITED_IN_FLIGHT.load(Ordering::Relaxed),
+    )
+}
 
 /// A stream at its cap wakes when 1/REFILL_FRACTION of its reads in flight completed.
 const REFILL_FRACTION: usize = 4;
@@ -440,6 +454,8 @@ impl<'r> InFlight<'r> {
             } else {
                 self.in_flight
             };
+            WAITS.fetch_add(1, Ordering::Relaxed);
+            WAITED_IN_FLIGHT.fetch_add(self.in_flight as u64, Ordering::Relaxed);
             match ring.submit_and_wait(want) {
                 Ok(_) => enter_failures = 0,
                 Err(e)
