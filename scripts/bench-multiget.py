@@ -6,6 +6,9 @@ full compaction), then alternates for --rounds rounds, with an 8 MiB block cache
 
   strata readrandom                       (one key at a time: queue depth 1)
   strata multireadrandom, batch 32        on io_uring, on the thread pool, and sync
+  strata multireadrandom, batch 32, --pipeline 32 (32 batches per multi_get_batches call,
+                                          at most 32 reads in flight across them; io_uring)
+  (with --strata-before) the same io_uring case run by an older binary, for before/after
   rocksdb multireadrandom --batch_size=32 --multiread_batched=true --use_direct_reads=true
   rocksdb readrandom --use_direct_reads=true
   fio 4 KiB random reads, O_DIRECT: io_uring at queue depth 32, psync at depth 1
@@ -51,6 +54,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--load", action="store_true", help="(re)load both databases first")
     ap.add_argument("--strata", default="target/release/strata")
+    ap.add_argument("--strata-before", metavar="PATH",
+                    help="an older strata binary whose multireadrandom on io_uring runs "
+                         "alternating with the others, for a before/after comparison")
+    ap.add_argument("--pipeline", type=int, default=32,
+                    help="batches per call in the pipelined case (0: leave it out)")
     ap.add_argument("--cache-bytes", type=int, default=8 << 20)
     ap.add_argument("--single-reads", type=int, default=40_000)
     ap.add_argument("--multi-reads", type=int, default=300_000)
@@ -76,13 +84,13 @@ def main():
         run(["db_bench", "--benchmarks=fillrandom,compact", f"--db={rdb}",
              "--use_existing_db=0", *rcommon])
 
-    def strata(bench, reads, *opts):
-        cmd = [a.strata, "bench", "--db", sdb, "--use-existing-db", "--seed", "3",
+    def strata(bench, reads, *opts, binary=None, extra=()):
+        cmd = [binary or a.strata, "bench", "--db", sdb, "--use-existing-db", "--seed", "3",
                "--benchmarks", bench, "--reads", str(reads), "--batch-size", "32", *common,
                "--opt", "direct_io=true", "--opt", f"block_cache_bytes={a.cache_bytes}"]
         for o in opts:
             cmd += ["--opt", o]
-        return cmd
+        return cmd + list(extra)
 
     def rocks(bench, reads, *extra):
         return ["db_bench", f"--benchmarks={bench}", f"--db={rdb}", "--use_existing_db=1",
@@ -97,6 +105,14 @@ def main():
         "strata readrandom": (strata("readrandom", a.single_reads), "readrandom"),
         "strata multireadrandom io_uring": (
             strata("multireadrandom", a.multi_reads, "io_backend=io_uring"), "multireadrandom"),
+        **({"strata multireadrandom io_uring pipelined": (
+            strata("multireadrandom", a.multi_reads, "io_backend=io_uring",
+                   extra=("--pipeline", str(a.pipeline))), "multireadrandom")}
+           if a.pipeline > 0 else {}),
+        **({"before: strata multireadrandom io_uring": (
+            strata("multireadrandom", a.multi_reads, "io_backend=io_uring",
+                   binary=a.strata_before), "multireadrandom")}
+           if a.strata_before else {}),
         "strata multireadrandom threads": (
             strata("multireadrandom", a.multi_reads * 2 // 3, "io_backend=threads"),
             "multireadrandom"),
@@ -132,8 +148,11 @@ def main():
     print(f"multireadrandom io_uring / strata readrandom: {mu / med['strata readrandom']:.2f}x")
     print(f"multireadrandom io_uring / rocksdb multireadrandom: "
           f"{mu / med['rocksdb multireadrandom batched']:.2f}x")
-    print(f"strata reads/s {mu * per_key:,.0f} = "
-          f"{100 * mu * per_key / med['fio randread 4k qd32 io_uring']:.0f}% of fio qd32")
+    fio32 = med["fio randread 4k qd32 io_uring"]
+    for k in res:
+        if k.startswith(("strata multireadrandom io_uring", "before: ")):
+            print(f"{k}: reads/s {med[k] * per_key:,.0f} = "
+                  f"{100 * med[k] * per_key / fio32:.0f}% of fio qd32")
     print(json.dumps(res))
 
 

@@ -257,6 +257,22 @@ impl Db {
         self.inner.multi_get(ro, keys)
     }
 
+    /// Looks up many batches of keys in one call, each batch against its own consistent
+    /// snapshot (taken when the batch is started), with at most `max_reads_in_flight` block
+    /// reads outstanding at any time. Unlike a loop of [`Db::multi_get`], the reads of the
+    /// next batch start while the current one's last reads are still on the device, so the
+    /// device queue does not drain at every batch's end (see `docs/batched-reads.md`).
+    /// Results per batch, in request order; a failed read fails only the keys that needed it.
+    pub fn multi_get_batches(
+        &self,
+        ro: &ReadOptions,
+        batches: &[&[&[u8]]],
+        max_reads_in_flight: usize,
+    ) -> Vec<Vec<Result<Option<Vec<u8>>>>> {
+        self.inner
+            .multi_get_batches(ro, batches, max_reads_in_flight)
+    }
+
     /// An iterator over the database as of `ro.snapshot` (or now).
     pub fn iter(&self, ro: &ReadOptions) -> Result<DbIterator> {
         let (sv, seq) = self.inner.read_view(ro);

@@ -76,6 +76,11 @@ pub struct Stats {
     pub read_batches_threads: u64,
     pub read_batches_sync: u64,
     pub batched_reads: u64,
+    /// Process-wide (every database of the process): waits of the io_uring rings for
+    /// completions, and the reads in flight summed over them; their ratio is the mean queue
+    /// depth batched reads kept on the device.
+    pub uring_waits: u64,
+    pub uring_waited_in_flight: u64,
     /// Value-log files, their total size, and the part of it no table points at (files
     /// below the durable head; the head region counts as live).
     pub vlog_files: u64,
@@ -174,6 +179,8 @@ pub(crate) fn collect(inner: &DbInner) -> Stats {
         io_backend: crate::io::backend_status(inner.opts.io_backend),
         direct_io: inner.tables.direct_io(),
         direct_io_refusals: crate::io::direct_io_refusals(),
+        uring_waits: crate::io::uring_wait_stats().0,
+        uring_waited_in_flight: crate::io::uring_wait_stats().1,
         multi_gets: g(&c.multi_gets),
         multi_get_keys: g(&c.multi_get_keys),
         read_batches_uring: g(&c.read_batches_uring),
@@ -260,6 +267,9 @@ impl Stats {
             t.trivial_moves += p.trivial_moves;
             t.background_error = t.background_error.or_else(|| p.background_error.clone());
             t.direct_io_refusals += p.direct_io_refusals;
+            // Process-wide counters: every shard reports the same, so they are not added.
+            t.uring_waits = t.uring_waits.max(p.uring_waits);
+            t.uring_waited_in_flight = t.uring_waited_in_flight.max(p.uring_waited_in_flight);
             t.multi_gets += p.multi_gets;
             t.multi_get_keys += p.multi_get_keys;
             t.read_batches_uring += p.read_batches_uring;
@@ -478,6 +488,14 @@ impl fmt::Display for Stats {
             self.read_batches_threads,
             self.read_batches_sync
         )?;
+        if self.uring_waits > 0 {
+            writeln!(
+                f,
+                "io_uring waits (process): {}, {:.1} reads in flight at a wait on average",
+                self.uring_waits,
+                self.uring_waited_in_flight as f64 / self.uring_waits as f64
+            )?;
+        }
         if let Some(e) = &self.background_error {
             writeln!(f, "BACKGROUND ERROR (writes refused until reopen): {e}")?;
         }

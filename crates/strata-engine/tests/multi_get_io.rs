@@ -342,3 +342,240 @@ fn corruption_in_one_block_on_disk_fails_exactly_its_keys_on_io_uring() {
         db.close().unwrap();
     }
 }
+
+/// `keys` cut into batches of assorted sizes (1 to 200 keys).
+fn cut<'k>(keys: &'k [&'k [u8]]) -> Vec<&'k [&'k [u8]]> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    for size in [1usize, 32, 7, 200, 2, 64].iter().cycle() {
+        if at >= keys.len() {
+            break;
+        }
+        let end = (at + size).min(keys.len());
+        out.push(&keys[at..end]);
+        at = end;
+    }
+    out
+}
+
+#[test]
+fn pipelined_batches_agree_with_the_model_on_every_backend() {
+    let uring = uring_required();
+    for (layout_name, layout) in VALUE_LAYOUTS {
+        let dir = tempfile::tempdir().unwrap();
+        let oracle = build(dir.path(), layout);
+        let mut rng = StdRng::seed_from_u64(8);
+        // Every key once and some twice (the same block wanted by two batches at once),
+        // shuffled, plus keys that never existed.
+        let mut ids: Vec<u32> = (0..4100)
+            .chain((0..500).map(|_| rng.gen_range(0..4100)))
+            .collect();
+        for i in (1..ids.len()).rev() {
+            ids.swap(i, rng.gen_range(0..=i));
+        }
+        let keys: Vec<Vec<u8>> = ids.iter().map(|&i| key(i)).collect();
+        let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+        let batches = cut(&refs);
+        for direct_io in [false, true] {
+            for backend in [IoBackend::Uring, IoBackend::Threads, IoBackend::Sync] {
+                for (cache, in_flight) in [(0, 1), (0, 32), (128 << 10, 4), (0, usize::MAX)] {
+                    let mut opts = Options {
+                        io_backend: backend,
+                        direct_io,
+                        block_cache_bytes: cache,
+                        ..small_options()
+                    };
+                    layout(&mut opts);
+                    let what = format!(
+                        "{layout_name}, {backend:?}, direct {direct_io}, cache {cache}, \
+                         {in_flight} in flight"
+                    );
+                    let db = Db::open(dir.path(), opts).unwrap();
+                    let got = db.multi_get_batches(&ReadOptions::default(), &batches, in_flight);
+                    assert_eq!(got.len(), batches.len(), "{what}");
+                    for (b, rs) in batches.iter().zip(&got) {
+                        assert_eq!(b.len(), rs.len(), "{what}");
+                        for (k, r) in b.iter().zip(rs) {
+                            let r = r.as_ref().unwrap_or_else(|e| panic!("{what}: {e}"));
+                            assert_eq!(r.as_ref(), oracle.get(*k), "{what}: key {k:?}");
+                        }
+                    }
+                    let s = db.stats();
+                    assert_eq!(s.multi_gets, batches.len() as u64, "{what}: {s}");
+                    if backend == IoBackend::Uring
+                        && uring
+                        && (in_flight > 1 || opts_separated(layout))
+                    {
+                        assert!(s.read_batches_uring > 0, "{what}: {s}");
+                    } else if in_flight == 1 && !opts_separated(layout) {
+                        // One block read at a time: nothing to overlap, each is read in
+                        // place (value-log records are read per batch, without the cap).
+                        let pooled = s.read_batches_uring + s.read_batches_threads;
+                        assert_eq!(pooled, 0, "{what}: {s}");
+                    } else {
+                        assert_eq!(s.read_batches_uring, 0, "{what}: {s}");
+                    }
+                    db.close().unwrap();
+                }
+            }
+        }
+    }
+}
+
+/// Groups of keys are rewritten whole by one write batch each, with the round number as
+/// value, while `multi_get_batches` reads them from the files (no block cache): every batch
+/// must see one round per group (its own snapshot), and a later batch of the same call never
+/// an older round than an earlier one (each batch takes its view when it starts).
+#[test]
+fn pipelined_batches_are_snapshots_under_concurrent_writes() {
+    uring_required();
+    const GROUPS: u32 = 40;
+    const PER_GROUP: u32 = 25;
+    for backend in [IoBackend::Uring, IoBackend::Threads] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options {
+            io_backend: backend,
+            block_cache_bytes: 0,
+            ..small_options()
+        };
+        let db = Arc::new(Db::open(dir.path(), opts).unwrap());
+        fn gkey(g: u32, j: u32) -> Vec<u8> {
+            format!("g{g:03}-{j:03}-{}", "p".repeat(40)).into_bytes()
+        }
+        fn write_round(db: &Db, g: u32, round: u64) {
+            let mut wb = strata_engine::WriteBatch::new();
+            for j in 0..PER_GROUP {
+                let mut v = round.to_be_bytes().to_vec();
+                v.extend_from_slice(&[b'v'; 60]);
+                wb.put(&gkey(g, j), &v);
+            }
+            db.write(&strata_engine::WriteOptions::default(), wb)
+                .unwrap();
+        }
+        for g in 0..GROUPS {
+            write_round(&db, g, 0);
+        }
+        db.flush().unwrap();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut round = 1u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    for g in 0..GROUPS {
+                        write_round(&db, g, round);
+                    }
+                    round += 1;
+                }
+                round
+            })
+        };
+        // Each batch holds two whole groups, in an order that spreads them over the table.
+        let keys: Vec<Vec<u8>> = (0..GROUPS)
+            .flat_map(|g| (0..PER_GROUP).map(move |j| (g, j)))
+            .map(|(g, j)| gkey(g, j))
+            .collect();
+        let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+        let per_batch = (2 * PER_GROUP) as usize;
+        let mut batches: Vec<&[&[u8]]> = refs.chunks(per_batch).collect();
+        batches.extend(refs.chunks(per_batch).rev().collect::<Vec<_>>());
+        let mut checked = 0;
+        while checked < 60 {
+            let got = db.multi_get_batches(&ReadOptions::default(), &batches, 8);
+            let mut newest_seen = vec![0u64; GROUPS as usize];
+            for (b, rs) in batches.iter().zip(&got) {
+                let mut round_of: BTreeMap<u32, u64> = BTreeMap::new();
+                for (k, r) in b.iter().zip(rs) {
+                    let v = r
+                        .as_ref()
+                        .unwrap()
+                        .as_ref()
+                        .expect("a written key is absent");
+                    let round = u64::from_be_bytes(v[..8].try_into().unwrap());
+                    let g: u32 = std::str::from_utf8(&k[1..4]).unwrap().parse().unwrap();
+                    let first = *round_of.entry(g).or_insert(round);
+                    assert_eq!(first, round, "{backend:?}: group {g} torn within a batch");
+                }
+                for (g, round) in round_of {
+                    let seen = &mut newest_seen[g as usize];
+                    assert!(round >= *seen, "{backend:?}: group {g} went back in time");
+                    *seen = round;
+                }
+            }
+            checked += 1;
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let rounds = writer.join().unwrap();
+        assert!(rounds > 1, "the writer never overlapped the reads");
+        let s = db.stats();
+        assert!(s.levels.iter().any(|&(n, _)| n > 0), "no tables: {s}");
+    }
+}
+
+#[test]
+fn corruption_in_one_block_fails_exactly_its_keys_in_pipelined_batches() {
+    let uring = uring_required();
+    let dir = tempfile::tempdir().unwrap();
+    let t = one_table(Arc::new(RealFs::new()), dir.path().join("db"));
+    let v = t.victim();
+    let mut bytes = std::fs::read(&t.table).unwrap();
+    bytes[(v.offset + v.size / 2) as usize] ^= 0x5a;
+    std::fs::write(&t.table, &bytes).unwrap();
+    let refs: Vec<&[u8]> = t.keys.iter().map(|k| k.as_slice()).collect();
+    // The victim's keys in several batches at once: they share its one read.
+    let batches: Vec<&[&[u8]]> = refs.chunks(3).collect();
+    for backend in [IoBackend::Uring, IoBackend::Threads] {
+        for direct_io in [false, true] {
+            let opts = Options {
+                io_backend: backend,
+                direct_io,
+                block_cache_bytes: 0,
+                ..Options::default()
+            };
+            let db = Db::open(&t.dir, opts).unwrap();
+            let got = db.multi_get_batches(&ReadOptions::default(), &batches, 32);
+            let mut failed = 0;
+            for (i, r) in got.into_iter().flatten().enumerate() {
+                if t.blocks[i] == v {
+                    match r {
+                        Err(Error::Corruption { file, offset, .. }) => {
+                            assert_eq!((file, offset), (t.table.clone(), v.offset));
+                        }
+                        other => panic!("{backend:?}: key {i} of the corrupt block: {other:?}"),
+                    }
+                    failed += 1;
+                } else {
+                    assert_eq!(r.unwrap().as_deref(), Some(&t.values[i][..]), "key {i}");
+                }
+            }
+            assert!(failed >= 2, "the victim block holds {failed} keys");
+            let s = db.stats();
+            if backend == IoBackend::Uring && uring {
+                assert!(s.read_batches_uring > 0, "{s}");
+            }
+            db.close().unwrap();
+        }
+    }
+}
+
+#[test]
+fn an_io_error_fails_exactly_its_keys_in_pipelined_batches_on_the_pool() {
+    // FaultFs files have no descriptor: io_uring's stream hands them to the pool.
+    for backend in [IoBackend::Uring, IoBackend::Threads] {
+        let (t, db, ffs) = faulted_db(FaultKind::Eio, backend);
+        let refs: Vec<&[u8]> = t.keys.iter().map(|k| k.as_slice()).collect();
+        let batches: Vec<&[&[u8]]> = refs.chunks(5).collect();
+        let got = db.multi_get_batches(&ReadOptions::default(), &batches, 16);
+        for (i, r) in got.into_iter().flatten().enumerate() {
+            if t.blocks[i] == t.victim() {
+                assert_eq!(r.unwrap_err().raw_os_error(), Some(5), "key {i}");
+            } else {
+                assert_eq!(r.unwrap().as_deref(), Some(&t.values[i][..]), "key {i}");
+            }
+        }
+        assert!(ffs.injected_count() > 0);
+        let s = db.stats();
+        assert!(s.read_batches_threads > 0, "{backend:?}: {s}");
+        assert_eq!(s.read_batches_uring, 0, "{s}");
+    }
+}

@@ -149,6 +149,13 @@ pub struct BenchArgs {
     /// multireadrandom: keys per MultiGet call.
     #[arg(long, value_name = "N", default_value_t = 32)]
     pub batch_size: usize,
+    /// multireadrandom: batches handed to one pipelined MultiGet call (each batch its own
+    /// snapshot), with at most --batch-size block reads in flight across them, so the next
+    /// batch's reads start before the current one's last read completes. 1: one MultiGet
+    /// per batch, each waiting for its slowest read. Engines without a pipelined MultiGet
+    /// loop over their batches. Latency samples are then per call, not per batch.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub pipeline: usize,
     /// Keys picked by readrandom, readmissing, readwhilewriting's readers, multireadrandom
     /// and seekrandom: uniform over [0, --num), or gaussian (hot keys in the middle of the key
     /// space: a normal draw with mean --num/2 and standard deviation --gaussian-sigma × --num,
@@ -252,6 +259,9 @@ impl BenchArgs {
         }
         if self.threads == 0 || self.threads > 1024 {
             bail!("--threads must be between 1 and 1024");
+        }
+        if self.pipeline == 0 {
+            bail!("--pipeline must be at least 1");
         }
         if self.batch_size == 0 {
             bail!("--batch-size must be at least 1");

@@ -125,6 +125,15 @@ pub trait Engine: Sized + Sync {
     fn delete(&self, key: &[u8]) -> Result<()>;
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
     fn multi_get(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>>;
+    /// Many batches in one call with at most `max_reads_in_flight` reads outstanding across
+    /// them; engines without a pipelined MultiGet run one batch after another.
+    fn multi_get_batches(
+        &self,
+        batches: &[&[&[u8]]],
+        _max_reads_in_flight: usize,
+    ) -> Result<Vec<Vec<Option<Vec<u8>>>>> {
+        batches.iter().map(|b| self.multi_get(b)).collect()
+    }
     fn iter(&self) -> Result<Self::Iter<'_>>;
     /// Writes the memtable out and waits for it.
     fn flush(&self) -> Result<()>;
@@ -231,6 +240,23 @@ impl Engine for Strata {
             .multi_get(&ro, keys)
             .into_iter()
             .map(|r| r.map_err(anyhow::Error::from))
+            .collect()
+    }
+
+    fn multi_get_batches(
+        &self,
+        batches: &[&[&[u8]]],
+        max_reads_in_flight: usize,
+    ) -> Result<Vec<Vec<Option<Vec<u8>>>>> {
+        let ro = ReadOptions::default();
+        self.db
+            .multi_get_batches(&ro, batches, max_reads_in_flight)
+            .into_iter()
+            .map(|b| {
+                b.into_iter()
+                    .map(|r| r.map_err(anyhow::Error::from))
+                    .collect()
+            })
             .collect()
     }
 

@@ -31,6 +31,7 @@ pub(super) fn workload<E: Engine>(
     let threads = args.threads;
     let seek_nexts = args.seek_nexts;
     let batch = args.batch_size;
+    let pipeline = args.pipeline;
     let read_dist = args.read_dist();
     match b {
         Benchmark::FillSeq => Box::new(move |e, w| {
@@ -90,6 +91,43 @@ pub(super) fn workload<E: Engine>(
                 r
             })
         }
+        Benchmark::MultiReadRandom if pipeline > 1 => Box::new(move |e, w| {
+            // `pipeline` batches per call: the engine keeps `batch` reads in flight across
+            // them, as a caller holding many batches at once would.
+            let mut keys: Vec<Vec<u8>> = (0..batch * pipeline).map(|_| w.keys.buffer()).collect();
+            let mut left = reads;
+            let mut budget = w.budget(u64::MAX);
+            while left > 0 && budget.more() && !w.stopped() {
+                let n = if w.deadline.is_some() {
+                    batch * pipeline
+                } else {
+                    ((batch * pipeline) as u64).min(left) as usize
+                };
+                for k in &mut keys[..n] {
+                    let i = read_dist.next(&mut w.rng, num);
+                    w.keys.fill(i, k);
+                }
+                let refs: Vec<&[u8]> = keys[..n].iter().map(|k| k.as_slice()).collect();
+                let batches: Vec<&[&[u8]]> = refs.chunks(batch).collect();
+                let t0 = Instant::now();
+                let values = e
+                    .multi_get_batches(&batches, batch)
+                    .context("multi_get_batches failed")?;
+                let mut bytes = 0;
+                for (k, v) in refs.iter().zip(values.iter().flatten()) {
+                    if let Some(v) = v {
+                        w.stats.found += 1;
+                        bytes += (k.len() + v.len()) as u64;
+                    }
+                }
+                w.stats.lookups += n as u64;
+                w.record(t0, n as u64, bytes);
+                if w.deadline.is_none() {
+                    left -= n as u64;
+                }
+            }
+            Ok(())
+        }),
         Benchmark::MultiReadRandom => Box::new(move |e, w| {
             let mut keys: Vec<Vec<u8>> = (0..batch).map(|_| w.keys.buffer()).collect();
             let mut left = reads;

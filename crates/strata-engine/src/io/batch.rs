@@ -12,8 +12,9 @@
 //! backend: there is nothing to overlap.
 
 use super::real::past_eof;
-use super::{pool, Fs, ReadRequest};
+use super::{pool, Fs, RandomAccessFile, ReadRequest};
 use crate::error::{Error, Result};
+use std::sync::Arc;
 
 /// How batched reads (`multi_get`) reach the files. Not persisted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -74,6 +75,19 @@ pub fn uring_status() -> std::result::Result<(), String> {
     }
 }
 
+/// `(waits, reads in flight summed over them)` of every io_uring ring of the process: the
+/// mean queue depth the batched reads kept (`(0, 0)` without io_uring).
+pub fn uring_wait_stats() -> (u64, u64) {
+    #[cfg(target_os = "linux")]
+    {
+        super::uring::wait_stats()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        (0, 0)
+    }
+}
+
 /// A one-line description of the backend `choice` gives in this process, for stats.
 pub fn backend_status(choice: IoBackend) -> String {
     match (choice, choice.resolve()) {
@@ -106,6 +120,213 @@ pub fn read_batch(
         },
         _ => (pool::read_batch(reqs), IoBackend::Threads),
     }
+}
+
+/// One read of a [`ReadStream`]. It owns its file: the stream hands reads out one at a time
+/// and the file must stay open until the read's result is back.
+pub struct StreamRead {
+    pub file: Arc<dyn RandomAccessFile>,
+    pub offset: u64,
+    pub len: usize,
+}
+
+/// A producer of reads whose results make further reads ready: a pipelined `multi_get`
+/// (the next level of a key's lookup, the next batch of keys).
+pub trait ReadStream {
+    /// The next read to start, with a tag that comes back with its result; `None` when no
+    /// read is ready until an earlier one completes (or none is left).
+    fn next_read(&mut self) -> Option<(usize, StreamRead)>;
+    /// The result of the read given out with `tag`.
+    fn read_done(&mut self, tag: usize, result: Result<Vec<u8>>);
+}
+
+/// What [`read_stream`] ran: reads and batches per backend (a stream on the ring counts as
+/// one batch of all its reads).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StreamStats {
+    pub reads: u64,
+    pub uring_batches: u64,
+    pub thread_batches: u64,
+    pub sync_batches: u64,
+}
+
+/// Reads taken from a stream and not yet run, with their tags.
+type Wave = Vec<(usize, StreamRead)>;
+
+/// Runs every read `src` gives, on the backend `choice` resolves to, with at most
+/// `max_in_flight` at once, until it has none left. On io_uring a read is submitted as soon
+/// as an earlier one completes, so the device queue does not drain between what the
+/// source thinks of as batches; the other backends run the reads ready at a time as one
+/// batch (a barrier per wave). A wave of one read is read in place, as in [`read_batch`].
+pub fn read_stream(
+    choice: IoBackend,
+    fs: &dyn Fs,
+    src: &mut dyn ReadStream,
+    max_in_flight: usize,
+) -> StreamStats {
+    let mut stats = StreamStats::default();
+    let mut use_uring = choice.resolve() == IoBackend::Uring;
+    let mut wave: Wave = Vec::new();
+    loop {
+        while wave.len() < max_in_flight.max(1) {
+            match src.next_read() {
+                Some(r) => wave.push(r),
+                None => break,
+            }
+        }
+        if wave.is_empty() {
+            return stats;
+        }
+        if wave.len() > 1 && use_uring {
+            match stream_uring(src, std::mem::take(&mut wave), max_in_flight) {
+                Ok((n, left)) => {
+                    stats.reads += n;
+                    stats.uring_batches += u64::from(n > 0);
+                    // Left over only if a file had no descriptor or the ring failed or was
+                    // busy: the rest of the stream runs on the threads.
+                    use_uring = left.is_empty();
+                    wave = left;
+                }
+                Err(left) => {
+                    use_uring = false;
+                    wave = left;
+                }
+            }
+            continue;
+        }
+        let backend = match (wave.len(), choice.resolve()) {
+            (1, _) | (_, IoBackend::Sync) => IoBackend::Sync,
+            _ => IoBackend::Threads,
+        };
+        let reqs: Vec<ReadRequest<'_>> = wave
+            .iter()
+            .map(|(_, r)| ReadRequest {
+                file: &r.file,
+                offset: r.offset,
+                len: r.len,
+            })
+            .collect();
+        let out = match backend {
+            IoBackend::Sync => fs.read_batch(&reqs),
+            _ => pool::read_batch(&reqs),
+        };
+        drop(reqs);
+        stats.reads += wave.len() as u64;
+        match backend {
+            IoBackend::Sync => stats.sync_batches += 1,
+            _ => stats.thread_batches += 1,
+        }
+        for ((tag, _), r) in wave.drain(..).zip(out) {
+            src.read_done(tag, r);
+        }
+    }
+}
+
+/// Runs `first` and then `src` on this thread's ring. `Ok((reads run, reads left))`: reads
+/// are left when one has no descriptor (it and any after it were not taken) or the ring
+/// failed midway; `Err(first)` if the thread has no ring to use.
+#[cfg(target_os = "linux")]
+fn stream_uring(
+    src: &mut dyn ReadStream,
+    first: Wave,
+    max_in_flight: usize,
+) -> std::result::Result<(u64, Wave), Wave> {
+    use super::uring::{self, ReadSource, UringRead};
+    use std::collections::VecDeque;
+
+    /// Hands `src`'s reads to the ring, keeping each read's file (open, and for its
+    /// errors' context) until its result goes back.
+    struct Adapter<'s> {
+        src: &'s mut dyn ReadStream,
+        first: VecDeque<(usize, StreamRead)>,
+        /// Reads on the ring, by ring tag.
+        taken: Vec<Option<(usize, StreamRead)>>,
+        free: Vec<usize>,
+        /// A read with no descriptor stops the stream here; it and later ones go elsewhere.
+        stopped: Wave,
+        reads: u64,
+    }
+
+    impl ReadSource for Adapter<'_> {
+        fn next_read(&mut self) -> Option<(usize, UringRead)> {
+            if !self.stopped.is_empty() {
+                return None;
+            }
+            let (tag, r) = match self.first.pop_front() {
+                Some(x) => x,
+                None => self.src.next_read()?,
+            };
+            let Some(fd) = r.file.raw_fd() else {
+                self.stopped.push((tag, r));
+                self.stopped.extend(self.first.drain(..));
+                return None;
+            };
+            let read = UringRead {
+                fd,
+                offset: r.offset,
+                len: r.len,
+                direct: r.file.direct_io(),
+            };
+            let slot = match self.free.pop() {
+                Some(i) => {
+                    self.taken[i] = Some((tag, r));
+                    i
+                }
+                None => {
+                    self.taken.push(Some((tag, r)));
+                    self.taken.len() - 1
+                }
+            };
+            self.reads += 1;
+            Some((slot, read))
+        }
+
+        fn read_done(&mut self, slot: usize, result: std::io::Result<Vec<u8>>) {
+            let Some((tag, r)) = self.taken.get_mut(slot).and_then(Option::take) else {
+                debug_assert!(false, "result for ring tag {slot}, which has no read");
+                return;
+            };
+            self.free.push(slot);
+            let result = result.map_err(|e| {
+                let e = if e.kind() == std::io::ErrorKind::UnexpectedEof
+                    && e.raw_os_error().is_none()
+                {
+                    past_eof(r.len, r.offset, r.file.size())
+                } else {
+                    e
+                };
+                Error::io("read", r.file.path(), e)
+            });
+            self.src.read_done(tag, result);
+        }
+    }
+
+    let mut a = Adapter {
+        src,
+        first: first.into(),
+        taken: Vec::new(),
+        free: Vec::new(),
+        stopped: Vec::new(),
+        reads: 0,
+    };
+    match uring::read_stream(&mut a, max_in_flight) {
+        None => Err(a.first.into()),
+        // A failed ring gave its reads their error; what it had not taken goes on elsewhere.
+        Some(Ok(())) | Some(Err(_)) => {
+            let mut left = a.stopped;
+            left.extend(a.first);
+            Ok((a.reads, left))
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn stream_uring(
+    _src: &mut dyn ReadStream,
+    first: Wave,
+    _max_in_flight: usize,
+) -> std::result::Result<(u64, Wave), Wave> {
+    Err(first)
 }
 
 /// `None` if a file has no descriptor or the thread has no ring.

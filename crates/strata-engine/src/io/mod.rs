@@ -32,7 +32,10 @@ mod real;
 #[allow(unsafe_code)]
 mod uring;
 
-pub use batch::{backend_status, read_batch, uring_status, IoBackend};
+pub use batch::{
+    backend_status, read_batch, read_stream, uring_status, uring_wait_stats, IoBackend, ReadStream,
+    StreamRead, StreamStats,
+};
 pub use fault::{FaultFs, FaultKind, FaultOp, FaultRule};
 pub use mem::{CrashMode, MemFs, UnsyncedWrites};
 pub use real::{direct_io_refusals, RealFs};

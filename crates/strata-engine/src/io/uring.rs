@@ -17,6 +17,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// Submission-queue entries of a thread's ring: the most reads in flight at once. Batches
@@ -29,6 +30,22 @@ pub const FIXED_BUFFERS: usize = RING_ENTRIES as usize;
 /// Bytes of one registered buffer: a 4 KiB block with its trailer spans at most three
 /// aligned pages; larger reads use heap buffers. 64 x 16 KiB = 1 MiB pinned per ring.
 pub const FIXED_BUFFER_BYTES: usize = 16 << 10;
+
+/// Waits for completions by every ring of the process, and the reads in flight summed over
+/// those waits: their ratio is the mean device queue a wait left behind (`Db::stats`).
+static WAITS: AtomicU64 = AtomicU64::new(0);
+static WAITED_IN_FLIGHT: AtomicU64 = AtomicU64::new(0);
+
+/// `(waits, reads in flight summed over them)` of every ring of the process.
+pub(crate) fn wait_stats() -> (u64, u64) {
+    (
+        WAITS.load(Ordering::Relaxed),
+        WAITED_IN_FLIGHT.load(Ordering::Relaxed),
+    )
+}
+
+/// A stream at its cap wakes when 1/REFILL_FRACTION of its reads in flight completed.
+const REFILL_FRACTION: usize = 4;
 
 /// Resubmissions of one read after EINTR or EAGAIN before it fails.
 const MAX_RETRIES: u32 = 64;
@@ -128,10 +145,41 @@ pub(crate) fn available() -> Result<(), String> {
 }
 
 /// Reads every request through this thread's ring. `None` if the thread has no ring (it
-/// could not be set up): the caller uses another backend. Results are in request order;
-/// errors are per request (`UnexpectedEof` when the file ends before the wanted bytes).
+/// could not be set up, or the ring is busy with a stream further up this thread's stack):
+/// the caller uses another backend. Results are in request order; errors are per request
+/// (`UnexpectedEof` when the file ends before the wanted bytes).
 pub(crate) fn read_batch(reqs: &[UringRead]) -> Option<Vec<io::Result<Vec<u8>>>> {
     read_batch_with(reqs, MAX_READ_BYTES, true)
+}
+
+/// A producer of reads for [`read_stream`]: completing one read may make others ready (the
+/// next level of a lookup, the next batch of keys).
+pub(crate) trait ReadSource {
+    /// The next read to submit, with a tag that comes back with its result; `None` when no
+    /// read is ready now.
+    fn next_read(&mut self) -> Option<(usize, UringRead)>;
+    /// The result of the read submitted with `tag`.
+    fn read_done(&mut self, tag: usize, result: io::Result<Vec<u8>>);
+}
+
+/// Runs `src` on this thread's ring with at most `max_in_flight` reads in flight (and at most
+/// [`RING_ENTRIES`]): a read is submitted as soon as a slot frees, so the device queue stays
+/// full across what the source considers batches. Returns when the source has no read ready
+/// and none is in flight. `None` if the thread has no ring (nothing was taken from `src`);
+/// `Some(Err)` if the ring failed: the reads it had taken got that error, the source keeps
+/// the rest, and the caller goes on elsewhere.
+pub(crate) fn read_stream(
+    src: &mut dyn ReadSource,
+    max_in_flight: usize,
+) -> Option<io::Result<()>> {
+    with_ring(true, |ring, fixed| {
+        let mut flight = InFlight::new(MAX_READ_BYTES, fixed);
+        let r = flight.run(ring, src, max_in_flight);
+        if let Err(e) = &r {
+            flight.abandon(e, src);
+        }
+        r
+    })
 }
 
 /// [`read_batch`] with reads cut to `max_chunk` bytes each (tests force short reads with a
@@ -141,8 +189,59 @@ pub(crate) fn read_batch_with(
     max_chunk: usize,
     use_fixed: bool,
 ) -> Option<Vec<io::Result<Vec<u8>>>> {
+    with_ring(use_fixed, |ring, fixed| {
+        let mut src = BatchSource {
+            reqs,
+            next: 0,
+            out: (0..reqs.len()).map(|_| None).collect(),
+        };
+        let mut flight = InFlight::new(max_chunk, fixed);
+        if let Err(e) = flight.run(ring, &mut src, usize::MAX) {
+            flight.abandon(&e, &mut src);
+            while let Some((i, _)) = src.next_read() {
+                src.out[i] = Some(Err(io::Error::new(
+                    e.kind(),
+                    format!("io_uring failed: {e}"),
+                )));
+            }
+        }
+        src.out
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(io::Error::other("read never completed"))))
+            .collect()
+    })
+}
+
+/// A whole batch as a [`ReadSource`]: every read ready at once, results kept in order.
+struct BatchSource<'a> {
+    reqs: &'a [UringRead],
+    next: usize,
+    out: Vec<Option<io::Result<Vec<u8>>>>,
+}
+
+impl ReadSource for BatchSource<'_> {
+    fn next_read(&mut self) -> Option<(usize, UringRead)> {
+        let i = self.next;
+        let r = *self.reqs.get(i)?;
+        self.next += 1;
+        Some((i, r))
+    }
+
+    fn read_done(&mut self, tag: usize, result: io::Result<Vec<u8>>) {
+        self.out[tag] = Some(result);
+    }
+}
+
+/// Runs `f` with this thread's ring (set up on first use, replaced if poisoned) and its
+/// registered buffers if `use_fixed`. `None` if the thread has no ring, or if the ring is
+/// already in use further up this thread's stack (a source's callback reading in turn): a
+/// second loop on the same ring would reap the first one's completions.
+fn with_ring<T>(
+    use_fixed: bool,
+    f: impl FnOnce(&mut IoUring, Option<&mut FixedBuffers>) -> T,
+) -> Option<T> {
     RING.with(|cell| {
-        let mut state = cell.borrow_mut();
+        let mut state = cell.try_borrow_mut().ok()?;
         if POISONED.get() {
             if let RingState::Ready(old) = std::mem::replace(&mut *state, RingState::Untried) {
                 // The kernel may still write into the old ring's registered memory: leak it.
@@ -166,11 +265,7 @@ pub(crate) fn read_batch_with(
             return None;
         };
         let fixed = if use_fixed { fixed.as_mut() } else { None };
-        let mut batch = InFlight::new(reqs, max_chunk, fixed);
-        if let Err(e) = batch.run(ring) {
-            batch.abandon(&e);
-        }
-        Some(batch.finish())
+        Some(f(ring, fixed))
     })
 }
 
@@ -184,6 +279,8 @@ enum Buf {
 }
 
 struct Slot {
+    /// The source's tag for this read.
+    tag: usize,
     fd: RawFd,
     range: AlignedRange,
     align: usize,
@@ -194,41 +291,58 @@ struct Slot {
     pos: usize,
     in_flight: bool,
     retries: u32,
-    result: Option<io::Result<Vec<u8>>>,
 }
 
-/// The reads of one batch and their buffers (ownership rules: `docs/design.md` §10.1).
+/// The reads taken from a source and not yet handed back, with their buffers (ownership
+/// rules: `docs/design.md` §10.1). A slot is reused once its result went back to the source;
+/// a completion's user data is its slot number.
 struct InFlight<'r> {
     slots: Vec<Slot>,
+    /// Slots whose read went back to the source, free for the next one.
+    free_slots: Vec<usize>,
+    /// Slots to submit (again): a short read's rest, a retry after EINTR or EAGAIN, or a
+    /// read that did not fit the submission queue.
+    queue: VecDeque<usize>,
     in_flight: usize,
     max_chunk: usize,
     fixed: Option<&'r mut FixedBuffers>,
 }
 
 impl<'r> InFlight<'r> {
-    fn new(reqs: &[UringRead], max_chunk: usize, fixed: Option<&'r mut FixedBuffers>) -> Self {
-        let slots = reqs
-            .iter()
-            .map(|r| {
-                let align = if r.direct { DIRECT_IO_ALIGN } else { 1 };
-                Slot {
-                    fd: r.fd,
-                    range: AlignedRange::new(r.offset, r.len, align),
-                    align,
-                    buf: Buf::None,
-                    done: 0,
-                    pos: 0,
-                    in_flight: false,
-                    retries: 0,
-                    result: (r.len == 0).then(|| Ok(Vec::new())),
-                }
-            })
-            .collect();
+    fn new(max_chunk: usize, fixed: Option<&'r mut FixedBuffers>) -> Self {
         InFlight {
-            slots,
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            queue: VecDeque::new(),
             in_flight: 0,
             max_chunk,
             fixed,
+        }
+    }
+
+    /// Takes read `r` (tag `tag`) into a slot, without a buffer yet.
+    fn take(&mut self, tag: usize, r: UringRead) -> usize {
+        let align = if r.direct { DIRECT_IO_ALIGN } else { 1 };
+        let slot = Slot {
+            tag,
+            fd: r.fd,
+            range: AlignedRange::new(r.offset, r.len, align),
+            align,
+            buf: Buf::None,
+            done: 0,
+            pos: 0,
+            in_flight: false,
+            retries: 0,
+        };
+        match self.free_slots.pop() {
+            Some(i) => {
+                self.slots[i] = slot;
+                i
+            }
+            None => {
+                self.slots.push(slot);
+                self.slots.len() - 1
+            }
         }
     }
 
@@ -274,19 +388,38 @@ impl<'r> InFlight<'r> {
         entry.user_data(i as u64)
     }
 
-    /// Submits and reaps until every read is complete. `Err` only if the ring itself failed;
-    /// reads may then still be in flight.
-    fn run(&mut self, ring: &mut IoUring) -> io::Result<()> {
-        let mut queue: VecDeque<usize> = (0..self.slots.len())
-            .filter(|&i| self.slots[i].result.is_none())
-            .collect();
-        let cap = ring.params().sq_entries() as usize;
+    /// Submits and reaps until the source has no read ready and none is in flight. `Err`
+    /// only if the ring itself failed; reads may then still be in flight.
+    fn run(
+        &mut self,
+        ring: &mut IoUring,
+        src: &mut dyn ReadSource,
+        max_in_flight: usize,
+    ) -> io::Result<()> {
+        let cap = (ring.params().sq_entries() as usize).min(max_in_flight.max(1));
         let mut enter_failures = 0;
         loop {
+            // Whether submission stopped at the cap (more reads are waiting) rather than for
+            // want of ready reads.
+            let mut full = false;
             {
                 let mut sq = ring.submission();
-                while self.in_flight < cap {
-                    let Some(&i) = queue.front() else { break };
+                loop {
+                    if self.in_flight >= cap {
+                        full = true;
+                        break;
+                    }
+                    let i = match self.queue.pop_front() {
+                        Some(i) => i,
+                        None => match src.next_read() {
+                            None => break,
+                            Some((tag, r)) if r.len == 0 => {
+                                src.read_done(tag, Ok(Vec::new()));
+                                continue;
+                            }
+                            Some((tag, r)) => self.take(tag, r),
+                        },
+                    };
                     let entry = self.entry(i);
                     // SAFETY: the entry points into slot `i`'s buffer: a registered buffer
                     // (owned by the thread's `Ring`, handed to no other read until this one's
@@ -297,11 +430,13 @@ impl<'r> InFlight<'r> {
                     // poisons the ring so its registered memory is leaked too. The length
                     // stays inside the buffer (`entry` cuts it at `range.len - pos`, and
                     // `range.len` fits a registered buffer when one is used). The descriptor
-                    // belongs to a file the caller borrows for the whole call.
+                    // belongs to a file the source keeps open until the read's result is
+                    // handed back.
                     if unsafe { sq.push(&entry) }.is_err() {
+                        self.queue.push_front(i);
+                        full = true;
                         break;
                     }
-                    queue.pop_front();
                     self.slots[i].in_flight = true;
                     self.in_flight += 1;
                 }
@@ -309,9 +444,19 @@ impl<'r> InFlight<'r> {
             if self.in_flight == 0 {
                 return Ok(());
             }
-            // Every read of the batch is needed before it can go on: wait for all of them in
-            // one call (one wake-up) rather than one completion at a time.
-            match ring.submit_and_wait(self.in_flight) {
+            // With more reads waiting, wake when a quarter of the reads in flight completed
+            // and refill their places: the device queue stays between three quarters full
+            // and full, and each wake-up (and each submission, a VM exit on a virtual disk)
+            // is shared by several reads instead of paid per read. With none waiting, the
+            // source needs these results before it can go on: wait for all of them at once.
+            let want = if full {
+                (self.in_flight / REFILL_FRACTION).max(1)
+            } else {
+                self.in_flight
+            };
+            WAITS.fetch_add(1, Ordering::Relaxed);
+            WAITED_IN_FLIGHT.fetch_add(self.in_flight as u64, Ordering::Relaxed);
+            match ring.submit_and_wait(want) {
                 Ok(_) => enter_failures = 0,
                 Err(e)
                     if matches!(
@@ -328,13 +473,14 @@ impl<'r> InFlight<'r> {
                 Err(e) => return Err(e),
             }
             for cqe in ring.completion() {
-                self.complete(cqe.user_data() as usize, cqe.result(), &mut queue);
+                self.complete(cqe.user_data() as usize, cqe.result(), src);
             }
         }
     }
 
-    /// Takes the completion of slot `i`'s read: done, failed, or queued again for the rest.
-    fn complete(&mut self, i: usize, res: i32, queue: &mut VecDeque<usize>) {
+    /// Takes the completion of slot `i`'s read: done or failed (handed to the source), or
+    /// queued again for the rest.
+    fn complete(&mut self, i: usize, res: i32, src: &mut dyn ReadSource) {
         let Some(s) = self.slots.get_mut(i).filter(|s| s.in_flight) else {
             debug_assert!(
                 false,
@@ -348,7 +494,7 @@ impl<'r> InFlight<'r> {
             let errno = -res;
             if (errno == libc::EINTR || errno == libc::EAGAIN) && s.retries < MAX_RETRIES {
                 s.retries += 1;
-                queue.push_back(i);
+                self.queue.push_back(i);
                 return;
             }
             Err(io::Error::from_raw_os_error(errno))
@@ -359,23 +505,25 @@ impl<'r> InFlight<'r> {
                 Err(io::Error::from(io::ErrorKind::UnexpectedEof))
             } else if end < s.range.need {
                 s.done = end;
-                queue.push_back(i);
+                self.queue.push_back(i);
                 return;
             } else {
                 s.done = end;
                 Ok(())
             }
         };
-        self.finish_slot(i, outcome);
+        let (tag, result) = self.finish_slot(i, outcome);
+        src.read_done(tag, result);
     }
 
-    /// Records slot `i`'s result, copying its bytes out of (and freeing) its buffer. The
-    /// slot's read must not be in flight.
-    fn finish_slot(&mut self, i: usize, outcome: io::Result<()>) {
+    /// Frees slot `i`, copying its bytes out of (and freeing) its buffer, and returns its tag
+    /// and result. The slot's read must not be in flight.
+    fn finish_slot(&mut self, i: usize, outcome: io::Result<()>) -> (usize, io::Result<Vec<u8>>) {
         let s = &mut self.slots[i];
         debug_assert!(!s.in_flight);
         let (skip, len) = (s.range.skip, s.range.need - s.range.skip);
         let buf = std::mem::replace(&mut s.buf, Buf::None);
+        let tag = s.tag;
         let data = match buf {
             Buf::Fixed(n) => {
                 let fixed = self
@@ -393,18 +541,22 @@ impl<'r> InFlight<'r> {
             Buf::Heap(b) => outcome.as_ref().ok().map(|()| b.into_vec(skip, len)),
             Buf::None => None,
         };
-        s.result = Some(outcome.map(|()| data.unwrap_or_default()));
+        self.free_slots.push(i);
+        (tag, outcome.map(|()| data.unwrap_or_default()))
     }
 
     /// After a ring failure: reads still in flight keep their buffers forever (leaked), and
-    /// every unfinished read fails with `e`.
-    fn abandon(&mut self, e: &io::Error) {
+    /// every read taken from the source and not handed back fails with `e`.
+    fn abandon(&mut self, e: &io::Error, src: &mut dyn ReadSource) {
+        let in_flight: Vec<usize> = (0..self.slots.len())
+            .filter(|&i| self.slots[i].in_flight)
+            .collect();
         self.leak_in_flight();
-        for i in 0..self.slots.len() {
-            if self.slots[i].result.is_none() {
-                let err = io::Error::new(e.kind(), format!("io_uring failed: {e}"));
-                self.finish_slot(i, Err(err));
-            }
+        let unfinished = in_flight.into_iter().chain(std::mem::take(&mut self.queue));
+        for i in unfinished {
+            let err = io::Error::new(e.kind(), format!("io_uring failed: {e}"));
+            let (tag, result) = self.finish_slot(i, Err(err));
+            src.read_done(tag, result);
         }
     }
 
@@ -427,16 +579,6 @@ impl<'r> InFlight<'r> {
         self.in_flight = 0;
         POISONED.set(true);
     }
-
-    fn finish(mut self) -> Vec<io::Result<Vec<u8>>> {
-        std::mem::take(&mut self.slots)
-            .into_iter()
-            .map(|s| {
-                s.result
-                    .unwrap_or_else(|| Err(io::Error::other("read never completed")))
-            })
-            .collect()
-    }
 }
 
 impl Drop for InFlight<'_> {
@@ -447,178 +589,5 @@ impl Drop for InFlight<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::OpenOptionsExt;
-
-    fn file_with(data: &[u8]) -> (tempfile::TempDir, std::path::PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("f");
-        std::fs::write(&p, data).unwrap();
-        (dir, p)
-    }
-
-    /// io_uring must work here unless `STRATA_ALLOW_NO_URING=1` says this machine lacks it
-    /// (then the pool backend's tests are what covers batched reads).
-    fn require_uring() -> bool {
-        match available() {
-            Ok(()) => true,
-            Err(e) if std::env::var_os("STRATA_ALLOW_NO_URING").is_some() => {
-                eprintln!("io_uring unavailable ({e}); skipped as STRATA_ALLOW_NO_URING asks");
-                false
-            }
-            Err(e) => panic!("io_uring unavailable: {e} (set STRATA_ALLOW_NO_URING=1 to skip)"),
-        }
-    }
-
-    fn pattern(n: usize) -> Vec<u8> {
-        (0..n).map(|i| (i * 31 % 251) as u8).collect()
-    }
-
-    #[test]
-    fn reads_many_ranges_and_short_reads_complete() {
-        if !require_uring() {
-            return;
-        }
-        let data = pattern(300_000);
-        let (_d, p) = file_with(&data);
-        let f = std::fs::File::open(&p).unwrap();
-        let reqs: Vec<UringRead> = (0..200)
-            .map(|i| UringRead {
-                fd: f.as_raw_fd(),
-                offset: (i * 1487) as u64,
-                len: 100 + i * 13,
-                direct: false,
-            })
-            .collect();
-        // 200 reads > 64 ring entries (registered buffers are reused); chunks of 97 bytes
-        // force many short-read resubmits.
-        for (chunk, fixed) in [(MAX_READ_BYTES, true), (MAX_READ_BYTES, false), (97, true)] {
-            let out = read_batch_with(&reqs, chunk, fixed).unwrap();
-            for (r, got) in reqs.iter().zip(out) {
-                let o = r.offset as usize;
-                assert_eq!(got.unwrap(), &data[o..o + r.len]);
-            }
-        }
-        // The registered-buffer path was the one exercised (root or a memlock limit of at
-        // least 1 MiB lets the kernel pin them).
-        RING.with(|c| match &*c.borrow() {
-            RingState::Ready(r) => {
-                let f = r.fixed.as_ref().expect("registered buffers");
-                assert_eq!(
-                    f.free.len(),
-                    FIXED_BUFFERS,
-                    "a registered buffer was not freed"
-                );
-            }
-            _ => panic!("no ring on this thread"),
-        });
-    }
-
-    #[test]
-    fn past_eof_fails_only_that_read() {
-        if !require_uring() {
-            return;
-        }
-        let data = pattern(10_000);
-        let (_d, p) = file_with(&data);
-        let f = std::fs::File::open(&p).unwrap();
-        let fd = f.as_raw_fd();
-        let reqs = [
-            UringRead {
-                fd,
-                offset: 0,
-                len: 10,
-                direct: false,
-            },
-            UringRead {
-                fd,
-                offset: 9_990,
-                len: 20,
-                direct: false,
-            },
-            UringRead {
-                fd,
-                offset: 20_000,
-                len: 5,
-                direct: false,
-            },
-            UringRead {
-                fd,
-                offset: 5,
-                len: 0,
-                direct: false,
-            },
-            UringRead {
-                fd: -1,
-                offset: 0,
-                len: 5,
-                direct: false,
-            },
-        ];
-        let out = read_batch(&reqs).unwrap();
-        assert_eq!(out[0].as_ref().unwrap(), &data[..10]);
-        assert_eq!(
-            out[1].as_ref().unwrap_err().kind(),
-            io::ErrorKind::UnexpectedEof
-        );
-        assert_eq!(
-            out[2].as_ref().unwrap_err().kind(),
-            io::ErrorKind::UnexpectedEof
-        );
-        assert!(out[3].as_ref().unwrap().is_empty());
-        assert_eq!(
-            out[4].as_ref().unwrap_err().raw_os_error(),
-            Some(libc::EBADF)
-        );
-    }
-
-    #[test]
-    fn direct_reads_are_aligned_and_sliced() {
-        if !require_uring() {
-            return;
-        }
-        let data = pattern(50_000);
-        let (_d, p) = file_with(&data);
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECT)
-            .open(&p)
-            .expect("O_DIRECT open in the temp dir");
-        let fd = f.as_raw_fd();
-        let reqs: Vec<UringRead> = [
-            (0, 4096),
-            (5, 100),
-            (4000, 5000),
-            (49_000, 1000),
-            (46_000, 3999),
-        ]
-        .iter()
-        .map(|&(offset, len)| UringRead {
-            fd,
-            offset,
-            len,
-            direct: true,
-        })
-        .collect();
-        for (chunk, fixed) in [(MAX_READ_BYTES, true), (MAX_READ_BYTES, false), (1, true)] {
-            let out = read_batch_with(&reqs, chunk, fixed).unwrap();
-            for (r, got) in reqs.iter().zip(out) {
-                let o = r.offset as usize;
-                assert_eq!(got.unwrap(), &data[o..o + r.len], "{r:?} chunk {chunk}");
-            }
-        }
-        let past = [UringRead {
-            fd,
-            offset: 49_900,
-            len: 200,
-            direct: true,
-        }];
-        let out = read_batch(&past).unwrap();
-        assert_eq!(
-            out[0].as_ref().unwrap_err().kind(),
-            io::ErrorKind::UnexpectedEof
-        );
-    }
-}
+#[path = "uring_tests.rs"]
+mod tests;
