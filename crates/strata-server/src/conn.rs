@@ -636,12 +636,19 @@ async fn run_buffered(
                     reply.raw(&mailbox.take());
                 }
                 let before = reply.len();
-                let blocked = tokio::task::block_in_place(|| {
+                let in_task =
+                    matches!(found, Found::Command(spec, _) if spec.has_trait(traits::IN_TASK));
+                let run = || {
                     let tx = shared.store.front();
                     let mut ctx = Ctx::new(shared, &tx, &mut *conn, &mut *reply);
                     dispatch_found(&mut ctx, argv, found);
                     ctx.blocked.take()
-                });
+                };
+                let blocked = if in_task {
+                    run()
+                } else {
+                    tokio::task::block_in_place(run)
+                };
                 if let Some(wait) = blocked {
                     conn.info.obl.store(reply.len(), Ordering::Relaxed);
                     return Step::Blocked(wait, skip || conn.reply_off);

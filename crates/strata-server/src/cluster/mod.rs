@@ -103,6 +103,10 @@ pub struct Cluster {
     pub links: parking_lot::Mutex<Vec<LinkView>>,
     /// Where GETKEYSINSLOT starts scanning a migrating slot (`scan_hint.rs`).
     pub scan_hints: scan_hint::ScanHints,
+    /// The text nodes.conf was last written with (`None` after a failed write). Locked
+    /// only under the state's write lock, so it is the file's text as of the last save: a
+    /// change compares its rendering with it instead of rendering the state before it too.
+    saved: parking_lot::Mutex<Option<String>>,
 }
 
 /// One bus link as CLUSTER LINKS shows it.
@@ -200,6 +204,7 @@ impl Cluster {
             published: std::sync::OnceLock::new(),
             links: parking_lot::Mutex::new(Vec::new()),
             scan_hints: scan_hint::ScanHints::default(),
+            saved: parking_lot::Mutex::new(None),
         };
         cluster.refresh_ok(&cluster.state.read());
         cluster.announce(&Announce::from_config(c, port));
@@ -212,20 +217,22 @@ impl Cluster {
         self.state.read()
     }
 
-    /// Applies `f` to the state and saves nodes.conf if it succeeded and changed anything;
-    /// fsynced only if an epoch changed, as Redis fsyncs for commands (a SETSLOT is written
-    /// without: a reshard saves several times per slot). `f`'s error (a reply text) leaves
-    /// the state as `f` left it, as Redis's checks come before its changes.
+    /// Applies `f` to the state and saves nodes.conf if it succeeded and the file's text
+    /// differs from the last one written (a change, or one the bus made without saving, such
+    /// as a pong time: Redis saves on every such command); fsynced only if an epoch changed,
+    /// as Redis fsyncs for commands (a SETSLOT is written without: a reshard saves several
+    /// times per slot). `f`'s error (a reply text) leaves the state as `f` left it, as
+    /// Redis's checks come before its changes.
     pub fn update<R>(&self, f: impl FnOnce(&mut State) -> Result<R, String>) -> Result<R, String> {
         let mut st = self.state.write();
         let epochs = |st: &State| (st.current_epoch, st.last_vote_epoch, st.me().config_epoch);
-        let before = nodes_conf::render(&st);
         let epochs_before = epochs(&st);
         let r = f(&mut st);
         self.refresh_ok(&st);
         let r = r?;
-        if nodes_conf::render(&st) != before {
-            self.write(&st, epochs(&st) != epochs_before)
+        let text = nodes_conf::render(&st);
+        if self.saved.lock().as_deref() != Some(text.as_str()) {
+            self.write(text, epochs(&st) != epochs_before)
                 .map_err(|e| e.0)?;
         }
         Ok(r)
@@ -275,12 +282,20 @@ impl Cluster {
     }
 
     fn save(&self, st: &State) -> Result<(), SaveError> {
-        self.write(st, true)
+        self.write(nodes_conf::render(st), true)
     }
 
-    fn write(&self, st: &State, sync: bool) -> Result<(), SaveError> {
-        nodes_conf::save(&self.fs, &self.path, &nodes_conf::render(st), sync)
-            .map_err(|e| SaveError(format!("ERR Error saving the cluster node config: {e}")))
+    /// Writes `text` as nodes.conf; called under the state's write lock (the text is the
+    /// state's), which is what makes `saved` the file's text.
+    fn write(&self, text: String, sync: bool) -> Result<(), SaveError> {
+        let mut saved = self.saved.lock();
+        // A failed write may have left the file as it was or replaced it: compare with
+        // nothing until a write succeeds.
+        *saved = None;
+        nodes_conf::save(&self.fs, &self.path, &text, sync)
+            .map_err(|e| SaveError(format!("ERR Error saving the cluster node config: {e}")))?;
+        *saved = Some(text);
+        Ok(())
     }
 
     /// Hands a message published here to the bus, which sends it to every node (a shard

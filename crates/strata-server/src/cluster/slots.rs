@@ -394,6 +394,32 @@ impl State {
     /// One CLUSTER NODES line for `n` (Redis's `clusterGenNodeDescription`), without the
     /// newline: open slots are listed on this node's own line.
     pub fn describe(&self, n: &Node) -> String {
+        self.describe_with(n, &self.ranges_of(&n.id))
+    }
+
+    /// Every node's slot ranges, from one walk over the slots that compares each slot's
+    /// owner with the previous one: [`State::ranges_of`] walks all 16384 slots once per
+    /// node, comparing 40-byte ids, and nodes.conf is rendered on every SETSLOT of a
+    /// reshard (three per slot moved), where that was the target's largest CPU item.
+    pub fn all_ranges(&self) -> BTreeMap<NodeId, Vec<(u16, u16)>> {
+        let mut out: BTreeMap<NodeId, Vec<(u16, u16)>> = BTreeMap::new();
+        let mut start = 0;
+        while start < self.owner.len() {
+            let owner = &self.owner[start];
+            let run = self.owner[start..]
+                .iter()
+                .take_while(|o| *o == owner)
+                .count();
+            let end = start + run - 1;
+            if let Some(id) = owner {
+                out.entry(*id).or_default().push((start as u16, end as u16));
+            }
+            start = end + 1;
+        }
+        out
+    }
+
+    fn describe_with(&self, n: &Node, ranges: &[(u16, u16)]) -> String {
         let mut s = format!("{} {}:{}@{}", n.id_str(), n.ip, n.port, n.cport);
         if !n.hostname.is_empty() {
             let _ = write!(s, ",{}", n.hostname);
@@ -412,7 +438,7 @@ impl State {
                 "disconnected"
             }
         );
-        for (a, b) in self.ranges_of(&n.id) {
+        for &(a, b) in ranges {
             if a == b {
                 let _ = write!(s, " {a}");
             } else {
@@ -437,11 +463,13 @@ impl State {
         let mut out = String::new();
         let me = self.me();
         let rest = self.nodes.values().filter(|n| n.id != self.myself);
+        let ranges = self.all_ranges();
         for n in std::iter::once(me).chain(rest) {
             if n.flags & skip != 0 {
                 continue;
             }
-            out += &self.describe(n);
+            let ranges = ranges.get(&n.id).map_or(&[][..], Vec::as_slice);
+            out += &self.describe_with(n, ranges);
             out.push('\n');
         }
         out
@@ -492,6 +520,32 @@ mod tests {
         s.forget(&id(b'b'));
         assert!(s.migrating.is_empty() && s.owner[8].is_none());
         assert_eq!(s.nodes.len(), 1);
+    }
+
+    proptest::proptest! {
+        /// The one-walk ranges nodes.conf is rendered from are each node's own
+        /// `ranges_of`, for owners in runs and alone, the first and last slots included.
+        #[test]
+        fn all_ranges_is_ranges_of_every_node(
+            runs in proptest::collection::vec((0u8..4, 1usize..3000), 1..40),
+        ) {
+            let mut s = State::new(id(b'a'));
+            let mut slot = 0;
+            for (who, len) in runs {
+                for _ in 0..len {
+                    if slot < usize::from(SLOTS) {
+                        s.owner[slot] = (who > 0).then(|| id(b'a' + who));
+                        slot += 1;
+                    }
+                }
+            }
+            let all = s.all_ranges();
+            for who in 1..4u8 {
+                let mine = s.ranges_of(&id(b'a' + who));
+                proptest::prop_assert_eq!(all.get(&id(b'a' + who)).cloned().unwrap_or_default(), mine);
+            }
+            proptest::prop_assert!(!all.contains_key(&id(b'a')));
+        }
     }
 
     #[test]

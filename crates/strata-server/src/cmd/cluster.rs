@@ -8,7 +8,8 @@
 //! Layer: commands (above services; below execution).
 
 use super::cluster_views;
-use super::{cmd, table, Args, CmdError, CmdResult, Ctx, Entry};
+use super::table::traits::IN_TASK;
+use super::{cmd, cmd_with, table, Args, CmdError, CmdResult, Ctx, Entry};
 use crate::cluster::route::{self, Request};
 use crate::cluster::slots::{node_flag, random_id, Node, NodeId, State};
 use crate::cluster::Cluster;
@@ -23,13 +24,13 @@ pub static COMMANDS: &[Entry] = &[
     cmd("cluster|addslotsrange", addslotsrange),
     cmd("cluster|bumpepoch", bumpepoch),
     cmd("cluster|count-failure-reports", count_failure_reports),
-    cmd("cluster|countkeysinslot", countkeysinslot),
+    cmd_with("cluster|countkeysinslot", countkeysinslot, IN_TASK),
     cmd("cluster|delslots", delslots),
     cmd("cluster|delslotsrange", delslotsrange),
     cmd("cluster|failover", failover),
     cmd("cluster|flushslots", flushslots),
     cmd("cluster|forget", forget),
-    cmd("cluster|getkeysinslot", getkeysinslot),
+    cmd_with("cluster|getkeysinslot", getkeysinslot, IN_TASK),
     cmd("cluster|help", help),
     cmd("cluster|info", cluster_views::info),
     cmd("cluster|keyslot", keyslot),

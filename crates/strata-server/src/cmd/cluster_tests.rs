@@ -5,7 +5,7 @@
 use crate::test_server::{Reply, TestServer};
 use std::path::Path;
 use std::sync::Arc;
-use strata_engine::io::{Fs, MemFs};
+use strata_engine::io::{FaultFs, FaultKind, FaultOp, FaultRule, Fs, MemFs};
 
 fn cluster() -> TestServer {
     TestServer::with_config(&["--cluster-enabled", "yes", "--port", "7311"])
@@ -420,6 +420,38 @@ fn nodes_conf_survives_a_restart() {
         nodes_conf(&t),
         format!("{new} :7311@17311 myself,master - 0 0 0 connected\nvars currentEpoch 0 lastVoteEpoch 0\n")
     );
+}
+
+/// A change saved only on the second try: its save failed, and the next command that saves
+/// writes the file although it changes nothing itself (nodes.conf is compared with the text
+/// last written, not with the state before the command).
+#[test]
+fn a_change_whose_save_failed_is_written_by_the_next_save() {
+    let fs = FaultFs::new(Arc::new(MemFs::new()));
+    let mut t = TestServer::with_fs(
+        Arc::new(fs.clone()) as Arc<dyn Fs>,
+        &["--cluster-enabled", "yes", "--port", "7311"],
+    );
+    let me = text(&t.cmd(&["CLUSTER", "MYID"]));
+    assert_eq!(t.q("CLUSTER ADDSLOTSRANGE 0 100"), "+OK");
+    let line = |slots: &str| {
+        format!(
+            "{me} :7311@17311 myself,master - 0 0 0 connected {slots}
+vars currentEpoch 0 lastVoteEpoch 0
+"
+        )
+    };
+    assert_eq!(nodes_conf(&t), line("0-100"));
+    fs.add_rule(FaultRule::new(FaultOp::Rename, 1, FaultKind::Eio).path_contains("nodes.conf"));
+    let failed = t.q("CLUSTER ADDSLOTSRANGE 200 300");
+    assert!(
+        failed.starts_with("-ERR Error saving the cluster node config"),
+        "{failed}"
+    );
+    assert_eq!(nodes_conf(&t), line("0-100"));
+    // Slot 5 is not open: STABLE changes nothing.
+    assert_eq!(t.q("CLUSTER SETSLOT 5 STABLE"), "+OK");
+    assert_eq!(nodes_conf(&t), line("0-100 200-300"));
 }
 
 #[test]

@@ -856,6 +856,17 @@ mod tests {
                 assert_eq!(sub.name, format!("{}|{short}", s.name));
                 assert!(sub.handler.is_some(), "{}", sub.name);
             }
+            // What lets a command run without `block_in_place` (`traits::IN_TASK`): no keys
+            // (whose stripes it would wait on), no writes, and it never blocks a client.
+            for e in std::iter::once(*s).chain(s.subcommands.iter().map(|(_, sub)| *sub)) {
+                if e.has_trait(table::traits::IN_TASK) {
+                    assert!(
+                        !e.has_keys() && !e.has(flag::WRITE | flag::BLOCKING),
+                        "{}",
+                        e.name
+                    );
+                }
+            }
             // Every flag Redis names is one the table understands.
             for f in &s.meta.flags {
                 assert!(flag::NAMES.iter().any(|(_, n)| n == f), "{}: {f}", s.name);

@@ -43,6 +43,12 @@ pub mod traits {
     /// Reads its keys at one snapshot and writes nothing, not even a lazy expiry's delete
     /// (MGET): the dispatcher takes no stripes for it.
     pub const SNAPSHOT_READ: u32 = 1 << 5;
+    /// Has no keys, yet runs on the connection's task without `block_in_place`: it reads
+    /// one slot's records through the engine and waits on no stripe, client, network or
+    /// fsync, as the single-shard commands `conn.rs` runs in place. Handing the runtime
+    /// worker to another thread and back costs thread switches that are more than the
+    /// command itself, on each GETKEYSINSLOT of a reshard's loop.
+    pub const IN_TASK: u32 = 1 << 6;
 }
 
 /// A family module's entry: a command it implements (`container|sub` for a subcommand) and
