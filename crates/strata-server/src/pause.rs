@@ -249,14 +249,10 @@ fn holds_in(mode: Mode, found: &Found, conn: &ConnState) -> bool {
     conn.multi.is_none() && may_replicate(spec)
 }
 
-/// Commands Redis 7.0 flags `may_replicate` (its COMMAND INFO, so the table's metadata,
-/// leaves the flag out) among those Strata implements: they publish or run scripts.
-const MAY_REPLICATE_NAMES: &[&str] = &["publish", "spublish", "eval", "evalsha", "fcall"];
-
-/// Redis's `is_may_replicate_command`: writes, and the `may_replicate` commands.
+/// Redis's `is_may_replicate_command`: writes, and the `may_replicate` commands (a trait of
+/// the table's entries: Redis's COMMAND INFO leaves the flag out).
 fn may_replicate(spec: &Spec) -> bool {
-    spec.flags & (flag::WRITE | flag::MAY_REPLICATE) != 0
-        || MAY_REPLICATE_NAMES.contains(&spec.name)
+    spec.has(flag::WRITE) || spec.has_trait(crate::cmd::table::traits::MAY_REPLICATE)
 }
 
 #[cfg(test)]
@@ -296,6 +292,27 @@ mod tests {
         let found = crate::cmd::find_command(&[bytes::Bytes::from(name.to_string())]);
         assert!(matches!(found, Found::Command(..)), "{name}");
         found
+    }
+
+    #[test]
+    fn may_replicate_is_writes_and_the_tables_may_replicate_entries() {
+        let spec = |name: &str| match found(name) {
+            Found::Command(spec, _) => spec,
+            _ => unreachable!("found() checked it"),
+        };
+        for name in ["set", "publish", "spublish", "eval", "evalsha", "fcall"] {
+            assert!(may_replicate(spec(name)), "{name}");
+        }
+        for name in [
+            "get",
+            "subscribe",
+            "eval_ro",
+            "evalsha_ro",
+            "fcall_ro",
+            "wait",
+        ] {
+            assert!(!may_replicate(spec(name)), "{name}");
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! Layer: commands (above services; below execution).
 
 use super::scripting::{self, Target};
-use super::table::traits::SCRIPT;
+use super::table::traits::{MAY_REPLICATE, SCRIPT};
 use super::{cmd, cmd_with, reply_help, Args, CmdError, CmdResult, Ctx, Entry};
 use crate::keys::SERVER_PREFIX;
 use crate::scripting::functions::{Functions, RestorePolicy, ENGINE};
@@ -19,7 +19,7 @@ use crate::server::Shared;
 use bytes::Bytes;
 
 pub static COMMANDS: &[Entry] = &[
-    cmd_with("fcall", fcall, SCRIPT),
+    cmd_with("fcall", fcall, SCRIPT | MAY_REPLICATE),
     cmd_with("fcall_ro", fcall_ro, SCRIPT),
     cmd("function|load", function_load),
     cmd("function|delete", function_delete),

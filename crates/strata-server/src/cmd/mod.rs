@@ -708,8 +708,8 @@ fn run_locked(
         // replica ever connected.
         // Only what may write takes it: a command that waits (WAIT) must not hold off a
         // full sync's cut.
-        let may_write = spec.flags & (flag::WRITE | flag::MAY_REPLICATE) != 0
-            || spec.has_trait(table::traits::SCRIPT)
+        let may_write = spec.has(flag::WRITE)
+            || spec.has_trait(table::traits::MAY_REPLICATE | table::traits::SCRIPT)
             || spec.name == "exec";
         let seq = if top && may_write && !on_worker && !ctx.conn.master {
             ctx.shared.master.seq.enter()

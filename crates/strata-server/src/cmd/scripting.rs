@@ -35,7 +35,10 @@
 //! Layer: commands (above services; below execution).
 
 use super::flag::*;
-use super::table::{self, traits::SCRIPT};
+use super::table::{
+    self,
+    traits::{MAY_REPLICATE, SCRIPT},
+};
 use super::{
     cmd, cmd_with, dispatch_found, find_command, reply_help, Args, CmdError, CmdResult, ConnState,
     Ctx, Entry, Found, Spec,
@@ -51,8 +54,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 pub static COMMANDS: &[Entry] = &[
-    cmd_with("eval", eval, SCRIPT),
-    cmd_with("evalsha", evalsha, SCRIPT),
+    cmd_with("eval", eval, SCRIPT | MAY_REPLICATE),
+    cmd_with("evalsha", evalsha, SCRIPT | MAY_REPLICATE),
     cmd_with("eval_ro", eval_ro, SCRIPT),
     cmd_with("evalsha_ro", evalsha_ro, SCRIPT),
     cmd("script|load", script_load),

@@ -49,6 +49,10 @@ pub mod traits {
     /// worker to another thread and back costs thread switches that are more than the
     /// command itself, on each GETKEYSINSLOT of a reshard's loop.
     pub const IN_TASK: u32 = 1 << 6;
+    /// May replicate without being a write (PUBLISH, SPUBLISH, EVAL, EVALSHA, FCALL):
+    /// Redis's `CMD_MAY_REPLICATE`, which its COMMAND INFO, and so the table's metadata,
+    /// leaves out. A pause of writes holds these, and they take the replication sequencer.
+    pub const MAY_REPLICATE: u32 = 1 << 7;
 }
 
 /// A family module's entry: a command it implements (`container|sub` for a subcommand) and

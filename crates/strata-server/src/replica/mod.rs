@@ -164,7 +164,9 @@ impl Drop for Claim<'_> {
 /// How long shutdown waits for link threads to notice it.
 const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
-/// A fresh replication id: 40 hex digits.
+/// A fresh replication id: 40 hex digits. Drawn from the OS-seeded generator, not the
+/// server's own (`random.rs`, seeded from the clock): ids must differ between processes
+/// started at the same moment, as Redis's from `/dev/urandom` do.
 pub fn new_replid() -> String {
     let mut out = String::with_capacity(handshake::ID_LEN);
     while out.len() < handshake::ID_LEN {
