@@ -3,7 +3,7 @@
 //!
 //! [`DbIterator`](super::DbIterator) reads the batch it needs now itself and hands the next
 //! one to a [`PrefetchJob`]: the batch's keys and pointers, read on a small process-wide pool
-//! of [`PREFETCH_THREADS`] threads through [`Vlog::read_many`] (the same reads and the same
+//! of [`PREFETCH_THREADS`] threads through [`Vlog::read_many_into`] (the same reads and the same
 //! verification as every other pointer read: checksum, length, kind, key), so the caller
 //! consumes one batch while the next is read. At most one job per iterator is in flight.
 //!
@@ -18,6 +18,7 @@ use crate::options::IoBackend;
 use crate::vlog::{ValuePointer, Vlog, VlogFileSet};
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
 /// Threads of the prefetch pool: jobs of this many scans are read at once. Each job's reads
@@ -32,15 +33,24 @@ struct Work {
     backend: IoBackend,
 }
 
+/// A job's values, back to back, and where each request's value is in them (or its error).
+pub(crate) type Values = (Vec<u8>, Vec<Result<Range<usize>>>);
+
 impl Work {
-    fn run(self) -> Vec<Result<Vec<u8>>> {
+    fn run(self) -> Values {
         let keyed: Vec<(&[u8], ValuePointer)> =
             self.reqs.iter().map(|(k, p)| (k.as_slice(), *p)).collect();
         let vlog = &self.vlog;
         let backend = self.backend;
-        vlog.read_many(&self.files, &keyed, true, |r| {
-            crate::io::read_batch(backend, &*vlog.fs, r).0
-        })
+        let mut values = Vec::new();
+        let results = vlog.read_many_into(
+            &self.files,
+            &keyed,
+            true,
+            |r| crate::io::read_batch(backend, &*vlog.fs, r).0,
+            &mut values,
+        );
+        (values, results)
     }
 }
 
@@ -48,7 +58,7 @@ enum State {
     /// Waiting in the pool's queue; whoever takes the work runs it.
     Queued(Work),
     Running,
-    Done(Vec<Result<Vec<u8>>>),
+    Done(Values),
     /// Cancelled before it started, or its results were taken.
     Finished,
 }
@@ -78,16 +88,17 @@ impl Shared {
 }
 
 /// Runs `work`; a panic becomes an error per request (the waiting iterator must not hang).
-fn run_caught(work: Work) -> Vec<Result<Vec<u8>>> {
+fn run_caught(work: Work) -> Values {
     let n = work.reqs.len();
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work.run())).unwrap_or_else(|_| {
-        (0..n)
+        let errors = (0..n)
             .map(|_| {
                 Err(crate::error::Error::InvalidArgument(
                     "value prefetch panicked".into(),
                 ))
             })
-            .collect()
+            .collect();
+        (Vec::new(), errors)
     })
 }
 
@@ -119,7 +130,7 @@ impl PrefetchJob {
 
     /// The values, in request order: run here if no pool thread has started the job, else
     /// waited for.
-    pub(crate) fn wait(self) -> Vec<Result<Vec<u8>>> {
+    pub(crate) fn wait(self) -> Values {
         self.shared.run_if_queued();
         let mut st = self.shared.state.lock();
         loop {
@@ -130,7 +141,7 @@ impl PrefetchJob {
                     self.shared.done.wait(&mut st);
                 }
                 // Taken only by this handle: unreachable, answered as unread values.
-                State::Queued(_) | State::Finished => return Vec::new(),
+                State::Queued(_) | State::Finished => return (Vec::new(), Vec::new()),
             }
         }
     }

@@ -26,6 +26,7 @@ use std::cell::Cell;
 use std::cmp::Ordering;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::Arc;
 
 /// Tallest tower: with a quarter of the nodes promoted to each next level, twelve levels
 /// index about 4^12 = 16M entries before searches grow longer than logarithmic.
@@ -393,6 +394,76 @@ impl SkipList {
     pub(super) fn first(&self) -> Option<&Node> {
         self.next_of(self.head())
     }
+}
+
+/// What owns a list and the arena its nodes live in (the memtable): while it lives, every
+/// node of its list is valid.
+pub(super) trait ListOwner: Send + Sync {
+    fn list(&self) -> &SkipList;
+}
+
+/// The last node a forward walk visited, held together with its list's owner, so the node
+/// (in the owner's arena) stays valid as long as this handle. The next walk goes on from its
+/// successor instead of searching the list again: a scan over the memtable costs one search
+/// per seek rather than one per chunk its iterator copies (profiled after a 500k load: the
+/// re-searches were a tenth of a seek + 100 nexts).
+pub(super) struct Resume<O: ListOwner> {
+    owner: Arc<O>,
+    last: NonNull<Node>,
+}
+
+// SAFETY: the held node is only read, through its immutable key and its atomic tower, as
+// the list's own nodes are by any thread (see `SkipList`'s `Send`/`Sync`).
+unsafe impl<O: ListOwner> Send for Resume<O> {}
+unsafe impl<O: ListOwner> Sync for Resume<O> {}
+
+/// Where a [`walk`] starts.
+pub(super) enum WalkFrom<'k, O: ListOwner> {
+    /// The first node.
+    First,
+    /// The first node at or above the key (`true`), or above it (`false`).
+    Seek(&'k MemKey, bool),
+    /// The node after where an earlier walk over the same owner's list stopped.
+    After(Resume<O>),
+}
+
+/// Hands up to `n` nodes of `owner`'s list, from `from` on and in key order, to `visit`, and
+/// returns where to go on (`None` when nothing was visited). Going on from a [`Resume`]
+/// gives what a search for the first node above its node would give now (both read the
+/// same successor pointer), so it sees the same concurrently linked nodes a search would.
+pub(super) fn walk<O: ListOwner>(
+    owner: &Arc<O>,
+    from: WalkFrom<'_, O>,
+    n: usize,
+    mut visit: impl FnMut(&Node),
+) -> Option<Resume<O>> {
+    let list = owner.list();
+    let mut node = match from {
+        WalkFrom::First => list.first(),
+        WalkFrom::Seek(k, inclusive) => list.seek(k, inclusive),
+        WalkFrom::After(r) => {
+            assert!(
+                Arc::ptr_eq(&r.owner, owner),
+                "a walk resumed over another list"
+            );
+            // SAFETY: only `walk` makes a `Resume`, from a node of `r.owner`'s list, which is
+            // `owner`'s (checked above); `owner` keeps that list's arena, so the node, alive
+            // for the borrow of `owner`.
+            let last: &Node = unsafe { r.last.as_ref() };
+            list.next_of(last)
+        }
+    };
+    let mut last = None;
+    for _ in 0..n {
+        let Some(e) = node else { break };
+        visit(e);
+        last = Some(NonNull::from(e));
+        node = list.next_of(e);
+    }
+    last.map(|last| Resume {
+        owner: owner.clone(),
+        last,
+    })
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ use crate::filename;
 use crate::io::{Fs, RandomAccessFile, ReadRequest};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -257,7 +258,72 @@ impl Vlog {
         mapped: bool,
         read: impl FnOnce(&[ReadRequest<'_>]) -> Vec<Result<Vec<u8>>>,
     ) -> Vec<Result<Vec<u8>>> {
-        let mut out: Vec<Option<Result<Vec<u8>>>> = Vec::with_capacity(reqs.len());
+        let mut out: Vec<Option<Result<Vec<u8>>>> = (0..reqs.len()).map(|_| None).collect();
+        self.read_many_raw(files, reqs, mapped, read, |i, path, raw| {
+            let (key, ptr) = &reqs[i];
+            out[i] = Some(raw.and_then(|raw| match raw {
+                Raw::Mapped(bytes) => extract_from(bytes, ptr, key, path),
+                Raw::Read(d) => extract(d, ptr, key, path),
+            }));
+        });
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Error::InvalidArgument("unread value".into()))))
+            .collect()
+    }
+
+    /// [`Vlog::read_many`] into one buffer: each value is appended to `values`, and its
+    /// result is its range there. A scan's batch of values is then one allocation, and a
+    /// mapped entry is copied once, into `values`, and verified there in place: the value
+    /// returned is that copy, the bytes checked (never the mapping, which shows the page
+    /// cache and may change, `docs/design.md` §8.3). A failed entry leaves nothing behind.
+    pub fn read_many_into(
+        &self,
+        files: &VlogFileSet,
+        reqs: &[(&[u8], ValuePointer)],
+        mapped: bool,
+        read: impl FnOnce(&[ReadRequest<'_>]) -> Vec<Result<Vec<u8>>>,
+        values: &mut Vec<u8>,
+    ) -> Vec<Result<Range<usize>>> {
+        let mut out: Vec<Option<Result<Range<usize>>>> = (0..reqs.len()).map(|_| None).collect();
+        values.reserve(reqs.iter().map(|(_, p)| p.len as usize).sum());
+        self.read_many_raw(files, reqs, mapped, read, |i, path, raw| {
+            let (key, ptr) = &reqs[i];
+            out[i] = Some(raw.and_then(|raw| match raw {
+                Raw::Mapped(bytes) => {
+                    let at = values.len();
+                    values.extend_from_slice(bytes);
+                    match format::verify_pointed_entry(&values[at..], ptr, key, path) {
+                        Ok(r) => Ok(at + r.start..at + r.end),
+                        Err(e) => {
+                            values.truncate(at);
+                            Err(e)
+                        }
+                    }
+                }
+                Raw::Read(d) => {
+                    let r = format::verify_pointed_entry(&d, ptr, key, path)?;
+                    let at = values.len();
+                    values.extend_from_slice(&d[r]);
+                    Ok(at..values.len())
+                }
+            }));
+        });
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Error::InvalidArgument("unread value".into()))))
+            .collect()
+    }
+
+    /// The reads of [`Vlog::read_many`], unverified: hands each request's entry bytes (or
+    /// its error) to `each` with the request's index and the file's path, once per request,
+    /// mapped and buffered ones first, then those of the batched read.
+    fn read_many_raw(
+        &self,
+        files: &VlogFileSet,
+        reqs: &[(&[u8], ValuePointer)],
+        mapped: bool,
+        read: impl FnOnce(&[ReadRequest<'_>]) -> Vec<Result<Vec<u8>>>,
+        mut each: impl FnMut(usize, &Path, Result<Raw<'_>>),
+    ) {
         let mut handles: Vec<(usize, Arc<dyn RandomAccessFile>)> = Vec::new();
         // Each request's file, and its bytes where they are mapped.
         let located: Vec<Result<Located<'_>>> = reqs
@@ -268,29 +334,26 @@ impl Vlog {
             })
             .collect();
         touch_mapped(located.iter().filter_map(|l| l.as_ref().ok()?.1));
-        for (i, ((key, ptr), l)) in reqs.iter().zip(located).enumerate() {
+        for (i, ((_, ptr), l)) in reqs.iter().zip(located).enumerate() {
             let (f, bytes) = match l {
                 Ok(l) => l,
                 Err(e) => {
-                    out.push(Some(Err(e)));
+                    each(i, &self.dir, Err(e));
                     continue;
                 }
             };
             if let Some(bytes) = bytes {
                 self.mapped_reads.fetch_add(1, Ordering::Relaxed);
-                out.push(Some(extract_from(bytes, ptr, key, &f.path)));
+                each(i, &f.path, Ok(Raw::Mapped(bytes)));
                 continue;
             }
             if let Some(d) = self.buffered(ptr) {
-                out.push(Some(extract(d, ptr, key, &f.path)));
+                each(i, &f.path, Ok(Raw::Read(d)));
                 continue;
             }
             match f.handle(&self.fs, self.direct_io) {
-                Ok(h) => {
-                    handles.push((i, h));
-                    out.push(None);
-                }
-                Err(e) => out.push(Some(Err(e))),
+                Ok(h) => handles.push((i, h)),
+                Err(e) => each(i, &f.path, Err(e)),
             }
         }
         if !handles.is_empty() {
@@ -304,13 +367,9 @@ impl Vlog {
                 .collect();
             let raws = read(&batch);
             for ((i, h), raw) in handles.iter().zip(raws) {
-                let (key, ptr) = &reqs[*i];
-                out[*i] = Some(raw.and_then(|d| extract(d, ptr, key, h.path())));
+                each(*i, h.path(), raw.map(Raw::Read));
             }
         }
-        out.into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(Error::InvalidArgument("unread value".into()))))
-            .collect()
     }
 
     /// Flushes the head's buffer to the operating system (if there is a head).
@@ -340,6 +399,13 @@ impl Vlog {
 
 /// A request's value-log file, and the entry's bytes where the file is mapped.
 type Located<'a> = (&'a Arc<VlogFile>, Option<&'a [u8]>);
+
+/// An entry's bytes as read, not yet verified: in a mapping (to be copied before it is
+/// checked), or read into memory of our own.
+enum Raw<'a> {
+    Mapped(&'a [u8]),
+    Read(Vec<u8>),
+}
 
 /// Loads one byte of every cache line of `entries` before any is decoded: the loads do not
 /// depend on each other, so the processor has many cache (and TLB) misses in flight at once
