@@ -6,7 +6,7 @@
 //! The stream's records are the master's store records with their first byte set to the
 //! logical database; each becomes a record of that database's target (the first byte
 //! replaced), in the shard this server routes it to, through the same per-shard buffers,
-//! writer thread and ingestion as an RDB's records. A master's shard sends its records in
+//! table writers and ingestion as an RDB's records. A master's shard sends its records in
 //! key order, so with the same shard count and routing each buffer is already sorted and
 //! the writer's sort is one pass that finds so. Metadata records tell the expiry index and
 //! the access table of their key, as `Tx::take_loaded` does for an RDB's keys.
@@ -16,7 +16,6 @@
 //! a database this server lacks or a record that is not a store record stops the load
 //! before anything is installed, and the old dataset stays.
 
-use super::load::WRITER_STOPPED;
 use super::load::{clear_targets, ingest_runs, run_bytes, Counts, LoadError, Run, TICK_ITEMS};
 use crate::cmd::Ctx;
 use crate::keys::KIND_META;
@@ -66,8 +65,8 @@ pub fn load(
         .map_err(|e| LoadError::File(format!("opening {}: {e}", path.display())))?;
     let mut r = BufReader::with_capacity(1 << 20, f);
     let run_bytes = run_bytes(db);
-    ingest_runs(db, tick, |send, tick| {
-        let mut bufs: Vec<Run> = (0..db.shard_count()).map(|_| Run::default()).collect();
+    ingest_runs(db, tick, |writers, tick| {
+        let mut bufs: Vec<Run> = (0..db.shard_count()).map(|_| writers.spare()).collect();
         let mut v = Validator::default();
         let mut n = Counts::default();
         let mut functions = None;
@@ -117,8 +116,8 @@ pub fn load(
                         let shard = db.shard_of(&key);
                         bufs[shard].push(&key, val);
                         if bufs[shard].memory() >= run_bytes {
-                            send.send((shard, std::mem::take(&mut bufs[shard])))
-                                .map_err(|_| LoadError::Write(WRITER_STOPPED.into()))?;
+                            let full = std::mem::replace(&mut bufs[shard], writers.spare());
+                            writers.send(shard, full)?;
                         }
                     }
                 }
@@ -127,8 +126,7 @@ pub fn load(
         }
         for (shard, buf) in bufs.into_iter().enumerate() {
             if !buf.is_empty() {
-                send.send((shard, buf))
-                    .map_err(|_| LoadError::Write(WRITER_STOPPED.into()))?;
+                writers.send(shard, buf)?;
             }
         }
         n.stream_db = v.start().map(|s| s.stream_db);
