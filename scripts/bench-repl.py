@@ -237,7 +237,8 @@ def sync_run(side, mdir, a, work):
     try:
         if a.drop_caches:
             bl.drop_page_cache()
-        master = bl.start_server(mkind, mdir, strata=a.strata, extra=master_extra(a),
+        master = bl.start_server(mkind, mdir, strata=a.binaries.get(side, a.strata),
+                                 extra=master_extra(a),
                                  timeout=a.sync_timeout)
         bl.wait_until(f"{master.name} to load its dataset",
                       lambda: bl.info(master.port, "persistence").get("loading", "0") == "0",
@@ -246,9 +247,18 @@ def sync_run(side, mdir, a, work):
         if n != a.sync_keys:
             raise BenchError(f"{master.name} restarted with {n} keys, not {a.sync_keys}")
         os.mkdir(rdir)
-        replica = bl.start_server(rkind, rdir, strata=a.strata,
+        replica = bl.start_server(rkind, rdir, strata=a.binaries.get(side, a.strata),
                                   extra=SYNC_REPLICA_EXTRA.get(side, []))
         took = attach(master, replica, a.sync_timeout)
+        if rkind == "strata":
+            # The two sides' account of the sync's stages (what the master sent, what the
+            # replica received and loaded, and when), for finding which stage bounds it.
+            for who, p in (("master", master), ("replica", replica)):
+                with open(p.log.name, "rb") as f:
+                    for line in f.read().decode(errors="replace").splitlines():
+                        if "replication: sent" in line or (
+                                who == "replica" and "replication:" in line):
+                            log(f"  {side} {who}: {line}")
         n = bl.call(replica.port, "DBSIZE")
         if n != a.sync_keys:
             raise BenchError(f"{NAMES[side]}: the replica has {n} keys after the sync, "
@@ -353,6 +363,10 @@ def main():
     ap.add_argument("--bench-timeout", type=float, default=1800)
     ap.add_argument("--load-timeout", type=float, default=3600)
     ap.add_argument("--strata", default=bl.STRATA, help="the strata binary")
+    ap.add_argument("--strata-baseline", default=None,
+                    help="a second strata binary (an A/B run): each Strata sync side also runs "
+                         "with it as side <side>@baseline, master and replica, alternated with "
+                         "the first in every round on the same master dataset")
     ap.add_argument("--scratch", default=None,
                     help="parent of the run's directory (default: the system's temp dir); "
                          "the full sync and fio measure this filesystem")
@@ -372,6 +386,16 @@ def main():
     for k in a.sync_kinds:
         if k not in SYNC_PAIRS:
             ap.error(f"unknown sync side {k!r}: strata, strata-rdb or redis")
+    a.binaries = {}
+    if a.strata_baseline:
+        for k in list(a.sync_kinds):
+            if SYNC_PAIRS[k][0] == "strata":
+                b = f"{k}@baseline"
+                SYNC_PAIRS[b] = SYNC_PAIRS[k]
+                SYNC_REPLICA_EXTRA[b] = SYNC_REPLICA_EXTRA.get(k, [])
+                NAMES[b] = f"{NAMES[k]}, baseline binary"
+                a.binaries[b] = os.path.abspath(a.strata_baseline)
+                a.sync_kinds.append(b)
     env, work = bl.begin_run(a, "bench-repl-")
     out = {"env": env, "throughput": {}, "sync": {}}
 

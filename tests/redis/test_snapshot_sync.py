@@ -8,7 +8,9 @@
 - a Strata replica of a redis-server master: an RDB (redis-server ignores the capability);
 - a snapshot stream damaged, then cut, on its way (a proxy between the nodes flips a byte,
   then closes the link midway): the replica refuses each, keeps serving its old data, and
-  the third, whole transfer installs the master's dataset.
+  the third, whole transfer installs the master's dataset;
+- a replica killed while it loads the stream as it arrives: restarted, its old dataset and
+  nothing of the master's, no spool left behind; then a full resync installs the master's.
 
     cargo build --release -p strata-server
     python3 -m pytest -q tests/redis/test_snapshot_sync.py
@@ -16,7 +18,10 @@
 Every wait is bounded and every server and proxy is stopped at the end.
 """
 
+import os
+import shutil
 import socket
+import tempfile
 import threading
 import time
 
@@ -24,9 +29,9 @@ import pytest
 
 redis = pytest.importorskip("redis")
 
-from servers import start_redis, start_strata  # noqa: E402
+from servers import STRATA_BIN, Server, free_port, start_redis, start_strata  # noqa: E402
 from test_master import caught_up, compare, synced_under_load  # noqa: E402
-from test_replica import DBS, Writer, populate, wait_for  # noqa: E402
+from test_replica import DBS, Writer, dataset, populate, wait_for  # noqa: E402
 
 
 def log_of(server):
@@ -221,3 +226,60 @@ def test_a_damaged_or_cut_stream_keeps_the_old_data_then_a_whole_one_installs():
             proxy.stop()
         replica.stop()
         master.stop()
+
+
+def test_a_replica_killed_while_it_loads_the_stream_keeps_its_old_data_then_resyncs():
+    """SIGKILL of a Strata replica while it loads a snapshot stream as it arrives (INFO's
+    master_sync_loaded_bytes past zero): restarted over the same directory without
+    REPLICAOF it serves its own old dataset and none of the master's keys, in every
+    database, and no spool file is left in its directory; REPLICAOF then installs the
+    master's whole dataset."""
+    master = start_strata(["--repl-diskless-sync-delay", "0"])
+    tmp = tempfile.mkdtemp(prefix="strata-serve-")
+    servers = []
+
+    def replica_server():
+        port = free_port()
+        argv = [STRATA_BIN, "serve", "--bind", "127.0.0.1", "--port", str(port), "--dir", tmp]
+        srv = Server("strata serve", argv, port)
+        servers.append(srv)
+        return srv
+
+    try:
+        m = redis.Redis(port=master.port)
+        # Enough that the load is seen under way: about 160 MB of values.
+        pipe = m.pipeline(transaction=False)
+        for i in range(40_000):
+            pipe.set(f"big:{i}", "x" * 4096)
+            if i % 1000 == 999:
+                pipe.execute()
+        pipe.execute()
+        first = replica_server()
+        r = redis.Redis(port=first.port)
+        for i in range(100):
+            r.set(f"old:{i}", i)
+        r.replicaof("127.0.0.1", master.port)
+        wait_for("the load to be under way",
+                 lambda: int(r.info("replication").get("master_sync_loaded_bytes", 0)) > 0,
+                 timeout=60, step=0.005)
+        first.proc.kill()
+        first.proc.wait(timeout=30)
+        second = replica_server()
+        r = redis.Redis(port=second.port)
+        # Never a part of the master's dataset: the old one, whole, in database 0 only.
+        keyspace = r.info("keyspace")
+        assert set(keyspace) == {"db0"} and keyspace["db0"]["keys"] == 100, keyspace
+        assert r.get("old:7") == b"7" and r.get("big:1") is None
+        assert not [f for f in os.listdir(tmp) if f.startswith("replica-sync.")], os.listdir(tmp)
+        r.replicaof("127.0.0.1", master.port)
+        wait_for("the resync", lambda: r.info("replication").get("master_link_status") == "up",
+                 timeout=120)
+        wait_for("the offsets to meet", lambda: caught_up(m, r))
+        # The master's keys are all in database 0.
+        assert dataset(master.port, 0) == dataset(second.port, 0)
+        assert r.get("old:7") is None and r.dbsize() == 40_000
+    finally:
+        for srv in reversed(servers):
+            srv.stop()
+        master.stop()
+        shutil.rmtree(tmp, ignore_errors=True)

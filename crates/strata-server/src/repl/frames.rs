@@ -190,13 +190,25 @@ pub struct Frame {
 
 /// Reads one frame whose checksum verifies. `Ok(None)`: the input ended before the frame
 /// began. A frame cut short, an unknown tag or a length over [`MAX_BODY_BYTES`] is
-/// [`StreamError::Invalid`].
+/// [`StreamError::Invalid`]. (The server's readers reuse one frame: [`read_frame_into`].)
+#[cfg(test)]
 pub fn read_frame<R: Read>(r: &mut R) -> Result<Option<Frame>, StreamError> {
+    let mut f = Frame {
+        tag: 0,
+        body: Vec::new(),
+    };
+    Ok(read_frame_into(r, &mut f)?.then_some(f))
+}
+
+/// [`read_frame`] into `f`, whose body's buffer is reused (a stream's reader takes a
+/// frame of about a megabyte at a time: a new buffer each would cost an allocation and
+/// its page faults per frame). `Ok(false)`: the input ended before the frame began.
+pub fn read_frame_into<R: Read>(r: &mut R, f: &mut Frame) -> Result<bool, StreamError> {
     let mut head = [0u8; HEAD_BYTES];
     let mut got = 0;
     while got < HEAD_BYTES {
         match r.read(&mut head[got..]) {
-            Ok(0) if got == 0 => return Ok(None),
+            Ok(0) if got == 0 => return Ok(false),
             Ok(0) => return Err(invalid("a frame's head is cut short")),
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -215,20 +227,23 @@ pub fn read_frame<R: Read>(r: &mut R) -> Result<Option<Frame>, StreamError> {
     }
     let want = u32::from_le_bytes(head[5..9].try_into().expect("4 bytes"));
     // Grown as bytes arrive, so a damaged length costs no more than the bytes that came.
-    let mut body = Vec::with_capacity((len as usize).min(RECORDS_FRAME_BYTES + (64 << 10)));
+    let body = &mut f.body;
+    body.clear();
+    body.reserve((len as usize).min(RECORDS_FRAME_BYTES + (64 << 10)));
     r.take(u64::from(len))
-        .read_to_end(&mut body)
+        .read_to_end(body)
         .map_err(|e| StreamError::Io(e.to_string()))?;
     if body.len() != len as usize {
         return Err(invalid("a frame's body is cut short"));
     }
-    let got = checksum(tag, &body);
+    let got = checksum(tag, body);
     if got != want {
         return Err(invalid(format!(
             "a frame's checksum is {got:#010x}, its head says {want:#010x}"
         )));
     }
-    Ok(Some(Frame { tag, body }))
+    f.tag = tag;
+    Ok(true)
 }
 
 /// A record of a RECORDS frame: its key and value, borrowed from the frame's body.

@@ -8,7 +8,9 @@
 //! on `+FULLRESYNC` the payload (`$<len>` or `$EOF:<mark>`, or from a Strata master the
 //! snapshot stream after `$STRATA-SNAPSHOT`, `ship.rs`) is spooled to a file in `dir`
 //! (so that the master's timeout never waits on the load), checked, loaded beside the served
-//! dataset and switched in with one write (design §13.25); then the
+//! dataset (an RDB once it is whole; the snapshot stream while it arrives, the load reading
+//! the spool behind the receiver, `spool.rs`) and switched in with one write (design
+//! §13.25); then the
 //! command stream is applied through the dispatcher as the master's client, with
 //! `REPLCONF ACK <offset>` every second and on GETACK.
 //!
@@ -19,6 +21,7 @@
 
 use super::batch;
 use super::handshake::{parse_payload_header, parse_psync_reply, EofMark, Payload, PsyncReply};
+use super::spool::{FinishOnDrop, Spool, SpoolWriter};
 use super::stream::StreamReader;
 use super::{LinkState, SyncProgress};
 use crate::cmd::{dispatch, ConnState, Ctx};
@@ -403,6 +406,7 @@ fn full_sync(
             total,
             read: 0,
             last_io: Instant::now(),
+            loaded: None,
         });
     });
     if started.is_none() {
@@ -410,24 +414,20 @@ fn full_sync(
     }
     let dir = shared.config.read().dir.clone();
     let ext = if snapshot { "snapshot" } else { "rdb" };
-    let spool = Spool(dir.join(format!("replica-sync.{}.{ext}", std::process::id())));
-    if snapshot {
-        receive_snapshot(shared, epoch, link, &spool.0, timeout)?;
-    } else {
+    let spool = SpoolFile(dir.join(format!(
+        "{}{}.{ext}",
+        super::spool::PREFIX,
+        std::process::id()
+    )));
+    if !snapshot {
+        let started = Instant::now();
         receive(shared, epoch, link, payload, &spool.0, timeout)?;
+        eprintln!(
+            "strata-server: replication: received the master's RDB in {:.2} s; loading it",
+            started.elapsed().as_secs_f64()
+        );
     }
     let databases = shared.config.read().databases;
-    // While the file is read, a newline to the master every second (Redis's
-    // `replicationSendNewlineToMaster`): the master counts it as the replica's ACK time.
-    let mut last_newline = Instant::now();
-    let sock = link.r.get_ref();
-    let mut tick = || {
-        if last_newline.elapsed() >= ACK_EVERY {
-            last_newline = Instant::now();
-            let _ = (&mut &*sock).write_all(b"\n");
-        }
-        r.is_current(epoch)
-    };
     // A new generation of the keyspace, in physical databases nothing reads; clients read
     // the old dataset until the switch.
     let claim = r
@@ -439,9 +439,20 @@ fn full_sync(
     r.loading.store(true, std::sync::atomic::Ordering::Release);
     let started = Instant::now();
     let loaded = if snapshot {
-        super::ship::load(&mut ctx, &spool.0, &claim.dbs, &mut tick)
+        receive_and_load(shared, epoch, link, &spool.0, timeout, &mut ctx, &claim.dbs)
     } else {
-        super::load::load(&mut ctx, &spool.0, &claim.dbs, &mut tick)
+        // While the file is read, a newline to the master every second (Redis's
+        // `replicationSendNewlineToMaster`): the master counts it as the replica's ACK time.
+        let mut last_newline = Instant::now();
+        let sock = link.r.get_ref();
+        let mut tick = || {
+            if last_newline.elapsed() >= ACK_EVERY {
+                last_newline = Instant::now();
+                let _ = (&mut &*sock).write_all(b"\n");
+            }
+            r.is_current(epoch)
+        };
+        super::load::load(&mut ctx, &spool.0, &claim.dbs, &mut tick).map_err(|e| e.to_string())
     };
     r.loading.store(false, std::sync::atomic::Ordering::Release);
     let loaded = match loaded {
@@ -463,7 +474,7 @@ fn full_sync(
                 .unwrap_or(0);
             Ok(functions)
         }
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e),
     };
     let switched = loaded.and_then(|functions| {
         let _applying = r.applying.lock();
@@ -531,9 +542,9 @@ fn switch(shared: &Shared, targets: &[u8], functions: &[u8], pos: &Position) -> 
 }
 
 /// The spool file, removed when dropped.
-struct Spool(PathBuf);
+struct SpoolFile(PathBuf);
 
-impl Drop for Spool {
+impl Drop for SpoolFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
@@ -625,42 +636,114 @@ fn receive(
     Ok(())
 }
 
-/// Receives a snapshot stream (`ship.rs`) into `path`, every frame checked on arrival.
-fn receive_snapshot(
+/// Receives a snapshot stream (`ship.rs`) into a spool file at `path`, every frame checked
+/// on arrival, and loads it into `targets` while it arrives (`spool.rs`): the receiver on
+/// a thread of its own reads the socket at the network's pace, whatever the load's (the
+/// master's `repl-timeout` never waits on the ingestion), and the load on this thread reads
+/// the file behind it. Err: why the transfer or the load failed (the receiver's reason
+/// first: the load's is then only its consequence); nothing was installed.
+fn receive_and_load(
     shared: &Arc<Shared>,
     epoch: u64,
     link: &mut Link,
     path: &std::path::Path,
     timeout: Duration,
-) -> Result<(), End> {
+    ctx: &mut Ctx<'_>,
+    targets: &[u8],
+) -> Result<(super::load::Counts, Vec<u8>), String> {
     let r = &shared.replication;
-    let mut sock = Patient {
-        link,
-        r,
-        epoch,
-        timeout,
-        last_io: Instant::now(),
-        superseded: false,
-    };
-    let mut last_report = Instant::now();
-    let mut gone = false;
-    let received = super::ship::receive(&mut sock, path, &mut |read| {
-        if last_report.elapsed() > POLL {
-            last_report = Instant::now();
-            gone |= r
-                .if_current(epoch, |st| {
-                    if let Some(s) = &mut st.sync {
-                        s.read = read;
-                        s.last_io = Instant::now();
+    let (spool, file) =
+        Spool::create(path).map_err(|e| format!("creating {}: {e}", path.display()))?;
+    // The newlines of the load's keepalive go through a second handle on the socket: the
+    // receiver owns the link meanwhile.
+    let sock = link
+        .r
+        .get_ref()
+        .try_clone()
+        .map_err(|e| format!("the master's connection: {e}"))?;
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        let spool = &spool;
+        let receiver = std::thread::Builder::new()
+            .name("strata-repl-recv".into())
+            .spawn_scoped(s, move || {
+                let _ends = FinishOnDrop(spool);
+                let mut sock = Patient {
+                    link,
+                    r,
+                    epoch,
+                    timeout,
+                    last_io: Instant::now(),
+                    superseded: false,
+                    spool,
+                };
+                let mut out = SpoolWriter::new(spool, file);
+                let mut last_report = Instant::now();
+                let mut gone = false;
+                let received = super::ship::receive(&mut sock, &mut out, &mut |read| {
+                    if last_report.elapsed() > POLL {
+                        last_report = Instant::now();
+                        gone |= r
+                            .if_current(epoch, |st| {
+                                if let Some(s) = &mut st.sync {
+                                    s.read = read;
+                                    s.last_io = Instant::now();
+                                    s.loaded = Some(spool.loaded());
+                                }
+                            })
+                            .is_none();
                     }
-                })
-                .is_none();
+                });
+                let end = if sock.superseded || gone {
+                    Err(super::load::STOPPED.to_string())
+                } else {
+                    received.map_err(|e| e.to_string())
+                };
+                if end.is_ok() {
+                    eprintln!(
+                        "strata-server: replication: received the master's snapshot stream \
+                         ({} bytes) in {:.2} s; the load has read {} of them",
+                        spool.written(),
+                        started.elapsed().as_secs_f64(),
+                        spool.loaded()
+                    );
+                }
+                spool.finish(end.clone());
+                end
+            })
+            .map_err(|e| format!("starting the receiver: {e}"))?;
+        let mut last_newline = Instant::now();
+        let mut tick = || {
+            // Only once the stream is in: before END, the master is still sending it.
+            if spool.finished() {
+                if last_newline.elapsed() >= ACK_EVERY {
+                    last_newline = Instant::now();
+                    let _ = (&sock).write_all(b"\n");
+                }
+                r.if_current(epoch, |st| {
+                    if let Some(s) = &mut st.sync {
+                        s.loaded = Some(spool.loaded());
+                    }
+                });
+            }
+            r.is_current(epoch)
+        };
+        let loaded = spool
+            .reader()
+            .map_err(|e| super::load::LoadError::File(format!("{}: {e}", path.display())))
+            .and_then(|reader| super::ship::load(ctx, reader, targets, &mut tick));
+        // A load that failed while the stream was still arriving failed on its own: its
+        // reason, not the receiver's (which is then only that the load stopped).
+        let load_first = loaded.is_err() && spool.abandon();
+        let received = receiver
+            .join()
+            .unwrap_or_else(|_| Err("the receiver panicked".into()));
+        match (received, loaded) {
+            (_, Err(e)) if load_first => Err(e.to_string()),
+            (Err(e), _) => Err(e),
+            (Ok(_), loaded) => loaded.map_err(|e| e.to_string()),
         }
-    });
-    if sock.superseded || gone {
-        return Err(End::Superseded);
-    }
-    received.map_err(|e| End::Failed(e.to_string()))
+    })
 }
 
 /// The master's socket as a `Read` for the snapshot stream's receiver: a read that times
@@ -674,6 +757,8 @@ struct Patient<'a> {
     last_io: Instant,
     /// REPLICAOF moved on during a read.
     superseded: bool,
+    /// The load gave up: stop waiting for the master.
+    spool: &'a Spool,
 }
 
 impl Read for Patient<'_> {
@@ -684,6 +769,9 @@ impl Read for Patient<'_> {
                     if !self.r.is_current(self.epoch) {
                         self.superseded = true;
                         return Err(std::io::Error::other("replication was reconfigured"));
+                    }
+                    if self.spool.is_abandoned() {
+                        return Err(std::io::Error::other(super::spool::ABANDONED));
                     }
                     if self.last_io.elapsed() > self.timeout {
                         return Err(std::io::Error::new(

@@ -9,7 +9,9 @@
 //! link's thread decodes the file and encodes each key's records (`cmd::dump::put_value`,
 //! as RESTORE does) into one buffer per shard (the shard the front routes each record to);
 //! a full buffer goes, as a run, to a writer thread that sorts it and writes it as tables,
-//! so decoding and table writing share the two halves of the work. When the whole file has
+//! so decoding and table writing share the work. There is a writer per shard, up to the
+//! cores' count (shard `s` is written by writer `s % writers`): each shard's tables are its
+//! own, so the writers share nothing, and a load is not bound by one core's table writing. When the whole file has
 //! been read and its checksum verified, each shard installs its runs. A file that ends
 //! short, fails its checksum, names a database this server lacks or holds a value the codec
 //! refuses stops the load before anything is installed: its tables are removed and the old
@@ -22,7 +24,7 @@
 //!
 //! Memory: each shard's buffer is written once it holds [`LOAD_BUFFER_BYTES`] divided
 //! among the shards (at least [`MIN_RUN_BYTES`]), its index entries counted; at most one
-//! more run waits for the writer and one is being written.
+//! more run waits for each writer and one is being written by each.
 
 use crate::cmd::dump::{put_value, Limits};
 use crate::cmd::Ctx;
@@ -43,7 +45,7 @@ pub const STOPPED: &str = "replication was reconfigured during the load";
 /// memory during the load: this much being filled, plus a run waiting and a run being
 /// written.
 pub(super) const LOAD_BUFFER_BYTES: usize = 256 << 20;
-/// The reader's error when the writer thread has stopped (the writer's own is reported).
+/// The reader's error when a writer thread has stopped (the writer's own is reported).
 pub(super) const WRITER_STOPPED: &str = "the table writer stopped";
 /// The least a run holds (many shards would otherwise make tiny runs).
 pub(super) const MIN_RUN_BYTES: usize = 8 << 20;
@@ -105,8 +107,8 @@ pub fn load(
     clear_targets(store, targets)?;
     let mut r = open(path)?;
     let run_bytes = run_bytes(db);
-    ingest_runs(db, tick, |send, tick| {
-        read_file(ctx, &mut r, targets, run_bytes, send, tick)
+    ingest_runs(db, tick, |writers, tick| {
+        read_file(ctx, &mut r, targets, run_bytes, writers, tick)
     })
 }
 
@@ -126,26 +128,109 @@ pub(super) fn run_bytes(db: &strata::Db) -> usize {
     (LOAD_BUFFER_BYTES / db.shard_count()).max(MIN_RUN_BYTES)
 }
 
-/// The two halves of a load: `read` (on this thread) sends each full shard buffer to a
-/// writer thread that writes it as a run of that shard's ingestion; once `read` has
-/// succeeded, every shard's ingestion is installed while `tick` keeps the link alive.
-/// Whatever fails, nothing is installed.
+/// The table writers' queues: shard `s`'s runs go to writer `s % writers`, through a queue
+/// of one run (the memory bound). A written run's buffers come back to [`Writers::spare`],
+/// so the reader fills memory that is already allocated and mapped instead of growing a
+/// new buffer (copies and page faults) for every run.
+pub(super) struct Writers<'a> {
+    queues: Vec<mpsc::SyncSender<(usize, Run)>>,
+    pool: &'a RunPool,
+}
+
+impl Writers<'_> {
+    /// Hands shard `shard`'s run to its writer, waiting while the writer's queue is full.
+    pub(super) fn send(&self, shard: usize, run: Run) -> Result<(), LoadError> {
+        self.queues[shard % self.queues.len()]
+            .send((shard, run))
+            .map_err(|_| LoadError::Write(WRITER_STOPPED.into()))
+    }
+
+    /// An empty run to fill: a written one's buffers, or new ones of a run's size.
+    pub(super) fn spare(&self) -> Run {
+        self.pool.take()
+    }
+}
+
+/// Written runs' buffers, emptied, for the reader to fill again; bounded (two per writer:
+/// the runs in flight), the rest freed.
+struct RunPool {
+    runs: parking_lot::Mutex<Vec<Run>>,
+    bound: usize,
+    run_bytes: usize,
+}
+
+impl RunPool {
+    fn take(&self) -> Run {
+        self.runs.lock().pop().unwrap_or_else(|| Run {
+            bytes: Vec::with_capacity(self.run_bytes),
+            index: Vec::new(),
+        })
+    }
+
+    fn give_back(&self, run: Run) {
+        debug_assert!(run.is_empty(), "a run comes back written and emptied");
+        let mut runs = self.runs.lock();
+        if runs.len() < self.bound {
+            runs.push(run);
+        }
+    }
+}
+
+/// Table writers for `db`: one per shard, up to the cores' count (more would only share
+/// the same cores, each with its runs in memory).
+fn writer_count(db: &strata::Db) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    db.shard_count().min(cores).max(1)
+}
+
+/// The two halves of a load: `read` (on this thread) sends each full shard buffer to its
+/// table writer ([`Writers`]), which writes it as a run of that shard's ingestion; once
+/// `read` has succeeded, every shard's ingestion is installed while `tick` keeps the link
+/// alive. Whatever fails, nothing is installed.
 pub(super) fn ingest_runs<T>(
     db: &strata::Db,
     tick: &mut dyn FnMut() -> bool,
-    read: impl FnOnce(&mpsc::SyncSender<(usize, Run)>, &mut dyn FnMut() -> bool) -> Result<T, LoadError>,
+    read: impl FnOnce(&Writers<'_>, &mut dyn FnMut() -> bool) -> Result<T, LoadError>,
 ) -> Result<T, LoadError> {
     let write_err = |e: strata_engine::Error| LoadError::Write(e.to_string());
-    // Capacity 1: one run waits while the writer writes another (the memory bound).
-    let (send, receive) = mpsc::sync_channel::<(usize, Run)>(1);
+    let n = writer_count(db);
+    let started = std::time::Instant::now();
+    let pool = RunPool {
+        runs: parking_lot::Mutex::new(Vec::new()),
+        bound: 2 * n,
+        run_bytes: run_bytes(db),
+    };
     std::thread::scope(|s| {
-        let writer = std::thread::Builder::new()
-            .name("strata-rdb-load".into())
-            .spawn_scoped(s, move || write_runs(db, receive))
-            .map_err(|e| LoadError::Write(format!("starting the table writer: {e}")))?;
-        let read = read(&send, tick);
-        drop(send);
-        let written = writer.join().unwrap_or(Err(strata_engine::Error::Closed));
+        let mut queues = Vec::with_capacity(n);
+        let mut writers = Vec::with_capacity(n);
+        let pool = &pool;
+        for i in 0..n {
+            let (send, receive) = mpsc::sync_channel::<(usize, Run)>(1);
+            queues.push(send);
+            let writer = std::thread::Builder::new()
+                .name(format!("strata-load-w{i}"))
+                .spawn_scoped(s, move || write_runs(db, receive, i, n, pool))
+                .map_err(|e| LoadError::Write(format!("starting a table writer: {e}")))?;
+            writers.push(writer);
+        }
+        let queues = Writers { queues, pool };
+        let read = read(&queues, tick);
+        let read_s = started.elapsed().as_secs_f64();
+        drop(queues);
+        // Every writer is joined (a failed one's siblings end when their queues close);
+        // the first failure is the load's.
+        let mut ingests = Vec::new();
+        let mut failed = None;
+        for w in writers {
+            match w.join().unwrap_or(Err(strata_engine::Error::Closed)) {
+                Ok(mine) => ingests.extend(mine),
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        let written = failed.map_or(Ok(ingests), Err);
+        let written_s = started.elapsed().as_secs_f64();
         // The reader's error, unless the reader stopped because the writer had failed.
         let out = match (read, written) {
             (Err(LoadError::Write(m)), Err(e)) if m == WRITER_STOPPED => return Err(write_err(e)),
@@ -169,6 +254,13 @@ pub(super) fn ingest_runs<T>(
                     .join()
                     .unwrap_or(Err(strata_engine::Error::Closed))
                     .map_err(write_err)?;
+                // The load's stages, for an operator (and for finding which one bounds a
+                // full sync): each figure is from the load's start.
+                eprintln!(
+                    "strata-server: replication: load: read at {read_s:.2} s, tables \
+                     written at {written_s:.2} s, installed at {:.2} s",
+                    started.elapsed().as_secs_f64()
+                );
                 r
             }
         };
@@ -184,16 +276,14 @@ fn read_file(
     r: &mut FileReader<BufReader<File>>,
     targets: &[u8],
     run_bytes: usize,
-    send: &mpsc::SyncSender<(usize, Run)>,
+    writers: &Writers<'_>,
     tick: &mut dyn FnMut() -> bool,
 ) -> Result<(Counts, Vec<u8>), LoadError> {
     let store = ctx.tx;
     let functions = crate::scripting::functions::Functions::open(None).map_err(LoadError::Write)?;
     let limits = Limits::of(ctx);
     let db = store.db();
-    let mut bufs: Vec<Run> = (0..db.shard_count()).map(|_| Run::default()).collect();
-    // The writer stopped (its error is reported by the caller).
-    let gone = || LoadError::Write(WRITER_STOPPED.into());
+    let mut bufs: Vec<Run> = (0..db.shard_count()).map(|_| writers.spare()).collect();
     let mut n = Counts::default();
     let mut items = 0u64;
     while let Some(item) = r.next_item().map_err(|e| LoadError::File(e.to_string()))? {
@@ -231,8 +321,7 @@ fn read_file(
                 }
                 for (shard, buf) in bufs.iter_mut().enumerate() {
                     if buf.memory() >= run_bytes {
-                        send.send((shard, std::mem::take(buf)))
-                            .map_err(|_| gone())?;
+                        writers.send(shard, std::mem::replace(buf, writers.spare()))?;
                     }
                 }
             }
@@ -250,7 +339,7 @@ fn read_file(
     }
     for (shard, buf) in bufs.into_iter().enumerate() {
         if !buf.index.is_empty() {
-            send.send((shard, buf)).map_err(|_| gone())?;
+            writers.send(shard, buf)?;
         }
     }
     Ok((n, functions.payload()))
@@ -258,15 +347,23 @@ fn read_file(
 
 /// The writer's side: one ingestion per shard, each run written as it arrives. Returns the
 /// ingestions, to be installed once the reader has read the whole file.
-fn write_runs(
-    db: &strata::Db,
+/// Writer `i` of `n`: writes the runs of shards `i`, `i + n`, ... into their ingestions,
+/// and gives each run's buffers back to `pool`.
+fn write_runs<'d>(
+    db: &'d strata::Db,
     runs: mpsc::Receiver<(usize, Run)>,
-) -> strata_engine::Result<Vec<strata_engine::Ingest<'_>>> {
-    let mut ingests: Vec<_> = (0..db.shard_count())
-        .map(|i| db.engine(i).db().ingest())
+    i: usize,
+    n: usize,
+    pool: &RunPool,
+) -> strata_engine::Result<Vec<strata_engine::Ingest<'d>>> {
+    let mut ingests: Vec<_> = (i..db.shard_count())
+        .step_by(n)
+        .map(|s| db.engine(s).db().ingest())
         .collect();
-    for (shard, run) in runs {
-        run.write(&mut ingests[shard])?;
+    for (shard, mut run) in runs {
+        debug_assert_eq!(shard % n, i, "a run sent to another shard's writer");
+        run.write(&mut ingests[shard / n])?;
+        pool.give_back(run);
     }
     Ok(ingests)
 }
@@ -346,11 +443,15 @@ impl Run {
 
     /// Writes the records, sorted, as runs of `ing`, one per database (a record key's first
     /// byte): each run's key range then lies inside one database of the new generation.
-    fn write(mut self, ing: &mut strata_engine::Ingest<'_>) -> strata_engine::Result<()> {
-        let index = self.sorted();
+    /// Writes the run into `ing` and empties it, its buffers kept for the next.
+    fn write(&mut self, ing: &mut strata_engine::Ingest<'_>) -> strata_engine::Result<()> {
+        let mut index = self.sorted();
         for db in index.chunk_by(|a, b| self.key(a).first() == self.key(b).first()) {
             ing.add_run(db.iter().map(|r| (self.key(r), self.value(r))))?;
         }
+        index.clear();
+        self.index = index;
+        self.bytes.clear();
         Ok(())
     }
 }

@@ -6,6 +6,8 @@
 //! - `stream.rs`: the command stream's requests and the stream bytes each covers;
 //! - `load.rs`: an RDB file checked whole, then loaded into a new generation of the
 //!   keyspace (switched in by `link.rs`);
+//! - `ship.rs`: a Strata master's snapshot stream, loaded the same way while it arrives
+//!   (`spool.rs`: the file between its receiver and its loader);
 //! - `link.rs`: the thread that talks to the master (`reply.rs`: its replies read back);
 //! - `garbage.rs`: the old generations of the keyspace, deleted in the background.
 //!
@@ -30,6 +32,7 @@ mod link;
 mod load;
 mod reply;
 mod ship;
+mod spool;
 pub mod stream;
 
 use crate::server::Shared;
@@ -90,6 +93,9 @@ pub struct SyncProgress {
     pub total: Option<u64>,
     pub read: u64,
     pub last_io: Instant,
+    /// Bytes of the payload the load has read, for a load that runs while the payload
+    /// arrives (the snapshot stream, `spool.rs`); `None` before such a load.
+    pub loaded: Option<u64>,
 }
 
 /// The replication state behind the lock.
@@ -267,9 +273,17 @@ impl Replication {
     /// At start: the position persisted with the data (`position.rs`) becomes the
     /// replication state, so that INFO shows it and REPLICAOF (or `replicaof` in the
     /// configuration) resumes the stream with a partial resync; the old generations of the
-    /// keyspace are deleted in the background.
+    /// keyspace are deleted in the background, and a killed sync's spool files at once.
     pub fn restore(&self, shared: &Arc<Shared>) -> Result<(), String> {
         garbage::clean_unmapped(shared);
+        let dir = shared.config.read().dir.clone();
+        let stale = spool::remove_stale(&dir);
+        if stale > 0 {
+            eprintln!(
+                "strata-server: replication: removed {stale} spool file(s) of a full sync \
+                 that a stopped process left"
+            );
+        }
         self.restore_position(shared)?;
         self.restore_history(shared);
         Ok(())
@@ -659,6 +673,11 @@ impl Replication {
                     let total = s.total.map_or(-1, |t| t as i64);
                     f.push(("master_sync_total_bytes", total.to_string()));
                     f.push(("master_sync_read_bytes", s.read.to_string()));
+                    if let Some(loaded) = s.loaded {
+                        // Strata's own: how far the load that runs behind the transfer
+                        // has come.
+                        f.push(("master_sync_loaded_bytes", loaded.to_string()));
+                    }
                     let left = s.total.map_or(-1, |t| t.saturating_sub(s.read) as i64);
                     f.push(("master_sync_left_bytes", left.to_string()));
                     let perc = s
