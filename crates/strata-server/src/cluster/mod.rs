@@ -275,6 +275,35 @@ impl Cluster {
         (r, saved)
     }
 
+    /// A bus message's transition (Redis's `clusterProcessPacket`), saved as it asks. A
+    /// vote it grants leaves only if the `lastVoteEpoch` recording it is on disk: were the
+    /// save lost, this node could vote again in the same epoch after a restart, and two
+    /// replicas could both win it. Redis exits when that save fails; here the vote is
+    /// withheld and the failure logged (the node still counts the epoch as voted, so it
+    /// votes in none but a later one).
+    pub fn process_message(
+        &self,
+        env: &outgoing::Env,
+        link: &packet::LinkCtx,
+        msg: &bus::Msg,
+    ) -> packet::Outcome {
+        let (mut out, saved) = self.bus_update_saved(|st| {
+            let out = packet::process(st, env, link, msg);
+            let save = out.save;
+            (out, save)
+        });
+        if let Err(e) = saved {
+            if out.withhold_votes() {
+                eprintln!(
+                    "strata-server: cluster: NOT granting a failover vote: saving \
+                     lastVoteEpoch failed ({})",
+                    e.0
+                );
+            }
+        }
+        out
+    }
+
     /// Ends shard channel subscriptions through `s` from now on (set once at start).
     pub fn attach_subscriptions(&self, s: Arc<dyn shard_channels::SlotSubscriptions>) {
         let _ = self.subscriptions.set(s);
