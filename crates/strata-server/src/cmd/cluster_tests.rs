@@ -105,6 +105,10 @@ fn slot_commands_and_their_errors() {
             SELECT 1 => -ERR SELECT is not allowed in cluster mode
             SELECT 0 => +OK
             SWAPDB 0 1 => -ERR SWAPDB is not allowed in cluster mode
+            REPLICAOF 127.0.0.1 1 => -ERR REPLICAOF not allowed in cluster mode.
+            REPLICAOF NO ONE => -ERR REPLICAOF not allowed in cluster mode.
+            SLAVEOF NO ONE => -ERR REPLICAOF not allowed in cluster mode.
+            REPLICAOF x => -ERR wrong number of arguments for 'replicaof' command
             READONLY => +OK
             READWRITE => +OK
             ASKING => +OK
