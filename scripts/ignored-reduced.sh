@@ -67,6 +67,10 @@ run STRATA_SERVER_CRASH_KILLS=5 \
   cargo test -q -p strata-server --test crash_streams acknowledged_stream_writes_survive_kill_9_long "${EXACT[@]}"
 run STRATA_BUS_FUZZ_ITERS=20000 \
   cargo test -q -p strata-server --lib cluster::bus::fuzz_tests::fuzz_decode_long "${EXACT[@]}"
+# Longer sequences (100 messages) than the fast test's, over as many sequences.
+run STRATA_CLUSTER_FUZZ_SEQUENCES=300 \
+  cargo test -q -p strata-server --lib \
+  cluster::fuzz_tests::mutated_messages_never_break_the_state_machine_long "${EXACT[@]}"
 # No size knob yet (the server crate's own test): run as it is, in the debug build.
 run cargo test -q -p strata-server --lib filter::tests::reclaims_a_deleted_collection_of_1m_members \
   "${EXACT[@]}"

@@ -80,6 +80,21 @@ def port_of_line(n):
     return int(n[1].split("@")[0].rsplit(":", 1)[1])
 
 
+def owner_of(port, slot):
+    """The node id and client port of the master serving `slot`, as the node on `port`
+    sees it (open slots `[...]` are not ownership)."""
+    for n in nodes_of(port):
+        if "master" not in n[2]:
+            continue
+        for r in n[8:]:
+            if r.startswith("["):
+                continue
+            a, _, b = r.partition("-")
+            if int(a) <= slot <= int(b or a):
+                return n[0], port_of_line(n)
+    return None
+
+
 def slot_count(line):
     """How many slots a CLUSTER NODES line says its node serves (ranges and singles;
     open slots `[...]` are not counted)."""

@@ -352,6 +352,7 @@ pub fn render() -> String {
                     | "cluster-announce-hostname"
                     | "cluster-require-full-coverage"
                     | "cluster-allow-reads-when-down"
+                    | "cluster-allow-pubsubshard-when-down"
                     | "cluster-preferred-endpoint-type"
             ) =>
             {

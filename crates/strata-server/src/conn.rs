@@ -403,7 +403,7 @@ async fn wait_blocked<S: AsyncRead + Unpin>(
 /// The client's class of `client-output-buffer-limit`: `pubsub` while it holds a
 /// subscription, else `normal` (Redis's `getClientType`).
 fn output_limit(shared: &Shared, conn: &ConnState) -> OutputLimit {
-    let class = if conn.sub.is_some() { 2 } else { 0 };
+    let class = if conn.in_pubsub_mode() { 2 } else { 0 };
     shared.config.read().output_limits[class]
 }
 

@@ -27,15 +27,21 @@
 //!
 //! Connections that never subscribe have no `Subscriber` and never touch the lock.
 //!
+//! **Shard channels and slots.** Shard channels are also indexed by their hash slot (Redis's
+//! `slots_to_channels`), so that when this node's shard loses a slot in cluster mode the
+//! cluster (`cluster/shard_channels.rs`) can end their subscriptions
+//! ([`PubSub::unsubscribe_slots`]) without walking every channel.
+//!
 //! Layer: services (above store and types; below commands).
 
 use crate::clients::ClientInfo;
 use crate::config::OutputLimit;
 use crate::glob;
+use crate::keys::hash_slot;
 use bytes::{BufMut, Bytes, BytesMut};
 use indexmap::{IndexMap, IndexSet};
 use parking_lot::{Mutex, RwLock};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -227,10 +233,23 @@ struct State {
     /// client arrives once per pattern, in this order).
     patterns: IndexMap<Bytes, Subscribers>,
     shard_channels: HashMap<Bytes, Subscribers>,
+    /// The shard channels with subscribers, by hash slot, in name order within a slot.
+    slot_channels: BTreeMap<u16, BTreeSet<Bytes>>,
     clients: HashMap<u64, ClientSubs>,
 }
 
 impl State {
+    /// Adds `sub`'s subscription to `name` to the name's subscriber list.
+    fn attach(&mut self, kind: Kind, name: &Bytes, sub: &Arc<Subscriber>) {
+        self.map(kind).attach(name.clone(), sub.clone());
+        if kind == Kind::Shard {
+            self.slot_channels
+                .entry(hash_slot(name))
+                .or_default()
+                .insert(name.clone());
+        }
+    }
+
     fn map(&mut self, kind: Kind) -> &mut dyn SubMap {
         match kind {
             Kind::Channel => &mut self.channels,
@@ -242,6 +261,15 @@ impl State {
     /// Removes client `id`'s subscription to `name` from the name's subscriber list.
     fn detach(&mut self, kind: Kind, name: &Bytes, id: u64) {
         self.map(kind).detach(name, id);
+        if kind == Kind::Shard && !self.shard_channels.contains_key(name) {
+            let slot = hash_slot(name);
+            if let Some(names) = self.slot_channels.get_mut(&slot) {
+                names.remove(name);
+                if names.is_empty() {
+                    self.slot_channels.remove(&slot);
+                }
+            }
+        }
     }
 }
 
@@ -299,7 +327,7 @@ impl PubSub {
             let added = c.names(kind).insert(name.clone());
             let count = c.count(kind);
             if added {
-                st.map(kind).attach(name.clone(), sub.clone());
+                st.attach(kind, name, sub);
             }
             replies.push((Some(name.clone()), count));
         }
@@ -491,6 +519,46 @@ impl PubSub {
         map.get(channel).map_or(0, |s| s.len())
     }
 
+    /// The hash slots of the shard channels with subscribers, in order.
+    pub fn shard_slots(&self) -> Vec<u16> {
+        self.state.read().slot_channels.keys().copied().collect()
+    }
+
+    /// Ends every subscription to the shard channels of `slots`, which this node's shard no
+    /// longer serves (Redis 7.0's `removeChannelsInSlot`): channel by channel in slot and
+    /// name order, each subscriber gets a `sunsubscribe` message with its remaining
+    /// shard channel count, as if it had sent SUNSUBSCRIBE; one left with no
+    /// subscription leaves pub/sub mode. Messages go through the `pubsub` output `limit`.
+    pub fn unsubscribe_slots(&self, slots: &[u16], limit: OutputLimit) {
+        let mut st = self.state.write();
+        let names: Vec<Bytes> = slots
+            .iter()
+            .filter_map(|s| st.slot_channels.get(s))
+            .flat_map(|names| names.iter().cloned())
+            .collect();
+        for name in names {
+            let subs: Vec<u64> = st
+                .shard_channels
+                .get(&name)
+                .map_or_else(Vec::new, |s| s.keys().copied().collect());
+            for id in subs {
+                st.detach(Kind::Shard, &name, id);
+                let Some(c) = st.clients.get_mut(&id) else {
+                    continue;
+                };
+                c.shard_channels.shift_remove(&name);
+                let count = c.count(Kind::Shard);
+                let sub = c.sub.clone();
+                let (channels, patterns, shard) = c.publish_counts();
+                if channels + patterns + shard == 0 {
+                    st.clients.remove(&id);
+                }
+                sub.info.set_subscriptions(channels, patterns, shard);
+                sub.deliver(&encode_count(b"sunsubscribe", &name, count), limit);
+            }
+        }
+    }
+
     /// Channels, patterns and shard channels with at least one subscriber (INFO
     /// `pubsub_channels`, `pubsub_patterns`, `pubsubshard_channels`; PUBSUB NUMPAT).
     pub fn counts(&self) -> (usize, usize, usize) {
@@ -501,6 +569,14 @@ impl PubSub {
             st.shard_channels.len(),
         )
     }
+}
+
+/// A confirmation's encoding without its type byte: `word`, the name and the count.
+fn encode_count(word: &[u8], name: &[u8], count: usize) -> Vec<u8> {
+    let mut b = encode(&[word, name]);
+    b[0] = b'3';
+    b.extend_from_slice(format!(":{count}\r\n").as_bytes());
+    b
 }
 
 /// A message's encoding without its type byte: the element count and bulk strings.
@@ -577,6 +653,51 @@ mod tests {
         assert_eq!(c.replies, vec![(Some(b("nope")), 1), (Some(b("x*")), 0)]);
         assert_eq!(ps.counts(), (0, 0, 0));
         assert!(ps.state.read().clients.is_empty());
+    }
+
+    /// A slot leaving this node's shard ends its shard channels' subscriptions as Redis's
+    /// `removeChannelsInSlot` (recorded from redis-server 7.0.15: `sunsubscribe` per
+    /// channel in name order with the shard channels left; other subscriptions stay).
+    #[test]
+    fn unsubscribing_a_slot_tells_each_subscriber() {
+        let ps = PubSub::default();
+        let (ia, a) = client(1);
+        let (ib, b2) = client(2);
+        // "news" and "{news}y" are slot 5161, "a" 15495.
+        ps.subscribe(&a, Kind::Shard, &names(&["{news}y", "news", "a"]));
+        ps.subscribe(&a, Kind::Channel, &names(&["plain"]));
+        ps.subscribe(&b2, Kind::Shard, &names(&["news"]));
+        assert_eq!(ps.shard_slots(), [5161, 15495]);
+        a.take();
+        b2.take();
+        ps.unsubscribe_slots(&[5161, 7], OutputLimit::default());
+        assert_eq!(
+            &a.take()[..],
+            &b"*3\r\n$12\r\nsunsubscribe\r\n$4\r\nnews\r\n:2\r\n\
+               *3\r\n$12\r\nsunsubscribe\r\n$7\r\n{news}y\r\n:1\r\n"[..]
+        );
+        assert_eq!(
+            &b2.take()[..],
+            &b"*3\r\n$12\r\nsunsubscribe\r\n$4\r\nnews\r\n:0\r\n"[..]
+        );
+        assert_eq!(ps.shard_slots(), [15495]);
+        assert_eq!(ps.numsub(Kind::Shard, b"news"), 0);
+        assert!(ia.is_subscriber() && !ib.is_subscriber());
+        assert!(!ps.state.read().clients.contains_key(&2));
+        // A later SPUBLISH to the channel reaches nobody; the other slot's still works.
+        let mut own = BytesMut::new();
+        let limit = OutputLimit::default();
+        assert_eq!(
+            ps.publish(Kind::Shard, b"news", b"m", limit, 0, &mut own, false),
+            0
+        );
+        assert_eq!(
+            ps.publish(Kind::Shard, b"a", b"m", limit, 0, &mut own, false),
+            1
+        );
+        // Unsubscribing by hand keeps the index too.
+        ps.unsubscribe(1, &ia, Kind::Shard, None);
+        assert!(ps.shard_slots().is_empty());
     }
 
     #[test]

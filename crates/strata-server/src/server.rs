@@ -522,7 +522,7 @@ pub(crate) fn open_shared(
     let unix_path = config.unixsocket.clone();
     let master = crate::repl::Master::default();
     master.min_replicas.set(&config.tuning);
-    Ok(Arc::new_cyclic(|me| Shared {
+    let shared = Arc::new_cyclic(|me| Shared {
         acl,
         store,
         functions,
@@ -552,7 +552,12 @@ pub(crate) fn open_shared(
         scan_bounds: Default::default(),
         next_client_id: AtomicU64::new(0),
         shutdown: stop,
-    }))
+    });
+    if let Some(c) = &shared.cluster {
+        let subs = crate::cmd::pubsub::SlotSubscriptions(Arc::downgrade(&shared));
+        c.attach_subscriptions(Arc::new(subs));
+    }
+    Ok(shared)
 }
 
 /// The runtime connections run on (`workers`: `None`, one per core).

@@ -339,3 +339,45 @@ fn a_replica_with_stale_data_does_not_run_for_election() {
         out.actions
     );
 }
+
+/// A vote leaves only once the `lastVoteEpoch` recording it is on disk: with nodes.conf's
+/// fsync failing, the master grants no FAILOVER_AUTH_ACK (Redis would exit), and still
+/// counts the epoch as voted; once saves work again it votes in a later epoch.
+#[test]
+fn a_vote_is_not_sent_when_last_vote_epoch_cannot_be_saved() {
+    use std::sync::Arc;
+    use strata_engine::io::{FaultFs, FaultKind, FaultOp, FaultRule, Fs, MemFs};
+    let fs = FaultFs::new(Arc::new(MemFs::new()));
+    fs.create_dir_all(std::path::Path::new("/c")).unwrap();
+    let args: Vec<String> = ["--dir", "/c", "--cluster-enabled", "yes"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let config = crate::config::Config::from_args(&args).unwrap();
+    let node = super::Cluster::open(&config, Arc::new(fs.clone()), 7000).unwrap();
+    let mut a = cluster(A);
+    a.nodes.get_mut(&C).unwrap().flags |= node_flag::FAIL;
+    *node.state.write() = a;
+    let acks = |out: &super::packet::Outcome| {
+        out.actions
+            .iter()
+            .filter(|a| matches!(a, Action::Send(_, m) if matches!(m.body, Body::FailoverAuthAck)))
+            .count()
+    };
+    fs.add_rule(
+        FaultRule::new(FaultOp::Sync, 1, FaultKind::Eio)
+            .path_contains("nodes.conf")
+            .persistent(),
+    );
+    let out = node.process_message(&env(10_000), &inbound(), &request_from_r(4));
+    assert_eq!(acks(&out), 0, "no vote without a durable lastVoteEpoch");
+    assert!(fs.injected_count() > 0);
+    assert_eq!(node.read().last_vote_epoch, 4);
+    fs.clear();
+    let out = node.process_message(&env(10_100), &inbound(), &request_from_r(4));
+    assert_eq!(acks(&out), 0, "epoch 4 counts as voted");
+    let out = node.process_message(&env(13_000), &inbound(), &request_from_r(5));
+    assert_eq!(acks(&out), 1);
+    let conf = fs.read_all(std::path::Path::new("/c/nodes.conf")).unwrap();
+    assert!(String::from_utf8(conf).unwrap().contains("lastVoteEpoch 5"));
+}

@@ -23,7 +23,7 @@
 use super::bus::{self, FrameReader};
 use super::cron;
 use super::outgoing::Env;
-use super::packet::{self, Action, LinkCtx};
+use super::packet::{Action, LinkCtx};
 use super::slots::{node_flag, NodeId};
 use super::{BusStats, Cluster};
 use crate::server::Shared;
@@ -362,11 +362,7 @@ impl Bus {
             }
         }
         let env = self.env();
-        let out = self.cluster().bus_update(|st| {
-            let out = packet::process(st, &env, &ctx, &msg);
-            let save = out.save;
-            (out, save)
-        });
+        let out = self.cluster().process_message(&env, &ctx, &msg);
         self.apply(out.actions, Some(link));
     }
 

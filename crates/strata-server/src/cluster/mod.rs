@@ -10,7 +10,10 @@
 //! it exclusively, applies the change, and writes nodes.conf before releasing it, so the
 //! file is always written in the order of the changes and a change is on disk before it
 //! is answered (Redis saves before replying too, in `beforeSleep`). Nothing else is held
-//! while the lock is held.
+//! while the lock is held, but for a moment the pub/sub registry's lock, to learn which
+//! slots have shard channel subscriptions (`shard_channels.rs`); the subscriptions of
+//! slots a change took from this node's shard are ended after the lock is released
+//! (`pubsub.rs` never waits for the cluster's lock, so the order cannot deadlock).
 //!
 //! Layer: cluster (a building block below commands).
 
@@ -33,6 +36,7 @@ pub mod replica_migration;
 mod replica_migration_tests;
 pub mod route;
 pub mod scan_hint;
+pub mod shard_channels;
 pub mod slots;
 #[cfg(test)]
 mod test_fixtures;
@@ -107,6 +111,9 @@ pub struct Cluster {
     /// only under the state's write lock, so it is the file's text as of the last save: a
     /// change compares its rendering with it instead of rendering the state before it too.
     saved: parking_lot::Mutex<Option<String>>,
+    /// The shard channel subscriptions to end when their slot leaves this node's shard
+    /// (set when the server starts).
+    subscriptions: std::sync::OnceLock<Arc<dyn shard_channels::SlotSubscriptions>>,
 }
 
 /// One bus link as CLUSTER LINKS shows it.
@@ -205,6 +212,7 @@ impl Cluster {
             links: parking_lot::Mutex::new(Vec::new()),
             scan_hints: scan_hint::ScanHints::default(),
             saved: parking_lot::Mutex::new(None),
+            subscriptions: std::sync::OnceLock::new(),
         };
         cluster.refresh_ok(&cluster.state.read());
         cluster.announce(&Announce::from_config(c, port));
@@ -224,33 +232,101 @@ impl Cluster {
     /// times per slot). `f`'s error (a reply text) leaves the state as `f` left it, as
     /// Redis's checks come before its changes.
     pub fn update<R>(&self, f: impl FnOnce(&mut State) -> Result<R, String>) -> Result<R, String> {
-        let mut st = self.state.write();
-        let epochs = |st: &State| (st.current_epoch, st.last_vote_epoch, st.me().config_epoch);
-        let epochs_before = epochs(&st);
-        let r = f(&mut st);
-        self.refresh_ok(&st);
-        let r = r?;
-        let text = nodes_conf::render(&st);
-        if self.saved.lock().as_deref() != Some(text.as_str()) {
-            self.write(text, epochs(&st) != epochs_before)
-                .map_err(|e| e.0)?;
-        }
-        Ok(r)
+        let (r, lost) = {
+            let mut st = self.state.write();
+            let epochs = |st: &State| (st.current_epoch, st.last_vote_epoch, st.me().config_epoch);
+            let epochs_before = epochs(&st);
+            let watch = self.watch(&st);
+            let r = f(&mut st);
+            self.refresh_ok(&st);
+            let lost = watch.map_or_else(Vec::new, |b| shard_channels::lost(&b, &st));
+            let r = r.and_then(|r| {
+                let text = nodes_conf::render(&st);
+                if self.saved.lock().as_deref() != Some(text.as_str()) {
+                    self.write(text, epochs(&st) != epochs_before)
+                        .map_err(|e| e.0)?;
+                }
+                Ok(r)
+            });
+            (r, lost)
+        };
+        self.end_subscriptions(&lost);
+        r
     }
 
     /// A change made by the cluster bus: `f` says whether nodes.conf is to be saved (the bus
     /// changes ping times and link states, which Redis does not save on their own). A failed
     /// save is logged: the bus has no client to answer.
     pub fn bus_update<R>(&self, f: impl FnOnce(&mut State) -> (R, bool)) -> R {
-        let mut st = self.state.write();
-        let (r, save) = f(&mut st);
-        self.refresh_ok(&st);
-        if save {
-            if let Err(e) = self.save(&st) {
+        self.bus_update_saved(f).0
+    }
+
+    /// [`Cluster::bus_update`], also saying whether the save it asked for failed.
+    fn bus_update_saved<R>(
+        &self,
+        f: impl FnOnce(&mut State) -> (R, bool),
+    ) -> (R, Result<(), SaveError>) {
+        let (r, saved, lost) = {
+            let mut st = self.state.write();
+            let watch = self.watch(&st);
+            let (r, save) = f(&mut st);
+            self.refresh_ok(&st);
+            let lost = watch.map_or_else(Vec::new, |b| shard_channels::lost(&b, &st));
+            let saved = if save { self.save(&st) } else { Ok(()) };
+            if let Err(e) = &saved {
                 eprintln!("strata-server: cluster: {}", e.0);
             }
+            (r, saved, lost)
+        };
+        self.end_subscriptions(&lost);
+        (r, saved)
+    }
+
+    /// A bus message's transition (Redis's `clusterProcessPacket`), saved as it asks. A
+    /// vote it grants leaves only if the `lastVoteEpoch` recording it is on disk: were the
+    /// save lost, this node could vote again in the same epoch after a restart, and two
+    /// replicas could both win it. Redis exits when that save fails; here the vote is
+    /// withheld and the failure logged (the node still counts the epoch as voted, so it
+    /// votes in none but a later one).
+    pub fn process_message(
+        &self,
+        env: &outgoing::Env,
+        link: &packet::LinkCtx,
+        msg: &bus::Msg,
+    ) -> packet::Outcome {
+        let (mut out, saved) = self.bus_update_saved(|st| {
+            let out = packet::process(st, env, link, msg);
+            let save = out.save;
+            (out, save)
+        });
+        if let Err(e) = saved {
+            if out.withhold_votes() {
+                eprintln!(
+                    "strata-server: cluster: NOT granting a failover vote: saving \
+                     lastVoteEpoch failed ({})",
+                    e.0
+                );
+            }
         }
-        r
+        out
+    }
+
+    /// Ends shard channel subscriptions through `s` from now on (set once at start).
+    pub fn attach_subscriptions(&self, s: Arc<dyn shard_channels::SlotSubscriptions>) {
+        let _ = self.subscriptions.set(s);
+    }
+
+    /// The owners of the slots with shard channel subscriptions, before a change (`None`:
+    /// no subscriptions, nothing to compare).
+    fn watch(&self, st: &State) -> Option<shard_channels::Before> {
+        let watched = self.subscriptions.get()?.slots();
+        (!watched.is_empty()).then(|| shard_channels::before(st, &watched))
+    }
+
+    fn end_subscriptions(&self, lost: &[u16]) {
+        if let (false, Some(s)) = (lost.is_empty(), self.subscriptions.get()) {
+            s.lost(lost);
+        }
     }
 
     /// Whether the cluster is up (`cluster_state:ok`), as of the last change.

@@ -69,6 +69,19 @@ pub struct Outcome {
     pub save: bool,
 }
 
+impl Outcome {
+    /// Takes back the FAILOVER_AUTH_ACKs among the actions (their `lastVoteEpoch` could not
+    /// be saved: `Cluster::process_message`); whether there was one.
+    pub fn withhold_votes(&mut self) -> bool {
+        let before = self.actions.len();
+        self.actions.retain(|a| {
+            !matches!(a, Action::Send(_, m) | Action::Reply(m) | Action::Broadcast(m)
+                if matches!(m.body, Body::FailoverAuthAck))
+        });
+        self.actions.len() != before
+    }
+}
+
 /// Redis's `clusterProcessPacket` for a decoded message.
 pub fn process(st: &mut State, env: &Env, link: &LinkCtx, msg: &Msg) -> Outcome {
     let mut out = Outcome::default();

@@ -1,7 +1,8 @@
 //! Which node serves a request (Redis's `getNodeByQuery`): a pure function of the cluster
 //! state, the request's keys and whether each exists here, so it is tested without a
 //! server. The dispatcher (`cmd/mod.rs`) calls it after the ACL check and before running,
-//! for commands with keys and for EXEC (whose queued commands' keys it gathers).
+//! for commands with keys and for EXEC (whose queued commands' keys it gathers), and for
+//! the sharded pub/sub commands, which Redis 7.0 routes by their channels' slot.
 //!
 //! Layer: cluster (a building block below commands).
 
@@ -49,6 +50,14 @@ pub struct Request {
     pub readonly: bool,
     /// The command is MIGRATE (served here whenever the slot is open).
     pub migrate: bool,
+    /// The command is SPUBLISH, SSUBSCRIBE or SUNSUBSCRIBE (Redis's `is_pubsubshard`; not
+    /// an EXEC holding one): its "keys" are shard channels, which do not move with a
+    /// migrating slot, so they are never looked up; a replica of the slot's owner serves
+    /// them without READONLY; `pubsub_when_down` decides whether a down cluster serves
+    /// them.
+    pub shard_pubsub: bool,
+    /// `cluster-allow-pubsubshard-when-down`.
+    pub pubsub_when_down: bool,
     /// `cluster-require-full-coverage`.
     pub full_coverage: bool,
     /// `cluster-allow-reads-when-down`.
@@ -61,7 +70,9 @@ pub struct Request {
 
 /// Routes a request naming `keys` (all its commands' keys, in order): `Ok(slot)` when
 /// this node serves it (`None`: no keys), the redirection otherwise. `exists` says whether
-/// a key is here; it is asked only while the slot is migrating or importing.
+/// a key is here; it is asked only while the slot is migrating or importing, and never for
+/// a sharded pub/sub command's channels (served by the slot's owner until the slot moves:
+/// Redis's comment in `getNodeByQuery`).
 pub fn route(
     state: &State,
     req: &Request,
@@ -88,7 +99,7 @@ pub fn route(
         if !multiple && k != first {
             multiple = true;
         }
-        if migrating || importing {
+        if (migrating || importing) && !req.shard_pubsub {
             if exists(k) {
                 existing += 1;
             } else {
@@ -100,10 +111,13 @@ pub fn route(
         .state_ok
         .unwrap_or_else(|| state.is_ok(req.full_coverage))
     {
-        if !req.reads_when_down {
+        if req.shard_pubsub {
+            if !req.pubsub_when_down {
+                return Err(Redirect::Down);
+            }
+        } else if !req.reads_when_down {
             return Err(Redirect::Down);
-        }
-        if req.write {
+        } else if req.write {
             return Err(Redirect::DownReadOnly);
         }
     }
@@ -124,7 +138,11 @@ pub fn route(
         return Ok(Some(slot));
     }
     let me = state.me();
-    if req.readonly && !req.write && me.has(node_flag::SLAVE) && me.master == Some(owner) {
+    if (req.readonly || req.shard_pubsub)
+        && !req.write
+        && me.has(node_flag::SLAVE)
+        && me.master == Some(owner)
+    {
         return Ok(Some(slot));
     }
     if mine {
@@ -149,6 +167,7 @@ mod tests {
 
     const ME: NodeId = [b'a'; 40];
     const OTHER: NodeId = [b'b'; 40];
+    const THIRD: NodeId = [b'c'; 40];
 
     fn state() -> State {
         let mut s = State::new(ME);
@@ -234,5 +253,99 @@ mod tests {
         assert_eq!(route(&s, &partial, &[b"b"], none), Ok(Some(3300)));
         // An unassigned slot: "{a}" hashes where "a" does; slot 0 is the empty key's.
         assert_eq!(route(&s, &partial, &[b""], none), Err(Redirect::Unbound));
+    }
+
+    /// SPUBLISH, SSUBSCRIBE and SUNSUBSCRIBE as redis-server 7.0.15 routes them (recorded
+    /// from a cluster of three): by their channels' slot like keys, but a channel is never
+    /// looked up in a moving slot, a replica of the owner serves them without READONLY,
+    /// and `cluster-allow-pubsubshard-when-down` (not reads-when-down) governs a down
+    /// cluster.
+    #[test]
+    fn sharded_pubsub_routes_by_channel() {
+        let mut s = state();
+        let looked_up = std::cell::Cell::new(0);
+        let exists = |_: &[u8]| {
+            looked_up.set(looked_up.get() + 1);
+            false
+        };
+        let pubsub = Request {
+            shard_pubsub: true,
+            pubsub_when_down: true,
+            ..req()
+        };
+        assert_eq!(route(&s, &pubsub, &[b"b"], exists), Ok(Some(3300)));
+        assert_eq!(
+            route(&s, &pubsub, &[b"a"], exists),
+            Err(Redirect::Moved(15495, "10.0.0.2:7001".into()))
+        );
+        assert_eq!(
+            route(&s, &pubsub, &[b"b", b"a"], exists),
+            Err(Redirect::CrossSlot)
+        );
+        // Migrating: served here (a key of that name would be asked for: ASK).
+        s.migrating.insert(3300, OTHER);
+        assert_eq!(route(&s, &pubsub, &[b"b", b"{b}x"], exists), Ok(Some(3300)));
+        assert_eq!(looked_up.get(), 0, "channels are not keys");
+        // Not a sharded pub/sub request (a key of that name, or an EXEC holding an
+        // SPUBLISH, which Redis routes as keys): looked up, and missing, so ASK.
+        assert_eq!(
+            route(&s, &req(), &[b"b"], exists),
+            Err(Redirect::Ask(3300, "10.0.0.2:7001".into()))
+        );
+        looked_up.set(0);
+        // Importing: MOVED without ASKING; with it, served though nothing is "here".
+        s.migrating.clear();
+        s.owner[15495] = Some(OTHER);
+        s.importing.insert(15495, OTHER);
+        assert!(matches!(
+            route(&s, &pubsub, &[b"a"], exists),
+            Err(Redirect::Moved(..))
+        ));
+        let asking = Request {
+            asking: true,
+            ..pubsub
+        };
+        assert_eq!(
+            route(&s, &asking, &[b"a", b"{a}x"], exists),
+            Ok(Some(15495))
+        );
+        assert_eq!(looked_up.get(), 0);
+        s.importing.clear();
+        // A replica of the owner serves them without READONLY; a keyed read needs it.
+        let mut r = s.clone();
+        r.nodes.get_mut(&ME).unwrap().flags = node_flag::MYSELF | node_flag::SLAVE;
+        r.nodes.get_mut(&ME).unwrap().master = Some(OTHER);
+        assert_eq!(route(&r, &pubsub, &[b"a"], none_here), Ok(Some(15495)));
+        assert!(matches!(
+            route(&r, &req(), &[b"a"], none_here),
+            Err(Redirect::Moved(..))
+        ));
+        // ... but not a slot of another master.
+        for slot in 0..8192 {
+            r.owner[slot] = Some(THIRD);
+        }
+        r.nodes.insert(THIRD, Node::new(THIRD, node_flag::MASTER));
+        assert!(matches!(
+            route(&r, &pubsub, &[b"b"], none_here),
+            Err(Redirect::Moved(3300, _))
+        ));
+        // A down cluster serves them unless cluster-allow-pubsubshard-when-down is no;
+        // reads-when-down does not matter. An unassigned slot is never served.
+        s.owner[0] = None;
+        assert_eq!(route(&s, &pubsub, &[b"b"], none_here), Ok(Some(3300)));
+        let strict = Request {
+            pubsub_when_down: false,
+            reads_when_down: true,
+            ..pubsub
+        };
+        assert_eq!(route(&s, &strict, &[b"b"], none_here), Err(Redirect::Down));
+        assert_eq!(
+            route(&s, &pubsub, &[b""], none_here),
+            Err(Redirect::Unbound)
+        );
+    }
+
+    fn none_here(_: &[u8]) -> bool {
+        false
     }
 }

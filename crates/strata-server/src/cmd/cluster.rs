@@ -76,14 +76,16 @@ fn update<R>(
 /// The dispatcher's routing check in cluster mode (Redis's `processCommand` calling
 /// `getNodeByQuery`): the redirection or error for a request this node does not serve.
 /// Not for the replication link's writes, nor for commands a script or an EXEC runs (the
-/// script and the EXEC were checked as a whole), nor for commands without keys but EXEC.
+/// script and the EXEC were checked as a whole), nor for commands without keys but EXEC
+/// and the sharded pub/sub commands (routed by their channels, `table::routed`).
 pub fn redirect(ctx: &Ctx<'_>, spec: &'static table::Spec, argv: &[Bytes]) -> Option<String> {
     let cluster = ctx.shared.cluster.as_ref()?;
     if ctx.conn.master || ctx.conn.in_exec || ctx.conn.in_script {
         return None;
     }
     let is_exec = spec.name == "exec";
-    if !is_exec && !spec.has_keys() {
+    let shard_pubsub = spec.names_channels();
+    if !is_exec && !shard_pubsub && !spec.has_keys() {
         return None;
     }
     let mut keys: Vec<Bytes> = Vec::new();
@@ -91,7 +93,7 @@ pub fn redirect(ctx: &Ctx<'_>, spec: &'static table::Spec, argv: &[Bytes]) -> Op
     let mut migrate = spec.name == "migrate";
     let mut asking_cmd = spec.has(super::flag::ASKING);
     let mut add = |s: &'static table::Spec, argv: &[Bytes]| {
-        if let Some(found) = table::keys(s, argv) {
+        if let Some(found) = table::routed(s, argv) {
             keys.extend(found.iter().map(|k| argv[k.pos].clone()));
         }
     };
@@ -108,15 +110,17 @@ pub fn redirect(ctx: &Ctx<'_>, spec: &'static table::Spec, argv: &[Bytes]) -> Op
     } else {
         add(spec, argv);
     }
-    let (full_coverage, reads_when_down) = down_settings(ctx.shared);
+    let down = down_settings(ctx.shared);
     let req = Request {
         write,
         asking: ctx.conn.asking || asking_cmd,
         readonly: ctx.conn.readonly,
         migrate,
-        full_coverage,
-        reads_when_down,
-        state_ok: Some(cluster.is_ok(full_coverage)),
+        shard_pubsub,
+        full_coverage: down.full_coverage,
+        reads_when_down: down.reads,
+        pubsub_when_down: down.pubsub,
+        state_ok: Some(cluster.is_ok(down.full_coverage)),
     };
     let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
     let store = ctx.tx;
@@ -127,14 +131,22 @@ pub fn redirect(ctx: &Ctx<'_>, spec: &'static table::Spec, argv: &[Bytes]) -> Op
         .map(|r| r.message())
 }
 
-/// `cluster-require-full-coverage` and `cluster-allow-reads-when-down`.
-fn down_settings(shared: &crate::server::Shared) -> (bool, bool) {
+/// What a down cluster still serves: `cluster-require-full-coverage`,
+/// `cluster-allow-reads-when-down`, `cluster-allow-pubsubshard-when-down`.
+struct DownSettings {
+    full_coverage: bool,
+    reads: bool,
+    pubsub: bool,
+}
+
+fn down_settings(shared: &crate::server::Shared) -> DownSettings {
     let c = shared.config.read();
     let yes = |n: &str| c.tuning.get(n).is_some_and(|v| v == "yes");
-    (
-        yes("cluster-require-full-coverage"),
-        yes("cluster-allow-reads-when-down"),
-    )
+    DownSettings {
+        full_coverage: yes("cluster-require-full-coverage"),
+        reads: yes("cluster-allow-reads-when-down"),
+        pubsub: yes("cluster-allow-pubsubshard-when-down"),
+    }
 }
 
 /// A command a script calls, in cluster mode (Redis 7.0's `scriptVerifyClusterState`):
@@ -158,19 +170,22 @@ pub fn script_access(
     if conn.master {
         return Ok(());
     }
-    let keys: Vec<&[u8]> = match table::keys(spec, argv) {
+    // SPUBLISH's channel counts as a key here too: Redis checks it with getNodeByQuery.
+    let keys: Vec<&[u8]> = match table::routed(spec, argv) {
         Some(found) => found.iter().map(|k| &argv[k.pos][..]).collect(),
         None => Vec::new(),
     };
-    let (full_coverage, reads_when_down) = down_settings(shared);
+    let down = down_settings(shared);
     let req = Request {
         write: spec.has(super::flag::WRITE),
         asking: conn.asking,
         readonly: conn.readonly,
         migrate: spec.name == "migrate",
-        full_coverage,
-        reads_when_down,
-        state_ok: Some(cluster.is_ok(full_coverage)),
+        shard_pubsub: spec.names_channels(),
+        full_coverage: down.full_coverage,
+        reads_when_down: down.reads,
+        pubsub_when_down: down.pubsub,
+        state_ok: Some(cluster.is_ok(down.full_coverage)),
     };
     let db = conn.db;
     let exists = |k: &[u8]| tx.peek(db, k).ok().flatten().is_some();

@@ -105,6 +105,10 @@ fn slot_commands_and_their_errors() {
             SELECT 1 => -ERR SELECT is not allowed in cluster mode
             SELECT 0 => +OK
             SWAPDB 0 1 => -ERR SWAPDB is not allowed in cluster mode
+            REPLICAOF 127.0.0.1 1 => -ERR REPLICAOF not allowed in cluster mode.
+            REPLICAOF NO ONE => -ERR REPLICAOF not allowed in cluster mode.
+            SLAVEOF NO ONE => -ERR REPLICAOF not allowed in cluster mode.
+            REPLICAOF x => -ERR wrong number of arguments for 'replicaof' command
             READONLY => +OK
             READWRITE => +OK
             ASKING => +OK
@@ -713,5 +717,114 @@ fn scripts_reach_only_keys_this_node_serves_in_one_slot() {
              readonly script:"
         ),
         "{got}"
+    );
+}
+
+/// SPUBLISH, SSUBSCRIBE and SUNSUBSCRIBE go by their channels' slot, as redis-server
+/// 7.0.15 routes them (recorded from a cluster of three): MOVED to the owner (also inside
+/// MULTI), CROSSSLOT for channels of two slots, served by the source of a migrating slot
+/// (where a key of that name is ASKed for) and after ASKING by the importer; an EXEC
+/// holding an SPUBLISH is routed as keys. A down cluster serves them unless
+/// `cluster-allow-pubsubshard-when-down` is `no`. A subscriber of a slot given away gets
+/// one `sunsubscribe` per channel (in name order) and leaves pub/sub mode.
+#[test]
+fn sharded_pubsub_goes_by_channel_slot_and_ends_with_the_slot() {
+    let mut t = cluster();
+    assert_eq!(t.q("CLUSTER ADDSLOTSRANGE 0 16383"), "+OK");
+    assert_eq!(t.q("CLUSTER MEET 127.0.0.1 7999"), "+OK");
+    let nodes = text(&t.cmd(&["CLUSTER", "NODES"]));
+    let other = nodes
+        .lines()
+        .find(|l| l.contains("handshake"))
+        .and_then(|l| l.split(' ').next())
+        .unwrap()
+        .to_string();
+    let run = |t: &mut TestServer, args: &[&str]| t.cmd(args).to_string();
+    // "b" is slot 3300, "a" 15495.
+    assert_eq!(
+        run(&mut t, &["CLUSTER", "SETSLOT", "3300", "NODE", &other]),
+        "+OK"
+    );
+    t.check(
+        r#"
+            SPUBLISH b m => -MOVED 3300 127.0.0.1:7999
+            SSUBSCRIBE b => -MOVED 3300 127.0.0.1:7999
+            SUNSUBSCRIBE {b}x => -MOVED 3300 127.0.0.1:7999
+            SSUBSCRIBE a b => -CROSSSLOT Keys in request don't hash to the same slot
+            SUNSUBSCRIBE a b => -CROSSSLOT Keys in request don't hash to the same slot
+            SPUBLISH a m => :0
+            MULTI => +OK
+            SPUBLISH b m => -MOVED 3300 127.0.0.1:7999
+            EXEC => -EXECABORT Transaction discarded because of previous errors.
+        "#,
+    );
+    let mut s = t.conn();
+    assert_eq!(s.q("SUNSUBSCRIBE"), r#"["sunsubscribe", (nil), :0]"#);
+    assert_eq!(s.q("SSUBSCRIBE {a}x a"), r#"["ssubscribe", "{a}x", :1]"#);
+    assert_eq!(s.recv().to_string(), r#"["ssubscribe", "a", :2]"#);
+    assert_eq!(s.q("SUBSCRIBE plain"), r#"["subscribe", "plain", :1]"#);
+    let mut s2 = t.conn();
+    assert_eq!(s2.q("SSUBSCRIBE a"), r#"["ssubscribe", "a", :1]"#);
+    assert_eq!(
+        run(
+            &mut t,
+            &["CLUSTER", "SETSLOT", "15495", "MIGRATING", &other]
+        ),
+        "+OK"
+    );
+    t.check(
+        r#"
+            SPUBLISH a m => :2
+            GET a => -ASK 15495 127.0.0.1:7999
+            MULTI => +OK
+            SPUBLISH a m => +QUEUED
+            EXEC => -ASK 15495 127.0.0.1:7999
+        "#,
+    );
+    for c in [&mut s, &mut s2] {
+        assert_eq!(c.recv().to_string(), r#"["smessage", "a", "m"]"#);
+    }
+    // The slot given away: its subscriptions end; the plain channel's stays.
+    assert_eq!(
+        run(&mut t, &["CLUSTER", "SETSLOT", "15495", "NODE", &other]),
+        "+OK"
+    );
+    assert_eq!(s.recv().to_string(), r#"["sunsubscribe", "a", :1]"#);
+    assert_eq!(s.recv().to_string(), r#"["sunsubscribe", "{a}x", :0]"#);
+    assert_eq!(s.q("PING"), r#"["pong", ""]"#);
+    assert_eq!(s2.recv().to_string(), r#"["sunsubscribe", "a", :0]"#);
+    assert_eq!(
+        s2.q("PING"),
+        "+PONG",
+        "no subscription left: out of pub/sub mode"
+    );
+    t.check(
+        r#"
+            PUBSUB SHARDCHANNELS => []
+            SPUBLISH a m => -MOVED 15495 127.0.0.1:7999
+        "#,
+    );
+    // Importing slot 3300: served after ASKING only.
+    assert_eq!(
+        run(&mut t, &["CLUSTER", "SETSLOT", "3300", "IMPORTING", &other]),
+        "+OK"
+    );
+    t.check(
+        r#"
+            SPUBLISH b m => -MOVED 3300 127.0.0.1:7999
+            ASKING => +OK
+            SPUBLISH b m => :0
+            SPUBLISH b m => -MOVED 3300 127.0.0.1:7999
+        "#,
+    );
+    // A down cluster (slot 0 unassigned).
+    t.check(
+        r#"
+            CLUSTER DELSLOTS 0 => +OK
+            SPUBLISH c m => :0
+            GET c => -CLUSTERDOWN The cluster is down
+            CONFIG SET cluster-allow-pubsubshard-when-down no => +OK
+            SPUBLISH c m => -CLUSTERDOWN The cluster is down
+        "#,
     );
 }

@@ -18,7 +18,7 @@ pub static COMMANDS: &[Entry] = &[
 ];
 
 fn ping(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
-    if ctx.conn.sub.is_some() && ctx.reply.proto == Proto::Resp2 && args.remaining() <= 1 {
+    if ctx.conn.in_pubsub_mode() && ctx.reply.proto == Proto::Resp2 && args.remaining() <= 1 {
         // Redis's pingCommand for a RESP2 subscriber: ["pong", message or ""].
         let msg = if args.is_done() {
             bytes::Bytes::new()

@@ -30,7 +30,7 @@ mod memory;
 pub(crate) mod migrate;
 pub mod multi;
 mod protected;
-mod pubsub;
+pub(crate) mod pubsub;
 pub(crate) mod replication;
 mod save;
 pub(crate) mod scripting;
@@ -207,6 +207,17 @@ pub struct ConnState {
     /// READONLY: a replica in cluster mode serves this client's reads of its master's
     /// slots.
     pub readonly: bool,
+}
+
+impl ConnState {
+    /// Whether the connection is held to the subscriber's commands, PING reply and output
+    /// class: it has a mailbox (a subscription or MONITOR) and, but while monitoring, the
+    /// registry still counts a subscription of it (a cluster slot leaving this shard ends
+    /// shard channel subscriptions, `pubsub.rs`, while the connection keeps its mailbox).
+    pub fn in_pubsub_mode(&self) -> bool {
+        self.sub.is_some()
+            && (self.info.is_subscriber() || self.info.monitor.load(Ordering::Relaxed))
+    }
 }
 
 /// A connection that talks to this server as a replica.
@@ -559,7 +570,7 @@ fn run(ctx: &mut Ctx<'_>, argv: Vec<Bytes>, found: Found) -> Outcome {
     // The slow log copies the arguments only for a command it logs (`args` keeps them).
     let loggable = full_name != "auth" && full_name != "hello" && !spec.has(flag::SKIP_SLOWLOG);
     // Redis's processCommand: a RESP2 subscriber may only (un)subscribe, ping, quit, reset.
-    if ctx.conn.sub.is_some()
+    if ctx.conn.in_pubsub_mode()
         && ctx.reply.proto == crate::protocol::reply::Proto::Resp2
         && !spec.has_trait(table::traits::WHILE_SUBSCRIBED)
     {

@@ -130,6 +130,26 @@ fn publish_to(ctx: &mut Ctx<'_>, args: &mut Args, kind: Kind) -> CmdResult {
     Ok(())
 }
 
+/// The cluster's way to this server's shard channel subscriptions
+/// (`cluster/shard_channels.rs`): a slot that leaves this node's shard ends them, each
+/// subscriber told under the `pubsub` output limit of the moment.
+pub struct SlotSubscriptions(pub std::sync::Weak<crate::server::Shared>);
+
+impl crate::cluster::shard_channels::SlotSubscriptions for SlotSubscriptions {
+    fn slots(&self) -> Vec<u16> {
+        self.0
+            .upgrade()
+            .map_or_else(Vec::new, |s| s.pubsub.shard_slots())
+    }
+
+    fn lost(&self, slots: &[u16]) {
+        if let Some(s) = self.0.upgrade() {
+            let limit = s.config.read().output_limits[2];
+            s.pubsub.unsubscribe_slots(slots, limit);
+        }
+    }
+}
+
 /// Redis's `addReplySubcommandSyntaxError`: CHANNELS and SHARDCHANNELS take one optional
 /// pattern, checked by the command rather than by its arity.
 fn at_most_one_pattern(args: &Args) -> Result<(), CmdError> {

@@ -24,6 +24,13 @@ pub static COMMANDS: &[Entry] = &[
 
 /// REPLICAOF host port | NO ONE.
 fn replicaof(ctx: &mut Ctx<'_>, args: &mut Args) -> CmdResult {
+    // As Redis's replicaofCommand: a cluster node follows the master CLUSTER REPLICATE
+    // names, at the address the bus keeps current; a REPLICAOF would fight it.
+    if ctx.shared.cluster.is_some() {
+        return Err(CmdError::reply(
+            "ERR REPLICAOF not allowed in cluster mode.",
+        ));
+    }
     let host = args.next_bytes()?;
     let port = args.next_bytes()?;
     // As Redis: neither form while a FAILOVER runs (FAILOVER ABORT ends it).

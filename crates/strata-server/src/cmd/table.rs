@@ -134,6 +134,17 @@ impl Spec {
         !partial && !self.has_trait(traits::CONNECTION_THREAD | traits::SCRIPT)
     }
 
+    /// Whether the command names shard channels (SPUBLISH, SSUBSCRIBE, SUNSUBSCRIBE): its
+    /// key specs are all `not_key`, which Redis 7.0 keeps for channels so that cluster
+    /// routing sends the command to the node serving the channel's slot.
+    pub fn names_channels(&self) -> bool {
+        !self.key_specs.is_empty()
+            && self
+                .key_specs
+                .iter()
+                .all(|k| k.bits & key_flag::NOT_KEY != 0)
+    }
+
     /// Redis's `doesCommandHaveKeys`: a key spec that names keys, or a key-finding procedure.
     pub fn has_keys(&self) -> bool {
         native_keys(self.name).is_some()
@@ -476,6 +487,17 @@ pub fn keys(spec: &Spec, argv: &[Bytes]) -> Option<Keys> {
         None if spec.key_specs.is_empty() => Some(Keys::new()),
         None => None,
     }
+}
+
+/// What cluster routing hashes (Redis 7.0's `getNodeByQuery`): the keys, or for a
+/// command naming shard channels ([`Spec::names_channels`]) the channels, from its
+/// `not_key` specs. `None` as for [`keys`]; no channels (SUNSUBSCRIBE alone) is empty.
+pub fn routed(spec: &Spec, argv: &[Bytes]) -> Option<Keys> {
+    if !spec.names_channels() {
+        return keys(spec, argv);
+    }
+    // A range that ends before it begins names nothing (SUNSUBSCRIBE without channels).
+    Some(keys_by_specs(spec.key_specs, argv).unwrap_or_default())
 }
 
 /// Redis's `getKeysUsingKeySpecs`, without partial results: `None` if any spec is invalid
