@@ -239,6 +239,15 @@ impl OneTable {
         self.blocks[self.blocks.len() / 2]
     }
 
+    /// Flips a byte in the middle of the victim block in the table file; returns the block.
+    fn damage_victim(&self) -> BlockHandle {
+        let v = self.victim();
+        let mut bytes = std::fs::read(&self.table).unwrap();
+        bytes[(v.offset + v.size / 2) as usize] ^= 0x5a;
+        std::fs::write(&self.table, &bytes).unwrap();
+        v
+    }
+
     /// Checks a `multi_get` of every key: the victim block's keys fail with `is_expected`,
     /// every other key reads its value.
     fn check(&self, db: &Db, is_expected: impl Fn(&Error) -> bool) {
@@ -319,10 +328,7 @@ fn corruption_in_one_block_on_disk_fails_exactly_its_keys_on_io_uring() {
     let uring = uring_required();
     let dir = tempfile::tempdir().unwrap();
     let t = one_table(Arc::new(RealFs::new()), dir.path().join("db"));
-    let v = t.victim();
-    let mut bytes = std::fs::read(&t.table).unwrap();
-    bytes[(v.offset + v.size / 2) as usize] ^= 0x5a;
-    std::fs::write(&t.table, &bytes).unwrap();
+    let v = t.damage_victim();
     for direct_io in [false, true] {
         let opts = Options {
             io_backend: IoBackend::Uring,
@@ -517,10 +523,7 @@ fn corruption_in_one_block_fails_exactly_its_keys_in_pipelined_batches() {
     let uring = uring_required();
     let dir = tempfile::tempdir().unwrap();
     let t = one_table(Arc::new(RealFs::new()), dir.path().join("db"));
-    let v = t.victim();
-    let mut bytes = std::fs::read(&t.table).unwrap();
-    bytes[(v.offset + v.size / 2) as usize] ^= 0x5a;
-    std::fs::write(&t.table, &bytes).unwrap();
+    let v = t.damage_victim();
     let refs: Vec<&[u8]> = t.keys.iter().map(|k| k.as_slice()).collect();
     // The victim's keys in several batches at once: they share its one read.
     let batches: Vec<&[&[u8]]> = refs.chunks(3).collect();

@@ -149,6 +149,25 @@ impl Worker<'_> {
         }
     }
 
+    /// Records a batch of lookups of `keys` started at `t0`, whose results are `values` in
+    /// the keys' order: the keys found and their bytes.
+    pub(super) fn record_lookups<'v>(
+        &mut self,
+        t0: Instant,
+        keys: &[&[u8]],
+        values: impl Iterator<Item = &'v Option<Vec<u8>>>,
+    ) {
+        let mut bytes = 0;
+        for (k, v) in keys.iter().zip(values) {
+            if let Some(v) = v {
+                self.stats.found += 1;
+                bytes += (k.len() + v.len()) as u64;
+            }
+        }
+        self.stats.lookups += keys.len() as u64;
+        self.record(t0, keys.len() as u64, bytes);
+    }
+
     #[inline]
     pub(super) fn record(&mut self, t0: Instant, ops: u64, bytes: u64) {
         self.stats.record(t0, ops, bytes);

@@ -113,15 +113,7 @@ pub(super) fn workload<E: Engine>(
                 let values = e
                     .multi_get_batches(&batches, batch)
                     .context("multi_get_batches failed")?;
-                let mut bytes = 0;
-                for (k, v) in refs.iter().zip(values.iter().flatten()) {
-                    if let Some(v) = v {
-                        w.stats.found += 1;
-                        bytes += (k.len() + v.len()) as u64;
-                    }
-                }
-                w.stats.lookups += n as u64;
-                w.record(t0, n as u64, bytes);
+                w.record_lookups(t0, &refs, values.iter().flatten());
                 if w.deadline.is_none() {
                     left -= n as u64;
                 }
@@ -145,15 +137,7 @@ pub(super) fn workload<E: Engine>(
                 let refs: Vec<&[u8]> = keys[..n].iter().map(|k| k.as_slice()).collect();
                 let t0 = Instant::now();
                 let values = e.multi_get(&refs).context("multi_get failed")?;
-                let mut bytes = 0;
-                for (k, v) in refs.iter().zip(&values) {
-                    if let Some(v) = v {
-                        w.stats.found += 1;
-                        bytes += (k.len() + v.len()) as u64;
-                    }
-                }
-                w.stats.lookups += n as u64;
-                w.record(t0, n as u64, bytes);
+                w.record_lookups(t0, &refs, values.iter());
                 if w.deadline.is_none() {
                     left -= n as u64;
                 }

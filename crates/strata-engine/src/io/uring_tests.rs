@@ -24,6 +24,22 @@ fn require_uring() -> bool {
     }
 }
 
+/// This thread's ring used its registered buffers (root or a memlock limit of at least
+/// 1 MiB lets the kernel pin them) and gave every one back.
+fn assert_every_registered_buffer_free() {
+    RING.with(|c| match &*c.borrow() {
+        RingState::Ready(r) => {
+            let f = r.fixed.as_ref().expect("registered buffers");
+            assert_eq!(
+                f.free.len(),
+                FIXED_BUFFERS,
+                "a registered buffer was not freed"
+            );
+        }
+        _ => panic!("no ring on this thread"),
+    });
+}
+
 fn pattern(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i * 31 % 251) as u8).collect()
 }
@@ -55,17 +71,7 @@ fn reads_many_ranges_and_short_reads_complete() {
     }
     // The registered-buffer path was the one exercised (root or a memlock limit of at
     // least 1 MiB lets the kernel pin them).
-    RING.with(|c| match &*c.borrow() {
-        RingState::Ready(r) => {
-            let f = r.fixed.as_ref().expect("registered buffers");
-            assert_eq!(
-                f.free.len(),
-                FIXED_BUFFERS,
-                "a registered buffer was not freed"
-            );
-        }
-        _ => panic!("no ring on this thread"),
-    });
+    assert_every_registered_buffer_free();
 }
 
 /// Chains of reads: each completed read makes its chain's next read ready, and chains
@@ -162,17 +168,7 @@ fn a_stream_keeps_its_cap_and_feeds_reads_in_as_others_complete() {
         // With room, the ring filled up rather than waiting chain by chain.
         assert_eq!(src.most_out, cap.min(RING_ENTRIES as usize), "cap {cap}");
     }
-    RING.with(|c| match &*c.borrow() {
-        RingState::Ready(r) => {
-            let f = r.fixed.as_ref().expect("registered buffers");
-            assert_eq!(
-                f.free.len(),
-                FIXED_BUFFERS,
-                "a registered buffer was not freed"
-            );
-        }
-        _ => panic!("no ring on this thread"),
-    });
+    assert_every_registered_buffer_free();
 }
 
 #[test]

@@ -18,6 +18,16 @@ fn text(r: &Reply) -> String {
     }
 }
 
+/// The id of the node a CLUSTER MEET left in handshake, from CLUSTER NODES' text.
+fn handshake_peer(nodes: &str) -> String {
+    nodes
+        .lines()
+        .find(|l| l.contains("handshake"))
+        .and_then(|l| l.split(' ').next())
+        .unwrap_or_else(|| panic!("no node in handshake: {nodes}"))
+        .to_string()
+}
+
 fn nodes_conf(t: &TestServer) -> String {
     let bytes = t
         .fs()
@@ -214,13 +224,7 @@ fn getkeysinslot_of_a_migrating_slot_resumes_and_counts_exactly() {
     let mut t = cluster();
     assert_eq!(t.q("CLUSTER ADDSLOTSRANGE 0 16383"), "+OK");
     assert_eq!(t.q("CLUSTER MEET 127.0.0.1 7999"), "+OK");
-    let nodes = text(&t.cmd(&["CLUSTER", "NODES"]));
-    let other = nodes
-        .lines()
-        .find(|l| l.contains("handshake"))
-        .and_then(|l| l.split(' ').next())
-        .unwrap()
-        .to_string();
+    let other = handshake_peer(&text(&t.cmd(&["CLUSTER", "NODES"])));
     for i in 1..=9 {
         assert_eq!(
             t.cmd(&["SET", &format!("{{t}}{i}"), "v"]).to_string(),
@@ -276,12 +280,7 @@ fn moved_ask_tryagain_crossslot_and_clusterdown() {
         "#,
     );
     let nodes = text(&t.cmd(&["CLUSTER", "NODES"]));
-    let other = nodes
-        .lines()
-        .find(|l| l.contains("handshake"))
-        .and_then(|l| l.split(' ').next())
-        .unwrap()
-        .to_string();
+    let other = handshake_peer(&nodes);
     assert_eq!(nodes.lines().count(), 2, "{nodes}");
     assert!(nodes.contains(&format!(
         "{other} 127.0.0.1:7999@17999 handshake - 0 0 0 disconnected\n"
@@ -529,12 +528,7 @@ fn a_master_that_gives_away_its_last_slot_becomes_a_replica_of_the_taker() {
         "#,
     );
     let nodes = text(&t.cmd(&["CLUSTER", "NODES"]));
-    let other = nodes
-        .lines()
-        .find(|l| l.contains("handshake"))
-        .and_then(|l| l.split(' ').next())
-        .unwrap()
-        .to_string();
+    let other = handshake_peer(&nodes);
     let me = text(&t.cmd(&["CLUSTER", "MYID"]));
     let run = |t: &mut TestServer, args: &[&str]| t.cmd(args).to_string();
     // Without replica migration it stays a master without slots.
@@ -569,12 +563,7 @@ fn reset_of_a_replica_stops_replicating_and_empties_its_data() {
         "#,
     );
     let nodes = text(&t.cmd(&["CLUSTER", "NODES"]));
-    let other = nodes
-        .lines()
-        .find(|l| l.contains("handshake"))
-        .and_then(|l| l.split(' ').next())
-        .unwrap()
-        .to_string();
+    let other = handshake_peer(&nodes);
     // Giving its last slot away makes it a replica of the taker, replicating from it.
     assert_eq!(
         t.cmd(&["CLUSTER", "SETSLOT", "5", "NODE", &other])
@@ -618,13 +607,7 @@ fn scripts_reach_only_keys_this_node_serves_in_one_slot() {
     let mut t = cluster();
     assert_eq!(t.q("CLUSTER ADDSLOTSRANGE 0 16383"), "+OK");
     assert_eq!(t.q("CLUSTER MEET 127.0.0.1 7999"), "+OK");
-    let nodes = text(&t.cmd(&["CLUSTER", "NODES"]));
-    let other = nodes
-        .lines()
-        .find(|l| l.contains("handshake"))
-        .and_then(|l| l.split(' ').next())
-        .unwrap()
-        .to_string();
+    let other = handshake_peer(&text(&t.cmd(&["CLUSTER", "NODES"])));
     // "b" is in slot 3300, given to the other node; "a" (15495) and "c" (7365) are here.
     assert_eq!(
         t.cmd(&["CLUSTER", "SETSLOT", "3300", "NODE", &other])
@@ -732,13 +715,7 @@ fn sharded_pubsub_goes_by_channel_slot_and_ends_with_the_slot() {
     let mut t = cluster();
     assert_eq!(t.q("CLUSTER ADDSLOTSRANGE 0 16383"), "+OK");
     assert_eq!(t.q("CLUSTER MEET 127.0.0.1 7999"), "+OK");
-    let nodes = text(&t.cmd(&["CLUSTER", "NODES"]));
-    let other = nodes
-        .lines()
-        .find(|l| l.contains("handshake"))
-        .and_then(|l| l.split(' ').next())
-        .unwrap()
-        .to_string();
+    let other = handshake_peer(&text(&t.cmd(&["CLUSTER", "NODES"])));
     let run = |t: &mut TestServer, args: &[&str]| t.cmd(args).to_string();
     // "b" is slot 3300, "a" 15495.
     assert_eq!(

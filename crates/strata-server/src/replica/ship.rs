@@ -250,6 +250,16 @@ mod tests {
         out
     }
 
+    /// Record for record, each of `a`'s logical databases equals `b`'s database it was
+    /// loaded into (`targets[l]` for logical database `l`).
+    fn assert_loaded_as_master(a: &TestServer, b: &TestServer, targets: &[u8]) {
+        let map = &a.shared().store.dbs;
+        for l in 0..16u8 {
+            let want = records_of(a, map.physical(l));
+            assert_eq!(records_of(b, targets[usize::from(l)]), want, "database {l}");
+        }
+    }
+
     #[test]
     fn a_stream_received_and_loaded_is_the_masters_data() {
         let (a, stream) = master_stream();
@@ -269,15 +279,7 @@ mod tests {
         let n = load_into(&b, &spool, &targets).unwrap();
         assert_eq!((n.keys, n.functions, n.stream_db), (8, 1, Some(5)));
         // Record for record, each logical database's records equal the master's.
-        let map = &a.shared().store.dbs;
-        for l in 0..16u8 {
-            let want = records_of(&a, map.physical(l));
-            assert_eq!(
-                records_of(&b, targets[usize::from(l)]),
-                want,
-                "database {l}"
-            );
-        }
+        assert_loaded_as_master(&a, &b, &targets);
         assert!(!records_of(&b, 16).is_empty() && !records_of(&b, 21).is_empty());
         // The served database is as it was; the expiry index knows the loaded key.
         assert_eq!(b.cmd(&["DBSIZE"]), Reply::Int(1));
@@ -390,15 +392,7 @@ mod tests {
         let (got, loaded) = receive_while_loading(&b, &stream, &spool, &targets);
         got.unwrap();
         assert_eq!(loaded.unwrap().keys, 8);
-        let map = &a.shared().store.dbs;
-        for l in 0..16u8 {
-            let want = records_of(&a, map.physical(l));
-            assert_eq!(
-                records_of(&b, targets[usize::from(l)]),
-                want,
-                "database {l}"
-            );
-        }
+        assert_loaded_as_master(&a, &b, &targets);
         // Cut inside a frame and at the last frame's start, and a flipped byte: the
         // receiver refuses it, the load fails with it, and no target holds a record.
         let mut flipped = stream.clone();
