@@ -1,9 +1,9 @@
 """What redis-server 7.0.15 propagates for each write: the source of the expected argvs in
 `crates/strata-server/src/cmd/effects_tests.rs` (Strata's effects, `effects.rs`).
 
-Strata exposes its propagated commands only to its in-process tests (no Redis command
-shows them, and the master side that streams them is not built yet), so the exact
-comparison lives in those Rust tests; this test keeps their expectations honest by running
+No Redis command shows a server's propagated commands (a replica sees them as its
+stream, which the replication tests check), so the exact comparison of each command's
+effects lives in those Rust tests; this test keeps their expectations honest by running
 the same commands against redis-server with `appendonly yes`, `appendfsync always` and
 active expiry off, and reading what it appended to its AOF. Times (Unix ms of this run) are
 compared as `<ms>`, XCLAIM's delivery time as `<t>`.
